@@ -1,0 +1,63 @@
+package lifecycle
+
+import (
+	"fmt"
+	"time"
+)
+
+// State is a stage of the process's life. It only moves forward:
+// Starting → Running → Draining → Stopped, or Starting → Draining when a
+// signal aborts the start, or Starting → Stopped when the start fails.
+type State int32
+
+// The states of a process, in order.
+const (
+	Starting State = iota
+	Running
+	Draining
+	Stopped
+)
+
+var stateNames = [...]string{"starting", "running", "draining", "stopped"}
+
+// String returns the state's lower-case name, as logged and reported.
+func (s State) String() string {
+	if s < 0 || int(s) >= len(stateNames) {
+		return fmt.Sprintf("state(%d)", int32(s))
+	}
+	return stateNames[s]
+}
+
+// MarshalText encodes the state by name.
+func (s State) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
+
+// canMove reports whether the state machine allows from → to.
+func canMove(from, to State) bool {
+	switch from {
+	case Starting:
+		return to == Running || to == Draining || to == Stopped
+	case Running:
+		return to == Draining
+	case Draining:
+		return to == Stopped
+	}
+	return false
+}
+
+// Transition describes one change of state, as given to listeners.
+type Transition struct {
+	From, To State
+	// Reason says why, e.g. "signal: terminated" or "context canceled".
+	Reason string
+	// At is when the transition happened.
+	At time.Time
+}
+
+// TransitionError is returned for a transition the state machine forbids.
+type TransitionError struct {
+	From, To State
+}
+
+func (e *TransitionError) Error() string {
+	return fmt.Sprintf("lifecycle: illegal transition %s → %s", e.From, e.To)
+}
