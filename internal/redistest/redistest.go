@@ -1,0 +1,134 @@
+// Package redistest starts real redis-server processes for tests.
+//
+// Each server listens on a free loopback port, keeps nothing on disk and is
+// stopped (and waited for) by t.Cleanup. Tests fail, never skip, when
+// redis-server is missing: scripts/test installs it.
+package redistest
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"os/exec"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Server is one running redis-server.
+type Server struct {
+	// Addr is host:port on loopback.
+	Addr string
+	Port int
+
+	t   testing.TB
+	cmd *exec.Cmd
+}
+
+// Start starts a standalone redis-server with extra config arguments
+// (e.g. "--cluster-enabled", "yes") and waits until it answers PING.
+func Start(t testing.TB, args ...string) *Server {
+	t.Helper()
+	return start(t, FreePort(t), args...)
+}
+
+func start(t testing.TB, port int, args ...string) *Server {
+	t.Helper()
+	path, err := exec.LookPath("redis-server")
+	if err != nil {
+		t.Fatalf("redistest: redis-server not found (run scripts/test, which installs it): %v", err)
+	}
+	dir := t.TempDir()
+	base := []string{
+		"--port", strconv.Itoa(port),
+		"--bind", "127.0.0.1",
+		"--save", "",
+		"--appendonly", "no",
+		"--dir", dir,
+		"--daemonize", "no",
+		"--protected-mode", "no",
+	}
+	cmd := exec.Command(path, append(base, args...)...)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatalf("redistest: %v", err)
+	}
+	cmd.Stderr = cmd.Stdout
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("redistest: start redis-server: %v", err)
+	}
+	s := &Server{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), Port: port, t: t, cmd: cmd}
+	logged := make(chan struct{})
+	go func() { // drain the server's output so it never blocks on a full pipe
+		defer close(logged)
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+		}
+	}()
+	t.Cleanup(func() {
+		s.Kill()
+		<-logged
+	})
+	s.waitReady()
+	return s
+}
+
+// Client returns a go-redis client for the server, closed at cleanup.
+func (s *Server) Client() *redis.Client {
+	c := redis.NewClient(&redis.Options{Addr: s.Addr})
+	s.t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// Kill stops the server at once (SIGKILL) and waits for it. It is safe to
+// call more than once; cleanup calls it too.
+func (s *Server) Kill() {
+	if s.cmd.ProcessState != nil {
+		return
+	}
+	_ = s.cmd.Process.Kill()
+	_ = s.cmd.Wait()
+}
+
+// Restart starts a fresh, empty server on the same port after Kill, so a
+// test can model Redis returning after an outage.
+func (s *Server) Restart(args ...string) {
+	s.t.Helper()
+	s.Kill()
+	n := start(s.t, s.Port, args...)
+	*s = *n
+}
+
+func (s *Server) waitReady() {
+	s.t.Helper()
+	c := redis.NewClient(&redis.Options{Addr: s.Addr, MaxRetries: -1, DialTimeout: 100 * time.Millisecond})
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for {
+		if err := c.Ping(ctx).Err(); err == nil {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			s.t.Fatalf("redistest: redis-server on %s not ready: %v", s.Addr, ctx.Err())
+		case <-time.After(10 * time.Millisecond): // polling an external process; nothing to be notified by
+		}
+	}
+}
+
+// FreePort returns a loopback TCP port that was free a moment ago.
+func FreePort(t testing.TB) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("redistest: free port: %v", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+func (s *Server) String() string { return fmt.Sprintf("redis-server@%s", s.Addr) }
