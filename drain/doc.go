@@ -1,0 +1,31 @@
+// Package drain runs the shutdown work of a service: hooks grouped in
+// ordered phases under one deadline, and the in-flight tracking that tells
+// when requests have finished.
+//
+// It knows nothing of signals or process states; package lifecycle decides
+// when a drain starts and what its deadline is.
+//
+// # Phases
+//
+// A drain runs [StopIntake], [WaitInFlight], [Flush], [Release] and [Close]
+// in that order. The hooks of one phase run concurrently; each gets a
+// context that ends at min(its own Timeout, the drain deadline). A hook that
+// fails, panics or overruns is reported and the drain goes on: the report,
+// not an early return, says what went wrong.
+//
+// # Deadline
+//
+// [Run] never waits for a hook past that hook's context. A hook that
+// ignores its context is abandoned: it keeps its goroutine, and the
+// [Report] names it with the stack it was stuck in, so the process can exit
+// on time and the operator can see why it had to.
+//
+// # In-flight work
+//
+// A [Tracker] counts requests, RPCs and batches. [Tracker.Middleware] and
+// the gRPC interceptors count and, after [Tracker.CloseIntake], refuse new
+// work in a form clients may retry elsewhere (503 with Retry-After, or
+// UNAVAILABLE). [Tracker.Wait] is woken the moment the count reaches zero.
+// [HTTPHooks] and [GRPCHooks] drain an *http.Server or a *grpc.Server with
+// it, and close what is left at the deadline.
+package drain

@@ -1,0 +1,106 @@
+package drain
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Outcome is how one hook ended.
+type Outcome string
+
+// The outcomes a hook can have.
+const (
+	// OK: Run returned nil.
+	OK Outcome = "ok"
+	// Failed: Run returned an error before its context ended.
+	Failed Outcome = "error"
+	// TimedOut: the hook's context ended first (its own Timeout or the drain
+	// deadline); if Run had not returned it was abandoned and Stack says where it was.
+	TimedOut Outcome = "timeout"
+	// Skipped: the hook never ran, because the deadline passed or the drain
+	// was forced before its phase began.
+	Skipped Outcome = "skipped"
+	// Panicked: Run panicked; the panic was recovered and the drain went on.
+	Panicked Outcome = "panic"
+)
+
+// HookResult is the report of one hook.
+type HookResult struct {
+	Name     string        `json:"name"`
+	Phase    Phase         `json:"phase"`
+	Outcome  Outcome       `json:"outcome"`
+	Duration time.Duration `json:"-"`
+	// Error is the error text, the panic value, or why the hook was cut off.
+	Error string `json:"error,omitempty"`
+	// Stack is the goroutine stack of a hook that was still running when it
+	// was abandoned, or of a panic.
+	Stack string `json:"stack,omitempty"`
+}
+
+// MarshalJSON adds duration_ms, the form logs and dashboards read.
+func (h HookResult) MarshalJSON() ([]byte, error) {
+	type plain HookResult
+	return json.Marshal(struct {
+		plain
+		DurationMS float64 `json:"duration_ms"`
+	}{plain(h), ms(h.Duration)})
+}
+
+// Report says what a drain did. It marshals to one JSON object.
+type Report struct {
+	Reason   string        `json:"reason"`
+	Start    time.Time     `json:"start"`
+	Duration time.Duration `json:"-"`
+	// Forced is set when the drain was cut short by cancellation (a second
+	// signal) rather than by its deadline.
+	Forced bool `json:"forced"`
+	// DeadlineExceeded is set when the drain deadline passed before every
+	// hook had returned.
+	DeadlineExceeded bool         `json:"deadline_exceeded"`
+	Hooks            []HookResult `json:"hooks"`
+}
+
+// MarshalJSON adds duration_ms.
+func (r *Report) MarshalJSON() ([]byte, error) {
+	type plain Report
+	return json.Marshal(struct {
+		*plain
+		DurationMS float64 `json:"duration_ms"`
+	}{(*plain)(r), ms(r.Duration)})
+}
+
+// Count returns how many hooks ended with outcome o.
+func (r *Report) Count(o Outcome) int {
+	n := 0
+	for _, h := range r.Hooks {
+		if h.Outcome == o {
+			n++
+		}
+	}
+	return n
+}
+
+// Hook returns the result of the hook named name.
+func (r *Report) Hook(name string) (HookResult, bool) {
+	for _, h := range r.Hooks {
+		if h.Name == name {
+			return h, true
+		}
+	}
+	return HookResult{}, false
+}
+
+// Err joins one error per hook that did not end OK, or returns nil.
+func (r *Report) Err() error {
+	var errs []error
+	for _, h := range r.Hooks {
+		if h.Outcome != OK {
+			errs = append(errs, fmt.Errorf("%s hook %q: %s: %s", h.Phase, h.Name, h.Outcome, h.Error))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

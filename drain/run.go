@@ -1,0 +1,173 @@
+package drain
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"runtime/debug"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+)
+
+// Run runs hooks phase by phase and returns what happened.
+//
+// Phases run in order; the hooks of one phase run concurrently and the next
+// phase starts when each of them has returned or been given up on. Each hook
+// gets a context that ends at min(its Timeout, ctx's deadline). Run waits for
+// a hook only while that context lives: a hook that ignores its context is
+// abandoned (left running, reported TimedOut with its stack), so Run returns
+// by ctx's deadline whatever the hooks do.
+//
+// Cancelling ctx forces the drain: running hooks see their contexts cancelled
+// and are given up on at once, and hooks of later phases are Skipped. Hooks
+// that fail Validate are reported Failed and never run. Run does not stop at
+// a failed hook: a hook's error says nothing about whether the next phase
+// should run, and leaving a phase out (say, closing clients) is worse.
+func Run(ctx context.Context, reason string, hooks []Hook) *Report {
+	r := &Report{Reason: reason, Start: time.Now(), Hooks: make([]HookResult, 0, len(hooks))}
+	for _, p := range Phases() {
+		var batch []Hook
+		for _, h := range hooks {
+			if h.Phase == p {
+				batch = append(batch, h)
+			}
+		}
+		if len(batch) == 0 {
+			continue
+		}
+		if ctx.Err() != nil {
+			for _, h := range batch {
+				r.Hooks = append(r.Hooks, HookResult{Name: h.Name, Phase: p, Outcome: Skipped, Error: cutReason(ctx)})
+			}
+			continue
+		}
+		r.Hooks = append(r.Hooks, runPhase(ctx, batch)...)
+	}
+	for _, h := range hooks { // hooks of an undefined phase would otherwise vanish from the report
+		if !h.Phase.Valid() {
+			r.Hooks = append(r.Hooks, HookResult{Name: h.Name, Phase: h.Phase, Outcome: Failed, Error: h.Validate().Error()})
+		}
+	}
+	r.Duration = time.Since(r.Start)
+	r.DeadlineExceeded = errors.Is(ctx.Err(), context.DeadlineExceeded)
+	r.Forced = errors.Is(ctx.Err(), context.Canceled)
+	return r
+}
+
+func cutReason(ctx context.Context) string {
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return "drain deadline passed before this phase"
+	}
+	return "drain forced before this phase"
+}
+
+func runPhase(ctx context.Context, batch []Hook) []HookResult {
+	results := make([]HookResult, len(batch))
+	var g errgroup.Group
+	for i, h := range batch {
+		g.Go(func() error {
+			results[i] = runHook(ctx, h)
+			return nil
+		})
+	}
+	_ = g.Wait() // runHook reports into results; it never returns an error
+	return results
+}
+
+// done carries a hook's return to runHook.
+type done struct {
+	err      error
+	panicked any
+	stack    []byte
+}
+
+func runHook(parent context.Context, h Hook) HookResult {
+	res := HookResult{Name: h.Name, Phase: h.Phase}
+	if err := h.Validate(); err != nil {
+		res.Outcome, res.Error = Failed, err.Error()
+		return res
+	}
+	ctx, cancel := parent, context.CancelFunc(func() {})
+	if h.Timeout > 0 {
+		ctx, cancel = context.WithTimeout(parent, h.Timeout)
+	}
+	defer cancel()
+
+	start := time.Now()
+	ch := make(chan done, 1) // buffered: an abandoned hook must still be able to finish
+	gid := make(chan uint64, 1)
+	go func() {
+		gid <- goroutineID()
+		defer func() {
+			if v := recover(); v != nil {
+				ch <- done{panicked: v, stack: debug.Stack()}
+			}
+		}()
+		ch <- done{err: h.Run(ctx)}
+	}()
+
+	select {
+	case d := <-ch:
+		res.Duration = time.Since(start)
+		switch {
+		case d.panicked != nil:
+			res.Outcome, res.Error, res.Stack = Panicked, fmt.Sprint(d.panicked), string(d.stack)
+		case d.err == nil:
+			res.Outcome = OK
+		case ctx.Err() != nil:
+			res.Outcome, res.Error = TimedOut, d.err.Error()
+		default:
+			res.Outcome, res.Error = Failed, d.err.Error()
+		}
+	case <-ctx.Done():
+		res.Duration = time.Since(start)
+		res.Outcome = TimedOut
+		res.Error = "abandoned: " + context.Cause(ctx).Error()
+		res.Stack = goroutineStack(<-gid)
+	}
+	if res.Outcome == TimedOut && errors.Is(parent.Err(), context.Canceled) {
+		// Cut short by a forced drain, not by a budget running out.
+		res.Outcome = Skipped
+	}
+	return res
+}
+
+// goroutineID parses the current goroutine's id from its stack header
+// ("goroutine 42 [running]:"); it is only used to find an abandoned hook's
+// stack in a full dump.
+func goroutineID() uint64 {
+	var buf [64]byte
+	b := buf[:runtime.Stack(buf[:], false)]
+	b = bytes.TrimPrefix(b, []byte("goroutine "))
+	var id uint64
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			break
+		}
+		id = id*10 + uint64(c-'0')
+	}
+	return id
+}
+
+// goroutineStack returns the stack of goroutine id, or "" if it has ended.
+func goroutineStack(id uint64) string {
+	buf := make([]byte, 1<<16)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			buf = buf[:n]
+			break
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+	head := []byte(fmt.Sprintf("goroutine %d [", id))
+	for _, block := range bytes.Split(buf, []byte("\n\n")) {
+		if bytes.HasPrefix(block, head) {
+			return string(block)
+		}
+	}
+	return ""
+}

@@ -1,0 +1,202 @@
+package drain_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/drainkit/drainkit/drain"
+)
+
+func TestRunPhasesInOrderHooksConcurrent(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var (
+			mu    sync.Mutex
+			trace []string
+		)
+		log := func(s string) { mu.Lock(); trace = append(trace, s); mu.Unlock() }
+		// Both Flush hooks must be running at once for either to finish:
+		// a runner that ran them one after the other would deadlock here.
+		var both sync.WaitGroup
+		both.Add(2)
+		flush := func(name string) drain.Hook {
+			return drain.Hook{Name: name, Phase: drain.Flush, Run: func(ctx context.Context) error {
+				both.Done()
+				both.Wait()
+				log(name)
+				return nil
+			}}
+		}
+		hook := func(name string, p drain.Phase) drain.Hook {
+			return drain.Hook{Name: name, Phase: p, Run: func(context.Context) error { log(name); return nil }}
+		}
+		// Given out of order on purpose: phases, not registration, decide.
+		hooks := []drain.Hook{
+			hook("close", drain.Close), flush("flush-a"), hook("intake", drain.StopIntake),
+			hook("release", drain.Release), flush("flush-b"), hook("wait", drain.WaitInFlight),
+		}
+		r := drain.Run(context.Background(), "test", hooks)
+		require.NoError(t, r.Err())
+		require.Len(t, trace, 6)
+		assert.Equal(t, []string{"intake", "wait"}, trace[:2])
+		assert.ElementsMatch(t, []string{"flush-a", "flush-b"}, trace[2:4])
+		assert.Equal(t, []string{"release", "close"}, trace[4:])
+		assert.Equal(t, 6, r.Count(drain.OK))
+	})
+}
+
+func TestRunHookBudgetIsMinOfTimeoutAndDeadline(t *testing.T) {
+	tests := []struct {
+		name     string
+		timeout  time.Duration
+		deadline time.Duration
+		want     time.Duration
+	}{
+		{"own timeout shorter", 2 * time.Second, 10 * time.Second, 2 * time.Second},
+		{"deadline shorter", 10 * time.Second, 3 * time.Second, 3 * time.Second},
+		{"no own timeout", 0, 4 * time.Second, 4 * time.Second},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				ctx, cancel := context.WithTimeout(context.Background(), tt.deadline)
+				defer cancel()
+				ended := make(chan time.Duration, 1)
+				start := time.Now()
+				r := drain.Run(ctx, "test", []drain.Hook{{Name: "h", Phase: drain.Flush, Timeout: tt.timeout,
+					Run: func(ctx context.Context) error {
+						<-ctx.Done()
+						ended <- time.Since(start)
+						return ctx.Err()
+					}}})
+				if got := <-ended; got != tt.want {
+					t.Errorf("hook context ended after %v; want %v", got, tt.want)
+				}
+				h, _ := r.Hook("h")
+				assert.Equal(t, drain.TimedOut, h.Outcome)
+			})
+		})
+	}
+}
+
+func TestRunAbandonsHookThatIgnoresContext(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		release := make(chan struct{})
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		start := time.Now()
+		r := drain.Run(ctx, "sigterm", []drain.Hook{
+			{Name: "stubborn", Phase: drain.Flush, Run: func(context.Context) error {
+				<-release // ignores its context
+				return nil
+			}},
+			{Name: "later", Phase: drain.Close, Run: func(context.Context) error { return nil }},
+		})
+		if got := time.Since(start); got != 5*time.Second {
+			t.Errorf("Run returned after %v; want 5s (the deadline)", got)
+		}
+		h, _ := r.Hook("stubborn")
+		assert.Equal(t, drain.TimedOut, h.Outcome)
+		assert.Contains(t, h.Stack, "TestRunAbandonsHookThatIgnoresContext", "stack should show where the hook hangs")
+		later, _ := r.Hook("later")
+		assert.Equal(t, drain.Skipped, later.Outcome)
+		assert.True(t, r.DeadlineExceeded)
+		assert.False(t, r.Forced)
+		close(release) // let the abandoned goroutine end before goleak looks
+		synctest.Wait()
+	})
+}
+
+func TestRunOwnTimeoutLetsNextPhaseRun(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		release := make(chan struct{})
+		ran := false
+		r := drain.Run(context.Background(), "test", []drain.Hook{
+			{Name: "stubborn", Phase: drain.Flush, Timeout: time.Second, Run: func(context.Context) error { <-release; return nil }},
+			{Name: "close", Phase: drain.Close, Run: func(context.Context) error { ran = true; return nil }},
+		})
+		assert.True(t, ran, "a hook past its own timeout must not hold later phases")
+		h, _ := r.Hook("stubborn")
+		assert.Equal(t, drain.TimedOut, h.Outcome)
+		close(release)
+		synctest.Wait()
+	})
+}
+
+func TestRunOutcomes(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := drain.Run(context.Background(), "test", []drain.Hook{
+			{Name: "ok", Phase: drain.Flush, Run: func(context.Context) error { return nil }},
+			{Name: "fails", Phase: drain.Flush, Run: func(context.Context) error { return errors.New("disk full") }},
+			{Name: "panics", Phase: drain.Flush, Run: func(context.Context) error { panic("boom") }},
+			{Name: "after", Phase: drain.Close, Run: func(context.Context) error { return nil }},
+			{Name: "", Phase: drain.Close, Run: func(context.Context) error { return nil }},
+			{Name: "badphase", Phase: drain.Phase(9), Run: func(context.Context) error { return nil }},
+		})
+		tests := []struct {
+			give    string
+			want    drain.Outcome
+			wantErr string
+		}{
+			{"ok", drain.OK, ""},
+			{"fails", drain.Failed, "disk full"},
+			{"panics", drain.Panicked, "boom"},
+			{"after", drain.OK, ""},
+			{"", drain.Failed, "Name is empty"},
+			{"badphase", drain.Failed, "Phase 9 is not a defined phase"},
+		}
+		for _, tt := range tests {
+			h, ok := r.Hook(tt.give)
+			require.True(t, ok, "hook %q missing from report", tt.give)
+			if h.Outcome != tt.want {
+				t.Errorf("hook %q: got %s; want %s", tt.give, h.Outcome, tt.want)
+			}
+			assert.Contains(t, h.Error, tt.wantErr)
+		}
+		p, _ := r.Hook("panics")
+		assert.Contains(t, p.Stack, "run_test.go")
+		assert.ErrorContains(t, r.Err(), `flush hook "fails": error: disk full`)
+	})
+}
+
+func TestRunForcedSkipsTheRest(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		r := drain.Run(ctx, "test", []drain.Hook{
+			{Name: "wait", Phase: drain.WaitInFlight, Run: func(ctx context.Context) error {
+				cancel() // a second signal arrives while this hook runs
+				<-ctx.Done()
+				return ctx.Err()
+			}},
+			{Name: "close", Phase: drain.Close, Run: func(context.Context) error { return nil }},
+		})
+		assert.True(t, r.Forced)
+		for _, name := range []string{"wait", "close"} {
+			h, _ := r.Hook(name)
+			if h.Outcome != drain.Skipped {
+				t.Errorf("hook %q: got %s; want skipped", name, h.Outcome)
+			}
+		}
+	})
+}
+
+func TestReportJSON(t *testing.T) {
+	r := &drain.Report{Reason: "signal: terminated", Start: time.Unix(0, 0).UTC(), Duration: 1500 * time.Microsecond,
+		Hooks: []drain.HookResult{{Name: "h", Phase: drain.Flush, Outcome: drain.OK, Duration: 2 * time.Millisecond}}}
+	b, err := json.Marshal(r)
+	require.NoError(t, err)
+	got := string(b)
+	for _, want := range []string{`"reason":"signal: terminated"`, `"duration_ms":1.5`, `"phase":"flush"`, `"outcome":"ok"`, `"duration_ms":2`} {
+		if !strings.Contains(got, want) {
+			t.Errorf("report JSON %s lacks %s", got, want)
+		}
+	}
+}

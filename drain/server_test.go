@@ -1,0 +1,135 @@
+package drain_test
+
+import (
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	"github.com/drainkit/drainkit/drain"
+)
+
+// startHTTP serves a handler that blocks until release is closed.
+func startHTTP(t *testing.T, tr *drain.Tracker, entered chan<- struct{}, release <-chan struct{}) (map[drain.Phase]drain.Hook, string, chan error) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	srv := &http.Server{Handler: tr.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		entered <- struct{}{}
+		<-release
+		_, _ = io.WriteString(w, "done")
+	}))}
+	hooks := hooksByPhase(drain.HTTPHooks("http", srv, tr)) // before Serve, as documented
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	return hooks, "http://" + ln.Addr().String(), served
+}
+
+func hooksByPhase(hooks []drain.Hook) map[drain.Phase]drain.Hook {
+	m := map[drain.Phase]drain.Hook{}
+	for _, h := range hooks {
+		m[h.Phase] = h
+	}
+	return m
+}
+
+func TestHTTPHooksFinishInFlightThenClose(t *testing.T) {
+	tr := drain.NewTracker()
+	entered, release := make(chan struct{}, 1), make(chan struct{})
+	hooks, url, served := startHTTP(t, tr, entered, release)
+
+	type answer struct {
+		body string
+		err  error
+	}
+	got := make(chan answer, 1)
+	go func() {
+		resp, err := http.Get(url)
+		if err != nil {
+			got <- answer{err: err}
+			return
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		got <- answer{string(b), err}
+	}()
+	<-entered
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	require.NoError(t, hooks[drain.StopIntake].Run(ctx))
+	_, err := net.DialTimeout("tcp", url[len("http://"):], time.Second)
+	assert.Error(t, err, "listener must be closed after StopIntake")
+
+	waited := make(chan error, 1)
+	go func() { waited <- hooks[drain.WaitInFlight].Run(ctx) }()
+	close(release)
+	require.NoError(t, <-waited)
+	a := <-got
+	require.NoError(t, a.err, "in-flight request must complete")
+	assert.Equal(t, "done", a.body)
+	assert.ErrorIs(t, <-served, http.ErrServerClosed)
+}
+
+func TestHTTPHooksDeadlineClosesConnections(t *testing.T) {
+	tr := drain.NewTracker()
+	entered, release := make(chan struct{}, 1), make(chan struct{})
+	defer close(release)
+	hooks, url, served := startHTTP(t, tr, entered, release)
+	clientErr := make(chan error, 1)
+	go func() {
+		resp, err := http.Get(url)
+		if err == nil {
+			_, err = io.ReadAll(resp.Body)
+			resp.Body.Close()
+		}
+		clientErr <- err
+	}()
+	<-entered
+	require.NoError(t, hooks[drain.StopIntake].Run(context.Background()))
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // the deadline has come
+	assert.ErrorIs(t, hooks[drain.WaitInFlight].Run(ctx), context.Canceled)
+	assert.Error(t, <-clientErr, "a request still running at the deadline is cut off")
+	<-served
+}
+
+func TestGRPCHooksDoNotWaitForHealthWatch(t *testing.T) {
+	tr := drain.NewTracker()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	srv := grpc.NewServer(grpc.ChainUnaryInterceptor(tr.UnaryServerInterceptor()), grpc.ChainStreamInterceptor(tr.StreamServerInterceptor()))
+	hs := health.NewServer()
+	healthpb.RegisterHealthServer(srv, hs)
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+
+	conn, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	require.NoError(t, err)
+	defer conn.Close()
+	watch, err := healthpb.NewHealthClient(conn).Watch(context.Background(), &healthpb.HealthCheckRequest{})
+	require.NoError(t, err)
+	_, err = watch.Recv() // the stream is established and open
+	require.NoError(t, err)
+
+	hooks := hooksByPhase(drain.GRPCHooks("grpc", srv, tr))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	require.NoError(t, hooks[drain.StopIntake].Run(ctx))
+	require.NoError(t, hooks[drain.WaitInFlight].Run(ctx), "an open Watch stream must not hold the drain to its deadline")
+	require.NoError(t, <-served)
+	for { // the stream is ended by the server, not left dangling
+		if _, err := watch.Recv(); err != nil {
+			break
+		}
+	}
+}
