@@ -28,8 +28,8 @@ import (
 func HTTPHooks(name string, srv *http.Server, t *Tracker) []Hook {
 	var (
 		once     sync.Once
-		closed   = make(chan struct{}) // listeners closed
-		shutdown = make(chan struct{}) // Shutdown goroutine returned
+		closed                      = make(chan struct{}) // listeners closed
+		shutdown                    = make(chan struct{}) // Shutdown goroutine returned
 		cancel   context.CancelFunc = func() {}
 	)
 	srv.RegisterOnShutdown(func() { close(closed) }) // Shutdown runs this right after closing listeners
