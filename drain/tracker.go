@@ -32,7 +32,7 @@ func NewTracker() *Tracker { return &Tracker{epoch: time.Now()} }
 // Begin records the arrival of one piece of work. It returns false, and
 // records nothing, once intake is closed; otherwise End must follow.
 func (t *Tracker) Begin() bool {
-	t.last.Store(int64(time.Since(t.epoch)) | 1) // |1: never 0, which means "none yet"
+	t.last.Store(int64(time.Since(t.epoch)) + 1) // +1: never 0, which means "none yet"
 	if t.state.Add(1)&closedBit != 0 {
 		t.End()
 		return false
@@ -74,7 +74,7 @@ func (t *Tracker) LastArrival() time.Time {
 	if n == 0 {
 		return time.Time{}
 	}
-	return t.epoch.Add(time.Duration(n))
+	return t.epoch.Add(time.Duration(n - 1))
 }
 
 // Wait blocks until no work is in flight or ctx is done, and returns

@@ -1,0 +1,185 @@
+package lifecycle
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"time"
+)
+
+// Defaults for [Config].
+const (
+	// DefaultDrainTimeout is the whole budget from the first signal to exit.
+	DefaultDrainTimeout = 30 * time.Second
+	// DefaultDrainDelay is how long the process keeps serving after the flip
+	// so load balancers notice it is not ready: Kubernetes endpoints and
+	// kube-proxy typically converge within a few seconds.
+	DefaultDrainDelay = 5 * time.Second
+	// DefaultReadyTimeout bounds one readiness evaluation (the guide's 500 ms).
+	DefaultReadyTimeout = 500 * time.Millisecond
+	// DefaultDelayFloor is the least delay when the adaptive delay is on:
+	// a lull in traffic shorter than this is not taken for the load
+	// balancer having noticed.
+	DefaultDelayFloor = time.Second
+)
+
+// Config is what a [Manager] needs to know. The zero value of each field
+// means its default; [ConfigFromEnv] reads it from the environment.
+type Config struct {
+	// Service is the service name in logs and health bodies (SERVICE_NAME).
+	Service string
+	// NodeID identifies this instance (NODE_ID; default: the host name).
+	NodeID string
+	// DrainTimeout is the whole budget from the signal to exit, the
+	// propagation delay included (DRAIN_TIMEOUT; default [DefaultDrainTimeout]).
+	DrainTimeout time.Duration
+	// DrainDelay is the propagation delay: how long to keep serving after
+	// readiness flips, before intake stops (DRAIN_DELAY; default
+	// [DefaultDrainDelay]; "0s" turns it off). With QuietWindow set it is
+	// the upper bound of an adaptive delay.
+	DrainDelay time.Duration
+	// QuietWindow turns the delay adaptive: it ends early once no new
+	// request arrived for this long, but not before DelayFloor
+	// (DRAIN_QUIET_WINDOW; default 0, off).
+	QuietWindow time.Duration
+	// DelayFloor is the least adaptive delay (DRAIN_DELAY_FLOOR; default
+	// [DefaultDelayFloor] when QuietWindow is set).
+	DelayFloor time.Duration
+	// ReadyTimeout bounds one readiness evaluation (HEALTH_READY_TIMEOUT;
+	// default [DefaultReadyTimeout]). Kept here so all environment parsing
+	// lives in one place; package readiness uses it.
+	ReadyTimeout time.Duration
+
+	delaySet bool // DrainDelay was given explicitly (so 0 means "no delay")
+}
+
+// ConfigError names a configuration field (or environment variable) and the
+// value it could not accept.
+type ConfigError struct {
+	Field, Value, Problem string
+}
+
+func (e *ConfigError) Error() string {
+	return fmt.Sprintf("lifecycle: %s=%q: %s", e.Field, e.Value, e.Problem)
+}
+
+// WithDefaults returns c with every unset field at its default.
+func (c Config) WithDefaults() Config {
+	if c.NodeID == "" {
+		c.NodeID, _ = os.Hostname()
+	}
+	if c.DrainTimeout == 0 {
+		c.DrainTimeout = DefaultDrainTimeout
+	}
+	if c.DrainDelay == 0 && !c.delaySet {
+		c.DrainDelay = DefaultDrainDelay
+		if c.DrainDelay >= c.DrainTimeout { // a short timeout given alone keeps a delay that fits
+			c.DrainDelay = c.DrainTimeout / 3
+		}
+	}
+	if c.QuietWindow > 0 && c.DelayFloor == 0 {
+		c.DelayFloor = min(DefaultDelayFloor, c.DrainDelay)
+	}
+	if c.ReadyTimeout == 0 {
+		c.ReadyTimeout = DefaultReadyTimeout
+	}
+	return c
+}
+
+// NoDelay returns c with the propagation delay explicitly off, which a zero
+// DrainDelay alone does not say (zero means the default).
+func (c Config) NoDelay() Config {
+	c.DrainDelay, c.delaySet = 0, true
+	return c
+}
+
+// Validate reports the first field that cannot work, naming it and its value.
+func (c Config) Validate() error {
+	bad := func(field string, v time.Duration, problem string) error {
+		return &ConfigError{Field: field, Value: v.String(), Problem: problem}
+	}
+	switch {
+	case c.DrainTimeout <= 0:
+		return bad("DrainTimeout", c.DrainTimeout, "must be positive")
+	case c.DrainDelay < 0:
+		return bad("DrainDelay", c.DrainDelay, "must not be negative")
+	case c.DrainDelay >= c.DrainTimeout:
+		return bad("DrainDelay", c.DrainDelay, fmt.Sprintf("must be shorter than DrainTimeout (%s), or no time is left to drain", c.DrainTimeout))
+	case c.QuietWindow < 0:
+		return bad("QuietWindow", c.QuietWindow, "must not be negative")
+	case c.DelayFloor < 0:
+		return bad("DelayFloor", c.DelayFloor, "must not be negative")
+	case c.QuietWindow > 0 && c.DelayFloor > c.DrainDelay:
+		return bad("DelayFloor", c.DelayFloor, fmt.Sprintf("must not exceed DrainDelay (%s)", c.DrainDelay))
+	case c.ReadyTimeout <= 0:
+		return bad("ReadyTimeout", c.ReadyTimeout, "must be positive")
+	}
+	return nil
+}
+
+// ConfigFromEnv reads the configuration from the environment through
+// getenv (os.Getenv when nil), applies defaults and validates it. A value
+// that does not parse is an error naming the variable and the value:
+// nothing falls back silently to a default.
+func ConfigFromEnv(getenv func(string) string) (Config, error) {
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	c := Config{Service: getenv("SERVICE_NAME"), NodeID: getenv("NODE_ID")}
+	durations := []struct {
+		env string
+		dst *time.Duration
+	}{
+		{"DRAIN_TIMEOUT", &c.DrainTimeout},
+		{"DRAIN_DELAY", &c.DrainDelay},
+		{"DRAIN_QUIET_WINDOW", &c.QuietWindow},
+		{"DRAIN_DELAY_FLOOR", &c.DelayFloor},
+		{"HEALTH_READY_TIMEOUT", &c.ReadyTimeout},
+	}
+	for _, d := range durations {
+		v := getenv(d.env)
+		if v == "" {
+			continue
+		}
+		parsed, err := time.ParseDuration(v)
+		if err != nil {
+			return Config{}, &ConfigError{Field: d.env, Value: v, Problem: "not a duration (want e.g. 30s, 500ms)"}
+		}
+		if parsed <= 0 && d.env != "DRAIN_DELAY" {
+			return Config{}, &ConfigError{Field: d.env, Value: v, Problem: "must be positive"}
+		}
+		if parsed < 0 {
+			return Config{}, &ConfigError{Field: d.env, Value: v, Problem: "must not be negative"}
+		}
+		*d.dst = parsed
+		if d.env == "DRAIN_DELAY" {
+			c.delaySet = true
+		}
+	}
+	c = c.WithDefaults()
+	if err := c.Validate(); err != nil {
+		// Name the variable, not the field: that is what the operator set.
+		var ce *ConfigError
+		if errors.As(err, &ce) {
+			ce.Field = envName(ce.Field)
+		}
+		return Config{}, err
+	}
+	return c, nil
+}
+
+func envName(field string) string {
+	switch field {
+	case "DrainTimeout":
+		return "DRAIN_TIMEOUT"
+	case "DrainDelay":
+		return "DRAIN_DELAY"
+	case "QuietWindow":
+		return "DRAIN_QUIET_WINDOW"
+	case "DelayFloor":
+		return "DRAIN_DELAY_FLOOR"
+	case "ReadyTimeout":
+		return "HEALTH_READY_TIMEOUT"
+	}
+	return field
+}

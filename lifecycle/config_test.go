@@ -1,0 +1,82 @@
+package lifecycle_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/drainkit/drainkit/lifecycle"
+)
+
+func env(kv map[string]string) func(string) string {
+	return func(k string) string { return kv[k] }
+}
+
+func TestConfigFromEnv(t *testing.T) {
+	tests := []struct {
+		name    string
+		give    map[string]string
+		want    lifecycle.Config
+		wantErr string
+	}{
+		{
+			name: "defaults",
+			give: map[string]string{"SERVICE_NAME": "room-service", "NODE_ID": "n1"},
+			want: lifecycle.Config{Service: "room-service", NodeID: "n1", DrainTimeout: 30 * time.Second,
+				DrainDelay: 5 * time.Second, ReadyTimeout: 500 * time.Millisecond},
+		},
+		{
+			name: "all set, adaptive",
+			give: map[string]string{"NODE_ID": "n1", "DRAIN_TIMEOUT": "20s", "DRAIN_DELAY": "8s",
+				"DRAIN_QUIET_WINDOW": "2s", "DRAIN_DELAY_FLOOR": "3s", "HEALTH_READY_TIMEOUT": "300ms"},
+			want: lifecycle.Config{NodeID: "n1", DrainTimeout: 20 * time.Second, DrainDelay: 8 * time.Second,
+				QuietWindow: 2 * time.Second, DelayFloor: 3 * time.Second, ReadyTimeout: 300 * time.Millisecond},
+		},
+		{name: "timeout not a duration", give: map[string]string{"DRAIN_TIMEOUT": "abc"}, wantErr: `DRAIN_TIMEOUT="abc": not a duration`},
+		{name: "timeout negative", give: map[string]string{"DRAIN_TIMEOUT": "-5s"}, wantErr: `DRAIN_TIMEOUT="-5s": must be positive`},
+		{name: "timeout bare number", give: map[string]string{"DRAIN_TIMEOUT": "30"}, wantErr: `DRAIN_TIMEOUT="30": not a duration`},
+		{name: "delay negative", give: map[string]string{"DRAIN_DELAY": "-1s"}, wantErr: `DRAIN_DELAY="-1s": must not be negative`},
+		{name: "delay not shorter than timeout", give: map[string]string{"DRAIN_TIMEOUT": "10s", "DRAIN_DELAY": "10s"},
+			wantErr: `DRAIN_DELAY="10s": must be shorter than DrainTimeout (10s)`},
+		{name: "ready timeout zero", give: map[string]string{"HEALTH_READY_TIMEOUT": "0s"}, wantErr: `HEALTH_READY_TIMEOUT="0s": must be positive`},
+		{name: "floor above delay", give: map[string]string{"DRAIN_DELAY": "2s", "DRAIN_QUIET_WINDOW": "1s", "DRAIN_DELAY_FLOOR": "3s"},
+			wantErr: `DRAIN_DELAY_FLOOR="3s": must not exceed DrainDelay (2s)`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := lifecycle.ConfigFromEnv(env(tt.give))
+			if tt.wantErr != "" {
+				require.Error(t, err)
+				assert.Contains(t, err.Error(), tt.wantErr)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tt.want.DrainTimeout, got.DrainTimeout)
+			assert.Equal(t, tt.want.DrainDelay, got.DrainDelay)
+			assert.Equal(t, tt.want.QuietWindow, got.QuietWindow)
+			assert.Equal(t, tt.want.DelayFloor, got.DelayFloor)
+			assert.Equal(t, tt.want.ReadyTimeout, got.ReadyTimeout)
+			assert.Equal(t, tt.want.Service, got.Service)
+			assert.Equal(t, tt.want.NodeID, got.NodeID)
+		})
+	}
+}
+
+func TestConfigFromEnvZeroDelayMeansNone(t *testing.T) {
+	got, err := lifecycle.ConfigFromEnv(env(map[string]string{"DRAIN_DELAY": "0s"}))
+	require.NoError(t, err)
+	assert.Equal(t, time.Duration(0), got.DrainDelay)
+}
+
+func TestConfigNodeIDDefaultsToHostname(t *testing.T) {
+	got, err := lifecycle.ConfigFromEnv(env(nil))
+	require.NoError(t, err)
+	assert.NotEmpty(t, got.NodeID)
+}
+
+func TestNewRejectsBadConfig(t *testing.T) {
+	_, err := lifecycle.New(lifecycle.Config{DrainTimeout: time.Second, DrainDelay: 2 * time.Second})
+	assert.ErrorContains(t, err, `DrainDelay="2s"`)
+}

@@ -1,0 +1,343 @@
+package lifecycle
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/drainkit/drainkit/drain"
+)
+
+// Manager owns the process's state and runs its drain. It is the single
+// source of truth for "are we draining?": readiness reads [Manager.State] on
+// every probe and the lease gate hangs off [Manager.OnDrain].
+//
+// Use [Manager.Run] on its own, or the lower-level [Manager.MarkRunning],
+// [Manager.RequestStop], [Manager.Shutdown] and [Manager.HandleSignals]
+// from a framework's hooks (package fxmodule does).
+type Manager struct {
+	cfg     Config
+	log     *slog.Logger
+	metrics *metrics
+	tracker *drain.Tracker
+	signals <-chan os.Signal // nil: the process's own SIGTERM and SIGINT
+	exit    func(int)
+
+	state     atomic.Int32
+	enteredAt atomic.Int64 // unix nanos of the last transition, for duration_ms
+	draining  chan struct{}
+
+	mu        sync.Mutex // guards the fields below; never held while a hook or listener runs I/O
+	listeners []func(Transition)
+	hooks     []drain.Hook
+	starts    []func(context.Context) error
+	stopReq   chan struct{}
+	stopAt    time.Time
+	stopWhy   string
+	forced    bool
+	force     context.CancelFunc
+
+	shutdownOnce sync.Once
+	report       *Report
+}
+
+// Option configures a Manager beyond its Config.
+type Option func(*Manager)
+
+// WithLogger sets the logger (default slog.Default()).
+func WithLogger(l *slog.Logger) Option { return func(m *Manager) { m.log = l } }
+
+// WithTracker shares an in-flight tracker (default: a new one). The
+// adaptive delay watches its arrivals.
+func WithTracker(t *drain.Tracker) Option { return func(m *Manager) { m.tracker = t } }
+
+// WithSignals makes HandleSignals read ch instead of subscribing to the
+// process's SIGTERM and SIGINT. Tests use it; so can a program that owns
+// signal handling itself.
+func WithSignals(ch <-chan os.Signal) Option { return func(m *Manager) { m.signals = ch } }
+
+// WithExit replaces os.Exit for the third signal, which ends the process
+// at once whatever is still running.
+func WithExit(exit func(code int)) Option { return func(m *Manager) { m.exit = exit } }
+
+// New validates cfg (after applying defaults) and returns a Manager in
+// state Starting. It starts nothing.
+func New(cfg Config, opts ...Option) (*Manager, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	m := &Manager{
+		cfg:      cfg,
+		log:      slog.Default(),
+		exit:     os.Exit,
+		draining: make(chan struct{}),
+		stopReq:  make(chan struct{}),
+	}
+	for _, o := range opts {
+		o(m)
+	}
+	if m.tracker == nil {
+		m.tracker = drain.NewTracker()
+	}
+	if m.metrics == nil {
+		m.metrics = newMetrics(nil)
+	}
+	m.enteredAt.Store(time.Now().UnixNano())
+	return m, nil
+}
+
+// Config returns the configuration in force, defaults applied.
+func (m *Manager) Config() Config { return m.cfg }
+
+// Tracker returns the in-flight tracker shared by the servers and hooks.
+func (m *Manager) Tracker() *drain.Tracker { return m.tracker }
+
+// State returns the current state. It is one atomic load, cheap enough for
+// every probe.
+func (m *Manager) State() State { return State(m.state.Load()) }
+
+// Draining returns a channel that is closed at the flip to Draining.
+func (m *Manager) Draining() <-chan struct{} { return m.draining }
+
+// StopRequested returns a channel that is closed when a stop was requested:
+// the first signal, RequestStop, or the start of Shutdown.
+func (m *Manager) StopRequested() <-chan struct{} { return m.stopReq }
+
+// OnTransition registers fn to run synchronously at every transition, in
+// registration order, before anything else of the drain happens. fn must
+// not block: it runs while the process flips (set a flag, close a channel).
+func (m *Manager) OnTransition(fn func(Transition)) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.listeners = append(m.listeners, fn)
+}
+
+// OnDrain registers fn to run synchronously at the flip to Draining; it is
+// OnTransition for the one transition most listeners care about.
+func (m *Manager) OnDrain(fn func()) {
+	m.OnTransition(func(t Transition) {
+		if t.To == Draining {
+			fn()
+		}
+	})
+}
+
+// OnStart registers a start step for [Manager.Run]. Steps run in order;
+// their context is cancelled when a stop is requested during start-up.
+func (m *Manager) OnStart(fn func(ctx context.Context) error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.starts = append(m.starts, fn)
+}
+
+// AddHook registers drain hooks. A hook that fails [drain.Hook.Validate],
+// or whose name is taken, is refused with an error and none of hooks is
+// added; so are hooks added once the drain has begun.
+func (m *Manager) AddHook(hooks ...drain.Hook) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if s := m.State(); s >= Draining {
+		return fmt.Errorf("lifecycle: add hook while %s: the drain has begun", s)
+	}
+	seen := make(map[string]bool, len(m.hooks)+len(hooks))
+	for _, h := range m.hooks {
+		seen[h.Name] = true
+	}
+	for _, h := range hooks {
+		if err := h.Validate(); err != nil {
+			return err
+		}
+		if seen[h.Name] {
+			return fmt.Errorf("lifecycle: hook %q added twice", h.Name)
+		}
+		seen[h.Name] = true
+	}
+	m.hooks = append(m.hooks, hooks...)
+	return nil
+}
+
+// MarkRunning moves Starting → Running once start-up has finished. It
+// fails if a stop was requested meanwhile: the caller should then Shutdown.
+func (m *Manager) MarkRunning() error {
+	return m.transition(Running, "started")
+}
+
+// RequestStop asks the process to stop, for reason. The first call wins
+// and fixes the drain's deadline (DrainTimeout from now); later calls do
+// nothing. It does not drain by itself: [Manager.Run] (or the framework)
+// reacts by calling Shutdown.
+func (m *Manager) RequestStop(reason string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.requestStopLocked(reason)
+}
+
+func (m *Manager) requestStopLocked(reason string) {
+	select {
+	case <-m.stopReq:
+	default:
+		m.stopAt, m.stopWhy = time.Now(), reason
+		close(m.stopReq)
+	}
+}
+
+// Force skips what is left of the drain: hook contexts are cancelled
+// (servers are stopped without waiting) and later phases are skipped. A
+// Force before Shutdown makes the coming drain forced from its start.
+func (m *Manager) Force(reason string) {
+	m.mu.Lock()
+	m.requestStopLocked(reason)
+	m.forced = true
+	cancel := m.force
+	m.mu.Unlock()
+	if cancel != nil {
+		cancel()
+	}
+}
+
+// transition moves to `to` if the state machine allows it and runs the
+// listeners. Listeners run outside m.mu so they may read the Manager.
+func (m *Manager) transition(to State, reason string) error {
+	m.mu.Lock()
+	from := m.State()
+	if !canMove(from, to) {
+		m.mu.Unlock()
+		return &TransitionError{From: from, To: to}
+	}
+	if to == Running {
+		select {
+		case <-m.stopReq:
+			m.mu.Unlock()
+			return fmt.Errorf("lifecycle: not running: stop requested during start-up (%s)", m.stopWhy)
+		default:
+		}
+	}
+	now := time.Now()
+	inOld := now.Sub(time.Unix(0, m.enteredAt.Swap(now.UnixNano())))
+	m.state.Store(int32(to))
+	if to == Draining {
+		close(m.draining)
+	}
+	listeners := append([]func(Transition){}, m.listeners...)
+	m.mu.Unlock()
+
+	t := Transition{From: from, To: to, Reason: reason, At: now}
+	for _, fn := range listeners {
+		fn(t)
+	}
+	m.metrics.transition(t)
+	m.log.Info("state transition",
+		slog.String("service", m.cfg.Service), slog.String("node_id", m.cfg.NodeID),
+		slog.String("old_status", from.String()), slog.String("new_status", to.String()),
+		slog.String("reason", reason), slog.Float64("duration_ms", msOf(inOld)))
+	return nil
+}
+
+// Shutdown drains the process once: it flips to Draining (listeners run),
+// keeps serving for the propagation delay, runs the drain hooks phase by
+// phase, flips to Stopped and logs the report. The deadline is DrainTimeout
+// after the stop was first requested, or ctx's deadline if earlier;
+// cancelling ctx, like Force, skips what is left.
+//
+// Later and concurrent calls wait for the first and return its report.
+func (m *Manager) Shutdown(ctx context.Context, reason string) *Report {
+	m.shutdownOnce.Do(func() { m.report = m.shutdown(ctx, reason) })
+	return m.report
+}
+
+func (m *Manager) shutdown(ctx context.Context, reason string) *Report {
+	m.mu.Lock()
+	m.requestStopLocked(reason)
+	reason, deadline := m.stopWhy, m.stopAt.Add(m.cfg.DrainTimeout)
+	m.mu.Unlock()
+
+	_ = m.transition(Draining, reason) // fails only from Stopped, which Once rules out
+	dctx, cancelDeadline := context.WithDeadline(ctx, deadline)
+	defer cancelDeadline()
+	dctx, cancel := context.WithCancel(dctx)
+	defer cancel()
+	m.mu.Lock()
+	m.force = cancel
+	forced := m.forced
+	hooks := append([]drain.Hook{}, m.hooks...)
+	m.mu.Unlock()
+	if forced {
+		cancel()
+	}
+
+	m.delay(dctx)
+	rep := drain.Run(dctx, reason, hooks)
+	rep.Start = m.stopAt // the report covers the whole budget, delay included
+	rep.Duration = time.Since(m.stopAt)
+	r := &Report{Report: rep, Service: m.cfg.Service, NodeID: m.cfg.NodeID}
+	r.ExitCode = exitCode(r)
+	_ = m.transition(Stopped, "drained")
+	m.metrics.drained(r)
+	m.logReport(r)
+	return r
+}
+
+// delay keeps serving while load balancers notice the flip. Fixed, it
+// waits DrainDelay. Adaptive (QuietWindow > 0), it ends once no request
+// arrived for QuietWindow, never before DelayFloor, never after DrainDelay.
+func (m *Manager) delay(ctx context.Context) {
+	if m.cfg.DrainDelay <= 0 {
+		return
+	}
+	start := time.Now()
+	end := start.Add(m.cfg.DrainDelay)
+	next := end
+	for {
+		if m.cfg.QuietWindow > 0 {
+			next = m.adaptiveEnd(start)
+			if next.After(end) {
+				next = end
+			}
+			if !time.Now().Before(next) {
+				return
+			}
+		}
+		t := time.NewTimer(time.Until(next))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		if !next.Before(end) {
+			return
+		}
+		// An adaptive wake-up: re-check, a request may have arrived meanwhile.
+	}
+}
+
+// adaptiveEnd is the earliest moment the adaptive delay may end given the
+// arrivals seen so far: floor, or a quiet window after the last arrival.
+func (m *Manager) adaptiveEnd(start time.Time) time.Time {
+	at := start.Add(m.cfg.DelayFloor)
+	if q := m.tracker.LastArrival().Add(m.cfg.QuietWindow); q.After(at) {
+		at = q
+	}
+	return at
+}
+
+func (m *Manager) logReport(r *Report) {
+	level := slog.LevelInfo
+	if r.ExitCode != ExitClean {
+		level = slog.LevelError
+	}
+	m.log.Log(context.Background(), level, "drain report",
+		slog.String("service", r.Service), slog.String("node_id", r.NodeID),
+		slog.Int("exit_code", r.ExitCode), slog.Any("report", r))
+}
+
+// errStartAborted marks a start step cut short by a stop request.
+var errStartAborted = errors.New("lifecycle: start aborted by a stop request")
+
+func msOf(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

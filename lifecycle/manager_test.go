@@ -1,0 +1,329 @@
+package lifecycle_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/drainkit/drainkit/drain"
+	"github.com/drainkit/drainkit/lifecycle"
+)
+
+// harness is a Manager fed by a signal channel, with its log captured.
+type harness struct {
+	*lifecycle.Manager
+	sig   chan os.Signal
+	logs  *bytes.Buffer
+	exits chan int
+}
+
+func newHarness(t *testing.T, cfg lifecycle.Config) *harness {
+	t.Helper()
+	h := &harness{sig: make(chan os.Signal, 3), logs: &bytes.Buffer{}, exits: make(chan int, 1)}
+	log := slog.New(slog.NewJSONHandler(&lockedWriter{w: h.logs}, nil))
+	m, err := lifecycle.New(cfg, lifecycle.WithSignals(h.sig), lifecycle.WithLogger(log),
+		lifecycle.WithExit(func(code int) { h.exits <- code }))
+	require.NoError(t, err)
+	h.Manager = m
+	return h
+}
+
+type lockedWriter struct {
+	mu sync.Mutex
+	w  *bytes.Buffer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+func (h *harness) run() <-chan *lifecycle.Report {
+	out := make(chan *lifecycle.Report, 1)
+	go func() { out <- h.Run(context.Background()) }()
+	return out
+}
+
+func TestTransitionsAreChecked(t *testing.T) {
+	h := newHarness(t, lifecycle.Config{})
+	assert.Equal(t, lifecycle.Starting, h.State())
+	require.NoError(t, h.MarkRunning())
+	err := h.MarkRunning()
+	var te *lifecycle.TransitionError
+	require.ErrorAs(t, err, &te)
+	assert.Equal(t, "lifecycle: illegal transition running → running", err.Error())
+}
+
+func TestListenersRunAtTheFlipBeforeTheDelayAndHooks(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, lifecycle.Config{DrainTimeout: 30 * time.Second, DrainDelay: 5 * time.Second})
+		var trace []string
+		var flipAt time.Time
+		h.OnDrain(func() {
+			flipAt = time.Now()
+			trace = append(trace, "first listener sees "+h.State().String())
+		})
+		h.OnTransition(func(tr lifecycle.Transition) {
+			trace = append(trace, "second listener: "+tr.From.String()+"→"+tr.To.String())
+		})
+		var intakeAt time.Time
+		require.NoError(t, h.AddHook(drain.Hook{Name: "intake", Phase: drain.StopIntake, Run: func(context.Context) error {
+			intakeAt = time.Now()
+			trace = append(trace, "hook")
+			return nil
+		}}))
+		reports := h.run()
+		synctest.Wait()
+		require.Equal(t, lifecycle.Running, h.State())
+		start := time.Now()
+		h.sig <- syscall.SIGTERM
+		r := <-reports
+		assert.Equal(t, []string{
+			"second listener: starting→running",
+			"first listener sees draining",
+			"second listener: running→draining",
+			"hook",
+			"second listener: draining→stopped",
+		}, trace)
+		assert.Equal(t, start, flipAt, "the flip happens at the signal")
+		assert.Equal(t, 5*time.Second, intakeAt.Sub(flipAt), "intake stops after the propagation delay")
+		assert.Equal(t, lifecycle.ExitClean, r.ExitCode)
+		assert.Equal(t, "signal: terminated", r.Reason)
+		assert.Equal(t, lifecycle.Stopped, h.State())
+		select {
+		case <-h.Draining():
+		default:
+			t.Error("Draining() channel not closed")
+		}
+	})
+}
+
+func TestAdaptiveDelay(t *testing.T) {
+	tests := []struct {
+		name     string
+		arrivals []time.Duration // after the flip
+		want     time.Duration   // from the flip to StopIntake
+	}{
+		{"no traffic: the floor", nil, 1 * time.Second},
+		{"traffic stops early: quiet window after the last", []time.Duration{500 * time.Millisecond, 1500 * time.Millisecond}, 3500 * time.Millisecond},
+		{"traffic never stops: capped at DRAIN_DELAY", everyTenth(10 * time.Second), 8 * time.Second},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				h := newHarness(t, lifecycle.Config{DrainTimeout: 30 * time.Second, DrainDelay: 8 * time.Second,
+					QuietWindow: 2 * time.Second, DelayFloor: time.Second})
+				var flipAt, intakeAt time.Time
+				h.OnDrain(func() { flipAt = time.Now() })
+				require.NoError(t, h.AddHook(drain.Hook{Name: "intake", Phase: drain.StopIntake, Run: func(context.Context) error {
+					intakeAt = time.Now()
+					return nil
+				}}))
+				tr := h.Tracker()
+				stop := make(chan struct{})
+				go func() { // a client keeps sending while the load balancer has not noticed
+					start := time.Now()
+					for _, at := range tt.arrivals {
+						select {
+						case <-stop:
+							return
+						case <-time.After(time.Until(start.Add(at))):
+						}
+						if tr.Begin() {
+							tr.End()
+						}
+					}
+				}()
+				require.NoError(t, h.MarkRunning())
+				h.Shutdown(context.Background(), "test")
+				close(stop)
+				synctest.Wait()
+				if got := intakeAt.Sub(flipAt); got != tt.want {
+					t.Errorf("delay = %v; want %v", got, tt.want)
+				}
+			})
+		})
+	}
+}
+
+func everyTenth(d time.Duration) []time.Duration {
+	var out []time.Duration
+	for at := time.Duration(0); at < d; at += 100 * time.Millisecond {
+		out = append(out, at)
+	}
+	return out
+}
+
+func TestDeadlineAbandonsHungHook(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, lifecycle.Config{DrainTimeout: 10 * time.Second, DrainDelay: 2 * time.Second})
+		release := make(chan struct{})
+		require.NoError(t, h.AddHook(
+			drain.Hook{Name: "snapshot", Phase: drain.Flush, Run: func(context.Context) error { <-release; return nil }},
+			drain.Hook{Name: "redis", Phase: drain.Close, Run: func(context.Context) error { return nil }},
+		))
+		reports := h.run()
+		synctest.Wait()
+		start := time.Now()
+		h.sig <- syscall.SIGTERM
+		r := <-reports
+		assert.Equal(t, 10*time.Second, time.Since(start), "the whole budget, delay included, is DRAIN_TIMEOUT")
+		assert.Equal(t, lifecycle.ExitDeadline, r.ExitCode)
+		snap, _ := r.Hook("snapshot")
+		assert.Equal(t, drain.TimedOut, snap.Outcome)
+		assert.NotEmpty(t, snap.Stack)
+		redis, _ := r.Hook("redis")
+		assert.Equal(t, drain.Skipped, redis.Outcome)
+		close(release)
+		synctest.Wait()
+	})
+}
+
+func TestSecondSignalForcesThirdExits(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, lifecycle.Config{DrainTimeout: 30 * time.Second, DrainDelay: time.Second})
+		inFlight := make(chan struct{})
+		require.NoError(t, h.AddHook(drain.Hook{Name: "wait", Phase: drain.WaitInFlight, Run: func(ctx context.Context) error {
+			close(inFlight)
+			<-ctx.Done() // a well-behaved hook stops when its context is cancelled
+			return ctx.Err()
+		}}))
+		reports := h.run()
+		synctest.Wait()
+		h.sig <- syscall.SIGTERM
+		<-inFlight
+		start := time.Now()
+		h.sig <- syscall.SIGTERM
+		r := <-reports
+		assert.Equal(t, time.Duration(0), time.Since(start), "a forced drain returns at once")
+		assert.Equal(t, lifecycle.ExitForced, r.ExitCode)
+		assert.True(t, r.Forced)
+		w, _ := r.Hook("wait")
+		assert.Equal(t, drain.Skipped, w.Outcome)
+	})
+}
+
+func TestThirdSignalExitsAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, lifecycle.Config{})
+		stop := h.HandleSignals()
+		defer stop()
+		for range 3 {
+			h.sig <- syscall.SIGTERM
+		}
+		assert.Equal(t, lifecycle.ExitForced, <-h.exits)
+		select {
+		case <-h.StopRequested():
+		default:
+			t.Error("the first signal did not request a stop")
+		}
+	})
+}
+
+func TestSignalDuringStartAbortsAndStopsWhatStarted(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, lifecycle.Config{DrainTimeout: 10 * time.Second, DrainDelay: time.Second})
+		var stopped []string
+		h.OnStart(func(ctx context.Context) error {
+			return h.AddHook(drain.Hook{Name: "db.close", Phase: drain.Close, Run: func(context.Context) error {
+				stopped = append(stopped, "db")
+				return nil
+			}})
+		})
+		second := make(chan struct{})
+		h.OnStart(func(ctx context.Context) error {
+			close(second)
+			<-ctx.Done() // a slow start (warming a cache) honours cancellation
+			return ctx.Err()
+		})
+		thirdRan := false
+		h.OnStart(func(ctx context.Context) error { thirdRan = true; return nil })
+		var states []string
+		h.OnTransition(func(tr lifecycle.Transition) { states = append(states, tr.To.String()) })
+
+		reports := h.run()
+		<-second
+		h.sig <- syscall.SIGTERM
+		r := <-reports
+		assert.Equal(t, []string{"db"}, stopped, "what started is stopped")
+		assert.False(t, thirdRan, "start steps after the signal are skipped")
+		assert.Equal(t, []string{"draining", "stopped"}, states, "never Running")
+		assert.Equal(t, lifecycle.ExitClean, r.ExitCode)
+		assert.Empty(t, r.StartError)
+	})
+}
+
+func TestStartFailure(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, lifecycle.Config{DrainDelay: time.Second})
+		h.OnStart(func(context.Context) error { return errors.New("redis: connection refused") })
+		r := h.Run(context.Background())
+		assert.Equal(t, lifecycle.ExitStartFailed, r.ExitCode)
+		assert.Contains(t, r.StartError, "redis: connection refused")
+		assert.Contains(t, r.Reason, "start failed")
+	})
+}
+
+func TestContextEndsRun(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, lifecycle.Config{DrainDelay: time.Second})
+		ctx, cancel := context.WithCancel(context.Background())
+		out := make(chan *lifecycle.Report, 1)
+		go func() { out <- h.Run(ctx) }()
+		synctest.Wait()
+		cancel()
+		r := <-out
+		assert.Equal(t, "context: context canceled", r.Reason)
+		assert.Equal(t, lifecycle.ExitClean, r.ExitCode)
+	})
+}
+
+func TestAddHookRejects(t *testing.T) {
+	h := newHarness(t, lifecycle.Config{})
+	ok := drain.Hook{Name: "a", Phase: drain.Flush, Run: func(context.Context) error { return nil }}
+	require.NoError(t, h.AddHook(ok))
+	assert.ErrorContains(t, h.AddHook(ok), `hook "a" added twice`)
+	assert.ErrorContains(t, h.AddHook(drain.Hook{Name: "b", Phase: drain.Flush}), "Run is nil")
+}
+
+func TestLogsOneLinePerTransitionAndOneReport(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, lifecycle.Config{Service: "room-service", NodeID: "n1", DrainDelay: time.Second})
+		reports := h.run()
+		synctest.Wait()
+		h.sig <- syscall.SIGTERM
+		<-reports
+		var transitions, reportLines int
+		for _, line := range strings.Split(strings.TrimSpace(h.logs.String()), "\n") {
+			var rec map[string]any
+			require.NoError(t, json.Unmarshal([]byte(line), &rec))
+			switch rec["msg"] {
+			case "state transition":
+				transitions++
+				for _, k := range []string{"service", "node_id", "old_status", "new_status", "reason", "duration_ms"} {
+					assert.Contains(t, rec, k)
+				}
+			case "drain report":
+				reportLines++
+				rep := rec["report"].(map[string]any)
+				assert.Equal(t, "room-service", rep["service"])
+				assert.EqualValues(t, 0, rep["exit_code"])
+			}
+		}
+		assert.Equal(t, 3, transitions)
+		assert.Equal(t, 1, reportLines)
+	})
+}

@@ -1,0 +1,54 @@
+package lifecycle
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+type metrics struct {
+	draining prometheus.Gauge
+	duration prometheus.Gauge
+	outcomes *prometheus.CounterVec
+}
+
+// WithRegisterer registers the manager's metrics with reg:
+// service_draining, service_shutdown_duration_ms and
+// drain_hook_outcomes_total{phase,outcome}. Without it they are kept but
+// not exported. It panics if the names are already registered with reg,
+// as prometheus.MustRegister does: that is a wiring bug, not a runtime state.
+func WithRegisterer(reg prometheus.Registerer) Option {
+	return func(m *Manager) { m.metrics = newMetrics(reg) }
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	mt := &metrics{
+		draining: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "service_draining",
+			Help: "1 from the flip to Draining until the process stops, else 0.",
+		}),
+		duration: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "service_shutdown_duration_ms",
+			Help: "Milliseconds from the stop request to the end of the drain.",
+		}),
+		outcomes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "drain_hook_outcomes_total",
+			Help: "Drain hooks by phase and outcome (ok, error, timeout, skipped, panic).",
+		}, []string{"phase", "outcome"}),
+	}
+	if reg != nil {
+		reg.MustRegister(mt.draining, mt.duration, mt.outcomes)
+	}
+	return mt
+}
+
+func (mt *metrics) transition(t Transition) {
+	if t.To == Draining {
+		mt.draining.Set(1)
+	}
+}
+
+func (mt *metrics) drained(r *Report) {
+	mt.duration.Set(msOf(r.Duration))
+	for _, h := range r.Hooks {
+		mt.outcomes.WithLabelValues(h.Phase.String(), string(h.Outcome)).Inc()
+	}
+}

@@ -1,0 +1,68 @@
+package lifecycle
+
+import (
+	"encoding/json"
+
+	"github.com/drainkit/drainkit/drain"
+)
+
+// Exit codes, one per outcome, so an orchestrator's record of the last
+// termination says how the drain went.
+const (
+	// ExitClean: every hook finished in time.
+	ExitClean = 0
+	// ExitHookFailed: the drain finished in time but a hook failed,
+	// panicked or overran its own timeout.
+	ExitHookFailed = 1
+	// ExitDeadline: DRAIN_TIMEOUT passed before the drain finished; the
+	// report names the hooks that were abandoned.
+	ExitDeadline = 3
+	// ExitForced: a second signal cut the drain short (or a third ended
+	// the process at once).
+	ExitForced = 4
+	// ExitStartFailed: a start step failed; what had started was drained.
+	ExitStartFailed = 5
+	// ExitConfig: the configuration was refused before anything started
+	// (EX_CONFIG of sysexits.h).
+	ExitConfig = 78
+)
+
+// Report is what one shutdown did: the drain report plus who drained and
+// the exit code. It marshals to one JSON object.
+type Report struct {
+	*drain.Report
+	Service    string `json:"service"`
+	NodeID     string `json:"node_id"`
+	StartError string `json:"start_error,omitempty"`
+	ExitCode   int    `json:"exit_code"`
+}
+
+// MarshalJSON merges the drain report's fields with the Report's own (the
+// embedded report's MarshalJSON would otherwise hide them).
+func (r *Report) MarshalJSON() ([]byte, error) {
+	b, err := json.Marshal(r.Report)
+	if err != nil {
+		return nil, err
+	}
+	var obj map[string]any
+	if err := json.Unmarshal(b, &obj); err != nil {
+		return nil, err
+	}
+	obj["service"], obj["node_id"], obj["exit_code"] = r.Service, r.NodeID, r.ExitCode
+	if r.StartError != "" {
+		obj["start_error"] = r.StartError
+	}
+	return json.Marshal(obj)
+}
+
+func exitCode(r *Report) int {
+	switch {
+	case r.Forced:
+		return ExitForced
+	case r.DeadlineExceeded:
+		return ExitDeadline
+	case r.Count(drain.OK) != len(r.Hooks):
+		return ExitHookFailed
+	}
+	return ExitClean
+}
