@@ -26,7 +26,11 @@ import (
 // that fail Validate are reported Failed and never run. Run does not stop at
 // a failed hook: a hook's error says nothing about whether the next phase
 // should run, and leaving a phase out (say, closing clients) is worse.
-func Run(ctx context.Context, reason string, hooks []Hook) *Report {
+func Run(ctx context.Context, reason string, hooks []Hook, opts ...Option) *Report {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
 	r := &Report{Reason: reason, Start: time.Now(), Hooks: make([]HookResult, 0, len(hooks))}
 	for _, p := range Phases() {
 		var batch []Hook
@@ -44,6 +48,9 @@ func Run(ctx context.Context, reason string, hooks []Hook) *Report {
 			}
 			continue
 		}
+		if o.onPhase != nil {
+			o.onPhase(p, len(batch))
+		}
 		r.Hooks = append(r.Hooks, runPhase(ctx, batch)...)
 	}
 	for _, h := range hooks { // hooks of an undefined phase would otherwise vanish from the report
@@ -56,6 +63,17 @@ func Run(ctx context.Context, reason string, hooks []Hook) *Report {
 	r.Forced = errors.Is(ctx.Err(), context.Canceled)
 	return r
 }
+
+// Option adjusts a Run.
+type Option func(*options)
+
+type options struct {
+	onPhase func(Phase, int)
+}
+
+// OnPhase calls fn as each phase that has hooks begins, with the number of
+// its hooks; lifecycle logs it so an operator can follow a drain live.
+func OnPhase(fn func(p Phase, hooks int)) Option { return func(o *options) { o.onPhase = fn } }
 
 func cutReason(ctx context.Context) string {
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) {

@@ -272,7 +272,10 @@ func (m *Manager) shutdown(ctx context.Context, reason string) *Report {
 	}
 
 	m.delay(dctx)
-	rep := drain.Run(dctx, reason, hooks)
+	rep := drain.Run(dctx, reason, hooks, drain.OnPhase(func(p drain.Phase, n int) {
+		m.log.Info("drain phase", slog.String("service", m.cfg.Service), slog.String("node_id", m.cfg.NodeID),
+			slog.String("stage", p.String()), slog.Int("hooks", n), slog.Float64("elapsed_ms", msOf(time.Since(m.stopAt))))
+	}))
 	rep.Start = m.stopAt // the report covers the whole budget, delay included
 	rep.Duration = time.Since(m.stopAt)
 	r := &Report{Report: rep, Service: m.cfg.Service, NodeID: m.cfg.NodeID}

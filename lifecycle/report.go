@@ -2,6 +2,7 @@ package lifecycle
 
 import (
 	"encoding/json"
+	"log/slog"
 
 	"github.com/drainkit/drainkit/drain"
 )
@@ -66,3 +67,19 @@ func exitCode(r *Report) int {
 	}
 	return ExitClean
 }
+
+// LogValue logs the report as one JSON object: nested under a JSON handler,
+// a quoted JSON string under a text handler.
+func (r *Report) LogValue() slog.Value {
+	b, err := json.Marshal(r)
+	if err != nil {
+		return slog.StringValue("unmarshalable report: " + err.Error())
+	}
+	return slog.AnyValue(rawJSON(b))
+}
+
+// rawJSON is JSON that each slog handler prints in its own way.
+type rawJSON []byte
+
+func (j rawJSON) MarshalJSON() ([]byte, error) { return j, nil }
+func (j rawJSON) MarshalText() ([]byte, error) { return j, nil }

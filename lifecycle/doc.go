@@ -1,0 +1,36 @@
+// Package lifecycle owns a process's state, starting → running → draining
+// → stopped, and turns a SIGTERM into an orderly drain.
+//
+// # The flip
+//
+// At the first SIGTERM or SIGINT the [Manager] moves to Draining in one
+// place and runs its transition listeners synchronously, in registration
+// order, before anything else: readiness reads [Manager.State] on its next
+// probe and answers 503, and the lease gate closes. The process then keeps
+// serving for the propagation delay (DRAIN_DELAY, optionally adaptive) so
+// load balancers notice, and only then runs the drain hooks of package
+// drain, phase by phase.
+//
+// # Deadline and escalation
+//
+// DRAIN_TIMEOUT is the whole budget from the first signal to exit, delay
+// included. A second signal forces the drain (contexts cancelled, later
+// phases skipped); a third exits at once. A signal during start-up
+// cancels the start and drains what had started. Each outcome has its own
+// exit code: [ExitClean], [ExitHookFailed], [ExitDeadline], [ExitForced],
+// [ExitStartFailed], [ExitConfig].
+//
+// # Configuration
+//
+// [ConfigFromEnv] is the one place environment variables are read:
+// SERVICE_NAME, NODE_ID, DRAIN_TIMEOUT, DRAIN_DELAY, DRAIN_QUIET_WINDOW,
+// DRAIN_DELAY_FLOOR and HEALTH_READY_TIMEOUT. A bad value is an error that
+// names the variable and the value; nothing falls back silently.
+//
+// # Observability
+//
+// One log line per transition (service node_id old_status new_status
+// reason duration_ms), one per drain phase, and one final line with the
+// [Report] as a JSON object. Metrics: service_draining,
+// service_shutdown_duration_ms and drain_hook_outcomes_total.
+package lifecycle

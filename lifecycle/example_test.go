@@ -1,0 +1,55 @@
+package lifecycle_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+
+	"github.com/drainkit/drainkit/drain"
+	"github.com/drainkit/drainkit/lifecycle"
+)
+
+// A service without fx: the manager handles signals, drains the HTTP
+// server and returns the exit code.
+func ExampleManager_Run() {
+	cfg, err := lifecycle.ConfigFromEnv(nil)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(lifecycle.ExitConfig)
+	}
+	m, err := lifecycle.New(cfg)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(lifecycle.ExitConfig)
+	}
+	srv := &http.Server{Addr: ":8080", Handler: m.Tracker().Middleware(http.DefaultServeMux)}
+	if err := m.AddHook(drain.HTTPHooks("http", srv, m.Tracker())...); err != nil {
+		panic(err)
+	}
+	m.OnStart(func(context.Context) error {
+		go func() { _ = srv.ListenAndServe() }()
+		return nil
+	})
+	os.Exit(m.Run(context.Background()).ExitCode)
+}
+
+// Listeners run at the flip, before the propagation delay and the hooks.
+func ExampleManager_OnDrain() {
+	m, _ := lifecycle.New(lifecycle.Config{Service: "room-service"}.NoDelay(),
+		lifecycle.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	m.OnDrain(func() { fmt.Println("flipped; state is", m.State()) })
+	_ = m.AddHook(drain.Hook{Name: "flush", Phase: drain.Flush, Run: func(context.Context) error {
+		fmt.Println("flushing")
+		return nil
+	}})
+	_ = m.MarkRunning()
+	r := m.Shutdown(context.Background(), "example")
+	fmt.Println("exit code", r.ExitCode)
+	// Output:
+	// flipped; state is draining
+	// flushing
+	// exit code 0
+}
