@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"strings"
 	"sync"
@@ -18,6 +19,7 @@ import (
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 var (
+	quiet       = slog.New(slog.DiscardHandler)
 	errHeld     = errors.New("testlease: held")
 	errDraining = errors.New("testlease: draining")
 )
@@ -132,7 +134,7 @@ type node struct {
 func newNode(t *testing.T, rdb *redis.Client, name string, outbox Notifier) node {
 	t.Helper()
 	leases := newTestLeases(rdb, name)
-	svc, err := New(rdb, leases, Config{ErrHeld: errHeld, ErrDraining: errDraining, Outbox: outbox})
+	svc, err := New(rdb, leases, Config{ErrHeld: errHeld, ErrDraining: errDraining, Outbox: outbox, Logger: quiet})
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
