@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // DefaultSnapshotInterval is how often [Service.Run] snapshots the rooms
@@ -19,8 +21,6 @@ type Lease interface {
 	ID() string
 	// Token is the fencing token, the last field of room:route:{ID}.
 	Token() int64
-	// Context is cancelled when the lease is lost or released.
-	Context() context.Context
 	// Lost is closed when the lease is lost (not renewed in time, or stolen).
 	Lost() <-chan struct{}
 }
@@ -64,6 +64,9 @@ type Config struct {
 	Heartbeat Heartbeat
 	// Outbox is told about rooms with new events; nil means none.
 	Outbox Notifier
+	// SnapshotFailures counts failed snapshot writes, periodic or on
+	// drain (room_snapshot_flush_failures_total); nil means not counted.
+	SnapshotFailures prometheus.Counter
 	// Logger receives cell and snapshot logs; nil means slog.Default().
 	Logger *slog.Logger
 }

@@ -36,7 +36,7 @@ func (s *Service) FlushRoom(ctx context.Context, l Lease) error {
 		return nil
 	}
 	if err := s.store.snapshot(ctx, c.id, l.Token(), c.state.clone()); err != nil {
-		s.cfg.Logger.Error("room snapshot flush failed", "room_id", c.id, "err", err)
+		s.snapshotFailed(c.id, "room snapshot flush failed", err)
 		return err
 	}
 	c.snapSeq = c.state.Seq
@@ -83,7 +83,7 @@ func (s *Service) snapshotCell(ctx context.Context, c *cell) error {
 		return nil
 	}
 	if err != nil {
-		s.cfg.Logger.Error("room snapshot failed", "room_id", c.id, "err", err)
+		s.snapshotFailed(c.id, "room snapshot failed", err)
 		return err
 	}
 	c.snapSeq = c.state.Seq
@@ -108,4 +108,11 @@ func (s *Service) Run(ctx context.Context) error {
 		}
 		_ = s.SnapshotAll(ctx) // logged per room; the next turn retries
 	}
+}
+
+func (s *Service) snapshotFailed(id, msg string, err error) {
+	if s.cfg.SnapshotFailures != nil {
+		s.cfg.SnapshotFailures.Inc()
+	}
+	s.cfg.Logger.Error(msg, "room_id", id, "err", err)
 }

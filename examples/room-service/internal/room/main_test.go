@@ -38,17 +38,14 @@ type testLeases struct {
 }
 
 type testLease struct {
-	id     string
-	token  int64
-	ctx    context.Context
-	cancel context.CancelFunc
-	lost   chan struct{}
+	id    string
+	token int64
+	lost  chan struct{}
 }
 
-func (l *testLease) ID() string               { return l.id }
-func (l *testLease) Token() int64             { return l.token }
-func (l *testLease) Context() context.Context { return l.ctx }
-func (l *testLease) Lost() <-chan struct{}    { return l.lost }
+func (l *testLease) ID() string            { return l.id }
+func (l *testLease) Token() int64          { return l.token }
+func (l *testLease) Lost() <-chan struct{} { return l.lost }
 
 func newTestLeases(rdb *redis.Client, node string) *testLeases {
 	return &testLeases{rdb: rdb, node: node, held: make(map[string]*testLease)}
@@ -77,8 +74,7 @@ func (t *testLeases) Acquire(ctx context.Context, id string) (Lease, error) {
 	if !ok {
 		return nil, fmt.Errorf("acquire %s: %w", id, errHeld)
 	}
-	lctx, cancel := context.WithCancel(context.Background())
-	l := &testLease{id: id, token: fence, ctx: lctx, cancel: cancel, lost: make(chan struct{})}
+	l := &testLease{id: id, token: fence, lost: make(chan struct{})}
 	t.held[id] = l
 	return l, nil
 }
@@ -100,14 +96,13 @@ func (t *testLeases) lease(id string) *testLease {
 	return t.held[id]
 }
 
-// lose signals a lost lease the way the lease package does: context first,
-// then Lost. The route key is left alone (see expire).
+// lose signals a lost lease by closing Lost. The route key is left alone
+// (see expire).
 func (t *testLeases) lose(id string) {
 	t.mu.Lock()
 	l := t.held[id]
 	delete(t.held, id)
 	t.mu.Unlock()
-	l.cancel()
 	close(l.lost)
 }
 

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -203,11 +205,20 @@ func TestFlushRoomSnapshotsAndDropsCell(t *testing.T) {
 func TestFlushRoomFencedLeavesError(t *testing.T) {
 	rdb := startRedis(t)
 	a := newNode(t, rdb, "a", nil)
+	failures := prometheus.NewCounter(prometheus.CounterOpts{Name: "room_snapshot_flush_failures_total"})
+	a.svc.cfg.SnapshotFailures = failures
 	mustApply(t, a.svc, "r1", "c1", roompb.ApplyResponse_APPLIED)
 	l := a.leases.lease("r1")
 	expire(t, rdb, "r1")
 	if err := a.svc.FlushRoom(context.Background(), l); !errors.Is(err, ErrFenced) {
 		t.Fatalf("FlushRoom after losing the room: got %v; want ErrFenced", err)
+	}
+	var m dto.Metric
+	if err := failures.Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	if got := m.GetCounter().GetValue(); got != 1 {
+		t.Fatalf("snapshot failures counted: got %v; want 1", got)
 	}
 	if _, live := a.svc.cellState(t, "r1"); live {
 		t.Fatal("cell still live after a failed FlushRoom")
