@@ -19,6 +19,10 @@ func outboxKey(id string) string { return "room:outbox:{" + id + "}" }
 // MaxIDLen bounds room and command ids, so a key or a log entry stays small.
 const MaxIDLen = 64
 
+// MaxOpLen bounds a command's op, which is stored in the log, the outbox
+// and the event stream.
+const MaxOpLen = 4096
+
 var idPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 
 // ValidateRoomID reports whether id can name a room: 1 to [MaxIDLen]
@@ -36,6 +40,13 @@ func ValidateRoomID(id string) error {
 func validateCommandID(id string) error {
 	if !idPattern.MatchString(id) {
 		return fmt.Errorf("room: command_id %q: want 1 to %d characters of [A-Za-z0-9_-]", id, MaxIDLen)
+	}
+	return nil
+}
+
+func validateOp(op string) error {
+	if len(op) > MaxOpLen {
+		return fmt.Errorf("room: op is %d bytes; want at most %d", len(op), MaxOpLen)
 	}
 	return nil
 }

@@ -59,6 +59,9 @@ func (s *Service) Apply(ctx context.Context, req *roompb.ApplyRequest) (*roompb.
 	if err := validateCommandID(cmd); err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
+	if err := validateOp(req.GetOp()); err != nil {
+		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
 	c, err := s.open(ctx, id)
 	if err != nil {
 		return s.refuse(ctx, id, err)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 
@@ -61,6 +62,7 @@ func TestApplyRefusals(t *testing.T) {
 		name       string
 		room       string
 		cmd        string
+		op         string
 		setup      func(t *testing.T, self, other node)
 		wantCode   codes.Code
 		wantStatus roompb.ApplyResponse_Status
@@ -93,6 +95,7 @@ func TestApplyRefusals(t *testing.T) {
 		},
 		{name: "bad room id", room: "r{1}", cmd: "c1", wantCode: codes.InvalidArgument},
 		{name: "empty command id", room: "r1", cmd: "", wantCode: codes.InvalidArgument},
+		{name: "op too long", room: "r1", cmd: "c1", op: strings.Repeat("x", MaxOpLen+1), wantCode: codes.InvalidArgument},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -101,7 +104,8 @@ func TestApplyRefusals(t *testing.T) {
 			if tt.setup != nil {
 				tt.setup(t, self, other)
 			}
-			resp, err := apply(context.Background(), self.svc, tt.room, tt.cmd)
+			req := &roompb.ApplyRequest{RoomId: tt.room, CommandId: tt.cmd, Op: tt.op}
+			resp, err := self.svc.Apply(context.Background(), req)
 			if got := status.Code(err); got != tt.wantCode {
 				t.Fatalf("Apply: got code %v (%v); want %v", got, err, tt.wantCode)
 			}
@@ -254,5 +258,21 @@ func TestConcurrentCommandsSerializePerRoom(t *testing.T) {
 	st, _ := a.svc.cellState(t, "r1")
 	if !slices.Equal(st.CommandIDs, r.GetCommandIds()) {
 		t.Fatalf("cell state %v differs from Redis %v", st.CommandIDs, r.GetCommandIds())
+	}
+}
+
+func TestSnapshotAllDropsCellWithLostLease(t *testing.T) {
+	rdb := startRedis(t)
+	a := newNode(t, rdb, "a", nil)
+	mustApply(t, a.svc, "r1", "c1", roompb.ApplyResponse_APPLIED)
+	a.leases.lose("r1")
+	if err := a.svc.SnapshotAll(context.Background()); err != nil {
+		t.Fatalf("SnapshotAll: %v", err)
+	}
+	if _, live := a.svc.cellState(t, "r1"); live {
+		t.Fatal("cell with a lost lease still live after SnapshotAll")
+	}
+	if r := getRoom(t, a.svc, "r1"); r.GetSnapshotSeq() != 0 {
+		t.Fatalf("snapshot_seq: got %d; want 0 (a lost lease writes no snapshot)", r.GetSnapshotSeq())
 	}
 }
