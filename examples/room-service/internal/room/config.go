@@ -1,0 +1,95 @@
+package room
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// DefaultSnapshotInterval is how often [Service.Run] snapshots the rooms
+// that changed since their last snapshot.
+const DefaultSnapshotInterval = 5 * time.Second
+
+// Lease is this node's hold on one room, as handed out by [Leases]. A thin
+// adapter over the lease package's *lease.Lease satisfies it.
+type Lease interface {
+	// ID is the room id the lease is for.
+	ID() string
+	// Token is the fencing token, the last field of room:route:{ID}.
+	Token() int64
+	// Lost is closed when the lease is lost (not renewed in time, or stolen).
+	Lost() <-chan struct{}
+}
+
+// Leases acquires rooms and names their owners. A thin adapter over
+// *lease.Manager satisfies it.
+type Leases interface {
+	// Acquire takes the room's lease for this node, or returns an error
+	// matching [Config.ErrHeld] (another node holds it) or
+	// [Config.ErrDraining] (this node takes no new rooms).
+	Acquire(ctx context.Context, id string) (Lease, error)
+	// Owner reads who holds the room: its node id, its gRPC address and
+	// its fencing token.
+	Owner(ctx context.Context, id string) (node, addr string, fence int64, err error)
+}
+
+// Heartbeat is a liveness watchdog: a loop calls Beat on every turn, and
+// liveness fails when the beats stop (readiness.Heartbeat satisfies it).
+type Heartbeat interface {
+	Beat()
+}
+
+// Notifier is told which rooms have new outbox events; [*Outbox] is one.
+type Notifier interface {
+	Notify(roomID string)
+}
+
+// Config configures a [Service].
+type Config struct {
+	// SnapshotInterval is how often Run snapshots changed rooms; zero
+	// means [DefaultSnapshotInterval].
+	SnapshotInterval time.Duration
+	// ErrHeld is the error (matched with errors.Is) Leases.Acquire returns
+	// when another node holds the room, e.g. lease.ErrHeld. Required.
+	ErrHeld error
+	// ErrDraining is the error (matched with errors.Is) Leases.Acquire
+	// returns once this node takes no new rooms, e.g. lease.ErrDraining.
+	// Required.
+	ErrDraining error
+	// Heartbeat is beaten by every turn of Run; nil means none.
+	Heartbeat Heartbeat
+	// Outbox is told about rooms with new events; nil means none.
+	Outbox Notifier
+	// SnapshotFailures counts failed snapshot writes, periodic or on
+	// drain (room_snapshot_flush_failures_total); nil means not counted.
+	SnapshotFailures prometheus.Counter
+	// Logger receives cell and snapshot logs; nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// Validate names the first field that is unusable.
+func (c Config) Validate() error {
+	switch {
+	case c.SnapshotInterval < 0:
+		return fmt.Errorf("room: SnapshotInterval %s is negative", c.SnapshotInterval)
+	case c.ErrHeld == nil:
+		return errors.New("room: ErrHeld is nil; set it to the lease package's held error")
+	case c.ErrDraining == nil:
+		return errors.New("room: ErrDraining is nil; set it to the lease package's draining error")
+	}
+	return nil
+}
+
+func (c Config) withDefaults() Config {
+	if c.SnapshotInterval == 0 {
+		c.SnapshotInterval = DefaultSnapshotInterval
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}

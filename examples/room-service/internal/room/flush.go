@@ -1,0 +1,118 @@
+package room
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// FlushRoom is the per-room hand-off on drain: it writes the room's
+// snapshot under l's fencing token and drops the room's cell, so no command
+// runs on it afterwards (a later command for the room tries to acquire it
+// and is refused while the node drains). The cell is dropped even when the
+// snapshot fails: the command log already holds every acknowledged command,
+// and the caller must then leave the lease to expire instead of releasing
+// it. A room this node has no cell for needs no flush.
+//
+// The lease package's hand-off hook calls it for each held lease before
+// releasing that lease.
+func (s *Service) FlushRoom(ctx context.Context, l Lease) error {
+	s.mu.Lock()
+	c := s.cells[l.ID()]
+	s.mu.Unlock()
+	if c == nil {
+		return nil
+	}
+	if err := c.lock(ctx); err != nil {
+		return fmt.Errorf("flush room %s: %w", l.ID(), err)
+	}
+	defer c.unlock()
+	if c.dropped {
+		return nil
+	}
+	defer s.drop(c, "flushed")
+	if !c.dirty() {
+		return nil
+	}
+	if err := s.store.snapshot(ctx, c.id, l.Token(), c.state.clone()); err != nil {
+		s.snapshotFailed(c.id, "room snapshot flush failed", err)
+		return err
+	}
+	c.snapSeq = c.state.Seq
+	return nil
+}
+
+// SnapshotAll snapshots every room that changed since its last snapshot,
+// keeping the cells. A room whose lease was lost or whose snapshot was
+// fenced is dropped instead. It returns the failures joined.
+func (s *Service) SnapshotAll(ctx context.Context) error {
+	s.mu.Lock()
+	cells := make([]*cell, 0, len(s.cells))
+	for _, c := range s.cells {
+		cells = append(cells, c)
+	}
+	s.mu.Unlock()
+
+	var errs []error
+	for _, c := range cells {
+		if err := s.snapshotCell(ctx, c); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (s *Service) snapshotCell(ctx context.Context, c *cell) error {
+	if err := c.lock(ctx); err != nil {
+		return fmt.Errorf("snapshot room %s: %w", c.id, err)
+	}
+	defer c.unlock()
+	switch {
+	case c.dropped:
+		return nil
+	case c.lost():
+		s.drop(c, "lease lost")
+		return nil
+	case !c.dirty():
+		return nil
+	}
+	err := s.store.snapshot(ctx, c.id, c.lease.Token(), c.state.clone())
+	if errors.Is(err, ErrFenced) {
+		s.drop(c, "fenced")
+		return nil
+	}
+	if err != nil {
+		s.snapshotFailed(c.id, "room snapshot failed", err)
+		return err
+	}
+	c.snapSeq = c.state.Seq
+	return nil
+}
+
+// Run is the room loop: every [Config.SnapshotInterval] it beats the
+// heartbeat and snapshots the rooms that changed (failures are logged and
+// retried next turn). It returns nil when ctx ends, after the turn in
+// progress; the caller owns the goroutine that runs it.
+func (s *Service) Run(ctx context.Context) error {
+	t := time.NewTicker(s.cfg.SnapshotInterval)
+	defer t.Stop()
+	for {
+		if s.cfg.Heartbeat != nil {
+			s.cfg.Heartbeat.Beat()
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		_ = s.SnapshotAll(ctx) // logged per room; the next turn retries
+	}
+}
+
+func (s *Service) snapshotFailed(id, msg string, err error) {
+	if s.cfg.SnapshotFailures != nil {
+		s.cfg.SnapshotFailures.Inc()
+	}
+	s.cfg.Logger.Error(msg, "room_id", id, "err", err)
+}

@@ -1,0 +1,52 @@
+package room
+
+import (
+	"fmt"
+	"regexp"
+)
+
+// The Redis keys of one room. Every key carries the room id as its hash tag
+// ({ID}), so each script touches a single slot and runs on Redis Cluster.
+// room:route:{ID} belongs to the lease package (value node|leaseID|fence);
+// this package only reads it inside its fenced scripts.
+func routeKey(id string) string  { return "room:route:{" + id + "}" }
+func logKey(id string) string    { return "room:log:{" + id + "}" }
+func cmdsKey(id string) string   { return "room:cmds:{" + id + "}" }
+func seqKey(id string) string    { return "room:seq:{" + id + "}" }
+func snapKey(id string) string   { return "room:snap:{" + id + "}" }
+func outboxKey(id string) string { return "room:outbox:{" + id + "}" }
+
+// MaxIDLen bounds room and command ids, so a key or a log entry stays small.
+const MaxIDLen = 64
+
+// MaxOpLen bounds a command's op, which is stored in the log, the outbox
+// and the event stream.
+const MaxOpLen = 4096
+
+var idPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+
+// ValidateRoomID reports whether id can name a room: 1 to [MaxIDLen]
+// characters of [A-Za-z0-9_-]. Braces in particular would break the hash
+// tag that keeps a room's keys in one Cluster slot.
+func ValidateRoomID(id string) error {
+	if !idPattern.MatchString(id) {
+		return fmt.Errorf("room: room_id %q: want 1 to %d characters of [A-Za-z0-9_-]", id, MaxIDLen)
+	}
+	return nil
+}
+
+// validateCommandID applies the same rule to command ids, which become
+// stream field values and dedup hash fields.
+func validateCommandID(id string) error {
+	if !idPattern.MatchString(id) {
+		return fmt.Errorf("room: command_id %q: want 1 to %d characters of [A-Za-z0-9_-]", id, MaxIDLen)
+	}
+	return nil
+}
+
+func validateOp(op string) error {
+	if len(op) > MaxOpLen {
+		return fmt.Errorf("room: op is %d bytes; want at most %d", len(op), MaxOpLen)
+	}
+	return nil
+}

@@ -1,0 +1,238 @@
+package room
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/drainkit/drainkit/examples/room-service/roompb"
+	"github.com/drainkit/drainkit/internal/redistest"
+)
+
+// beats is a heartbeat a test can step: Beat blocks until the test takes the
+// beat (or the test ends), so each beat received marks one loop turn.
+type beats struct {
+	ch   chan struct{}
+	done chan struct{}
+}
+
+func newBeats() *beats { return &beats{ch: make(chan struct{}), done: make(chan struct{})} }
+
+func (b *beats) Beat() {
+	select {
+	case b.ch <- struct{}{}:
+	case <-b.done:
+	}
+}
+
+// await receives from ch, failing the test rather than hanging if the loop
+// under test is stuck.
+func await[T any](t *testing.T, ch <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(10 * time.Second):
+		t.Fatalf("timed out waiting for %s", what)
+		panic("unreachable")
+	}
+}
+
+// runLoop runs fn until cleanup, then cancels it and waits for it.
+func runLoop(t *testing.T, b *beats, fn func(context.Context) error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() { errc <- fn(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if b != nil {
+			close(b.done)
+		}
+		if err := <-errc; err != nil {
+			t.Errorf("loop returned %v; want nil", err)
+		}
+	})
+}
+
+func TestServiceRunSnapshotsChangedRooms(t *testing.T) {
+	rdb := startRedis(t)
+	a := newNode(t, rdb, "a", nil)
+	b := newBeats()
+	a.svc.cfg.Heartbeat, a.svc.cfg.SnapshotInterval = b, time.Millisecond
+	runLoop(t, b, a.svc.Run)
+
+	mustApply(t, a.svc, "r1", "c1", roompb.ApplyResponse_APPLIED)
+	mustApply(t, a.svc, "r1", "c2", roompb.ApplyResponse_APPLIED)
+	// Beat, then a turn that started after the commands, then beat.
+	await(t, b.ch, "beat")
+	await(t, b.ch, "beat after a snapshot turn")
+	if r := getRoom(t, a.svc, "r1"); r.GetSnapshotSeq() != 2 {
+		t.Fatalf("snapshot_seq after a loop turn: got %d; want 2", r.GetSnapshotSeq())
+	}
+	if n := rdb.XLen(context.Background(), logKey("r1")).Val(); n != 0 {
+		t.Fatalf("log after a loop turn: got %d entries; want 0", n)
+	}
+}
+
+// xaddGate counts XADDs sent in pipelines and holds the first such
+// pipeline until release is closed, so a test can act mid-batch.
+type xaddGate struct {
+	started chan struct{}
+	release chan struct{}
+	once    sync.Once
+	xadds   atomic.Int64
+}
+
+func newXaddGate() *xaddGate {
+	return &xaddGate{started: make(chan struct{}), release: make(chan struct{})}
+}
+
+func (g *xaddGate) DialHook(next redis.DialHook) redis.DialHook          { return next }
+func (g *xaddGate) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+func (g *xaddGate) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		n := 0
+		for _, c := range cmds {
+			if c.Name() == "xadd" {
+				n++
+			}
+		}
+		if n > 0 {
+			g.xadds.Add(int64(n))
+			g.once.Do(func() {
+				close(g.started)
+				<-g.release
+			})
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// newOutboxNode returns a node whose commands feed an outbox that uses its
+// own client, watched by gate.
+func newOutboxNode(t *testing.T, gate *xaddGate, hb Heartbeat) (node, *Outbox, *redis.Client) {
+	t.Helper()
+	srv := redistest.Start(t)
+	rdb := srv.Client()
+	obClient := srv.Client()
+	obClient.AddHook(gate)
+	ob, err := NewOutbox(obClient, OutboxConfig{Interval: time.Millisecond, Heartbeat: hb, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return newNode(t, rdb, "a", ob), ob, rdb
+}
+
+func TestOutboxPublishesWithEventIDs(t *testing.T) {
+	gate := newXaddGate()
+	close(gate.release)
+	b := newBeats()
+	a, ob, rdb := newOutboxNode(t, gate, b)
+	runLoop(t, b, ob.Run)
+
+	want := []string{"c1", "c2", "c3"}
+	for _, cmd := range want {
+		mustApply(t, a.svc, "r1", cmd, roompb.ApplyResponse_APPLIED)
+	}
+	await(t, b.ch, "beat")
+	await(t, b.ch, "beat after a publishing turn")
+	msgs, err := rdb.XRange(context.Background(), DefaultEventStream, "-", "+").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, m := range msgs {
+		got = append(got, m.Values["event_id"].(string))
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("event ids in %s: got %v; want %v", DefaultEventStream, got, want)
+	}
+	if n := rdb.LLen(context.Background(), outboxKey("r1")).Val(); n != 0 {
+		t.Fatalf("outbox after publishing: got %d events; want 0", n)
+	}
+}
+
+func TestOutboxPauseWaitsForBatch(t *testing.T) {
+	gate := newXaddGate()
+	a, ob, rdb := newOutboxNode(t, gate, nil)
+	waiting := make(chan struct{})
+	ob.waitHook = func() { close(waiting) }
+	for _, cmd := range []string{"c1", "c2", "c3"} {
+		mustApply(t, a.svc, "r1", cmd, roompb.ApplyResponse_APPLIED)
+	}
+	runLoop(t, nil, ob.Run)
+
+	await(t, gate.started, "a batch to start")
+	paused := make(chan error, 1)
+	go func() { paused <- ob.Pause(context.Background()) }()
+	await(t, waiting, "Pause to wait for the batch")
+	close(gate.release)
+	if err := await(t, paused, "Pause to return"); err != nil {
+		t.Fatalf("Pause: %v", err)
+	}
+	// Pause returned: the whole batch, including its ack, is done.
+	ctx := context.Background()
+	if got := rdb.XLen(ctx, DefaultEventStream).Val(); got != 3 {
+		t.Fatalf("events published when Pause returned: got %d; want 3", got)
+	}
+	if got := rdb.LLen(ctx, outboxKey("r1")).Val(); got != 0 {
+		t.Fatalf("outbox when Pause returned: got %d events; want 0", got)
+	}
+}
+
+func TestOutboxPauseHonoursContext(t *testing.T) {
+	gate := newXaddGate()
+	a, ob, _ := newOutboxNode(t, gate, nil)
+	mustApply(t, a.svc, "r1", "c1", roompb.ApplyResponse_APPLIED)
+	runLoop(t, nil, ob.Run)
+	await(t, gate.started, "a batch to start")
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := ob.Pause(ctx); err == nil {
+		t.Fatal("Pause with a done context mid-batch: got nil; want an error")
+	}
+	close(gate.release) // let the batch end so Run can stop
+}
+
+func TestOutboxStartsNoBatchAfterStopFetching(t *testing.T) {
+	gate := newXaddGate()
+	close(gate.release)
+	b := newBeats()
+	a, ob, rdb := newOutboxNode(t, gate, b)
+	runLoop(t, b, ob.Run)
+
+	ob.StopFetching()
+	mustApply(t, a.svc, "r1", "c1", roompb.ApplyResponse_APPLIED)
+	for range 3 { // the loop keeps turning (and beating) while stopped
+		await(t, b.ch, "beat while stopped")
+	}
+	if n := gate.xadds.Load(); n != 0 {
+		t.Fatalf("XADDs after StopFetching: got %d; want 0", n)
+	}
+	if n := rdb.LLen(context.Background(), outboxKey("r1")).Val(); n != 1 {
+		t.Fatalf("outbox after StopFetching: got %d events; want 1 left for the next owner", n)
+	}
+	if err := ob.Pause(context.Background()); err != nil {
+		t.Fatalf("Pause when idle: %v", err)
+	}
+}
+
+func TestOutboxAckKeepsUnpublishedEvents(t *testing.T) {
+	rdb := startRedis(t)
+	ctx := context.Background()
+	rdb.RPush(ctx, outboxKey("r1"), "e3", "e4")
+	// A worker published e1..e3 while another already removed e1, e2.
+	n, err := outboxAckScript.Run(ctx, rdb, []string{outboxKey("r1")}, "e1", "e2", "e3").Int()
+	if err != nil {
+		t.Fatal(err)
+	}
+	left := rdb.LRange(ctx, outboxKey("r1"), 0, -1).Val()
+	if n != 1 || !slices.Equal(left, []string{"e4"}) {
+		t.Fatalf("ack: got %d removed, %v left; want 1 removed, [e4] left", n, left)
+	}
+}

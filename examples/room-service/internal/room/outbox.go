@@ -1,0 +1,240 @@
+package room
+
+import (
+	"context"
+	_ "embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Outbox defaults.
+const (
+	// DefaultOutboxInterval is how often the outbox worker looks for events.
+	DefaultOutboxInterval = 200 * time.Millisecond
+	// DefaultOutboxBatch is the most events moved in one batch.
+	DefaultOutboxBatch = 100
+	// DefaultEventStream is the global stream events are published to.
+	DefaultEventStream = "room:events"
+)
+
+var (
+	//go:embed scripts/outbox_ack.lua
+	outboxAckLua    string
+	outboxAckScript = redis.NewScript(outboxAckLua)
+)
+
+// OutboxConfig configures an [Outbox].
+type OutboxConfig struct {
+	// Interval is how often the worker turns; zero means [DefaultOutboxInterval].
+	Interval time.Duration
+	// Batch is the most events moved from one room per batch; zero means
+	// [DefaultOutboxBatch].
+	Batch int
+	// Stream is the stream events go to; empty means [DefaultEventStream].
+	Stream string
+	// Heartbeat is beaten on every turn, also while paused; nil means none.
+	Heartbeat Heartbeat
+	// Logger receives batch failures; nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// Validate names the first field that is unusable.
+func (c OutboxConfig) Validate() error {
+	switch {
+	case c.Interval < 0:
+		return fmt.Errorf("room: outbox Interval %s is negative", c.Interval)
+	case c.Batch < 0:
+		return fmt.Errorf("room: outbox Batch %d is negative", c.Batch)
+	}
+	return nil
+}
+
+// Outbox moves room events from each room's outbox list
+// (room:outbox:{ID}, filled by the fenced append) to one global stream.
+//
+// Delivery is at least once. The room's list and the global stream live in
+// different Cluster slots, so no script can move an event atomically: the
+// worker XADDs a batch, then removes exactly those events from the list. A
+// crash in between publishes the batch again, so every stream entry carries
+// event_id = command_id for consumers to deduplicate.
+//
+// On drain, [Outbox.StopFetching] (phase StopIntake) lets no new batch
+// start, and [Outbox.Pause] (phase WaitInFlight) returns once the batch in
+// progress has finished. Events left in a room's list are published by the
+// room's next owner, whose recovery notifies its outbox.
+type Outbox struct {
+	rdb redis.UniversalClient
+	cfg OutboxConfig
+
+	mu       sync.Mutex
+	pending  map[string]struct{} // rooms that may have events
+	stopped  bool                // no new batch may start
+	busy     chan struct{}       // closed when the batch in progress ends; nil when idle
+	waitHook func()              // tests: called when Pause starts waiting
+}
+
+// NewOutbox returns an outbox worker over rdb. It starts nothing: call
+// [Outbox.Run].
+func NewOutbox(rdb redis.UniversalClient, cfg OutboxConfig) (*Outbox, error) {
+	if rdb == nil {
+		return nil, errors.New("room: redis client is nil")
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Interval == 0 {
+		cfg.Interval = DefaultOutboxInterval
+	}
+	if cfg.Batch == 0 {
+		cfg.Batch = DefaultOutboxBatch
+	}
+	if cfg.Stream == "" {
+		cfg.Stream = DefaultEventStream
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return &Outbox{rdb: rdb, cfg: cfg, pending: make(map[string]struct{})}, nil
+}
+
+// Notify marks a room as having events to publish. It never blocks.
+func (o *Outbox) Notify(roomID string) {
+	o.mu.Lock()
+	o.pending[roomID] = struct{}{}
+	o.mu.Unlock()
+}
+
+// StopFetching lets no new batch start; the batch in progress finishes.
+// It is the outbox's StopIntake step and cannot be undone.
+func (o *Outbox) StopFetching() {
+	o.mu.Lock()
+	o.stopped = true
+	o.mu.Unlock()
+}
+
+// Pause stops fetching and waits until the batch in progress (if any) has
+// finished, or ctx ends. It is the outbox's WaitInFlight step.
+func (o *Outbox) Pause(ctx context.Context) error {
+	o.mu.Lock()
+	o.stopped = true
+	busy, hook := o.busy, o.waitHook
+	o.mu.Unlock()
+	if busy == nil {
+		return nil
+	}
+	if hook != nil {
+		hook()
+	}
+	select {
+	case <-busy:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("outbox pause: batch still in progress: %w", ctx.Err())
+	}
+}
+
+// Run is the worker loop: every [OutboxConfig.Interval] it beats the
+// heartbeat and publishes one batch per room with pending events, until
+// ctx ends. It returns nil after the batch in progress; the caller owns the
+// goroutine that runs it.
+func (o *Outbox) Run(ctx context.Context) error {
+	t := time.NewTicker(o.cfg.Interval)
+	defer t.Stop()
+	for {
+		if o.cfg.Heartbeat != nil {
+			o.cfg.Heartbeat.Beat()
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		for _, id := range o.takePending() {
+			o.runBatch(ctx, id)
+		}
+	}
+}
+
+func (o *Outbox) takePending() []string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	ids := make([]string, 0, len(o.pending))
+	for id := range o.pending {
+		ids = append(ids, id)
+	}
+	clear(o.pending)
+	return ids
+}
+
+// runBatch publishes one batch of a room's events, unless fetching has
+// stopped. A room that may have more events stays pending.
+func (o *Outbox) runBatch(ctx context.Context, id string) {
+	o.mu.Lock()
+	if o.stopped {
+		o.pending[id] = struct{}{}
+		o.mu.Unlock()
+		return
+	}
+	done := make(chan struct{})
+	o.busy = done
+	o.mu.Unlock()
+
+	more, err := o.publish(ctx, id)
+
+	o.mu.Lock()
+	o.busy = nil
+	if more || err != nil {
+		o.pending[id] = struct{}{}
+	}
+	o.mu.Unlock()
+	close(done)
+	if err != nil && ctx.Err() == nil {
+		o.cfg.Logger.Error("room outbox batch failed", "room_id", id, "err", err)
+	}
+}
+
+// event is one outbox entry as the append script encodes it.
+type event struct {
+	Room      string `json:"room"`
+	Seq       int64  `json:"seq"`
+	CommandID string `json:"command_id"`
+	Op        string `json:"op"`
+}
+
+// publish moves up to Batch events from the room's outbox to the stream and
+// reports whether a full batch was moved (more may wait).
+func (o *Outbox) publish(ctx context.Context, id string) (more bool, err error) {
+	raw, err := o.rdb.LRange(ctx, outboxKey(id), 0, int64(o.cfg.Batch)-1).Result()
+	if err != nil || len(raw) == 0 {
+		return false, err
+	}
+	_, err = o.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for _, r := range raw {
+			var e event
+			if err := json.Unmarshal([]byte(r), &e); err != nil {
+				return fmt.Errorf("decode outbox event %q: %w", r, err)
+			}
+			p.XAdd(ctx, &redis.XAddArgs{Stream: o.cfg.Stream, Values: []any{
+				"event_id", e.CommandID, "room_id", e.Room, "seq", e.Seq, "op", e.Op,
+			}})
+		}
+		return nil
+	})
+	if err != nil {
+		return false, fmt.Errorf("publish %s to %s: %w", outboxKey(id), o.cfg.Stream, err)
+	}
+	args := make([]any, len(raw))
+	for i, r := range raw {
+		args[i] = r
+	}
+	if err := outboxAckScript.Run(ctx, o.rdb, []string{outboxKey(id)}, args...).Err(); err != nil {
+		return false, fmt.Errorf("ack %s: %w", outboxKey(id), err)
+	}
+	return len(raw) == o.cfg.Batch, nil
+}

@@ -1,0 +1,216 @@
+package room
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/redis/go-redis/v9"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/drainkit/drainkit/examples/room-service/roompb"
+)
+
+// Service serves the Rooms API: it owns the cells of the rooms this node
+// holds and recovers a room's cell when it acquires the room.
+type Service struct {
+	roompb.UnimplementedRoomsServer
+
+	cfg    Config
+	store  store
+	leases Leases
+
+	mu    sync.Mutex // guards cells; never held across I/O
+	cells map[string]*cell
+}
+
+// New returns a Service over rdb and leases. It starts nothing: run
+// [Service.Run] for periodic snapshots.
+func New(rdb redis.UniversalClient, leases Leases, cfg Config) (*Service, error) {
+	if rdb == nil {
+		return nil, errors.New("room: redis client is nil")
+	}
+	if leases == nil {
+		return nil, errors.New("room: leases is nil")
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return &Service{
+		cfg:    cfg.withDefaults(),
+		store:  store{rdb: rdb},
+		leases: leases,
+		cells:  make(map[string]*cell),
+	}, nil
+}
+
+// Apply appends a command to the room's log if this node owns the room,
+// acquiring and recovering the room first if no node does. It answers
+// REDIRECT when another node owns the room, and codes.Unavailable when
+// nothing was written and a retry with the same command_id is safe (this
+// node is draining, lost the room, or Redis failed).
+func (s *Service) Apply(ctx context.Context, req *roompb.ApplyRequest) (*roompb.ApplyResponse, error) {
+	id, cmd := req.GetRoomId(), req.GetCommandId()
+	if err := ValidateRoomID(id); err != nil {
+		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
+	if err := validateCommandID(cmd); err != nil {
+		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
+	if err := validateOp(req.GetOp()); err != nil {
+		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
+	c, err := s.open(ctx, id)
+	if err != nil {
+		return s.refuse(ctx, id, err)
+	}
+	defer c.unlock()
+
+	out, seq, err := s.store.append(ctx, id, c.lease.Token(), cmd, req.GetOp())
+	switch {
+	case errors.Is(err, ErrFenced):
+		s.drop(c, "fenced")
+		return nil, status.Errorf(codes.Unavailable, "room %s: this node lost the room; retry", id)
+	case err != nil:
+		// The write may or may not have happened: reload before the next
+		// command instead of guessing. A retry is deduplicated by command_id.
+		c.loaded = false
+		return nil, statusOf(ctx, err)
+	case out == duplicate:
+		return &roompb.ApplyResponse{Status: roompb.ApplyResponse_DUPLICATE, Seq: seq}, nil
+	}
+	if err := c.state.apply(seq, cmd); err != nil {
+		c.loaded = false // the write succeeded; only this node's copy is off
+		s.cfg.Logger.Error("room state out of step with log; reloading", "room_id", id, "err", err)
+	}
+	if s.cfg.Outbox != nil {
+		s.cfg.Outbox.Notify(id)
+	}
+	return &roompb.ApplyResponse{Status: roompb.ApplyResponse_APPLIED, Seq: seq}, nil
+}
+
+// GetRoom reads the room from Redis (snapshot + log in one transaction),
+// not from a cell, so any node answers for any room and a checker sees
+// exactly what was acknowledged, whichever node acknowledged it.
+func (s *Service) GetRoom(ctx context.Context, req *roompb.GetRoomRequest) (*roompb.Room, error) {
+	id := req.GetRoomId()
+	if err := ValidateRoomID(id); err != nil {
+		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
+	rec, err := s.store.load(ctx, id)
+	if err != nil {
+		return nil, statusOf(ctx, err)
+	}
+	return &roompb.Room{
+		RoomId:      id,
+		Seq:         rec.Seq,
+		Fence:       rec.SnapshotFence,
+		CommandIds:  rec.CommandIDs,
+		SnapshotSeq: rec.SnapshotSeq,
+	}, nil
+}
+
+// open returns the room's cell locked, leased and loaded. A cell found
+// dropped or with a lost lease is discarded and the room acquired afresh.
+func (s *Service) open(ctx context.Context, id string) (*cell, error) {
+	for {
+		c := s.cellFor(id)
+		if err := c.lock(ctx); err != nil {
+			return nil, err
+		}
+		if c.dropped {
+			c.unlock()
+			continue
+		}
+		if c.lost() {
+			s.drop(c, "lease lost")
+			c.unlock()
+			continue
+		}
+		if c.lease == nil {
+			l, err := s.leases.Acquire(ctx, id)
+			if err != nil {
+				s.drop(c, "not acquired")
+				c.unlock()
+				return nil, err
+			}
+			c.lease = l
+		}
+		if !c.loaded {
+			if err := s.recover(ctx, c); err != nil {
+				c.unlock() // keep the lease: the next command retries the load
+				return nil, err
+			}
+		}
+		return c, nil
+	}
+}
+
+// recover loads the room's snapshot and replays the log after it. Events a
+// previous owner left in the room's outbox are handed to the outbox worker.
+func (s *Service) recover(ctx context.Context, c *cell) error {
+	rec, err := s.store.load(ctx, c.id)
+	if err != nil {
+		return err
+	}
+	c.state, c.snapSeq, c.loaded = rec.State, rec.SnapshotSeq, true
+	s.cfg.Logger.Info("room recovered", "room_id", c.id, "fence", c.lease.Token(),
+		"seq", rec.Seq, "snapshot_seq", rec.SnapshotSeq)
+	if s.cfg.Outbox != nil {
+		s.cfg.Outbox.Notify(c.id)
+	}
+	return nil
+}
+
+func (s *Service) cellFor(id string) *cell {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c, ok := s.cells[id]
+	if !ok {
+		c = newCell(id)
+		s.cells[id] = c
+	}
+	return c
+}
+
+// drop removes a locked cell so no command runs on it again; the next
+// command for the room acquires it afresh.
+func (s *Service) drop(c *cell, reason string) {
+	c.dropped = true
+	s.mu.Lock()
+	if s.cells[c.id] == c {
+		delete(s.cells, c.id)
+	}
+	s.mu.Unlock()
+	if c.lease != nil {
+		s.cfg.Logger.Info("room cell dropped", "room_id", c.id, "reason", reason)
+	}
+}
+
+// refuse turns a failure to open a cell into the answer a client can act
+// on: the owner's address, or Unavailable when a retry is safe.
+func (s *Service) refuse(ctx context.Context, id string, err error) (*roompb.ApplyResponse, error) {
+	switch {
+	case errors.Is(err, s.cfg.ErrHeld):
+		node, addr, _, oerr := s.leases.Owner(ctx, id)
+		if oerr != nil || node == "" {
+			// The owner released or lost the room since: a retry may acquire it.
+			return nil, status.Errorf(codes.Unavailable, "room %s: owner unknown; retry: %v", id, errors.Join(err, oerr))
+		}
+		return &roompb.ApplyResponse{Status: roompb.ApplyResponse_REDIRECT, OwnerNode: node, OwnerAddr: addr}, nil
+	case errors.Is(err, s.cfg.ErrDraining):
+		return nil, status.Errorf(codes.Unavailable, "room %s: node is draining; retry on another node", id)
+	}
+	return nil, statusOf(ctx, err)
+}
+
+// statusOf maps an error that wrote nothing for sure (or left a retry safe
+// through command_id dedup) to a gRPC status.
+func statusOf(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return status.FromContextError(ctx.Err()).Err()
+	}
+	return status.Error(codes.Unavailable, fmt.Sprintf("room: %v", err))
+}
