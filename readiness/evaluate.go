@@ -117,19 +117,36 @@ func (r *Registry) await(ctx context.Context, start time.Time, e *entry, ex *exe
 	}
 	wctx, cancel := context.WithDeadline(ctx, start.Add(e.check.Timeout))
 	defer cancel()
-	select {
-	case <-ex.done:
-		res.at = ex.finish
-		res.duration = ex.finish.Sub(ex.started)
-		if ex.err != nil {
-			res.err = errors.New(shortMessage(ex.err))
-		}
-	case <-wctx.Done():
+	deadline, _ := wctx.Deadline()
+	if !finished(wctx, ex.done) || ex.finish.After(deadline) {
 		res.at = time.Now()
 		res.duration = res.at.Sub(start)
 		// The age tells an operator this is one stuck call, not a slow
 		// dependency answering every probe late.
 		res.err = fmt.Errorf("deadline exceeded (running %v)", res.at.Sub(ex.started).Round(time.Millisecond))
+		return res
+	}
+	res.at = ex.finish
+	res.duration = ex.finish.Sub(ex.started)
+	if ex.err != nil {
+		res.err = errors.New(shortMessage(ex.err))
 	}
 	return res
+}
+
+// finished waits for done until ctx ends. A check that finished before its
+// turn to be awaited counts as finished even if its deadline has passed:
+// executions are awaited one after another.
+func finished(ctx context.Context, done <-chan struct{}) bool {
+	select {
+	case <-done:
+		return true
+	default:
+	}
+	select {
+	case <-done:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
