@@ -1,0 +1,76 @@
+package readiness
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// Tier says what a check's failure does to readiness.
+type Tier int
+
+// The tiers of a [Check].
+const (
+	// Gating checks a hard dependency: its failure makes the process not ready.
+	Gating Tier = iota
+	// Informational checks an optional or shared dependency: its failure is
+	// reported (body, logs, metrics) but never makes the process not ready.
+	Informational
+)
+
+// String returns "gating" or "informational", as reported in bodies and labels.
+func (t Tier) String() string {
+	switch t {
+	case Gating:
+		return "gating"
+	case Informational:
+		return "informational"
+	}
+	return fmt.Sprintf("tier(%d)", int(t))
+}
+
+// MarshalText encodes the tier by name.
+func (t Tier) MarshalText() ([]byte, error) { return []byte(t.String()), nil }
+
+// Check is one readiness probe of a dependency.
+type Check struct {
+	// Name identifies the check in bodies, logs and metric labels; unique.
+	Name string
+	// Tier says whether a failure gates readiness.
+	Tier Tier
+	// Timeout bounds one run of Probe. Zero means [Config.CheckTimeout];
+	// a negative timeout is rejected. The whole evaluation is further bounded
+	// by [Config.ReadyTimeout].
+	Timeout time.Duration
+	// Probe reports whether the dependency is usable. It must honour ctx and
+	// write nothing. A Probe that ignores ctx is abandoned at its timeout and
+	// is not started again until it returns.
+	Probe func(ctx context.Context) error
+}
+
+func (c Check) validate() error {
+	switch {
+	case c.Name == "":
+		return fmt.Errorf("readiness: check name is empty")
+	case c.Probe == nil:
+		return fmt.Errorf("readiness: check %q: Probe is nil", c.Name)
+	case c.Timeout < 0:
+		return fmt.Errorf("readiness: check %q: Timeout is %v; want a positive duration or zero for the default", c.Name, c.Timeout)
+	case c.Tier != Gating && c.Tier != Informational:
+		return fmt.Errorf("readiness: check %q: Tier is %v; want Gating or Informational", c.Name, c.Tier)
+	}
+	return nil
+}
+
+// Status is the outcome of a probe or of one check.
+type Status string
+
+// The statuses reported in bodies and logs.
+const (
+	// StatusOK: ready (or live), every check passes.
+	StatusOK Status = "ok"
+	// StatusDegraded: ready, but an informational check fails.
+	StatusDegraded Status = "degraded"
+	// StatusFail: not ready (or not live).
+	StatusFail Status = "fail"
+)

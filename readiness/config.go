@@ -1,0 +1,82 @@
+package readiness
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Defaults for [Config]. They follow the timeout budget of the service
+// health-check guide: the whole ready evaluation stays under 500 ms.
+const (
+	// DefaultReadyTimeout bounds one whole ready evaluation (HEALTH_READY_TIMEOUT).
+	DefaultReadyTimeout = 500 * time.Millisecond
+	// DefaultCacheTTL is how long an evaluation's results answer probes.
+	DefaultCacheTTL = time.Second
+	// DefaultCheckTimeout is the timeout of a [Check] registered without one.
+	DefaultCheckTimeout = 300 * time.Millisecond
+)
+
+// Config configures a [Registry]. Zero durations mean their defaults.
+type Config struct {
+	// Service is the full service name (e.g. "room-service"), reported in
+	// bodies and logs and used as the gRPC health service name.
+	Service string
+	// NodeID names this instance; unique per replica.
+	NodeID string
+	// ReadyTimeout bounds one ready evaluation; default [DefaultReadyTimeout].
+	ReadyTimeout time.Duration
+	// CacheTTL is how long results are reused; default [DefaultCacheTTL].
+	CacheTTL time.Duration
+	// CheckTimeout is the timeout of checks added without one; default
+	// [DefaultCheckTimeout]. It may not exceed ReadyTimeout.
+	CheckTimeout time.Duration
+	// Logger receives transition logs; nil means slog.Default().
+	Logger *slog.Logger
+	// Registerer receives the health_* metrics; nil registers nothing (the
+	// metrics are still kept, which keeps tests and examples independent).
+	Registerer prometheus.Registerer
+}
+
+// Validate reports the first field with a bad value. Zero durations are valid:
+// they mean the defaults.
+func (c Config) Validate() error {
+	if c.Service == "" {
+		return errors.New(`readiness: Config.Service is empty; want a service name such as "room-service"`)
+	}
+	if c.NodeID == "" {
+		return errors.New("readiness: Config.NodeID is empty; want this instance's unique node id")
+	}
+	for _, f := range []struct {
+		name string
+		d    time.Duration
+	}{{"ReadyTimeout", c.ReadyTimeout}, {"CacheTTL", c.CacheTTL}, {"CheckTimeout", c.CheckTimeout}} {
+		if f.d < 0 {
+			return fmt.Errorf("readiness: Config.%s is %v; want a positive duration or zero for the default", f.name, f.d)
+		}
+	}
+	d := c.withDefaults()
+	if d.CheckTimeout > d.ReadyTimeout {
+		return fmt.Errorf("readiness: Config.CheckTimeout %v exceeds ReadyTimeout %v", d.CheckTimeout, d.ReadyTimeout)
+	}
+	return nil
+}
+
+func (c Config) withDefaults() Config {
+	if c.ReadyTimeout == 0 {
+		c.ReadyTimeout = DefaultReadyTimeout
+	}
+	if c.CacheTTL == 0 {
+		c.CacheTTL = DefaultCacheTTL
+	}
+	if c.CheckTimeout == 0 {
+		c.CheckTimeout = DefaultCheckTimeout
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}

@@ -1,0 +1,69 @@
+// Package readiness answers liveness and readiness probes for a drainkit
+// service: over HTTP (/healthz/live, /healthz/ready) and over gRPC
+// (grpc.health.v1, through [GRPCBridge]).
+//
+// Readiness decides whether a load balancer sends this process traffic;
+// liveness decides whether the platform restarts it. Getting either wrong
+// turns a small fault into an outage, so the two never share a check.
+//
+// # Liveness
+//
+// [Registry.Live] looks only at the process itself: [Heartbeat] watchdogs
+// that main loops (room manager, outbox worker, consumer) beat. It never
+// checks a dependency: a restart cannot fix a dead database, and restarting
+// every replica during its outage is a restart storm. Liveness stays 200
+// while the process drains.
+//
+// # Readiness and tiers
+//
+// [Registry.Ready] is ok only when the lifecycle state is Running and every
+// [Gating] check passes. Starting and Draining answer 503 at once, without
+// running a check: the state is read on every probe, so the first probe
+// after the flip already fails, even with a fresh cached "ok".
+//
+// Checks come in two tiers, after the readiness-tiers ADR: a [Gating] check
+// is a hard dependency of this replica (its database); its failure takes the
+// replica out of rotation. An [Informational] check is an optional or shared
+// dependency (a shared cache, an external IM service): gating on it would make
+// every replica unready in the same second, turning a survivable degradation
+// into a total outage. Its failure answers 200 with status "degraded" and is
+// listed in the body, logs and metrics: a failure is never hidden. Where it
+// is unclear whether a dependency is primary, register it as gating.
+//
+// # Timeouts, caching and hung checks
+//
+// Checks run concurrently, each under its own timeout ([DefaultCheckTimeout]
+// unless set), the whole evaluation under [Config.ReadyTimeout]. A check that
+// overruns is reported failed with "deadline exceeded" and hides no other
+// check's result. A panicking check is a failure, not a crash.
+//
+// Results are reused for [Config.CacheTTL]. Concurrent probes share one
+// evaluation, which the registry owns: a prober that disconnects does not
+// cancel it. When results expire, the probe that notices starts a refresh
+// and waits for it (at most ReadyTimeout); probes arriving meanwhile answer
+// from the previous results, with their age, instead of queueing. Only the
+// very first evaluation makes every prober wait.
+//
+// A check still running from an earlier evaluation is never started again:
+// later evaluations wait on the same call and report its age, so a check
+// that ignores its context costs one goroutine, once. [Registry.Close]
+// cancels running checks and waits for every goroutine the registry started.
+//
+// # Observability
+//
+// Transitions, not probes, are logged, with the fields service, node_id,
+// old_status, new_status, failed_check, reason and duration_ms. Not ready
+// while starting or draining is expected and logged at Info. Metrics:
+// health_ready_status, health_live_status, health_check_duration_ms{check}
+// and health_dependency_failures_total{check,tier}; they are updated when
+// probes are answered, so a scrape never runs a check.
+//
+// # gRPC
+//
+// [GRPCBridge] keeps a grpc-go health server in step for the service name
+// and "": NOT_SERVING while starting, SERVING when ready, NOT_SERVING from
+// [GRPCBridge.Drain] on, latched. Register Drain as the lifecycle manager's
+// OnDrain listener, run [GRPCBridge.Run] beside the server, and call
+// [GRPCBridge.Close] just before GracefulStop so Watch streams do not hold
+// the server up.
+package readiness

@@ -1,0 +1,238 @@
+package readiness_test
+
+import (
+	"context"
+	"errors"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
+
+	"github.com/drainkit/drainkit/lifecycle"
+	"github.com/drainkit/drainkit/readiness"
+)
+
+// backend is a real gRPC server on loopback with a bridged health service.
+type backend struct {
+	addr   string
+	state  *state
+	reg    *readiness.Registry
+	bridge *readiness.GRPCBridge
+	srv    *grpc.Server
+	served chan struct{} // closed when Serve returns
+}
+
+// startBackend serves the bridge and any services register adds.
+func startBackend(t *testing.T, register ...func(grpc.ServiceRegistrar)) *backend {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &backend{addr: ln.Addr().String(), state: newState(lifecycle.Starting), served: make(chan struct{})}
+	b.reg = newRegistry(t, b.state, nil)
+	b.bridge = readiness.NewGRPCBridge(b.reg)
+	b.srv = grpc.NewServer()
+	b.bridge.Register(b.srv)
+	for _, reg := range register {
+		reg(b.srv)
+	}
+	go func() { defer close(b.served); b.srv.Serve(ln) }()
+	t.Cleanup(func() { b.srv.Stop(); <-b.served })
+	return b
+}
+
+// ready moves the backend to Running and lets the bridge see it.
+func (b *backend) ready(t *testing.T) {
+	b.state.set(lifecycle.Running)
+	b.bridge.Update(t.Context())
+}
+
+// drain flips the backend the way the lifecycle manager does: state first,
+// then the OnDrain listener.
+func (b *backend) drain() {
+	b.state.set(lifecycle.Draining)
+	b.bridge.Drain()
+}
+
+func dial(t *testing.T, target string, opts ...grpc.DialOption) *grpc.ClientConn {
+	t.Helper()
+	conn, err := grpc.NewClient(target, append(opts, grpc.WithTransportCredentials(insecure.NewCredentials()))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return conn
+}
+
+func healthStatus(t *testing.T, conn *grpc.ClientConn, service string) healthpb.HealthCheckResponse_ServingStatus {
+	t.Helper()
+	resp, err := healthpb.NewHealthClient(conn).Check(t.Context(), &healthpb.HealthCheckRequest{Service: service})
+	if err != nil {
+		t.Fatalf("Check(%q): %v", service, err)
+	}
+	return resp.Status
+}
+
+func TestGRPCBridgeStates(t *testing.T) {
+	b := startBackend(t)
+	conn := dial(t, b.addr)
+	want := func(step string, s healthpb.HealthCheckResponse_ServingStatus) {
+		t.Helper()
+		for _, svc := range []string{"room-service", ""} {
+			if got := healthStatus(t, conn, svc); got != s {
+				t.Errorf("%s: Check(%q) = %s; want %s", step, svc, got, s)
+			}
+		}
+	}
+	want("starting", healthpb.HealthCheckResponse_NOT_SERVING)
+	b.ready(t)
+	want("ready", healthpb.HealthCheckResponse_SERVING)
+	b.drain()
+	want("draining", healthpb.HealthCheckResponse_NOT_SERVING)
+	// An evaluation racing the flip cannot bring SERVING back.
+	b.state.set(lifecycle.Running)
+	b.bridge.Update(t.Context())
+	want("update after drain", healthpb.HealthCheckResponse_NOT_SERVING)
+}
+
+func TestGRPCBridgeRunStopsAtDrain(t *testing.T) {
+	b := startBackend(t)
+	conn := dial(t, b.addr)
+	b.state.set(lifecycle.Running)
+	done := make(chan error)
+	go func() { done <- b.bridge.Run(context.Background()) }()
+	// Run updates at once, then every CacheTTL; wait for the first update.
+	w, err := healthpb.NewHealthClient(conn).Watch(t.Context(), &healthpb.HealthCheckRequest{Service: "room-service"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		resp, err := w.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.Status == healthpb.HealthCheckResponse_SERVING {
+			break
+		}
+	}
+	b.drain()
+	if err := <-done; err != nil {
+		t.Errorf("Run after Drain = %v; want nil", err)
+	}
+}
+
+func TestGRPCHealthCheck(t *testing.T) {
+	b := startBackend(t)
+	c := readiness.GRPCHealth(dial(t, b.addr), "room-service")
+	if err := runCheck(t, c); err == nil || !strings.Contains(err.Error(), "NOT_SERVING") {
+		t.Errorf("starting downstream: %v; want an error naming NOT_SERVING", err)
+	}
+	b.ready(t)
+	if err := runCheck(t, c); err != nil {
+		t.Errorf("ready downstream: %v; want nil", err)
+	}
+}
+
+// TestGRPCCloseEndsWatch shows why Close exists: health.Server.Shutdown
+// leaves Watch streams open, and GracefulStop waits for open streams. This
+// watcher is a raw stream that, unlike grpc-go's health producer, does not
+// cancel itself on GOAWAY.
+func TestGRPCCloseEndsWatch(t *testing.T) {
+	b := startBackend(t)
+	b.ready(t)
+	w, err := healthpb.NewHealthClient(dial(t, b.addr)).Watch(t.Context(), &healthpb.HealthCheckRequest{Service: "room-service"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	recv := func() healthpb.HealthCheckResponse_ServingStatus {
+		t.Helper()
+		resp, err := w.Recv()
+		if err != nil {
+			t.Fatalf("Recv: %v", err)
+		}
+		return resp.Status
+	}
+	if got := recv(); got != healthpb.HealthCheckResponse_SERVING {
+		t.Fatalf("first watch status %s; want SERVING", got)
+	}
+	b.drain()
+	if got := recv(); got != healthpb.HealthCheckResponse_NOT_SERVING {
+		t.Fatalf("watch status after drain %s; want NOT_SERVING", got)
+	}
+	b.bridge.Close()
+	if _, err := w.Recv(); err == nil {
+		t.Errorf("Recv after Close: nil error; want the stream ended")
+	}
+	stopped := make(chan struct{})
+	go func() { b.srv.GracefulStop(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-time.After(10 * time.Second): // a hang, not a timing assertion
+		t.Fatalf("GracefulStop still waiting 10s after Close; want Watch streams ended")
+	}
+	// A watch arriving late fails at once rather than holding the server.
+	late := startBackend(t)
+	late.bridge.Close()
+	lw, err := healthpb.NewHealthClient(dial(t, late.addr)).Watch(t.Context(), &healthpb.HealthCheckRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lw.Recv(); status.Code(err) != codes.Unavailable {
+		t.Errorf("Watch after Close: %v; want UNAVAILABLE", err)
+	}
+}
+
+// healthProbe finds the real grpc-health-probe binary.
+func healthProbe(t *testing.T) string {
+	t.Helper()
+	if p, err := exec.LookPath("grpc-health-probe"); err == nil {
+		return p
+	}
+	out, err := exec.Command("go", "env", "GOPATH").Output()
+	if err == nil {
+		p := filepath.Join(strings.TrimSpace(string(out)), "bin", "grpc-health-probe")
+		if _, err := os.Stat(p); err == nil {
+			return p
+		}
+	}
+	t.Fatalf("grpc-health-probe not found in PATH or $(go env GOPATH)/bin; install it with: " +
+		"go install github.com/grpc-ecosystem/grpc-health-probe@v0.4.62")
+	return ""
+}
+
+func TestGRPCHealthProbeBinary(t *testing.T) {
+	bin := healthProbe(t)
+	b := startBackend(t)
+	// grpc-health-probe exits 0 when SERVING and 4 when not.
+	probe := func(step, service string, wantExit int) {
+		t.Helper()
+		out, err := exec.CommandContext(t.Context(), bin, "-addr="+b.addr, "-service="+service).CombinedOutput()
+		exit := 0
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			exit = ee.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		if exit != wantExit {
+			t.Errorf("%s: grpc-health-probe -service=%q exited %d; want %d (%s)", step, service, exit, wantExit, out)
+		}
+	}
+	probe("starting", "room-service", 4)
+	b.ready(t)
+	probe("ready", "room-service", 0)
+	probe("ready, whole server", "", 0)
+	b.drain()
+	probe("draining", "room-service", 4)
+	probe("draining, whole server", "", 4)
+}

@@ -1,0 +1,92 @@
+package readiness
+
+import (
+	"context"
+	"time"
+
+	"github.com/drainkit/drainkit/lifecycle"
+)
+
+// Ready answers a ready probe. It reads the lifecycle state first: a process
+// that is not Running is not ready, whatever its checks said a moment ago, and
+// no check runs. Otherwise it answers from results no older than CacheTTL
+// (see [Registry] for when it waits). ctx bounds only this caller's wait.
+func (r *Registry) Ready(ctx context.Context) Report {
+	if rep, ok := r.stateReport(); ok {
+		return rep
+	}
+	ev, err := r.results(ctx)
+	// The flip may have happened while this probe waited for a refresh.
+	if rep, ok := r.stateReport(); ok {
+		return rep
+	}
+	now := time.Now()
+	rep := Report{Service: r.cfg.Service, NodeID: r.cfg.NodeID, Time: now}
+	if err != nil {
+		rep.Status, rep.Reason = StatusFail, shortMessage(err)
+		r.readyTransition(&rep, lifecycle.Running, 0)
+		return rep
+	}
+	rep.Status = StatusOK
+	rep.Checks = make([]CheckResult, len(ev.results))
+	for i, res := range ev.results {
+		c := CheckResult{Name: res.name, Tier: res.tier.String(), Status: StatusOK,
+			Duration: res.duration, Age: now.Sub(res.at)}
+		if res.err != nil {
+			c.Status, c.Message = StatusFail, res.err.Error()
+			switch {
+			case res.tier == Gating:
+				rep.Status = StatusFail
+			case rep.Status == StatusOK:
+				rep.Status = StatusDegraded
+			}
+		}
+		rep.Checks[i] = c
+	}
+	r.readyTransition(&rep, lifecycle.Running, ev.duration)
+	return rep
+}
+
+// stateReport answers for any state but Running, without running a check.
+func (r *Registry) stateReport() (Report, bool) {
+	st := r.state.State()
+	if st == lifecycle.Running {
+		return Report{}, false
+	}
+	rep := Report{Status: StatusFail, Reason: st.String(),
+		Service: r.cfg.Service, NodeID: r.cfg.NodeID, Time: time.Now()}
+	r.readyTransition(&rep, st, 0)
+	return rep, true
+}
+
+// Live answers a liveness probe from the heartbeats alone: no dependency is
+// ever checked, since a restart cannot fix one and restarting every replica
+// during its outage is a restart storm. While the process drains (or has
+// stopped) liveness stays ok: loops stop on purpose then, and the process is
+// on its way out anyway; stale heartbeats are still listed.
+func (r *Registry) Live() Report {
+	now := time.Now()
+	st := r.state.State()
+	enforced := st == lifecycle.Starting || st == lifecycle.Running
+	rep := Report{Status: StatusOK, Service: r.cfg.Service, NodeID: r.cfg.NodeID, Time: now}
+	r.mu.Lock()
+	hbs := append([]*Heartbeat(nil), r.heartbeats...)
+	r.mu.Unlock()
+	rep.Checks = make([]CheckResult, len(hbs))
+	for i, h := range hbs {
+		age := h.age(now)
+		c := CheckResult{Name: h.name, Tier: tierLiveness, Status: StatusOK, Age: age}
+		if age > h.maxGap {
+			c.Status = StatusFail
+			c.Message = "no heartbeat for " + age.Round(time.Millisecond).String() + " (max " + h.maxGap.String() + ")"
+			if enforced {
+				rep.Status = StatusFail
+			} else if rep.Status == StatusOK {
+				rep.Status, rep.Reason = StatusDegraded, st.String()
+			}
+		}
+		rep.Checks[i] = c
+	}
+	r.liveTransition(&rep, st)
+	return rep
+}

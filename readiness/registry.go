@@ -1,0 +1,178 @@
+package readiness
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/drainkit/drainkit/lifecycle"
+)
+
+// Errors returned by a [Registry].
+var (
+	// ErrDuplicate is returned when a check or heartbeat name is taken.
+	ErrDuplicate = errors.New("readiness: duplicate name")
+	// ErrClosed is returned (and reported) once the registry is closed.
+	ErrClosed = errors.New("readiness: closed")
+)
+
+// StateSource reports the process's lifecycle state; *lifecycle.Manager
+// satisfies it. It is read on every ready probe and never cached.
+type StateSource interface {
+	State() lifecycle.State
+}
+
+// Registry holds the checks and heartbeats of one process and answers live
+// and ready probes. Create it with [New]; it starts no goroutine until a
+// probe needs an evaluation, and [Registry.Close] waits for every goroutine
+// it started.
+type Registry struct {
+	cfg     Config
+	state   StateSource
+	metrics *metrics
+
+	// base is the parent of every check's context; Close cancels it.
+	base   context.Context
+	cancel context.CancelFunc
+
+	// last is the latest completed evaluation; read without a lock on the
+	// hot path of a cached probe.
+	last atomic.Pointer[evaluation]
+
+	mu         sync.Mutex
+	entries    []*entry
+	heartbeats []*Heartbeat
+	refreshing chan struct{} // non-nil while an evaluation runs; closed when it lands
+	closed     bool
+	wg         sync.WaitGroup // evaluations and check executions
+
+	readyStatus transitions
+	liveStatus  transitions
+}
+
+// New returns a Registry for the service described by cfg, reading the
+// lifecycle state from state.
+func New(cfg Config, state StateSource) (*Registry, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if state == nil {
+		return nil, errors.New("readiness: state source is nil")
+	}
+	cfg = cfg.withDefaults()
+	m, err := newMetrics(cfg.Registerer)
+	if err != nil {
+		return nil, err
+	}
+	r := &Registry{cfg: cfg, state: state, metrics: m}
+	// A context, not a goroutine: cancelling it stops well-behaved checks.
+	r.base, r.cancel = context.WithCancel(context.Background())
+	return r, nil
+}
+
+// Add registers a check. A check with an empty name, a nil Probe, a negative
+// Timeout or a name already taken is rejected. A zero Timeout means
+// [Config.CheckTimeout]: the default budget of the health-check guide.
+// Checks may be added while probes are answered; the next evaluation
+// includes them.
+func (r *Registry) Add(c Check) error {
+	if err := c.validate(); err != nil {
+		return err
+	}
+	if c.Timeout == 0 {
+		c.Timeout = r.cfg.CheckTimeout
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return ErrClosed
+	}
+	for _, e := range r.entries {
+		if e.check.Name == c.Name {
+			return fmt.Errorf("readiness: check %q: %w", c.Name, ErrDuplicate)
+		}
+	}
+	r.entries = append(r.entries, &entry{check: c})
+	r.metrics.addCheck(c)
+	return nil
+}
+
+// Close stops evaluations, cancels the contexts of running checks and waits
+// for every goroutine the registry started, or for ctx. A check that ignores
+// its context keeps Close waiting until it returns or ctx ends; Close then
+// returns ctx's error. Probes answered after Close report [ErrClosed].
+func (r *Registry) Close(ctx context.Context) error {
+	r.mu.Lock()
+	r.closed = true
+	r.mu.Unlock()
+	r.cancel()
+	done := make(chan struct{})
+	go func() { r.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("readiness: close: checks still running: %w", ctx.Err())
+	}
+}
+
+// results returns an evaluation no older than CacheTTL, or, while a refresh
+// runs, the previous one: a probe never queues behind a refresh unless there
+// is nothing to answer from yet.
+func (r *Registry) results(ctx context.Context) (*evaluation, error) {
+	last := r.last.Load()
+	if last != nil && time.Since(last.at) < r.cfg.CacheTTL {
+		return last, nil
+	}
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return nil, ErrClosed
+	}
+	// Re-read under the lock: another probe may have just landed a refresh.
+	last = r.last.Load()
+	if last != nil && time.Since(last.at) < r.cfg.CacheTTL {
+		r.mu.Unlock()
+		return last, nil
+	}
+	landed := r.refreshing
+	if landed != nil && last != nil {
+		r.mu.Unlock()
+		return last, nil // stale while revalidating
+	}
+	if landed == nil {
+		landed = r.refresh()
+	}
+	r.mu.Unlock()
+
+	// The prober that found the result expired (or the first probes ever)
+	// waits for the refresh; the refresh itself belongs to the registry, so a
+	// prober that goes away does not cancel it for everyone else.
+	select {
+	case <-landed:
+		return r.last.Load(), nil
+	case <-ctx.Done():
+		if last != nil {
+			return last, nil
+		}
+		return nil, ctx.Err()
+	}
+}
+
+// refresh starts one evaluation; r.mu is held.
+func (r *Registry) refresh() chan struct{} {
+	landed := make(chan struct{})
+	r.refreshing = landed
+	r.wg.Go(func() {
+		ev := r.evaluate()
+		r.last.Store(ev)
+		r.mu.Lock()
+		r.refreshing = nil
+		r.mu.Unlock()
+		close(landed)
+	})
+	return landed
+}
