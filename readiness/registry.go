@@ -122,6 +122,12 @@ func (r *Registry) Close(ctx context.Context) error {
 // results returns an evaluation no older than CacheTTL, or, while a refresh
 // runs, the previous one: a probe never queues behind a refresh unless there
 // is nothing to answer from yet.
+//
+// This is single-flight by hand rather than golang.org/x/sync/singleflight:
+// a probe must know whether a refresh is already running (to answer from the
+// last result instead of joining it), and the refresh goroutine must belong
+// to the registry so Close can wait for it; singleflight's DoChan offers
+// neither.
 func (r *Registry) results(ctx context.Context) (*evaluation, error) {
 	last := r.last.Load()
 	if last != nil && time.Since(last.at) < r.cfg.CacheTTL {
