@@ -85,6 +85,9 @@ func (m *Manager) Start(ctx context.Context) error {
 		return errors.New("lease: Start called twice")
 	}
 	m.mu.Unlock()
+	if err := m.loadScripts(ctx); err != nil {
+		return fmt.Errorf("lease: start: %w", err)
+	}
 	if err := m.writeHeartbeat(ctx, true); err != nil {
 		return fmt.Errorf("lease: start: %w", err)
 	}
@@ -106,6 +109,19 @@ func (m *Manager) Stop(ctx context.Context) error {
 	}
 	m.abandonAll()
 	return m.deleteHeartbeat(ctx)
+}
+
+// loadScripts caches every script on the server (every master on
+// Cluster), so the first renewal round needs no EVAL fallback.
+func (m *Manager) loadScripts(ctx context.Context) error {
+	ctx, cancel := m.callContext(ctx)
+	defer cancel()
+	for _, s := range []*redis.Script{acquireScript, renewScript, releaseScript, heartbeatScript, heartbeatDeleteScript, probeScript} {
+		if err := s.Load(ctx, m.client).Err(); err != nil {
+			return fmt.Errorf("load scripts: %w", err)
+		}
+	}
+	return nil
 }
 
 // stopRenewer stops the renewer goroutine and waits for it; later
