@@ -35,7 +35,8 @@ type Manager struct {
 	leases   map[string]*Lease
 	running  bool
 	stopped  bool
-	stopRun  context.CancelFunc
+	stopReq  chan struct{}      // closed to ask the renewer to finish its round and exit
+	stopRun  context.CancelFunc // cancels the renewer's calls when Stop's ctx runs out
 	done     chan struct{}
 	hbFailed bool // renewer-only: last heartbeat write failed (logs on change)
 }
@@ -93,9 +94,9 @@ func (m *Manager) Start(ctx context.Context) error {
 	}
 	runCtx, cancel := context.WithCancel(context.Background())
 	m.mu.Lock()
-	m.running, m.stopRun, m.done = true, cancel, make(chan struct{})
+	m.running, m.stopReq, m.stopRun, m.done = true, make(chan struct{}), cancel, make(chan struct{})
 	m.mu.Unlock()
-	go m.renewLoop(runCtx, m.done)
+	go m.renewLoop(runCtx, m.stopReq, m.done)
 	return nil
 }
 
@@ -125,25 +126,29 @@ func (m *Manager) loadScripts(ctx context.Context) error {
 }
 
 // stopRenewer stops the renewer goroutine and waits for it; later
-// Acquire calls fail with ErrNotRunning.
+// Acquire calls fail with ErrNotRunning. A renewal round in flight may
+// finish (it is bounded by CallTimeout), so no write of it lands after
+// what the caller does next, such as deleting the heartbeat; if ctx ends
+// first, the round is cancelled.
 func (m *Manager) stopRenewer(ctx context.Context) error {
 	m.mu.Lock()
 	m.running, m.stopped = false, true
-	stop, done := m.stopRun, m.done
-	m.stopRun = nil
+	req, cancel, done := m.stopReq, m.stopRun, m.done
+	m.stopReq, m.stopRun, m.done = nil, nil, nil
 	m.mu.Unlock()
-	if stop != nil {
-		stop()
-	}
 	if done == nil {
 		return nil
 	}
+	close(req)
+	defer cancel()
 	select {
 	case <-done:
 		return nil
 	case <-ctx.Done():
-		return fmt.Errorf("lease: waiting for the renewer: %w", context.Cause(ctx))
 	}
+	cancel()
+	<-done // every call of the renewer honours its context
+	return fmt.Errorf("lease: waiting for the renewer: %w", context.Cause(ctx))
 }
 
 // abandonAll ends every remaining lease without touching Redis: nothing

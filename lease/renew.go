@@ -27,14 +27,14 @@ const (
 // earliest overdue deadline of any lease, so a lease is given up at TTL·2/3
 // even while a renewal call hangs: each call's deadline is capped at that
 // moment too.
-func (m *Manager) renewLoop(ctx context.Context, done chan<- struct{}) {
+func (m *Manager) renewLoop(ctx context.Context, stop <-chan struct{}, done chan<- struct{}) {
 	defer close(done)
 	next := m.now().Add(m.cfg.RenewInterval)
 	timer := time.NewTimer(m.cfg.RenewInterval)
 	defer timer.Stop()
 	for {
 		select {
-		case <-ctx.Done():
+		case <-stop:
 			return
 		case <-m.drainSignal:
 			m.heartbeatTick(ctx)
