@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"golang.org/x/sync/singleflight"
 )
 
 // Manager acquires room leases for one node, renews them all from one
@@ -33,6 +34,7 @@ type Manager struct {
 
 	mu       sync.Mutex
 	leases   map[string]*Lease
+	flights  singleflight.Group // one acquire script per room at a time
 	running  bool
 	stopped  bool
 	stopReq  chan struct{}      // closed to ask the renewer to finish its round and exit
@@ -178,9 +180,13 @@ func (m *Manager) BeginDrain() {
 // Draining reports whether BeginDrain ran.
 func (m *Manager) Draining() bool { return m.draining.Load() }
 
-// Acquire takes the lease on room id for this node. It is idempotent: while
-// this Manager holds the room, it returns the same *Lease, also when a
-// retry follows a call whose reply was lost.
+// Acquire takes the lease on room id for this node. While this Manager
+// holds the room, Acquire returns the same *Lease without touching Redis,
+// and concurrent calls for one room share one script call. If Redis still
+// holds the room for this Manager although it holds no lease locally (a
+// retry after a reply was lost, or a lease it already gave up as lost),
+// the room is taken over at once with a new fence rather than reported
+// held: nobody acts on the old fence.
 //
 // Errors: a validation error for a bad id (before Redis is touched),
 // [ErrDraining] after BeginDrain (also when the acquisition raced it: the
@@ -194,16 +200,34 @@ func (m *Manager) Acquire(ctx context.Context, id string) (*Lease, error) {
 	if m.draining.Load() {
 		return nil, ErrDraining
 	}
+	if l, err := m.local(id); l != nil || err != nil {
+		return l, err
+	}
+	v, err, _ := m.flights.Do(id, func() (any, error) { return m.acquire(ctx, id) })
+	if err != nil {
+		return nil, err
+	}
+	return v.(*Lease), nil
+}
+
+// local returns the lease held for id, if any, or ErrNotRunning.
+func (m *Manager) local(id string) (*Lease, error) {
 	m.mu.Lock()
-	running, l := m.running, m.leases[id]
-	m.mu.Unlock()
-	if !running {
+	defer m.mu.Unlock()
+	if !m.running {
 		return nil, ErrNotRunning
 	}
-	if l != nil && l.Held() {
+	if l := m.leases[id]; l != nil && l.Held() {
 		return l, nil
 	}
+	return nil, nil
+}
 
+// acquire runs the acquire script; one flight per id at a time.
+func (m *Manager) acquire(ctx context.Context, id string) (*Lease, error) {
+	if l, err := m.local(id); l != nil || err != nil {
+		return l, err // a flight that just ended registered it
+	}
 	sent := m.now()
 	cctx, cancel := m.callContext(ctx)
 	defer cancel()
@@ -242,10 +266,6 @@ func (m *Manager) register(ctx context.Context, l *Lease) (*Lease, error) {
 			return nil, errors.Join(err, rerr) // the key expires within TTL
 		}
 		return nil, err
-	}
-	if cur := m.leases[l.ID()]; cur != nil && cur.Held() && cur.fence == l.fence {
-		m.mu.Unlock()
-		return cur, nil // a concurrent Acquire of the same room won the race
 	}
 	m.leases[l.ID()] = l
 	m.met.held.Set(float64(len(m.leases)))

@@ -2,17 +2,19 @@
 -- KEYS[1] route key, KEYS[2] fence key (same hash tag, so one slot)
 -- ARGV[1] node, ARGV[2] holder (one per Manager), ARGV[3] TTL ms,
 -- ARGV[4] fence key retention ms
--- Returns {1, fence} newly acquired, {2, fence} already ours (TTL refreshed,
--- so a client retry gets the same lease), {0, value} held by someone else.
+-- Returns {1, fence} acquired, {2, fence} taken over from this same holder
+-- (a retry after a lost reply, or a lease the holder already gave up
+-- locally: nobody acts on the old fence, so the room is ours at once with a
+-- new one), {0, value} held by someone else.
+local code = 1
 local cur = redis.call('GET', KEYS[1])
 if cur then
-  local node, holder, fence = string.match(cur, '^([^|]*)|([^|]*)|(%d+)$')
-  if fence and node == ARGV[1] and holder == ARGV[2] then
-    redis.call('PEXPIRE', KEYS[1], ARGV[3])
-    return {2, fence}
+  local node, holder = string.match(cur, '^([^|]*)|([^|]*)|%d+$')
+  if node ~= ARGV[1] or holder ~= ARGV[2] then
+    -- Not ours, parseable or not: never overwritten.
+    return {0, cur}
   end
-  -- Not ours, parseable or not: never overwritten.
-  return {0, cur}
+  code = 2
 end
 -- The fence is an INCR whose floor is the server clock in microseconds, so a
 -- lost counter (failover, eviction, deletion) still yields a larger fence than
@@ -29,4 +31,4 @@ end
 local fence = string.format('%.0f', redis.call('INCR', KEYS[2]))
 redis.call('PEXPIRE', KEYS[2], ARGV[4])
 redis.call('SET', KEYS[1], ARGV[1] .. '|' .. ARGV[2] .. '|' .. fence, 'PX', ARGV[3])
-return {1, fence}
+return {code, fence}
