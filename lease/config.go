@@ -136,7 +136,9 @@ type clientLimits struct {
 // the lease: more than one retry, or socket timeouts above CallTimeout
 // while the client ignores context deadlines. Client types whose options
 // cannot be read (custom implementations) are accepted as they are; the
-// per-call context deadline still applies.
+// per-call context deadline still applies. On Cluster, MOVED/ASK
+// redirects (MaxRedirects) are not limited here: they are needed during
+// resharding, and the per-call deadline bounds them.
 func checkClient(c redis.UniversalClient, callTimeout time.Duration) error {
 	var l clientLimits
 	switch cl := c.(type) {
