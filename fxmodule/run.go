@@ -23,12 +23,16 @@ type loggerParams struct {
 
 // SlogEvents sends fx's own events to the graph's *slog.Logger (or
 // slog.Default()), so fx and drainkit log through one handler. Run adds it.
+// Routine events (provided, invoked, hook executed) log at Debug so that a
+// service's Info log shows its own story; fx's errors stay at Error.
 var SlogEvents = fx.WithLogger(func(p loggerParams) fxevent.Logger {
 	l := p.Logger
 	if l == nil {
 		l = slog.Default()
 	}
-	return &fxevent.SlogLogger{Logger: l}
+	fl := &fxevent.SlogLogger{Logger: l}
+	fl.UseLogLevel(slog.LevelDebug)
+	return fl
 })
 
 // TimeoutError is returned when fx's StopTimeout is shorter than
