@@ -37,7 +37,11 @@ func Build(t testing.TB, pkg string) string {
 	if err != nil {
 		t.Fatalf("proctest: %v", err)
 	}
-	bin := filepath.Join(dir, filepath.Base(pkg))
+	name := filepath.Base(pkg)
+	if name == "." || name == "/" {
+		name = "prog"
+	}
+	bin := filepath.Join(dir, name)
 	if out, err := exec.Command("go", "build", "-race", "-o", bin, pkg).CombinedOutput(); err != nil {
 		t.Fatalf("proctest: go build %s: %v\n%s", pkg, err, out)
 	}
