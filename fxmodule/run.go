@@ -94,6 +94,7 @@ func run(app *fx.App, m *lifecycle.Manager) int {
 		}
 	}
 	reason := "stop requested"
+	aborted := isAbort(m) // before Shutdown, which requests a stop itself
 	if startErr != nil {
 		reason = "start failed: " + startErr.Error()
 	}
@@ -102,7 +103,7 @@ func run(app *fx.App, m *lifecycle.Manager) int {
 
 	code := r.ExitCode
 	switch {
-	case startErr != nil && !isAbort(m):
+	case startErr != nil && !aborted:
 		code = max(code, lifecycle.ExitStartFailed)
 	case stopErr != nil && code == lifecycle.ExitClean:
 		code = lifecycle.ExitHookFailed

@@ -36,6 +36,7 @@ type Manager struct {
 	leases   map[string]*Lease
 	flights  singleflight.Group // one acquire script per room at a time
 	running  bool
+	started  bool // Start wrote the heartbeat: only then is there one to delete
 	stopped  bool
 	stopReq  chan struct{}      // closed to ask the renewer to finish its round and exit
 	stopRun  context.CancelFunc // cancels the renewer's calls when Stop's ctx runs out
@@ -96,7 +97,7 @@ func (m *Manager) Start(ctx context.Context) error {
 	}
 	runCtx, cancel := context.WithCancel(context.Background())
 	m.mu.Lock()
-	m.running, m.stopReq, m.stopRun, m.done = true, make(chan struct{}), cancel, make(chan struct{})
+	m.running, m.started, m.stopReq, m.stopRun, m.done = true, true, make(chan struct{}), cancel, make(chan struct{})
 	m.mu.Unlock()
 	go m.renewLoop(runCtx, m.stopReq, m.done)
 	return nil

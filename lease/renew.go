@@ -220,6 +220,12 @@ func (m *Manager) noteHeartbeat(err error) {
 
 // deleteHeartbeat deletes the heartbeat if it is still ours.
 func (m *Manager) deleteHeartbeat(ctx context.Context) error {
+	m.mu.Lock()
+	started := m.started
+	m.mu.Unlock()
+	if !started { // a start that failed: no heartbeat of ours, nothing to tell Redis
+		return nil
+	}
 	ctx, cancel := m.callContext(ctx)
 	defer cancel()
 	if err := heartbeatDeleteScript.Run(ctx, m.client, []string{m.nodeKey()}, m.holder).Err(); err != nil {

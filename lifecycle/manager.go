@@ -240,7 +240,8 @@ func (m *Manager) transition(to State, reason string) error {
 }
 
 // Shutdown drains the process once: it flips to Draining (listeners run),
-// keeps serving for the propagation delay, runs the drain hooks phase by
+// keeps serving for the propagation delay (skipped when the process never
+// reached Running: no load balancer has it), runs the drain hooks phase by
 // phase, flips to Stopped and logs the report. The deadline is DrainTimeout
 // after the stop was first requested, or ctx's deadline if earlier;
 // cancelling ctx, like Force, skips what is left.
@@ -257,6 +258,7 @@ func (m *Manager) shutdown(ctx context.Context, reason string) *Report {
 	reason, deadline := m.stopWhy, m.stopAt.Add(m.cfg.DrainTimeout)
 	m.mu.Unlock()
 
+	wasRunning := m.State() == Running
 	_ = m.transition(Draining, reason) // fails only from Stopped, which Once rules out
 	dctx, cancelDeadline := context.WithDeadline(ctx, deadline)
 	defer cancelDeadline()
@@ -271,7 +273,9 @@ func (m *Manager) shutdown(ctx context.Context, reason string) *Report {
 		cancel()
 	}
 
-	m.delay(dctx)
+	if wasRunning { // never ready, never in a load balancer: nothing to wait for
+		m.delay(dctx)
+	}
 	rep := drain.Run(dctx, reason, hooks, drain.OnPhase(func(p drain.Phase, n int) {
 		m.log.Info("drain phase", slog.String("service", m.cfg.Service), slog.String("node_id", m.cfg.NodeID),
 			slog.String("stage", p.String()), slog.Int("hooks", n), slog.Float64("elapsed_ms", msOf(time.Since(m.stopAt))))
