@@ -146,7 +146,8 @@ func TestRedirectIsFollowedOnce(t *testing.T) {
 	owner := startBackend(t, &testRooms{apply: applyAnswer(roompb.ApplyResponse_APPLIED, 11)})
 	first := startBackend(t, &testRooms{apply: redirectTo("node-b", owner.addr)})
 	h := newAPI(t, first.addr).routes() // the owner is not in the balanced list
-	for i := range 3 {                  // the second and third reuse the cached owner connection
+	// The second and third requests reuse the cached owner connection.
+	for i := range 3 {
 		rec, got := do(t, h, "POST", "/api/v1/rooms/r1/commands", `{"command_id":"c1"}`)
 		require.Equal(t, 200, rec.Code, rec.Body.String())
 		assert.Equal(t, map[string]any{"status": "applied", "seq": 11.0}, got)
