@@ -246,3 +246,30 @@ func TestGetRoom(t *testing.T) {
 		})
 	}
 }
+
+func TestOwnerCacheEvictsIdleConnections(t *testing.T) {
+	ownerA := startBackend(t, &testRooms{apply: applyAnswer(roompb.ApplyResponse_APPLIED, 1)})
+	ownerB := startBackend(t, &testRooms{apply: applyAnswer(roompb.ApplyResponse_APPLIED, 2)})
+	// The first backend redirects to the owner named by the command id.
+	owners := map[string]string{"to-a": ownerA.addr, "to-b": ownerB.addr}
+	first := startBackend(t, &testRooms{apply: func(_ context.Context, req *roompb.ApplyRequest) (*roompb.ApplyResponse, error) {
+		return &roompb.ApplyResponse{Status: roompb.ApplyResponse_REDIRECT, OwnerAddr: owners[req.GetCommandId()]}, nil
+	}})
+	a := newAPI(t, first.addr)
+	a.b.maxOwners = 1
+	h := a.routes()
+	for _, tt := range []struct {
+		cmd     string
+		wantSeq float64
+	}{{"to-a", 1}, {"to-b", 2}, {"to-a", 1}} {
+		rec, got := do(t, h, "POST", "/api/v1/rooms/r1/commands", `{"command_id":"`+tt.cmd+`"}`)
+		require.Equal(t, 200, rec.Code, rec.Body.String())
+		assert.Equal(t, tt.wantSeq, got["seq"], tt.cmd)
+		a.b.mu.Lock()
+		n := len(a.b.owners)
+		_, cached := a.b.owners[owners[tt.cmd]]
+		a.b.mu.Unlock()
+		assert.Equal(t, 1, n, "got %d cached owners; want at most 1", n)
+		assert.True(t, cached, "the last owner used is the one cached")
+	}
+}

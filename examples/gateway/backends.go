@@ -28,8 +28,9 @@ const serviceConfig = `{
 	"healthCheckConfig": {"serviceName": "` + HealthService + `"}
 }`
 
-// maxOwners bounds the cache of direct connections to room owners.
-const maxOwners = 64
+// DefaultMaxOwners bounds the cache of direct connections to room owners:
+// room-service nodes come and go with every rolling update.
+const DefaultMaxOwners = 64
 
 // Errors of the backends outside their running life, as gRPC statuses:
 // UNAVAILABLE, so the client retries (on another gateway).
@@ -43,8 +44,9 @@ var (
 // to the owners named by REDIRECT answers. Nothing connects before Start;
 // Close closes everything (the drain's Close phase).
 type backends struct {
-	cfg Config
-	lb  atomic.Pointer[grpc.ClientConn]
+	cfg       Config
+	maxOwners int
+	lb        atomic.Pointer[grpc.ClientConn]
 
 	mu     sync.Mutex
 	owners map[string]*owner // by address
@@ -60,7 +62,7 @@ type owner struct {
 }
 
 func newBackends(cfg Config) *backends {
-	return &backends{cfg: cfg, owners: make(map[string]*owner)}
+	return &backends{cfg: cfg, maxOwners: DefaultMaxOwners, owners: make(map[string]*owner)}
 }
 
 // Start creates the balanced connection and starts connecting (and
@@ -130,7 +132,7 @@ func (b *backends) acquire(addr string) (o *owner, oneOff bool, err error) {
 		return nil, false, fmt.Errorf("gateway: owner address %q: %w", addr, err)
 	}
 	o = &owner{conn: conn, users: 1}
-	if len(b.owners) >= maxOwners && !b.evictLocked() {
+	if len(b.owners) >= b.maxOwners && !b.evictLocked() {
 		return o, true, nil
 	}
 	b.owners[addr] = o
