@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"time"
 
 	"go.uber.org/fx"
 	"go.uber.org/fx/fxevent"
@@ -178,4 +179,15 @@ func withCancelOn(ctx context.Context, ch <-chan struct{}, fn func(context.Conte
 	defer wg.Wait()
 	defer close(done)
 	return fn(ctx)
+}
+
+// StopMargin is what [StopTimeoutFor] adds to DRAIN_TIMEOUT: time for the
+// OnStop hooks that run after the drain (closing clients).
+const StopMargin = 5 * time.Second
+
+// StopTimeoutFor returns fx.StopTimeout(cfg.DrainTimeout + StopMargin), the
+// top-level option [Run] checks for. Read the config before fx.New to use
+// it (lifecycle.ConfigFromEnv), since fx takes the option only there.
+func StopTimeoutFor(cfg lifecycle.Config) fx.Option {
+	return fx.StopTimeout(cfg.WithDefaults().DrainTimeout + StopMargin)
 }

@@ -57,7 +57,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"time"
 
 	"go.uber.org/fx"
 
@@ -66,10 +65,6 @@ import (
 	"github.com/drainkit/drainkit/lifecycle"
 	"github.com/drainkit/drainkit/readiness"
 )
-
-// stopMargin is what fx's StopTimeout adds to DRAIN_TIMEOUT for the OnStop
-// hooks that run after the drain.
-const stopMargin = 5 * time.Second
 
 func main() {
 	os.Exit(run(os.Getenv, os.Stdout, os.Stderr))
@@ -103,7 +98,7 @@ func run(getenv func(string) string, stdout, stderr io.Writer, extra ...fx.Optio
 // options is the whole app, for run and for in-process tests.
 func options(lcfg lifecycle.Config, cfg Config, log *slog.Logger, notice func(addr string)) []fx.Option {
 	return []fx.Option{
-		fx.StopTimeout(lcfg.DrainTimeout + stopMargin),
+		fxmodule.StopTimeoutFor(lcfg),
 		fxmodule.Module,
 		fx.Supply(lcfg, cfg, log, notice),
 		fx.Provide(

@@ -19,7 +19,6 @@ package main
 import (
 	"log/slog"
 	"os"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -48,7 +47,7 @@ func options(c config, lc lifecycle.Config, log *slog.Logger) []fx.Option {
 		fxmodule.Module,
 		fxmodule.LeaseModule,
 		// The drain must fit in fx's stop budget; Run checks it.
-		fx.StopTimeout(lc.DrainTimeout + 5*time.Second),
+		fxmodule.StopTimeoutFor(lc),
 		fx.Supply(c, lc, log, reg),
 		fx.Provide(func() prometheus.Registerer { return reg }),
 		fx.Supply(lease.Config{Addr: c.Advertise, TTL: c.LeaseTTL, OnEnd: func(l *lease.Lease, cause error) {
