@@ -64,8 +64,9 @@ func BenchmarkRenew(b *testing.B) {
 		ctx := context.Background()
 		ttl := m.ttlArg.Milliseconds()
 		renewOne := func(l *Lease) {
-			if got, err := renewScript.Run(ctx, c, []string{l.key}, l.value, ttl).Int(); err != nil || got != renewOK {
-				b.Fatalf("renew %s = %d, %v; want 1, nil", l, got, err)
+			var got [1]int8
+			if err := decodeStatuses(renewScript.Run(ctx, c, []string{l.key}, ttl, l.value), got[:]); err != nil || got[0] != renewOK {
+				b.Fatalf("renew %s = %d, %v; want 1, nil", l, got[0], err)
 			}
 		}
 		report := func(b *testing.B, roundTrips int) {

@@ -1,12 +1,18 @@
--- release: compare-and-DEL, so a release never deletes someone else's lease.
--- KEYS[1] route key; ARGV[1] our route value
--- Returns 1 deleted, 0 gone, -1 stolen.
-local cur = redis.call('GET', KEYS[1])
-if not cur then
-  return 0
+-- release: compare-and-DEL, for a batch of leases, so a release never
+-- deletes someone else's lease.
+-- KEYS[i] route key (on Cluster, all in one slot); ARGV[i] our route value
+-- for KEYS[i]
+-- Returns one status per key, in KEYS order: 1 deleted, 0 gone, -1 stolen.
+local res = {}
+for i = 1, #KEYS do
+  local cur = redis.call('GET', KEYS[i])
+  if not cur then
+    res[i] = 0
+  elseif cur ~= ARGV[i] then
+    res[i] = -1
+  else
+    redis.call('DEL', KEYS[i])
+    res[i] = 1
+  end
 end
-if cur ~= ARGV[1] then
-  return -1
-end
-redis.call('DEL', KEYS[1])
-return 1
+return res
