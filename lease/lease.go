@@ -26,12 +26,12 @@ type Lease struct {
 	key    string // route key; the id is its hash tag
 	value  string // node|holder|fence, as stored in Redis
 	fence  int64
-	slot   uint16 // Cluster hash slot of key, for batching
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 	lost   chan struct{}
 	lastOK atomic.Int64 // unix ns when the last confirmed renewal (or the acquire) was sent
 	state  atomic.Int32
+	slot   uint16 // Cluster hash slot of key, for batching (fills state's padding)
 }
 
 func (m *Manager) newLease(id string, fence int64, value string, sent time.Time) *Lease {
