@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"sync"
 
-	"github.com/redis/go-redis/v9"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/drainkit/drainkit/drain"
@@ -134,7 +133,8 @@ func (m *Manager) handOffOne(ctx context.Context, l *Lease, fn func(context.Cont
 }
 
 // ReleaseHook returns a drain hook (phase [drain.Release]) that stops the
-// renewer, releases in one pipeline every lease that never entered a
+// renewer, releases in one pipeline of batched
+// compare-and-DEL scripts every lease that never entered a
 // hand-off, leaves the leases still in a hand-off (their fn did not finish)
 // to expire, and deletes the node heartbeat last.
 //
@@ -160,8 +160,8 @@ func (m *Manager) ReleaseAll(ctx context.Context) error {
 	return errors.Join(stopErr, relErr, m.deleteHeartbeat(ctx))
 }
 
-// releaseBatch compare-and-DELs leases in one pipeline. Leases already gone
-// or taken are not errors.
+// releaseBatch compare-and-DELs leases in one pipeline, in batches as
+// renewal does. Leases already gone or taken are not errors.
 func (m *Manager) releaseBatch(ctx context.Context, leases []*Lease) error {
 	if len(leases) == 0 {
 		return nil
@@ -169,22 +169,23 @@ func (m *Manager) releaseBatch(ctx context.Context, leases []*Lease) error {
 	ctx, cancel := m.callContext(ctx)
 	defer cancel()
 	pipe := m.client.Pipeline()
-	cmds := make([]*redis.Cmd, len(leases))
-	for i, l := range leases {
-		cmds[i] = releaseScript.EvalSha(ctx, pipe, []string{l.key}, l.value)
-	}
-	_, _ = pipe.Exec(ctx)
-	var errs []error
-	for i, c := range cmds {
-		if isNoScript(c.Err()) {
-			c = releaseScript.Eval(ctx, m.client, []string{leases[i].key}, leases[i].value)
+	calls := queueBatches(ctx, pipe, releaseScript, m.batches(leases))
+	if _, err := pipe.Exec(ctx); err != nil {
+		retry := m.client.Pipeline()
+		if requeueNoScript(ctx, retry, releaseScript, calls) {
+			_, _ = retry.Exec(ctx)
 		}
-		n, err := c.Int64()
-		if err != nil {
-			errs = append(errs, fmt.Errorf("lease: release %s: %w", leases[i], err))
+	}
+	decode(calls)
+	var errs []error
+	for _, c := range calls {
+		if c.err != nil {
+			errs = append(errs, fmt.Errorf("lease: release %d leases from %s: %w", len(c.leases), c.leases[0], c.err))
 			continue
 		}
-		_ = m.releaseResult(leases[i], n) // gone or taken: nothing to undo
+		for i, l := range c.leases {
+			_ = m.releaseResult(l, int64(c.status[i])) // gone or taken: nothing to undo
+		}
 	}
 	return errors.Join(errs...)
 }

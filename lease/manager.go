@@ -20,12 +20,13 @@ import (
 // goroutine, and gives them up on drain. Create it with [New], then
 // [Manager.Start] it.
 type Manager struct {
-	client redis.UniversalClient
-	cfg    Config
-	holder string // random per Manager: a restarted process never mistakes an old lease for its own
-	prefix string // node|holder|, the start of every route value we write
-	met    *metrics
-	now    func() time.Time // time.Now; tests may replace it before Start
+	client   redis.UniversalClient
+	grouping grouping // which leases may share a renew or release script call
+	cfg      Config
+	holder   string // random per Manager: a restarted process never mistakes an old lease for its own
+	prefix   string // node|holder|, the start of every route value we write
+	met      *metrics
+	now      func() time.Time // time.Now; tests may replace it before Start
 
 	ttlArg, lostAfter time.Duration
 
@@ -62,6 +63,7 @@ func New(client redis.UniversalClient, cfg Config) (*Manager, error) {
 	holder := hex.EncodeToString(b[:])
 	m := &Manager{
 		client:      client,
+		grouping:    groupingFor(client),
 		cfg:         cfg,
 		holder:      holder,
 		prefix:      cfg.Node + "|" + holder + "|",
