@@ -68,6 +68,12 @@ type Config struct {
 	// here can therefore never show the next owner's acquisition first. It
 	// runs on the goroutine that ended the lease: it must not block.
 	OnEnd func(l *Lease, cause error)
+	// Draining, if set, is a channel closed when the process starts
+	// draining: lifecycle.Manager.Draining(), closed in the same step that
+	// publishes the Draining state. Acquire checks it as well as
+	// BeginDrain, so no acquisition completes after the flip even before
+	// the flip's listeners (which call BeginDrain) have run.
+	Draining <-chan struct{}
 	// Logger receives warnings (heartbeat failures, lost leases); default
 	// slog.Default().
 	Logger *slog.Logger

@@ -41,7 +41,13 @@ func (e *HandOffError) Unwrap() error { return e.Err }
 
 // HandOff returns a drain hook (phase [drain.Flush]) that runs
 // [Manager.RunHandOff] with fn and concurrency.
+//
+// Building the hook tells the Release hook that rooms are flushed before
+// they move: from then on it leaves any lease the hand-off did not release
+// to expire (say the hand-off was cut off by the deadline before reaching
+// it) instead of releasing an unflushed room.
 func (m *Manager) HandOff(fn func(ctx context.Context, l *Lease) error, concurrency int) drain.Hook {
+	m.handsOff.Store(true)
 	return drain.Hook{
 		Name:  "lease-handoff",
 		Phase: drain.Flush,
@@ -77,12 +83,19 @@ func (m *Manager) RunHandOff(ctx context.Context, fn func(ctx context.Context, l
 			errs = append(errs, err)
 		}
 	}
+	m.handsOff.Store(true)
+	// Take every lease into the hand-off before any fn runs: g.Go blocks at
+	// the concurrency limit, and a lease still merely held when this hook
+	// is abandoned must not look releasable to the Release hook.
+	var mine []*Lease
+	for _, l := range m.snapshot(true) {
+		if l.beginHandOff() { // false: lost or released since the snapshot
+			mine = append(mine, l)
+		}
+	}
 	var g errgroup.Group
 	g.SetLimit(max(concurrency, 1))
-	for _, l := range m.snapshot(true) {
-		if !l.beginHandOff() {
-			continue // lost or released since the snapshot
-		}
+	for _, l := range mine {
 		g.Go(func() error {
 			switch err := m.handOffOne(ctx, l, fn); {
 			case err == nil:
@@ -133,14 +146,14 @@ func (m *Manager) handOffOne(ctx context.Context, l *Lease, fn func(context.Cont
 }
 
 // ReleaseHook returns a drain hook (phase [drain.Release]) that stops the
-// renewer, releases in one pipeline of batched
-// compare-and-DEL scripts every lease that never entered a
-// hand-off, leaves the leases still in a hand-off (their fn did not finish)
-// to expire, and deletes the node heartbeat last.
+// renewer, deals with every lease still held, and deletes the node
+// heartbeat last.
 //
-// Without a HandOff hook it releases every lease: register HandOff whenever
-// a room has state to flush, since a lease released here is taken to need
-// none.
+// Without a HandOff hook it releases every lease, in one pipeline of
+// batched compare-and-DEL scripts: a lease released here is taken to need
+// no flush. With a HandOff hook built (rooms have state to flush), a lease
+// the hand-off did not release was not flushed, so it is left to expire,
+// never released (DESIGN invariant 6).
 func (m *Manager) ReleaseHook() drain.Hook {
 	return drain.Hook{Name: "lease-release", Phase: drain.Release, Run: m.ReleaseAll}
 }
@@ -151,7 +164,18 @@ func (m *Manager) ReleaseAll(ctx context.Context) error {
 	stopErr := m.stopRenewer(ctx)
 	var release []*Lease
 	for _, l := range m.snapshot(false) {
-		if l.state.Load() == stateHeld && l.end(ErrReleased, false) {
+		if l.state.Load() != stateHeld {
+			continue // in a hand-off that did not finish: left to expire below
+		}
+		if m.handsOff.Load() {
+			// Rooms are flushed before they move, and this one was not
+			// (the hand-off never reached it): invariant 6, let it expire.
+			if l.end(ErrLeftToExpire, true) {
+				m.met.leftToExpire.Inc()
+			}
+			continue
+		}
+		if l.end(ErrReleased, false) {
 			release = append(release, l) // context cancelled before the key goes
 		}
 	}

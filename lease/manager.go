@@ -31,6 +31,7 @@ type Manager struct {
 	ttlArg, lostAfter time.Duration
 
 	draining    atomic.Bool
+	handsOff    atomic.Bool // a hand-off hook exists: the Release hook must not release unflushed leases
 	drainSignal chan struct{} // size 1: asks the renewer to mark the heartbeat draining
 
 	mu       sync.Mutex
@@ -171,7 +172,13 @@ func (m *Manager) abandonAll() {
 // a lifecycle listener at the flip; the renewer marks the heartbeat
 // draining promptly after.
 func (m *Manager) BeginDrain() {
-	if m.draining.Swap(true) {
+	// Under mu, so an acquisition registering a lease either finished
+	// before this (and its lease is handed over with the rest) or sees the
+	// gate closed and releases what it got.
+	m.mu.Lock()
+	already := m.draining.Swap(true)
+	m.mu.Unlock()
+	if already {
 		return
 	}
 	select {
@@ -180,8 +187,19 @@ func (m *Manager) BeginDrain() {
 	}
 }
 
-// Draining reports whether BeginDrain ran.
-func (m *Manager) Draining() bool { return m.draining.Load() }
+// Draining reports whether the gate is closed: BeginDrain ran, or
+// [Config].Draining is closed.
+func (m *Manager) Draining() bool {
+	if m.draining.Load() {
+		return true
+	}
+	select {
+	case <-m.cfg.Draining: // a nil channel never answers: no external gate
+		return true
+	default:
+		return false
+	}
+}
 
 // Acquire takes the lease on room id for this node. While this Manager
 // holds the room, Acquire returns the same *Lease without touching Redis,
@@ -200,7 +218,7 @@ func (m *Manager) Acquire(ctx context.Context, id string) (*Lease, error) {
 	if err := ValidateID(id); err != nil {
 		return nil, err
 	}
-	if m.draining.Load() {
+	if m.Draining() {
 		return nil, ErrDraining
 	}
 	if l, err := m.local(id); l != nil || err != nil {
@@ -259,10 +277,10 @@ func (m *Manager) acquire(ctx context.Context, id string) (*Lease, error) {
 // lease outlives the flip unseen by the drain.
 func (m *Manager) register(ctx context.Context, l *Lease) (*Lease, error) {
 	m.mu.Lock()
-	if m.draining.Load() || !m.running {
+	if draining := m.Draining(); draining || !m.running {
 		m.mu.Unlock()
 		err := ErrNotRunning
-		if m.draining.Load() {
+		if draining {
 			err = ErrDraining
 		}
 		if rerr := l.Release(context.WithoutCancel(ctx)); rerr != nil && !errors.Is(rerr, ErrNotHeld) {

@@ -165,7 +165,7 @@ func isNoScript(err error) bool { return err != nil && redis.HasErrorPrefix(err,
 // drain gate, so every write after BeginDrain says draining.
 func (m *Manager) heartbeatArgs() []any {
 	state := stateActive
-	if m.draining.Load() {
+	if m.Draining() {
 		state = stateDraining
 	}
 	return []any{m.holder, state, m.cfg.Addr, m.ttlArg.Milliseconds()}
