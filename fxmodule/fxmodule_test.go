@@ -190,3 +190,28 @@ func onRunning() (fx.Option, <-chan struct{}) {
 		})
 	}), ch
 }
+
+// A readiness check that ignores its context must not hold the drain to
+// its deadline: the registry's close is bounded by HEALTH_READY_TIMEOUT.
+func TestHungCheckDoesNotHoldTheDrain(t *testing.T) {
+	release := make(chan struct{})
+	defer close(release)
+	var reg *readiness.Registry
+	app := fxtest.New(t,
+		fxmodule.Module, fx.NopLogger,
+		fx.Supply(lifecycle.Config{Service: "svc", NodeID: "n1", DrainTimeout: 30 * time.Second}.NoDelay(), quiet()),
+		fx.Provide(fxmodule.AsCheck(func() readiness.Check {
+			return readiness.Check{Name: "hung", Tier: readiness.Informational, Timeout: 100 * time.Millisecond,
+				Probe: func(context.Context) error { <-release; return nil }}
+		})),
+		fx.Populate(&reg),
+	)
+	app.RequireStart()
+	reg.Ready(context.Background()) // starts the hung check
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	err := app.Stop(ctx)
+	require.Error(t, err, "the report says readiness.close did not finish")
+	assert.Contains(t, err.Error(), "readiness.close")
+	assert.NoError(t, ctx.Err(), "the drain ended long before its 30s deadline")
+}

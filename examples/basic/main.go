@@ -64,7 +64,7 @@ func main() {
 	if err := m.AddHook(drain.HTTPHooks("http", srv, m.Tracker())...); err != nil {
 		panic(err) // a wiring bug, not a runtime condition
 	}
-	_ = m.AddHook(drain.Hook{Name: "readiness.close", Phase: drain.Close, Run: health.Close})
+	_ = m.AddHook(drain.Hook{Name: "readiness.close", Phase: drain.Close, Timeout: cfg.ReadyTimeout, Run: health.Close})
 	if os.Getenv("HANG_HOOK") == "1" {
 		_ = m.AddHook(drain.Hook{Name: "stuck-flush", Phase: drain.Flush, Run: func(context.Context) error {
 			select {} // ignores its context on purpose
