@@ -215,3 +215,29 @@ func TestHungCheckDoesNotHoldTheDrain(t *testing.T) {
 	assert.Contains(t, err.Error(), "readiness.close")
 	assert.NoError(t, ctx.Err(), "the drain ended long before its 30s deadline")
 }
+
+// fx's OnStop hooks after the drain get only what is left of DRAIN_TIMEOUT,
+// not a fresh StopTimeout: the process exits by the drain's deadline.
+func TestRunStopBoundedByDrainDeadline(t *testing.T) {
+	tr := &trace{}
+	sig := make(chan os.Signal, 3)
+	running, isRunning := onRunning()
+	got := make(chan bool, 1)
+	slowStop := fx.Invoke(func(lc fx.Lifecycle, mm *lifecycle.Manager) {
+		lc.Append(fx.Hook{OnStop: func(ctx context.Context) error {
+			d, ok := ctx.Deadline()
+			want, _ := mm.Deadline()
+			got <- ok && !d.After(want)
+			return nil
+		}})
+	})
+	code := make(chan int, 1)
+	go func() {
+		code <- fxmodule.Run(baseOptions(tr, slowStop, running, fx.StopTimeout(time.Minute),
+			fx.Provide(fxmodule.AsOption(func() lifecycle.Option { return lifecycle.WithSignals(sig) })))...)
+	}()
+	<-isRunning
+	sig <- syscall.SIGTERM
+	assert.Equal(t, lifecycle.ExitClean, <-code)
+	assert.True(t, <-got, "OnStop's deadline must not pass the drain's")
+}

@@ -100,7 +100,7 @@ func run(app *fx.App, m *lifecycle.Manager) int {
 		reason = "start failed: " + startErr.Error()
 	}
 	r := m.Shutdown(context.Background(), reason) // the drain, before any OnStop
-	stopErr := stop(app, r.Forced)
+	stopErr := stop(app, m, r.Forced)
 
 	code := r.ExitCode
 	switch {
@@ -150,11 +150,18 @@ func Abortable(m *lifecycle.Manager, fn func(ctx context.Context) error) func(ct
 	}
 }
 
-// stop runs app.Stop under StopTimeout; a forced drain (second signal)
-// cancels it too, so fx's OnStop hooks are told not to wait.
-func stop(app *fx.App, forced bool) error {
+// stop runs app.Stop for what is left of the drain's budget, so the
+// process still exits by DRAIN_TIMEOUT (StopTimeout only bounds it further);
+// a forced or overrun drain leaves nothing, so fx's OnStop hooks are told
+// not to wait.
+func stop(app *fx.App, m *lifecycle.Manager, forced bool) error {
 	ctx, cancel := context.WithTimeout(context.Background(), app.StopTimeout())
 	defer cancel()
+	if deadline, ok := m.Deadline(); ok {
+		var cancelDeadline context.CancelFunc
+		ctx, cancelDeadline = context.WithDeadline(ctx, deadline)
+		defer cancelDeadline()
+	}
 	if forced {
 		cancel()
 	}

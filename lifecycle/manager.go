@@ -187,6 +187,18 @@ func (m *Manager) requestStopLocked(reason string) {
 	}
 }
 
+// Deadline returns when the whole budget ends: DrainTimeout after the stop
+// was first requested. ok is false until a stop was requested. Work done
+// after the drain (a framework closing clients) should end by then too.
+func (m *Manager) Deadline() (deadline time.Time, ok bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.stopAt.IsZero() {
+		return time.Time{}, false
+	}
+	return m.stopAt.Add(m.cfg.DrainTimeout), true
+}
+
 // Force skips what is left of the drain: hook contexts are cancelled
 // (servers are stopped without waiting) and later phases are skipped. A
 // Force before Shutdown makes the coming drain forced from its start.
