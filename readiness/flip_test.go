@@ -3,6 +3,7 @@ package readiness_test
 import (
 	"testing"
 	"testing/synctest"
+	"time"
 
 	"github.com/drainkit/drainkit/lifecycle"
 	"github.com/drainkit/drainkit/readiness"
@@ -32,6 +33,27 @@ func TestOnTransitionLogsTheFlip(t *testing.T) {
 		r.Ready(t.Context()) // the next probe sees the same status: no new line
 		if n := len(l.records(t)); n != 2 {
 			t.Errorf("got %d log lines after a probe; want still 2", n)
+		}
+	})
+}
+
+func TestHeartbeatFresh(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newRegistry(t, newState(lifecycle.Running), &logs{})
+		h, err := r.Heartbeat("outbox_worker", time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !h.Fresh() {
+			t.Error("new heartbeat: Fresh() = false; want true")
+		}
+		time.Sleep(2 * time.Second) // fake time: the loop has been silent
+		if h.Fresh() {
+			t.Error("silent for 2s with a 1s gap: Fresh() = true; want false")
+		}
+		h.Beat()
+		if !h.Fresh() {
+			t.Error("after Beat: Fresh() = false; want true")
 		}
 	})
 }
