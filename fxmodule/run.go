@@ -39,6 +39,7 @@ var SlogEvents = fx.WithLogger(func(p loggerParams) fxevent.Logger {
 // TimeoutError is returned when fx's StopTimeout is shorter than
 // DRAIN_TIMEOUT: fx would cancel the drain before its own deadline.
 type TimeoutError struct {
+	// Stop is fx's StopTimeout and Drain is DRAIN_TIMEOUT, as durations.
 	Stop, Drain string
 }
 
