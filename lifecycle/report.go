@@ -59,6 +59,16 @@ func (r *Report) MarshalJSON() ([]byte, error) {
 	return json.Marshal(obj)
 }
 
+// StartFailed records that start-up failed with err: StartError is set,
+// and the exit code becomes [ExitStartFailed] unless the drain's own
+// outcome (deadline, forced) says more.
+func (r *Report) StartFailed(err error) {
+	r.StartError = err.Error()
+	if r.ExitCode == ExitClean || r.ExitCode == ExitHookFailed {
+		r.ExitCode = ExitStartFailed
+	}
+}
+
 func exitCode(r *Report) int {
 	switch {
 	case r.Forced:
