@@ -61,6 +61,13 @@ type Config struct {
 	// is cancelled and Lost() is closed. It runs on the renewer goroutine:
 	// it must not block.
 	OnLost func(l *Lease, cause error)
+	// OnEnd, if set, is called once for every lease when this node stops
+	// holding it (released, lost, left to expire, or the manager stopped),
+	// right after its context is cancelled (and OnLost, if lost), before
+	// Redis is told: a release's DEL comes after it. An audit log written
+	// here can therefore never show the next owner's acquisition first. It
+	// runs on the goroutine that ended the lease: it must not block.
+	OnEnd func(l *Lease, cause error)
 	// Logger receives warnings (heartbeat failures, lost leases); default
 	// slog.Default().
 	Logger *slog.Logger

@@ -122,6 +122,9 @@ func (l *Lease) end(cause error, lost bool) bool {
 			f(l, cause)
 		}
 	}
+	if f := l.m.cfg.OnEnd; f != nil {
+		f(l, cause)
+	}
 	return true
 }
 

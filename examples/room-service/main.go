@@ -51,7 +51,9 @@ func options(c config, lc lifecycle.Config, log *slog.Logger) []fx.Option {
 		fx.StopTimeout(lc.DrainTimeout + 5*time.Second),
 		fx.Supply(c, lc, log, reg),
 		fx.Provide(func() prometheus.Registerer { return reg }),
-		fx.Supply(lease.Config{Addr: c.Advertise, TTL: c.LeaseTTL}),
+		fx.Supply(lease.Config{Addr: c.Advertise, TTL: c.LeaseTTL, OnEnd: func(l *lease.Lease, cause error) {
+			leaseEvent(log, "ended", l, cause)
+		}}),
 		fx.Provide(newRedis, newRooms, newGRPC, newAdmin),
 		fx.Provide(fxmodule.AsCheck(redisCheck)),
 		fx.Provide(fxmodule.AsHooks(roomHooks), fxmodule.AsHooks(grpcHooks), fxmodule.AsHook(adminHook)),

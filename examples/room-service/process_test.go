@@ -86,6 +86,8 @@ func TestDrainHandsRoomsOver(t *testing.T) {
 		last = i
 	}
 	assert.Contains(t, out, `"released":3`)
+	assert.Equal(t, 3, strings.Count(out, `"event":"acquired"`), "one audit line per acquisition")
+	assert.Equal(t, 3, strings.Count(out, `"event":"ended"`), "one audit line per hand-over")
 	n, err := rs.Client().Exists(ctx, "room:route:{r1}", "room:route:{r2}", "room:route:{r3}", "room:node:{node-a}").Result()
 	require.NoError(t, err)
 	assert.Zero(t, n, "every room was handed over and the heartbeat deleted")

@@ -20,14 +20,31 @@ import (
 
 // leaseAdapter lets the room service use the lease manager through its own
 // small interface.
-type leaseAdapter struct{ m *lease.Manager }
+type leaseAdapter struct {
+	m   *lease.Manager
+	log *slog.Logger
+}
 
 func (a leaseAdapter) Acquire(ctx context.Context, id string) (room.Lease, error) {
 	l, err := a.m.Acquire(ctx, id)
 	if err != nil {
 		return nil, err // a nil interface, not a typed nil pointer
 	}
+	leaseEvent(a.log, "acquired", l, nil)
 	return l, nil
+}
+
+// leaseEvent writes the audit line from which the end-to-end checker
+// rebuilds each room's owners over time: "acquired" is logged after the
+// acquisition (so an interval starts late, never early) and "ended" before
+// Redis frees the key (lease.Config.OnEnd), so intervals of two owners of
+// one room can only overlap if ownership really did.
+func leaseEvent(log *slog.Logger, event string, l *lease.Lease, cause error) {
+	attrs := []any{"event", event, "room", l.ID(), "fence", l.Token(), "at_unix_nano", time.Now().UnixNano()}
+	if cause != nil {
+		attrs = append(attrs, "cause", cause.Error())
+	}
+	log.Info("lease event", attrs...)
 }
 
 func (a leaseAdapter) Owner(ctx context.Context, id string) (string, string, int64, error) {
@@ -75,7 +92,7 @@ func newRooms(rdb redis.UniversalClient, leases *lease.Manager, reg *readiness.R
 		return 0
 	})
 	pr.MustRegister(flushFailures, alive)
-	svc, err := room.New(rdb, leaseAdapter{leases}, room.Config{
+	svc, err := room.New(rdb, leaseAdapter{leases, log}, room.Config{
 		ErrHeld: lease.ErrHeld, ErrDraining: lease.ErrDraining,
 		Heartbeat: roomHB, Outbox: outbox, SnapshotFailures: flushFailures, Logger: log,
 	})
