@@ -101,6 +101,12 @@ func check(t *testing.T, c *e2e.Cluster, res *e2e.LoadResult, drained []e2e.Drai
 		t.Fatal(err)
 	}
 	t.Logf("\n%s", r.Table())
+	shown := 0
+	for kind, n := range res.FailureKinds() {
+		if shown++; shown <= 5 {
+			t.Logf("failure ×%d: %s", n, kind)
+		}
+	}
 	for _, p := range r.Problems() {
 		t.Error(p)
 	}

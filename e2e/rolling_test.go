@@ -54,3 +54,28 @@ func firstFailure(res *e2e.LoadResult) string {
 	}
 	return "none"
 }
+
+func TestRollingUpdateGateway(t *testing.T) {
+	c, _ := startCluster(t, e2e.Config{})
+	wait := load(t, c, e2e.Load{Duration: 8 * time.Second})
+	ctx, cancel := context.WithTimeout(context.Background(), bound)
+	defer cancel()
+	steady(t, ctx, c)
+	drained, err := c.RollGateways(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := wait()
+	r := check(t, c, res, drained)
+	if r.Failed != 0 {
+		t.Errorf("failed requests: got %d; want 0 (first: %s)", r.Failed, firstFailure(res))
+	}
+	if len(drained) != e2e.DefaultGateways {
+		t.Errorf("gateways replaced: got %d; want %d", len(drained), e2e.DefaultGateways)
+	}
+	for _, d := range drained {
+		if d.ExitCode != 0 || d.DrainTime >= e2e.DefaultDrainTimeout {
+			t.Errorf("%s: exit %d after %s; want 0 within %s", d.Name, d.ExitCode, d.DrainTime, e2e.DefaultDrainTimeout)
+		}
+	}
+}

@@ -98,6 +98,9 @@ type Ownership struct {
 	// Lost counts holds that ended because the lease was lost (not
 	// released): cause names "lost".
 	LeasesLost int
+	// LeftToExpire counts holds a drain left to expire because their room
+	// could not be flushed.
+	LeftToExpire int
 }
 
 // CheckOwnership builds the holds from the events (a hold with no end
@@ -132,6 +135,9 @@ func CheckOwnership(evs []LeaseEvent, exits map[string]time.Time) Ownership {
 		}
 		if strings.Contains(h.EndedCause, "lost") {
 			o.LeasesLost++
+		}
+		if strings.Contains(h.EndedCause, "left to expire") {
+			o.LeftToExpire++
 		}
 		o.Holds[h.Room] = append(o.Holds[h.Room], *h)
 	}

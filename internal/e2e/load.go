@@ -90,6 +90,18 @@ func (r *LoadResult) Totals() Totals {
 	return t
 }
 
+// FailureKinds counts the unacknowledged commands by their last error,
+// with ids and addresses left in: a short list says what went wrong.
+func (r *LoadResult) FailureKinds() map[string]int {
+	kinds := map[string]int{}
+	for _, o := range r.Outcomes {
+		if !o.Acked {
+			kinds[o.Err]++
+		}
+	}
+	return kinds
+}
+
 // Run sends l's commands and waits for every one to end (answered, or
 // given up after RequestDeadline). It returns early, with what it has,
 // when ctx ends.

@@ -56,3 +56,43 @@ func (c *Cluster) AwaitOwned(ctx context.Context, n int) error {
 		}
 	}
 }
+
+// AwaitOwnedBy waits until the node named node holds at least one room.
+func (c *Cluster) AwaitOwnedBy(ctx context.Context, node string) error {
+	for {
+		for _, hs := range c.Ownership().Holds {
+			for _, h := range hs {
+				if h.Node == node && h.Open {
+					return nil
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("e2e: %s holds no room: %w", node, ctx.Err())
+		case <-time.After(20 * time.Millisecond): // the logs of external processes
+		}
+	}
+}
+
+// AwaitReady waits until n answers ready.
+func (c *Cluster) AwaitReady(ctx context.Context, n *Node) error { return waitReady(ctx, n) }
+
+// Busiest returns the running room-service that holds the most rooms.
+func (c *Cluster) Busiest() *Node {
+	held := map[string]int{}
+	for _, hs := range c.Ownership().Holds {
+		for _, h := range hs {
+			if h.Open {
+				held[h.Node]++
+			}
+		}
+	}
+	var best *Node
+	for _, n := range c.Rooms() {
+		if best == nil || held[n.Name] > held[best.Name] {
+			best = n
+		}
+	}
+	return best
+}
