@@ -73,6 +73,7 @@ func startCluster(t *testing.T, cfg e2e.Config) (*e2e.Cluster, *redistest.Server
 			for _, n := range c.All() {
 				t.Logf("--- %s output (last lines):\n%s", n.Name, lastLines(n.Output(), 30))
 			}
+			t.Logf("--- balancer log (last lines):\n%s", lastLines(c.BalancerLog(), 40))
 		}
 		c.Close()
 	})

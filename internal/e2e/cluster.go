@@ -169,6 +169,10 @@ func (c *Cluster) BalancerName() string { return c.lb.name() }
 // another gateway (connection refused, empty answer, 503).
 func (c *Cluster) BalancerRetries() int { return c.lb.retries() }
 
+// BalancerLog is the balancer's log (HAProxy logs every request that did
+// not end normally).
+func (c *Cluster) BalancerLog() string { return c.lb.output() }
+
 // Rooms returns the running room-service nodes, by slot.
 func (c *Cluster) Rooms() []*Node { return c.live(c.rooms) }
 

@@ -24,6 +24,9 @@ type balancer interface {
 	// (or down).
 	waitServer(ctx context.Context, slot int, up bool) error
 	retries() int
+	// output is the balancer's log: with HAProxy, one line per request
+	// that did not end normally.
+	output() string
 	close()
 }
 
@@ -50,9 +53,13 @@ func startBalancer(ctx context.Context, cfg Config, slots []string) (balancer, e
 var haproxyConfig = template.Must(template.New("haproxy").Parse(`global
     stats socket {{.Socket}} mode 600 level admin
     maxconn 2000
+    log stdout format raw local0 info
 
 defaults
     mode http
+    log global
+    option httplog
+    option dontlog-normal
     timeout connect 1s
     timeout client 30s
     timeout server 30s
@@ -128,6 +135,7 @@ func startHAProxy(ctx context.Context, path, dir string, slots []string) (*hapro
 func (h *haproxy) name() string { return "haproxy" }
 func (h *haproxy) addr() string { return h.front }
 func (h *haproxy) close()       { h.proc.Kill() }
+func (h *haproxy) output() string { return h.proc.Output() }
 
 // stat runs "show stat" on the stats socket and returns its rows, each a
 // map from column name to value.

@@ -50,6 +50,7 @@ func startInProcess(slots []string) (*inProcess, error) {
 func (b *inProcess) name() string { return "inprocess" }
 func (b *inProcess) addr() string { return b.ln.Addr().String() }
 func (b *inProcess) retries() int { return int(b.retry.Load()) }
+func (b *inProcess) output() string { return "" }
 
 func (b *inProcess) close() {
 	close(b.stop)

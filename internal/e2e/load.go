@@ -189,6 +189,10 @@ func (l Load) attempt(ctx context.Context, client *http.Client, url, body string
 		return rejected, err
 	}
 	req.Header.Set("Content-Type", "application/json")
+	// The command_id makes the POST idempotent; saying so lets net/http
+	// resend it on a kept-alive connection the balancer had closed (after
+	// one of its own 503s) before reading it, as it does for a GET.
+	req.Header.Set("Idempotency-Key", o.CommandID)
 	resp, err := client.Do(req)
 	if err != nil {
 		var op *net.OpError
