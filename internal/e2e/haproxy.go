@@ -132,9 +132,9 @@ func startHAProxy(ctx context.Context, path, dir string, slots []string) (*hapro
 	}
 }
 
-func (h *haproxy) name() string { return "haproxy" }
-func (h *haproxy) addr() string { return h.front }
-func (h *haproxy) close()       { h.proc.Kill() }
+func (h *haproxy) name() string   { return "haproxy" }
+func (h *haproxy) addr() string   { return h.front }
+func (h *haproxy) close()         { h.proc.Kill() }
 func (h *haproxy) output() string { return h.proc.Output() }
 
 // stat runs "show stat" on the stats socket and returns its rows, each a

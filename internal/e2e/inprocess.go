@@ -47,9 +47,9 @@ func startInProcess(slots []string) (*inProcess, error) {
 	return b, nil
 }
 
-func (b *inProcess) name() string { return "inprocess" }
-func (b *inProcess) addr() string { return b.ln.Addr().String() }
-func (b *inProcess) retries() int { return int(b.retry.Load()) }
+func (b *inProcess) name() string   { return "inprocess" }
+func (b *inProcess) addr() string   { return b.ln.Addr().String() }
+func (b *inProcess) retries() int   { return int(b.retry.Load()) }
 func (b *inProcess) output() string { return "" }
 
 func (b *inProcess) close() {
