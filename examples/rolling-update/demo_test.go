@@ -1,0 +1,20 @@
+package main
+
+import (
+	"testing"
+
+	"github.com/drainkit/drainkit/internal/proctest"
+)
+
+// The Quickstart's first command, as a newcomer runs it on a machine
+// without Redis: embedded Redis, and here the in-process balancer, so the
+// fallback paths that the end-to-end tests (real redis-server, HAProxy) do
+// not take are exercised too.
+func TestDemoWithEmbeddedRedisAndInProcessBalancer(t *testing.T) {
+	p := proctest.Start(t, "rolling-update", proctest.Build(t, "."), "REDIS_ADDR=", "BALANCER=inprocess")
+	p.Await(t, "behind inprocess")
+	p.Await(t, "OK: 0 failed requests, 0 lost writes, never two owners of a room.")
+	if code := p.ExitCode(t); code != 0 {
+		t.Fatalf("demo exit code %d; want 0\n%s", code, p.Output())
+	}
+}
