@@ -1,18 +1,23 @@
 // Package proctest builds Go programs and runs them as an orchestrator
 // would: a real process with its own environment, real signals, and its
 // output read line by line so a test can wait for what it prints.
+//
+// It is the testing face of the end-to-end harness's process runner
+// (internal/e2e.Proc): failures stop the test, and processes are killed at
+// cleanup.
 package proctest
 
 import (
-	"bufio"
+	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/drainkit/drainkit/internal/e2e"
 )
 
 // Wait bounds every wait in this package; generous, since the machine is
@@ -51,102 +56,50 @@ func Build(t testing.TB, pkg string) string {
 
 // Proc is a running program.
 type Proc struct {
-	Cmd   *exec.Cmd
-	Name  string
-	lines chan string
-	done  chan struct{}
-
-	mu  sync.Mutex
-	all strings.Builder
+	*e2e.Proc
 }
 
 // Start runs bin with the current environment plus env, and kills it at
 // cleanup if it is still running.
 func Start(t testing.TB, name, bin string, env ...string) *Proc {
 	t.Helper()
-	cmd := exec.Command(bin)
-	cmd.Env = append(os.Environ(), env...)
-	out, err := cmd.StdoutPipe()
+	p, err := e2e.StartProc(name, bin, env)
 	if err != nil {
 		t.Fatalf("proctest: %v", err)
 	}
-	cmd.Stderr = cmd.Stdout
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("proctest: start %s: %v", name, err)
-	}
-	p := &Proc{Cmd: cmd, Name: name, lines: make(chan string, 1<<16), done: make(chan struct{})}
-	read := make(chan struct{})
-	go func() {
-		defer close(read)
-		defer close(p.lines)
-		sc := bufio.NewScanner(out)
-		sc.Buffer(make([]byte, 1<<20), 1<<24)
-		for sc.Scan() {
-			p.mu.Lock()
-			p.all.WriteString(sc.Text() + "\n")
-			p.mu.Unlock()
-			select {
-			case p.lines <- sc.Text():
-			default: // nobody is awaiting lines this far behind; Output keeps them
-			}
-		}
-	}()
-	go func() {
-		<-read // Wait closes the pipe: read everything first
-		_ = cmd.Wait()
-		close(p.done)
-	}()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-p.done
-	})
-	return p
+	t.Cleanup(p.Kill)
+	return &Proc{p}
 }
 
-// Await returns the first line not yet read that contains s.
+// Await returns the first line the process printed that contains s,
+// waiting for it if need be.
 func (p *Proc) Await(t testing.TB, s string) string {
 	t.Helper()
-	timeout := time.After(Wait)
-	for {
-		select {
-		case line, ok := <-p.lines:
-			if !ok {
-				t.Fatalf("proctest: %s ended before printing %q; output:\n%s", p.Name, s, p.Output())
-			}
-			if strings.Contains(line, s) {
-				return line
-			}
-		case <-timeout:
-			t.Fatalf("proctest: %s printed no %q within %s; output:\n%s", p.Name, s, Wait, p.Output())
-		}
+	ctx, cancel := context.WithTimeout(context.Background(), Wait)
+	defer cancel()
+	line, err := p.Proc.Await(ctx, s)
+	if err != nil {
+		t.Fatalf("proctest: %v", err)
 	}
-}
-
-// Output returns everything the process printed so far.
-func (p *Proc) Output() string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.all.String()
+	return line
 }
 
 // Signal sends sig to the process.
 func (p *Proc) Signal(t testing.TB, sig syscall.Signal) {
 	t.Helper()
-	if err := p.Cmd.Process.Signal(sig); err != nil {
-		t.Fatalf("proctest: signal %s: %v", p.Name, err)
+	if err := p.Proc.Signal(sig); err != nil {
+		t.Fatalf("proctest: %v", err)
 	}
 }
-
-// Done is closed when the process has exited.
-func (p *Proc) Done() <-chan struct{} { return p.done }
 
 // ExitCode waits for the process to exit and returns its code.
 func (p *Proc) ExitCode(t testing.TB) int {
 	t.Helper()
-	select {
-	case <-p.done:
-	case <-time.After(Wait):
-		t.Fatalf("proctest: %s did not exit within %s; output:\n%s", p.Name, Wait, p.Output())
+	ctx, cancel := context.WithTimeout(context.Background(), Wait)
+	defer cancel()
+	code, err := p.Wait(ctx)
+	if err != nil {
+		t.Fatalf("proctest: %v", err)
 	}
-	return p.Cmd.ProcessState.ExitCode()
+	return code
 }
