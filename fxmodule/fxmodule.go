@@ -1,0 +1,146 @@
+package fxmodule
+
+import (
+	"context"
+	"log/slog"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/fx"
+
+	"github.com/drainkit/drainkit/drain"
+	"github.com/drainkit/drainkit/lifecycle"
+	"github.com/drainkit/drainkit/readiness"
+)
+
+// Value group names. Contribute with [AsHook], [AsHooks], [AsCheck] and
+// [AsOption] rather than spelling the tags.
+const (
+	HookGroup   = "drainkit.hooks"
+	CheckGroup  = "drainkit.checks"
+	OptionGroup = "drainkit.options"
+)
+
+// Module provides a *lifecycle.Manager, its *drain.Tracker and a
+// *readiness.Registry reading the manager's state, registers every drain
+// hook and readiness check contributed to the groups, and drains in an
+// OnStop hook. It needs a lifecycle.Config in the graph ([FromEnv] or
+// fx.Supply); a *slog.Logger and a prometheus.Registerer are used when
+// provided.
+var Module = fx.Module("drainkit",
+	fx.Provide(newManager, newTracker, newRegistry, newState),
+	fx.Invoke(wire),
+)
+
+// FromEnv provides the lifecycle.Config read by lifecycle.ConfigFromEnv.
+var FromEnv = fx.Provide(func() (lifecycle.Config, error) { return lifecycle.ConfigFromEnv(nil) })
+
+// AsHook annotates a constructor returning a drain.Hook so that its hook
+// joins the drain: fx.Provide(fxmodule.AsHook(newSnapshotFlusher)).
+func AsHook(constructor any) any {
+	return fx.Annotate(constructor, fx.ResultTags(`group:"`+HookGroup+`"`))
+}
+
+// AsHooks is AsHook for a constructor returning []drain.Hook, such as
+// one wrapping drain.HTTPHooks.
+func AsHooks(constructor any) any {
+	return fx.Annotate(constructor, fx.ResultTags(`group:"`+HookGroup+`,flatten"`))
+}
+
+// AsCheck annotates a constructor returning a readiness.Check so that the
+// check joins the ready probe.
+func AsCheck(constructor any) any {
+	return fx.Annotate(constructor, fx.ResultTags(`group:"`+CheckGroup+`"`))
+}
+
+// AsOption annotates a constructor returning a lifecycle.Option, applied
+// when the manager is built (tests use it for lifecycle.WithSignals).
+func AsOption(constructor any) any {
+	return fx.Annotate(constructor, fx.ResultTags(`group:"`+OptionGroup+`"`))
+}
+
+type managerParams struct {
+	fx.In
+	Config     lifecycle.Config
+	Logger     *slog.Logger          `optional:"true"`
+	Registerer prometheus.Registerer `optional:"true"`
+	Options    []lifecycle.Option    `group:"drainkit.options"`
+}
+
+func newManager(p managerParams) (*lifecycle.Manager, error) {
+	var opts []lifecycle.Option
+	if p.Logger != nil {
+		opts = append(opts, lifecycle.WithLogger(p.Logger))
+	}
+	if p.Registerer != nil {
+		opts = append(opts, lifecycle.WithRegisterer(p.Registerer))
+	}
+	return lifecycle.New(p.Config, append(opts, p.Options...)...)
+}
+
+func newTracker(m *lifecycle.Manager) *drain.Tracker { return m.Tracker() }
+
+// newState hands readiness (and anything else that only reads the state)
+// the small interface instead of the manager.
+func newState(m *lifecycle.Manager) readiness.StateSource { return m }
+
+type registryParams struct {
+	fx.In
+	Manager    *lifecycle.Manager
+	Logger     *slog.Logger          `optional:"true"`
+	Registerer prometheus.Registerer `optional:"true"`
+}
+
+func newRegistry(p registryParams) (*readiness.Registry, error) {
+	c := p.Manager.Config()
+	return readiness.New(readiness.Config{
+		Service: c.Service, NodeID: c.NodeID, ReadyTimeout: c.ReadyTimeout,
+		Logger: p.Logger, Registerer: p.Registerer,
+	}, p.Manager)
+}
+
+type wireParams struct {
+	fx.In
+	Lifecycle fx.Lifecycle
+	Manager   *lifecycle.Manager
+	Registry  *readiness.Registry
+	Hooks     []drain.Hook      `group:"drainkit.hooks"`
+	Checks    []readiness.Check `group:"drainkit.checks"`
+	Driver    *driver           `optional:"true"`
+}
+
+// wire registers the contributed hooks and checks and appends the drain's
+// OnStop hook. Taking the groups makes fx build every contributor, and so
+// every dependency a hook uses, before this runs: their OnStop hooks are
+// appended earlier and so run later than the drain (fx stops in reverse).
+func wire(p wireParams) error {
+	if err := p.Manager.AddHook(p.Hooks...); err != nil {
+		return err
+	}
+	if err := p.Manager.AddHook(drain.Hook{Name: "readiness.close", Phase: drain.Close, Run: p.Registry.Close}); err != nil {
+		return err
+	}
+	for _, c := range p.Checks {
+		if err := p.Registry.Add(c); err != nil {
+			return err
+		}
+	}
+	p.Lifecycle.Append(fx.Hook{
+		OnStart: func(context.Context) error {
+			if p.Driver != nil {
+				return nil // Run marks the process running once every OnStart is done
+			}
+			return p.Manager.MarkRunning()
+		},
+		OnStop: func(ctx context.Context) error {
+			// Under Run the drain has already happened (or, when fx rolls
+			// back a failed start, happens here, before the rollback stops
+			// what the hooks use); Run reports it, so no error here.
+			r := p.Manager.Shutdown(ctx, "fx: stopping")
+			if p.Driver != nil {
+				return nil
+			}
+			return r.Err()
+		},
+	})
+	return nil
+}

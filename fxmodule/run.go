@@ -1,0 +1,176 @@
+package fxmodule
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+
+	"go.uber.org/fx"
+	"go.uber.org/fx/fxevent"
+
+	"github.com/drainkit/drainkit/lifecycle"
+)
+
+// driver marks an app driven by Run, which owns signals and ordering.
+type driver struct{}
+
+type loggerParams struct {
+	fx.In
+	Logger *slog.Logger `optional:"true"`
+}
+
+// SlogEvents sends fx's own events to the graph's *slog.Logger (or
+// slog.Default()), so fx and drainkit log through one handler. Run adds it.
+var SlogEvents = fx.WithLogger(func(p loggerParams) fxevent.Logger {
+	l := p.Logger
+	if l == nil {
+		l = slog.Default()
+	}
+	return &fxevent.SlogLogger{Logger: l}
+})
+
+// TimeoutError is returned when fx's StopTimeout is shorter than
+// DRAIN_TIMEOUT: fx would cancel the drain before its own deadline.
+type TimeoutError struct {
+	Stop, Drain string
+}
+
+func (e *TimeoutError) Error() string {
+	return fmt.Sprintf("fxmodule: fx StopTimeout %s is shorter than DRAIN_TIMEOUT %s: raise it with fx.StopTimeout at the top level of fx.New, or lower DRAIN_TIMEOUT", e.Stop, e.Drain)
+}
+
+// Run builds an fx app from opts (which must include [Module] and a
+// lifecycle.Config), runs it and returns the process exit code (see the
+// lifecycle Exit… constants). Use it in place of app.Run:
+//
+//	func main() { os.Exit(fxmodule.Run(fxmodule.Module, fxmodule.FromEnv, …)) }
+//
+// Unlike app.Run it:
+//   - refuses to start (ExitConfig) when fx's StopTimeout is shorter than
+//     DRAIN_TIMEOUT, naming both: fx.StopTimeout belongs to the top-level
+//     app, so it is read back with App.StopTimeout() rather than set here;
+//   - owns signal handling: the first SIGTERM/SIGINT drains, the second
+//     forces, the third exits (fx's own handler would swallow the second);
+//   - aborts a start in progress on a signal: OnStart hooks wrapped with
+//     [Abortable] see their context cancelled, and fx stops what had started;
+//   - marks the process Running only after every OnStart has returned, and
+//     drains before fx runs any OnStop hook, so readiness has flipped and
+//     in-flight work has finished before anything is closed.
+func Run(opts ...fx.Option) int {
+	var m *lifecycle.Manager
+	app := fx.New(append([]fx.Option{SlogEvents}, append(opts,
+		fx.Supply(&driver{}),
+		fx.Populate(&m),
+	)...)...)
+	return run(app, m)
+}
+
+func run(app *fx.App, m *lifecycle.Manager) int {
+	if err := app.Err(); err != nil {
+		slog.Error("fxmodule: cannot build the app", "err", err)
+		var ce *lifecycle.ConfigError
+		if errors.As(err, &ce) {
+			return lifecycle.ExitConfig
+		}
+		return lifecycle.ExitStartFailed
+	}
+	if stop, drainT := app.StopTimeout(), m.Config().DrainTimeout; stop < drainT {
+		slog.Error("fxmodule: refusing to start", "err", &TimeoutError{Stop: stop.String(), Drain: drainT.String()})
+		return lifecycle.ExitConfig
+	}
+	stopSignals := m.HandleSignals()
+	defer stopSignals()
+
+	startErr := start(app, m)
+	if startErr == nil {
+		if err := m.MarkRunning(); err == nil {
+			<-m.StopRequested()
+		}
+	}
+	reason := "stop requested"
+	if startErr != nil {
+		reason = "start failed: " + startErr.Error()
+	}
+	r := m.Shutdown(context.Background(), reason) // the drain, before any OnStop
+	stopErr := stop(app, r.Forced)
+
+	code := r.ExitCode
+	switch {
+	case startErr != nil && !isAbort(m):
+		code = max(code, lifecycle.ExitStartFailed)
+	case stopErr != nil && code == lifecycle.ExitClean:
+		code = lifecycle.ExitHookFailed
+	}
+	if stopErr != nil {
+		slog.Error("fxmodule: stop", "err", stopErr)
+	}
+	return code
+}
+
+// isAbort reports whether a failed start was our own cancellation.
+func isAbort(m *lifecycle.Manager) bool {
+	select {
+	case <-m.StopRequested():
+		return true
+	default:
+		return false
+	}
+}
+
+// start runs app.Start under StartTimeout. It does not cancel that context
+// on a signal: fx rolls a failed start back with the very context it was
+// given, and stops nothing once it is cancelled. A signal instead cancels
+// the OnStart hooks wrapped with [Abortable]; the one that aborts fails the
+// start, and fx's rollback, with a live context, stops what had started
+// (Module's OnStop drains first). Hooks not wrapped finish their start, and
+// Run stops the app right after.
+func start(app *fx.App, m *lifecycle.Manager) error {
+	ctx, cancel := context.WithTimeout(context.Background(), app.StartTimeout())
+	defer cancel()
+	return app.Start(ctx)
+}
+
+// Abortable wraps an OnStart function so that its context is also
+// cancelled when a stop is requested (a signal during start-up). Wrap the
+// start steps that can take long (warming caches, waiting for a
+// dependency):
+//
+//	lc.Append(fx.Hook{OnStart: fxmodule.Abortable(m, warmCache)})
+func Abortable(m *lifecycle.Manager, fn func(ctx context.Context) error) func(ctx context.Context) error {
+	return func(ctx context.Context) error {
+		return withCancelOn(ctx, m.StopRequested(), fn)
+	}
+}
+
+// stop runs app.Stop under StopTimeout; a forced drain (second signal)
+// cancels it too, so fx's OnStop hooks are told not to wait.
+func stop(app *fx.App, forced bool) error {
+	ctx, cancel := context.WithTimeout(context.Background(), app.StopTimeout())
+	defer cancel()
+	if forced {
+		cancel()
+	}
+	return app.Stop(ctx)
+}
+
+// withCancelOn calls fn with a context also cancelled when ch closes.
+func withCancelOn(ctx context.Context, ch <-chan struct{}, fn func(context.Context) error) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	done := make(chan struct{})
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		select {
+		case <-ch:
+			cancel()
+		case <-done:
+		}
+	}()
+	defer wg.Wait()
+	defer close(done)
+	return fn(ctx)
+}

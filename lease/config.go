@@ -1,0 +1,190 @@
+package lease
+
+import (
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+	"unicode"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+)
+
+// Defaults for [Config].
+const (
+	// DefaultTTL is how long a lease lives in Redis without renewal.
+	DefaultTTL = 10 * time.Second
+	// DefaultRoutePrefix prefixes room:route:{ID}, the lease key.
+	DefaultRoutePrefix = "room:route:"
+	// DefaultFencePrefix prefixes room:fence:{ID}, the fencing counter.
+	DefaultFencePrefix = "room:fence:"
+	// DefaultNodePrefix prefixes room:node:{NODE}, the node heartbeat.
+	DefaultNodePrefix = "room:node:"
+	// MinTTL is the shortest TTL accepted: below it, network jitter alone
+	// would lose leases.
+	MinTTL = time.Second
+	// MaxIDLen is the longest room id accepted, in bytes.
+	MaxIDLen = 128
+	// ProbeTimeout bounds [Manager.Probe].
+	ProbeTimeout = 100 * time.Millisecond
+)
+
+// fenceRetention is how long an idle fencing counter is kept. The counter's
+// floor is the server clock, so an expired counter still yields larger
+// fences; retention only saves memory for rooms that are gone.
+const fenceRetention = 24 * time.Hour
+
+// Config configures a [Manager]. The zero value of every field but Node
+// takes its default.
+type Config struct {
+	// Node is this process's node id (NODE_ID); it names the heartbeat key
+	// and is written into every lease it holds. Required.
+	Node string
+	// Addr is the address other nodes forward a room's requests to; it is
+	// written into the heartbeat and returned by [Manager.Owner].
+	Addr string
+	// TTL is a lease's lifetime in Redis without renewal; default
+	// [DefaultTTL], at least [MinTTL].
+	TTL time.Duration
+	// RenewInterval is the renewer's tick; default TTL/3, must be below TTL/2
+	// so that one failed tick still leaves a second chance before the
+	// holder gives the lease up at TTL·2/3.
+	RenewInterval time.Duration
+	// CallTimeout bounds every Redis call; default and maximum TTL/6.
+	CallTimeout time.Duration
+	// RoutePrefix, FencePrefix and NodePrefix prefix the keys; defaults
+	// [DefaultRoutePrefix], [DefaultFencePrefix], [DefaultNodePrefix]. They
+	// must not contain '{' or '}': the hash tag is the id's.
+	RoutePrefix, FencePrefix, NodePrefix string
+	// OnLost, if set, is called once for each lost lease, after its context
+	// is cancelled and Lost() is closed. It runs on the renewer goroutine:
+	// it must not block.
+	OnLost func(l *Lease, cause error)
+	// Logger receives warnings (heartbeat failures, lost leases); default
+	// slog.Default().
+	Logger *slog.Logger
+	// Registerer, if set, registers the lease metrics.
+	Registerer prometheus.Registerer
+}
+
+// withDefaults returns c with zero fields set to their defaults.
+func (c Config) withDefaults() Config {
+	if c.TTL == 0 {
+		c.TTL = DefaultTTL
+	}
+	if c.RenewInterval == 0 {
+		c.RenewInterval = c.TTL / 3
+	}
+	if c.CallTimeout == 0 {
+		c.CallTimeout = c.TTL / 6
+	}
+	if c.RoutePrefix == "" {
+		c.RoutePrefix = DefaultRoutePrefix
+	}
+	if c.FencePrefix == "" {
+		c.FencePrefix = DefaultFencePrefix
+	}
+	if c.NodePrefix == "" {
+		c.NodePrefix = DefaultNodePrefix
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
+// Validate reports the first setting that cannot keep a lease safely, naming
+// the field and its value. Zero fields are checked with their defaults.
+func (c Config) Validate() error {
+	c = c.withDefaults()
+	switch {
+	case c.Node == "":
+		return fmt.Errorf("lease: Config.Node is empty")
+	case strings.ContainsAny(c.Node, "|{}") || strings.IndexFunc(c.Node, unicode.IsSpace) >= 0:
+		return fmt.Errorf("lease: Config.Node %q contains '|', '{', '}' or whitespace", c.Node)
+	case c.TTL < MinTTL:
+		return fmt.Errorf("lease: Config.TTL %s is below %s", c.TTL, MinTTL)
+	case c.RenewInterval <= 0 || c.RenewInterval >= c.TTL/2:
+		return fmt.Errorf("lease: Config.RenewInterval %s must be above 0 and below TTL/2 (%s)", c.RenewInterval, c.TTL/2)
+	case c.CallTimeout <= 0 || c.CallTimeout > c.TTL/6:
+		return fmt.Errorf("lease: Config.CallTimeout %s must be above 0 and at most TTL/6 (%s)", c.CallTimeout, c.TTL/6)
+	}
+	for _, p := range []struct{ name, v string }{
+		{"RoutePrefix", c.RoutePrefix}, {"FencePrefix", c.FencePrefix}, {"NodePrefix", c.NodePrefix},
+	} {
+		if strings.ContainsAny(p.v, "{}") {
+			return fmt.Errorf("lease: Config.%s %q contains '{' or '}'", p.name, p.v)
+		}
+	}
+	if c.RoutePrefix == c.FencePrefix || c.RoutePrefix == c.NodePrefix || c.FencePrefix == c.NodePrefix {
+		return fmt.Errorf("lease: Config prefixes %q, %q, %q must differ", c.RoutePrefix, c.FencePrefix, c.NodePrefix)
+	}
+	return nil
+}
+
+// clientLimits are the client settings that decide how long one lease call
+// can take.
+type clientLimits struct {
+	maxRetries               int
+	readTimeout              time.Duration
+	writeTimeout             time.Duration
+	contextTimeoutsRespected bool
+}
+
+// checkClient rejects client settings under which a renewal could outlive
+// the lease: more than one retry, or socket timeouts above CallTimeout
+// while the client ignores context deadlines. Client types whose options
+// cannot be read (custom implementations) are accepted as they are; the
+// per-call context deadline still applies. On Cluster, MOVED/ASK
+// redirects (MaxRedirects) are not limited here: they are needed during
+// resharding, and the per-call deadline bounds them.
+func checkClient(c redis.UniversalClient, callTimeout time.Duration) error {
+	var l clientLimits
+	switch cl := c.(type) {
+	case *redis.Client:
+		o := cl.Options()
+		l = clientLimits{o.MaxRetries, o.ReadTimeout, o.WriteTimeout, o.ContextTimeoutEnabled}
+	case *redis.ClusterClient:
+		o := cl.Options()
+		l = clientLimits{o.MaxRetries, o.ReadTimeout, o.WriteTimeout, o.ContextTimeoutEnabled}
+	case *redis.Ring:
+		o := cl.Options()
+		l = clientLimits{o.MaxRetries, o.ReadTimeout, o.WriteTimeout, o.ContextTimeoutEnabled}
+	default:
+		return nil
+	}
+	if l.maxRetries > 1 {
+		return fmt.Errorf("lease: client option MaxRetries %d is above 1: a retried renewal can land after the lease expired", l.maxRetries)
+	}
+	if l.contextTimeoutsRespected {
+		return nil
+	}
+	for _, t := range []struct {
+		name string
+		v    time.Duration
+	}{{"ReadTimeout", l.readTimeout}, {"WriteTimeout", l.writeTimeout}} {
+		if t.v < 0 || t.v > callTimeout {
+			return fmt.Errorf("lease: client option %s %s is above CallTimeout %s and ContextTimeoutEnabled is false; "+
+				"set ContextTimeoutEnabled or lower %s", t.name, t.v, callTimeout, t.name)
+		}
+	}
+	return nil
+}
+
+// ValidateID reports whether id can name a room: not empty, at most
+// [MaxIDLen] bytes, no '{', '}' (the id is the key's hash tag) and no
+// whitespace.
+func ValidateID(id string) error {
+	switch {
+	case id == "":
+		return fmt.Errorf("lease: room id is empty")
+	case len(id) > MaxIDLen:
+		return fmt.Errorf("lease: room id %.32q… is %d bytes; want at most %d", id, len(id), MaxIDLen)
+	case strings.ContainsAny(id, "{}"):
+		return fmt.Errorf("lease: room id %q contains '{' or '}'", id)
+	case strings.IndexFunc(id, unicode.IsSpace) >= 0:
+		return fmt.Errorf("lease: room id %q contains whitespace", id)
+	}
+	return nil
+}

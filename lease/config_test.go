@@ -1,0 +1,131 @@
+package lease
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+func TestConfigValidate(t *testing.T) {
+	tests := []struct {
+		name string
+		give Config
+		want string // substring of the error; "" for valid
+	}{
+		{"defaults", Config{Node: "n1"}, ""},
+		{"empty node", Config{}, "Config.Node is empty"},
+		{"node with separator", Config{Node: "a|b"}, `Config.Node "a|b"`},
+		{"node with space", Config{Node: "a b"}, `Config.Node "a b"`},
+		{"short TTL", Config{Node: "n", TTL: 500 * time.Millisecond}, "Config.TTL 500ms"},
+		{"renew at TTL/2", Config{Node: "n", TTL: 10 * time.Second, RenewInterval: 5 * time.Second}, "Config.RenewInterval 5s"},
+		{"call timeout above TTL/6", Config{Node: "n", CallTimeout: 2 * time.Second}, "Config.CallTimeout 2s"},
+		{"prefix with brace", Config{Node: "n", RoutePrefix: "r{"}, `Config.RoutePrefix "r{"`},
+		{"equal prefixes", Config{Node: "n", RoutePrefix: "x:", FencePrefix: "x:"}, "must differ"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.give.Validate()
+			switch {
+			case tt.want == "" && err != nil:
+				t.Fatalf("Validate() = %v; want nil", err)
+			case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
+				t.Fatalf("Validate() = %v; want an error containing %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestValidateID(t *testing.T) {
+	tests := []struct {
+		give string
+		want string
+	}{
+		{"room-42", ""},
+		{"", "empty"},
+		{"a{b", "'{' or '}'"},
+		{"a}b", "'{' or '}'"},
+		{"a b", "whitespace"},
+		{"a\tb", "whitespace"},
+		{strings.Repeat("x", MaxIDLen), ""},
+		{strings.Repeat("x", MaxIDLen+1), "129 bytes"},
+	}
+	for _, tt := range tests {
+		err := ValidateID(tt.give)
+		if (tt.want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tt.want)) {
+			t.Errorf("ValidateID(%.20q) = %v; want error containing %q", tt.give, err, tt.want)
+		}
+	}
+}
+
+// TestBadIDTouchesNothing: a bad id is rejected before any command.
+func TestBadIDTouchesNothing(t *testing.T) {
+	b := standalone(t)
+	var cmds int
+	count := cmdHook{fn: func(ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error {
+		cmds++
+		return next(ctx, cmd)
+	}}
+	m := startManager(t, b.client(count), testConfig())
+	cmds = 0 // the renewer sends pipelines only (no tick within this test's time)
+	for _, id := range []string{"", "{x}", "a b", strings.Repeat("x", 200)} {
+		if _, err := m.Acquire(context.Background(), id); err == nil {
+			t.Errorf("Acquire(%.20q): got nil error; want a validation error", id)
+		}
+		if _, err := m.Owner(context.Background(), id); err == nil {
+			t.Errorf("Owner(%.20q): got nil error; want a validation error", id)
+		}
+	}
+	if cmds != 0 {
+		t.Fatalf("%d commands sent for bad ids; want 0", cmds)
+	}
+}
+
+func TestNewChecksClient(t *testing.T) {
+	cfg := Config{Node: "n"}
+	tests := []struct {
+		name   string
+		client redis.UniversalClient
+		want   string
+	}{
+		{"default retries", redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", ContextTimeoutEnabled: true}), "MaxRetries 3"},
+		{"slow reads without context deadlines", redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: 1, ReadTimeout: 5 * time.Second}), "ReadTimeout 5s"},
+		{"cluster retries", redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{"127.0.0.1:1"}, MaxRetries: 3, ContextTimeoutEnabled: true}), "MaxRetries 3"},
+		{"fit", redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: 1, ContextTimeoutEnabled: true}), ""},
+		{"fit without context deadlines", redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, ReadTimeout: time.Second, WriteTimeout: time.Second}), ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			defer tt.client.Close()
+			_, err := New(tt.client, cfg)
+			if (tt.want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tt.want)) {
+				t.Fatalf("New() = %v; want error containing %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestProbe(t *testing.T) {
+	b := standalone(t)
+	c := b.client()
+	m := startManager(t, c, testConfig())
+	ctx := context.Background()
+	if err := m.Check()(ctx); err != nil {
+		t.Fatalf("Probe after Start: %v; want nil", err)
+	}
+	c.HSet(ctx, m.nodeKey(), "holder", "someone-else")
+	if err := m.Probe(ctx); err == nil || !strings.Contains(err.Error(), "another process") {
+		t.Fatalf("Probe with a foreign heartbeat: got %v; want 'another process'", err)
+	}
+	c.Del(ctx, m.nodeKey())
+	if err := m.Probe(ctx); err == nil || !strings.Contains(err.Error(), "missing") {
+		t.Fatalf("Probe without heartbeat: got %v; want 'missing'", err)
+	}
+	c.HSet(ctx, m.nodeKey(), "holder", m.holder)
+	c.PExpire(ctx, m.nodeKey(), m.cfg.TTL/4)
+	if err := m.Probe(ctx); err == nil || !strings.Contains(err.Error(), "renewals are failing") {
+		t.Fatalf("Probe with a stale heartbeat: got %v; want 'renewals are failing'", err)
+	}
+}

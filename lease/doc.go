@@ -1,0 +1,92 @@
+// Package lease gives a room-service node exclusive ownership of rooms
+// through Redis leases, with fencing tokens, one batched renewer per node,
+// lost-lease signals before expiry, a drain gate and per-room hand-off.
+//
+// It works through redis.UniversalClient: standalone, Sentinel and
+// Cluster.
+//
+// # Keys
+//
+// A room id is the hash tag of its keys, so every script touches one
+// Cluster slot:
+//
+//   - room:route:{ID} holds node|holder|fence with a PX TTL: the lease.
+//     holder is random per [Manager], so a restarted process never takes
+//     an old lease for its own.
+//   - room:fence:{ID} is the fencing counter (kept 24 h after its last use).
+//   - room:node:{NODE} is the node heartbeat, a hash with holder, state
+//     (active or draining) and addr (where to forward), with the lease TTL.
+//
+// The prefixes are configurable ([Config]).
+//
+// # Algorithm
+//
+// Acquire runs one Lua script: if the route key is missing it issues a
+// fence and sets the key with the TTL; if the key holds this Manager's
+// value it takes it over with a new fence; anything else, parseable or not,
+// is someone else's and is never overwritten ([*HeldError]).
+//
+// The fence is INCR on the counter with a floor: before the INCR the
+// counter is raised to the server's TIME in microseconds. If the counter is
+// lost (failover before replication, eviction, deletion), the next fence
+// still exceeds every earlier one, provided a room gets fewer than one
+// fence per microsecond (each fence needs the previous lease gone, so it
+// does) and the new primary's clock is not behind the old one's by more
+// than the time since the last fence (NTP-synchronised servers).
+//
+// One renewer goroutine per Manager renews every held lease each
+// RenewInterval (TTL/3) in one pipeline: one round trip per Redis node. The
+// renew script is compare-and-PEXPIRE: 1 renewed, 0 gone, -1 taken. It
+// never re-creates a missing key.
+//
+// # Safety argument
+//
+// Redis keeps the key at least TTL after the moment a confirmed renewal
+// (or the acquire) was sent, because the server applies the PEXPIRE after
+// that moment. The holder gives the lease up (context cancelled, then
+// Lost() closed, then [Config].OnLost) on a reply of 0 or -1 at once, and
+// otherwise when the last confirmed renewal was sent TTL·2/3 ago. The
+// renewer wakes at that deadline even while a call hangs, because each
+// call's deadline is capped at it. So the holder stops at least TTL/3
+// before any other node can acquire the room; that third absorbs clock rate
+// differences and scheduling delay. Every call is bounded by CallTimeout
+// (at most TTL/6) with at most one client retry, so a delayed renewal
+// cannot land after the holder already gave up and confuse the accounting.
+//
+// Timing alone cannot stop a holder that pauses between checking its
+// context and writing: the fence can. Storage that receives writes with
+// [Lease.Token] and rejects tokens lower than the highest seen is safe even
+// then.
+//
+// Release cancels the lease's context before the compare-and-DEL, so work
+// under it stops before another node can take the room.
+//
+// # Draining
+//
+// [Manager.BeginDrain] closes the gate at the lifecycle flip: Acquire
+// returns [ErrDraining] from then on, and an acquisition whose script
+// raced the flip is released and returns ErrDraining. The renewer marks the
+// heartbeat draining right after.
+//
+// The hook from [Manager.HandOff] (phase Flush) runs a function per held
+// lease (flush its snapshot) with bounded concurrency and releases each
+// lease as soon as its own function succeeded. A lease whose function
+// failed or ran out of time is left to expire: an unflushed room is never
+// released, so the next owner recovers it from snapshot and command log
+// with a higher fence. The hook from [Manager.ReleaseHook] (phase Release)
+// stops the renewer, releases in one pipeline the leases that never
+// entered a hand-off, and deletes the heartbeat last.
+//
+// # Readiness
+//
+// [Manager.Probe] runs one read-only script: the heartbeat is this
+// process's and its TTL is above TTL/3. It answers within [ProbeTimeout].
+//
+// # Metrics
+//
+// room_leases_held, room_lease_acquired_total, room_lease_renewed_total,
+// room_lease_lost_total, room_lease_released_total,
+// room_lease_left_to_expire_total, room_lease_renew_duration_seconds,
+// room_lease_check_failures_total and room_node_heartbeat_failures_total,
+// registered on [Config].Registerer when set.
+package lease

@@ -1,0 +1,190 @@
+package lease
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/redis/go-redis/v9"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/drainkit/drainkit/drain"
+)
+
+// HandOffResult counts what a hand-off did with the leases it took.
+type HandOffResult struct {
+	// Released leases: their function succeeded and the key was deleted.
+	Released int
+	// LeftToExpire leases: their function failed or the deadline came
+	// first, so they were not released (an unflushed room is never
+	// released); the next owner recovers it after the TTL with a higher
+	// fence.
+	LeftToExpire int
+	// Lost leases: lost or already ended before or during their hand-off.
+	Lost int
+}
+
+// HandOffError reports leases a hand-off left to expire.
+type HandOffError struct {
+	Result HandOffResult
+	// Err joins the per-lease errors.
+	Err error
+}
+
+func (e *HandOffError) Error() string {
+	return fmt.Sprintf("lease: hand-off: %d released, %d left to expire, %d lost: %v",
+		e.Result.Released, e.Result.LeftToExpire, e.Result.Lost, e.Err)
+}
+
+// Unwrap returns the per-lease errors.
+func (e *HandOffError) Unwrap() error { return e.Err }
+
+// HandOff returns a drain hook (phase [drain.Flush]) that runs
+// [Manager.RunHandOff] with fn and concurrency.
+func (m *Manager) HandOff(fn func(ctx context.Context, l *Lease) error, concurrency int) drain.Hook {
+	return drain.Hook{
+		Name:  "lease-handoff",
+		Phase: drain.Flush,
+		Run: func(ctx context.Context) error {
+			_, err := m.RunHandOff(ctx, fn, concurrency)
+			return err
+		},
+	}
+}
+
+// RunHandOff hands every held lease over, at most concurrency at a time
+// (at least 1): it calls fn (e.g. flush the room's snapshot) and, as soon as
+// fn returned nil, releases that lease, so rooms move one by one rather
+// than after the slowest. A lease whose fn failed, or whose turn came after
+// ctx ended, is left to expire: its context is cancelled with
+// [ErrLeftToExpire], it is no longer renewed, and its key stays until the
+// TTL passes. Leases keep being renewed while their fn runs.
+//
+// fn gets a context that ends with ctx or when the lease is lost. The
+// returned error is a [*HandOffError] when any lease was left to expire.
+// Call RunHandOff after [Manager.BeginDrain], so no lease arrives during it.
+func (m *Manager) RunHandOff(ctx context.Context, fn func(ctx context.Context, l *Lease) error, concurrency int) (HandOffResult, error) {
+	var (
+		mu   sync.Mutex
+		res  HandOffResult
+		errs []error
+	)
+	count := func(n *int, err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		*n++
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	var g errgroup.Group
+	g.SetLimit(max(concurrency, 1))
+	for _, l := range m.snapshot(true) {
+		if !l.beginHandOff() {
+			continue // lost or released since the snapshot
+		}
+		g.Go(func() error {
+			switch err := m.handOffOne(ctx, l, fn); {
+			case err == nil:
+				count(&res.Released, nil)
+			case errors.Is(err, ErrNotHeld), errors.Is(err, ErrLost):
+				count(&res.Lost, nil)
+			default:
+				count(&res.LeftToExpire, fmt.Errorf("room %s: %w", l.ID(), err))
+			}
+			return nil
+		})
+	}
+	_ = g.Wait()
+	m.cfg.Logger.Info("lease hand-off done", "node_id", m.cfg.Node,
+		"released", res.Released, "left_to_expire", res.LeftToExpire, "lost", res.Lost)
+	if res.LeftToExpire > 0 {
+		return res, &HandOffError{Result: res, Err: errors.Join(errs...)}
+	}
+	return res, nil
+}
+
+// handOffOne runs fn for l and releases it on success; otherwise it leaves
+// l to expire. It returns nil when released.
+func (m *Manager) handOffOne(ctx context.Context, l *Lease, fn func(context.Context, *Lease) error) error {
+	err := context.Cause(ctx)
+	if err == nil {
+		fctx, cancel := context.WithCancelCause(ctx)
+		stop := context.AfterFunc(l.ctx, func() { cancel(context.Cause(l.ctx)) })
+		err = fn(fctx, l)
+		stop()
+		cancel(nil)
+	}
+	if err == nil && !l.Held() {
+		err = context.Cause(l.ctx) // lost while fn ran: its work is not trustworthy
+	}
+	if err != nil {
+		if errors.Is(err, ErrLost) || errors.Is(context.Cause(l.ctx), ErrLost) {
+			return ErrLost
+		}
+		if l.end(ErrLeftToExpire, true) {
+			m.met.leftToExpire.Inc()
+		}
+		return err
+	}
+	// The flush succeeded, so the room may move even if the drain's
+	// deadline is near: the release gets its own CallTimeout.
+	return l.Release(context.WithoutCancel(ctx))
+}
+
+// ReleaseHook returns a drain hook (phase [drain.Release]) that stops the
+// renewer, releases in one pipeline every lease that never entered a
+// hand-off, leaves the leases still in a hand-off (their fn did not finish)
+// to expire, and deletes the node heartbeat last.
+//
+// Without a HandOff hook it releases every lease: register HandOff whenever
+// a room has state to flush, since a lease released here is taken to need
+// none.
+func (m *Manager) ReleaseHook() drain.Hook {
+	return drain.Hook{Name: "lease-release", Phase: drain.Release, Run: m.ReleaseAll}
+}
+
+// ReleaseAll is the Release hook's work; see [Manager.ReleaseHook].
+func (m *Manager) ReleaseAll(ctx context.Context) error {
+	m.BeginDrain() // in case the flip did not reach us: nothing may be acquired now
+	stopErr := m.stopRenewer(ctx)
+	var release []*Lease
+	for _, l := range m.snapshot(false) {
+		if l.state.Load() == stateHeld && l.end(ErrReleased, false) {
+			release = append(release, l) // context cancelled before the key goes
+		}
+	}
+	relErr := m.releaseBatch(ctx, release)
+	m.abandonAll()
+	return errors.Join(stopErr, relErr, m.deleteHeartbeat(ctx))
+}
+
+// releaseBatch compare-and-DELs leases in one pipeline. Leases already gone
+// or taken are not errors.
+func (m *Manager) releaseBatch(ctx context.Context, leases []*Lease) error {
+	if len(leases) == 0 {
+		return nil
+	}
+	ctx, cancel := m.callContext(ctx)
+	defer cancel()
+	pipe := m.client.Pipeline()
+	cmds := make([]*redis.Cmd, len(leases))
+	for i, l := range leases {
+		cmds[i] = releaseScript.EvalSha(ctx, pipe, []string{l.key}, l.value)
+	}
+	_, _ = pipe.Exec(ctx)
+	var errs []error
+	for i, c := range cmds {
+		if isNoScript(c.Err()) {
+			c = releaseScript.Eval(ctx, m.client, []string{leases[i].key}, leases[i].value)
+		}
+		n, err := c.Int64()
+		if err != nil {
+			errs = append(errs, fmt.Errorf("lease: release %s: %w", leases[i], err))
+			continue
+		}
+		_ = m.releaseResult(leases[i], n) // gone or taken: nothing to undo
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,160 @@
+package lease
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// fencedAppend is the recorder's storage: it appends the writer's fence to
+// the room's log only while the writer's lease is the route's value.
+var fencedAppend = redis.NewScript(`
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+redis.call('RPUSH', KEYS[2], ARGV[2])
+return 1`)
+
+// interval is one lease's time as owner, as its holder saw it.
+type interval struct {
+	node       string
+	fence      int64
+	start, end time.Time
+}
+
+// recorder collects ownership intervals and writes refused while the writer
+// still believed it held the room.
+type recorder struct {
+	mu        sync.Mutex
+	intervals map[*Lease]*interval
+	refused   []string
+	writes    int
+}
+
+func (r *recorder) begin(l *Lease, node string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.intervals[l] = &interval{node: node, fence: l.Token(), start: time.Now()}
+}
+
+// stop ends l's interval the first time it is called.
+func (r *recorder) stop(l *Lease, at time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if iv := r.intervals[l]; iv != nil && iv.end.IsZero() {
+		iv.end = at
+	}
+}
+
+// TestMutualExclusion lets managers compete for a few rooms while their
+// renewals are dropped at random, so leases are lost, expire and move. No
+// two holders' intervals of one room overlap, and no write is refused while
+// its writer still held the lease.
+func TestMutualExclusion(t *testing.T) {
+	b := standalone(t)
+	rec := &recorder{intervals: map[*Lease]*interval{}}
+	rooms := []string{"mx-1", "mx-2", "mx-3"}
+	ctx, cancel := context.WithTimeout(context.Background(), 2500*time.Millisecond)
+	defer cancel()
+
+	var wg sync.WaitGroup
+	for n := range 3 {
+		dropRenewals := pipelineHook{fn: func(ctx context.Context, cmds []redis.Cmder, next redis.ProcessPipelineHook) error {
+			if len(cmds) > 1 && cmds[0].Name() == "evalsha" && rand.IntN(2) == 0 {
+				return errors.New("renewal dropped")
+			}
+			return next(ctx, cmds)
+		}}
+		c := b.client(dropRenewals)
+		cfg := testConfig()
+		cfg.OnLost = func(l *Lease, _ error) { rec.stop(l, time.Now()) }
+		m := startManager(t, c, cfg)
+		for w := range 2 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				compete(ctx, m, c, rooms, rec, fmt.Sprintf("%d/%d", n, w))
+			}()
+		}
+	}
+	wg.Wait()
+
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	if len(rec.refused) > 0 {
+		t.Errorf("writes refused while the writer held the lease: %v", rec.refused)
+	}
+	byRoom := map[string][]*interval{}
+	for l, iv := range rec.intervals {
+		if iv.end.IsZero() {
+			iv.end = time.Now() // still held at the end
+		}
+		byRoom[l.ID()] = append(byRoom[l.ID()], iv)
+	}
+	owners := 0
+	for room, ivs := range byRoom {
+		slices.SortFunc(ivs, func(a, b *interval) int { return int(a.fence - b.fence) })
+		owners += len(ivs)
+		for i := 1; i < len(ivs); i++ {
+			prev, cur := ivs[i-1], ivs[i]
+			if prev.fence == cur.fence {
+				t.Errorf("room %s: fence %d issued twice", room, cur.fence)
+			}
+			if cur.start.Before(prev.end) {
+				t.Errorf("room %s: %s (fence %d) started %s before %s (fence %d) stopped",
+					room, cur.node, cur.fence, prev.end.Sub(cur.start), prev.node, prev.fence)
+			}
+		}
+	}
+	if owners < len(rooms)*2 || rec.writes == 0 {
+		t.Fatalf("%d ownerships, %d writes; want rooms to change hands (at least %d) and writes", owners, rec.writes, len(rooms)*2)
+	}
+}
+
+// compete acquires random rooms and writes to them with random pauses,
+// releasing some and keeping others until lost.
+func compete(ctx context.Context, m *Manager, c redis.UniversalClient, rooms []string, rec *recorder, who string) {
+	pause := func(max time.Duration) bool {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(time.Duration(rand.Int64N(int64(max)))): // a random stall of the holder
+			return true
+		}
+	}
+	for ctx.Err() == nil {
+		l, err := m.Acquire(ctx, rooms[rand.IntN(len(rooms))])
+		if err != nil {
+			pause(20 * time.Millisecond)
+			continue
+		}
+		rec.begin(l, who)
+		for range rand.IntN(30) {
+			if l.Context().Err() != nil || !pause(30*time.Millisecond) {
+				break
+			}
+			if l.Context().Err() != nil {
+				break // checked right before the write, as an owner would
+			}
+			ok, err := fencedAppend.Run(ctx, c, []string{l.key, "log:{" + l.ID() + "}"}, l.value, l.Token()).Int()
+			if err != nil {
+				continue // a failed write proves nothing either way
+			}
+			rec.mu.Lock()
+			rec.writes++
+			if ok == 0 && l.Context().Err() == nil {
+				rec.refused = append(rec.refused, fmt.Sprintf("%s by %s", l, who))
+			}
+			rec.mu.Unlock()
+		}
+		if l.Held() && rand.IntN(2) == 0 {
+			rec.stop(l, time.Now())
+			_ = l.Release(context.Background())
+		}
+	}
+}

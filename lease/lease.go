@@ -1,0 +1,141 @@
+package lease
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+)
+
+// Lease states. A lease moves held → handingOff → ended, or held → ended;
+// ended is final.
+const (
+	stateHeld int32 = iota
+	stateHandingOff
+	stateEnded
+)
+
+// Lease is one room held by this process. Its fencing token ([Lease.Token])
+// grows with every acquisition of the room, by anyone: pass it with every
+// write the room's owner makes so storage can reject a stale owner.
+//
+// A Lease is safe for concurrent use.
+type Lease struct {
+	m      *Manager
+	key    string // route key; the id is its hash tag
+	value  string // node|holder|fence, as stored in Redis
+	fence  int64
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	lost   chan struct{}
+	lastOK atomic.Int64 // unix ns when the last confirmed renewal (or the acquire) was sent
+	state  atomic.Int32
+}
+
+func (m *Manager) newLease(id string, fence int64, value string, sent time.Time) *Lease {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	l := &Lease{
+		m:      m,
+		key:    m.routeKey(id),
+		value:  value,
+		fence:  fence,
+		ctx:    ctx,
+		cancel: cancel,
+		lost:   make(chan struct{}),
+	}
+	l.lastOK.Store(sent.UnixNano())
+	return l
+}
+
+// ID returns the room id.
+func (l *Lease) ID() string {
+	return l.key[len(l.m.cfg.RoutePrefix)+1 : len(l.key)-1]
+}
+
+// Token returns the fencing token: strictly greater than the token of any
+// earlier acquisition of this room.
+func (l *Lease) Token() int64 { return l.fence }
+
+// Context returns a context that is cancelled when the lease ends: lost,
+// released or left to expire. context.Cause tells which ([ErrLost],
+// [ErrReleased], [ErrLeftToExpire]). Work done as the room's owner should
+// run under it.
+func (l *Lease) Context() context.Context { return l.ctx }
+
+// Lost returns a channel closed when the lease is lost: Redis reported it
+// gone or taken, or renewal stayed overdue for TTL·2/3, before Redis could
+// expire it. Context() is cancelled first. The channel is not closed on
+// Release.
+func (l *Lease) Lost() <-chan struct{} { return l.lost }
+
+// Held reports whether the lease has not ended yet.
+func (l *Lease) Held() bool { return l.state.Load() != stateEnded }
+
+// Release ends the lease and deletes it from Redis if it is still ours
+// (compare-and-DEL). The context is cancelled before the key is deleted, so
+// work under it stops before another node can take the room.
+//
+// Release returns nil if it deleted the key, an error wrapping [ErrNotHeld]
+// if the key had expired or belongs to someone else (nothing to undo: do
+// not fail a drain on it), or the Redis error. In every case the lease has
+// ended locally and is no longer renewed.
+func (l *Lease) Release(ctx context.Context) error {
+	l.end(ErrReleased, false)
+	ctx, cancel := l.m.callContext(ctx)
+	defer cancel()
+	n, err := releaseScript.Run(ctx, l.m.client, []string{l.key}, l.value).Int64()
+	if err != nil {
+		return fmt.Errorf("lease: release %s: %w", l.key, err)
+	}
+	return l.m.releaseResult(l, n)
+}
+
+// begin moves a held lease into hand-off; false if it is not held.
+func (l *Lease) beginHandOff() bool {
+	return l.state.CompareAndSwap(stateHeld, stateHandingOff)
+}
+
+// end ends the lease once: it leaves the manager's set, its context is
+// cancelled with cause, then (if lost: the holder did not choose to end it,
+// so it must stop) Lost() is closed and OnLost runs.
+// It reports whether this call ended it.
+func (l *Lease) end(cause error, lost bool) bool {
+	for {
+		s := l.state.Load()
+		if s == stateEnded {
+			return false
+		}
+		if l.state.CompareAndSwap(s, stateEnded) {
+			break
+		}
+	}
+	l.m.forget(l)
+	l.cancel(cause)
+	if lost {
+		close(l.lost)
+		if errors.Is(cause, ErrLost) { // left to expire is counted by the drain
+			l.m.met.lost.Inc()
+			l.m.cfg.Logger.Warn("lease lost", "room", l.ID(), "fence", l.fence, "cause", cause.Error())
+		}
+		if f := l.m.cfg.OnLost; f != nil {
+			f(l, cause)
+		}
+	}
+	return true
+}
+
+// overdue reports whether the last confirmed renewal was sent so long ago
+// (TTL·2/3) that the holder must stop: Redis may expire the key TTL after
+// that send, and the remaining third covers clock drift and a slow stop.
+func (l *Lease) overdue(now time.Time, lostAfter time.Duration) bool {
+	return now.UnixNano()-l.lastOK.Load() >= int64(lostAfter)
+}
+
+// deadline is when the lease becomes overdue.
+func (l *Lease) deadline(lostAfter time.Duration) time.Time {
+	return time.Unix(0, l.lastOK.Load()+int64(lostAfter))
+}
+
+// String returns the route key and fence, for logs.
+func (l *Lease) String() string { return fmt.Sprintf("%s@%d", l.key, l.fence) }

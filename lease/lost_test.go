@@ -1,0 +1,101 @@
+package lease
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// TestLostBeforeExpiry stops renewals reaching Redis (dropped at once, or
+// delayed until the call's deadline) and checks that the holder is told
+// while Redis still holds the key: the context first, then Lost(), then
+// OnLost.
+func TestLostBeforeExpiry(t *testing.T) {
+	tests := []struct {
+		name  string
+		block func(ctx context.Context) error
+	}{
+		{"dropped", func(context.Context) error { return errors.New("renewal dropped") }},
+		{"delayed", func(ctx context.Context) error { <-ctx.Done(); return ctx.Err() }},
+	}
+	b := standalone(t)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var blocking atomic.Bool
+			hook := pipelineHook{fn: func(ctx context.Context, cmds []redis.Cmder, next redis.ProcessPipelineHook) error {
+				if blocking.Load() {
+					return tt.block(ctx)
+				}
+				return next(ctx, cmds)
+			}}
+			c := b.client(hook)
+			type seen struct{ ctxDone, lostClosed bool }
+			called := make(chan seen, 1)
+			cfg := testConfig()
+			cfg.OnLost = func(l *Lease, cause error) {
+				s := seen{ctxDone: l.Context().Err() != nil}
+				select {
+				case <-l.Lost():
+					s.lostClosed = true
+				default:
+				}
+				called <- s
+			}
+			m := startManager(t, c, cfg)
+			ctx := context.Background()
+			l, err := m.Acquire(ctx, "lost-"+tt.name)
+			if err != nil {
+				t.Fatalf("Acquire: %v", err)
+			}
+			blocking.Store(true)
+
+			select {
+			case <-l.Lost():
+			case <-time.After(cfg.TTL * 2):
+				t.Fatalf("Lost() still open %s after renewals stopped; want closed within TTL·2/3", cfg.TTL*2)
+			}
+			if pttl := c.PTTL(ctx, l.key).Val(); pttl <= 0 {
+				t.Fatalf("PTTL when Lost() closed = %s; want positive: the holder must stop before Redis expires the key", pttl)
+			}
+			if ctxErr := l.Context().Err(); ctxErr == nil {
+				t.Fatalf("Context().Err() = nil after Lost(); want cancelled")
+			}
+			if s := <-called; !s.ctxDone || !s.lostClosed {
+				t.Fatalf("in OnLost: context done %v, Lost() closed %v; want both true", s.ctxDone, s.lostClosed)
+			}
+			if cause := context.Cause(l.Context()); !errors.Is(cause, ErrLost) {
+				t.Fatalf("cause %v; want ErrLost", cause)
+			}
+		})
+	}
+}
+
+// TestOverdue pins the loss rule: a lease is overdue once its last
+// confirmed renewal was sent TTL·2/3 ago.
+func TestOverdue(t *testing.T) {
+	base := time.Unix(1000, 0)
+	lostAfter := 2 * time.Second
+	tests := []struct {
+		give time.Duration // time since the last confirmed renewal was sent
+		want bool
+	}{
+		{0, false},
+		{lostAfter - time.Nanosecond, false},
+		{lostAfter, true},
+		{lostAfter + time.Hour, true},
+	}
+	for _, tt := range tests {
+		l := &Lease{}
+		l.lastOK.Store(base.UnixNano())
+		if got := l.overdue(base.Add(tt.give), lostAfter); got != tt.want {
+			t.Errorf("overdue after %s = %v; want %v", tt.give, got, tt.want)
+		}
+		if got := l.deadline(lostAfter); !got.Equal(base.Add(lostAfter)) {
+			t.Errorf("deadline = %s; want %s", got, base.Add(lostAfter))
+		}
+	}
+}

@@ -1,0 +1,119 @@
+package lease
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"go.uber.org/goleak"
+
+	"github.com/drainkit/drainkit/internal/redistest"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// backend is a Redis deployment the contract runs against.
+type backend struct {
+	name   string
+	client func(hooks ...redis.Hook) redis.UniversalClient
+}
+
+// standalone starts a redis-server; its clients follow the lease rules
+// (one retry at most, context deadlines honoured).
+func standalone(t *testing.T) backend {
+	s := redistest.Start(t)
+	return backend{name: "standalone", client: func(hooks ...redis.Hook) redis.UniversalClient {
+		c := redis.NewClient(&redis.Options{Addr: s.Addr, MaxRetries: 1, ContextTimeoutEnabled: true})
+		for _, h := range hooks {
+			c.AddHook(h)
+		}
+		t.Cleanup(func() { _ = c.Close() })
+		return c
+	}}
+}
+
+// cluster starts a 3-node Redis Cluster.
+func cluster(t *testing.T) backend {
+	cl := redistest.StartCluster(t)
+	return backend{name: "cluster", client: func(hooks ...redis.Hook) redis.UniversalClient {
+		c := cl.ClientWith(&redis.ClusterOptions{MaxRetries: 1, ContextTimeoutEnabled: true})
+		for _, h := range hooks {
+			c.AddHook(h)
+		}
+		return c
+	}}
+}
+
+var nodeSeq atomic.Int64
+
+// testConfig is a 1 s TTL config with a unique node id.
+func testConfig() Config {
+	n := nodeSeq.Add(1)
+	return Config{Node: fmt.Sprintf("node-%d", n), Addr: fmt.Sprintf("10.0.0.%d:7000", n), TTL: time.Second}
+}
+
+// startManager creates and starts a Manager, stopped at cleanup.
+func startManager(t *testing.T, c redis.UniversalClient, cfg Config) *Manager {
+	t.Helper()
+	m, err := New(c, cfg)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	if err := m.Start(context.Background()); err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	t.Cleanup(func() { _ = m.Stop(context.Background()) })
+	return m
+}
+
+// waitFor polls Redis-side state until cond holds; polling is how one
+// observes an external process (key expiry) without a notification.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// expireNow makes key expire at once and waits until Redis agrees.
+func expireNow(t *testing.T, c redis.UniversalClient, key string) {
+	t.Helper()
+	ctx := context.Background()
+	if err := c.PExpire(ctx, key, time.Millisecond).Err(); err != nil {
+		t.Fatalf("PEXPIRE %s: %v", key, err)
+	}
+	waitFor(t, key+" to expire", func() bool { return c.Exists(ctx, key).Val() == 0 })
+}
+
+// pipelineHook intercepts pipelines (renewal rounds) with fn.
+type pipelineHook struct {
+	fn func(ctx context.Context, cmds []redis.Cmder, next redis.ProcessPipelineHook) error
+}
+
+func (pipelineHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (pipelineHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return next
+}
+func (h pipelineHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error { return h.fn(ctx, cmds, next) }
+}
+
+// cmdHook intercepts single commands with fn.
+type cmdHook struct {
+	fn func(ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error
+}
+
+func (cmdHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h cmdHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error { return h.fn(ctx, cmd, next) }
+}
+func (cmdHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}

@@ -1,0 +1,397 @@
+package lease
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"golang.org/x/sync/singleflight"
+)
+
+// Manager acquires room leases for one node, renews them all from one
+// goroutine, and gives them up on drain. Create it with [New], then
+// [Manager.Start] it.
+type Manager struct {
+	client redis.UniversalClient
+	cfg    Config
+	holder string // random per Manager: a restarted process never mistakes an old lease for its own
+	prefix string // node|holder|, the start of every route value we write
+	met    *metrics
+	now    func() time.Time // time.Now; tests may replace it before Start
+
+	ttlArg, lostAfter time.Duration
+
+	draining    atomic.Bool
+	drainSignal chan struct{} // size 1: asks the renewer to mark the heartbeat draining
+
+	mu       sync.Mutex
+	leases   map[string]*Lease
+	flights  singleflight.Group // one acquire script per room at a time
+	running  bool
+	stopped  bool
+	stopReq  chan struct{}      // closed to ask the renewer to finish its round and exit
+	stopRun  context.CancelFunc // cancels the renewer's calls when Stop's ctx runs out
+	done     chan struct{}
+	hbFailed bool // renewer-only: last heartbeat write failed (logs on change)
+}
+
+// New returns a Manager for client. It validates cfg and the client's
+// retry and timeout settings; it starts nothing and does no I/O.
+func New(client redis.UniversalClient, cfg Config) (*Manager, error) {
+	if client == nil {
+		return nil, errors.New("lease: client is nil")
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	if err := checkClient(client, cfg.CallTimeout); err != nil {
+		return nil, err
+	}
+	var b [8]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on supported platforms
+	holder := hex.EncodeToString(b[:])
+	m := &Manager{
+		client:      client,
+		cfg:         cfg,
+		holder:      holder,
+		prefix:      cfg.Node + "|" + holder + "|",
+		met:         newMetrics(),
+		now:         time.Now,
+		ttlArg:      cfg.TTL,
+		lostAfter:   cfg.TTL * 2 / 3,
+		drainSignal: make(chan struct{}, 1),
+		leases:      make(map[string]*Lease),
+	}
+	if err := m.met.register(cfg.Registerer); err != nil {
+		return nil, fmt.Errorf("lease: register metrics: %w", err)
+	}
+	return m, nil
+}
+
+// Start writes the node heartbeat, failing if it cannot, and starts the
+// renewer goroutine, which renews every held lease and the heartbeat each
+// RenewInterval until [Manager.Stop] (or the Release hook). ctx bounds the
+// start only.
+func (m *Manager) Start(ctx context.Context) error {
+	m.mu.Lock()
+	if m.running || m.stopped {
+		m.mu.Unlock()
+		return errors.New("lease: Start called twice")
+	}
+	m.mu.Unlock()
+	if err := m.loadScripts(ctx); err != nil {
+		return fmt.Errorf("lease: start: %w", err)
+	}
+	if err := m.writeHeartbeat(ctx, true); err != nil {
+		return fmt.Errorf("lease: start: %w", err)
+	}
+	runCtx, cancel := context.WithCancel(context.Background())
+	m.mu.Lock()
+	m.running, m.stopReq, m.stopRun, m.done = true, make(chan struct{}), cancel, make(chan struct{})
+	m.mu.Unlock()
+	go m.renewLoop(runCtx, m.stopReq, m.done)
+	return nil
+}
+
+// Stop stops the renewer and waits for it (bounded by ctx), ends every
+// lease still held with cause [ErrLeftToExpire] (they are not released:
+// their rooms may not be flushed) and deletes the heartbeat if it is still
+// ours. It is safe to call more than once and after the Release hook.
+func (m *Manager) Stop(ctx context.Context) error {
+	if err := m.stopRenewer(ctx); err != nil {
+		return err
+	}
+	m.abandonAll()
+	return m.deleteHeartbeat(ctx)
+}
+
+// loadScripts caches every script on the server (every master on
+// Cluster), so the first renewal round needs no EVAL fallback.
+func (m *Manager) loadScripts(ctx context.Context) error {
+	ctx, cancel := m.callContext(ctx)
+	defer cancel()
+	for _, s := range []*redis.Script{acquireScript, renewScript, releaseScript, heartbeatScript, heartbeatDeleteScript, probeScript} {
+		if err := s.Load(ctx, m.client).Err(); err != nil {
+			return fmt.Errorf("load scripts: %w", err)
+		}
+	}
+	return nil
+}
+
+// stopRenewer stops the renewer goroutine and waits for it; later
+// Acquire calls fail with ErrNotRunning. A renewal round in flight may
+// finish (it is bounded by CallTimeout), so no write of it lands after
+// what the caller does next, such as deleting the heartbeat; if ctx ends
+// first, the round is cancelled.
+func (m *Manager) stopRenewer(ctx context.Context) error {
+	m.mu.Lock()
+	m.running, m.stopped = false, true
+	req, cancel, done := m.stopReq, m.stopRun, m.done
+	m.stopReq, m.stopRun, m.done = nil, nil, nil
+	m.mu.Unlock()
+	if done == nil {
+		return nil
+	}
+	close(req)
+	defer cancel()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+	}
+	cancel()
+	<-done // every call of the renewer honours its context
+	return fmt.Errorf("lease: waiting for the renewer: %w", context.Cause(ctx))
+}
+
+// abandonAll ends every remaining lease without touching Redis: nothing
+// renews them any more, so their holders must stop now.
+func (m *Manager) abandonAll() {
+	for _, l := range m.snapshot(false) {
+		if l.end(ErrLeftToExpire, true) {
+			m.met.leftToExpire.Inc()
+		}
+	}
+}
+
+// BeginDrain closes the acquisition gate: from its return on, Acquire
+// returns [ErrDraining]. It does no I/O and never blocks, so it can run in
+// a lifecycle listener at the flip; the renewer marks the heartbeat
+// draining promptly after.
+func (m *Manager) BeginDrain() {
+	if m.draining.Swap(true) {
+		return
+	}
+	select {
+	case m.drainSignal <- struct{}{}:
+	default:
+	}
+}
+
+// Draining reports whether BeginDrain ran.
+func (m *Manager) Draining() bool { return m.draining.Load() }
+
+// Acquire takes the lease on room id for this node. While this Manager
+// holds the room, Acquire returns the same *Lease without touching Redis,
+// and concurrent calls for one room share one script call. If Redis still
+// holds the room for this Manager although it holds no lease locally (a
+// retry after a reply was lost, or a lease it already gave up as lost),
+// the room is taken over at once with a new fence rather than reported
+// held: nobody acts on the old fence.
+//
+// Errors: a validation error for a bad id (before Redis is touched),
+// [ErrDraining] after BeginDrain (also when the acquisition raced it: the
+// lease is then released), [ErrNotRunning] outside Start/Stop, a
+// [*HeldError] (errors.Is ErrHeld) when someone else holds it, or the
+// Redis error.
+func (m *Manager) Acquire(ctx context.Context, id string) (*Lease, error) {
+	if err := ValidateID(id); err != nil {
+		return nil, err
+	}
+	if m.draining.Load() {
+		return nil, ErrDraining
+	}
+	if l, err := m.local(id); l != nil || err != nil {
+		return l, err
+	}
+	v, err, _ := m.flights.Do(id, func() (any, error) { return m.acquire(ctx, id) })
+	if err != nil {
+		return nil, err
+	}
+	return v.(*Lease), nil
+}
+
+// local returns the lease held for id, if any, or ErrNotRunning.
+func (m *Manager) local(id string) (*Lease, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !m.running {
+		return nil, ErrNotRunning
+	}
+	if l := m.leases[id]; l != nil && l.Held() {
+		return l, nil
+	}
+	return nil, nil
+}
+
+// acquire runs the acquire script; one flight per id at a time.
+func (m *Manager) acquire(ctx context.Context, id string) (*Lease, error) {
+	if l, err := m.local(id); l != nil || err != nil {
+		return l, err // a flight that just ended registered it
+	}
+	sent := m.now()
+	cctx, cancel := m.callContext(ctx)
+	defer cancel()
+	res, err := acquireScript.Run(cctx, m.client, []string{m.routeKey(id), m.fenceKey(id)},
+		m.cfg.Node, m.holder, m.ttlArg.Milliseconds(), fenceRetention.Milliseconds()).Slice()
+	if err != nil {
+		return nil, fmt.Errorf("lease: acquire %s: %w", m.routeKey(id), err)
+	}
+	code, val, err := acquireReply(res)
+	if err != nil {
+		return nil, fmt.Errorf("lease: acquire %s: %w", m.routeKey(id), err)
+	}
+	if code == 0 {
+		node, fence, _ := parseValue(val)
+		return nil, &HeldError{ID: id, Node: node, Fence: fence}
+	}
+	fence, err := strconv.ParseInt(val, 10, 64)
+	if err != nil {
+		return nil, fmt.Errorf("lease: acquire %s: fence %q: %w", m.routeKey(id), val, err)
+	}
+	return m.register(ctx, m.newLease(id, fence, m.prefix+val, sent))
+}
+
+// register adds a freshly acquired lease, unless the gate closed while the
+// script ran: then the lease is released and ErrDraining returned, so no
+// lease outlives the flip unseen by the drain.
+func (m *Manager) register(ctx context.Context, l *Lease) (*Lease, error) {
+	m.mu.Lock()
+	if m.draining.Load() || !m.running {
+		m.mu.Unlock()
+		err := ErrNotRunning
+		if m.draining.Load() {
+			err = ErrDraining
+		}
+		if rerr := l.Release(context.WithoutCancel(ctx)); rerr != nil && !errors.Is(rerr, ErrNotHeld) {
+			return nil, errors.Join(err, rerr) // the key expires within TTL
+		}
+		return nil, err
+	}
+	m.leases[l.ID()] = l
+	m.met.held.Set(float64(len(m.leases)))
+	m.mu.Unlock()
+	m.met.acquired.Inc()
+	return l, nil
+}
+
+// acquireReply decodes {code, fence-or-value}.
+func acquireReply(res []any) (int64, string, error) {
+	if len(res) != 2 {
+		return 0, "", fmt.Errorf("unexpected reply %v", res)
+	}
+	code, ok1 := res[0].(int64)
+	val, ok2 := res[1].(string)
+	if !ok1 || !ok2 {
+		return 0, "", fmt.Errorf("unexpected reply %v", res)
+	}
+	return code, val, nil
+}
+
+// parseValue splits node|holder|fence; ok is false for anything else.
+func parseValue(v string) (node string, fence int64, ok bool) {
+	parts := strings.Split(v, "|")
+	if len(parts) != 3 || parts[0] == "" {
+		return "", 0, false
+	}
+	f, err := strconv.ParseInt(parts[2], 10, 64)
+	if err != nil || f <= 0 {
+		return "", 0, false
+	}
+	return parts[0], f, true
+}
+
+// Owner is the current holder of a room, for forwarding.
+type Owner struct {
+	// Node is the holder's node id.
+	Node string
+	// Addr is the holder's forwarding address from its heartbeat; empty if
+	// the heartbeat is gone (the node stopped or cannot reach Redis).
+	Addr string
+	// Fence is the holder's fencing token.
+	Fence int64
+	// Draining reports that the holder's heartbeat is marked draining.
+	Draining bool
+}
+
+// Owner returns the current holder of room id: [ErrNotHeld] if nobody
+// holds it, a [*HeldError] with an empty Node if the route value cannot be
+// parsed. It reads the route, then the holder's heartbeat (two keys, two
+// slots, two calls).
+func (m *Manager) Owner(ctx context.Context, id string) (Owner, error) {
+	if err := ValidateID(id); err != nil {
+		return Owner{}, err
+	}
+	cctx, cancel := m.callContext(ctx)
+	defer cancel()
+	v, err := m.client.Get(cctx, m.routeKey(id)).Result()
+	if errors.Is(err, redis.Nil) {
+		return Owner{}, fmt.Errorf("lease: owner of %q: %w", id, ErrNotHeld)
+	}
+	if err != nil {
+		return Owner{}, fmt.Errorf("lease: owner of %q: %w", id, err)
+	}
+	node, fence, ok := parseValue(v)
+	if !ok {
+		return Owner{}, &HeldError{ID: id}
+	}
+	hb, err := m.client.HMGet(cctx, m.nodeKeyOf(node), "addr", "state").Result()
+	if err != nil {
+		return Owner{}, fmt.Errorf("lease: heartbeat of %q: %w", node, err)
+	}
+	o := Owner{Node: node, Fence: fence}
+	o.Addr, _ = hb[0].(string)
+	state, _ := hb[1].(string)
+	o.Draining = state == stateDraining
+	return o, nil
+}
+
+// Held returns the leases this Manager holds, in no particular order.
+func (m *Manager) Held() []*Lease { return m.snapshot(false) }
+
+// snapshot copies the lease set; onlyHeld skips leases in hand-off.
+func (m *Manager) snapshot(onlyHeld bool) []*Lease {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]*Lease, 0, len(m.leases))
+	for _, l := range m.leases {
+		if !onlyHeld || l.state.Load() == stateHeld {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// forget removes l from the lease set if it is still there.
+func (m *Manager) forget(l *Lease) {
+	m.mu.Lock()
+	if m.leases[l.ID()] == l {
+		delete(m.leases, l.ID())
+		m.met.held.Set(float64(len(m.leases)))
+	}
+	m.mu.Unlock()
+}
+
+// releaseResult maps the release script's reply to Release's result.
+func (m *Manager) releaseResult(l *Lease, n int64) error {
+	switch n {
+	case 1:
+		m.met.released.Inc()
+		return nil
+	case 0:
+		return fmt.Errorf("lease: release %s: expired: %w", l, ErrNotHeld)
+	default:
+		return fmt.Errorf("lease: release %s: taken by another holder: %w", l, ErrNotHeld)
+	}
+}
+
+// callContext bounds one Redis call by CallTimeout.
+func (m *Manager) callContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, m.cfg.CallTimeout)
+}
+
+func (m *Manager) routeKey(id string) string { return m.cfg.RoutePrefix + "{" + id + "}" }
+func (m *Manager) fenceKey(id string) string { return m.cfg.FencePrefix + "{" + id + "}" }
+func (m *Manager) nodeKey() string           { return m.nodeKeyOf(m.cfg.Node) }
+func (m *Manager) nodeKeyOf(node string) string {
+	return m.cfg.NodePrefix + "{" + node + "}"
+}

@@ -1,0 +1,56 @@
+package lease
+
+import (
+	"errors"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// metrics are one Manager's collectors. They exist (and count) whether or
+// not a Registerer was configured.
+type metrics struct {
+	held            prometheus.Gauge
+	acquired        prometheus.Counter
+	renewed         prometheus.Counter
+	lost            prometheus.Counter
+	released        prometheus.Counter
+	leftToExpire    prometheus.Counter
+	renewDuration   prometheus.Histogram
+	checkFailures   prometheus.Counter
+	heartbeatErrors prometheus.Counter
+}
+
+func newMetrics() *metrics {
+	counter := func(name, help string) prometheus.Counter {
+		return prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help})
+	}
+	return &metrics{
+		held:         prometheus.NewGauge(prometheus.GaugeOpts{Name: "room_leases_held", Help: "Room leases this process holds."}),
+		acquired:     counter("room_lease_acquired_total", "Room leases acquired."),
+		renewed:      counter("room_lease_renewed_total", "Room lease renewals Redis confirmed."),
+		lost:         counter("room_lease_lost_total", "Room leases lost: gone, stolen or renewal overdue."),
+		released:     counter("room_lease_released_total", "Room leases released (deleted from Redis by us)."),
+		leftToExpire: counter("room_lease_left_to_expire_total", "Room leases left to expire on drain or stop."),
+		renewDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "room_lease_renew_duration_seconds",
+			Help:    "Round-trip time of one renewal tick (all held leases and the heartbeat).",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14),
+		}),
+		checkFailures:   counter("room_lease_check_failures_total", "Failed lease readiness probes."),
+		heartbeatErrors: counter("room_node_heartbeat_failures_total", "Failed node heartbeat writes."),
+	}
+}
+
+func (m *metrics) register(r prometheus.Registerer) error {
+	if r == nil {
+		return nil
+	}
+	var errs []error
+	for _, c := range []prometheus.Collector{
+		m.held, m.acquired, m.renewed, m.lost, m.released, m.leftToExpire,
+		m.renewDuration, m.checkFailures, m.heartbeatErrors,
+	} {
+		errs = append(errs, r.Register(c))
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,229 @@
+package lease
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Heartbeat states, as written to the heartbeat hash's "state" field.
+const (
+	stateActive   = "active"
+	stateDraining = "draining"
+)
+
+// Renew script replies.
+const (
+	renewOK     = 1
+	renewGone   = 0
+	renewStolen = -1
+	renewFailed = 2 // no reply: the call failed or timed out
+)
+
+// renewLoop is the renewer goroutine. It wakes at each tick and at the
+// earliest overdue deadline of any lease, so a lease is given up at TTL·2/3
+// even while a renewal call hangs: each call's deadline is capped at that
+// moment too.
+func (m *Manager) renewLoop(ctx context.Context, stop <-chan struct{}, done chan<- struct{}) {
+	defer close(done)
+	next := m.now().Add(m.cfg.RenewInterval)
+	timer := time.NewTimer(m.cfg.RenewInterval)
+	defer timer.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-m.drainSignal:
+			m.heartbeatTick(ctx)
+		case <-timer.C:
+		}
+		now := m.now()
+		earliest := m.expireOverdue(now)
+		if !now.Before(next) {
+			m.tick(ctx, earliest)
+			next = now.Add(m.cfg.RenewInterval)
+			earliest = m.expireOverdue(m.now())
+		}
+		wake := next
+		if !earliest.IsZero() && earliest.Before(wake) {
+			wake = earliest
+		}
+		timer.Reset(wake.Sub(m.now()))
+	}
+}
+
+// expireOverdue ends every lease whose renewal is overdue and returns the
+// earliest deadline of the others (zero if none).
+func (m *Manager) expireOverdue(now time.Time) time.Time {
+	var earliest time.Time
+	for _, l := range m.snapshot(false) {
+		if l.overdue(now, m.lostAfter) {
+			l.end(lostError(fmt.Sprintf("no renewal confirmed for %s", m.lostAfter)), true)
+			continue
+		}
+		if d := l.deadline(m.lostAfter); earliest.IsZero() || d.Before(earliest) {
+			earliest = d
+		}
+	}
+	return earliest
+}
+
+// tick runs one renewal round, its call bounded by CallTimeout and by the
+// earliest overdue deadline.
+func (m *Manager) tick(ctx context.Context, earliest time.Time) {
+	deadline := m.now().Add(m.cfg.CallTimeout)
+	if !earliest.IsZero() && earliest.Before(deadline) {
+		deadline = earliest
+	}
+	ctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	if err := m.RenewAll(ctx); err != nil && ctx.Err() == nil {
+		m.cfg.Logger.Debug("lease renewal round failed", "error", err)
+	}
+}
+
+// heartbeatTick writes the heartbeat alone (the drain mark).
+func (m *Manager) heartbeatTick(ctx context.Context) {
+	m.noteHeartbeat(m.writeHeartbeat(ctx, false))
+}
+
+// RenewAll renews every held lease and the node heartbeat in one pipeline:
+// one round trip per Redis node. A lease Redis reports gone or taken is
+// lost at once; a lease whose renewal failed keeps its last confirmed time
+// and is lost when that grows older than TTL·2/3. The renewer calls it
+// each tick; it is exported for benchmarks and for callers that drive
+// renewal themselves. ctx bounds the call (the caller's deadline, not
+// CallTimeout, applies).
+func (m *Manager) RenewAll(ctx context.Context) error {
+	leases := m.snapshot(false)
+	sent := m.now()
+	start := time.Now()
+	codes, hbErr, err := m.renewPipeline(ctx, leases)
+	m.met.renewDuration.Observe(time.Since(start).Seconds())
+	m.noteHeartbeat(hbErr)
+	renewed := 0
+	for i, l := range leases {
+		switch codes[i] {
+		case renewOK:
+			l.lastOK.Store(sent.UnixNano())
+			renewed++
+		case renewGone:
+			l.end(lostError("expired in Redis"), true)
+		case renewStolen:
+			l.end(lostError("taken by another holder"), true)
+		}
+	}
+	m.met.renewed.Add(float64(renewed))
+	return err
+}
+
+// renewPipeline sends one renew per lease and the heartbeat in one
+// pipeline and returns each lease's reply code, the heartbeat's error and
+// the first error. Scripts the server forgot (restart, failover) are sent
+// again with EVAL, which also caches them for the next tick.
+func (m *Manager) renewPipeline(ctx context.Context, leases []*Lease) ([]int8, error, error) {
+	ttl := any(m.ttlArg.Milliseconds())
+	cmds := make([]*redis.Cmd, len(leases))
+	pipe := m.client.Pipeline()
+	for i, l := range leases {
+		cmds[i] = renewScript.EvalSha(ctx, pipe, []string{l.key}, l.value, ttl)
+	}
+	hb := heartbeatScript.EvalSha(ctx, pipe, []string{m.nodeKey()}, m.heartbeatArgs()...)
+	_, err := pipe.Exec(ctx)
+
+	if err != nil {
+		retry := m.client.Pipeline()
+		for i, c := range cmds {
+			if isNoScript(c.Err()) {
+				cmds[i] = renewScript.Eval(ctx, retry, []string{leases[i].key}, leases[i].value, ttl)
+			}
+		}
+		if isNoScript(hb.Err()) {
+			hb = heartbeatScript.Eval(ctx, retry, []string{m.nodeKey()}, m.heartbeatArgs()...)
+		}
+		if retry.Len() > 0 {
+			_, err = retry.Exec(ctx)
+		}
+	}
+
+	codes := make([]int8, len(leases))
+	for i, c := range cmds {
+		n, cerr := c.Int64()
+		switch {
+		case cerr != nil:
+			codes[i] = renewFailed
+		case n == renewOK || n == renewGone || n == renewStolen:
+			codes[i] = int8(n)
+		default:
+			codes[i] = renewFailed
+		}
+	}
+	hbErr := hb.Err()
+	if errors.Is(hbErr, redis.Nil) {
+		hbErr = nil // no previous holder
+	}
+	return codes, hbErr, err
+}
+
+func isNoScript(err error) bool { return err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") }
+
+// heartbeatArgs are the heartbeat script's ARGV; the state follows the
+// drain gate, so every write after BeginDrain says draining.
+func (m *Manager) heartbeatArgs() []any {
+	state := stateActive
+	if m.draining.Load() {
+		state = stateDraining
+	}
+	return []any{m.holder, state, m.cfg.Addr, m.ttlArg.Milliseconds()}
+}
+
+// writeHeartbeat writes the heartbeat in one call. At start, a heartbeat
+// left by another process with our node id is reported: two processes
+// sharing a node id would overwrite each other's heartbeat.
+func (m *Manager) writeHeartbeat(ctx context.Context, start bool) error {
+	ctx, cancel := m.callContext(ctx)
+	defer cancel()
+	prev, err := heartbeatScript.Run(ctx, m.client, []string{m.nodeKey()}, m.heartbeatArgs()...).Text()
+	if errors.Is(err, redis.Nil) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("heartbeat %s: %w", m.nodeKey(), err)
+	}
+	if start && prev != m.holder {
+		m.cfg.Logger.Warn("node heartbeat belonged to another process; another process may use the same node id, or a previous one did not stop cleanly",
+			"node_id", m.cfg.Node, "key", m.nodeKey())
+	}
+	return nil
+}
+
+// noteHeartbeat counts a failed heartbeat write and logs changes between
+// failing and healthy, not every failure.
+func (m *Manager) noteHeartbeat(err error) {
+	if err != nil {
+		m.met.heartbeatErrors.Inc()
+	}
+	m.mu.Lock()
+	was := m.hbFailed
+	m.hbFailed = err != nil
+	m.mu.Unlock()
+	switch {
+	case err != nil && !was:
+		m.cfg.Logger.Warn("node heartbeat write failed; other nodes may not forward to this one", "node_id", m.cfg.Node, "error", err)
+	case err == nil && was:
+		m.cfg.Logger.Info("node heartbeat written again", "node_id", m.cfg.Node)
+	}
+}
+
+// deleteHeartbeat deletes the heartbeat if it is still ours.
+func (m *Manager) deleteHeartbeat(ctx context.Context) error {
+	ctx, cancel := m.callContext(ctx)
+	defer cancel()
+	if err := heartbeatDeleteScript.Run(ctx, m.client, []string{m.nodeKey()}, m.holder).Err(); err != nil {
+		return fmt.Errorf("lease: delete heartbeat %s: %w", m.nodeKey(), err)
+	}
+	return nil
+}

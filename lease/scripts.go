@@ -1,0 +1,33 @@
+package lease
+
+import (
+	_ "embed"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// The scripts live in their own files so they read (and can be tested in
+// redis-cli) as Lua. Each touches keys of one hash tag only, so it runs on
+// one Cluster slot. They run through EVALSHA; Script.Run falls back to
+// EVAL when the server lost its script cache (restart, failover).
+var (
+	//go:embed scripts/acquire.lua
+	acquireSrc string
+	//go:embed scripts/renew.lua
+	renewSrc string
+	//go:embed scripts/release.lua
+	releaseSrc string
+	//go:embed scripts/heartbeat.lua
+	heartbeatSrc string
+	//go:embed scripts/heartbeat_delete.lua
+	heartbeatDeleteSrc string
+	//go:embed scripts/probe.lua
+	probeSrc string
+
+	acquireScript         = redis.NewScript(acquireSrc)
+	renewScript           = redis.NewScript(renewSrc)
+	releaseScript         = redis.NewScript(releaseSrc)
+	heartbeatScript       = redis.NewScript(heartbeatSrc)
+	heartbeatDeleteScript = redis.NewScript(heartbeatDeleteSrc)
+	probeScript           = redis.NewScript(probeSrc)
+)

@@ -1,0 +1,34 @@
+-- acquire: take room:route:{ID} for a holder, or report who has it.
+-- KEYS[1] route key, KEYS[2] fence key (same hash tag, so one slot)
+-- ARGV[1] node, ARGV[2] holder (one per Manager), ARGV[3] TTL ms,
+-- ARGV[4] fence key retention ms
+-- Returns {1, fence} acquired, {2, fence} taken over from this same holder
+-- (a retry after a lost reply, or a lease the holder already gave up
+-- locally: nobody acts on the old fence, so the room is ours at once with a
+-- new one), {0, value} held by someone else.
+local code = 1
+local cur = redis.call('GET', KEYS[1])
+if cur then
+  local node, holder = string.match(cur, '^([^|]*)|([^|]*)|%d+$')
+  if node ~= ARGV[1] or holder ~= ARGV[2] then
+    -- Not ours, parseable or not: never overwritten.
+    return {0, cur}
+  end
+  code = 2
+end
+-- The fence is an INCR whose floor is the server clock in microseconds, so a
+-- lost counter (failover, eviction, deletion) still yields a larger fence than
+-- any issued before, as long as a room gets fewer than one fence per
+-- microsecond. Built as a string: no float rounding.
+local t = redis.call('TIME')
+local floor = t[1] .. string.format('%06d', tonumber(t[2]))
+local counter = redis.call('GET', KEYS[2])
+if not counter or tonumber(counter) < tonumber(floor) then
+  redis.call('SET', KEYS[2], floor)
+end
+-- Lua numbers are doubles printed with %.14g; '%.0f' keeps all digits
+-- (exact below 2^53, about 285 years of microseconds since 1970).
+local fence = string.format('%.0f', redis.call('INCR', KEYS[2]))
+redis.call('PEXPIRE', KEYS[2], ARGV[4])
+redis.call('SET', KEYS[1], ARGV[1] .. '|' .. ARGV[2] .. '|' .. fence, 'PX', ARGV[3])
+return {code, fence}
