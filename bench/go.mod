@@ -6,8 +6,11 @@ replace github.com/drainkit/drainkit => ../
 
 require (
 	github.com/alexliesenfeld/health v0.8.0
+	github.com/bsm/redislock v0.9.4
 	github.com/drainkit/drainkit v0.0.0-00010101000000-000000000000
+	github.com/go-redsync/redsync/v4 v4.18.1
 	github.com/hellofresh/health-go/v5 v5.5.4
+	github.com/redis/go-redis/v9 v9.23.0
 )
 
 require (
@@ -18,7 +21,6 @@ require (
 	github.com/prometheus/client_model v0.6.3 // indirect
 	github.com/prometheus/common v0.72.0 // indirect
 	github.com/prometheus/procfs v0.22.0 // indirect
-	github.com/redis/go-redis/v9 v9.23.0 // indirect
 	go.opentelemetry.io/otel v1.45.0 // indirect
 	go.opentelemetry.io/otel/trace v1.45.0 // indirect
 	go.uber.org/atomic v1.12.0 // indirect
