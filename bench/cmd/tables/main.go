@@ -31,6 +31,7 @@ func main() {
 	cmdPath := flag.String("commands", "results/commands.tsv", "group<TAB>command lines written by bench/run")
 	mdPath := flag.String("md", "../BENCHMARKS.md", "file whose generated section is replaced")
 	elapsed := flag.Duration("elapsed", 0, "how long bench/run took, for the record")
+	failedPath := flag.String("failed", "", "file listing the groups that failed, one a line")
 	flag.Parse()
 
 	f, err := os.Open(*csvPath)
@@ -54,7 +55,12 @@ func main() {
 	if i < 0 || j < i {
 		log.Fatalf("%s: markers %q and %q not found in order", *mdPath, beginMarker, endMarker)
 	}
-	w := &writer{s: s, cmds: cmds}
+	w := &writer{s: s, cmds: cmds, failed: map[string]bool{}}
+	if b, err := os.ReadFile(*failedPath); err == nil {
+		for _, g := range strings.Fields(string(b)) {
+			w.failed[g] = true
+		}
+	}
 	w.machine(*elapsed)
 	w.all()
 	out := append([]byte{}, doc[:i+len(beginMarker)]...)
@@ -86,8 +92,9 @@ func readCommands(path string) (map[string]string, error) {
 // writer accumulates the generated markdown.
 type writer struct {
 	strings.Builder
-	s    stats
-	cmds map[string]string
+	s      stats
+	cmds   map[string]string
+	failed map[string]bool // groups whose go test failed
 }
 
 func (w *writer) p(format string, args ...any) { fmt.Fprintf(w, format+"\n", args...) }
@@ -116,6 +123,10 @@ func (w *writer) section(title string, groups ...string) {
 		}
 		w.p("Reproduce: `%s`", cmd)
 		w.p("")
+		if w.failed[g] {
+			w.p("**This group failed in this run** (output in `bench/results/%s.txt`): the figures come from the counts that passed; n/a where none did.", g)
+			w.p("")
+		}
 	}
 }
 

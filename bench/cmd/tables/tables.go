@@ -185,7 +185,7 @@ func (w *writer) leaseRelease() {
 			num(get("redislock-16", "round-trips/op"))})
 	}
 	w.table([]string{"held leases", "drainkit ReleaseAll", "round trips", "redislock one by one", "drainkit faster by", "redislock, 16 goroutines", "drainkit faster by", "round trips"}, rows)
-	w.p("drainkit's Release hook stops the renewer, sends every compare-and-DEL in one pipeline, then deletes the node heartbeat (2 round trips plus the renewer's stop). What limits it: redis-server running one script per lease; for redislock, one round trip per lock.")
+	w.p("drainkit's Release hook stops the renewer, sends every compare-and-DEL in one pipeline, then deletes the node heartbeat: a constant number of round trips whatever the count. What limits it: redis-server running one script per lease; for redislock, one round trip per lock.")
 	w.p("")
 }
 
