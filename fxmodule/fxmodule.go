@@ -116,7 +116,11 @@ func wire(p wireParams) error {
 	if err := p.Manager.AddHook(p.Hooks...); err != nil {
 		return err
 	}
-	if err := p.Manager.AddHook(drain.Hook{Name: "readiness.close", Phase: drain.Close, Run: p.Registry.Close}); err != nil {
+	// Bounded: a check that ignores its context would otherwise hold the
+	// whole drain to its deadline; its name is in the hook's error.
+	closeHook := drain.Hook{Name: "readiness.close", Phase: drain.Close,
+		Timeout: p.Manager.Config().ReadyTimeout, Run: p.Registry.Close}
+	if err := p.Manager.AddHook(closeHook); err != nil {
 		return err
 	}
 	for _, c := range p.Checks {

@@ -190,3 +190,54 @@ func onRunning() (fx.Option, <-chan struct{}) {
 		})
 	}), ch
 }
+
+// A readiness check that ignores its context must not hold the drain to
+// its deadline: the registry's close is bounded by HEALTH_READY_TIMEOUT.
+func TestHungCheckDoesNotHoldTheDrain(t *testing.T) {
+	release := make(chan struct{})
+	defer close(release)
+	var reg *readiness.Registry
+	app := fxtest.New(t,
+		fxmodule.Module, fx.NopLogger,
+		fx.Supply(lifecycle.Config{Service: "svc", NodeID: "n1", DrainTimeout: 30 * time.Second}.NoDelay(), quiet()),
+		fx.Provide(fxmodule.AsCheck(func() readiness.Check {
+			return readiness.Check{Name: "hung", Tier: readiness.Informational, Timeout: 100 * time.Millisecond,
+				Probe: func(context.Context) error { <-release; return nil }}
+		})),
+		fx.Populate(&reg),
+	)
+	app.RequireStart()
+	reg.Ready(context.Background()) // starts the hung check
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	err := app.Stop(ctx)
+	require.Error(t, err, "the report says readiness.close did not finish")
+	assert.Contains(t, err.Error(), "readiness.close")
+	assert.NoError(t, ctx.Err(), "the drain ended long before its 30s deadline")
+}
+
+// fx's OnStop hooks after the drain get only what is left of DRAIN_TIMEOUT,
+// not a fresh StopTimeout: the process exits by the drain's deadline.
+func TestRunStopBoundedByDrainDeadline(t *testing.T) {
+	tr := &trace{}
+	sig := make(chan os.Signal, 3)
+	running, isRunning := onRunning()
+	got := make(chan bool, 1)
+	slowStop := fx.Invoke(func(lc fx.Lifecycle, mm *lifecycle.Manager) {
+		lc.Append(fx.Hook{OnStop: func(ctx context.Context) error {
+			d, ok := ctx.Deadline()
+			want, _ := mm.Deadline()
+			got <- ok && !d.After(want)
+			return nil
+		}})
+	})
+	code := make(chan int, 1)
+	go func() {
+		code <- fxmodule.Run(baseOptions(tr, slowStop, running, fx.StopTimeout(time.Minute),
+			fx.Provide(fxmodule.AsOption(func() lifecycle.Option { return lifecycle.WithSignals(sig) })))...)
+	}()
+	<-isRunning
+	sig <- syscall.SIGTERM
+	assert.Equal(t, lifecycle.ExitClean, <-code)
+	assert.True(t, <-got, "OnStop's deadline must not pass the drain's")
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"time"
 
 	"go.uber.org/fx"
 	"go.uber.org/fx/fxevent"
@@ -23,12 +24,16 @@ type loggerParams struct {
 
 // SlogEvents sends fx's own events to the graph's *slog.Logger (or
 // slog.Default()), so fx and drainkit log through one handler. Run adds it.
+// Routine events (provided, invoked, hook executed) log at Debug so that a
+// service's Info log shows its own story; fx's errors stay at Error.
 var SlogEvents = fx.WithLogger(func(p loggerParams) fxevent.Logger {
 	l := p.Logger
 	if l == nil {
 		l = slog.Default()
 	}
-	return &fxevent.SlogLogger{Logger: l}
+	fl := &fxevent.SlogLogger{Logger: l}
+	fl.UseLogLevel(slog.LevelDebug)
+	return fl
 })
 
 // TimeoutError is returned when fx's StopTimeout is shorter than
@@ -90,15 +95,16 @@ func run(app *fx.App, m *lifecycle.Manager) int {
 		}
 	}
 	reason := "stop requested"
+	aborted := isAbort(m) // before Shutdown, which requests a stop itself
 	if startErr != nil {
 		reason = "start failed: " + startErr.Error()
 	}
 	r := m.Shutdown(context.Background(), reason) // the drain, before any OnStop
-	stopErr := stop(app, r.Forced)
+	stopErr := stop(app, m, r.Forced)
 
 	code := r.ExitCode
 	switch {
-	case startErr != nil && !isAbort(m):
+	case startErr != nil && !aborted:
 		code = max(code, lifecycle.ExitStartFailed)
 	case stopErr != nil && code == lifecycle.ExitClean:
 		code = lifecycle.ExitHookFailed
@@ -144,11 +150,18 @@ func Abortable(m *lifecycle.Manager, fn func(ctx context.Context) error) func(ct
 	}
 }
 
-// stop runs app.Stop under StopTimeout; a forced drain (second signal)
-// cancels it too, so fx's OnStop hooks are told not to wait.
-func stop(app *fx.App, forced bool) error {
+// stop runs app.Stop for what is left of the drain's budget, so the
+// process still exits by DRAIN_TIMEOUT (StopTimeout only bounds it further);
+// a forced or overrun drain leaves nothing, so fx's OnStop hooks are told
+// not to wait.
+func stop(app *fx.App, m *lifecycle.Manager, forced bool) error {
 	ctx, cancel := context.WithTimeout(context.Background(), app.StopTimeout())
 	defer cancel()
+	if deadline, ok := m.Deadline(); ok {
+		var cancelDeadline context.CancelFunc
+		ctx, cancelDeadline = context.WithDeadline(ctx, deadline)
+		defer cancelDeadline()
+	}
 	if forced {
 		cancel()
 	}
@@ -173,4 +186,15 @@ func withCancelOn(ctx context.Context, ch <-chan struct{}, fn func(context.Conte
 	defer wg.Wait()
 	defer close(done)
 	return fn(ctx)
+}
+
+// StopMargin is what [StopTimeoutFor] adds to DRAIN_TIMEOUT: time for the
+// OnStop hooks that run after the drain (closing clients).
+const StopMargin = 5 * time.Second
+
+// StopTimeoutFor returns fx.StopTimeout(cfg.DrainTimeout + StopMargin), the
+// top-level option [Run] checks for. Read the config before fx.New to use
+// it (lifecycle.ConfigFromEnv), since fx takes the option only there.
+func StopTimeoutFor(cfg lifecycle.Config) fx.Option {
+	return fx.StopTimeout(cfg.WithDefaults().DrainTimeout + StopMargin)
 }

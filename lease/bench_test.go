@@ -2,6 +2,8 @@ package lease
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/base64"
 	"fmt"
 	"runtime"
 	"sync"
@@ -14,12 +16,16 @@ import (
 )
 
 // benchManager starts a manager on a fresh server whose renewer never
-// ticks during the benchmark (TTL 1h): the benchmark drives renewal.
-func benchManager(b *testing.B) (*Manager, *redis.Client) {
+// ticks during the benchmark (TTL 1h): the benchmark drives renewal. The
+// client has go-redis defaults but for the two settings the lease package
+// requires (at most one retry, context deadlines honoured). It also
+// returns a client with plain defaults, as a redislock user would create.
+func benchManager(b *testing.B) (*Manager, *redis.Client, *redis.Client) {
 	b.Helper()
 	s := redistest.Start(b)
-	c := redis.NewClient(&redis.Options{Addr: s.Addr, MaxRetries: 1, ContextTimeoutEnabled: true, PoolSize: 32})
-	b.Cleanup(func() { _ = c.Close() })
+	c := redis.NewClient(&redis.Options{Addr: s.Addr, MaxRetries: 1, ContextTimeoutEnabled: true})
+	plain := redis.NewClient(&redis.Options{Addr: s.Addr})
+	b.Cleanup(func() { _ = c.Close(); _ = plain.Close() })
 	m, err := New(c, Config{Node: "bench", TTL: time.Hour})
 	if err != nil {
 		b.Fatal(err)
@@ -28,7 +34,7 @@ func benchManager(b *testing.B) (*Manager, *redis.Client) {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { _ = m.Stop(context.Background()) })
-	return m, c
+	return m, c, plain
 }
 
 // acquireN acquires n rooms in pipelined batches of concurrent Acquires.
@@ -54,25 +60,29 @@ func acquireN(b *testing.B, m *Manager, n int) []*Lease {
 	return ls
 }
 
-// BenchmarkRenew renews N held leases per op: as one pipeline (what the
-// renewer does each tick), one call per lease, and one call per lease from
-// 16 goroutines.
+// BenchmarkRenew renews N held leases per op: batched (what the renewer
+// does each tick: one pipeline of multi-key scripts), one script call per
+// lease, and one call per lease from 16 goroutines. 100,000 leases run
+// batched only: the others take seconds per op.
 func BenchmarkRenew(b *testing.B) {
-	for _, n := range []int{100, 1_000, 10_000} {
-		m, c := benchManager(b)
+	for _, n := range []int{100, 1_000, 10_000, 100_000} {
+		m, c, _ := benchManager(b)
 		ls := acquireN(b, m, n)
 		ctx := context.Background()
 		ttl := m.ttlArg.Milliseconds()
 		renewOne := func(l *Lease) {
-			if got, err := renewScript.Run(ctx, c, []string{l.key}, l.value, ttl).Int(); err != nil || got != renewOK {
-				b.Fatalf("renew %s = %d, %v; want 1, nil", l, got, err)
+			var got [1]int8
+			if err := decodeStatuses(renewScript.Run(ctx, c, []string{l.key}, ttl, l.value), got[:]); err != nil || got[0] != renewOK {
+				b.Fatalf("renew %s = %d, %v; want 1, nil", l, got[0], err)
 			}
 		}
 		report := func(b *testing.B, roundTrips int) {
-			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/lease")
+			perOp := float64(b.Elapsed().Nanoseconds()) / float64(b.N)
+			b.ReportMetric(perOp/1e6, "ms/round")
+			b.ReportMetric(perOp/1e3/float64(n), "µs/lease")
 			b.ReportMetric(float64(roundTrips), "round-trips/op")
 		}
-		b.Run(fmt.Sprintf("leases=%d/pipeline", n), func(b *testing.B) {
+		b.Run(fmt.Sprintf("leases=%d/batched", n), func(b *testing.B) {
 			for b.Loop() {
 				if err := m.RenewAll(ctx); err != nil {
 					b.Fatal(err)
@@ -82,7 +92,11 @@ func BenchmarkRenew(b *testing.B) {
 				b.Fatalf("%d leases held after renewing; want %d", got, n)
 			}
 			report(b, 1)
+			b.ReportMetric(float64((n+maxBatch-1)/maxBatch), "script-calls/op")
 		})
+		if n > 10_000 {
+			continue
+		}
 		b.Run(fmt.Sprintf("leases=%d/one-by-one", n), func(b *testing.B) {
 			for b.Loop() {
 				for _, l := range ls {
@@ -110,43 +124,105 @@ func BenchmarkRenew(b *testing.B) {
 	}
 }
 
-// BenchmarkAcquireRelease measures acquire+release pairs on loopback.
+// pairsPerOp acquire+release pairs make one op, so that a short run
+// (-benchtime 3x) still measures a rate.
+const pairsPerOp = 200
+
+// BenchmarkAcquireRelease measures acquire+release pairs on loopback, and
+// beside them a redislock-style lock (SET NX PX in a script,
+// compare-and-DEL script, random token per obtain) on a client with plain
+// go-redis defaults, as the yardstick.
 func BenchmarkAcquireRelease(b *testing.B) {
-	m, _ := benchManager(b)
+	m, _, plain := benchManager(b)
 	ctx := context.Background()
-	i := 0
-	for b.Loop() {
-		l, err := m.Acquire(ctx, fmt.Sprintf("ar-%d", i%64))
-		if err != nil {
-			b.Fatal(err)
-		}
-		if err := l.Release(ctx); err != nil {
-			b.Fatal(err)
-		}
-		i++
+	report := func(b *testing.B) {
+		b.ReportMetric(float64(b.N*pairsPerOp)/b.Elapsed().Seconds(), "pairs/s")
 	}
-	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "pairs/s")
+	b.Run("lease", func(b *testing.B) {
+		for b.Loop() {
+			for i := range pairsPerOp {
+				l, err := m.Acquire(ctx, benchIDs[i%64])
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := l.Release(ctx); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+		report(b)
+	})
+	b.Run("redislock-style", func(b *testing.B) {
+		var tok [16]byte
+		for b.Loop() {
+			for i := range pairsPerOp {
+				_, _ = rand.Read(tok[:])
+				value := base64.RawURLEncoding.EncodeToString(tok[:])
+				key := "lock:" + benchIDs[i%64]
+				if err := refObtain.Run(ctx, plain, []string{key}, value, time.Hour.Milliseconds()).Err(); err != nil {
+					b.Fatal(err)
+				}
+				if n, err := refRelease.Run(ctx, plain, []string{key}, value).Int(); err != nil || n != 1 {
+					b.Fatalf("release = %d, %v; want 1, nil", n, err)
+				}
+			}
+		}
+		report(b)
+	})
 }
+
+// benchIDs are room ids built once, so the benchmark does not time fmt.
+var benchIDs = func() []string {
+	ids := make([]string, 64)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("ar-%d", i)
+	}
+	return ids
+}()
+
+// The redislock-style yardstick's scripts: obtain (or refresh for the same
+// token), and compare-and-DEL.
+var (
+	refObtain = redis.NewScript(`if redis.call("set", KEYS[1], ARGV[1], "NX", "PX", ARGV[2]) then return 1 end
+if redis.call("get", KEYS[1]) == ARGV[1] then return redis.call("pexpire", KEYS[1], ARGV[2]) end
+return 0`)
+	refRelease = redis.NewScript(`if redis.call("get", KEYS[1]) == ARGV[1] then return redis.call("del", KEYS[1]) end
+return 0`)
+)
+
+// leasesPerOp leases are acquired per op of BenchmarkHeldLeaseMemory, so
+// that a short run still averages over many.
+const leasesPerOp = 1000
 
 // BenchmarkHeldLeaseMemory reports the heap a held lease costs the
 // process (the Lease, its context, channel, strings and map entry).
 func BenchmarkHeldLeaseMemory(b *testing.B) {
-	m, _ := benchManager(b)
+	m, _, _ := benchManager(b)
 	ctx := context.Background()
+	ids := make([]string, 0, leasesPerOp)
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
 	i := 0
 	for b.Loop() {
-		if _, err := m.Acquire(ctx, fmt.Sprintf("mem-%08d", i)); err != nil {
-			b.Fatal(err)
+		b.StopTimer()
+		ids = ids[:0]
+		for range leasesPerOp {
+			ids = append(ids, fmt.Sprintf("mem-%08d", i))
+			i++
 		}
-		i++
+		b.StartTimer()
+		for _, id := range ids {
+			if _, err := m.Acquire(ctx, id); err != nil {
+				b.Fatal(err)
+			}
+		}
 	}
+	ids = nil
 	runtime.GC()
 	runtime.ReadMemStats(&after)
-	if got := len(m.Held()); got != b.N {
-		b.Fatalf("%d leases held; want %d", got, b.N)
+	if got := len(m.Held()); got != i {
+		b.Fatalf("%d leases held; want %d", got, i)
 	}
-	b.ReportMetric(float64(int64(after.HeapAlloc)-int64(before.HeapAlloc))/float64(b.N), "B/lease")
+	b.ReportMetric(float64(int64(after.HeapAlloc)-int64(before.HeapAlloc))/float64(i), "B/lease")
 }

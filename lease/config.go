@@ -61,6 +61,19 @@ type Config struct {
 	// is cancelled and Lost() is closed. It runs on the renewer goroutine:
 	// it must not block.
 	OnLost func(l *Lease, cause error)
+	// OnEnd, if set, is called once for every lease when this node stops
+	// holding it (released, lost, left to expire, or the manager stopped),
+	// right after its context is cancelled (and OnLost, if lost), before
+	// Redis is told: a release's DEL comes after it. An audit log written
+	// here can therefore never show the next owner's acquisition first. It
+	// runs on the goroutine that ended the lease: it must not block.
+	OnEnd func(l *Lease, cause error)
+	// Draining, if set, is a channel closed when the process starts
+	// draining: lifecycle.Manager.Draining(), closed in the same step that
+	// publishes the Draining state. Acquire checks it as well as
+	// BeginDrain, so no acquisition completes after the flip even before
+	// the flip's listeners (which call BeginDrain) have run.
+	Draining <-chan struct{}
 	// Logger receives warnings (heartbeat failures, lost leases); default
 	// slog.Default().
 	Logger *slog.Logger

@@ -34,10 +34,25 @@
 // does) and the new primary's clock is not behind the old one's by more
 // than the time since the last fence (NTP-synchronised servers).
 //
+// Acquire is one EVALSHA (the scripts are loaded at Start) and Release one
+// more: two round trips per acquire+release pair.
+//
 // One renewer goroutine per Manager renews every held lease each
-// RenewInterval (TTL/3) in one pipeline: one round trip per Redis node. The
-// renew script is compare-and-PEXPIRE: 1 renewed, 0 gone, -1 taken. It
-// never re-creates a missing key.
+// RenewInterval (TTL/3) in one pipeline: one round trip per Redis node,
+// with the node heartbeat in the same pipeline. The renew script is a
+// batched compare-and-PEXPIRE: it takes up to 500 route keys with the
+// values this Manager wrote and returns one status per key, 1 renewed,
+// 0 gone, -1 taken; it never re-creates a missing key. A standalone or
+// Sentinel client (*redis.Client) puts any leases in one call; a Cluster
+// client only leases of one hash slot (a script may touch one slot), so on
+// Cluster most calls carry few keys but the pipeline still costs one round
+// trip per node; other clients (Ring, custom) send one lease per call. The
+// 500-key cap keeps each script, which blocks the server while it runs,
+// near half a millisecond. A round costs about 2 µs per lease on loopback
+// (10,000 leases in about 20 ms; 100,000 in about 0.2 s), and must fit in
+// CallTimeout (TTL/6): with the 1 s minimum TTL that is roughly 70,000
+// leases per Manager, with the default 10 s TTL far more. The drain's
+// release is the same batched script with compare-and-DEL.
 //
 // # Safety argument
 //
@@ -74,8 +89,9 @@
 // failed or ran out of time is left to expire: an unflushed room is never
 // released, so the next owner recovers it from snapshot and command log
 // with a higher fence. The hook from [Manager.ReleaseHook] (phase Release)
-// stops the renewer, releases in one pipeline the leases that never
-// entered a hand-off, and deletes the heartbeat last.
+// stops the renewer, releases in one pipeline of batched compare-and-DEL
+// calls the leases that never entered a hand-off, and deletes the heartbeat
+// last.
 //
 // # Readiness
 //

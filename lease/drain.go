@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"sync"
 
-	"github.com/redis/go-redis/v9"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/drainkit/drainkit/drain"
@@ -42,7 +41,13 @@ func (e *HandOffError) Unwrap() error { return e.Err }
 
 // HandOff returns a drain hook (phase [drain.Flush]) that runs
 // [Manager.RunHandOff] with fn and concurrency.
+//
+// Building the hook tells the Release hook that rooms are flushed before
+// they move: from then on it leaves any lease the hand-off did not release
+// to expire (say the hand-off was cut off by the deadline before reaching
+// it) instead of releasing an unflushed room.
 func (m *Manager) HandOff(fn func(ctx context.Context, l *Lease) error, concurrency int) drain.Hook {
+	m.handsOff.Store(true)
 	return drain.Hook{
 		Name:  "lease-handoff",
 		Phase: drain.Flush,
@@ -78,12 +83,19 @@ func (m *Manager) RunHandOff(ctx context.Context, fn func(ctx context.Context, l
 			errs = append(errs, err)
 		}
 	}
+	m.handsOff.Store(true)
+	// Take every lease into the hand-off before any fn runs: g.Go blocks at
+	// the concurrency limit, and a lease still merely held when this hook
+	// is abandoned must not look releasable to the Release hook.
+	var mine []*Lease
+	for _, l := range m.snapshot(true) {
+		if l.beginHandOff() { // false: lost or released since the snapshot
+			mine = append(mine, l)
+		}
+	}
 	var g errgroup.Group
 	g.SetLimit(max(concurrency, 1))
-	for _, l := range m.snapshot(true) {
-		if !l.beginHandOff() {
-			continue // lost or released since the snapshot
-		}
+	for _, l := range mine {
 		g.Go(func() error {
 			switch err := m.handOffOne(ctx, l, fn); {
 			case err == nil:
@@ -134,13 +146,14 @@ func (m *Manager) handOffOne(ctx context.Context, l *Lease, fn func(context.Cont
 }
 
 // ReleaseHook returns a drain hook (phase [drain.Release]) that stops the
-// renewer, releases in one pipeline every lease that never entered a
-// hand-off, leaves the leases still in a hand-off (their fn did not finish)
-// to expire, and deletes the node heartbeat last.
+// renewer, deals with every lease still held, and deletes the node
+// heartbeat last.
 //
-// Without a HandOff hook it releases every lease: register HandOff whenever
-// a room has state to flush, since a lease released here is taken to need
-// none.
+// Without a HandOff hook it releases every lease, in one pipeline of
+// batched compare-and-DEL scripts: a lease released here is taken to need
+// no flush. With a HandOff hook built (rooms have state to flush), a lease
+// the hand-off did not release was not flushed, so it is left to expire,
+// never released (DESIGN invariant 6).
 func (m *Manager) ReleaseHook() drain.Hook {
 	return drain.Hook{Name: "lease-release", Phase: drain.Release, Run: m.ReleaseAll}
 }
@@ -151,7 +164,18 @@ func (m *Manager) ReleaseAll(ctx context.Context) error {
 	stopErr := m.stopRenewer(ctx)
 	var release []*Lease
 	for _, l := range m.snapshot(false) {
-		if l.state.Load() == stateHeld && l.end(ErrReleased, false) {
+		if l.state.Load() != stateHeld {
+			continue // in a hand-off that did not finish: left to expire below
+		}
+		if m.handsOff.Load() {
+			// Rooms are flushed before they move, and this one was not
+			// (the hand-off never reached it): invariant 6, let it expire.
+			if l.end(ErrLeftToExpire, true) {
+				m.met.leftToExpire.Inc()
+			}
+			continue
+		}
+		if l.end(ErrReleased, false) {
 			release = append(release, l) // context cancelled before the key goes
 		}
 	}
@@ -160,8 +184,8 @@ func (m *Manager) ReleaseAll(ctx context.Context) error {
 	return errors.Join(stopErr, relErr, m.deleteHeartbeat(ctx))
 }
 
-// releaseBatch compare-and-DELs leases in one pipeline. Leases already gone
-// or taken are not errors.
+// releaseBatch compare-and-DELs leases in one pipeline, in batches as
+// renewal does. Leases already gone or taken are not errors.
 func (m *Manager) releaseBatch(ctx context.Context, leases []*Lease) error {
 	if len(leases) == 0 {
 		return nil
@@ -169,22 +193,23 @@ func (m *Manager) releaseBatch(ctx context.Context, leases []*Lease) error {
 	ctx, cancel := m.callContext(ctx)
 	defer cancel()
 	pipe := m.client.Pipeline()
-	cmds := make([]*redis.Cmd, len(leases))
-	for i, l := range leases {
-		cmds[i] = releaseScript.EvalSha(ctx, pipe, []string{l.key}, l.value)
-	}
-	_, _ = pipe.Exec(ctx)
-	var errs []error
-	for i, c := range cmds {
-		if isNoScript(c.Err()) {
-			c = releaseScript.Eval(ctx, m.client, []string{leases[i].key}, leases[i].value)
+	calls := queueBatches(ctx, pipe, releaseScript, m.batches(leases))
+	if _, err := pipe.Exec(ctx); err != nil {
+		retry := m.client.Pipeline()
+		if requeueNoScript(ctx, retry, releaseScript, calls) {
+			_, _ = retry.Exec(ctx)
 		}
-		n, err := c.Int64()
-		if err != nil {
-			errs = append(errs, fmt.Errorf("lease: release %s: %w", leases[i], err))
+	}
+	decode(calls)
+	var errs []error
+	for _, c := range calls {
+		if c.err != nil {
+			errs = append(errs, fmt.Errorf("lease: release %d leases from %s: %w", len(c.leases), c.leases[0], c.err))
 			continue
 		}
-		_ = m.releaseResult(leases[i], n) // gone or taken: nothing to undo
+		for i, l := range c.leases {
+			_ = m.releaseResult(l, int64(c.status[i])) // gone or taken: nothing to undo
+		}
 	}
 	return errors.Join(errs...)
 }

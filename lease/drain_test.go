@@ -176,15 +176,16 @@ func TestReleaseHookWithoutHandOff(t *testing.T) {
 		order []string
 	)
 	hook := pipelineHook{fn: func(ctx context.Context, cmds []redis.Cmder, next redis.ProcessPipelineHook) error {
-		evals := 0
+		evals, keys := 0, 0
 		for _, c := range cmds {
 			if strings.HasPrefix(c.Name(), "eval") {
 				evals++
+				keys += int(c.Args()[2].(int)) // EVALSHA sha numkeys keys...
 			}
 		}
 		if evals > 0 { // not a connection's set-up pipeline
 			mu.Lock()
-			order = append(order, fmt.Sprintf("pipeline of %d", evals))
+			order = append(order, fmt.Sprintf("pipeline of %d calls, %d keys", evals, keys))
 			mu.Unlock()
 		}
 		return next(ctx, cmds)
@@ -223,7 +224,7 @@ func TestReleaseHookWithoutHandOff(t *testing.T) {
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	if want := []string{"pipeline of 5", "delete heartbeat"}; !slices.Equal(order, want) {
+	if want := []string{"pipeline of 1 calls, 5 keys", "delete heartbeat"}; !slices.Equal(order, want) {
 		t.Fatalf("calls %v; want %v", order, want)
 	}
 	if _, err := m.Acquire(ctx, "late"); !errors.Is(err, ErrDraining) {

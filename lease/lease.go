@@ -31,13 +31,16 @@ type Lease struct {
 	lost   chan struct{}
 	lastOK atomic.Int64 // unix ns when the last confirmed renewal (or the acquire) was sent
 	state  atomic.Int32
+	slot   uint16 // Cluster hash slot of key, for batching (fills state's padding)
 }
 
 func (m *Manager) newLease(id string, fence int64, value string, sent time.Time) *Lease {
 	ctx, cancel := context.WithCancelCause(context.Background())
+	key := m.routeKey(id)
 	l := &Lease{
 		m:      m,
-		key:    m.routeKey(id),
+		key:    key,
+		slot:   keySlot(key),
 		value:  value,
 		fence:  fence,
 		ctx:    ctx,
@@ -84,11 +87,11 @@ func (l *Lease) Release(ctx context.Context) error {
 	l.end(ErrReleased, false)
 	ctx, cancel := l.m.callContext(ctx)
 	defer cancel()
-	n, err := releaseScript.Run(ctx, l.m.client, []string{l.key}, l.value).Int64()
-	if err != nil {
+	var status [1]int8
+	if err := decodeStatuses(releaseScript.Run(ctx, l.m.client, []string{l.key}, l.value), status[:]); err != nil {
 		return fmt.Errorf("lease: release %s: %w", l.key, err)
 	}
-	return l.m.releaseResult(l, n)
+	return l.m.releaseResult(l, int64(status[0]))
 }
 
 // begin moves a held lease into hand-off; false if it is not held.
@@ -121,6 +124,9 @@ func (l *Lease) end(cause error, lost bool) bool {
 		if f := l.m.cfg.OnLost; f != nil {
 			f(l, cause)
 		}
+	}
+	if f := l.m.cfg.OnEnd; f != nil {
+		f(l, cause)
 	}
 	return true
 }

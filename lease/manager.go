@@ -20,22 +20,25 @@ import (
 // goroutine, and gives them up on drain. Create it with [New], then
 // [Manager.Start] it.
 type Manager struct {
-	client redis.UniversalClient
-	cfg    Config
-	holder string // random per Manager: a restarted process never mistakes an old lease for its own
-	prefix string // node|holder|, the start of every route value we write
-	met    *metrics
-	now    func() time.Time // time.Now; tests may replace it before Start
+	client   redis.UniversalClient
+	grouping grouping // which leases may share a renew or release script call
+	cfg      Config
+	holder   string // random per Manager: a restarted process never mistakes an old lease for its own
+	prefix   string // node|holder|, the start of every route value we write
+	met      *metrics
+	now      func() time.Time // time.Now; tests may replace it before Start
 
 	ttlArg, lostAfter time.Duration
 
 	draining    atomic.Bool
+	handsOff    atomic.Bool   // a hand-off hook exists: the Release hook must not release unflushed leases
 	drainSignal chan struct{} // size 1: asks the renewer to mark the heartbeat draining
 
 	mu       sync.Mutex
 	leases   map[string]*Lease
 	flights  singleflight.Group // one acquire script per room at a time
 	running  bool
+	started  bool // Start wrote the heartbeat: only then is there one to delete
 	stopped  bool
 	stopReq  chan struct{}      // closed to ask the renewer to finish its round and exit
 	stopRun  context.CancelFunc // cancels the renewer's calls when Stop's ctx runs out
@@ -61,6 +64,7 @@ func New(client redis.UniversalClient, cfg Config) (*Manager, error) {
 	holder := hex.EncodeToString(b[:])
 	m := &Manager{
 		client:      client,
+		grouping:    groupingFor(client),
 		cfg:         cfg,
 		holder:      holder,
 		prefix:      cfg.Node + "|" + holder + "|",
@@ -96,7 +100,7 @@ func (m *Manager) Start(ctx context.Context) error {
 	}
 	runCtx, cancel := context.WithCancel(context.Background())
 	m.mu.Lock()
-	m.running, m.stopReq, m.stopRun, m.done = true, make(chan struct{}), cancel, make(chan struct{})
+	m.running, m.started, m.stopReq, m.stopRun, m.done = true, true, make(chan struct{}), cancel, make(chan struct{})
 	m.mu.Unlock()
 	go m.renewLoop(runCtx, m.stopReq, m.done)
 	return nil
@@ -168,7 +172,13 @@ func (m *Manager) abandonAll() {
 // a lifecycle listener at the flip; the renewer marks the heartbeat
 // draining promptly after.
 func (m *Manager) BeginDrain() {
-	if m.draining.Swap(true) {
+	// Under mu, so an acquisition registering a lease either finished
+	// before this (and its lease is handed over with the rest) or sees the
+	// gate closed and releases what it got.
+	m.mu.Lock()
+	already := m.draining.Swap(true)
+	m.mu.Unlock()
+	if already {
 		return
 	}
 	select {
@@ -177,8 +187,19 @@ func (m *Manager) BeginDrain() {
 	}
 }
 
-// Draining reports whether BeginDrain ran.
-func (m *Manager) Draining() bool { return m.draining.Load() }
+// Draining reports whether the gate is closed: BeginDrain ran, or
+// [Config].Draining is closed.
+func (m *Manager) Draining() bool {
+	if m.draining.Load() {
+		return true
+	}
+	select {
+	case <-m.cfg.Draining: // a nil channel never answers: no external gate
+		return true
+	default:
+		return false
+	}
+}
 
 // Acquire takes the lease on room id for this node. While this Manager
 // holds the room, Acquire returns the same *Lease without touching Redis,
@@ -197,7 +218,7 @@ func (m *Manager) Acquire(ctx context.Context, id string) (*Lease, error) {
 	if err := ValidateID(id); err != nil {
 		return nil, err
 	}
-	if m.draining.Load() {
+	if m.Draining() {
 		return nil, ErrDraining
 	}
 	if l, err := m.local(id); l != nil || err != nil {
@@ -256,10 +277,10 @@ func (m *Manager) acquire(ctx context.Context, id string) (*Lease, error) {
 // lease outlives the flip unseen by the drain.
 func (m *Manager) register(ctx context.Context, l *Lease) (*Lease, error) {
 	m.mu.Lock()
-	if m.draining.Load() || !m.running {
+	if draining := m.Draining(); draining || !m.running {
 		m.mu.Unlock()
 		err := ErrNotRunning
-		if m.draining.Load() {
+		if draining {
 			err = ErrDraining
 		}
 		if rerr := l.Release(context.WithoutCancel(ctx)); rerr != nil && !errors.Is(rerr, ErrNotHeld) {

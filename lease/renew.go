@@ -20,7 +20,6 @@ const (
 	renewOK     = 1
 	renewGone   = 0
 	renewStolen = -1
-	renewFailed = 2 // no reply: the call failed or timed out
 )
 
 // renewLoop is the renewer goroutine. It wakes at each tick and at the
@@ -91,81 +90,73 @@ func (m *Manager) heartbeatTick(ctx context.Context) {
 }
 
 // RenewAll renews every held lease and the node heartbeat in one pipeline:
-// one round trip per Redis node. A lease Redis reports gone or taken is
-// lost at once; a lease whose renewal failed keeps its last confirmed time
-// and is lost when that grows older than TTL·2/3. The renewer calls it
-// each tick; it is exported for benchmarks and for callers that drive
-// renewal themselves. ctx bounds the call (the caller's deadline, not
-// CallTimeout, applies).
+// one round trip per Redis node. Leases go in batches of up to 500 per
+// script call (on Cluster, batches of one hash slot). A lease Redis reports
+// gone or taken is lost at once; a lease whose renewal failed keeps its
+// last confirmed time and is lost when that grows older than TTL·2/3. The
+// renewer calls it each tick; it is exported for benchmarks and for
+// callers that drive renewal themselves. ctx bounds the call (the caller's
+// deadline, not CallTimeout, applies).
 func (m *Manager) RenewAll(ctx context.Context) error {
 	leases := m.snapshot(false)
 	sent := m.now()
 	start := time.Now()
-	codes, hbErr, err := m.renewPipeline(ctx, leases)
+	calls, hbErr, err := m.renewPipeline(ctx, leases)
 	m.met.renewDuration.Observe(time.Since(start).Seconds())
 	m.noteHeartbeat(hbErr)
 	renewed := 0
-	for i, l := range leases {
-		switch codes[i] {
-		case renewOK:
-			l.lastOK.Store(sent.UnixNano())
-			renewed++
-		case renewGone:
-			l.end(lostError("expired in Redis"), true)
-		case renewStolen:
-			l.end(lostError("taken by another holder"), true)
+	var errs []error
+	for _, c := range calls {
+		if c.err != nil {
+			errs = append(errs, c.err) // these leases keep their last confirmed time
+			continue
+		}
+		for i, l := range c.leases {
+			switch c.status[i] {
+			case renewOK:
+				l.lastOK.Store(sent.UnixNano())
+				renewed++
+			case renewGone:
+				l.end(lostError("expired in Redis"), true)
+			case renewStolen:
+				l.end(lostError("taken by another holder"), true)
+			}
 		}
 	}
 	m.met.renewed.Add(float64(renewed))
+	if err == nil && len(errs) > 0 {
+		err = fmt.Errorf("lease: renew: %w", errors.Join(errs...))
+	}
 	return err
 }
 
-// renewPipeline sends one renew per lease and the heartbeat in one
-// pipeline and returns each lease's reply code, the heartbeat's error and
-// the first error. Scripts the server forgot (restart, failover) are sent
+// renewPipeline sends the renew batches and the heartbeat in one pipeline
+// and returns the decoded calls, the heartbeat's error and the pipeline's
+// first error. Scripts the server forgot (restart, failover) are sent
 // again with EVAL, which also caches them for the next tick.
-func (m *Manager) renewPipeline(ctx context.Context, leases []*Lease) ([]int8, error, error) {
-	ttl := any(m.ttlArg.Milliseconds())
-	cmds := make([]*redis.Cmd, len(leases))
+func (m *Manager) renewPipeline(ctx context.Context, leases []*Lease) ([]batchCall, error, error) {
 	pipe := m.client.Pipeline()
-	for i, l := range leases {
-		cmds[i] = renewScript.EvalSha(ctx, pipe, []string{l.key}, l.value, ttl)
-	}
+	calls := queueBatches(ctx, pipe, renewScript, m.batches(leases), m.ttlArg.Milliseconds())
 	hb := heartbeatScript.EvalSha(ctx, pipe, []string{m.nodeKey()}, m.heartbeatArgs()...)
 	_, err := pipe.Exec(ctx)
 
 	if err != nil {
 		retry := m.client.Pipeline()
-		for i, c := range cmds {
-			if isNoScript(c.Err()) {
-				cmds[i] = renewScript.Eval(ctx, retry, []string{leases[i].key}, leases[i].value, ttl)
-			}
-		}
+		queued := requeueNoScript(ctx, retry, renewScript, calls)
 		if isNoScript(hb.Err()) {
 			hb = heartbeatScript.Eval(ctx, retry, []string{m.nodeKey()}, m.heartbeatArgs()...)
+			queued = true
 		}
-		if retry.Len() > 0 {
+		if queued {
 			_, err = retry.Exec(ctx)
 		}
 	}
-
-	codes := make([]int8, len(leases))
-	for i, c := range cmds {
-		n, cerr := c.Int64()
-		switch {
-		case cerr != nil:
-			codes[i] = renewFailed
-		case n == renewOK || n == renewGone || n == renewStolen:
-			codes[i] = int8(n)
-		default:
-			codes[i] = renewFailed
-		}
-	}
+	decode(calls)
 	hbErr := hb.Err()
 	if errors.Is(hbErr, redis.Nil) {
 		hbErr = nil // no previous holder
 	}
-	return codes, hbErr, err
+	return calls, hbErr, err
 }
 
 func isNoScript(err error) bool { return err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") }
@@ -174,7 +165,7 @@ func isNoScript(err error) bool { return err != nil && redis.HasErrorPrefix(err,
 // drain gate, so every write after BeginDrain says draining.
 func (m *Manager) heartbeatArgs() []any {
 	state := stateActive
-	if m.draining.Load() {
+	if m.Draining() {
 		state = stateDraining
 	}
 	return []any{m.holder, state, m.cfg.Addr, m.ttlArg.Milliseconds()}
@@ -220,6 +211,12 @@ func (m *Manager) noteHeartbeat(err error) {
 
 // deleteHeartbeat deletes the heartbeat if it is still ours.
 func (m *Manager) deleteHeartbeat(ctx context.Context) error {
+	m.mu.Lock()
+	started := m.started
+	m.mu.Unlock()
+	if !started { // a start that failed: no heartbeat of ours, nothing to tell Redis
+		return nil
+	}
 	ctx, cancel := m.callContext(ctx)
 	defer cancel()
 	if err := heartbeatDeleteScript.Run(ctx, m.client, []string{m.nodeKey()}, m.holder).Err(); err != nil {

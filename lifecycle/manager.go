@@ -187,6 +187,18 @@ func (m *Manager) requestStopLocked(reason string) {
 	}
 }
 
+// Deadline returns when the whole budget ends: DrainTimeout after the stop
+// was first requested. ok is false until a stop was requested. Work done
+// after the drain (a framework closing clients) should end by then too.
+func (m *Manager) Deadline() (deadline time.Time, ok bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.stopAt.IsZero() {
+		return time.Time{}, false
+	}
+	return m.stopAt.Add(m.cfg.DrainTimeout), true
+}
+
 // Force skips what is left of the drain: hook contexts are cancelled
 // (servers are stopped without waiting) and later phases are skipped. A
 // Force before Shutdown makes the coming drain forced from its start.
@@ -240,7 +252,8 @@ func (m *Manager) transition(to State, reason string) error {
 }
 
 // Shutdown drains the process once: it flips to Draining (listeners run),
-// keeps serving for the propagation delay, runs the drain hooks phase by
+// keeps serving for the propagation delay (skipped when the process never
+// reached Running: no load balancer has it), runs the drain hooks phase by
 // phase, flips to Stopped and logs the report. The deadline is DrainTimeout
 // after the stop was first requested, or ctx's deadline if earlier;
 // cancelling ctx, like Force, skips what is left.
@@ -257,6 +270,7 @@ func (m *Manager) shutdown(ctx context.Context, reason string) *Report {
 	reason, deadline := m.stopWhy, m.stopAt.Add(m.cfg.DrainTimeout)
 	m.mu.Unlock()
 
+	wasRunning := m.State() == Running
 	_ = m.transition(Draining, reason) // fails only from Stopped, which Once rules out
 	dctx, cancelDeadline := context.WithDeadline(ctx, deadline)
 	defer cancelDeadline()
@@ -271,7 +285,9 @@ func (m *Manager) shutdown(ctx context.Context, reason string) *Report {
 		cancel()
 	}
 
-	m.delay(dctx)
+	if wasRunning { // never ready, never in a load balancer: nothing to wait for
+		m.delay(dctx)
+	}
 	rep := drain.Run(dctx, reason, hooks, drain.OnPhase(func(p drain.Phase, n int) {
 		m.log.Info("drain phase", slog.String("service", m.cfg.Service), slog.String("node_id", m.cfg.NodeID),
 			slog.String("stage", p.String()), slog.Int("hooks", n), slog.Float64("elapsed_ms", msOf(time.Since(m.stopAt))))

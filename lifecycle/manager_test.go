@@ -237,9 +237,11 @@ func TestSignalDuringStartAbortsAndStopsWhatStarted(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHarness(t, lifecycle.Config{DrainTimeout: 10 * time.Second, DrainDelay: time.Second})
 		var stopped []string
+		var stoppedAt time.Time
 		h.OnStart(func(ctx context.Context) error {
 			return h.AddHook(drain.Hook{Name: "db.close", Phase: drain.Close, Run: func(context.Context) error {
 				stopped = append(stopped, "db")
+				stoppedAt = time.Now()
 				return nil
 			}})
 		})
@@ -256,9 +258,11 @@ func TestSignalDuringStartAbortsAndStopsWhatStarted(t *testing.T) {
 
 		reports := h.run()
 		<-second
+		signalled := time.Now()
 		h.sig <- syscall.SIGTERM
 		r := <-reports
 		assert.Equal(t, []string{"db"}, stopped, "what started is stopped")
+		assert.Equal(t, signalled, stoppedAt, "no propagation delay: the process was never ready")
 		assert.False(t, thirdRan, "start steps after the signal are skipped")
 		assert.Equal(t, []string{"draining", "stopped"}, states, "never Running")
 		assert.Equal(t, lifecycle.ExitClean, r.ExitCode)

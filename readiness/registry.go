@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -115,8 +116,22 @@ func (r *Registry) Close(ctx context.Context) error {
 	case <-done:
 		return nil
 	case <-ctx.Done():
-		return fmt.Errorf("readiness: close: checks still running: %w", ctx.Err())
+		return fmt.Errorf("readiness: close: checks ignoring their context still running: %s: %w",
+			strings.Join(r.stuck(), ", "), ctx.Err())
 	}
+}
+
+// stuck names the checks whose Probe call is still running, with how long.
+func (r *Registry) stuck() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var names []string
+	for _, e := range r.entries {
+		if e.running != nil {
+			names = append(names, fmt.Sprintf("%s (running %v)", e.check.Name, time.Since(e.running.started).Round(time.Millisecond)))
+		}
+	}
+	return names
 }
 
 // results returns an evaluation no older than CacheTTL, or, while a refresh

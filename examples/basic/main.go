@@ -23,6 +23,7 @@ import (
 
 	"github.com/drainkit/drainkit/drain"
 	"github.com/drainkit/drainkit/lifecycle"
+	"github.com/drainkit/drainkit/readiness"
 )
 
 func main() {
@@ -52,17 +53,18 @@ func main() {
 		case <-r.Context().Done():
 		}
 	})
-	mux.HandleFunc("/healthz/ready", func(w http.ResponseWriter, r *http.Request) {
-		if m.State() != lifecycle.Running {
-			http.Error(w, m.State().String(), http.StatusServiceUnavailable)
-			return
-		}
-		_, _ = io.WriteString(w, "ok\n")
-	})
+	health, err := readiness.New(readiness.Config{Service: envOr("SERVICE_NAME", "basic"), NodeID: cfg.NodeID,
+		ReadyTimeout: cfg.ReadyTimeout, Logger: log}, m)
+	if err != nil {
+		log.Error("bad configuration", "err", err)
+		os.Exit(lifecycle.ExitConfig)
+	}
+	health.Mount(mux) // /healthz/live, /healthz/ready: 503 from the flip on
 	srv := &http.Server{Handler: m.Tracker().Middleware(mux)}
 	if err := m.AddHook(drain.HTTPHooks("http", srv, m.Tracker())...); err != nil {
 		panic(err) // a wiring bug, not a runtime condition
 	}
+	_ = m.AddHook(drain.Hook{Name: "readiness.close", Phase: drain.Close, Timeout: cfg.ReadyTimeout, Run: health.Close})
 	if os.Getenv("HANG_HOOK") == "1" {
 		_ = m.AddHook(drain.Hook{Name: "stuck-flush", Phase: drain.Flush, Run: func(context.Context) error {
 			select {} // ignores its context on purpose

@@ -16,19 +16,21 @@ if cur then
   end
   code = 2
 end
--- The fence is an INCR whose floor is the server clock in microseconds, so a
--- lost counter (failover, eviction, deletion) still yields a larger fence than
--- any issued before, as long as a room gets fewer than one fence per
--- microsecond. Built as a string: no float rounding.
+-- The fence is the counter plus one, with a floor: the server clock in
+-- microseconds, so a lost counter (failover, eviction, deletion) still
+-- yields a larger fence than any issued before, as long as a room gets
+-- fewer than one fence per microsecond. max(counter, floor) + 1 then one
+-- SET with the retention is the INCR-with-floor in two calls instead of
+-- four (GET, SET floor, INCR, PEXPIRE): acquire is on every room's path.
+-- Lua numbers are doubles: exact below 2^53 (about 285 years of
+-- microseconds since 1970); '%.0f' prints all digits.
 local t = redis.call('TIME')
-local floor = t[1] .. string.format('%06d', tonumber(t[2]))
-local counter = redis.call('GET', KEYS[2])
-if not counter or tonumber(counter) < tonumber(floor) then
-  redis.call('SET', KEYS[2], floor)
+local fence = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local counter = tonumber(redis.call('GET', KEYS[2]))
+if counter and counter > fence then
+  fence = counter
 end
--- Lua numbers are doubles printed with %.14g; '%.0f' keeps all digits
--- (exact below 2^53, about 285 years of microseconds since 1970).
-local fence = string.format('%.0f', redis.call('INCR', KEYS[2]))
-redis.call('PEXPIRE', KEYS[2], ARGV[4])
+fence = string.format('%.0f', fence + 1)
+redis.call('SET', KEYS[2], fence, 'PX', ARGV[4])
 redis.call('SET', KEYS[1], ARGV[1] .. '|' .. ARGV[2] .. '|' .. fence, 'PX', ARGV[3])
 return {code, fence}

@@ -1,0 +1,275 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/drainkit/drainkit/examples/room-service/roompb"
+)
+
+// newAPI returns the API over started backends at addrs.
+func newAPI(t *testing.T, addrs ...string) *api {
+	t.Helper()
+	b := newBackends(Config{Backends: addrs})
+	require.NoError(t, b.Start(context.Background()))
+	t.Cleanup(func() { require.NoError(t, b.Close(context.Background())) })
+	return &api{b: b, timeout: 10 * time.Second, log: quiet()}
+}
+
+// do serves one request and decodes the JSON answer.
+func do(t *testing.T, h http.Handler, method, path, body string) (*httptest.ResponseRecorder, map[string]any) {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(method, path, strings.NewReader(body)))
+	var got map[string]any
+	require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &got), "body %q", rec.Body.String())
+	assert.Equal(t, "application/json", rec.Header().Get("Content-Type"))
+	return rec, got
+}
+
+func applyAnswer(s roompb.ApplyResponse_Status, seq int64) func(context.Context, *roompb.ApplyRequest) (*roompb.ApplyResponse, error) {
+	return func(context.Context, *roompb.ApplyRequest) (*roompb.ApplyResponse, error) {
+		return &roompb.ApplyResponse{Status: s, Seq: seq}, nil
+	}
+}
+
+func TestBadRequestsAreNotForwarded(t *testing.T) {
+	rooms := &testRooms{apply: applyAnswer(roompb.ApplyResponse_APPLIED, 1)}
+	h := newAPI(t, startBackend(t, rooms).addr).routes()
+	tests := []struct {
+		name, method, path, body string
+		wantCode                 int
+		wantErr                  string
+	}{
+		{"room id with a dot", "POST", "/api/v1/rooms/a.b/commands", `{"command_id":"c1"}`, 400, "room id"},
+		{"room id with braces", "POST", "/api/v1/rooms/%7Bx%7D/commands", `{"command_id":"c1"}`, 400, "room id"},
+		{"room id too long", "POST", "/api/v1/rooms/" + strings.Repeat("r", 65) + "/commands", `{"command_id":"c1"}`, 400, "room id"},
+		{"malformed JSON", "POST", "/api/v1/rooms/r1/commands", `{"command_id":`, 400, "malformed JSON"},
+		{"not an object", "POST", "/api/v1/rooms/r1/commands", `["c1"]`, 400, "malformed JSON"},
+		{"empty body", "POST", "/api/v1/rooms/r1/commands", ``, 400, "malformed JSON"},
+		{"data after the object", "POST", "/api/v1/rooms/r1/commands", `{"command_id":"c1"} {}`, 400, "after the object"},
+		{"missing command_id", "POST", "/api/v1/rooms/r1/commands", `{"op":"x"}`, 400, "command_id is required"},
+		{"null body", "POST", "/api/v1/rooms/r1/commands", `null`, 400, "command_id is required"},
+		{"unknown field", "POST", "/api/v1/rooms/r1/commands", `{"commandId":"c1"}`, 400, "unknown field"},
+		{"command_id with a space", "POST", "/api/v1/rooms/r1/commands", `{"command_id":"c 1"}`, 400, "command_id"},
+		{"command_id not a string", "POST", "/api/v1/rooms/r1/commands", `{"command_id":7}`, 400, "malformed JSON"},
+		{"op too long", "POST", "/api/v1/rooms/r1/commands", `{"command_id":"c1","op":"` + strings.Repeat("o", maxOpLen+1) + `"}`, 400, "op is 4097 bytes"},
+		{"body too large", "POST", "/api/v1/rooms/r1/commands", `{"command_id":"c1","op":"` + strings.Repeat("o", maxBodyLen) + `"}`, 413, "body exceeds"},
+		{"get with a bad room id", "GET", "/api/v1/rooms/a%20b", ``, 400, "room id"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rec, got := do(t, h, tt.method, tt.path, tt.body)
+			assert.Equal(t, tt.wantCode, rec.Code, "got %d; want %d (body %s)", rec.Code, tt.wantCode, rec.Body)
+			assert.Contains(t, got["error"], tt.wantErr)
+		})
+	}
+	assert.Zero(t, rooms.calls(), "got %d backend calls; want none", rooms.calls())
+}
+
+func TestForwarding(t *testing.T) {
+	tests := []struct {
+		name     string
+		apply    func(context.Context, *roompb.ApplyRequest) (*roompb.ApplyResponse, error)
+		wantCode int
+		want     map[string]any
+		wantErr  string
+		calls    int64
+	}{
+		{name: "applied", apply: applyAnswer(roompb.ApplyResponse_APPLIED, 7), wantCode: 200,
+			want: map[string]any{"status": "applied", "seq": 7.0}, calls: 1},
+		{name: "duplicate", apply: applyAnswer(roompb.ApplyResponse_DUPLICATE, 3), wantCode: 200,
+			want: map[string]any{"status": "duplicate", "seq": 3.0}, calls: 1},
+		{name: "invalid argument", apply: fails(codes.InvalidArgument), wantCode: 400, wantErr: "InvalidArgument", calls: 1},
+		{name: "internal", apply: fails(codes.Internal), wantCode: 502, wantErr: "Internal", calls: 1},
+		{name: "deadline", apply: fails(codes.DeadlineExceeded), wantCode: 504, wantErr: "DeadlineExceeded", calls: 1},
+		{name: "unspecified status", apply: applyAnswer(roompb.ApplyResponse_STATUS_UNSPECIFIED, 0), wantCode: 502,
+			wantErr: "STATUS_UNSPECIFIED", calls: 1},
+		{name: "redirect to a malformed address", apply: redirectTo("n2", "nowhere"), wantCode: 502,
+			wantErr: `address "nowhere"`, calls: 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rooms := &testRooms{apply: tt.apply}
+			h := newAPI(t, startBackend(t, rooms).addr).routes()
+			rec, got := do(t, h, "POST", "/api/v1/rooms/r1/commands", `{"command_id":"c1","op":"hi"}`)
+			assert.Equal(t, tt.wantCode, rec.Code, "got %d; want %d (body %s)", rec.Code, tt.wantCode, rec.Body)
+			if tt.want != nil {
+				assert.Equal(t, tt.want, got)
+			} else {
+				assert.Contains(t, got["error"], tt.wantErr)
+			}
+			assert.Equal(t, tt.calls, rooms.applies.Load(), "backend calls")
+		})
+	}
+}
+
+func fails(c codes.Code) func(context.Context, *roompb.ApplyRequest) (*roompb.ApplyResponse, error) {
+	return func(context.Context, *roompb.ApplyRequest) (*roompb.ApplyResponse, error) {
+		return nil, status.Error(c, c.String()+" from the backend")
+	}
+}
+
+func redirectTo(node, addr string) func(context.Context, *roompb.ApplyRequest) (*roompb.ApplyResponse, error) {
+	return func(context.Context, *roompb.ApplyRequest) (*roompb.ApplyResponse, error) {
+		return &roompb.ApplyResponse{Status: roompb.ApplyResponse_REDIRECT, OwnerNode: node, OwnerAddr: addr}, nil
+	}
+}
+
+func TestForwardedRequestCarriesTheCommand(t *testing.T) {
+	got := make(chan *roompb.ApplyRequest, 1)
+	rooms := &testRooms{apply: func(_ context.Context, req *roompb.ApplyRequest) (*roompb.ApplyResponse, error) {
+		got <- req
+		return &roompb.ApplyResponse{Status: roompb.ApplyResponse_APPLIED, Seq: 1}, nil
+	}}
+	h := newAPI(t, startBackend(t, rooms).addr).routes()
+	rec, _ := do(t, h, "POST", "/api/v1/rooms/room-1_A/commands", `{"command_id":"cmd-9","op":"say \"hi\""}`)
+	require.Equal(t, 200, rec.Code, rec.Body.String())
+	req := <-got
+	assert.Equal(t, "room-1_A", req.GetRoomId())
+	assert.Equal(t, "cmd-9", req.GetCommandId())
+	assert.Equal(t, `say "hi"`, req.GetOp())
+}
+
+func TestRedirectIsFollowedOnce(t *testing.T) {
+	owner := startBackend(t, &testRooms{apply: applyAnswer(roompb.ApplyResponse_APPLIED, 11)})
+	first := startBackend(t, &testRooms{apply: redirectTo("node-b", owner.addr)})
+	h := newAPI(t, first.addr).routes() // the owner is not in the balanced list
+	// The second and third requests reuse the cached owner connection.
+	for i := range 3 {
+		rec, got := do(t, h, "POST", "/api/v1/rooms/r1/commands", `{"command_id":"c1"}`)
+		require.Equal(t, 200, rec.Code, rec.Body.String())
+		assert.Equal(t, map[string]any{"status": "applied", "seq": 11.0}, got)
+		assert.Equal(t, int64(i+1), first.rooms.applies.Load(), "calls to the first backend")
+		assert.Equal(t, int64(i+1), owner.rooms.applies.Load(), "calls to the owner")
+	}
+}
+
+func TestSecondRedirectIsRetryable(t *testing.T) {
+	third := startBackend(t, &testRooms{apply: applyAnswer(roompb.ApplyResponse_APPLIED, 1)})
+	owner := startBackend(t, &testRooms{apply: redirectTo("node-c", third.addr)})
+	first := startBackend(t, &testRooms{apply: redirectTo("node-b", owner.addr)})
+	h := newAPI(t, first.addr).routes()
+	rec, got := do(t, h, "POST", "/api/v1/rooms/r1/commands", `{"command_id":"c1"}`)
+	assert.Equal(t, http.StatusServiceUnavailable, rec.Code, rec.Body.String())
+	assert.Equal(t, "1", rec.Header().Get("Retry-After"))
+	assert.Contains(t, got["error"], "owner changed")
+	assert.Equal(t, int64(1), owner.rooms.applies.Load())
+	assert.Zero(t, third.rooms.applies.Load(), "got %d calls to the third node; want 0: a redirect is followed once", third.rooms.applies.Load())
+}
+
+func TestUnavailableIsRetriedOnceThen503(t *testing.T) {
+	rooms := &testRooms{
+		apply: fails(codes.Unavailable),
+		get: func(context.Context, *roompb.GetRoomRequest) (*roompb.Room, error) {
+			return nil, status.Error(codes.Unavailable, "draining")
+		},
+	}
+	h := newAPI(t, startBackend(t, rooms).addr).routes()
+	for _, r := range []struct{ method, path, body string }{
+		{"POST", "/api/v1/rooms/r1/commands", `{"command_id":"c1"}`},
+		{"GET", "/api/v1/rooms/r1", ""},
+	} {
+		before := rooms.calls()
+		rec, got := do(t, h, r.method, r.path, r.body)
+		assert.Equal(t, http.StatusServiceUnavailable, rec.Code, "%s %s: %s", r.method, r.path, rec.Body)
+		assert.Equal(t, "1", rec.Header().Get("Retry-After"))
+		assert.NotEmpty(t, got["error"])
+		assert.Equal(t, int64(2), rooms.calls()-before, "%s: one call and one retry", r.method)
+	}
+}
+
+func TestUnavailableRetryGoesToTheNextBackend(t *testing.T) {
+	var refusing atomic.Bool
+	draining := startBackend(t, &testRooms{apply: func(ctx context.Context, req *roompb.ApplyRequest) (*roompb.ApplyResponse, error) {
+		if refusing.Load() {
+			return fails(codes.Unavailable)(ctx, req)
+		}
+		return applyAnswer(roompb.ApplyResponse_APPLIED, 5)(ctx, req)
+	}})
+	healthy := startBackend(t, &testRooms{apply: applyAnswer(roompb.ApplyResponse_APPLIED, 5)})
+	h := newAPI(t, draining.addr, healthy.addr).routes()
+	send := func() {
+		t.Helper()
+		rec, got := do(t, h, "POST", "/api/v1/rooms/r1/commands", `{"command_id":"c1"}`)
+		require.Equal(t, 200, rec.Code, rec.Body.String())
+		assert.Equal(t, "applied", got["status"])
+	}
+	// round_robin spreads only over backends that are ready: send (a
+	// bounded number) until both have answered, then start refusing.
+	for i := 0; i < 200 && (draining.rooms.applies.Load() == 0 || healthy.rooms.applies.Load() == 0); i++ {
+		send()
+	}
+	require.Positive(t, draining.rooms.applies.Load()*healthy.rooms.applies.Load(), "both backends in rotation")
+	refusing.Store(true)
+	before := draining.rooms.applies.Load()
+	for range 4 { // at least one of them is first sent to the refusing backend
+		send()
+	}
+	assert.Positive(t, draining.rooms.applies.Load()-before, "the retry hid a refusal")
+}
+
+func TestGetRoom(t *testing.T) {
+	tests := []struct {
+		name string
+		room *roompb.Room
+		want map[string]any
+	}{
+		{"with commands", &roompb.Room{RoomId: "r1", Seq: 2, Fence: 9, CommandIds: []string{"a", "b"}, SnapshotSeq: 1},
+			map[string]any{"room_id": "r1", "seq": 2.0, "fence": 9.0, "command_ids": []any{"a", "b"}, "snapshot_seq": 1.0}},
+		{"empty", &roompb.Room{RoomId: "r1"},
+			map[string]any{"room_id": "r1", "seq": 0.0, "fence": 0.0, "command_ids": []any{}, "snapshot_seq": 0.0}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rooms := &testRooms{get: func(_ context.Context, req *roompb.GetRoomRequest) (*roompb.Room, error) {
+				if req.GetRoomId() != "r1" {
+					return nil, status.Errorf(codes.InvalidArgument, "got room %q; want r1", req.GetRoomId())
+				}
+				return tt.room, nil
+			}}
+			h := newAPI(t, startBackend(t, rooms).addr).routes()
+			rec, got := do(t, h, "GET", "/api/v1/rooms/r1", "")
+			require.Equal(t, 200, rec.Code, rec.Body.String())
+			assert.Equal(t, tt.want, got)
+		})
+	}
+}
+
+func TestOwnerCacheEvictsIdleConnections(t *testing.T) {
+	ownerA := startBackend(t, &testRooms{apply: applyAnswer(roompb.ApplyResponse_APPLIED, 1)})
+	ownerB := startBackend(t, &testRooms{apply: applyAnswer(roompb.ApplyResponse_APPLIED, 2)})
+	// The first backend redirects to the owner named by the command id.
+	owners := map[string]string{"to-a": ownerA.addr, "to-b": ownerB.addr}
+	first := startBackend(t, &testRooms{apply: func(_ context.Context, req *roompb.ApplyRequest) (*roompb.ApplyResponse, error) {
+		return &roompb.ApplyResponse{Status: roompb.ApplyResponse_REDIRECT, OwnerAddr: owners[req.GetCommandId()]}, nil
+	}})
+	a := newAPI(t, first.addr)
+	a.b.maxOwners = 1
+	h := a.routes()
+	for _, tt := range []struct {
+		cmd     string
+		wantSeq float64
+	}{{"to-a", 1}, {"to-b", 2}, {"to-a", 1}} {
+		rec, got := do(t, h, "POST", "/api/v1/rooms/r1/commands", `{"command_id":"`+tt.cmd+`"}`)
+		require.Equal(t, 200, rec.Code, rec.Body.String())
+		assert.Equal(t, tt.wantSeq, got["seq"], tt.cmd)
+		a.b.mu.Lock()
+		n := len(a.b.owners)
+		_, cached := a.b.owners[owners[tt.cmd]]
+		a.b.mu.Unlock()
+		assert.Equal(t, 1, n, "got %d cached owners; want at most 1", n)
+		assert.True(t, cached, "the last owner used is the one cached")
+	}
+}

@@ -1,0 +1,127 @@
+// Command gateway is drainkit's example HTTP front of room-service: a JSON
+// API forwarded over gRPC to a health-checked, round-robin set of
+// room-service backends, with readiness and a drain from drainkit.
+//
+//	ROOM_GRPC_ADDRS=127.0.0.1:13001 go run ./examples/gateway
+//	curl -XPOST localhost:13000/api/v1/rooms/lobby/commands -d '{"command_id":"c1","op":"hello"}'
+//	curl localhost:13000/api/v1/rooms/lobby
+//
+// # API
+//
+//   - POST /api/v1/rooms/{id}/commands with {"command_id": "...", "op": "..."}
+//     answers 200 {"status": "applied"|"duplicate", "seq": N}.
+//   - GET /api/v1/rooms/{id} answers 200 {"room_id", "seq", "fence",
+//     "command_ids", "snapshot_seq"}.
+//
+// Room and command ids are 1 to 64 characters of [A-Za-z0-9_-]; op is at
+// most 4096 bytes; the body is one JSON object with no other fields
+// (unknown fields are refused, so a misspelt "commandId" is not read as a
+// missing id). A request breaking any of these gets 400 (413 for a body
+// over 64 KiB) with {"error": "..."} and nothing is forwarded.
+//
+// # Forwarding
+//
+// Backends come from ROOM_GRPC_ADDRS through grpc-go's round_robin with
+// client-side health checking of service "room-service": a backend that
+// turns NOT_SERVING (it is draining) gets no new RPC. An Apply or GetRoom
+// failing with UNAVAILABLE is retried once at once, which round_robin sends
+// to the next healthy backend; this is safe because room-service applies a
+// command_id at most once. A REDIRECT is followed once, directly to the
+// owner's address over a cached connection; a second REDIRECT means the
+// room is moving and is answered like UNAVAILABLE.
+//
+// Backend errors map to: UNAVAILABLE → 503 with Retry-After: 1 (nothing was
+// applied that a retry with the same command_id would apply twice),
+// INVALID_ARGUMENT → 400, DEADLINE_EXCEEDED → 504, anything else → 502.
+//
+// # Health and drain
+//
+// /healthz/live and /healthz/ready are served on HTTP_ADDR. Ready needs the
+// HTTP listener up ("http_listener") and a room backend SERVING
+// ("room_grpc"); the configuration is checked before anything starts. On
+// SIGTERM readiness flips, the server keeps serving for DRAIN_DELAY, then
+// stops intake, waits for in-flight requests and closes the backend
+// connections.
+//
+// # Environment
+//
+// ROOM_GRPC_ADDRS (required: host:port,host:port or one dns:///host:port;
+// the process exits 78 naming it when missing or malformed), HTTP_ADDR
+// (:13000), SERVICE_NAME (gateway-service), NODE_ID, DRAIN_TIMEOUT,
+// DRAIN_DELAY, HEALTH_READY_TIMEOUT. Logs are JSON on stderr; once the
+// listener is up a plain line "listening on <addr>" goes to stdout.
+package main
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+
+	"go.uber.org/fx"
+
+	"github.com/drainkit/drainkit/drain"
+	"github.com/drainkit/drainkit/fxmodule"
+	"github.com/drainkit/drainkit/lifecycle"
+	"github.com/drainkit/drainkit/readiness"
+)
+
+func main() {
+	os.Exit(run(os.Getenv, os.Stdout, os.Stderr))
+}
+
+// run reads the configuration, refusing a bad one with
+// lifecycle.ExitConfig, and runs the app until it has drained; it returns
+// the exit code.
+func run(getenv func(string) string, stdout, stderr io.Writer, extra ...fx.Option) int {
+	log := slog.New(slog.NewJSONHandler(stderr, nil))
+	slog.SetDefault(log)
+	// Both configurations are read before fx.New: fx.StopTimeout must be
+	// given to fx.New, and it depends on DRAIN_TIMEOUT.
+	lcfg, err := lifecycle.ConfigFromEnv(lifecycleEnv(getenv))
+	if err != nil {
+		log.Error("refusing to start: bad configuration", "err", err.Error())
+		return lifecycle.ExitConfig
+	}
+	cfg, err := configFromEnv(getenv)
+	if err != nil {
+		log.Error("refusing to start: bad configuration", "err", err.Error())
+		return lifecycle.ExitConfig
+	}
+	notice := func(addr string) {
+		fmt.Fprintf(stdout, "listening on %s\n", addr) // the e2e harness reads this line
+		log.Info("listening", "addr", addr, "room_backends", cfg.Backends, "room_target", cfg.DNSTarget)
+	}
+	return fxmodule.Run(append(options(lcfg, cfg, log, notice), extra...)...)
+}
+
+// options is the whole app, for run and for in-process tests.
+func options(lcfg lifecycle.Config, cfg Config, log *slog.Logger, notice func(addr string)) []fx.Option {
+	return []fx.Option{
+		fxmodule.StopTimeoutFor(lcfg),
+		fxmodule.Module,
+		fx.Supply(lcfg, cfg, log, notice),
+		fx.Provide(
+			newBackendsOnStart,
+			func(b *backends, cfg Config, log *slog.Logger) *api {
+				return &api{b: b, timeout: cfg.RequestTimeout, log: log}
+			},
+			newServer,
+			fxmodule.AsHooks(func(s *server, t *drain.Tracker) []drain.Hook { return s.hooks(t) }),
+			fxmodule.AsHook(func(b *backends) drain.Hook {
+				return drain.Hook{Name: "rooms.close", Phase: drain.Close, Run: b.Close}
+			}),
+			fxmodule.AsCheck(func(s *server) readiness.Check { return s.listenerCheck() }),
+			fxmodule.AsCheck(func(b *backends) readiness.Check { return b.roomCheck() }),
+		),
+		fx.Invoke(func(lc fx.Lifecycle, s *server) { lc.Append(fx.Hook{OnStart: s.Start}) }),
+	}
+}
+
+// newBackendsOnStart connects to the backends when the app starts (before
+// the server, which depends on them); the drain's Close phase closes them.
+func newBackendsOnStart(lc fx.Lifecycle, cfg Config) *backends {
+	b := newBackends(cfg)
+	lc.Append(fx.Hook{OnStart: b.Start})
+	return b
+}

@@ -1,0 +1,99 @@
+package main
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/fx"
+	"go.uber.org/fx/fxtest"
+
+	"github.com/drainkit/drainkit/examples/room-service/roompb"
+	"github.com/drainkit/drainkit/lifecycle"
+)
+
+// startApp runs the whole gateway app in process (fxtest) against addrs and
+// returns its HTTP address.
+func startApp(t *testing.T, addrs ...string) string {
+	t.Helper()
+	lcfg := lifecycle.Config{Service: DefaultService, NodeID: "gw-test", DrainTimeout: 5 * time.Second}.NoDelay()
+	cfg := Config{HTTPAddr: "127.0.0.1:0", Backends: addrs, RequestTimeout: 5 * time.Second}
+	listening := make(chan string, 1)
+	app := fxtest.New(t, append(options(lcfg, cfg, quiet(), func(a string) { listening <- a }), fx.NopLogger)...)
+	app.RequireStart()
+	t.Cleanup(app.RequireStop)
+	return <-listening
+}
+
+type probe struct {
+	code int
+	body struct {
+		Status string `json:"status"`
+		Checks []struct {
+			Name   string `json:"name"`
+			Status string `json:"status"`
+		} `json:"checks"`
+	}
+}
+
+func get(t *testing.T, c *http.Client, url string) probe {
+	t.Helper()
+	resp, err := c.Get(url)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	p := probe{code: resp.StatusCode}
+	require.NoError(t, json.Unmarshal(b, &p.body), "body %s", b)
+	return p
+}
+
+// eventually probes until want answers, bounded: health changes reach the
+// gateway through a gRPC Watch stream and a one-second result cache.
+func eventually(t *testing.T, c *http.Client, url string, want int) probe {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		p := get(t, c, url)
+		if p.code == want || time.Now().After(deadline) {
+			require.Equal(t, want, p.code, "got %d; want %d (%+v)", p.code, want, p.body)
+			return p
+		}
+		time.Sleep(50 * time.Millisecond) // polling a remote state change, bounded above
+	}
+}
+
+func TestReadinessFollowsBackendHealth(t *testing.T) {
+	b := startBackend(t, &testRooms{apply: applyAnswer(roompb.ApplyResponse_APPLIED, 1)})
+	addr := startApp(t, b.addr)
+	c := &http.Client{Timeout: 5 * time.Second}
+	t.Cleanup(c.CloseIdleConnections)
+	ready, live := "http://"+addr+"/healthz/ready", "http://"+addr+"/healthz/live"
+
+	eventually(t, c, ready, http.StatusOK)
+
+	b.setServing(false)
+	p := eventually(t, c, ready, http.StatusServiceUnavailable)
+	require.NotEmpty(t, p.body.Checks)
+	assert.Equal(t, "room_grpc", p.body.Checks[0].Name, "the failing check is named")
+	assert.Equal(t, http.StatusOK, get(t, c, live).code, "liveness does not depend on room-service")
+
+	b.setServing(true)
+	eventually(t, c, ready, http.StatusOK)
+}
+
+func TestNotReadyWithoutAnyBackend(t *testing.T) {
+	// The only backend answers NOT_SERVING from the start.
+	dead := startBackend(t, &testRooms{})
+	dead.setServing(false)
+	addr := startApp(t, dead.addr)
+	c := &http.Client{Timeout: 5 * time.Second}
+	t.Cleanup(c.CloseIdleConnections)
+	p := get(t, c, "http://"+addr+"/healthz/ready")
+	assert.Equal(t, http.StatusServiceUnavailable, p.code, "got %d; want 503 (%+v)", p.code, p.body)
+	assert.Equal(t, http.StatusOK, get(t, c, "http://"+addr+"/healthz/live").code)
+}

@@ -1,0 +1,90 @@
+package main
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"time"
+
+	"github.com/drainkit/drainkit/lease"
+	"github.com/drainkit/drainkit/lifecycle"
+)
+
+// config is the service's own environment; lifecycle.ConfigFromEnv reads
+// the drain's (DRAIN_TIMEOUT, DRAIN_DELAY, HEALTH_READY_TIMEOUT, …).
+type config struct {
+	GRPCAddr   string // GRPC_ADDR, default :13001
+	AdminAddr  string // ADMIN_ADDR, default :13002
+	Advertise  string // ADVERTISE_ADDR: where other nodes forward rooms; default GRPC_ADDR with the host filled in
+	RedisAddr  string // REDIS_ADDR; empty: an embedded development server
+	LeaseTTL   time.Duration
+	HandOffMax int // HANDOFF_CONCURRENCY, default 8: rooms flushed at once during a drain
+}
+
+func getenv(k, def string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return def
+}
+
+// envWithDefaults is os.Getenv with this service's SERVICE_NAME default.
+func envWithDefaults(k string) string {
+	if k == "SERVICE_NAME" {
+		return getenv(k, "room-service")
+	}
+	return os.Getenv(k)
+}
+
+func loadConfig() (config, lifecycle.Config, error) {
+	lc, err := lifecycle.ConfigFromEnv(envWithDefaults)
+	if err != nil {
+		return config{}, lifecycle.Config{}, err
+	}
+	c := config{
+		GRPCAddr:   getenv("GRPC_ADDR", ":13001"),
+		AdminAddr:  getenv("ADMIN_ADDR", ":13002"),
+		RedisAddr:  os.Getenv("REDIS_ADDR"),
+		LeaseTTL:   lease.DefaultTTL,
+		HandOffMax: 8,
+	}
+	for _, a := range []struct{ env, v string }{{"GRPC_ADDR", c.GRPCAddr}, {"ADMIN_ADDR", c.AdminAddr}} {
+		if _, _, err := net.SplitHostPort(a.v); err != nil {
+			return config{}, lifecycle.Config{}, &lifecycle.ConfigError{Field: a.env, Value: a.v, Problem: "not host:port"}
+		}
+	}
+	if c.RedisAddr != "" {
+		if _, _, err := net.SplitHostPort(c.RedisAddr); err != nil {
+			return config{}, lifecycle.Config{}, &lifecycle.ConfigError{Field: "REDIS_ADDR", Value: c.RedisAddr, Problem: "not host:port"}
+		}
+	}
+	if v := os.Getenv("LEASE_TTL"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < lease.MinTTL {
+			return config{}, lifecycle.Config{}, &lifecycle.ConfigError{Field: "LEASE_TTL", Value: v, Problem: fmt.Sprintf("want a duration of at least %s", lease.MinTTL)}
+		}
+		c.LeaseTTL = d
+	}
+	if v := os.Getenv("HANDOFF_CONCURRENCY"); v != "" {
+		if _, err := fmt.Sscanf(v, "%d", &c.HandOffMax); err != nil || c.HandOffMax < 1 {
+			return config{}, lifecycle.Config{}, &lifecycle.ConfigError{Field: "HANDOFF_CONCURRENCY", Value: v, Problem: "want a positive integer"}
+		}
+	}
+	c.Advertise = os.Getenv("ADVERTISE_ADDR")
+	if c.Advertise == "" {
+		c.Advertise = advertised(c.GRPCAddr)
+	}
+	return c, lc, nil
+}
+
+// advertised fills in the host of a listen address such as ":13001", so
+// other nodes can dial it: the host name, as a Kubernetes StatefulSet or
+// a compose service resolves it. Set ADVERTISE_ADDR (e.g. from the pod IP)
+// where host names do not resolve.
+func advertised(listen string) string {
+	host, port, _ := net.SplitHostPort(listen)
+	if host == "" || host == "0.0.0.0" || host == "::" {
+		host, _ = os.Hostname()
+	}
+	return net.JoinHostPort(host, port)
+}

@@ -1,0 +1,61 @@
+// Command room-service is a gRPC room service on drainkit, in the shape of
+// the service health-check guide: each room is a cell owned through the
+// lease room:route:{room_id}; commands are acknowledged only after a fenced
+// append to the room's log in Redis; snapshots are written periodically and
+// on drain; an outbox worker publishes room events to a stream.
+//
+// A drain follows drainkit's timeline: readiness and gRPC health flip and
+// the lease gate closes at SIGTERM; after DRAIN_DELAY gRPC intake stops and
+// the outbox stops fetching; in-flight RPCs and the outbox batch finish;
+// each room is flushed and its lease released one by one; remaining leases
+// are released and the node heartbeat deleted; the loops and Redis close.
+//
+// Environment: SERVICE_NAME (room-service), NODE_ID, GRPC_ADDR (:13001),
+// ADMIN_ADDR (:13002), ADVERTISE_ADDR, REDIS_ADDR (empty: embedded, for
+// development), LEASE_TTL (10s), HANDOFF_CONCURRENCY (8), DRAIN_TIMEOUT,
+// DRAIN_DELAY, HEALTH_READY_TIMEOUT.
+package main
+
+import (
+	"log/slog"
+	"os"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"go.uber.org/fx"
+
+	"github.com/drainkit/drainkit/fxmodule"
+	"github.com/drainkit/drainkit/lease"
+	"github.com/drainkit/drainkit/lifecycle"
+)
+
+func main() {
+	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	slog.SetDefault(log)
+	c, lc, err := loadConfig()
+	if err != nil {
+		log.Error("bad configuration", "err", err)
+		os.Exit(lifecycle.ExitConfig)
+	}
+	os.Exit(fxmodule.Run(options(c, lc, log)...))
+}
+
+func options(c config, lc lifecycle.Config, log *slog.Logger) []fx.Option {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return []fx.Option{
+		fxmodule.Module,
+		fxmodule.LeaseModule,
+		// The drain must fit in fx's stop budget; Run checks it.
+		fxmodule.StopTimeoutFor(lc),
+		fx.Supply(c, lc, log, reg),
+		fx.Provide(func() prometheus.Registerer { return reg }),
+		fx.Supply(lease.Config{Addr: c.Advertise, TTL: c.LeaseTTL, OnEnd: func(l *lease.Lease, cause error) {
+			leaseEvent(log, "ended", l, cause)
+		}}),
+		fx.Provide(newRedis, newRooms, newGRPC, newAdmin),
+		fx.Provide(fxmodule.AsCheck(redisCheck)),
+		fx.Provide(fxmodule.AsHooks(roomHooks), fxmodule.AsHooks(grpcHooks), fxmodule.AsHook(adminHook)),
+		fx.Invoke(serve),
+	}
+}

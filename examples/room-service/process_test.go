@@ -1,0 +1,155 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/drainkit/drainkit/examples/room-service/roompb"
+	"github.com/drainkit/drainkit/internal/proctest"
+	"github.com/drainkit/drainkit/internal/redistest"
+)
+
+// node is one room-service process under test.
+type node struct {
+	*proctest.Proc
+	grpc, admin string
+}
+
+func startNode(t *testing.T, redisAddr, id string, env ...string) *node {
+	t.Helper()
+	n := &node{
+		grpc:  fmt.Sprintf("127.0.0.1:%d", redistest.FreePort(t)),
+		admin: fmt.Sprintf("127.0.0.1:%d", redistest.FreePort(t)),
+	}
+	n.Proc = proctest.Start(t, id, proctest.Build(t, "."), append([]string{
+		"NODE_ID=" + id, "REDIS_ADDR=" + redisAddr, "GRPC_ADDR=" + n.grpc, "ADMIN_ADDR=" + n.admin,
+		"DRAIN_DELAY=300ms", "DRAIN_TIMEOUT=10s", "LEASE_TTL=2s",
+	}, env...)...)
+	n.Await(t, `"new_status":"running"`)
+	return n
+}
+
+func (n *node) ready(t *testing.T) int {
+	t.Helper()
+	resp, err := http.Get("http://" + n.admin + "/healthz/ready")
+	require.NoError(t, err)
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+func (n *node) client(t *testing.T) roompb.RoomsClient {
+	t.Helper()
+	conn, err := grpc.NewClient(n.grpc, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	require.NoError(t, err)
+	t.Cleanup(func() { conn.Close() })
+	return roompb.NewRoomsClient(conn)
+}
+
+func TestDrainHandsRoomsOver(t *testing.T) {
+	rs := redistest.Start(t)
+	ctx := context.Background()
+	a := startNode(t, rs.Addr, "node-a")
+	assert.Equal(t, http.StatusOK, a.ready(t))
+	ca := a.client(t)
+	rooms := []string{"r1", "r2", "r3"}
+	for i, id := range rooms {
+		for j := range 3 {
+			resp, err := ca.Apply(ctx, &roompb.ApplyRequest{RoomId: id, CommandId: fmt.Sprintf("%s-c%d", id, j), Op: "join"})
+			require.NoError(t, err)
+			require.Equal(t, roompb.ApplyResponse_APPLIED, resp.Status, "room %d command %d", i, j)
+		}
+	}
+	before, err := ca.GetRoom(ctx, &roompb.GetRoomRequest{RoomId: "r1"})
+	require.NoError(t, err)
+
+	a.Signal(t, syscall.SIGTERM)
+	a.Await(t, `"new_status":"draining"`)
+	assert.Equal(t, http.StatusServiceUnavailable, a.ready(t), "ready fails on the first probe after the flip")
+	assert.Equal(t, 0, a.ExitCode(t), a.Output())
+
+	out := a.Output()
+	order := []string{`"stage":"stop_intake"`, `"stage":"wait_in_flight"`, `"stage":"flush"`, `"stage":"release"`, `"stage":"close"`}
+	last := -1
+	for _, s := range order {
+		i := strings.Index(out, s)
+		require.Greater(t, i, last, "phase %s out of order", s)
+		last = i
+	}
+	assert.Contains(t, out, `"released":3`)
+	assert.Equal(t, 3, strings.Count(out, `"event":"acquired"`), "one audit line per acquisition")
+	assert.Equal(t, 3, strings.Count(out, `"event":"ended"`), "one audit line per hand-over")
+	n, err := rs.Client().Exists(ctx, "room:route:{r1}", "room:route:{r2}", "room:route:{r3}", "room:node:{node-a}").Result()
+	require.NoError(t, err)
+	assert.Zero(t, n, "every room was handed over and the heartbeat deleted")
+
+	// The next owner recovers each room from snapshot and log.
+	b := startNode(t, rs.Addr, "node-b")
+	cb := b.client(t)
+	resp, err := cb.Apply(ctx, &roompb.ApplyRequest{RoomId: "r1", CommandId: "r1-c0", Op: "join"})
+	require.NoError(t, err)
+	assert.Equal(t, roompb.ApplyResponse_DUPLICATE, resp.Status, "a retried command is not applied twice")
+	resp, err = cb.Apply(ctx, &roompb.ApplyRequest{RoomId: "r1", CommandId: "r1-c3", Op: "join"})
+	require.NoError(t, err)
+	require.Equal(t, roompb.ApplyResponse_APPLIED, resp.Status)
+	after, err := cb.GetRoom(ctx, &roompb.GetRoomRequest{RoomId: "r1"})
+	require.NoError(t, err)
+	assert.Equal(t, append(before.CommandIds, "r1-c3"), after.CommandIds)
+	assert.Greater(t, after.Fence, before.Fence, "the new owner writes with a higher fence")
+	b.Signal(t, syscall.SIGTERM)
+	assert.Equal(t, 0, b.ExitCode(t), b.Output())
+}
+
+func TestRedirectToOwner(t *testing.T) {
+	rs := redistest.Start(t)
+	ctx := context.Background()
+	a := startNode(t, rs.Addr, "node-a")
+	b := startNode(t, rs.Addr, "node-b")
+	_, err := a.client(t).Apply(ctx, &roompb.ApplyRequest{RoomId: "r9", CommandId: "c1", Op: "join"})
+	require.NoError(t, err)
+	resp, err := b.client(t).Apply(ctx, &roompb.ApplyRequest{RoomId: "r9", CommandId: "c2", Op: "join"})
+	require.NoError(t, err)
+	assert.Equal(t, roompb.ApplyResponse_REDIRECT, resp.Status)
+	assert.Equal(t, "node-a", resp.OwnerNode)
+	assert.Equal(t, a.grpc, resp.OwnerAddr, "the redirect carries an address the client can dial")
+}
+
+func TestRefusesToStart(t *testing.T) {
+	rs := redistest.Start(t)
+	dead := fmt.Sprintf("127.0.0.1:%d", redistest.FreePort(t))
+	tests := []struct {
+		name     string
+		env      []string
+		wantCode int
+		wantText string
+	}{
+		{"drain timeout not a duration", []string{"DRAIN_TIMEOUT=abc"}, 78, `DRAIN_TIMEOUT=\"abc\"`},
+		{"delay longer than timeout", []string{"DRAIN_TIMEOUT=5s", "DRAIN_DELAY=8s"}, 78, `DRAIN_DELAY=\"8s\": must be shorter than DrainTimeout (5s)`},
+		{"lease ttl too short", []string{"LEASE_TTL=100ms"}, 78, `LEASE_TTL=\"100ms\"`},
+		{"redis unreachable", []string{"REDIS_ADDR=" + dead}, 5, `REDIS_ADDR=\"` + dead + `\" unreachable`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			env := append([]string{"NODE_ID=n", "REDIS_ADDR=" + rs.Addr,
+				fmt.Sprintf("GRPC_ADDR=127.0.0.1:%d", redistest.FreePort(t)),
+				fmt.Sprintf("ADMIN_ADDR=127.0.0.1:%d", redistest.FreePort(t))}, tt.env...)
+			p := proctest.Start(t, tt.name, proctest.Build(t, "."), env...)
+			if got := p.ExitCode(t); got != tt.wantCode {
+				t.Errorf("exit code %d; want %d\n%s", got, tt.wantCode, p.Output())
+			}
+			assert.Contains(t, p.Output(), tt.wantText)
+		})
+	}
+}
+
+// Keep the test's own deadline generous against a loaded machine.
+var _ = time.Second

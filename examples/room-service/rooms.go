@@ -1,0 +1,167 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+	"go.uber.org/fx"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/drainkit/drainkit/drain"
+	"github.com/drainkit/drainkit/examples/room-service/internal/room"
+	"github.com/drainkit/drainkit/lease"
+	"github.com/drainkit/drainkit/readiness"
+)
+
+// leaseAdapter lets the room service use the lease manager through its own
+// small interface.
+type leaseAdapter struct {
+	m   *lease.Manager
+	log *slog.Logger
+}
+
+func (a leaseAdapter) Acquire(ctx context.Context, id string) (room.Lease, error) {
+	l, err := a.m.Acquire(ctx, id)
+	if err != nil {
+		return nil, err // a nil interface, not a typed nil pointer
+	}
+	leaseEvent(a.log, "acquired", l, nil)
+	return l, nil
+}
+
+// leaseEvent writes the audit line from which the end-to-end checker
+// rebuilds each room's owners over time: "acquired" is logged after the
+// acquisition (so an interval starts late, never early) and "ended" before
+// Redis frees the key (lease.Config.OnEnd), so intervals of two owners of
+// one room can only overlap if ownership really did.
+func leaseEvent(log *slog.Logger, event string, l *lease.Lease, cause error) {
+	attrs := []any{"event", event, "room", l.ID(), "fence", l.Token(), "at_unix_nano", time.Now().UnixNano()}
+	if cause != nil {
+		attrs = append(attrs, "cause", cause.Error())
+	}
+	log.Info("lease event", attrs...)
+}
+
+func (a leaseAdapter) Owner(ctx context.Context, id string) (string, string, int64, error) {
+	o, err := a.m.Owner(ctx, id)
+	return o.Node, o.Addr, o.Fence, err
+}
+
+// rooms is the room service with its two loops (snapshots, outbox).
+type rooms struct {
+	svc    *room.Service
+	outbox *room.Outbox
+	leases *lease.Manager
+
+	cancel context.CancelFunc
+	loops  *errgroup.Group
+	once   sync.Once
+}
+
+func newRooms(rdb redis.UniversalClient, leases *lease.Manager, reg *readiness.Registry, pr prometheus.Registerer, log *slog.Logger) (*rooms, error) {
+	roomHB, err := reg.Heartbeat("room_loop", 3*room.DefaultSnapshotInterval)
+	if err != nil {
+		return nil, err
+	}
+	outboxHB, err := reg.Heartbeat("outbox_worker", 10*room.DefaultOutboxInterval+2*callBudget)
+	if err != nil {
+		return nil, err
+	}
+	flushFailures := prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "room_snapshot_flush_failures_total",
+		Help: "Snapshot writes that failed, periodic or on drain.",
+	})
+	outbox, err := room.NewOutbox(rdb, room.OutboxConfig{Heartbeat: outboxHB, Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	alive := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "room_outbox_worker_alive",
+		Help: "1 while the outbox worker's heartbeat is fresh.",
+	}, func() float64 {
+		for _, c := range reg.Live().Checks {
+			if c.Name == "outbox_worker" && c.Status == readiness.StatusOK {
+				return 1
+			}
+		}
+		return 0
+	})
+	pr.MustRegister(flushFailures, alive)
+	svc, err := room.New(rdb, leaseAdapter{leases, log}, room.Config{
+		ErrHeld: lease.ErrHeld, ErrDraining: lease.ErrDraining,
+		Heartbeat: roomHB, Outbox: outbox, SnapshotFailures: flushFailures, Logger: log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &rooms{svc: svc, outbox: outbox, leases: leases}, nil
+}
+
+// callBudget is a generous bound for one Redis call in a loop turn.
+const callBudget = time.Second
+
+// start runs the loops until stop; they keep running through the drain
+// (the outbox finishes its batch, snapshots go on) and end in Close.
+func (r *rooms) start() {
+	ctx, cancel := context.WithCancel(context.Background())
+	r.cancel = cancel
+	r.loops = &errgroup.Group{}
+	r.loops.Go(func() error { return r.svc.Run(ctx) })
+	r.loops.Go(func() error { return r.outbox.Run(ctx) })
+}
+
+func (r *rooms) stop(context.Context) error {
+	var err error
+	r.once.Do(func() {
+		if r.cancel == nil {
+			return
+		}
+		r.cancel()
+		if err = r.loops.Wait(); errors.Is(err, context.Canceled) {
+			err = nil
+		}
+	})
+	return err
+}
+
+// roomHooks are the room service's part of the drain.
+func roomHooks(r *rooms, c config) []drain.Hook {
+	flush := r.leases.HandOff(func(ctx context.Context, l *lease.Lease) error {
+		return r.svc.FlushRoom(ctx, l)
+	}, c.HandOffMax)
+	return []drain.Hook{
+		{Name: "outbox.stop_fetching", Phase: drain.StopIntake, Run: func(context.Context) error {
+			r.outbox.StopFetching()
+			return nil
+		}},
+		{Name: "outbox.pause", Phase: drain.WaitInFlight, Run: r.outbox.Pause},
+		flush,
+		{Name: "room.loops", Phase: drain.Close, Run: r.stop},
+	}
+}
+
+func redisCheck(rdb redis.UniversalClient) readiness.Check {
+	return readiness.RedisPing(rdb)
+}
+
+// serve starts the loops and the servers once fx starts the app.
+func serve(lc fx.Lifecycle, r *rooms, g *grpcServer, a *adminServer) {
+	lc.Append(fx.Hook{
+		OnStart: func(ctx context.Context) error {
+			if err := a.listen(); err != nil {
+				return err
+			}
+			if err := g.listen(); err != nil {
+				return err
+			}
+			r.start()
+			return nil
+		},
+		OnStop: r.stop, // a no-op after the drain ran it
+	})
+}

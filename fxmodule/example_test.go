@@ -1,0 +1,75 @@
+package fxmodule_test
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	"go.uber.org/fx"
+
+	"github.com/drainkit/drainkit/drain"
+	"github.com/drainkit/drainkit/fxmodule"
+	"github.com/drainkit/drainkit/readiness"
+)
+
+// snapshotFlusher is a service's own drain work.
+type snapshotFlusher struct{}
+
+func (snapshotFlusher) Flush(context.Context) error { return nil }
+
+func newSnapshotFlusher() *snapshotFlusher { return &snapshotFlusher{} }
+
+// flushHook contributes the flusher's drain hook.
+func flushHook(f *snapshotFlusher) drain.Hook {
+	return drain.Hook{Name: "snapshots", Phase: drain.Flush, Run: f.Flush}
+}
+
+// newServer builds the HTTP server: tracked by the drain, with the health
+// endpoints mounted.
+func newServer(t *drain.Tracker, reg *readiness.Registry) *http.Server {
+	mux := http.NewServeMux()
+	reg.Mount(mux) // /healthz/live, /healthz/ready
+	mux.HandleFunc("/hello", func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte("hello")) })
+	return &http.Server{Addr: ":8080", Handler: t.Middleware(mux)}
+}
+
+// serverHooks drains the server: intake after the delay, then in-flight requests.
+func serverHooks(srv *http.Server, t *drain.Tracker) []drain.Hook {
+	return drain.HTTPHooks("http", srv, t)
+}
+
+func listen(lc fx.Lifecycle, srv *http.Server) {
+	lc.Append(fx.Hook{OnStart: func(context.Context) error {
+		ln, err := net.Listen("tcp", srv.Addr)
+		if err != nil {
+			return err
+		}
+		go func() { _ = srv.Serve(ln) }() // ended by the drain's http hooks
+		return nil
+	}})
+}
+
+// A service on fx: the drain hooks and readiness checks are contributed
+// through value groups, and fxmodule.Run drains before fx stops anything.
+func Example() {
+	os.Exit(fxmodule.Run(
+		fxmodule.Module,
+		fxmodule.FromEnv, // SERVICE_NAME, NODE_ID, DRAIN_TIMEOUT, DRAIN_DELAY, …
+		// fx's stop budget must cover DRAIN_TIMEOUT (30s by default); Run
+		// refuses to start otherwise, naming both values.
+		fx.StopTimeout(45*time.Second),
+		fx.Provide(
+			newSnapshotFlusher,
+			newServer,
+			fxmodule.AsHook(flushHook),
+			fxmodule.AsHooks(serverHooks),
+			fxmodule.AsCheck(func() readiness.Check {
+				return readiness.Check{Name: "database", Tier: readiness.Gating,
+					Probe: func(ctx context.Context) error { return nil }}
+			}),
+		),
+		fx.Invoke(listen),
+	))
+}

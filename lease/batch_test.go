@@ -1,0 +1,303 @@
+package lease
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// TestBatchScripts runs the multi-key renew and release scripts on
+// standalone and on a cluster: every lease gets its own status although
+// leases share script calls, across chunk boundaries and, on the cluster,
+// inside one slot.
+func TestBatchScripts(t *testing.T) {
+	for _, start := range []func(*testing.T) backend{standalone, cluster} {
+		b := start(t)
+		t.Run(b.name, func(t *testing.T) {
+			for _, n := range []int{1, 2, maxBatch, maxBatch + 1, 2*maxBatch + 1} {
+				t.Run(fmt.Sprintf("renew %d leases", n), func(t *testing.T) {
+					testRenewBatch(t, b, spreadIDs(fmt.Sprintf("renew%d", n), n))
+				})
+			}
+			t.Run("renew within one slot", func(t *testing.T) { testRenewBatch(t, b, sameSlotIDs(t, "renew", 6)) })
+			for _, n := range []int{1, maxBatch + 1} {
+				t.Run(fmt.Sprintf("release %d leases", n), func(t *testing.T) {
+					testReleaseBatch(t, b, spreadIDs(fmt.Sprintf("release%d", n), n))
+				})
+			}
+			t.Run("release within one slot", func(t *testing.T) { testReleaseBatch(t, b, sameSlotIDs(t, "release", 6)) })
+			if b.name == "cluster" {
+				t.Run("key slot", func(t *testing.T) { testKeySlot(t, b.client()) })
+			}
+		})
+	}
+}
+
+// outcome is what a test does to a lease's key before a batch runs.
+type outcome int
+
+const (
+	keep   outcome = iota // left alone: the batch renews or releases it
+	expire                // deleted: the batch reports it gone
+	steal                 // overwritten by another holder: reported stolen
+)
+
+// outcomeOf spreads the three outcomes over the leases, so that a batch
+// mixes them and a status attributed to the wrong lease shows.
+func outcomeOf(i, n int) outcome {
+	if n < 3 {
+		return outcome(i) // 1 lease: kept; 2: kept and expired
+	}
+	return outcome(i % 3)
+}
+
+// spreadIDs are n room ids over many slots, named prefix-i (each subtest
+// its own rooms: the server is shared).
+func spreadIDs(prefix string, n int) []string {
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("%s-%d", prefix, i)
+	}
+	return ids
+}
+
+// sameSlotIDs finds n room ids whose route keys share one Cluster slot,
+// so a cluster client puts them in one script call.
+func sameSlotIDs(t *testing.T, prefix string, n int) []string {
+	t.Helper()
+	ids := []string{prefix + "-slot-0"}
+	want := keySlot(DefaultRoutePrefix + "{" + ids[0] + "}")
+	for i := 1; len(ids) < n; i++ {
+		if i > 10_000_000 {
+			t.Fatalf("found %d ids in slot %d; want %d", len(ids), want, n)
+		}
+		id := fmt.Sprintf("%s-slot-%d", prefix, i)
+		if keySlot(DefaultRoutePrefix+"{"+id+"}") == want {
+			ids = append(ids, id)
+		}
+	}
+	return ids
+}
+
+// acquireAll acquires ids and applies each one's outcome to its key.
+func acquireAll(t *testing.T, m *Manager, c redis.UniversalClient, ids []string) []*Lease {
+	t.Helper()
+	ctx := context.Background()
+	ls := make([]*Lease, len(ids))
+	for i, id := range ids {
+		l, err := m.Acquire(ctx, id)
+		if err != nil {
+			t.Fatalf("Acquire %s: %v", id, err)
+		}
+		ls[i] = l
+	}
+	for i, l := range ls {
+		switch outcomeOf(i, len(ls)) {
+		case expire:
+			c.Del(ctx, l.key)
+		case steal:
+			c.Set(ctx, l.key, "thief|x|"+fmt.Sprint(i+1), 0)
+		}
+	}
+	return ls
+}
+
+func testRenewBatch(t *testing.T, b backend, ids []string) {
+	var (
+		mu      sync.Mutex
+		maxKeys int // most keys in one renew script call
+	)
+	count := pipelineHook{fn: func(ctx context.Context, cmds []redis.Cmder, next redis.ProcessPipelineHook) error {
+		for _, cmd := range cmds {
+			if args := cmd.Args(); len(args) > 3 && (args[1] == renewScript.Hash() || args[1] == renewSrc) {
+				mu.Lock()
+				maxKeys = max(maxKeys, args[2].(int))
+				mu.Unlock()
+			}
+		}
+		return next(ctx, cmds)
+	}}
+	c := b.client(count)
+	m := startManager(t, c, testConfig())
+	ctx := context.Background()
+	ls := acquireAll(t, m, c, ids)
+	before := make([]int64, len(ls))
+	for i, l := range ls {
+		before[i] = l.lastOK.Load()
+	}
+	if err := m.RenewAll(ctx); err != nil {
+		t.Fatalf("RenewAll: %v", err)
+	}
+	// Standalone puts any leases in one call, up to maxBatch; the cluster
+	// only leases of one slot (sameSlotIDs), other ids nearly never share.
+	want := min(len(ids), maxBatch)
+	if b.name == "cluster" && keySlot(ls[0].key) != keySlot(ls[len(ls)-1].key) {
+		want = 0
+	}
+	mu.Lock()
+	if want > 0 && maxKeys != want {
+		t.Errorf("largest renew call had %d keys; want %d", maxKeys, want)
+	}
+	mu.Unlock()
+	for i, l := range ls {
+		cause := context.Cause(l.Context())
+		switch outcomeOf(i, len(ls)) {
+		case keep:
+			if !l.Held() || l.lastOK.Load() <= before[i] {
+				t.Fatalf("%s (kept): held %v, renewed %v, cause %v; want held and renewed", l, l.Held(), l.lastOK.Load() > before[i], cause)
+			}
+			if pttl := c.PTTL(ctx, l.key).Val(); pttl <= 0 {
+				t.Fatalf("%s (kept): PTTL %s; want positive", l, pttl)
+			}
+		case expire:
+			if !errors.Is(cause, ErrLost) || !strings.Contains(cause.Error(), "expired") {
+				t.Fatalf("%s (deleted): cause %v; want ErrLost: expired", l, cause)
+			}
+			if n := c.Exists(ctx, l.key).Val(); n != 0 {
+				t.Fatalf("%s (deleted): key re-created by the renewal", l)
+			}
+		case steal:
+			if !errors.Is(cause, ErrLost) || !strings.Contains(cause.Error(), "taken") {
+				t.Fatalf("%s (stolen): cause %v; want ErrLost: taken by another holder", l, cause)
+			}
+			if pttl := c.PTTL(ctx, l.key).Val(); pttl >= 0 {
+				t.Fatalf("%s (stolen): the thief's key got a TTL %s from our renewal; want none", l, pttl)
+			}
+		}
+	}
+}
+
+func testReleaseBatch(t *testing.T, b backend, ids []string) {
+	c := b.client()
+	m := startManager(t, c, testConfig())
+	ctx := context.Background()
+	ls := acquireAll(t, m, c, ids)
+	if err := m.ReleaseAll(ctx); err != nil {
+		t.Fatalf("ReleaseAll: %v", err)
+	}
+	for i, l := range ls {
+		if cause := context.Cause(l.Context()); !errors.Is(cause, ErrReleased) {
+			t.Fatalf("%s: cause %v; want ErrReleased", l, cause)
+		}
+		got, err := c.Get(ctx, l.key).Result()
+		switch outcomeOf(i, len(ls)) {
+		case keep, expire:
+			if !errors.Is(err, redis.Nil) {
+				t.Fatalf("%s: key holds %q, %v after release; want deleted", l, got, err)
+			}
+		case steal:
+			if want := "thief|x|" + fmt.Sprint(i+1); got != want {
+				t.Fatalf("%s: stolen key holds %q, %v after release; want the thief's %q", l, got, err, want)
+			}
+		}
+	}
+}
+
+// TestBatches checks how leases are split into script calls for each
+// client kind: every lease in exactly one call, at most maxBatch per call,
+// and on Cluster one slot per call.
+func TestBatches(t *testing.T) {
+	leases := make([]*Lease, 2*maxBatch+7)
+	for i := range leases {
+		key := DefaultRoutePrefix + fmt.Sprintf("{b-%d}", i%(maxBatch+3)) // some slots repeat
+		leases[i] = &Lease{key: key, slot: keySlot(key)}
+	}
+	tests := []struct {
+		name     string
+		grouping grouping
+		calls    int // 0: not checked
+	}{
+		{"standalone", groupAll, 3},
+		{"cluster", groupSlot, 0},
+		{"other", groupNone, len(leases)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := &Manager{grouping: tt.grouping}
+			batches := m.batches(leases)
+			if tt.calls != 0 && len(batches) != tt.calls {
+				t.Fatalf("%d calls; want %d", len(batches), tt.calls)
+			}
+			seen := map[*Lease]int{}
+			for _, b := range batches {
+				if len(b) == 0 || len(b) > maxBatch {
+					t.Fatalf("call of %d leases; want 1 to %d", len(b), maxBatch)
+				}
+				for _, l := range b {
+					seen[l]++
+					if tt.grouping == groupSlot && l.slot != b[0].slot {
+						t.Fatalf("call mixes slots %d and %d; want one slot", b[0].slot, l.slot)
+					}
+				}
+			}
+			for _, l := range leases {
+				if seen[l] != 1 {
+					t.Fatalf("%s in %d calls; want 1", l.key, seen[l])
+				}
+			}
+		})
+	}
+}
+
+// TestDecodeStatuses: a reply of the wrong shape fails its whole batch and
+// never shifts statuses onto other leases.
+func TestDecodeStatuses(t *testing.T) {
+	tests := []struct {
+		name    string
+		val     any
+		err     error
+		want    []int8
+		wantErr bool
+	}{
+		{"mixed", []any{int64(1), int64(0), int64(-1)}, nil, []int8{1, 0, -1}, false},
+		{"short", []any{int64(1), int64(0)}, nil, nil, true},
+		{"long", []any{int64(1), int64(0), int64(1), int64(1)}, nil, nil, true},
+		{"out of range", []any{int64(1), int64(2), int64(1)}, nil, nil, true},
+		{"not a number", []any{int64(1), "1", int64(1)}, nil, nil, true},
+		{"not an array", int64(1), nil, nil, true},
+		{"call failed", nil, errors.New("i/o timeout"), nil, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cmd := redis.NewCmd(context.Background())
+			cmd.SetVal(tt.val)
+			cmd.SetErr(tt.err)
+			dst := []int8{7, 7, 7}
+			err := decodeStatuses(cmd, dst)
+			if (err != nil) != tt.wantErr {
+				t.Fatalf("err %v; want error %v", err, tt.wantErr)
+			}
+			if tt.wantErr {
+				if want := []int8{7, 7, 7}; string(fmt.Sprint(dst)) != fmt.Sprint(want) {
+					t.Fatalf("dst %v after a failed decode; want untouched %v", dst, want)
+				}
+				return
+			}
+			if fmt.Sprint(dst) != fmt.Sprint(tt.want) {
+				t.Fatalf("statuses %v; want %v", dst, tt.want)
+			}
+		})
+	}
+}
+
+// testKeySlot compares keySlot with the cluster's CLUSTER KEYSLOT.
+func testKeySlot(t *testing.T, c redis.UniversalClient) {
+	ctx := context.Background()
+	for _, key := range []string{
+		"room:route:{a}", "room:route:{123456789}", "room:fence:{room-42}",
+		"no-tag", "{}empty-tag", "x{open", "a{b}c{d}", "{user1000}.following",
+	} {
+		want, err := c.ClusterKeySlot(ctx, key).Result()
+		if err != nil {
+			t.Fatalf("CLUSTER KEYSLOT %s: %v", key, err)
+		}
+		if got := keySlot(key); int64(got) != want {
+			t.Errorf("keySlot(%q) = %d; want %d", key, got, want)
+		}
+	}
+}

@@ -1,0 +1,93 @@
+package lease
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/drainkit/drainkit/drain"
+)
+
+// The lifecycle's Draining channel closes the gate by itself: the flip is
+// published before its listeners (BeginDrain) run, and no acquisition may
+// complete in between.
+func TestExternalDrainingGate(t *testing.T) {
+	b := standalone(t)
+	c := b.client()
+	flipped := make(chan struct{})
+	cfg := testConfig()
+	cfg.Draining = flipped
+	m := startManager(t, c, cfg)
+	ctx := context.Background()
+	if _, err := m.Acquire(ctx, "before"); err != nil {
+		t.Fatalf("Acquire before the flip: %v", err)
+	}
+	close(flipped)
+	if _, err := m.Acquire(ctx, "after"); !errors.Is(err, ErrDraining) {
+		t.Fatalf("Acquire after the flip, before BeginDrain: got %v; want ErrDraining", err)
+	}
+	if !m.Draining() {
+		t.Error("Draining() = false after the flip; want true")
+	}
+}
+
+// A hand-off cut off by its budget before reaching every room must not let
+// the Release hook release the rooms it never flushed (invariant 6).
+func TestAbandonedHandOffReleasesNothingUnflushed(t *testing.T) {
+	b := standalone(t)
+	c := b.client()
+	m := startManager(t, c, testConfig())
+	ctx := context.Background()
+	rooms := []string{"room-0", "room-1", "room-2", "room-3"}
+	for _, id := range rooms {
+		if _, err := m.Acquire(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	release := make(chan struct{})
+	defer close(release)
+	hang := func(ctx context.Context, l *Lease) error {
+		<-release // a flush that ignores its context
+		return nil
+	}
+	handOff := m.HandOff(hang, 1)
+	handOff.Timeout = 100 * time.Millisecond
+	m.BeginDrain()
+	rep := drain.Run(ctx, "test", []drain.Hook{handOff, m.ReleaseHook()})
+	if h, _ := rep.Hook("lease-handoff"); h.Outcome != drain.TimedOut {
+		t.Fatalf("hand-off outcome %s; want timeout", h.Outcome)
+	}
+	for _, id := range rooms {
+		pttl, err := c.PTTL(ctx, m.routeKey(id)).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if pttl <= 0 {
+			t.Errorf("%s: PTTL %v; want the unflushed lease left in Redis to expire", id, pttl)
+		}
+	}
+	if n := len(m.Held()); n != 0 {
+		t.Errorf("manager still holds %d leases after the Release hook; want 0", n)
+	}
+}
+
+// With a hand-off registered, a lease it never took (its hook did not run)
+// is left to expire by the Release hook, not released unflushed.
+func TestReleaseHookLeavesUnflushedWhenHandOffRegistered(t *testing.T) {
+	b := standalone(t)
+	c := b.client()
+	m := startManager(t, c, testConfig())
+	ctx := context.Background()
+	if _, err := m.Acquire(ctx, "room-x"); err != nil {
+		t.Fatal(err)
+	}
+	_ = m.HandOff(func(context.Context, *Lease) error { return nil }, 1) // built, never run
+	m.BeginDrain()
+	if err := m.ReleaseAll(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if pttl := c.PTTL(ctx, m.routeKey("room-x")).Val(); pttl <= 0 {
+		t.Errorf("room-x PTTL %v; want the unflushed lease left to expire", pttl)
+	}
+}
