@@ -159,6 +159,6 @@ func (w *writer) machine(elapsed time.Duration) {
 		{"redis-server", redis},
 		{"bench/run wall time", elapsed.Round(time.Second).String()},
 	})
-	w.p("The machine is shared with other work and noisy: read the ratios, which come from one run on the same machine at the same moment; absolute figures are shown but not promised. Medians over the `-count` runs, computed by benchstat; the spreads are in `bench/results/benchstat.txt`, the raw output beside it.")
+	w.p("The machine is shared with other sessions and noisy: read the ratios, which come from one run on the same machine, with the contenders of a table run back to back in each repetition (bench/run repeats `go test -count=1` rather than passing `-count=N`, so a busy neighbour slows every contender of that repetition alike). Absolute figures are shown but not promised. Medians over the repetitions, computed by benchstat; the spreads are in `bench/results/benchstat.txt`, the raw output beside it.")
 	w.p("")
 }
