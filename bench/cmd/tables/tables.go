@@ -48,7 +48,7 @@ func (w *writer) readyCached() {
 	ours := empty / w.b("ReadyCached/c=drainkit", "sec/op")
 	w.p("Three healthy checks, results cached 1 s; 16 client goroutines saturate both cores, which client and server share. What limits it: the empty handler is the floor (net/http on loopback); the share is what building and encoding the ready report costs on top.")
 	w.p("")
-	w.p("Target: drainkit at least 90%% of the empty handler — %s (%s).", verdict(ours >= 0.9, valid(ours)), pct(ours))
+	w.p("Target: drainkit at least 90%% of the empty handler — %s (%.1f%%).", verdict(ours >= 0.9, valid(ours)), ours*100)
 	w.p("")
 }
 
@@ -122,7 +122,7 @@ func (w *writer) leasePairs() {
 	ours := lock / w.b("LeaseAcquireRelease/c=drainkit", "sec/op")
 	w.p("One redis-server on loopback, the same go-redis client settings for all (MaxRetries 1, context deadlines on, pool 32). What limits it: two round trips per pair, the floor for all three; drainkit's acquire script also issues the fencing token (TIME, INCR, PEXPIRE on the fence key), and redsync sends its release script with EVAL (the whole script text) on every call.")
 	w.p("")
-	w.p("Target: drainkit at least 0.9× redislock — %s (%s).", verdict(ours >= 0.9, valid(ours)), ratio(ours))
+	w.p("Target: drainkit at least 0.9× redislock — %s (%.3f×).", verdict(ours >= 0.9, valid(ours)), ours)
 	w.p("")
 }
 
