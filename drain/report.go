@@ -28,9 +28,12 @@ const (
 
 // HookResult is the report of one hook.
 type HookResult struct {
-	Name     string        `json:"name"`
-	Phase    Phase         `json:"phase"`
-	Outcome  Outcome       `json:"outcome"`
+	// Name and Phase are the hook's.
+	Name  string `json:"name"`
+	Phase Phase  `json:"phase"`
+	// Outcome is how the hook ended.
+	Outcome Outcome `json:"outcome"`
+	// Duration is how long the runner waited for it (duration_ms in JSON).
 	Duration time.Duration `json:"-"`
 	// Error is the error text, the panic value, or why the hook was cut off.
 	Error string `json:"error,omitempty"`
@@ -50,7 +53,10 @@ func (h HookResult) MarshalJSON() ([]byte, error) {
 
 // Report says what a drain did. It marshals to one JSON object.
 type Report struct {
-	Reason   string        `json:"reason"`
+	// Reason is why the drain ran, e.g. "signal: terminated".
+	Reason string `json:"reason"`
+	// Start is when it began (for lifecycle: the stop request) and
+	// Duration how long it took (duration_ms in JSON).
 	Start    time.Time     `json:"start"`
 	Duration time.Duration `json:"-"`
 	// Forced is set when the drain was cut short by cancellation (a second
@@ -58,8 +64,9 @@ type Report struct {
 	Forced bool `json:"forced"`
 	// DeadlineExceeded is set when the drain deadline passed before every
 	// hook had returned.
-	DeadlineExceeded bool         `json:"deadline_exceeded"`
-	Hooks            []HookResult `json:"hooks"`
+	DeadlineExceeded bool `json:"deadline_exceeded"`
+	// Hooks has one result per hook, in phase order.
+	Hooks []HookResult `json:"hooks"`
 }
 
 // MarshalJSON adds duration_ms.

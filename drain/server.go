@@ -17,7 +17,9 @@ import (
 //
 // StopIntake: intake is closed (later requests on kept-alive connections get
 // 503 and Connection: close), keep-alives are turned off, and the listeners
-// are closed; the hook returns once they are.
+// are closed; the hook returns once they are. Should the drain end (forced
+// by a second signal, or out of time) before WaitInFlight closed the
+// server, every connection is closed then.
 //
 // WaitInFlight: waits for t to reach zero and for every response to be
 // written, then closes every remaining (idle) connection at once. It does not poll like http.Server.Shutdown,
@@ -48,6 +50,13 @@ func HTTPHooks(name string, srv *http.Server, t *Tracker) []Hook {
 		t.CloseIntake()
 		srv.SetKeepAlivesEnabled(false)
 		begin()
+		// If the drain is forced or runs out of time before WaitInFlight
+		// has closed the server, close it here: later phases are skipped
+		// then, and no connection or goroutine of ours may outlive the drain.
+		context.AfterFunc(ctx, func() {
+			_ = srv.Close()
+			cancel()
+		})
 		select {
 		case <-closed:
 			return nil
@@ -101,6 +110,8 @@ func watchActive(srv *http.Server) *Tracker {
 //
 // StopIntake: intake is closed and GracefulStop begins: listeners close and
 // clients are sent GOAWAY, so they pick another backend for new RPCs.
+// Should the drain end (forced, or out of time) before WaitInFlight, the
+// server is Stopped then.
 //
 // WaitInFlight: waits until the tracked RPCs have finished, then Stops the
 // server, which ends what GracefulStop would otherwise wait for without end:
@@ -122,6 +133,7 @@ func GRPCHooks(name string, srv *grpc.Server, t *Tracker) []Hook {
 	stop := func(ctx context.Context) error {
 		t.CloseIntake()
 		begin()
+		context.AfterFunc(ctx, srv.Stop) // forced or out of time before WaitInFlight: stop hard
 		return nil
 	}
 	wait := func(ctx context.Context) error {

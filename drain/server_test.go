@@ -133,3 +133,55 @@ func TestGRPCHooksDoNotWaitForHealthWatch(t *testing.T) {
 		}
 	}
 }
+
+// A drain forced right after StopIntake skips WaitInFlight: the server must
+// still be closed, its in-flight request cut and its goroutines ended.
+func TestHTTPHooksForcedAfterStopIntake(t *testing.T) {
+	tr := drain.NewTracker()
+	entered, release := make(chan struct{}, 1), make(chan struct{})
+	defer close(release)
+	hooks, url, served := startHTTP(t, tr, entered, release)
+	clientErr := make(chan error, 1)
+	go func() {
+		resp, err := http.Get(url)
+		if err == nil {
+			_, err = io.ReadAll(resp.Body)
+			resp.Body.Close()
+		}
+		clientErr <- err
+	}()
+	<-entered
+	ctx, cancel := context.WithCancel(context.Background())
+	require.NoError(t, hooks[drain.StopIntake].Run(ctx))
+	cancel() // the second signal: WaitInFlight never runs
+	assert.ErrorIs(t, <-served, http.ErrServerClosed)
+	assert.Error(t, <-clientErr, "the in-flight request is cut off")
+}
+
+func TestGRPCHooksForcedAfterStopIntake(t *testing.T) {
+	tr := drain.NewTracker()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	srv := grpc.NewServer(grpc.ChainStreamInterceptor(tr.StreamServerInterceptor()))
+	healthpb.RegisterHealthServer(srv, health.NewServer())
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	conn, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	require.NoError(t, err)
+	defer conn.Close()
+	watch, err := healthpb.NewHealthClient(conn).Watch(context.Background(), &healthpb.HealthCheckRequest{})
+	require.NoError(t, err)
+	_, err = watch.Recv() // an open stream GracefulStop would wait for forever
+	require.NoError(t, err)
+
+	hooks := hooksByPhase(drain.GRPCHooks("grpc", srv, tr))
+	ctx, cancel := context.WithCancel(context.Background())
+	require.NoError(t, hooks[drain.StopIntake].Run(ctx))
+	cancel()
+	require.NoError(t, <-served)
+	for { // Stop ends the open stream; GracefulStop alone would wait for it forever
+		if _, err := watch.Recv(); err != nil {
+			break
+		}
+	}
+}

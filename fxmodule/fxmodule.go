@@ -92,10 +92,15 @@ type registryParams struct {
 
 func newRegistry(p registryParams) (*readiness.Registry, error) {
 	c := p.Manager.Config()
-	return readiness.New(readiness.Config{
+	reg, err := readiness.New(readiness.Config{
 		Service: c.Service, NodeID: c.NodeID, ReadyTimeout: c.ReadyTimeout,
 		Logger: p.Logger, Registerer: p.Registerer,
 	}, p.Manager)
+	if err != nil {
+		return nil, err
+	}
+	p.Manager.OnTransition(reg.OnTransition) // status gauge and log at the flip, not at the next probe
+	return reg, nil
 }
 
 type wireParams struct {

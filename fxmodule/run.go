@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 
 	"go.uber.org/fx"
@@ -39,6 +38,7 @@ var SlogEvents = fx.WithLogger(func(p loggerParams) fxevent.Logger {
 // TimeoutError is returned when fx's StopTimeout is shorter than
 // DRAIN_TIMEOUT: fx would cancel the drain before its own deadline.
 type TimeoutError struct {
+	// Stop is fx's StopTimeout and Drain is DRAIN_TIMEOUT, as durations.
 	Stop, Drain string
 }
 
@@ -102,11 +102,11 @@ func run(app *fx.App, m *lifecycle.Manager) int {
 	r := m.Shutdown(context.Background(), reason) // the drain, before any OnStop
 	stopErr := stop(app, m, r.Forced)
 
+	if startErr != nil && !aborted {
+		r.StartFailed(startErr)
+	}
 	code := r.ExitCode
-	switch {
-	case startErr != nil && !aborted:
-		code = max(code, lifecycle.ExitStartFailed)
-	case stopErr != nil && code == lifecycle.ExitClean:
+	if stopErr != nil && code == lifecycle.ExitClean {
 		code = lifecycle.ExitHookFailed
 	}
 	if stopErr != nil {
@@ -146,7 +146,9 @@ func start(app *fx.App, m *lifecycle.Manager) error {
 //	lc.Append(fx.Hook{OnStart: fxmodule.Abortable(m, warmCache)})
 func Abortable(m *lifecycle.Manager, fn func(ctx context.Context) error) func(ctx context.Context) error {
 	return func(ctx context.Context) error {
-		return withCancelOn(ctx, m.StopRequested(), fn)
+		ctx, cancel := m.WithStop(ctx)
+		defer cancel()
+		return fn(ctx)
 	}
 }
 
@@ -166,26 +168,6 @@ func stop(app *fx.App, m *lifecycle.Manager, forced bool) error {
 		cancel()
 	}
 	return app.Stop(ctx)
-}
-
-// withCancelOn calls fn with a context also cancelled when ch closes.
-func withCancelOn(ctx context.Context, ch <-chan struct{}, fn func(context.Context) error) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var wg sync.WaitGroup
-	done := make(chan struct{})
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		select {
-		case <-ch:
-			cancel()
-		case <-done:
-		}
-	}()
-	defer wg.Wait()
-	defer close(done)
-	return fn(ctx)
 }
 
 // StopMargin is what [StopTimeoutFor] adds to DRAIN_TIMEOUT: time for the

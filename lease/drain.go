@@ -129,7 +129,11 @@ func (m *Manager) handOffOne(ctx context.Context, l *Lease, fn func(context.Cont
 		cancel(nil)
 	}
 	if err == nil && !l.Held() {
-		err = context.Cause(l.ctx) // lost while fn ran: its work is not trustworthy
+		// Lost (or overdue for renewal) while fn ran: its work is not
+		// trustworthy, and the room may have moved already.
+		if err = context.Cause(l.ctx); err == nil {
+			err = ErrLost
+		}
 	}
 	if err != nil {
 		if errors.Is(err, ErrLost) || errors.Is(context.Cause(l.ctx), ErrLost) {

@@ -91,3 +91,24 @@ func TestReleaseHookLeavesUnflushedWhenHandOffRegistered(t *testing.T) {
 		t.Errorf("room-x PTTL %v; want the unflushed lease left to expire", pttl)
 	}
 }
+
+// A lease whose renewals have not been confirmed for TTL·2/3 is not
+// reported held, even before the renewer (starved, say) has ended it.
+func TestHeldDistrustsAnOverdueLease(t *testing.T) {
+	b := standalone(t)
+	m := startManager(t, b.client(), testConfig())
+	l, err := m.Acquire(context.Background(), "room-h")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !l.Held() {
+		t.Fatal("fresh lease: Held() = false; want true")
+	}
+	if err := m.stopRenewer(context.Background()); err != nil { // a renewer that stopped getting CPU
+		t.Fatal(err)
+	}
+	l.lastOK.Store(time.Now().Add(-m.lostAfter).UnixNano()) // its last confirmed renewal, TTL·2/3 ago
+	if l.Held() {
+		t.Error("overdue lease: Held() = true; want false")
+	}
+}

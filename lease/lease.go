@@ -72,8 +72,12 @@ func (l *Lease) Context() context.Context { return l.ctx }
 // Release.
 func (l *Lease) Lost() <-chan struct{} { return l.lost }
 
-// Held reports whether the lease has not ended yet.
-func (l *Lease) Held() bool { return l.state.Load() != stateEnded }
+// Held reports whether the lease has not ended and its last confirmed
+// renewal is recent enough (TTL·2/3) to trust: a renewer starved of CPU
+// cannot make a lease look held after its TTL could have passed.
+func (l *Lease) Held() bool {
+	return l.state.Load() != stateEnded && !l.overdue(l.m.now(), l.m.lostAfter)
+}
 
 // Release ends the lease and deletes it from Redis if it is still ours
 // (compare-and-DEL). The context is cancelled before the key is deleted, so

@@ -224,11 +224,19 @@ func (m *Manager) Acquire(ctx context.Context, id string) (*Lease, error) {
 	if l, err := m.local(id); l != nil || err != nil {
 		return l, err
 	}
-	v, err, _ := m.flights.Do(id, func() (any, error) { return m.acquire(ctx, id) })
-	if err != nil {
-		return nil, err
+	// The shared script call must not carry one caller's cancellation to
+	// the others: it runs detached (acquire bounds it by CallTimeout), and
+	// each caller waits only as long as its own ctx allows.
+	flight := m.flights.DoChan(id, func() (any, error) { return m.acquire(context.WithoutCancel(ctx), id) })
+	select {
+	case r := <-flight:
+		if r.Err != nil {
+			return nil, r.Err
+		}
+		return r.Val.(*Lease), nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
 	}
-	return v.(*Lease), nil
 }
 
 // local returns the lease held for id, if any, or ErrNotRunning.

@@ -36,7 +36,8 @@ type Manager struct {
 	listeners []func(Transition)
 	hooks     []drain.Hook
 	starts    []func(context.Context) error
-	stopReq   chan struct{}
+	stopReq   context.Context // cancelled by the first stop request; never by anything else
+	stopNow   context.CancelFunc
 	stopAt    time.Time
 	stopWhy   string
 	forced    bool
@@ -77,8 +78,8 @@ func New(cfg Config, opts ...Option) (*Manager, error) {
 		log:      slog.Default(),
 		exit:     os.Exit,
 		draining: make(chan struct{}),
-		stopReq:  make(chan struct{}),
 	}
+	m.stopReq, m.stopNow = context.WithCancel(context.Background())
 	for _, o := range opts {
 		o(m)
 	}
@@ -107,7 +108,16 @@ func (m *Manager) Draining() <-chan struct{} { return m.draining }
 
 // StopRequested returns a channel that is closed when a stop was requested:
 // the first signal, RequestStop, or the start of Shutdown.
-func (m *Manager) StopRequested() <-chan struct{} { return m.stopReq }
+func (m *Manager) StopRequested() <-chan struct{} { return m.stopReq.Done() }
+
+// WithStop returns a child of parent that is also cancelled when a stop is
+// requested: the context for start-up work that a signal should abort.
+// Call cancel when the work is done.
+func (m *Manager) WithStop(parent context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancelCtx := context.WithCancel(parent)
+	stop := context.AfterFunc(m.stopReq, cancelCtx)
+	return ctx, func() { stop(); cancelCtx() }
+}
 
 // OnTransition registers fn to run synchronously at every transition, in
 // registration order, before anything else of the drain happens. fn must
@@ -179,11 +189,9 @@ func (m *Manager) RequestStop(reason string) {
 }
 
 func (m *Manager) requestStopLocked(reason string) {
-	select {
-	case <-m.stopReq:
-	default:
+	if m.stopReq.Err() == nil {
 		m.stopAt, m.stopWhy = time.Now(), reason
-		close(m.stopReq)
+		m.stopNow()
 	}
 }
 
@@ -223,11 +231,9 @@ func (m *Manager) transition(to State, reason string) error {
 		return &TransitionError{From: from, To: to}
 	}
 	if to == Running {
-		select {
-		case <-m.stopReq:
+		if m.stopReq.Err() != nil {
 			m.mu.Unlock()
 			return fmt.Errorf("lifecycle: not running: stop requested during start-up (%s)", m.stopWhy)
-		default:
 		}
 	}
 	now := time.Now()

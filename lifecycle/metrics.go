@@ -23,7 +23,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	mt := &metrics{
 		draining: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "service_draining",
-			Help: "1 from the flip to Draining until the process stops, else 0.",
+			Help: "1 once the process has flipped to Draining (until it exits), else 0.",
 		}),
 		duration: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "service_shutdown_duration_ms",

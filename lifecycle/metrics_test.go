@@ -27,7 +27,7 @@ func TestMetrics(t *testing.T) {
 	))
 	require.NoError(t, m.MarkRunning())
 	const draining = `
-# HELP service_draining 1 from the flip to Draining until the process stops, else 0.
+# HELP service_draining 1 once the process has flipped to Draining (until it exits), else 0.
 # TYPE service_draining gauge
 service_draining %d
 `

@@ -32,10 +32,13 @@ const (
 // the exit code. It marshals to one JSON object.
 type Report struct {
 	*drain.Report
-	Service    string `json:"service"`
-	NodeID     string `json:"node_id"`
+	// Service and NodeID say who drained (SERVICE_NAME, NODE_ID).
+	Service string `json:"service"`
+	NodeID  string `json:"node_id"`
+	// StartError is the failed start step's error, if the start failed.
 	StartError string `json:"start_error,omitempty"`
-	ExitCode   int    `json:"exit_code"`
+	// ExitCode is the process exit code for this outcome (Exit… constants).
+	ExitCode int `json:"exit_code"`
 }
 
 // MarshalJSON merges the drain report's fields with the Report's own (the
@@ -54,6 +57,16 @@ func (r *Report) MarshalJSON() ([]byte, error) {
 		obj["start_error"] = r.StartError
 	}
 	return json.Marshal(obj)
+}
+
+// StartFailed records that start-up failed with err: StartError is set,
+// and the exit code becomes [ExitStartFailed] unless the drain's own
+// outcome (deadline, forced) says more.
+func (r *Report) StartFailed(err error) {
+	r.StartError = err.Error()
+	if r.ExitCode == ExitClean || r.ExitCode == ExitHookFailed {
+		r.ExitCode = ExitStartFailed
+	}
 }
 
 func exitCode(r *Report) int {

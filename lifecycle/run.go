@@ -79,7 +79,7 @@ func (m *Manager) Run(ctx context.Context) *Report {
 	startErr := m.start()
 	if startErr == nil {
 		if err := m.MarkRunning(); err == nil {
-			<-m.stopReq
+			<-m.stopReq.Done()
 		}
 	}
 	reason := "start failed"
@@ -88,10 +88,7 @@ func (m *Manager) Run(ctx context.Context) *Report {
 	}
 	r := m.Shutdown(context.Background(), reason)
 	if startErr != nil && !errors.Is(startErr, errStartAborted) {
-		r.StartError = startErr.Error()
-		if r.ExitCode == ExitClean || r.ExitCode == ExitHookFailed {
-			r.ExitCode = ExitStartFailed
-		}
+		r.StartFailed(startErr)
 	}
 	return r
 }
@@ -101,26 +98,11 @@ func (m *Manager) start() error {
 	m.mu.Lock()
 	steps := append([]func(context.Context) error{}, m.starts...)
 	m.mu.Unlock()
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := m.WithStop(context.Background())
 	defer cancel()
-	var wg sync.WaitGroup
-	wg.Add(1)
-	done := make(chan struct{})
-	go func() {
-		defer wg.Done()
-		select {
-		case <-m.stopReq:
-			cancel()
-		case <-done:
-		}
-	}()
-	defer wg.Wait()
-	defer close(done)
 	for i, step := range steps {
-		select {
-		case <-m.stopReq:
+		if m.stopReq.Err() != nil {
 			return errStartAborted
-		default:
 		}
 		if err := step(ctx); err != nil {
 			if ctx.Err() != nil {

@@ -3,6 +3,7 @@ package readiness
 import (
 	"errors"
 	"fmt"
+	"github.com/drainkit/drainkit/lifecycle"
 	"log/slog"
 	"time"
 
@@ -13,7 +14,7 @@ import (
 // health-check guide: the whole ready evaluation stays under 500 ms.
 const (
 	// DefaultReadyTimeout bounds one whole ready evaluation (HEALTH_READY_TIMEOUT).
-	DefaultReadyTimeout = 500 * time.Millisecond
+	DefaultReadyTimeout = lifecycle.DefaultReadyTimeout
 	// DefaultCacheTTL is how long an evaluation's results answer probes.
 	DefaultCacheTTL = time.Second
 	// DefaultCheckTimeout is the timeout of a [Check] registered without one.

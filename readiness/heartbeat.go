@@ -23,6 +23,11 @@ type Heartbeat struct {
 // not allocate.
 func (h *Heartbeat) Beat() { h.last.Store(int64(time.Since(h.epoch))) }
 
+// Fresh reports whether the last beat is within the heartbeat's maxGap, the
+// test liveness applies, without evaluating liveness (no transition log, no
+// metric): for a gauge such as room_outbox_worker_alive.
+func (h *Heartbeat) Fresh() bool { return h.age(time.Now()) <= h.maxGap }
+
 // Name returns the heartbeat's name.
 func (h *Heartbeat) Name() string { return h.name }
 

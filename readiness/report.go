@@ -11,7 +11,8 @@ type Report struct {
 	Status Status
 	// Reason says why a probe failed without running checks, e.g.
 	// "draining" or "starting"; empty otherwise.
-	Reason  string
+	Reason string
+	// Service and NodeID say who answered (from [Config]).
 	Service string
 	NodeID  string
 	// Time is when the report was made.
@@ -22,9 +23,11 @@ type Report struct {
 
 // CheckResult is the latest result of one check or heartbeat.
 type CheckResult struct {
+	// Name is the check's (or heartbeat's) name.
 	Name string
 	// Tier is "gating", "informational" or, for heartbeats, "liveness".
-	Tier   string
+	Tier string
+	// Status is ok or fail (degraded for a stale heartbeat while draining).
 	Status Status
 	// Message is a short, credential-free error text; empty when ok.
 	Message string

@@ -33,6 +33,11 @@ func (t *transitions) swap(s Status) (old Status, changed bool) {
 }
 
 func (r *Registry) readyTransition(rep *Report, st lifecycle.State, took time.Duration) {
+	if rep.Status != StatusFail && r.state.State() != lifecycle.Running {
+		// The flip came while this probe evaluated: recording its "ok" now
+		// would log a fail→ok that never was. The state answer wins.
+		return
+	}
 	old, changed := r.readyStatus.swap(rep.Status)
 	if !changed {
 		return
@@ -91,4 +96,12 @@ func statusValue(s Status) float64 {
 		return 0
 	}
 	return 1
+}
+
+// OnTransition records the readiness status a lifecycle transition
+// implies at once (the gauge and the one transition log line), instead of
+// at the next probe. Register it with the lifecycle manager's
+// OnTransition; it does no I/O beyond the log line.
+func (r *Registry) OnTransition(t lifecycle.Transition) {
+	r.stateReport()
 }

@@ -3,10 +3,11 @@
 //
 //	go run ./examples/basic
 //	curl localhost:8080/slow &   # takes SLOW (default 3s)
+//	curl localhost:8081/healthz/ready
 //	# press Ctrl-C (or kill -TERM): readiness flips, the slow request
 //	# finishes, the process exits 0 and logs the drain report.
 //
-// Environment: ADDR (default :8080), SLOW (default 3s), HANG_HOOK=1 adds a
+// Environment: ADDR (default :8080), ADMIN_ADDR (health, default :8081), SLOW (default 3s), HANG_HOOK=1 adds a
 // drain hook that ignores its context (to see the deadline at work), plus
 // lifecycle's SERVICE_NAME, NODE_ID, DRAIN_TIMEOUT, DRAIN_DELAY, ….
 package main
@@ -59,12 +60,21 @@ func main() {
 		log.Error("bad configuration", "err", err)
 		os.Exit(lifecycle.ExitConfig)
 	}
-	health.Mount(mux) // /healthz/live, /healthz/ready: 503 from the flip on
+	m.OnTransition(health.OnTransition) // log the flip when it happens
 	srv := &http.Server{Handler: m.Tracker().Middleware(mux)}
 	if err := m.AddHook(drain.HTTPHooks("http", srv, m.Tracker())...); err != nil {
 		panic(err) // a wiring bug, not a runtime condition
 	}
-	_ = m.AddHook(drain.Hook{Name: "readiness.close", Phase: drain.Close, Timeout: cfg.ReadyTimeout, Run: health.Close})
+	// Health is served on its own listener, outside the tracker: probes
+	// must keep answering (ready 503, live 200) after intake stops, and a
+	// kubelet's probes are not traffic the adaptive delay should wait out.
+	adminMux := http.NewServeMux()
+	health.Mount(adminMux)
+	admin := &http.Server{Handler: adminMux}
+	_ = m.AddHook(
+		drain.Hook{Name: "admin.close", Phase: drain.Close, Run: admin.Shutdown},
+		drain.Hook{Name: "readiness.close", Phase: drain.Close, Timeout: cfg.ReadyTimeout, Run: health.Close},
+	)
 	if os.Getenv("HANG_HOOK") == "1" {
 		_ = m.AddHook(drain.Hook{Name: "stuck-flush", Phase: drain.Flush, Run: func(context.Context) error {
 			select {} // ignores its context on purpose
@@ -76,8 +86,15 @@ func main() {
 		if err != nil {
 			return err
 		}
-		fmt.Printf("listening on %s\n", ln.Addr()) // tests read this line
-		go func() { _ = srv.Serve(ln) }()          // ended by the http drain hooks
+		aln, err := net.Listen("tcp", envOr("ADMIN_ADDR", ":8081"))
+		if err != nil {
+			ln.Close()
+			return err
+		}
+		fmt.Printf("listening on %s\n", ln.Addr()) // tests read these lines
+		fmt.Printf("admin on %s\n", aln.Addr())
+		go func() { _ = srv.Serve(ln) }()    // ended by the http drain hooks
+		go func() { _ = admin.Serve(aln) }() // ended by admin.close
 		return nil
 	})
 	r := m.Run(context.Background())

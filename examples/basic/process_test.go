@@ -18,16 +18,19 @@ import (
 // These tests build this program and drive it as an orchestrator would:
 // real process, real signals, real HTTP.
 
-// start runs the example on a free port and returns it with its address.
-func start(t *testing.T, env ...string) (*proctest.Proc, string) {
+// start runs the example on free ports and returns it with its service
+// and admin addresses.
+func start(t *testing.T, env ...string) (p *proctest.Proc, addr, admin string) {
 	t.Helper()
-	p := proctest.Start(t, "basic", proctest.Build(t, "."), append([]string{"ADDR=127.0.0.1:0"}, env...)...)
+	p = proctest.Start(t, "basic", proctest.Build(t, "."), append([]string{"ADDR=127.0.0.1:0", "ADMIN_ADDR=127.0.0.1:0"}, env...)...)
 	line := p.Await(t, "listening on ")
-	return p, line[strings.Index(line, "listening on ")+len("listening on "):]
+	addr = line[strings.Index(line, "listening on ")+len("listening on "):]
+	line = p.Await(t, "admin on ")
+	return p, addr, line[strings.Index(line, "admin on ")+len("admin on "):]
 }
 
 func TestSlowRequestCompletesAndExitIsClean(t *testing.T) {
-	p, addr := start(t, "SLOW=1s", "DRAIN_DELAY=300ms", "DRAIN_TIMEOUT=10s")
+	p, addr, admin := start(t, "SLOW=2s", "DRAIN_DELAY=300ms", "DRAIN_TIMEOUT=10s")
 	type answer struct {
 		code int
 		body string
@@ -47,10 +50,15 @@ func TestSlowRequestCompletesAndExitIsClean(t *testing.T) {
 	p.Await(t, "slow request started")
 	p.Signal(t, syscall.SIGTERM)
 	p.Await(t, `"new_status":"draining"`)
-	resp, err := http.Get("http://" + addr + "/healthz/ready")
+	resp, err := http.Get("http://" + admin + "/healthz/ready")
 	require.NoError(t, err, "the server keeps serving during the propagation delay")
 	resp.Body.Close()
 	assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode, "ready must fail on the first probe after the flip")
+	p.Await(t, `"stage":"wait_in_flight"`) // intake is closed; the slow request still runs
+	resp, err = http.Get("http://" + admin + "/healthz/live")
+	require.NoError(t, err, "health keeps answering after intake stops")
+	resp.Body.Close()
+	assert.Equal(t, http.StatusOK, resp.StatusCode, "liveness stays 200 during the drain")
 
 	a := <-got
 	require.NoError(t, a.err)
@@ -61,7 +69,7 @@ func TestSlowRequestCompletesAndExitIsClean(t *testing.T) {
 }
 
 func TestSecondSignalForces(t *testing.T) {
-	p, addr := start(t, "SLOW=60s", "DRAIN_DELAY=1s", "DRAIN_TIMEOUT=50s")
+	p, addr, _ := start(t, "SLOW=60s", "DRAIN_DELAY=1s", "DRAIN_TIMEOUT=50s")
 	go func() {
 		if resp, err := http.Get("http://" + addr + "/slow"); err == nil {
 			resp.Body.Close()
@@ -76,7 +84,7 @@ func TestSecondSignalForces(t *testing.T) {
 }
 
 func TestHungHookExitsAtDeadline(t *testing.T) {
-	p, _ := start(t, "HANG_HOOK=1", "DRAIN_DELAY=100ms", "DRAIN_TIMEOUT=2s")
+	p, _, _ := start(t, "HANG_HOOK=1", "DRAIN_DELAY=100ms", "DRAIN_TIMEOUT=2s")
 	p.Signal(t, syscall.SIGTERM)
 	assert.Equal(t, 3, p.ExitCode(t), p.Output())
 	out := p.Output()

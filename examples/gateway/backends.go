@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"google.golang.org/grpc/backoff"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -61,6 +62,9 @@ type owner struct {
 	last  time.Time
 }
 
+// reconnectBackoff is grpc-go's default backoff with the ceiling lowered.
+var reconnectBackoff = backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second}
+
 func newBackends(cfg Config) *backends {
 	return &backends{cfg: cfg, maxOwners: DefaultMaxOwners, owners: make(map[string]*owner)}
 }
@@ -72,6 +76,10 @@ func (b *backends) Start(context.Context) error {
 	target, opts := b.cfg.DNSTarget, []grpc.DialOption{
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithDefaultServiceConfig(serviceConfig),
+		// Reconnect within about a second: in a rolling update a backend's
+		// address comes back soon, and grpc-go's default backoff (up to
+		// 120 s) would leave a fresh replacement unused for long.
+		grpc.WithConnectParams(grpc.ConnectParams{Backoff: reconnectBackoff, MinConnectTimeout: 2 * time.Second}),
 	}
 	if target == "" {
 		r := manual.NewBuilderWithScheme("rooms")

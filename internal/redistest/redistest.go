@@ -12,6 +12,7 @@ import (
 	"net"
 	"os/exec"
 	"strconv"
+	"syscall"
 	"testing"
 	"time"
 
@@ -91,6 +92,25 @@ func (s *Server) Kill() {
 	}
 	_ = s.cmd.Process.Kill()
 	_ = s.cmd.Wait()
+}
+
+// Pause stops the server with SIGSTOP: it keeps its data and its
+// connections but answers nothing, as a hung or partitioned Redis does.
+// Unlike Kill and Restart, nothing written before the outage is lost, so
+// a test can require that no acknowledged write is. Resume continues it.
+func (s *Server) Pause() {
+	s.t.Helper()
+	if err := s.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		s.t.Fatalf("redistest: pause %s: %v", s, err)
+	}
+}
+
+// Resume continues a paused server (SIGCONT).
+func (s *Server) Resume() {
+	s.t.Helper()
+	if err := s.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		s.t.Fatalf("redistest: resume %s: %v", s, err)
+	}
 }
 
 // Restart starts a fresh, empty server on the same port after Kill, so a

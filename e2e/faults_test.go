@@ -1,0 +1,221 @@
+package e2e
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/drainkit/drainkit/internal/e2e"
+)
+
+// notReadyWithin bounds the time from Redis stopping to a room-service's
+// readiness failing: the readiness cache (1 s) plus the Redis check's
+// timeout (200 ms), with room for a loaded machine. A probe every 10 s (the
+// Kubernetes default period) or every 200 ms (the balancer here) sees it
+// on its next probe.
+const notReadyWithin = 2 * time.Second
+
+// outage is how long Redis stays stopped: longer than the lease TTL, so
+// every lease is lost.
+const outage = 3 * time.Second
+
+// probes polls the room-services' health endpoints until stop is closed:
+// when each first answered not-ready, and every liveness answer not 200.
+type probes struct {
+	mu       sync.Mutex
+	notReady map[string]time.Time
+	liveBad  []string
+	wg       sync.WaitGroup
+}
+
+func watchProbes(nodes []*e2e.Node, stop <-chan struct{}) *probes {
+	p := &probes{notReady: map[string]time.Time{}}
+	client := &http.Client{Timeout: time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	for _, n := range nodes {
+		p.wg.Go(func() {
+			for {
+				if code := get(client, "http://"+n.Admin+"/healthz/ready"); code != http.StatusOK {
+					p.mu.Lock()
+					if _, ok := p.notReady[n.Name]; !ok {
+						p.notReady[n.Name] = time.Now()
+					}
+					p.mu.Unlock()
+				}
+				if code := get(client, "http://"+n.Admin+"/healthz/live"); code != http.StatusOK {
+					p.mu.Lock()
+					p.liveBad = append(p.liveBad, n.Name+": "+http.StatusText(code))
+					p.mu.Unlock()
+				}
+				select {
+				case <-stop:
+					return
+				case <-time.After(50 * time.Millisecond): // probing external processes
+				}
+			}
+		})
+	}
+	return p
+}
+
+func get(c *http.Client, url string) int {
+	resp, err := c.Get(url)
+	if err != nil {
+		return 0
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+func TestRedisOutage(t *testing.T) {
+	c, rs := startCluster(t, e2e.Config{})
+	wait := load(t, c, e2e.Load{Duration: 8 * time.Second})
+	ctx, cancel := context.WithTimeout(context.Background(), bound)
+	defer cancel()
+	steady(t, ctx, c)
+
+	nodes := c.Rooms()
+	stop := make(chan struct{})
+	pausedAt := time.Now()
+	rs.Pause()
+	p := watchProbes(nodes, stop)
+	<-time.After(outage) // the fault's length is the scenario, not a wait for a condition
+	rs.Resume()
+	close(stop)
+	p.wg.Wait()
+	for _, n := range nodes {
+		if err := c.AwaitReady(ctx, n); err != nil {
+			t.Fatalf("readiness did not recover: %v", err)
+		}
+	}
+	res := wait()
+	r := check(t, c, res, nil)
+	t.Logf("failed requests: %d (allowed here: Redis was down for %s)", r.Failed, outage)
+
+	for _, n := range nodes {
+		at, ok := p.notReady[n.Name]
+		if !ok || at.Sub(pausedAt) > notReadyWithin {
+			t.Errorf("%s: not ready %s after Redis stopped (seen: %v); want within %s", n.Name, at.Sub(pausedAt), ok, notReadyWithin)
+		}
+	}
+	if len(p.liveBad) > 0 {
+		t.Errorf("liveness failed during the Redis outage: %v; want 200 throughout", p.liveBad)
+	}
+	held := 0
+	for room, hs := range r.Holds {
+		for _, h := range hs {
+			if !h.From.Before(pausedAt) || (!h.Open && h.To.Before(pausedAt)) {
+				continue
+			}
+			held++
+			switch {
+			case h.Open || !strings.Contains(h.EndedCause, "lost"):
+				t.Errorf("room %s on %s: held at the outage, ended %q; want lost", room, h.Node, h.EndedCause)
+			case h.To.Sub(pausedAt) >= e2e.DefaultLeaseTTL:
+				t.Errorf("room %s on %s: reported lost %s after Redis stopped; want before the TTL (%s)",
+					room, h.Node, h.To.Sub(pausedAt), e2e.DefaultLeaseTTL)
+			}
+		}
+	}
+	if held == 0 {
+		t.Error("no lease was held when Redis stopped: the scenario tested nothing")
+	}
+}
+
+func TestRedisStopsDuringDrain(t *testing.T) {
+	const drainTimeout = 4 * time.Second
+	c, rs := startCluster(t, e2e.Config{DrainTimeout: drainTimeout})
+	wait := load(t, c, e2e.Load{Duration: 8 * time.Second})
+	ctx, cancel := context.WithTimeout(context.Background(), bound)
+	defer cancel()
+	steady(t, ctx, c)
+
+	victim := c.Busiest()
+	if err := victim.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := victim.Await(ctx, `"new_status":"draining"`); err != nil {
+		t.Fatal(err)
+	}
+	rs.Pause()
+	code, err := victim.Wait(ctx)
+	rs.Resume()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := e2e.Drained{Name: victim.Name, ExitCode: code, DrainTime: victim.DrainTime()}
+	for _, n := range c.Rooms() {
+		if n != victim {
+			if err := c.AwaitReady(ctx, n); err != nil {
+				t.Fatalf("readiness did not recover: %v", err)
+			}
+		}
+	}
+	res := wait()
+	r := check(t, c, res, []e2e.Drained{d})
+	t.Logf("failed requests: %d (allowed here: Redis was down)", r.Failed)
+
+	// The deadline bounds the process, not only the drain's hooks: an
+	// orchestrator SIGKILLs at its grace period, which DRAIN_TIMEOUT is
+	// set to fit.
+	if d.DrainTime > drainTimeout+time.Second {
+		t.Errorf("%s exited %s after SIGTERM; want within DRAIN_TIMEOUT %s (+1 s to exit): work after the drain's deadline still waits on Redis",
+			d.Name, d.DrainTime.Round(time.Millisecond), drainTimeout)
+	}
+	if code != 3 && code != 1 {
+		t.Errorf("%s exit code %d; want 3 (deadline) or 1 (a hook failed): a drain that could not flush is not clean", d.Name, code)
+	}
+	released := 0
+	for _, hs := range r.Holds {
+		for _, h := range hs {
+			if h.Node == victim.Name && strings.Contains(h.EndedCause, "released") {
+				released++
+			}
+		}
+	}
+	if released > 0 {
+		t.Errorf("%s released %d leases while Redis was stopped; want every unflushed room left to expire", victim.Name, released)
+	}
+}
+
+func TestCrashTakenOverAfterTTL(t *testing.T) {
+	c, _ := startCluster(t, e2e.Config{})
+	wait := load(t, c, e2e.Load{Duration: 8 * time.Second})
+	ctx, cancel := context.WithTimeout(context.Background(), bound)
+	defer cancel()
+	steady(t, ctx, c)
+	victim := c.Busiest()
+	c.Crash(victim)
+	killedAt, _ := victim.Exited()
+	res := wait()
+	r := check(t, c, res, nil)
+	if r.Failed != 0 {
+		t.Errorf("failed requests: got %d; want 0: every refusal during the takeover is retryable (first: %s)", r.Failed, firstFailure(res))
+	}
+
+	orphaned, takenOver := 0, 0
+	for room, hs := range r.Holds {
+		for i, h := range hs {
+			if h.Node != victim.Name || h.EndedCause != "process exited" {
+				continue
+			}
+			orphaned++
+			if i+1 == len(hs) {
+				t.Errorf("room %s: owned by %s when it crashed, never taken over", room, victim.Name)
+				continue
+			}
+			next := hs[i+1]
+			takenOver++
+			if gap := next.From.Sub(killedAt); gap < 0 || gap > e2e.DefaultLeaseTTL+2*time.Second {
+				t.Errorf("room %s: taken over %s after the crash; want after it, within the TTL %s (+2 s)", room, gap, e2e.DefaultLeaseTTL)
+			}
+		}
+	}
+	if orphaned == 0 {
+		t.Errorf("%s held no room when it crashed: the scenario tested nothing", victim.Name)
+	}
+	t.Logf("%d rooms owned by the crashed node, %d taken over; hand-over gaps %s", orphaned, takenOver, r.Gap)
+}

@@ -1,0 +1,126 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/drainkit/drainkit/internal/e2e"
+	"github.com/drainkit/drainkit/internal/redistest"
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binDir != "" {
+		os.RemoveAll(binDir)
+	}
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goleak:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+var (
+	buildOnce sync.Once
+	binDir    string
+	bins      e2e.Binaries
+	buildErr  error
+)
+
+// binaries builds room-service and gateway with the race detector, once
+// per test binary.
+func binaries(t *testing.T) e2e.Binaries {
+	t.Helper()
+	buildOnce.Do(func() {
+		if binDir, buildErr = os.MkdirTemp("", "drainkit-e2e"); buildErr != nil {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		bins, buildErr = e2e.Build(ctx, binDir, true)
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return bins
+}
+
+// bound is the longest any scenario's step may take on a loaded machine.
+const bound = 90 * time.Second
+
+// startCluster starts a redis-server and a cluster on it, stopped at cleanup.
+func startCluster(t *testing.T, cfg e2e.Config) (*e2e.Cluster, *redistest.Server) {
+	t.Helper()
+	rs := redistest.Start(t)
+	cfg.Bin, cfg.RedisAddr, cfg.Dir = binaries(t), rs.Addr, t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), bound)
+	defer cancel()
+	c, err := e2e.Start(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, n := range c.All() {
+				t.Logf("--- %s output (last lines):\n%s", n.Name, lastLines(n.Output(), 30))
+			}
+			t.Logf("--- balancer log (last lines):\n%s", lastLines(c.BalancerLog(), 40))
+		}
+		c.Close()
+	})
+	return c, rs
+}
+
+// load runs l in the background; the returned function waits for it.
+func load(t *testing.T, c *e2e.Cluster, l e2e.Load) func() *e2e.LoadResult {
+	t.Helper()
+	l.URL = c.URL()
+	if l.Prefix == "" {
+		l.Prefix = strings.ReplaceAll(t.Name(), "/", "_") + "-"
+	}
+	done := make(chan *e2e.LoadResult, 1)
+	go func() { done <- l.Run(context.Background()) }()
+	return func() *e2e.LoadResult { return <-done }
+}
+
+// check reads every room back and fails the test on any broken invariant.
+func check(t *testing.T, c *e2e.Cluster, res *e2e.LoadResult, drained []e2e.Drained) *e2e.Report {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), bound)
+	defer cancel()
+	r, err := e2e.Check(ctx, c, res, drained)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("\n%s", r.Table())
+	shown := 0
+	for kind, n := range res.FailureKinds() {
+		if shown++; shown <= 5 {
+			t.Logf("failure ×%d: %s", n, kind)
+		}
+	}
+	for _, p := range r.Problems() {
+		t.Error(p)
+	}
+	if len(r.Holds) == 0 {
+		t.Error("no lease events in the room-service logs: the ownership checks saw nothing")
+	}
+	return r
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(s, "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}

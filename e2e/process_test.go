@@ -1,0 +1,147 @@
+package e2e
+
+import (
+	"context"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/drainkit/drainkit/internal/e2e"
+	"github.com/drainkit/drainkit/internal/redistest"
+)
+
+// basicBin builds examples/basic, whose HANG_HOOK=1 adds a Flush hook that
+// ignores its context: room-service has no such hook, and a test knob in
+// it would ship in the example.
+func basicBin(t *testing.T) string {
+	t.Helper()
+	binaries(t) // creates binDir
+	bin := filepath.Join(binDir, "basic")
+	if out, err := exec.Command("go", "build", "-race", "-o", bin, "github.com/drainkit/drainkit/examples/basic").CombinedOutput(); err != nil {
+		t.Fatalf("go build examples/basic: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// run starts bin and kills it at cleanup.
+func run(t *testing.T, name, bin string, env ...string) *e2e.Proc {
+	t.Helper()
+	p, err := e2e.StartProc(name, bin, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Kill)
+	return p
+}
+
+func await(t *testing.T, p *e2e.Proc, s string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), bound)
+	defer cancel()
+	if _, err := p.Await(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func exitCode(t *testing.T, p *e2e.Proc) int {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), bound)
+	defer cancel()
+	code, err := p.Wait(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return code
+}
+
+func TestHungHookExitsAtDeadline(t *testing.T) {
+	const timeout = 2 * time.Second
+	p := run(t, "basic", basicBin(t), "ADDR=127.0.0.1:0", "HANG_HOOK=1", "DRAIN_DELAY=100ms", "DRAIN_TIMEOUT="+timeout.String())
+	await(t, p, "listening on ")
+	if err := p.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if got := exitCode(t, p); got != 3 {
+		t.Errorf("exit code %d; want 3 (deadline)\n%s", got, p.Output())
+	}
+	if d := p.DrainTime(); d > timeout+time.Second {
+		t.Errorf("exited %s after SIGTERM; want within DRAIN_TIMEOUT %s (+1 s)", d, timeout)
+	}
+	out := p.Output()
+	for _, want := range []string{`"msg":"drain report"`, `"name":"stuck-flush"`, `"outcome":"timeout"`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %s; the report must name the hung hook\n%s", want, out)
+		}
+	}
+}
+
+func TestSecondSignalForces(t *testing.T) {
+	rs := redistest.Start(t)
+	grpcAddr, adminAddr := freeAddr(t), freeAddr(t)
+	p := run(t, "room", binaries(t).RoomService, "NODE_ID=room-forced", "REDIS_ADDR="+rs.Addr,
+		"GRPC_ADDR="+grpcAddr, "ADMIN_ADDR="+adminAddr, "LEASE_TTL=2s", "DRAIN_DELAY=20s", "DRAIN_TIMEOUT=30s")
+	await(t, p, `"new_status":"running"`)
+	if err := p.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	await(t, p, `"new_status":"draining"`)
+	second := time.Now()
+	if err := p.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if got := exitCode(t, p); got != 4 {
+		t.Errorf("exit code %d; want 4 (forced)\n%s", got, p.Output())
+	}
+	exited, _ := p.Exited()
+	if d := exited.Sub(second); d > 2*time.Second {
+		t.Errorf("exited %s after the second SIGTERM; want within 2 s (the drain delay was 20 s)", d)
+	}
+	if !strings.Contains(p.Output(), `"forced":true`) {
+		t.Errorf("report lacks \"forced\":true\n%s", p.Output())
+	}
+}
+
+func TestBadConfigurationRefusesToStart(t *testing.T) {
+	rs := redistest.Start(t)
+	dead := freeAddr(t)
+	b := binaries(t)
+	tests := []struct {
+		name     string
+		bin      string
+		env      []string
+		wantCode int
+		wantText string
+	}{
+		{"room-service drain timeout not a duration", b.RoomService, []string{"DRAIN_TIMEOUT=abc"}, 78, `DRAIN_TIMEOUT=\"abc\"`},
+		{"room-service delay longer than timeout", b.RoomService, []string{"DRAIN_TIMEOUT=5s", "DRAIN_DELAY=8s"}, 78, `DRAIN_DELAY=\"8s\"`},
+		{"room-service redis unreachable", b.RoomService, []string{"REDIS_ADDR=" + dead}, 5, `REDIS_ADDR=\"` + dead + `\" unreachable`},
+		{"gateway drain timeout not a duration", b.Gateway, []string{"DRAIN_TIMEOUT=abc"}, 78, `DRAIN_TIMEOUT=\"abc\"`},
+		{"gateway delay longer than timeout", b.Gateway, []string{"DRAIN_TIMEOUT=5s", "DRAIN_DELAY=8s"}, 78, `DRAIN_DELAY=\"8s\"`},
+		{"gateway without backends", b.Gateway, []string{"ROOM_GRPC_ADDRS="}, 78, `ROOM_GRPC_ADDRS`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			env := append([]string{"NODE_ID=n", "REDIS_ADDR=" + rs.Addr, "GRPC_ADDR=" + freeAddr(t),
+				"ADMIN_ADDR=" + freeAddr(t), "HTTP_ADDR=" + freeAddr(t), "ROOM_GRPC_ADDRS=" + dead}, tt.env...)
+			p := run(t, tt.name, tt.bin, env...)
+			if got := exitCode(t, p); got != tt.wantCode {
+				t.Errorf("exit code %d; want %d\n%s", got, tt.wantCode, p.Output())
+			}
+			if !strings.Contains(p.Output(), tt.wantText) {
+				t.Errorf("output lacks %s\n%s", tt.wantText, p.Output())
+			}
+		})
+	}
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	a, err := e2e.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}

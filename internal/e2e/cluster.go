@@ -1,0 +1,386 @@
+package e2e
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os/exec"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Defaults for [Config], short so a scenario takes seconds: the load
+// balancer probes every 200 ms, so a drain delay of a second covers its
+// reaction several times over.
+const (
+	DefaultRooms        = 3
+	DefaultGateways     = 2
+	DefaultLeaseTTL     = 2 * time.Second
+	DefaultDrainDelay   = time.Second
+	DefaultDrainTimeout = 10 * time.Second
+)
+
+// Config describes a cluster.
+type Config struct {
+	// Bin are the programs to run (see [Build]).
+	Bin Binaries
+	// RedisAddr is the Redis every room-service uses. Required.
+	RedisAddr string
+	// Rooms and Gateways are how many instances run at once; zero means
+	// [DefaultRooms], [DefaultGateways].
+	Rooms, Gateways int
+	// LeaseTTL, DrainDelay and DrainTimeout are passed to every process
+	// (room-service gets LEASE_TTL); zero means the Default… constants.
+	LeaseTTL, DrainDelay, DrainTimeout time.Duration
+	// RoomEnv is added to every room-service's environment.
+	RoomEnv []string
+	// Balancer picks the load balancer in front of the gateways:
+	// "haproxy" (the default; an error when it is not installed),
+	// "inprocess", or "auto" (HAProxy when installed).
+	Balancer string
+	// Dir holds the balancer's configuration and socket. Required.
+	Dir string
+}
+
+func (c *Config) defaults() {
+	if c.Rooms == 0 {
+		c.Rooms = DefaultRooms
+	}
+	if c.Gateways == 0 {
+		c.Gateways = DefaultGateways
+	}
+	if c.LeaseTTL == 0 {
+		c.LeaseTTL = DefaultLeaseTTL
+	}
+	if c.DrainDelay == 0 {
+		c.DrainDelay = DefaultDrainDelay
+	}
+	if c.DrainTimeout == 0 {
+		c.DrainTimeout = DefaultDrainTimeout
+	}
+	if c.Balancer == "" {
+		c.Balancer = "haproxy"
+	}
+}
+
+// Node is one room-service or gateway process in a slot.
+type Node struct {
+	*Proc
+	// Kind is "room-service" or "gateway".
+	Kind string
+	// Slot is the index of the address the node listens on.
+	Slot int
+	// Addr is the gRPC address (room-service) or the HTTP address (gateway).
+	Addr string
+	// Admin serves /healthz/* (the room-service's ADMIN_ADDR; Addr for a gateway).
+	Admin string
+}
+
+// Drained is what became of one instance a rolling update replaced.
+type Drained struct {
+	Name      string
+	ExitCode  int
+	DrainTime time.Duration
+}
+
+// Cluster runs room-service and gateway instances on fixed slots behind a
+// load balancer.
+//
+// Slots: every instance listens on one of a fixed list of addresses, one
+// more than the instances that run at once. The gateways get every
+// room-service slot in ROOM_GRPC_ADDRS, and the balancer every gateway
+// slot, so neither is ever reconfigured: a rolling update starts the new
+// instance on the free slot, waits until it is ready, SIGTERMs the old one
+// and waits for it to exit, whose slot becomes the free one. A slot with
+// nothing listening is skipped by grpc-go's health-checked round_robin
+// (connection refused) and by the balancer's health checks, as a
+// Kubernetes Endpoints list would skip a pod that is not ready.
+type Cluster struct {
+	cfg      Config
+	roomSlot []string // gRPC addresses
+	gwSlot   []string // HTTP addresses
+	lb       balancer
+	start    time.Time
+
+	mu    sync.Mutex
+	rooms []*Node // by slot, nil when free
+	gws   []*Node
+	all   []*Node // every node ever started, in order
+	seq   map[string]int
+}
+
+// Start starts cfg.Rooms room-services, then cfg.Gateways gateways, then
+// the balancer, and waits until the balancer has every gateway up. On
+// error, whatever started is stopped.
+func Start(ctx context.Context, cfg Config) (_ *Cluster, err error) {
+	cfg.defaults()
+	if cfg.RedisAddr == "" || cfg.Dir == "" {
+		return nil, errors.New("e2e: Config.RedisAddr and Config.Dir are required")
+	}
+	c := &Cluster{cfg: cfg, start: time.Now(), seq: map[string]int{}}
+	defer func() {
+		if err != nil {
+			c.Close()
+		}
+	}()
+	if c.roomSlot, err = freePorts(cfg.Rooms + 1); err != nil {
+		return nil, err
+	}
+	if c.gwSlot, err = freePorts(cfg.Gateways + 1); err != nil {
+		return nil, err
+	}
+	c.rooms = make([]*Node, len(c.roomSlot))
+	c.gws = make([]*Node, len(c.gwSlot))
+	for i := range cfg.Rooms {
+		if _, err := c.StartRoom(ctx, i); err != nil {
+			return nil, err
+		}
+	}
+	for i := range cfg.Gateways {
+		if _, err := c.startGateway(ctx, i); err != nil {
+			return nil, err
+		}
+	}
+	if c.lb, err = startBalancer(ctx, cfg, c.gwSlot); err != nil {
+		return nil, err
+	}
+	for i := range cfg.Gateways {
+		if err := c.lb.waitServer(ctx, i, true); err != nil {
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+// URL is the balancer's base URL, e.g. http://127.0.0.1:43210.
+func (c *Cluster) URL() string { return "http://" + c.lb.addr() }
+
+// Began is when the cluster started: the zero of the timeline.
+func (c *Cluster) Began() time.Time { return c.start }
+
+// BalancerName says which balancer runs: "haproxy" or "inprocess".
+func (c *Cluster) BalancerName() string { return c.lb.name() }
+
+// BalancerRetries is how many requests the balancer itself retried on
+// another gateway (connection refused, empty answer, 503).
+func (c *Cluster) BalancerRetries() int { return c.lb.retries() }
+
+// BalancerLog is the balancer's log (HAProxy logs every request that did
+// not end normally).
+func (c *Cluster) BalancerLog() string { return c.lb.output() }
+
+// Rooms returns the running room-service nodes, by slot.
+func (c *Cluster) Rooms() []*Node { return c.live(c.rooms) }
+
+// Gateways returns the running gateway nodes, by slot.
+func (c *Cluster) Gateways() []*Node { return c.live(c.gws) }
+
+// All returns every node ever started, running or not.
+func (c *Cluster) All() []*Node {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.all)
+}
+
+func (c *Cluster) live(slots []*Node) []*Node {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []*Node
+	for _, n := range slots {
+		if n != nil {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+func (c *Cluster) name(kind string) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.seq[kind]++
+	return fmt.Sprintf("%s-%d", kind, c.seq[kind])
+}
+
+func ms(d time.Duration) string { return d.String() }
+
+func (c *Cluster) commonEnv(name string) []string {
+	return []string{
+		"NODE_ID=" + name,
+		"DRAIN_DELAY=" + ms(c.cfg.DrainDelay),
+		"DRAIN_TIMEOUT=" + ms(c.cfg.DrainTimeout),
+	}
+}
+
+// StartRoom starts a room-service on a free slot (slot < 0: any) and waits
+// until it is ready.
+func (c *Cluster) StartRoom(ctx context.Context, slot int) (*Node, error) {
+	return c.StartRoomEnv(ctx, slot)
+}
+
+// StartRoomEnv is StartRoom with extra environment for this instance.
+func (c *Cluster) StartRoomEnv(ctx context.Context, slot int, env ...string) (*Node, error) {
+	if slot < 0 {
+		slot = c.freeSlot(c.rooms)
+	}
+	admin, err := freePorts(1)
+	if err != nil {
+		return nil, err
+	}
+	name := c.name("room")
+	n := &Node{Kind: "room-service", Slot: slot, Addr: c.roomSlot[slot], Admin: admin[0]}
+	env = append(append(c.commonEnv(name),
+		"REDIS_ADDR="+c.cfg.RedisAddr, "GRPC_ADDR="+n.Addr, "ADVERTISE_ADDR="+n.Addr, "ADMIN_ADDR="+n.Admin,
+		"LEASE_TTL="+ms(c.cfg.LeaseTTL)), append(c.cfg.RoomEnv, env...)...)
+	if n.Proc, err = StartProc(name, c.cfg.Bin.RoomService, env); err != nil {
+		return nil, err
+	}
+	c.add(&c.rooms, n)
+	if err := waitReady(ctx, n); err != nil {
+		return nil, err
+	}
+	return n, nil
+}
+
+func (c *Cluster) startGateway(ctx context.Context, slot int) (*Node, error) {
+	name := c.name("gateway")
+	n := &Node{Kind: "gateway", Slot: slot, Addr: c.gwSlot[slot], Admin: c.gwSlot[slot]}
+	env := append(c.commonEnv(name), "HTTP_ADDR="+n.Addr, "ROOM_GRPC_ADDRS="+strings.Join(c.roomSlot, ","))
+	var err error
+	if n.Proc, err = StartProc(name, c.cfg.Bin.Gateway, env); err != nil {
+		return nil, err
+	}
+	c.add(&c.gws, n)
+	if err := waitReady(ctx, n); err != nil {
+		return nil, err
+	}
+	return n, nil
+}
+
+func (c *Cluster) add(slots *[]*Node, n *Node) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	(*slots)[n.Slot] = n
+	c.all = append(c.all, n)
+}
+
+func (c *Cluster) freeSlot(slots []*Node) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Index(slots, nil)
+}
+
+// vacate frees n's slot once n has exited.
+func (c *Cluster) vacate(slots []*Node, n *Node) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if slots[n.Slot] == n {
+		slots[n.Slot] = nil
+	}
+}
+
+// Stop SIGTERMs n, waits for it to exit and frees its slot.
+func (c *Cluster) Stop(ctx context.Context, n *Node) (Drained, error) {
+	if err := n.Signal(syscall.SIGTERM); err != nil {
+		return Drained{}, err
+	}
+	code, err := n.Wait(ctx)
+	c.vacate(c.rooms, n)
+	c.vacate(c.gws, n)
+	return Drained{Name: n.Name, ExitCode: code, DrainTime: n.DrainTime()}, err
+}
+
+// Crash SIGKILLs n (a crash: nothing is flushed or released), waits for it
+// and frees its slot.
+func (c *Cluster) Crash(n *Node) {
+	n.Kill()
+	c.vacate(c.rooms, n)
+	c.vacate(c.gws, n)
+}
+
+// RollRooms replaces every running room-service in turn: start the new
+// instance on the free slot, wait until it is ready, SIGTERM the old one,
+// wait for it to exit.
+func (c *Cluster) RollRooms(ctx context.Context) ([]Drained, error) {
+	var out []Drained
+	for _, old := range c.Rooms() {
+		if _, err := c.StartRoom(ctx, -1); err != nil {
+			return out, err
+		}
+		d, err := c.Stop(ctx, old)
+		out = append(out, d)
+		if err != nil {
+			return out, err
+		}
+	}
+	return out, nil
+}
+
+// RollGateways replaces every running gateway in turn: start the new one
+// on the free slot, wait until the balancer has it up, SIGTERM the old
+// one, wait for it to exit.
+func (c *Cluster) RollGateways(ctx context.Context) ([]Drained, error) {
+	var out []Drained
+	for _, old := range c.Gateways() {
+		n, err := c.startGateway(ctx, c.freeSlot(c.gws))
+		if err != nil {
+			return out, err
+		}
+		if err := c.lb.waitServer(ctx, n.Slot, true); err != nil {
+			return out, err
+		}
+		d, err := c.Stop(ctx, old)
+		out = append(out, d)
+		if err != nil {
+			return out, err
+		}
+	}
+	return out, nil
+}
+
+// Close kills every process still running and the balancer, and waits
+// for them. It is safe to call more than once.
+func (c *Cluster) Close() {
+	for _, n := range c.All() {
+		n.Kill()
+	}
+	if c.lb != nil {
+		c.lb.close()
+	}
+}
+
+// waitReady polls n's /healthz/ready until it answers 200. Polling is how
+// an orchestrator learns that an external process is ready.
+func waitReady(ctx context.Context, n *Node) error {
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	client := &http.Client{Timeout: time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	url := "http://" + n.Admin + "/healthz/ready"
+	for {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if resp, err := client.Do(req); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		select {
+		case <-n.Done():
+			return fmt.Errorf("e2e: %s exited before it was ready; output:\n%s", n.Name, tail(n.Output()))
+		case <-ctx.Done():
+			return fmt.Errorf("e2e: %s not ready: %w; output:\n%s", n.Name, ctx.Err(), tail(n.Output()))
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// haproxyPath finds HAProxy on PATH or in /usr/sbin (where Debian puts it).
+func haproxyPath() (string, error) {
+	if p, err := exec.LookPath("haproxy"); err == nil {
+		return p, nil
+	}
+	return exec.LookPath("/usr/sbin/haproxy")
+}

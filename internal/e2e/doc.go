@@ -1,0 +1,33 @@
+// Package e2e is the end-to-end harness shared by the scenario tests
+// (./e2e) and the demo (./examples/rolling-update): room-service and
+// gateway as separate processes on loopback against one Redis, a load
+// balancer in front of the gateways, a bounded load and a checker.
+//
+// # Slots
+//
+// Every instance listens on one of a fixed list of addresses, one more
+// than run at once; gateways get every room-service slot in
+// ROOM_GRPC_ADDRS and the balancer every gateway slot, so nothing is
+// reconfigured during a rolling update: the new instance starts on the
+// free slot, the old one drains, its slot becomes the free one. Slots with
+// nothing listening are skipped by grpc-go's health-checked round_robin and
+// by the balancer's health checks.
+//
+// # Balancer
+//
+// HAProxy (probe GET /healthz/ready every 200 ms, fall 1, rise 1; retries
+// on connection failure, empty answer or 503, redispatched to another
+// gateway), or, for the demo when HAProxy is not installed, a small
+// in-process balancer with the same rules.
+//
+// # Load and checks
+//
+// [Load] sends a fixed rate for a fixed time, retrying only what was
+// refused before a gateway processed it (connection refused, 503), and
+// records every answer. [Check] reads every room back and checks that every
+// acknowledged command is in its room exactly once at the acknowledged
+// seq, and, from the room-services' "lease event" log lines, that no two
+// nodes held a room at once and that fences only increased; it measures
+// the hand-over gap (one node's end of a room to the next node's
+// acquisition).
+package e2e

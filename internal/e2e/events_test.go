@@ -1,0 +1,64 @@
+package e2e
+
+import (
+	"testing"
+	"time"
+)
+
+func TestCheckOwnership(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	ev := func(node, event string, fence int64, ms int, cause string) LeaseEvent {
+		return LeaseEvent{Node: node, Event: event, Room: "r", Fence: fence, At: at(ms), Cause: cause}
+	}
+	tests := []struct {
+		name                  string
+		give                  []LeaseEvent
+		exits                 map[string]time.Time
+		wantDouble, wantFence int
+		wantGaps              []time.Duration
+	}{
+		{"clean hand-over", []LeaseEvent{
+			ev("a", "acquired", 1, 0, ""), ev("a", "ended", 1, 100, "lease: released"), ev("b", "acquired", 2, 150, ""),
+		}, nil, 0, 0, []time.Duration{50 * time.Millisecond}},
+		{"overlap", []LeaseEvent{
+			ev("a", "acquired", 1, 0, ""), ev("b", "acquired", 2, 50, ""), ev("a", "ended", 1, 100, "lease: released"),
+		}, nil, 1, 0, nil},
+		{"still open", []LeaseEvent{ev("a", "acquired", 1, 0, ""), ev("b", "acquired", 2, 50, "")}, nil, 1, 0, nil},
+		{"crash ends at exit", []LeaseEvent{ev("a", "acquired", 1, 0, ""), ev("b", "acquired", 2, 2100, "")},
+			map[string]time.Time{"a": at(100)}, 0, 0, []time.Duration{2 * time.Second}},
+		{"fence regression", []LeaseEvent{
+			ev("a", "acquired", 5, 0, ""), ev("a", "ended", 5, 100, "lease: released"), ev("b", "acquired", 4, 150, ""),
+		}, nil, 0, 1, []time.Duration{50 * time.Millisecond}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o := CheckOwnership(tt.give, tt.exits)
+			if len(o.DoubleOwners) != tt.wantDouble {
+				t.Errorf("double owners: got %v; want %d", o.DoubleOwners, tt.wantDouble)
+			}
+			if len(o.FenceRegressions) != tt.wantFence {
+				t.Errorf("fence regressions: got %v; want %d", o.FenceRegressions, tt.wantFence)
+			}
+			if len(o.Gaps) != len(tt.wantGaps) {
+				t.Fatalf("gaps: got %v; want %v", o.Gaps, tt.wantGaps)
+			}
+			for i := range o.Gaps {
+				if o.Gaps[i] != tt.wantGaps[i] {
+					t.Errorf("gap %d: got %s; want %s", i, o.Gaps[i], tt.wantGaps[i])
+				}
+			}
+		})
+	}
+}
+
+func TestPercentilesOf(t *testing.T) {
+	var ds []time.Duration
+	for i := 1; i <= 100; i++ {
+		ds = append(ds, time.Duration(i)*time.Millisecond)
+	}
+	p := PercentilesOf(ds)
+	if p.P50 != 50*time.Millisecond || p.P99 != 99*time.Millisecond || p.Max != 100*time.Millisecond {
+		t.Errorf("got %+v; want p50 50ms, p99 99ms, max 100ms", p)
+	}
+}

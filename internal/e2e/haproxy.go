@@ -1,0 +1,217 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"encoding/csv"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"text/template"
+	"time"
+)
+
+// balancer is the load balancer in front of the gateway slots.
+type balancer interface {
+	name() string
+	addr() string
+	// waitServer waits until the balancer's health checks hold slot up
+	// (or down).
+	waitServer(ctx context.Context, slot int, up bool) error
+	retries() int
+	// output is the balancer's log: with HAProxy, one line per request
+	// that did not end normally.
+	output() string
+	close()
+}
+
+func startBalancer(ctx context.Context, cfg Config, slots []string) (balancer, error) {
+	path, err := haproxyPath()
+	switch {
+	case cfg.Balancer == "inprocess" || (cfg.Balancer == "auto" && err != nil):
+		return startInProcess(slots)
+	case cfg.Balancer != "haproxy" && cfg.Balancer != "auto":
+		return nil, fmt.Errorf("e2e: Config.Balancer %q: want haproxy, inprocess or auto", cfg.Balancer)
+	case err != nil:
+		return nil, fmt.Errorf("e2e: haproxy not found (scripts/test installs it): %w", err)
+	}
+	return startHAProxy(ctx, path, cfg.Dir, slots)
+}
+
+// haproxyConfig is HAProxy in front of the gateways as a production
+// ingress would be, with test-speed timers: a probe of /healthz/ready
+// every 200 ms, one failure marks a gateway down, one success up. A
+// request refused before a gateway processed it (connection refused, the
+// connection closed without an answer, or a 503, which the gateway sends
+// only when nothing was applied) is retried up to 3 times, on another
+// gateway (redispatch).
+var haproxyConfig = template.Must(template.New("haproxy").Parse(`global
+    stats socket {{.Socket}} mode 600 level admin
+    maxconn 2000
+    log stdout format raw local0 info
+
+defaults
+    mode http
+    log global
+    option httplog
+    option dontlog-normal
+    timeout connect 1s
+    timeout client 30s
+    timeout server 30s
+    timeout check 1s
+    retries 3
+    option redispatch 1
+    retry-on conn-failure empty-response 503
+    option http-buffer-request
+
+frontend rooms
+    bind {{.Front}}
+    default_backend gateways
+
+backend gateways
+    balance roundrobin
+    option httpchk GET /healthz/ready
+    http-check expect status 200
+    default-server inter 200ms fall 1 rise 1
+{{- range $i, $s := .Slots}}
+    server gw{{$i}} {{$s}} check
+{{- end}}
+`))
+
+type haproxy struct {
+	proc   *Proc
+	front  string
+	socket string
+}
+
+func startHAProxy(ctx context.Context, path, dir string, slots []string) (*haproxy, error) {
+	front, err := freePorts(1)
+	if err != nil {
+		return nil, err
+	}
+	h := &haproxy{front: front[0], socket: filepath.Join(dir, "haproxy.sock")}
+	cfgPath := filepath.Join(dir, "haproxy.cfg")
+	f, err := os.Create(cfgPath)
+	if err != nil {
+		return nil, fmt.Errorf("e2e: %w", err)
+	}
+	err = haproxyConfig.Execute(f, struct {
+		Socket, Front string
+		Slots         []string
+	}{h.socket, h.front, slots})
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, fmt.Errorf("e2e: write %s: %w", cfgPath, err)
+	}
+	if h.proc, err = StartProc("haproxy", path, nil, "-db", "-f", cfgPath); err != nil {
+		return nil, err
+	}
+	// Ready once the stats socket answers: HAProxy opens it after binding
+	// every listener.
+	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	for {
+		if _, err := h.stat(ctx); err == nil {
+			return h, nil
+		}
+		select {
+		case <-h.proc.Done():
+			return nil, fmt.Errorf("e2e: haproxy exited; output:\n%s", h.proc.Output())
+		case <-ctx.Done():
+			h.close()
+			return nil, fmt.Errorf("e2e: haproxy stats socket: %w; output:\n%s", ctx.Err(), h.proc.Output())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+func (h *haproxy) name() string   { return "haproxy" }
+func (h *haproxy) addr() string   { return h.front }
+func (h *haproxy) close()         { h.proc.Kill() }
+func (h *haproxy) output() string { return h.proc.Output() }
+
+// stat runs "show stat" on the stats socket and returns its rows, each a
+// map from column name to value.
+func (h *haproxy) stat(ctx context.Context) ([]map[string]string, error) {
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "unix", h.socket)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	if dl, ok := ctx.Deadline(); ok {
+		_ = conn.SetDeadline(dl)
+	}
+	if _, err := io.WriteString(conn, "show stat\n"); err != nil {
+		return nil, err
+	}
+	r := csv.NewReader(bufio.NewReader(conn))
+	r.FieldsPerRecord = -1
+	recs, err := r.ReadAll()
+	if err != nil {
+		return nil, err
+	}
+	if len(recs) == 0 {
+		return nil, errors.New("e2e: haproxy: empty show stat")
+	}
+	head := recs[0]
+	head[0] = strings.TrimPrefix(head[0], "# ")
+	var rows []map[string]string
+	for _, rec := range recs[1:] {
+		row := map[string]string{}
+		for i, v := range rec {
+			if i < len(head) {
+				row[head[i]] = v
+			}
+		}
+		rows = append(rows, row)
+	}
+	return rows, nil
+}
+
+func (h *haproxy) waitServer(ctx context.Context, slot int, up bool) error {
+	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	name, want := "gw"+strconv.Itoa(slot), "DOWN"
+	if up {
+		want = "UP"
+	}
+	var last string
+	for {
+		rows, err := h.stat(ctx)
+		for _, r := range rows {
+			if r["pxname"] == "gateways" && r["svname"] == name {
+				last = r["status"]
+			}
+		}
+		if err == nil && strings.HasPrefix(last, want) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("e2e: haproxy server %s is %q; want %s: %w", name, last, want, ctx.Err())
+		case <-time.After(50 * time.Millisecond): // polling an external process
+		}
+	}
+}
+
+func (h *haproxy) retries() int {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	rows, _ := h.stat(ctx)
+	for _, r := range rows {
+		if r["pxname"] == "gateways" && r["svname"] == "BACKEND" {
+			n, _ := strconv.Atoi(r["wretr"])
+			m, _ := strconv.Atoi(r["wredis"])
+			return n + m
+		}
+	}
+	return 0
+}

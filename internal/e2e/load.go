@@ -1,0 +1,235 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Defaults for [Load].
+const (
+	DefaultRate            = 100
+	DefaultLoadRooms       = 20
+	DefaultRequestDeadline = 20 * time.Second
+)
+
+// Load is a bounded, open-loop load: Rate commands a second for Duration,
+// spread round robin over Rooms rooms, each with a unique command_id. It
+// stops by itself.
+type Load struct {
+	// URL is the balancer's base URL. Required.
+	URL string
+	// Rate is commands per second; zero means [DefaultRate].
+	Rate int
+	// Duration is how long commands are sent. Required.
+	Duration time.Duration
+	// Rooms is how many rooms the commands spread over; zero means
+	// [DefaultLoadRooms].
+	Rooms int
+	// Prefix starts every room and command id, so runs never collide.
+	Prefix string
+	// RequestDeadline bounds one command with its retries; zero means
+	// [DefaultRequestDeadline].
+	RequestDeadline time.Duration
+}
+
+// Outcome is what became of one command.
+type Outcome struct {
+	Room, CommandID string
+	// Acked: the command was answered applied or duplicate, at Seq.
+	Acked  bool
+	Status string
+	Seq    int64
+	// Retries are attempts refused before a gateway processed them.
+	Retries int
+	// Unknown: an attempt was sent and got no definite answer (a timeout,
+	// a reset, a 502 or 504): the command may or may not have been applied.
+	Unknown bool
+	// Err is the last failure, for an unacknowledged command.
+	Err string
+}
+
+// LoadResult is every command's outcome, in sending order.
+type LoadResult struct {
+	Outcomes []Outcome
+	Rooms    []string
+	Elapsed  time.Duration
+}
+
+// Totals counts the outcomes.
+type Totals struct {
+	Sent, Acked, Retried, Retries, Failed, Unknown int
+}
+
+// Totals counts r's outcomes: Retried commands needed at least one retry
+// (Retries in all); Failed ended without an acknowledgement (Unknown of
+// them had no definite answer).
+func (r *LoadResult) Totals() Totals {
+	var t Totals
+	for _, o := range r.Outcomes {
+		t.Sent++
+		t.Retries += o.Retries
+		if o.Retries > 0 {
+			t.Retried++
+		}
+		if o.Acked {
+			t.Acked++
+			continue
+		}
+		t.Failed++
+		if o.Unknown {
+			t.Unknown++
+		}
+	}
+	return t
+}
+
+// FailureKinds counts the unacknowledged commands by their last error,
+// with ids and addresses left in: a short list says what went wrong.
+func (r *LoadResult) FailureKinds() map[string]int {
+	kinds := map[string]int{}
+	for _, o := range r.Outcomes {
+		if !o.Acked {
+			kinds[o.Err]++
+		}
+	}
+	return kinds
+}
+
+// Run sends l's commands and waits for every one to end (answered, or
+// given up after RequestDeadline). It returns early, with what it has,
+// when ctx ends.
+func (l Load) Run(ctx context.Context) *LoadResult {
+	if l.Rate == 0 {
+		l.Rate = DefaultRate
+	}
+	if l.Rooms == 0 {
+		l.Rooms = DefaultLoadRooms
+	}
+	if l.RequestDeadline == 0 {
+		l.RequestDeadline = DefaultRequestDeadline
+	}
+	tr := &http.Transport{MaxIdleConnsPerHost: 256, IdleConnTimeout: 5 * time.Second}
+	defer tr.CloseIdleConnections()
+	client := &http.Client{Transport: tr, Timeout: 10 * time.Second}
+
+	n := int(l.Duration.Seconds() * float64(l.Rate))
+	res := &LoadResult{Outcomes: make([]Outcome, n)}
+	for i := range l.Rooms {
+		res.Rooms = append(res.Rooms, fmt.Sprintf("%sroom-%02d", l.Prefix, i))
+	}
+	start := time.Now()
+	tick := time.NewTicker(time.Second / time.Duration(l.Rate))
+	defer tick.Stop()
+	var wg sync.WaitGroup
+	for i := 0; i < n; i++ {
+		o := &res.Outcomes[i]
+		o.Room, o.CommandID = res.Rooms[i%l.Rooms], fmt.Sprintf("%scmd-%06d", l.Prefix, i)
+		wg.Go(func() { l.send(ctx, client, o) })
+		select {
+		case <-ctx.Done():
+			res.Outcomes = res.Outcomes[:i+1]
+			i = n
+		case <-tick.C:
+		}
+	}
+	wg.Wait()
+	res.Elapsed = time.Since(start)
+	return res
+}
+
+// send delivers one command, retrying what was refused before a gateway
+// processed it, with a short backoff.
+func (l Load) send(ctx context.Context, client *http.Client, o *Outcome) {
+	ctx, cancel := context.WithTimeout(ctx, l.RequestDeadline)
+	defer cancel()
+	body := fmt.Sprintf(`{"command_id":%q,"op":"join"}`, o.CommandID)
+	url := l.URL + "/api/v1/rooms/" + o.Room + "/commands"
+	for attempt := 0; ; attempt++ {
+		verdict, err := l.attempt(ctx, client, url, body, o)
+		switch verdict {
+		case acked:
+			return
+		case unknown:
+			o.Unknown, o.Err = true, err.Error()
+			return
+		case rejected:
+			o.Err = err.Error()
+			return
+		}
+		o.Err = err.Error()
+		select {
+		case <-ctx.Done():
+			o.Err = fmt.Sprintf("gave up after %d retries: %s", o.Retries, o.Err)
+			return
+		case <-time.After(min(time.Duration(attempt+1)*50*time.Millisecond, 500*time.Millisecond)):
+		}
+		o.Retries++
+	}
+}
+
+type verdict int
+
+const (
+	acked verdict = iota
+	refused
+	unknown
+	rejected
+)
+
+func (l Load) attempt(ctx context.Context, client *http.Client, url, body string, o *Outcome) (verdict, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(body))
+	if err != nil {
+		return rejected, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	// The command_id makes the POST idempotent; saying so lets net/http
+	// resend it on a kept-alive connection the balancer had closed (after
+	// one of its own 503s) before reading it, as it does for a GET.
+	req.Header.Set("Idempotency-Key", o.CommandID)
+	resp, err := client.Do(req)
+	if err != nil {
+		var op *net.OpError
+		if errors.As(err, &op) && op.Op == "dial" {
+			return refused, err // nothing was sent
+		}
+		return unknown, err
+	}
+	defer resp.Body.Close()
+	switch {
+	case resp.StatusCode == http.StatusOK:
+		var a struct {
+			Status string `json:"status"`
+			Seq    int64  `json:"seq"`
+		}
+		if err := json.NewDecoder(resp.Body).Decode(&a); err != nil {
+			return unknown, fmt.Errorf("200 with a bad body: %w", err)
+		}
+		o.Acked, o.Status, o.Seq = true, a.Status, a.Seq
+		return acked, nil
+	case resp.StatusCode == http.StatusServiceUnavailable:
+		// The gateway answers 503 only when nothing was applied (it is
+		// draining, or room-service said UNAVAILABLE); HAProxy answers it
+		// when no gateway is up.
+		return refused, fmt.Errorf("503 %s", readErr(resp))
+	case resp.StatusCode >= 400 && resp.StatusCode < 500:
+		return rejected, fmt.Errorf("%d %s", resp.StatusCode, readErr(resp))
+	}
+	return unknown, fmt.Errorf("%d %s", resp.StatusCode, readErr(resp))
+}
+
+func readErr(resp *http.Response) string {
+	var e struct {
+		Error string `json:"error"`
+	}
+	if json.NewDecoder(resp.Body).Decode(&e) != nil || e.Error == "" {
+		return http.StatusText(resp.StatusCode)
+	}
+	return e.Error
+}

@@ -1,0 +1,169 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Proc is one running program whose combined output is kept line by line,
+// so the harness can wait for what it prints and the checker can read its
+// logs after it exited.
+type Proc struct {
+	// Name identifies the process in errors and the timeline (its NODE_ID).
+	Name string
+
+	cmd  *exec.Cmd
+	done chan struct{} // closed once the process exited and its output was read
+
+	mu      sync.Mutex
+	lines   []string
+	changed chan struct{} // closed and replaced on every new line
+	exitAt  time.Time
+	termAt  time.Time // first SIGTERM sent by the harness
+}
+
+// StartProc runs bin with the current environment plus env. Its output
+// (stdout and stderr) is read until it exits; the caller must Kill or wait
+// for it.
+func StartProc(name, bin string, env []string, args ...string) (*Proc, error) {
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), env...)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, fmt.Errorf("e2e: %s: %w", name, err)
+	}
+	cmd.Stderr = cmd.Stdout
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("e2e: start %s: %w", name, err)
+	}
+	p := &Proc{Name: name, cmd: cmd, done: make(chan struct{}), changed: make(chan struct{})}
+	go func() {
+		sc := bufio.NewScanner(out)
+		sc.Buffer(make([]byte, 1<<20), 1<<24)
+		for sc.Scan() {
+			p.add(sc.Text())
+		}
+		_ = cmd.Wait() // after the pipe is read to its end, as exec requires
+		p.mu.Lock()
+		p.exitAt = time.Now()
+		close(p.changed)
+		p.changed = nil
+		p.mu.Unlock()
+		close(p.done)
+	}()
+	return p, nil
+}
+
+func (p *Proc) add(line string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.lines = append(p.lines, line)
+	close(p.changed)
+	p.changed = make(chan struct{})
+}
+
+// Lines returns every line printed so far.
+func (p *Proc) Lines() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]string(nil), p.lines...)
+}
+
+// Output returns everything printed so far, for error messages.
+func (p *Proc) Output() string { return strings.Join(p.Lines(), "\n") }
+
+// Await waits for a line containing s (one printed earlier counts) and
+// returns it. It fails when the process exits first or ctx ends.
+func (p *Proc) Await(ctx context.Context, s string) (string, error) {
+	seen := 0
+	for {
+		p.mu.Lock()
+		lines, changed := p.lines[seen:], p.changed
+		seen = len(p.lines)
+		p.mu.Unlock()
+		for _, l := range lines {
+			if strings.Contains(l, s) {
+				return l, nil
+			}
+		}
+		if changed == nil {
+			return "", fmt.Errorf("e2e: %s exited before printing %q; output:\n%s", p.Name, s, tail(p.Output()))
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return "", fmt.Errorf("e2e: %s printed no %q: %w; output:\n%s", p.Name, s, ctx.Err(), tail(p.Output()))
+		}
+	}
+}
+
+// Signal sends sig; the first SIGTERM's time is kept as the start of the
+// process's drain.
+func (p *Proc) Signal(sig syscall.Signal) error {
+	p.mu.Lock()
+	if sig == syscall.SIGTERM && p.termAt.IsZero() {
+		p.termAt = time.Now()
+	}
+	p.mu.Unlock()
+	if err := p.cmd.Process.Signal(sig); err != nil {
+		return fmt.Errorf("e2e: signal %s to %s: %w", sig, p.Name, err)
+	}
+	return nil
+}
+
+// Kill ends the process at once (SIGKILL) and waits for it.
+func (p *Proc) Kill() {
+	_ = p.cmd.Process.Kill()
+	<-p.done
+}
+
+// Done is closed once the process has exited.
+func (p *Proc) Done() <-chan struct{} { return p.done }
+
+// Wait waits for the process to exit and returns its exit code (-1 when a
+// signal ended it).
+func (p *Proc) Wait(ctx context.Context) (int, error) {
+	select {
+	case <-p.done:
+		return p.cmd.ProcessState.ExitCode(), nil
+	case <-ctx.Done():
+		return 0, fmt.Errorf("e2e: %s did not exit: %w; output:\n%s", p.Name, ctx.Err(), tail(p.Output()))
+	}
+}
+
+// Exited reports whether the process has exited, and when.
+func (p *Proc) Exited() (time.Time, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.exitAt, !p.exitAt.IsZero()
+}
+
+// DrainTime is the time from the first SIGTERM to the exit; zero if either
+// did not happen.
+func (p *Proc) DrainTime() time.Duration {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.termAt.IsZero() || p.exitAt.IsZero() {
+		return 0
+	}
+	return p.exitAt.Sub(p.termAt)
+}
+
+// Pid is the process id.
+func (p *Proc) Pid() int { return p.cmd.Process.Pid }
+
+// tail keeps the end of a long output for an error message.
+func tail(s string) string {
+	const max = 8000
+	if len(s) > max {
+		return "…" + s[len(s)-max:]
+	}
+	return s
+}

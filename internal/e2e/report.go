@@ -1,0 +1,98 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// Table renders the report as the summary the demo prints and the README
+// quotes.
+func (r *Report) Table() string {
+	var b strings.Builder
+	w := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	row := func(k string, v any) { fmt.Fprintf(w, "%s\t%v\n", k, v) }
+	row("requests sent", r.Sent)
+	row("acknowledged", r.Acked)
+	row("retried (refused before processing)", fmt.Sprintf("%d requests, %d retries; balancer retries %d", r.Retried, r.Retries, r.BalancerRetries))
+	row("failed", fmt.Sprintf("%d (no definite answer: %d, of which applied: %d)", r.Failed, r.Unknown, r.UnknownApplied))
+	row("acknowledged writes lost", len(r.Lost))
+	row("applied twice", len(r.Duplicated)+len(r.Misplaced))
+	row("two owners at once", len(r.DoubleOwners))
+	row("fence regressions", len(r.FenceRegressions))
+	row("rooms handed over", fmt.Sprintf("%d (%d hand-overs, %d leases lost)", r.RoomsHandedOver, len(r.Gaps), r.LeasesLost))
+	row("hand-over gap p50 / p99 / max", r.Gap)
+	for _, d := range r.Drained {
+		row("drained "+d.Name, fmt.Sprintf("exit %d after %s", d.ExitCode, d.DrainTime.Round(time.Millisecond)))
+	}
+	w.Flush()
+	return b.String()
+}
+
+// FormatTimeline renders transitions relative to zero: "t+1234ms node
+// old→new (reason)".
+func FormatTimeline(trs []Transition, zero time.Time) string {
+	var b strings.Builder
+	for _, t := range trs {
+		fmt.Fprintf(&b, "t+%6dms  %-10s %s → %s (%s)\n", t.At.Sub(zero).Milliseconds(), t.Node, t.Old, t.New, t.Reason)
+	}
+	return b.String()
+}
+
+// AwaitOwned waits until the room-services' lease events show at least n
+// rooms held: the load has reached every room.
+func (c *Cluster) AwaitOwned(ctx context.Context, n int) error {
+	for {
+		o := c.Ownership()
+		if len(o.Holds) >= n {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("e2e: %d rooms owned; want %d: %w", len(o.Holds), n, ctx.Err())
+		case <-time.After(20 * time.Millisecond): // the logs of external processes
+		}
+	}
+}
+
+// AwaitOwnedBy waits until the node named node holds at least one room.
+func (c *Cluster) AwaitOwnedBy(ctx context.Context, node string) error {
+	for {
+		for _, hs := range c.Ownership().Holds {
+			for _, h := range hs {
+				if h.Node == node && h.Open {
+					return nil
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("e2e: %s holds no room: %w", node, ctx.Err())
+		case <-time.After(20 * time.Millisecond): // the logs of external processes
+		}
+	}
+}
+
+// AwaitReady waits until n answers ready.
+func (c *Cluster) AwaitReady(ctx context.Context, n *Node) error { return waitReady(ctx, n) }
+
+// Busiest returns the running room-service that holds the most rooms.
+func (c *Cluster) Busiest() *Node {
+	held := map[string]int{}
+	for _, hs := range c.Ownership().Holds {
+		for _, h := range hs {
+			if h.Open {
+				held[h.Node]++
+			}
+		}
+	}
+	var best *Node
+	for _, n := range c.Rooms() {
+		if best == nil || held[n.Name] > held[best.Name] {
+			best = n
+		}
+	}
+	return best
+}
