@@ -40,9 +40,12 @@
 // Results are reused for [Config.CacheTTL]. Concurrent probes share one
 // evaluation, which the registry owns: a prober that disconnects does not
 // cancel it. When results expire, the probe that notices starts a refresh
-// and waits for it (at most ReadyTimeout); probes arriving meanwhile answer
-// from the previous results, with their age, instead of queueing. Only the
-// very first evaluation makes every prober wait.
+// and answers from the previous results, with their age; so do probes
+// arriving while it runs: no probe queues behind a refresh. Two cases wait
+// for the refresh (at most ReadyTimeout): the very first evaluation, and a
+// probe after a quiet spell, when the last results are older than twice
+// CacheTTL (a kubelet probing every 10 s then gets a fresh answer, not one
+// 10 s old).
 //
 // A check still running from an earlier evaluation is never started again:
 // later evaluations wait on the same call and report its age, so a check

@@ -1,6 +1,9 @@
 package readiness_test
 
 import (
+	"context"
+	"errors"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -54,6 +57,44 @@ func TestHeartbeatFresh(t *testing.T) {
 		h.Beat()
 		if !h.Fresh() {
 			t.Error("after Beat: Fresh() = false; want true")
+		}
+	})
+}
+
+// While probes keep coming, an expired result is answered at once and
+// refreshed behind them; after a quiet spell (older than 2×CacheTTL) the
+// next probe waits for a fresh answer rather than report an old one.
+func TestStaleWhileRevalidateAndQuietSpell(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newRegistry(t, newState(lifecycle.Running), &logs{})
+		var down atomic.Bool
+		mustAdd(t, r, readiness.Check{Name: "db", Probe: func(ctx context.Context) error {
+			time.Sleep(50 * time.Millisecond) // a real round trip
+			if down.Load() {
+				return errors.New("connection refused")
+			}
+			return nil
+		}})
+		r.Ready(t.Context()) // first evaluation: ok
+		down.Store(true)
+
+		time.Sleep(readiness.DefaultCacheTTL + time.Millisecond) // expired, not stale
+		start := time.Now()
+		if rep := r.Ready(t.Context()); rep.Status != readiness.StatusOK {
+			t.Errorf("probe after 1 TTL: got %s; want the last result (ok), answered at once", rep.Status)
+		}
+		if waited := time.Since(start); waited != 0 {
+			t.Errorf("probe after 1 TTL waited %v; want 0 (no queueing behind a refresh)", waited)
+		}
+		time.Sleep(100 * time.Millisecond) // the refresh it started lands (fake time)
+		if rep := r.Ready(t.Context()); rep.Status != readiness.StatusFail {
+			t.Errorf("next probe: got %s; want the refreshed fail", rep.Status)
+		}
+
+		down.Store(false)
+		time.Sleep(3 * readiness.DefaultCacheTTL) // nobody probed for a while
+		if rep := r.Ready(t.Context()); rep.Status != readiness.StatusOK {
+			t.Errorf("probe after a quiet spell: got %s; want a fresh ok, not the old fail", rep.Status)
 		}
 	})
 }

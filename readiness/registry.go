@@ -134,9 +134,9 @@ func (r *Registry) stuck() []string {
 	return names
 }
 
-// results returns an evaluation no older than CacheTTL, or, while a refresh
-// runs, the previous one: a probe never queues behind a refresh unless there
-// is nothing to answer from yet.
+// results returns an evaluation no older than CacheTTL or, while a refresh
+// runs, the previous one: a probe queues behind a refresh only when there is
+// nothing recent (younger than 2×CacheTTL) to answer from.
 //
 // This is single-flight by hand rather than golang.org/x/sync/singleflight:
 // a probe must know whether a refresh is already running (to answer from the
@@ -160,18 +160,21 @@ func (r *Registry) results(ctx context.Context) (*evaluation, error) {
 		return last, nil
 	}
 	landed := r.refreshing
-	if landed != nil && last != nil {
+	if last != nil && (landed != nil || time.Since(last.at) < 2*r.cfg.CacheTTL) {
+		if landed == nil {
+			r.refresh()
+		}
 		r.mu.Unlock()
-		return last, nil // stale while revalidating
+		return last, nil // stale while revalidating: nobody queues behind a refresh
 	}
 	if landed == nil {
 		landed = r.refresh()
 	}
 	r.mu.Unlock()
 
-	// The prober that found the result expired (or the first probes ever)
-	// waits for the refresh; the refresh itself belongs to the registry, so a
-	// prober that goes away does not cancel it for everyone else.
+	// Nothing recent to answer from (the first probes ever, or the first
+	// after a quiet spell): wait for the refresh. It belongs to the
+	// registry, so a prober that goes away does not cancel it for the rest.
 	select {
 	case <-landed:
 		return r.last.Load(), nil
