@@ -19,7 +19,8 @@ const closedBit = int64(1) << 62
 type Tracker struct {
 	state   atomic.Int64 // in-flight count | closedBit
 	waiters atomic.Int32
-	last    atomic.Int64 // nanoseconds since epoch of the last arrival; 0 = none yet
+	_       [56]byte     // keep last off state's cache line: cores would bounce it on every request
+	last    atomic.Int64 // milliseconds since epoch of the last arrival, +1; 0 = none yet
 	epoch   time.Time
 
 	mu   sync.Mutex
@@ -32,7 +33,11 @@ func NewTracker() *Tracker { return &Tracker{epoch: time.Now()} }
 // Begin records the arrival of one piece of work. It returns false, and
 // records nothing, once intake is closed; otherwise End must follow.
 func (t *Tracker) Begin() bool {
-	t.last.Store(int64(time.Since(t.epoch)) + 1) // +1: never 0, which means "none yet"
+	// Millisecond resolution is all the adaptive delay needs, and it lets
+	// most requests only read the shared word instead of writing it.
+	if ms := int64(time.Since(t.epoch)/time.Millisecond) + 1; t.last.Load() != ms { // +1: never 0, "none yet"
+		t.last.Store(ms)
+	}
 	if t.state.Add(1)&closedBit != 0 {
 		t.End()
 		return false
@@ -68,13 +73,14 @@ func (t *Tracker) IntakeClosed() bool { return t.state.Load()&closedBit != 0 }
 // InFlight returns the number of pieces of work begun and not yet ended.
 func (t *Tracker) InFlight() int { return int(t.state.Load() &^ closedBit) }
 
-// LastArrival returns when Begin was last called, or the zero time if never.
+// LastArrival returns when Begin was last called (to the millisecond,
+// rounded down), or the zero time if never.
 func (t *Tracker) LastArrival() time.Time {
 	n := t.last.Load()
 	if n == 0 {
 		return time.Time{}
 	}
-	return t.epoch.Add(time.Duration(n - 1))
+	return t.epoch.Add(time.Duration(n-1) * time.Millisecond)
 }
 
 // Wait blocks until no work is in flight or ctx is done, and returns

@@ -104,7 +104,7 @@ func (w *writer) readyHung() {
 	left, p99 := w.b(n, "goroutines-left"), w.b(n, "p99-ms")
 	w.p("The hung check ignores its context, as a stuck driver call does; every contender bounds it at 300 ms. Goroutines are counted after server and client are closed and the count has settled (at most 3 s; hellofresh's queue of serialized probes is still draining then). What limits it: the check timeout (300 ms) is the most a probe that waits for a fresh result can take; a probe answered from the cache costs what the cached-probe table shows.")
 	w.p("")
-	w.p("Targets for drainkit: one goroutine left in total — %s (%s); p99 not stalled by the hung check — %s (p99 %s: the probe that finds the result expired waits for the refresh, up to the check timeout, once per TTL window; the others answer from the last result).",
+	w.p("Targets for drainkit: one goroutine left in total — %s (%s); p99 not stalled by the hung check — %s (p99 %s: every probe answers from the last result while a refresh runs; the hung check is started once and reported failed with its age).",
 		verdict(left <= 1, valid(left)), num(left), verdict(p99 < 100, valid(p99)), msec(p99))
 	w.p("")
 }
