@@ -80,16 +80,31 @@ func startCluster(t *testing.T, cfg e2e.Config) (*e2e.Cluster, *redistest.Server
 	return c, rs
 }
 
-// load runs l in the background; the returned function waits for it.
+// load runs l in the background; the returned function waits for it. The
+// load belongs to the test: should the test end first (a t.Fatal), its
+// cleanup cancels the load and waits for it, so no request of this test
+// reaches the next one's cluster.
 func load(t *testing.T, c *e2e.Cluster, l e2e.Load) func() *e2e.LoadResult {
 	t.Helper()
 	l.URL = c.URL()
 	if l.Prefix == "" {
 		l.Prefix = strings.ReplaceAll(t.Name(), "/", "_") + "-"
 	}
-	done := make(chan *e2e.LoadResult, 1)
-	go func() { done <- l.Run(context.Background()) }()
-	return func() *e2e.LoadResult { return <-done }
+	ctx, cancel := context.WithCancel(context.Background())
+	var res *e2e.LoadResult
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		res = l.Run(ctx)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+	return func() *e2e.LoadResult {
+		<-done
+		return res
+	}
 }
 
 // check reads every room back and fails the test on any broken invariant.

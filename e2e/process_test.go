@@ -13,9 +13,10 @@ import (
 	"github.com/drainkit/drainkit/internal/redistest"
 )
 
-// basicBin builds examples/basic, whose HANG_HOOK=1 adds a Flush hook that
-// ignores its context: room-service has no such hook, and a test knob in
-// it would ship in the example.
+// basicBin builds examples/basic, whose documented HANG_HOOK=1 adds a
+// Flush hook that ignores its context: the basic example ships that knob to
+// show a hung hook. room-service has no such hook, and gets no knob only
+// this test would use.
 func basicBin(t *testing.T) string {
 	t.Helper()
 	binaries(t) // creates binDir

@@ -17,17 +17,44 @@ func steady(t *testing.T, ctx context.Context, c *e2e.Cluster) {
 	}
 }
 
-func TestRollingUpdateRoomService(t *testing.T) {
-	c, _ := startCluster(t, e2e.Config{})
-	wait := load(t, c, e2e.Load{Duration: 8 * time.Second})
+// Load around a rolling update: it runs from before the update until
+// loadAfterRoll after the update returned (maxLoad at most, a bound, not
+// the expected length), so the last old instance exits under load and the
+// new ones serve some on their own.
+const (
+	loadAfterRoll = time.Second
+	maxLoad       = 60 * time.Second
+)
+
+// rollUnderLoad starts the load, waits until every room is owned, runs
+// roll, keeps the load going for loadAfterRoll, and returns the load's
+// result and what roll drained. It fails the test unless the load was
+// still sending when the last old instance exited.
+func rollUnderLoad(t *testing.T, c *e2e.Cluster, roll func(context.Context) ([]e2e.Drained, error)) (*e2e.LoadResult, []e2e.Drained) {
+	t.Helper()
+	stop := make(chan struct{})
+	wait := load(t, c, e2e.Load{Duration: maxLoad, Until: stop})
 	ctx, cancel := context.WithTimeout(context.Background(), bound)
 	defer cancel()
 	steady(t, ctx, c)
-	drained, err := c.RollRooms(ctx)
+	drained, err := roll(ctx)
 	if err != nil {
+		close(stop)
 		t.Fatal(err)
 	}
+	<-time.After(loadAfterRoll) // the load's length after the update is the scenario, not a wait for a condition
+	close(stop)
 	res := wait()
+	if last := e2e.LastExit(drained); !res.LastSent.After(last) {
+		t.Errorf("load sent its last command at %s, the last old instance exited at %s; want the update to end under load",
+			res.LastSent.Format("15:04:05.000"), last.Format("15:04:05.000"))
+	}
+	return res, drained
+}
+
+func TestRollingUpdateRoomService(t *testing.T) {
+	c, _ := startCluster(t, e2e.Config{})
+	res, drained := rollUnderLoad(t, c, c.RollRooms)
 	r := check(t, c, res, drained)
 
 	if r.Failed != 0 {
@@ -57,15 +84,7 @@ func firstFailure(res *e2e.LoadResult) string {
 
 func TestRollingUpdateGateway(t *testing.T) {
 	c, _ := startCluster(t, e2e.Config{})
-	wait := load(t, c, e2e.Load{Duration: 8 * time.Second})
-	ctx, cancel := context.WithTimeout(context.Background(), bound)
-	defer cancel()
-	steady(t, ctx, c)
-	drained, err := c.RollGateways(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	res := wait()
+	res, drained := rollUnderLoad(t, c, c.RollGateways)
 	r := check(t, c, res, drained)
 	if r.Failed != 0 {
 		t.Errorf("failed requests: got %d; want 0 (first: %s)", r.Failed, firstFailure(res))

@@ -11,8 +11,10 @@
 // exit), then reads every room back and checks that every acknowledged
 // command was applied exactly once, that no room ever had two owners and
 // that fencing tokens only increased. It prints the state changes of every
-// process and a summary, and exits 1 if an invariant broke or a request
-// failed.
+// process and a summary, and exits 1 if an invariant broke, a request
+// failed, no lease event was seen or no room changed owner, an old instance
+// did not exit 0 within DRAIN_TIMEOUT, or the load had stopped before the
+// last old instance exited.
 //
 // Redis: REDIS_ADDR when set, otherwise an embedded in-memory Redis
 // (miniredis) in this process. Load balancer: HAProxy when installed,
@@ -83,12 +85,18 @@ func run(ctx context.Context) int {
 	fmt.Printf("cluster: %d room-service, %d gateways behind %s at %s\n",
 		len(c.Rooms()), len(c.Gateways()), c.BalancerName(), c.URL())
 
-	const rate, duration = 100, 8 * time.Second
-	fmt.Printf("load: %d commands/s for %s over %d rooms; rolling update of room-service under it …\n",
-		rate, duration, e2e.DefaultLoadRooms)
+	// The load runs until the update is over and loadAfterRoll more, at
+	// most maxLoad: the update happens under load, then the new instances
+	// serve some on their own.
+	const rate, loadAfterRoll, maxLoad = 100, time.Second, 60 * time.Second
+	fmt.Printf("load: %d commands/s over %d rooms until a second after the update; rolling update of room-service under it …\n",
+		rate, e2e.DefaultLoadRooms)
+	stopLoad := make(chan struct{})
+	loadCtx, cancelLoad := context.WithCancel(ctx)
+	defer cancelLoad()
 	done := make(chan *e2e.LoadResult, 1)
 	go func() {
-		done <- e2e.Load{URL: c.URL(), Rate: rate, Duration: duration, Prefix: "demo-"}.Run(ctx)
+		done <- e2e.Load{URL: c.URL(), Rate: rate, Duration: maxLoad, Prefix: "demo-", Until: stopLoad}.Run(loadCtx)
 	}()
 	steadyCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	err = c.AwaitOwned(steadyCtx, e2e.DefaultLoadRooms)
@@ -97,10 +105,17 @@ func run(ctx context.Context) int {
 	if err == nil {
 		drained, err = c.RollRooms(ctx)
 	}
-	res := <-done
 	if err != nil {
+		cancelLoad()
+		<-done
 		return fail(err)
 	}
+	select {
+	case <-time.After(loadAfterRoll): // the load's length after the update, not a wait for a condition
+	case <-ctx.Done():
+	}
+	close(stopLoad)
+	res := <-done
 	checkCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	r, err := e2e.Check(checkCtx, c, res, drained)
@@ -117,10 +132,24 @@ func run(ctx context.Context) int {
 	if r.Failed > 0 {
 		bad = append(bad, fmt.Sprintf("%d requests failed", r.Failed))
 	}
+	if len(r.Holds) == 0 {
+		bad = append(bad, "no lease events in the room-service logs: the ownership checks saw nothing")
+	}
+	if r.RoomsHandedOver == 0 {
+		bad = append(bad, "no room changed owner: the update moved nothing")
+	}
+	if len(drained) != e2e.DefaultRooms {
+		bad = append(bad, fmt.Sprintf("%d instances replaced; want %d", len(drained), e2e.DefaultRooms))
+	}
 	for _, d := range drained {
-		if d.ExitCode != 0 {
-			bad = append(bad, fmt.Sprintf("%s exited %d", d.Name, d.ExitCode))
+		if d.ExitCode != 0 || d.DrainTime >= e2e.DefaultDrainTimeout {
+			bad = append(bad, fmt.Sprintf("%s exited %d after %s; want 0 within DRAIN_TIMEOUT %s",
+				d.Name, d.ExitCode, d.DrainTime.Round(time.Millisecond), e2e.DefaultDrainTimeout))
 		}
+	}
+	if last := e2e.LastExit(drained); !res.LastSent.After(last) {
+		bad = append(bad, fmt.Sprintf("the load stopped at %s, before the last old instance exited at %s: the update was not under load",
+			res.LastSent.Format("15:04:05.000"), last.Format("15:04:05.000")))
 	}
 	if len(bad) > 0 {
 		fmt.Println("\nFAILED:")

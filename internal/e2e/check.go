@@ -53,7 +53,15 @@ type Report struct {
 	// Misplaced are acknowledged commands found at another seq than
 	// acknowledged, or in another room.
 	Misplaced []string
-	// UnknownApplied counts unacknowledged commands found applied.
+	// AckedDuplicate are commands acknowledged as "duplicate". The load
+	// sends every command_id once and retries only what was refused
+	// before processing, so a duplicate means an attempt that was in fact
+	// processed was answered as refused (or resent unseen) and retried:
+	// a retry that was not safe.
+	AckedDuplicate []string
+	// UnknownApplied counts failed commands (no acknowledgement) found
+	// applied: a subset of the failures, whose outcome the client did not
+	// learn, not lost writes.
 	UnknownApplied int
 	Ownership
 	// Gap summarises Ownership.Gaps.
@@ -63,8 +71,9 @@ type Report struct {
 }
 
 // Problems lists every broken invariant: lost, duplicated or misplaced
-// commands, double owners, fence regressions. Failed requests are not in
-// it: whether they are allowed depends on the scenario.
+// commands, commands acknowledged as duplicates (an unsafe retry), double
+// owners, fence regressions. Failed requests are not in it: whether they
+// are allowed depends on the scenario.
 func (r *Report) Problems() []string {
 	var p []string
 	add := func(what string, xs []string) {
@@ -75,6 +84,7 @@ func (r *Report) Problems() []string {
 	add("acknowledged command lost", r.Lost)
 	add("command applied more than once", r.Duplicated)
 	add("command at another place than acknowledged", r.Misplaced)
+	add("command acknowledged as duplicate (processed, then retried as if refused)", r.AckedDuplicate)
 	add("two owners", r.DoubleOwners)
 	add("fence did not increase", r.FenceRegressions)
 	return p
@@ -105,6 +115,9 @@ func Check(ctx context.Context, c *Cluster, res *LoadResult, drained []Drained) 
 	}
 	for _, o := range res.Outcomes {
 		ps := found[o.CommandID]
+		if o.Acked && o.Status == "duplicate" {
+			r.AckedDuplicate = append(r.AckedDuplicate, fmt.Sprintf("%s (room %s, seq %d, after %d retries)", o.CommandID, o.Room, o.Seq, o.Retries))
+		}
 		switch {
 		case !o.Acked:
 			if len(ps) > 0 {

@@ -85,6 +85,8 @@ type Drained struct {
 	Name      string
 	ExitCode  int
 	DrainTime time.Duration
+	// Exited is when the process exit was seen.
+	Exited time.Time
 }
 
 // Cluster runs room-service and gateway instances on fixed slots behind a
@@ -166,7 +168,8 @@ func (c *Cluster) Began() time.Time { return c.start }
 func (c *Cluster) BalancerName() string { return c.lb.name() }
 
 // BalancerRetries is how many requests the balancer itself retried on
-// another gateway (connection refused, empty answer, 503).
+// another gateway (connection refused, or 503 from a gateway that
+// processed nothing).
 func (c *Cluster) BalancerRetries() int { return c.lb.retries() }
 
 // BalancerLog is the balancer's log (HAProxy logs every request that did
@@ -290,15 +293,30 @@ func (c *Cluster) Stop(ctx context.Context, n *Node) (Drained, error) {
 	code, err := n.Wait(ctx)
 	c.vacate(c.rooms, n)
 	c.vacate(c.gws, n)
-	return Drained{Name: n.Name, ExitCode: code, DrainTime: n.DrainTime()}, err
+	exited, _ := n.Exited()
+	return Drained{Name: n.Name, ExitCode: code, DrainTime: n.DrainTime(), Exited: exited}, err
+}
+
+// LastExit is the latest exit among drained: the end of a rolling update.
+func LastExit(drained []Drained) time.Time {
+	var t time.Time
+	for _, d := range drained {
+		if d.Exited.After(t) {
+			t = d.Exited
+		}
+	}
+	return t
 }
 
 // Crash SIGKILLs n (a crash: nothing is flushed or released), waits for it
-// and frees its slot.
-func (c *Cluster) Crash(n *Node) {
+// and frees its slot. It returns the time taken just before the kill was
+// sent: n was alive, renewing its leases, until no earlier than that.
+func (c *Cluster) Crash(n *Node) time.Time {
+	at := time.Now()
 	n.Kill()
 	c.vacate(c.rooms, n)
 	c.vacate(c.gws, n)
+	return at
 }
 
 // RollRooms replaces every running room-service in turn: start the new

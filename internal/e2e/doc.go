@@ -15,19 +15,23 @@
 //
 // # Balancer
 //
-// HAProxy (probe GET /healthz/ready every 200 ms, fall 1, rise 1; retries
-// on connection failure, empty answer or 503, redispatched to another
-// gateway), or, for the demo when HAProxy is not installed, a small
-// in-process balancer with the same rules.
+// HAProxy (probe GET /healthz/ready every [ProbeInterval], fall 1, rise 1;
+// retries only what no gateway processed: a connection failure before the
+// request was sent, or a gateway's 503, redispatched to another gateway;
+// its own 503 carries Retry-After), or, for the demo when HAProxy is not
+// installed, a small in-process balancer with the same rules.
 //
 // # Load and checks
 //
-// [Load] sends a fixed rate for a fixed time, retrying only what was
-// refused before a gateway processed it (connection refused, 503), and
-// records every answer. [Check] reads every room back and checks that every
+// [Load] sends a fixed rate for a bounded time, retrying only what was
+// refused before anything processed it (connection refused, 503 with
+// Retry-After; a 502, 504 or a reset after the request was written is a
+// failure with no definite answer, never retried), and records every
+// answer. [Check] reads every room back and checks that every
 // acknowledged command is in its room exactly once at the acknowledged
-// seq, and, from the room-services' "lease event" log lines, that no two
-// nodes held a room at once and that fences only increased; it measures
-// the hand-over gap (one node's end of a room to the next node's
+// seq and none was acknowledged as a duplicate (an unsafe retry), and,
+// from the room-services' "lease event" log lines, that no two nodes held
+// a room at once and that fences only increased; it measures the
+// hand-over gap (one node's end of a room to the next node's
 // acquisition).
 package e2e

@@ -144,22 +144,35 @@ func CheckOwnership(evs []LeaseEvent, exits map[string]time.Time) Ownership {
 	for room, hs := range o.Holds {
 		slices.SortFunc(hs, func(a, b Hold) int { return a.From.Compare(b.From) })
 		nodes := map[string]bool{}
-		for i, h := range hs {
+		// last is the earlier hold that ends last (an open one ends never),
+		// top the earlier hold with the highest fence: a hold must start
+		// after every earlier hold ended and carry a fence above every
+		// earlier one, not only its neighbour's. A long hold that spans
+		// several short ones would otherwise hide overlaps with the later
+		// ones, and a gap would be measured from the wrong end.
+		var last, top *Hold
+		for i := range hs {
+			h := &hs[i]
 			nodes[h.Node] = true
-			if i == 0 {
-				continue
+			if last != nil {
+				overlap := last.Open || h.From.Before(last.To)
+				if overlap {
+					o.DoubleOwners = append(o.DoubleOwners, fmt.Sprintf("room %s: %s (fence %d) acquired at %s while %s (fence %d) held it until %s",
+						room, h.Node, h.Fence, stamp(h.From), last.Node, last.Fence, endStamp(*last)))
+				}
+				if h.Fence <= top.Fence {
+					o.FenceRegressions = append(o.FenceRegressions, fmt.Sprintf("room %s: fence %d (%s) after fence %d (%s)",
+						room, h.Fence, h.Node, top.Fence, top.Node))
+				}
+				if !overlap && h.Node != last.Node { // an overlap is a double owner, not a gap
+					o.Gaps = append(o.Gaps, h.From.Sub(last.To))
+				}
 			}
-			p := hs[i-1]
-			if p.Open || h.From.Before(p.To) {
-				o.DoubleOwners = append(o.DoubleOwners, fmt.Sprintf("room %s: %s (fence %d) acquired at %s while %s (fence %d) held it until %s",
-					room, h.Node, h.Fence, stamp(h.From), p.Node, p.Fence, endStamp(p)))
+			if last == nil || (!last.Open && (h.Open || h.To.After(last.To))) {
+				last = h
 			}
-			if h.Fence <= p.Fence {
-				o.FenceRegressions = append(o.FenceRegressions, fmt.Sprintf("room %s: fence %d (%s) after fence %d (%s)",
-					room, h.Fence, h.Node, p.Fence, p.Node))
-			}
-			if !p.Open && h.Node != p.Node && !h.From.Before(p.To) { // an overlap is a double owner, not a gap
-				o.Gaps = append(o.Gaps, h.From.Sub(p.To))
+			if top == nil || h.Fence > top.Fence {
+				top = h
 			}
 		}
 		if len(nodes) > 1 {

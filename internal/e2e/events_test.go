@@ -27,6 +27,20 @@ func TestCheckOwnership(t *testing.T) {
 		{"still open", []LeaseEvent{ev("a", "acquired", 1, 0, ""), ev("b", "acquired", 2, 50, "")}, nil, 1, 0, nil},
 		{"crash ends at exit", []LeaseEvent{ev("a", "acquired", 1, 0, ""), ev("b", "acquired", 2, 2100, "")},
 			map[string]time.Time{"a": at(100)}, 0, 0, []time.Duration{2 * time.Second}},
+		{"overlap with an earlier hold than the neighbour", []LeaseEvent{
+			ev("a", "acquired", 1, 0, ""), ev("b", "acquired", 2, 100, ""), ev("b", "ended", 2, 200, "lease: released"),
+			ev("c", "acquired", 3, 300, ""), ev("c", "ended", 3, 400, "lease: released"), ev("a", "ended", 1, 1000, "lease: released"),
+			ev("d", "acquired", 4, 1100, ""),
+		}, nil, 2, 0, []time.Duration{100 * time.Millisecond}},
+		{"open earlier hold overlaps every later one", []LeaseEvent{
+			ev("a", "acquired", 1, 0, ""), ev("b", "acquired", 2, 100, ""), ev("b", "ended", 2, 200, "lease: released"),
+			ev("c", "acquired", 3, 300, ""),
+		}, nil, 2, 0, nil},
+		{"fence below an earlier hold's, above the neighbour's", []LeaseEvent{
+			ev("a", "acquired", 5, 0, ""), ev("a", "ended", 5, 100, "lease: released"),
+			ev("b", "acquired", 2, 150, ""), ev("b", "ended", 2, 200, "lease: released"),
+			ev("c", "acquired", 3, 250, ""),
+		}, nil, 0, 2, []time.Duration{50 * time.Millisecond, 50 * time.Millisecond}},
 		{"fence regression", []LeaseEvent{
 			ev("a", "acquired", 5, 0, ""), ev("a", "ended", 5, 100, "lease: released"), ev("b", "acquired", 4, 150, ""),
 		}, nil, 0, 1, []time.Duration{50 * time.Millisecond}},

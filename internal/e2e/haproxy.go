@@ -43,13 +43,25 @@ func startBalancer(ctx context.Context, cfg Config, slots []string) (balancer, e
 	return startHAProxy(ctx, path, cfg.Dir, slots)
 }
 
+// ProbeInterval is how often the balancer (HAProxy's inter, or the
+// in-process one) probes each gateway's /healthz/ready.
+const ProbeInterval = 200 * time.Millisecond
+
 // haproxyConfig is HAProxy in front of the gateways as a production
 // ingress would be, with test-speed timers: a probe of /healthz/ready
-// every 200 ms, one failure marks a gateway down, one success up. A
-// request refused before a gateway processed it (connection refused, the
-// connection closed without an answer, or a 503, which the gateway sends
-// only when nothing was applied) is retried up to 3 times, on another
-// gateway (redispatch).
+// every ProbeInterval, one failure marks a gateway down, one success up.
+//
+// Only a request refused before a gateway processed it is retried, up to
+// 3 times, on another gateway (redispatch): the connection failed before
+// the request was sent (conn-failure), or the gateway answered 503, which
+// it sends with Retry-After only when nothing was processed (intake
+// closed, or room-service said UNAVAILABLE: nothing written). Not
+// empty-response: a gateway that read the request and closed without an
+// answer may have processed it; the client gets HAProxy's 502 and counts
+// the command as having no definite answer. HAProxy's own 503 (no gateway
+// up, or the connection failed on every try) comes before any gateway
+// processed the request, so it carries Retry-After too (http-error), as
+// the load generator's retry rule requires.
 var haproxyConfig = template.Must(template.New("haproxy").Parse(`global
     stats socket {{.Socket}} mode 600 level admin
     maxconn 2000
@@ -66,8 +78,9 @@ defaults
     timeout check 1s
     retries 3
     option redispatch 1
-    retry-on conn-failure empty-response 503
+    retry-on conn-failure 503
     option http-buffer-request
+    http-error status 503 content-type application/json string "{\"error\":\"no gateway available\"}" hdr Retry-After 1
 
 frontend rooms
     bind {{.Front}}
@@ -77,7 +90,7 @@ backend gateways
     balance roundrobin
     option httpchk GET /healthz/ready
     http-check expect status 200
-    default-server inter 200ms fall 1 rise 1
+    default-server inter {{.Inter}} fall 1 rise 1
 {{- range $i, $s := .Slots}}
     server gw{{$i}} {{$s}} check
 {{- end}}
@@ -102,8 +115,9 @@ func startHAProxy(ctx context.Context, path, dir string, slots []string) (*hapro
 	}
 	err = haproxyConfig.Execute(f, struct {
 		Socket, Front string
+		Inter         string
 		Slots         []string
-	}{h.socket, h.front, slots})
+	}{h.socket, h.front, fmt.Sprintf("%dms", ProbeInterval.Milliseconds()), slots})
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}

@@ -15,9 +15,11 @@ import (
 
 // inProcess is the demo's stand-in for HAProxy when it is not installed:
 // round robin over the gateway slots that passed their last probe of
-// /healthz/ready (every 200 ms), retrying a request refused before a
-// gateway processed it (connection refused, or a 503) on the next one, up
-// to 3 times, as the HAProxy configuration does.
+// /healthz/ready (every ProbeInterval), retrying a request refused before
+// a gateway processed it (connection refused, or a 503 with Retry-After)
+// on the next one, up to 3 times, as the HAProxy configuration does.
+// Nothing else is retried: a gateway that took the request and failed
+// (a reset, no answer) may have processed it, so the client gets 502.
 type inProcess struct {
 	srv    *http.Server
 	ln     net.Listener
@@ -27,8 +29,13 @@ type inProcess struct {
 	retry  atomic.Int64
 	client *http.Client
 
-	stop chan struct{}
-	wg   sync.WaitGroup
+	stop   chan struct{}
+	cancel context.CancelFunc // ends every handler's requests at close
+	wg     sync.WaitGroup     // Serve and probeLoop
+
+	mu       sync.Mutex
+	closing  bool
+	handlers sync.WaitGroup // serve calls in flight
 }
 
 func startInProcess(slots []string) (*inProcess, error) {
@@ -36,12 +43,18 @@ func startInProcess(slots []string) (*inProcess, error) {
 	if err != nil {
 		return nil, fmt.Errorf("e2e: in-process balancer: %w", err)
 	}
+	base, cancel := context.WithCancel(context.Background())
 	b := &inProcess{
 		ln: ln, slots: slots, up: make([]atomic.Bool, len(slots)),
-		client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}},
+		// A fresh connection per attempt, as HAProxy's first request of a
+		// session: a kept-alive connection the gateway closes while a
+		// request is written on it would fail with no definite answer.
+		client: &http.Client{Transport: &http.Transport{DisableKeepAlives: true}},
 		stop:   make(chan struct{}),
+		cancel: cancel,
 	}
-	b.srv = &http.Server{Handler: http.HandlerFunc(b.serve), ReadHeaderTimeout: 5 * time.Second}
+	b.srv = &http.Server{Handler: http.HandlerFunc(b.serve), ReadHeaderTimeout: 5 * time.Second,
+		BaseContext: func(net.Listener) context.Context { return base }}
 	b.wg.Go(func() { _ = b.srv.Serve(ln) })
 	b.wg.Go(b.probeLoop)
 	return b, nil
@@ -52,16 +65,24 @@ func (b *inProcess) addr() string   { return b.ln.Addr().String() }
 func (b *inProcess) retries() int   { return int(b.retry.Load()) }
 func (b *inProcess) output() string { return "" }
 
+// close stops the server, the probes and every handler, and waits for
+// them: http.Server.Close does not wait for handlers, so serve counts
+// itself in b.handlers, and no handler starts once closing is set.
 func (b *inProcess) close() {
+	b.mu.Lock()
+	b.closing = true
+	b.mu.Unlock()
 	close(b.stop)
 	_ = b.srv.Close()
+	b.cancel()
 	b.wg.Wait()
+	b.handlers.Wait()
 	b.client.CloseIdleConnections()
 }
 
 func (b *inProcess) probeLoop() {
 	probe := &http.Client{Timeout: time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
-	t := time.NewTicker(200 * time.Millisecond)
+	t := time.NewTicker(ProbeInterval)
 	defer t.Stop()
 	for {
 		for i, s := range b.slots {
@@ -105,6 +126,17 @@ func (b *inProcess) pick(tried map[int]bool) (int, bool) {
 }
 
 func (b *inProcess) serve(w http.ResponseWriter, r *http.Request) {
+	b.mu.Lock()
+	if b.closing {
+		b.mu.Unlock()
+		w.Header().Set("Retry-After", "1") // refused before any gateway saw it
+		http.Error(w, "balancer closing", http.StatusServiceUnavailable)
+		return
+	}
+	b.handlers.Add(1)
+	b.mu.Unlock()
+	defer b.handlers.Done()
+
 	body, err := io.ReadAll(r.Body)
 	if err != nil {
 		http.Error(w, "bad request body", http.StatusBadRequest)
@@ -122,17 +154,20 @@ func (b *inProcess) serve(w http.ResponseWriter, r *http.Request) {
 		}
 		req, _ := http.NewRequestWithContext(r.Context(), r.Method, "http://"+b.slots[i]+r.URL.RequestURI(), bytes.NewReader(body))
 		req.Header = r.Header.Clone()
+		// Never let net/http resend on its own a request it has written.
+		req.Header.Del("Idempotency-Key")
+		req.Header.Del("X-Idempotency-Key")
 		resp, err := b.client.Do(req)
 		var op *net.OpError
 		if err != nil && errors.As(err, &op) && op.Op == "dial" {
 			continue // refused before anything was sent
 		}
 		if err != nil {
-			http.Error(w, "gateway failed: "+err.Error(), http.StatusBadGateway)
+			http.Error(w, "gateway failed, outcome unknown: "+err.Error(), http.StatusBadGateway)
 			return
 		}
-		if resp.StatusCode == http.StatusServiceUnavailable && attempt < 3 {
-			resp.Body.Close()
+		if resp.StatusCode == http.StatusServiceUnavailable && resp.Header.Get("Retry-After") != "" && attempt < 3 {
+			resp.Body.Close() // refused before processing
 			continue
 		}
 		for k, v := range resp.Header {

@@ -19,9 +19,24 @@ const (
 	DefaultRequestDeadline = 20 * time.Second
 )
 
-// Load is a bounded, open-loop load: Rate commands a second for Duration,
-// spread round robin over Rooms rooms, each with a unique command_id. It
-// stops by itself.
+// Load is a bounded, open-loop load: Rate commands a second for Duration
+// (or until Until is closed, if sooner), spread round robin over Rooms
+// rooms, each with a unique command_id sent once. It stops by itself.
+//
+// # Retries
+//
+// An attempt is retried, and counted as a retry, only when it was refused
+// before anything processed it: the connection was refused (nothing was
+// sent), or the answer was 503 with Retry-After, which the drain
+// middleware, the gateway (room-service said UNAVAILABLE: nothing was
+// written) and the balancer (no gateway took the request) send. Anything
+// else without a definite answer (502, 504, a 503 without Retry-After, a
+// reset or timeout after the request was written) is a failure: the
+// command may or may not have been applied, and resending it would be a
+// retry nobody accounts for. For the same reason every attempt opens its
+// own connection (no keep-alive): net/http silently resends a request
+// that failed on a reused connection in some cases, and a balancer may
+// close a kept-alive connection just as a request is written on it.
 type Load struct {
 	// URL is the balancer's base URL. Required.
 	URL string
@@ -37,6 +52,10 @@ type Load struct {
 	// RequestDeadline bounds one command with its retries; zero means
 	// [DefaultRequestDeadline].
 	RequestDeadline time.Duration
+	// Until, when not nil, ends the sending once it is closed; Duration
+	// stays the upper bound. A scenario closes it when its fault or update
+	// is over, so the load is sure to span it.
+	Until <-chan struct{}
 }
 
 // Outcome is what became of one command.
@@ -46,10 +65,13 @@ type Outcome struct {
 	Acked  bool
 	Status string
 	Seq    int64
-	// Retries are attempts refused before a gateway processed them.
+	// Retries are attempts refused before anything processed them
+	// (connection refused, 503 with Retry-After).
 	Retries int
-	// Unknown: an attempt was sent and got no definite answer (a timeout,
-	// a reset, a 502 or 504): the command may or may not have been applied.
+	// Unknown: an attempt was sent and got no definite answer (a timeout
+	// or reset after the request was written, a 502, a 504, a 503 without
+	// Retry-After): the command may or may not have been applied. It is
+	// not retried.
 	Unknown bool
 	// Err is the last failure, for an unacknowledged command.
 	Err string
@@ -59,7 +81,10 @@ type Outcome struct {
 type LoadResult struct {
 	Outcomes []Outcome
 	Rooms    []string
-	Elapsed  time.Duration
+	// Began is when the first command was sent, LastSent when the last
+	// one was: a fault or update between them happened under load.
+	Began, LastSent time.Time
+	Elapsed         time.Duration
 }
 
 // Totals counts the outcomes.
@@ -115,36 +140,39 @@ func (l Load) Run(ctx context.Context) *LoadResult {
 	if l.RequestDeadline == 0 {
 		l.RequestDeadline = DefaultRequestDeadline
 	}
-	tr := &http.Transport{MaxIdleConnsPerHost: 256, IdleConnTimeout: 5 * time.Second}
-	defer tr.CloseIdleConnections()
-	client := &http.Client{Transport: tr, Timeout: 10 * time.Second}
+	// A fresh connection per attempt: see "Retries" on [Load].
+	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 10 * time.Second}
 
 	n := int(l.Duration.Seconds() * float64(l.Rate))
 	res := &LoadResult{Outcomes: make([]Outcome, n)}
 	for i := range l.Rooms {
 		res.Rooms = append(res.Rooms, fmt.Sprintf("%sroom-%02d", l.Prefix, i))
 	}
-	start := time.Now()
+	res.Began = time.Now()
 	tick := time.NewTicker(time.Second / time.Duration(l.Rate))
 	defer tick.Stop()
 	var wg sync.WaitGroup
 	for i := 0; i < n; i++ {
 		o := &res.Outcomes[i]
 		o.Room, o.CommandID = res.Rooms[i%l.Rooms], fmt.Sprintf("%scmd-%06d", l.Prefix, i)
+		res.LastSent = time.Now()
 		wg.Go(func() { l.send(ctx, client, o) })
 		select {
 		case <-ctx.Done():
+			res.Outcomes = res.Outcomes[:i+1]
+			i = n
+		case <-l.Until: // a nil channel never fires
 			res.Outcomes = res.Outcomes[:i+1]
 			i = n
 		case <-tick.C:
 		}
 	}
 	wg.Wait()
-	res.Elapsed = time.Since(start)
+	res.Elapsed = time.Since(res.Began)
 	return res
 }
 
-// send delivers one command, retrying what was refused before a gateway
+// send delivers one command, retrying what was refused before anything
 // processed it, with a short backoff.
 func (l Load) send(ctx context.Context, client *http.Client, o *Outcome) {
 	ctx, cancel := context.WithTimeout(ctx, l.RequestDeadline)
@@ -189,17 +217,17 @@ func (l Load) attempt(ctx context.Context, client *http.Client, url, body string
 		return rejected, err
 	}
 	req.Header.Set("Content-Type", "application/json")
-	// The command_id makes the POST idempotent; saying so lets net/http
-	// resend it on a kept-alive connection the balancer had closed (after
-	// one of its own 503s) before reading it, as it does for a GET.
-	req.Header.Set("Idempotency-Key", o.CommandID)
+	// No Idempotency-Key: with it net/http may resend the POST by itself
+	// after a failure on a connection the request was already written to,
+	// a retry this load would not see. (Without keep-alive it would not
+	// resend anyway; the header would only invite it.)
 	resp, err := client.Do(req)
 	if err != nil {
 		var op *net.OpError
 		if errors.As(err, &op) && op.Op == "dial" {
 			return refused, err // nothing was sent
 		}
-		return unknown, err
+		return unknown, err // the request may have been written and processed
 	}
 	defer resp.Body.Close()
 	switch {
@@ -213,14 +241,16 @@ func (l Load) attempt(ctx context.Context, client *http.Client, url, body string
 		}
 		o.Acked, o.Status, o.Seq = true, a.Status, a.Seq
 		return acked, nil
-	case resp.StatusCode == http.StatusServiceUnavailable:
-		// The gateway answers 503 only when nothing was applied (it is
-		// draining, or room-service said UNAVAILABLE); HAProxy answers it
-		// when no gateway is up.
+	case resp.StatusCode == http.StatusServiceUnavailable && resp.Header.Get("Retry-After") != "":
+		// Refused before processing: the drain middleware (intake closed),
+		// the gateway (room-service said UNAVAILABLE: nothing written) or
+		// the balancer (no gateway took it) answered.
 		return refused, fmt.Errorf("503 %s", readErr(resp))
 	case resp.StatusCode >= 400 && resp.StatusCode < 500:
 		return rejected, fmt.Errorf("%d %s", resp.StatusCode, readErr(resp))
 	}
+	// 502 and 504 (the gateway: room-service's outcome is unknown), a 503
+	// without Retry-After, anything else: no definite answer.
 	return unknown, fmt.Errorf("%d %s", resp.StatusCode, readErr(resp))
 }
 
