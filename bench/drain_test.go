@@ -22,13 +22,14 @@ import (
 // ways to stop it: http.Server.Shutdown alone, or drainkit's HTTP hooks
 // (StopIntake then WaitInFlight) over a drain.Tracker middleware.
 type drainServer struct {
-	srv     *http.Server
-	hooks   []drain.Hook
-	release chan struct{}  // closing it lets every handler return
-	lastEnd atomic.Int64   // UnixNano of the latest handler return
-	client  *http.Client   // in-process clients
-	clients sync.WaitGroup //
-	proc    *exec.Cmd      // or a client process
+	srv          *http.Server
+	hooks        []drain.Hook
+	release      chan struct{}  // closing it lets every handler return
+	shuttingDown chan struct{}  // closed once the drain has closed the listeners
+	lastEnd      atomic.Int64   // UnixNano of the latest handler return
+	client       *http.Client   // in-process clients
+	clients      sync.WaitGroup //
+	proc         *exec.Cmd      // or a client process
 }
 
 // startDrainServer serves n requests that each wait for release (or for
@@ -41,7 +42,7 @@ func startDrainServer(b *testing.B, n int, hold time.Duration, external bool) *d
 	if err != nil {
 		b.Fatal(err)
 	}
-	s := &drainServer{release: make(chan struct{})}
+	s := &drainServer{release: make(chan struct{}), shuttingDown: make(chan struct{})}
 	var entered sync.WaitGroup
 	entered.Add(n)
 	tr := drain.NewTracker()
@@ -62,6 +63,9 @@ func startDrainServer(b *testing.B, n int, hold time.Duration, external bool) *d
 		}
 	}))}
 	s.hooks = drain.HTTPHooks("http", s.srv, tr) // before Serve: it wraps ConnState
+	// Both drainers go through Shutdown, which runs this once its listeners
+	// are closed: from then on the drain is waiting for the requests.
+	s.srv.RegisterOnShutdown(func() { close(s.shuttingDown) })
 	go func() { _ = s.srv.Serve(ln) }()
 
 	url := "http://" + ln.Addr().String()
@@ -198,8 +202,8 @@ func BenchmarkDrainLag(b *testing.B) {
 }
 
 // BenchmarkDrainInFlight: n requests in flight (each on its own
-// connection) when the drain starts; 20 ms later all their handlers
-// return at once. Reported: time from the last handler's return to the
+// connection) when the drain starts; once it has closed the listeners all
+// their handlers return at once. Reported: time from the last handler's return to the
 // server stopped (lag-ms). Shows how each drain scales with the work it
 // waits for. The clients run in a child process; each side needs about
 // n+1,000 open files (raised up to the hard limit if need be).
@@ -222,7 +226,7 @@ func BenchmarkDrainInFlight(b *testing.B) {
 						s.stop(b, how)
 						stopped <- time.Now()
 					}()
-					time.Sleep(20 * time.Millisecond) // the drain is now waiting
+					<-s.shuttingDown // the drain is now waiting
 					close(s.release)
 					lag += s.lag(<-stopped)
 					b.StopTimer()

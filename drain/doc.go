@@ -25,7 +25,10 @@
 // A [Tracker] counts requests, RPCs and batches. [Tracker.Middleware] and
 // the gRPC interceptors count and, after [Tracker.CloseIntake], refuse new
 // work in a form clients may retry elsewhere (503 with Retry-After, or
-// UNAVAILABLE). [Tracker.Wait] is woken the moment the count reaches zero.
+// UNAVAILABLE with a RetryInfo detail, which [Refused] makes and
+// [IsRefused] recognises: a bare UNAVAILABLE may also mean a connection
+// broke after the server processed the call). [Tracker.Wait] is woken the
+// moment the count reaches zero.
 // [HTTPHooks] and [GRPCHooks] drain an *http.Server or a *grpc.Server with
 // it, and close what is left at the deadline.
 package drain

@@ -4,6 +4,10 @@ import (
 	"context"
 	"net/http"
 	"strings"
+	"time"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -42,9 +46,39 @@ func untracked(fullMethod string) bool {
 	return strings.HasPrefix(fullMethod, "/grpc.health.v1.Health/")
 }
 
-// errIntakeClosed is what a refused RPC gets: UNAVAILABLE tells gRPC clients
-// the call was not processed and may be retried on another backend.
-var errIntakeClosed = status.Error(codes.Unavailable, "drain: server is draining; retry on another instance")
+// errIntakeClosed is what a refused RPC gets: UNAVAILABLE with a RetryInfo
+// detail. A client cannot tell a bare UNAVAILABLE from a connection that
+// broke after the server had processed the call; the detail says this
+// server refused the call before processing it, so a retry elsewhere is
+// safe.
+var errIntakeClosed = Refused("drain: server is draining; retry on another instance")
+
+// Refused returns an UNAVAILABLE status carrying a RetryInfo detail (retry
+// after [RetryAfter] seconds): the form in which a server says it did
+// nothing with the call. Use it for every "not processed, retry" answer so
+// clients can rely on the detail (see [IsRefused]).
+func Refused(msg string) error {
+	st, err := status.New(codes.Unavailable, msg).WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(time.Second)})
+	if err != nil { // only if the detail cannot be marshalled, which a RetryInfo always can
+		return status.Error(codes.Unavailable, msg)
+	}
+	return st.Err()
+}
+
+// IsRefused reports whether err is a server's statement that it did not
+// process the call: UNAVAILABLE with a RetryInfo detail, as [Refused] makes.
+func IsRefused(err error) bool {
+	st, ok := status.FromError(err)
+	if !ok || st.Code() != codes.Unavailable {
+		return false
+	}
+	for _, d := range st.Details() {
+		if _, ok := d.(*errdetails.RetryInfo); ok {
+			return true
+		}
+	}
+	return false
+}
 
 // UnaryServerInterceptor counts unary RPCs in flight and refuses new ones
 // with codes.Unavailable after CloseIntake. Health checks are not counted.

@@ -121,3 +121,25 @@ func TestInterceptors(t *testing.T) {
 	err = stream(nil, nil, &grpc.StreamServerInfo{FullMethod: "/grpc.health.v1.Health/Watch"}, shandler)
 	assert.NoError(t, err, "health checks keep answering while draining")
 }
+
+func TestRefusedIsDistinguishable(t *testing.T) {
+	tests := []struct {
+		give error
+		want bool
+	}{
+		{drain.Refused("draining"), true},
+		{status.Error(codes.Unavailable, "transport is closing"), false}, // may have been processed
+		{status.Error(codes.Internal, "boom"), false},
+		{nil, false},
+	}
+	for _, tt := range tests {
+		if got := drain.IsRefused(tt.give); got != tt.want {
+			t.Errorf("IsRefused(%v) = %v; want %v", tt.give, got, tt.want)
+		}
+	}
+	tr := drain.NewTracker()
+	tr.CloseIntake()
+	_, err := tr.UnaryServerInterceptor()(context.Background(), nil, &grpc.UnaryServerInfo{FullMethod: "/x.Y/Z"},
+		func(context.Context, any) (any, error) { return nil, nil })
+	assert.True(t, drain.IsRefused(err), "the drain's refusal says it processed nothing")
+}

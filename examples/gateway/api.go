@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -102,8 +103,8 @@ func (a *api) getRoom(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, err)
 		return
 	}
-	rm, err := retryUnavailable(ctx, func() (*roompb.Room, error) {
-		return rooms.GetRoom(ctx, &roompb.GetRoomRequest{RoomId: id})
+	rm, err := retryRefused(ctx, func(opts ...grpc.CallOption) (*roompb.Room, error) {
+		return rooms.GetRoom(ctx, &roompb.GetRoomRequest{RoomId: id}, opts...)
 	})
 	if err != nil {
 		a.fail(w, r, err)
@@ -143,9 +144,13 @@ func decodeCommand(w http.ResponseWriter, r *http.Request) (command, int, error)
 	return c, 0, nil
 }
 
-// fail answers a backend failure. UNAVAILABLE means room-service processed
-// nothing it would not deduplicate, so the client may retry: 503 with
-// Retry-After, as the drain middleware answers. Anything unexpected is 502.
+// fail answers a backend failure. UNAVAILABLE is, by the time it gets
+// here, a refusal (see call): nothing was processed, so 503 with
+// Retry-After, as the drain middleware answers, and a client or load
+// balancer may retry anywhere. Unknown and DeadlineExceeded mean the
+// command may have been applied: 502 and 504, which say so and carry no
+// Retry-After; the client may retry with the same command_id, which
+// room-service deduplicates. Anything unexpected is 502.
 func (a *api) fail(w http.ResponseWriter, r *http.Request, err error) {
 	st := status.Convert(err)
 	switch st.Code() {
@@ -155,7 +160,7 @@ func (a *api) fail(w http.ResponseWriter, r *http.Request, err error) {
 	case codes.InvalidArgument:
 		writeError(w, http.StatusBadRequest, st.Message())
 	case codes.DeadlineExceeded:
-		writeError(w, http.StatusGatewayTimeout, st.Message())
+		writeError(w, http.StatusGatewayTimeout, "outcome unknown: "+st.Message())
 	default:
 		a.log.Warn("room backend failed", "method", r.Method, "path", r.URL.Path, "code", st.Code().String(), "err", st.Message())
 		writeError(w, http.StatusBadGateway, st.Message())

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/drainkit/drainkit/drain"
 	"github.com/drainkit/drainkit/examples/room-service/roompb"
 )
 
@@ -169,11 +170,15 @@ func TestSecondRedirectIsRetryable(t *testing.T) {
 	assert.Zero(t, third.rooms.applies.Load(), "got %d calls to the third node; want 0: a redirect is followed once", third.rooms.applies.Load())
 }
 
-func TestUnavailableIsRetriedOnceThen503(t *testing.T) {
+func refuses(context.Context, *roompb.ApplyRequest) (*roompb.ApplyResponse, error) {
+	return nil, drain.Refused("draining: retry elsewhere")
+}
+
+func TestRefusalIsRetriedOnceThen503(t *testing.T) {
 	rooms := &testRooms{
-		apply: fails(codes.Unavailable),
+		apply: refuses,
 		get: func(context.Context, *roompb.GetRoomRequest) (*roompb.Room, error) {
-			return nil, status.Error(codes.Unavailable, "draining")
+			return nil, drain.Refused("draining")
 		},
 	}
 	h := newAPI(t, startBackend(t, rooms).addr).routes()
@@ -190,11 +195,25 @@ func TestUnavailableIsRetriedOnceThen503(t *testing.T) {
 	}
 }
 
-func TestUnavailableRetryGoesToTheNextBackend(t *testing.T) {
+// An UNAVAILABLE that does not say "nothing processed" reached a server
+// that may have applied the command: it is neither retried by the gateway
+// nor passed on as safely retryable.
+func TestUnavailableAfterReachingServerIsOutcomeUnknown(t *testing.T) {
+	rooms := &testRooms{apply: fails(codes.Unavailable)}
+	h := newAPI(t, startBackend(t, rooms).addr).routes()
+	before := rooms.calls()
+	rec, got := do(t, h, "POST", "/api/v1/rooms/r1/commands", `{"command_id":"c1"}`)
+	assert.Equal(t, http.StatusBadGateway, rec.Code, rec.Body.String())
+	assert.Empty(t, rec.Header().Get("Retry-After"), "no invitation to retry elsewhere")
+	assert.Contains(t, got["error"], "outcome unknown")
+	assert.Equal(t, int64(1), rooms.calls()-before, "not retried")
+}
+
+func TestRefusalRetryGoesToTheNextBackend(t *testing.T) {
 	var refusing atomic.Bool
 	draining := startBackend(t, &testRooms{apply: func(ctx context.Context, req *roompb.ApplyRequest) (*roompb.ApplyResponse, error) {
 		if refusing.Load() {
-			return fails(codes.Unavailable)(ctx, req)
+			return refuses(ctx, req)
 		}
 		return applyAnswer(roompb.ApplyResponse_APPLIED, 5)(ctx, req)
 	}})

@@ -29,8 +29,8 @@
 // that the fence in room:route:{ID} equals the caller's lease token, has
 // appended it to the log, recorded its command id and queued its outbox
 // event. A node that lost its lease writes nothing ([ErrFenced]) and drops
-// the cell; the client gets codes.Unavailable and may retry with the same
-// command_id. Snapshots are fenced the same way and trim the log entries
+// the cell; the client gets UNAVAILABLE with a RetryInfo detail (nothing
+// was written) and may retry anywhere. Snapshots are fenced the same way and trim the log entries
 // they cover.
 //
 // # Recovery

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/drainkit/drainkit/drain"
 	"github.com/drainkit/drainkit/examples/room-service/roompb"
 )
 
@@ -48,9 +49,13 @@ func New(rdb redis.UniversalClient, leases Leases, cfg Config) (*Service, error)
 
 // Apply appends a command to the room's log if this node owns the room,
 // acquiring and recovering the room first if no node does. It answers
-// REDIRECT when another node owns the room, and codes.Unavailable when
-// nothing was written and a retry with the same command_id is safe (this
-// node is draining, lost the room, or Redis failed).
+// REDIRECT when another node owns the room; UNAVAILABLE with a RetryInfo
+// detail (drain.Refused) when nothing was written, so a retry anywhere is
+// safe (this node is draining, lost the room, the owner is unknown, or the
+// room could not be opened); and codes.Unknown (DeadlineExceeded when the
+// caller's deadline passed) when the write may or may not have happened:
+// the outcome is unknown, and only a retry with the same command_id, which
+// is deduplicated, is safe.
 func (s *Service) Apply(ctx context.Context, req *roompb.ApplyRequest) (*roompb.ApplyResponse, error) {
 	id, cmd := req.GetRoomId(), req.GetCommandId()
 	if err := ValidateRoomID(id); err != nil {
@@ -72,12 +77,16 @@ func (s *Service) Apply(ctx context.Context, req *roompb.ApplyRequest) (*roompb.
 	switch {
 	case errors.Is(err, ErrFenced):
 		s.drop(c, "fenced")
-		return nil, status.Errorf(codes.Unavailable, "room %s: this node lost the room; retry", id)
+		return nil, drain.Refused(fmt.Sprintf("room %s: this node lost the room; retry", id))
 	case err != nil:
 		// The write may or may not have happened: reload before the next
-		// command instead of guessing. A retry is deduplicated by command_id.
+		// command instead of guessing, and tell the client the outcome is
+		// unknown. A retry with the same command_id is deduplicated.
 		c.loaded = false
-		return nil, statusOf(ctx, err)
+		if ctx.Err() != nil {
+			return nil, status.FromContextError(ctx.Err()).Err()
+		}
+		return nil, status.Errorf(codes.Unknown, "room %s: outcome unknown, the write may have been applied: %v", id, err)
 	case out == duplicate:
 		return &roompb.ApplyResponse{Status: roompb.ApplyResponse_DUPLICATE, Seq: seq}, nil
 	}
@@ -199,20 +208,21 @@ func (s *Service) refuse(ctx context.Context, id string, err error) (*roompb.App
 			// The owner released or lost the room since, or it died: its
 			// heartbeat (which carries the address) expired before the
 			// room's lease did. A retry may acquire it.
-			return nil, status.Errorf(codes.Unavailable, "room %s: owner unknown; retry: %v", id, errors.Join(err, oerr))
+			return nil, drain.Refused(fmt.Sprintf("room %s: owner unknown; retry: %v", id, errors.Join(err, oerr)))
 		}
 		return &roompb.ApplyResponse{Status: roompb.ApplyResponse_REDIRECT, OwnerNode: node, OwnerAddr: addr}, nil
 	case errors.Is(err, s.cfg.ErrDraining):
-		return nil, status.Errorf(codes.Unavailable, "room %s: node is draining; retry on another node", id)
+		return nil, drain.Refused(fmt.Sprintf("room %s: node is draining; retry on another node", id))
 	}
 	return nil, statusOf(ctx, err)
 }
 
-// statusOf maps an error that wrote nothing for sure (or left a retry safe
-// through command_id dedup) to a gRPC status.
+// statusOf maps an error after which nothing was written (opening a cell,
+// reading a room) to a gRPC status: the caller's own deadline, or a refusal
+// that is safe to retry anywhere.
 func statusOf(ctx context.Context, err error) error {
 	if ctx.Err() != nil {
 		return status.FromContextError(ctx.Err()).Err()
 	}
-	return status.Error(codes.Unavailable, fmt.Sprintf("room: %v", err))
+	return drain.Refused(fmt.Sprintf("room: %v", err))
 }

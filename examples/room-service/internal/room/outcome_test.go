@@ -1,0 +1,65 @@
+package room
+
+import (
+	"context"
+	"errors"
+	"net"
+	"strings"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/drainkit/drainkit/drain"
+	"github.com/drainkit/drainkit/examples/room-service/roompb"
+	"github.com/drainkit/drainkit/internal/redistest"
+)
+
+// breakAppend lets the append script reach Redis, then loses its reply, as
+// a connection reset after the server ran it would.
+type breakAppend struct{ on bool }
+
+func (h *breakAppend) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *breakAppend) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+func (h *breakAppend) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		if h.on && strings.HasPrefix(strings.ToLower(cmd.Name()), "eval") && strings.Contains(cmd.String(), logKey("r1")) {
+			return &net.OpError{Op: "read", Err: errors.New("connection reset by peer")}
+		}
+		return err
+	}
+}
+
+// A write whose reply was lost is not a refusal: the outcome is unknown,
+// and saying "not processed, retry anywhere" would be a lie. A refusal, in
+// turn, carries the detail that says nothing was written.
+func TestApplyOutcomeUnknownIsNotARefusal(t *testing.T) {
+	srv := redistest.Start(t)
+	hook := &breakAppend{}
+	rdb := srv.Client()
+	rdb.AddHook(hook)
+	a := newNode(t, rdb, "a", nil)
+	mustApply(t, a.svc, "r1", "c1", roompb.ApplyResponse_APPLIED)
+
+	hook.on = true
+	_, err := apply(context.Background(), a.svc, "r1", "c2")
+	hook.on = false
+	if got := status.Code(err); got != codes.Unknown {
+		t.Fatalf("Apply with a lost reply: got %v (%v); want Unknown", got, err)
+	}
+	if drain.IsRefused(err) {
+		t.Fatalf("Apply with a lost reply claims nothing was processed: %v", err)
+	}
+	// It was applied: a retry with the same command id says so.
+	mustApply(t, a.svc, "r1", "c2", roompb.ApplyResponse_DUPLICATE)
+
+	a.leases.setDraining()
+	_, err = apply(context.Background(), a.svc, "r2", "c1")
+	if !drain.IsRefused(err) {
+		t.Fatalf("Apply on a draining node: got %v; want a refusal (UNAVAILABLE with RetryInfo)", err)
+	}
+}
