@@ -125,6 +125,8 @@ func run(ctx context.Context) int {
 
 	fmt.Println("\ntimeline (state changes of every process):")
 	fmt.Print(e2e.FormatTimeline(c.Timeline(), c.Began()))
+	fmt.Printf("t+%6dms  load       first command sent\nt+%6dms  load       last command sent\n",
+		res.Began.Sub(c.Began()).Milliseconds(), res.LastSent.Sub(c.Began()).Milliseconds())
 	fmt.Println("\nsummary:")
 	fmt.Print(r.Table())
 
