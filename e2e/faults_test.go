@@ -197,9 +197,22 @@ func TestCrashTakenOverAfterTTL(t *testing.T) {
 	killedAt := c.Crash(victim)
 	res := wait()
 	r := check(t, c, res, nil)
-	if r.Failed != 0 {
-		t.Errorf("failed requests: got %d; want 0: every refusal during the takeover is retryable (first: %s)", r.Failed, firstFailure(res))
+	// A command the victim was processing when it died has no definite
+	// answer (the gateway says 502): honest, and allowed. Any other
+	// failure is not: after the crash every refusal is retryable.
+	diedAt, _ := victim.Exited()
+	inFlight := 0
+	for _, o := range res.Outcomes {
+		switch {
+		case o.Acked:
+		case o.Unknown && !o.Attempted.After(diedAt):
+			inFlight++
+		default:
+			t.Errorf("%s: failed, last attempt %s after the crash; want only commands in flight at the crash to fail: %s",
+				o.CommandID, o.Attempted.Sub(diedAt), o.Err)
+		}
 	}
+	t.Logf("failed requests: %d, all in flight when %s died (no definite answer)", inFlight, victim.Name)
 
 	// earliest is the soonest another node may acquire a room the victim
 	// held. The victim's renewer re-arms every lease each TTL/3, and

@@ -6,6 +6,7 @@ import (
 	"net"
 	"os/exec"
 	"path/filepath"
+	"sync"
 )
 
 // Module paths of the programs the harness runs.
@@ -46,6 +47,46 @@ func FreePort() (string, error) {
 	}
 	defer l.Close()
 	return l.Addr().String(), nil
+}
+
+// ports hands out free ports, never one it handed out before: a port a
+// cluster reserved for a slot that is free for now must not become
+// another of its listeners (a room-service's admin port answering the
+// balancer's probes for a gateway slot), and the kernel may return a
+// recently closed port again.
+type ports struct {
+	mu   sync.Mutex
+	used map[string]bool
+}
+
+// pick returns n free ports none of which was handed out before or is in
+// taken.
+func (p *ports) pick(n int, taken ...string) ([]string, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.used == nil {
+		p.used = map[string]bool{}
+	}
+	for _, a := range taken {
+		p.used[a] = true
+	}
+	var out []string
+	for tries := 0; len(out) < n; tries++ {
+		if tries == 100 {
+			return nil, fmt.Errorf("e2e: no %d unused free ports after %d tries", n, tries)
+		}
+		addrs, err := freePorts(n - len(out))
+		if err != nil {
+			return nil, err
+		}
+		for _, a := range addrs {
+			if !p.used[a] {
+				p.used[a] = true
+				out = append(out, a)
+			}
+		}
+	}
+	return out, nil
 }
 
 func freePorts(n int) ([]string, error) {

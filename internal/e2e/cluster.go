@@ -107,6 +107,7 @@ type Cluster struct {
 	gwSlot   []string // HTTP addresses
 	lb       balancer
 	start    time.Time
+	ports    ports
 
 	mu    sync.Mutex
 	rooms []*Node // by slot, nil when free
@@ -129,10 +130,14 @@ func Start(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 			c.Close()
 		}
 	}()
-	if c.roomSlot, err = freePorts(cfg.Rooms + 1); err != nil {
+	if c.roomSlot, err = c.ports.pick(cfg.Rooms+1, cfg.RedisAddr); err != nil {
 		return nil, err
 	}
-	if c.gwSlot, err = freePorts(cfg.Gateways + 1); err != nil {
+	if c.gwSlot, err = c.ports.pick(cfg.Gateways + 1); err != nil {
+		return nil, err
+	}
+	front, err := c.ports.pick(1)
+	if err != nil {
 		return nil, err
 	}
 	c.rooms = make([]*Node, len(c.roomSlot))
@@ -147,11 +152,13 @@ func Start(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 			return nil, err
 		}
 	}
-	if c.lb, err = startBalancer(ctx, cfg, c.gwSlot); err != nil {
+	if c.lb, err = startBalancer(ctx, cfg, front[0], c.gwSlot); err != nil {
 		return nil, err
 	}
-	for i := range cfg.Gateways {
-		if err := c.lb.waitServer(ctx, i, true); err != nil {
+	// HAProxy holds a server up until its first failed check: wait until
+	// the free slots are down too, so no request of the load goes there.
+	for i := range c.gwSlot {
+		if err := c.lb.waitServer(ctx, i, i < cfg.Gateways); err != nil {
 			return nil, err
 		}
 	}
@@ -229,7 +236,7 @@ func (c *Cluster) StartRoomEnv(ctx context.Context, slot int, env ...string) (*N
 	if slot < 0 {
 		slot = c.freeSlot(c.rooms)
 	}
-	admin, err := freePorts(1)
+	admin, err := c.ports.pick(1)
 	if err != nil {
 		return nil, err
 	}

@@ -30,7 +30,7 @@ type balancer interface {
 	close()
 }
 
-func startBalancer(ctx context.Context, cfg Config, slots []string) (balancer, error) {
+func startBalancer(ctx context.Context, cfg Config, front string, slots []string) (balancer, error) {
 	path, err := haproxyPath()
 	switch {
 	case cfg.Balancer == "inprocess" || (cfg.Balancer == "auto" && err != nil):
@@ -40,7 +40,7 @@ func startBalancer(ctx context.Context, cfg Config, slots []string) (balancer, e
 	case err != nil:
 		return nil, fmt.Errorf("e2e: haproxy not found (scripts/test installs it): %w", err)
 	}
-	return startHAProxy(ctx, path, cfg.Dir, slots)
+	return startHAProxy(ctx, path, cfg.Dir, front, slots)
 }
 
 // ProbeInterval is how often the balancer (HAProxy's inter, or the
@@ -102,12 +102,8 @@ type haproxy struct {
 	socket string
 }
 
-func startHAProxy(ctx context.Context, path, dir string, slots []string) (*haproxy, error) {
-	front, err := freePorts(1)
-	if err != nil {
-		return nil, err
-	}
-	h := &haproxy{front: front[0], socket: filepath.Join(dir, "haproxy.sock")}
+func startHAProxy(ctx context.Context, path, dir, front string, slots []string) (*haproxy, error) {
+	h := &haproxy{front: front, socket: filepath.Join(dir, "haproxy.sock")}
 	cfgPath := filepath.Join(dir, "haproxy.cfg")
 	f, err := os.Create(cfgPath)
 	if err != nil {

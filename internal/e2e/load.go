@@ -75,6 +75,8 @@ type Outcome struct {
 	Unknown bool
 	// Err is the last failure, for an unacknowledged command.
 	Err string
+	// Attempted is when the last attempt was sent.
+	Attempted time.Time
 }
 
 // LoadResult is every command's outcome, in sending order.
@@ -212,6 +214,7 @@ const (
 )
 
 func (l Load) attempt(ctx context.Context, client *http.Client, url, body string, o *Outcome) (verdict, error) {
+	o.Attempted = time.Now()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(body))
 	if err != nil {
 		return rejected, err
