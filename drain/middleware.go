@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -11,6 +12,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/stats"
 	"google.golang.org/grpc/status"
 )
 
@@ -80,8 +82,22 @@ func IsRefused(err error) bool {
 	return false
 }
 
+// ServerOptions returns the gRPC server options that count RPCs in flight:
+// the two interceptors and the stats handler. Use them all:
+//
+//	grpc.NewServer(append(tracker.ServerOptions(), yourOptions...)...)
+func (t *Tracker) ServerOptions() []grpc.ServerOption {
+	return []grpc.ServerOption{
+		grpc.ChainUnaryInterceptor(t.UnaryServerInterceptor()),
+		grpc.ChainStreamInterceptor(t.StreamServerInterceptor()),
+		grpc.StatsHandler(t.StatsHandler()),
+	}
+}
+
 // UnaryServerInterceptor counts unary RPCs in flight and refuses new ones
-// with codes.Unavailable after CloseIntake. Health checks are not counted.
+// with [Refused] after CloseIntake. Health checks are not counted. With
+// [Tracker.StatsHandler] installed an RPC stays counted until its response
+// has been written; without it, only until its handler returns.
 func (t *Tracker) UnaryServerInterceptor() grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 		if untracked(info.FullMethod) {
@@ -90,23 +106,83 @@ func (t *Tracker) UnaryServerInterceptor() grpc.UnaryServerInterceptor {
 		if !t.Begin() {
 			return nil, errIntakeClosed
 		}
-		defer t.End()
+		if !handOver(ctx) {
+			defer t.End()
+		}
 		return handler(ctx, req)
 	}
 }
 
 // StreamServerInterceptor counts streaming RPCs in flight for as long as the
-// stream lives and refuses new ones with codes.Unavailable after
-// CloseIntake. Health Watch streams are not counted.
+// stream lives and refuses new ones with [Refused] after CloseIntake.
+// Health Watch streams are not counted.
+//
+// Untracked streams are not waited for; instead they are ended (their
+// context cancelled) when intake closes, so a long-lived Watch cannot keep
+// GracefulStop from returning.
 func (t *Tracker) StreamServerInterceptor() grpc.StreamServerInterceptor {
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 		if untracked(info.FullMethod) {
-			return handler(srv, ss)
+			ctx, release := t.holdStream(ss.Context())
+			defer release()
+			return handler(srv, ctxStream{ss, ctx})
 		}
 		if !t.Begin() {
 			return errIntakeClosed
 		}
-		defer t.End()
+		if !handOver(ss.Context()) {
+			defer t.End()
+		}
 		return handler(srv, ss)
 	}
 }
+
+// StatsHandler returns a stats handler that ends each RPC counted by the
+// interceptors when grpc-go reports the RPC over, which is after its
+// response and status were written. The interceptors alone end it when
+// the handler returns, before the response is on the wire, and a drain
+// that stops the server at that moment cuts off an answer the client then
+// cannot tell from a failure.
+func (t *Tracker) StatsHandler() stats.Handler { return trackerStats{t} }
+
+// rpcMark is put in each RPC's context by the stats handler; the
+// interceptor sets counted when it counted the RPC, handing its End over.
+type rpcMark struct{ counted atomic.Bool }
+
+type rpcMarkKey struct{}
+
+// handOver tells the RPC's stats handler (if installed) to end it; it
+// reports false when there is none and the interceptor must end it itself.
+func handOver(ctx context.Context) bool {
+	m, ok := ctx.Value(rpcMarkKey{}).(*rpcMark)
+	if ok {
+		m.counted.Store(true)
+	}
+	return ok
+}
+
+type trackerStats struct{ t *Tracker }
+
+func (s trackerStats) TagRPC(ctx context.Context, _ *stats.RPCTagInfo) context.Context {
+	return context.WithValue(ctx, rpcMarkKey{}, &rpcMark{})
+}
+
+func (s trackerStats) HandleRPC(ctx context.Context, st stats.RPCStats) {
+	if _, end := st.(*stats.End); !end {
+		return
+	}
+	if m, ok := ctx.Value(rpcMarkKey{}).(*rpcMark); ok && m.counted.Swap(false) {
+		s.t.End()
+	}
+}
+
+func (trackerStats) TagConn(ctx context.Context, _ *stats.ConnTagInfo) context.Context { return ctx }
+func (trackerStats) HandleConn(context.Context, stats.ConnStats)                       {}
+
+// ctxStream is a server stream with a context the tracker can cancel.
+type ctxStream struct {
+	grpc.ServerStream
+	ctx context.Context
+}
+
+func (s ctxStream) Context() context.Context { return s.ctx }

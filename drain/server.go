@@ -105,18 +105,20 @@ func watchActive(srv *http.Server) *Tracker {
 	return active
 }
 
-// GRPCHooks returns the two hooks that drain srv, whose interceptors must
-// include t's (UnaryServerInterceptor and StreamServerInterceptor).
+// GRPCHooks returns the two hooks that drain srv, which must have been built
+// with t's [Tracker.ServerOptions] (interceptors and stats handler), so that
+// an RPC counts until its response is written.
 //
 // StopIntake: intake is closed and GracefulStop begins: listeners close and
 // clients are sent GOAWAY, so they pick another backend for new RPCs.
 // Should the drain end (forced, or out of time) before WaitInFlight, the
 // server is Stopped then.
 //
-// WaitInFlight: waits until the tracked RPCs have finished, then Stops the
-// server, which ends what GracefulStop would otherwise wait for without end:
-// long-lived streams that are not tracked, such as grpc.health.v1 Watch.
-// At its deadline it Stops the server and returns the context's error.
+// WaitInFlight: waits for GracefulStop, which returns once every RPC has
+// finished and its answer is flushed. Long-lived streams that are not
+// tracked, such as grpc.health.v1 Watch, do not hold it: closing intake
+// ended them. At its deadline it Stops the server (cutting off what still
+// runs) and returns the context's error.
 func GRPCHooks(name string, srv *grpc.Server, t *Tracker) []Hook {
 	var (
 		once    sync.Once
@@ -137,15 +139,16 @@ func GRPCHooks(name string, srv *grpc.Server, t *Tracker) []Hook {
 		return nil
 	}
 	wait := func(ctx context.Context) error {
+		t.CloseIntake() // in case StopIntake was skipped: also ends untracked streams
 		begin()
-		err := t.Wait(ctx)
 		select {
-		case <-stopped: // every stream ended by itself
-		default:
+		case <-stopped: // every RPC finished and was answered
+			return nil
+		case <-ctx.Done():
 			srv.Stop()
 			<-stopped
+			return ctx.Err()
 		}
-		return err
 	}
 	return []Hook{
 		{Name: name + ".stop_intake", Phase: StopIntake, Run: stop},

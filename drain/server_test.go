@@ -107,7 +107,7 @@ func TestGRPCHooksDoNotWaitForHealthWatch(t *testing.T) {
 	tr := drain.NewTracker()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
-	srv := grpc.NewServer(grpc.ChainUnaryInterceptor(tr.UnaryServerInterceptor()), grpc.ChainStreamInterceptor(tr.StreamServerInterceptor()))
+	srv := grpc.NewServer(tr.ServerOptions()...)
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(srv, hs)
 	served := make(chan error, 1)

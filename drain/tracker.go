@@ -25,10 +25,31 @@ type Tracker struct {
 
 	mu   sync.Mutex
 	idle chan struct{} // closed when the count reaches zero; nil when nobody waits
+
+	// streams ends the untracked streams (health Watch) when intake
+	// closes; see Tracker.StreamServerInterceptor.
+	streams    context.Context
+	endStreams context.CancelFunc
 }
 
 // NewTracker returns a Tracker with intake open.
-func NewTracker() *Tracker { return &Tracker{epoch: time.Now()} }
+func NewTracker() *Tracker {
+	t := &Tracker{epoch: time.Now()}
+	t.streams, t.endStreams = context.WithCancel(context.Background())
+	return t
+}
+
+// holdStream returns a context for an untracked stream that also ends when
+// intake closes, and the function that releases it when the stream ends.
+func (t *Tracker) holdStream(parent context.Context) (context.Context, func()) {
+	ctx, cancel := context.WithCancel(parent)
+	if t.streams.Err() != nil { // intake already closed: AfterFunc would cancel only later, on its own goroutine
+		cancel()
+		return ctx, cancel
+	}
+	stop := context.AfterFunc(t.streams, cancel)
+	return ctx, func() { stop(); cancel() }
+}
 
 // Begin records the arrival of one piece of work. It returns false, and
 // records nothing, once intake is closed; otherwise End must follow.
@@ -57,14 +78,16 @@ func (t *Tracker) End() {
 	}
 }
 
-// CloseIntake makes every later Begin fail. Work already begun goes on.
+// CloseIntake makes every later Begin fail. Work already begun goes on;
+// untracked gRPC streams (health Watch) are ended.
 func (t *Tracker) CloseIntake() {
 	for {
 		v := t.state.Load()
 		if v&closedBit != 0 || t.state.CompareAndSwap(v, v|closedBit) {
-			return
+			break
 		}
 	}
+	t.endStreams()
 }
 
 // IntakeClosed reports whether CloseIntake was called.

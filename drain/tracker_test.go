@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/stats"
 	"google.golang.org/grpc/status"
 
 	"github.com/drainkit/drainkit/drain"
@@ -118,7 +119,7 @@ func TestInterceptors(t *testing.T) {
 	assert.Equal(t, codes.Unavailable, status.Code(err))
 	err = stream(nil, nil, &grpc.StreamServerInfo{FullMethod: "/x.Y/Z"}, shandler)
 	assert.Equal(t, codes.Unavailable, status.Code(err))
-	err = stream(nil, nil, &grpc.StreamServerInfo{FullMethod: "/grpc.health.v1.Health/Watch"}, shandler)
+	err = stream(nil, bgStream{}, &grpc.StreamServerInfo{FullMethod: "/grpc.health.v1.Health/Watch"}, shandler)
 	assert.NoError(t, err, "health checks keep answering while draining")
 }
 
@@ -142,4 +143,64 @@ func TestRefusedIsDistinguishable(t *testing.T) {
 	_, err := tr.UnaryServerInterceptor()(context.Background(), nil, &grpc.UnaryServerInfo{FullMethod: "/x.Y/Z"},
 		func(context.Context, any) (any, error) { return nil, nil })
 	assert.True(t, drain.IsRefused(err), "the drain's refusal says it processed nothing")
+}
+
+// With the stats handler, an RPC stays in flight after its handler returned
+// until grpc-go reports it over (its answer written): a drain that stops
+// the server at zero cannot cut an answer off.
+func TestStatsHandlerEndsRPCAfterItsAnswer(t *testing.T) {
+	tr := drain.NewTracker()
+	sh := tr.StatsHandler()
+	ctx := sh.TagRPC(context.Background(), &stats.RPCTagInfo{FullMethodName: "/x.Y/Z"})
+	_, err := tr.UnaryServerInterceptor()(ctx, nil, &grpc.UnaryServerInfo{FullMethod: "/x.Y/Z"},
+		func(context.Context, any) (any, error) { return "answer", nil })
+	require.NoError(t, err)
+	assert.Equal(t, 1, tr.InFlight(), "handler returned, answer not yet written: still in flight")
+	sh.HandleRPC(ctx, &stats.OutPayload{})
+	assert.Equal(t, 1, tr.InFlight(), "only the End event ends it")
+	sh.HandleRPC(ctx, &stats.End{})
+	assert.Equal(t, 0, tr.InFlight())
+	sh.HandleRPC(ctx, &stats.End{}) // a repeated End must not count twice
+	assert.Equal(t, 0, tr.InFlight())
+
+	// Without the stats handler the interceptor ends it itself.
+	_, err = tr.UnaryServerInterceptor()(context.Background(), nil, &grpc.UnaryServerInfo{FullMethod: "/x.Y/Z"},
+		func(context.Context, any) (any, error) { return nil, nil })
+	require.NoError(t, err)
+	assert.Equal(t, 0, tr.InFlight())
+
+	// A refused RPC is never counted, so its End ends nothing.
+	tr.CloseIntake()
+	ctx = sh.TagRPC(context.Background(), &stats.RPCTagInfo{FullMethodName: "/x.Y/Z"})
+	_, err = tr.UnaryServerInterceptor()(ctx, nil, &grpc.UnaryServerInfo{FullMethod: "/x.Y/Z"},
+		func(context.Context, any) (any, error) { return nil, nil })
+	require.True(t, drain.IsRefused(err))
+	sh.HandleRPC(ctx, &stats.End{})
+	assert.Equal(t, 0, tr.InFlight())
+}
+
+// bgStream is a server stream with only a context, for interceptor tests.
+type bgStream struct{ grpc.ServerStream }
+
+func (bgStream) Context() context.Context { return context.Background() }
+
+// Closing intake ends the untracked streams (a health Watch), so they
+// cannot hold GracefulStop; tracked ones are left to finish.
+func TestCloseIntakeEndsUntrackedStreams(t *testing.T) {
+	tr := drain.NewTracker()
+	stream := tr.StreamServerInterceptor()
+	ended := make(chan error, 1)
+	go func() {
+		ended <- stream(nil, bgStream{}, &grpc.StreamServerInfo{FullMethod: "/grpc.health.v1.Health/Watch"},
+			func(_ any, ss grpc.ServerStream) error {
+				<-ss.Context().Done() // a Watch lives until its context ends
+				return ss.Context().Err()
+			})
+	}()
+	tr.CloseIntake()
+	assert.ErrorIs(t, <-ended, context.Canceled)
+	// A stream that arrives after intake closed is ended at once.
+	err := stream(nil, bgStream{}, &grpc.StreamServerInfo{FullMethod: "/grpc.health.v1.Health/Watch"},
+		func(_ any, ss grpc.ServerStream) error { return ss.Context().Err() })
+	assert.ErrorIs(t, err, context.Canceled)
 }

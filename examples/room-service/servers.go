@@ -32,10 +32,7 @@ type grpcServer struct {
 
 func newGRPC(c config, r *rooms, m *lifecycle.Manager, reg *readiness.Registry, log *slog.Logger) *grpcServer {
 	t := m.Tracker()
-	srv := grpc.NewServer(
-		grpc.ChainUnaryInterceptor(t.UnaryServerInterceptor()),
-		grpc.ChainStreamInterceptor(t.StreamServerInterceptor()),
-	)
+	srv := grpc.NewServer(t.ServerOptions()...) // an RPC counts until its answer is written
 	roompb.RegisterRoomsServer(srv, r.svc)
 	bridge := readiness.NewGRPCBridge(reg)
 	bridge.Register(srv)
