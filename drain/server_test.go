@@ -34,6 +34,21 @@ func startHTTP(t *testing.T, tr *drain.Tracker, entered chan<- struct{}, release
 	return hooks, "http://" + ln.Addr().String(), served
 }
 
+// getAsync GETs url in the background and sends the request's error,
+// reading the body included, when it ends.
+func getAsync(url string) <-chan error {
+	done := make(chan error, 1)
+	go func() {
+		resp, err := http.Get(url)
+		if err == nil {
+			_, err = io.ReadAll(resp.Body)
+			resp.Body.Close()
+		}
+		done <- err
+	}()
+	return done
+}
+
 func hooksByPhase(hooks []drain.Hook) map[drain.Phase]drain.Hook {
 	m := map[drain.Phase]drain.Hook{}
 	for _, h := range hooks {
@@ -85,15 +100,7 @@ func TestHTTPHooksDeadlineClosesConnections(t *testing.T) {
 	entered, release := make(chan struct{}, 1), make(chan struct{})
 	defer close(release)
 	hooks, url, served := startHTTP(t, tr, entered, release)
-	clientErr := make(chan error, 1)
-	go func() {
-		resp, err := http.Get(url)
-		if err == nil {
-			_, err = io.ReadAll(resp.Body)
-			resp.Body.Close()
-		}
-		clientErr <- err
-	}()
+	clientErr := getAsync(url)
 	<-entered
 	require.NoError(t, hooks[drain.StopIntake].Run(context.Background()))
 	ctx, cancel := context.WithCancel(context.Background())
@@ -141,15 +148,7 @@ func TestHTTPHooksForcedAfterStopIntake(t *testing.T) {
 	entered, release := make(chan struct{}, 1), make(chan struct{})
 	defer close(release)
 	hooks, url, served := startHTTP(t, tr, entered, release)
-	clientErr := make(chan error, 1)
-	go func() {
-		resp, err := http.Get(url)
-		if err == nil {
-			_, err = io.ReadAll(resp.Body)
-			resp.Body.Close()
-		}
-		clientErr <- err
-	}()
+	clientErr := getAsync(url)
 	<-entered
 	ctx, cancel := context.WithCancel(context.Background())
 	require.NoError(t, hooks[drain.StopIntake].Run(ctx))
