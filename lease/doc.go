@@ -102,7 +102,7 @@
 //
 // room_leases_held, room_lease_acquired_total, room_lease_renewed_total,
 // room_lease_lost_total, room_lease_released_total,
-// room_lease_left_to_expire_total, room_lease_renew_duration_seconds,
+// room_lease_left_to_expire_total, room_lease_renew_duration_ms,
 // room_lease_check_failures_total and room_node_heartbeat_failures_total,
 // registered on [Config].Registerer when set.
 package lease

@@ -32,9 +32,11 @@ func newMetrics() *metrics {
 		released:     counter("room_lease_released_total", "Room leases released (deleted from Redis by us)."),
 		leftToExpire: counter("room_lease_left_to_expire_total", "Room leases left to expire on drain or stop."),
 		renewDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name:    "room_lease_renew_duration_seconds",
-			Help:    "Round-trip time of one renewal tick (all held leases and the heartbeat).",
-			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14),
+			// Milliseconds, like the health_*_ms and service_shutdown_duration_ms
+			// metrics the service guide names, so one dashboard reads them alike.
+			Name:    "room_lease_renew_duration_ms",
+			Help:    "Round-trip time of one renewal tick (all held leases and the heartbeat), in milliseconds.",
+			Buckets: prometheus.ExponentialBuckets(0.5, 2, 14),
 		}),
 		checkFailures:   counter("room_lease_check_failures_total", "Failed lease readiness probes."),
 		heartbeatErrors: counter("room_node_heartbeat_failures_total", "Failed node heartbeat writes."),

@@ -102,7 +102,7 @@ func (m *Manager) RenewAll(ctx context.Context) error {
 	sent := m.now()
 	start := time.Now()
 	calls, hbErr, err := m.renewPipeline(ctx, leases)
-	m.met.renewDuration.Observe(time.Since(start).Seconds())
+	m.met.renewDuration.Observe(float64(time.Since(start).Microseconds()) / 1000)
 	m.noteHeartbeat(hbErr)
 	renewed := 0
 	var errs []error
