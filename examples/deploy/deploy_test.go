@@ -61,6 +61,7 @@ func TestKubeRulesCatchMutations(t *testing.T) {
 		{"backends on a ClusterIP", "room-service.yaml", "clusterIP: None", "clusterIP: \"\"", "not headless"},
 		{"backends on the admin port", "gateway.yaml", "room-service-headless:13001", "room-service-headless:13002", "port 13002 is not the GRPC_ADDR port"},
 		{"backends name no service", "gateway.yaml", "room-service-headless:13001", "rooms:13001", "names no Service"},
+		{"roll faster than gateways re-resolve", "room-service.yaml", "minReadySeconds: 35", "minReadySeconds: 5", "minReadySeconds 5 is below 30"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

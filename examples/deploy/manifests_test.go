@@ -109,6 +109,7 @@ type deployment struct {
 	Name     string
 	Labels   map[string]string
 	Grace    *int
+	MinReady int // minReadySeconds
 	Children []container
 }
 
@@ -149,6 +150,7 @@ func parseKube(r io.Reader) (*kube, error) {
 		switch doc.Kind {
 		case "Deployment":
 			var spec struct {
+				MinReady int `yaml:"minReadySeconds"`
 				Template struct {
 					Metadata struct {
 						Labels map[string]string `yaml:"labels"`
@@ -163,7 +165,7 @@ func parseKube(r io.Reader) (*kube, error) {
 				return nil, fmt.Errorf("deployment %s: %w", doc.Metadata.Name, err)
 			}
 			t := spec.Template
-			k.deployments = append(k.deployments, deployment{doc.Metadata.Name, t.Metadata.Labels, t.Spec.Grace, t.Spec.Containers})
+			k.deployments = append(k.deployments, deployment{doc.Metadata.Name, t.Metadata.Labels, t.Spec.Grace, spec.MinReady, t.Spec.Containers})
 		case "Service":
 			s := service{Name: doc.Metadata.Name}
 			var spec struct {
@@ -433,10 +435,18 @@ func (k *kube) checkBackends() []error {
 			if !ok {
 				errs = append(errs, fmt.Errorf("%s: ROOM_GRPC_ADDRS=%q: port %d is not the GRPC_ADDR port of deployment %s", dc.d.Name, v, n, d.Name))
 			}
+			if strings.HasPrefix(v, "dns:///") && d.MinReady < grpcDNSMinInterval {
+				errs = append(errs, fmt.Errorf("%s: ROOM_GRPC_ADDRS=%q: deployment %s minReadySeconds %d is below %d: grpc-go re-resolves DNS at most every %d s, so a gateway may not know a new pod before the next old one drains",
+					dc.d.Name, v, d.Name, d.MinReady, grpcDNSMinInterval, grpcDNSMinInterval))
+			}
 		}
 	}
 	return errs
 }
+
+// grpcDNSMinInterval is grpc-go's least interval between two DNS
+// resolutions of one target, in seconds.
+const grpcDNSMinInterval = 30
 
 // readKube reads every manifest under k8s/, applying edit to the text.
 func readKube(edit func(name, text string) string) (*kube, error) {
