@@ -139,15 +139,17 @@ func (t *Tracker) StreamServerInterceptor() grpc.StreamServerInterceptor {
 
 // StatsHandler returns a stats handler that ends each RPC counted by the
 // interceptors when grpc-go reports the RPC over, which is after its
-// response and status were written. The interceptors alone end it when
+// response and status were handed to the transport (GRPCHooks then waits
+// for GracefulStop, which flushes them). The interceptors alone end it when
 // the handler returns, before the response is on the wire, and a drain
 // that stops the server at that moment cuts off an answer the client then
 // cannot tell from a failure.
 func (t *Tracker) StatsHandler() stats.Handler { return trackerStats{t} }
 
 // rpcMark is put in each RPC's context by the stats handler; the
-// interceptor sets counted when it counted the RPC, handing its End over.
-type rpcMark struct{ counted atomic.Bool }
+// interceptor adds one to counted for each Begin it hands over (one, unless
+// the interceptor is installed twice), and the End event ends them all.
+type rpcMark struct{ counted atomic.Int32 }
 
 type rpcMarkKey struct{}
 
@@ -156,7 +158,7 @@ type rpcMarkKey struct{}
 func handOver(ctx context.Context) bool {
 	m, ok := ctx.Value(rpcMarkKey{}).(*rpcMark)
 	if ok {
-		m.counted.Store(true)
+		m.counted.Add(1)
 	}
 	return ok
 }
@@ -171,8 +173,10 @@ func (s trackerStats) HandleRPC(ctx context.Context, st stats.RPCStats) {
 	if _, end := st.(*stats.End); !end {
 		return
 	}
-	if m, ok := ctx.Value(rpcMarkKey{}).(*rpcMark); ok && m.counted.Swap(false) {
-		s.t.End()
+	if m, ok := ctx.Value(rpcMarkKey{}).(*rpcMark); ok {
+		for n := m.counted.Swap(0); n > 0; n-- {
+			s.t.End()
+		}
 	}
 }
 

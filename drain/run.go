@@ -108,9 +108,9 @@ func runHook(parent context.Context, h Hook) HookResult {
 		res.Outcome, res.Error = Failed, err.Error()
 		return res
 	}
-	ctx, cancel := parent, context.CancelFunc(func() {})
+	ctx, cancel := context.WithValue(parent, drainCtxKey{}, parent), context.CancelFunc(func() {})
 	if h.Timeout > 0 {
-		ctx, cancel = context.WithTimeout(parent, h.Timeout)
+		ctx, cancel = context.WithTimeout(ctx, h.Timeout)
 	}
 	defer cancel()
 
@@ -188,4 +188,18 @@ func goroutineStack(id uint64) string {
 		}
 	}
 	return ""
+}
+
+// drainCtxKey carries the drain's own context to the hooks of this package
+// that must act when the whole drain ends (forced, out of time), not when
+// their own hook returns.
+type drainCtxKey struct{}
+
+// drainContext returns the context of the drain a hook runs in, or ctx
+// itself when the hook was called outside [Run].
+func drainContext(ctx context.Context) context.Context {
+	if d, ok := ctx.Value(drainCtxKey{}).(context.Context); ok {
+		return d
+	}
+	return ctx
 }

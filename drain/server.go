@@ -53,7 +53,7 @@ func HTTPHooks(name string, srv *http.Server, t *Tracker) []Hook {
 		// If the drain is forced or runs out of time before WaitInFlight
 		// has closed the server, close it here: later phases are skipped
 		// then, and no connection or goroutine of ours may outlive the drain.
-		context.AfterFunc(ctx, func() {
+		context.AfterFunc(drainContext(ctx), func() {
 			_ = srv.Close()
 			cancel()
 		})
@@ -118,7 +118,8 @@ func watchActive(srv *http.Server) *Tracker {
 // finished and its answer is flushed. Long-lived streams that are not
 // tracked, such as grpc.health.v1 Watch, do not hold it: closing intake
 // ended them. At its deadline it Stops the server (cutting off what still
-// runs) and returns the context's error.
+// runs) and returns the context's error at once; the GracefulStop
+// goroutine ends when the last handler returns.
 func GRPCHooks(name string, srv *grpc.Server, t *Tracker) []Hook {
 	var (
 		once    sync.Once
@@ -135,7 +136,7 @@ func GRPCHooks(name string, srv *grpc.Server, t *Tracker) []Hook {
 	stop := func(ctx context.Context) error {
 		t.CloseIntake()
 		begin()
-		context.AfterFunc(ctx, srv.Stop) // forced or out of time before WaitInFlight: stop hard
+		context.AfterFunc(drainContext(ctx), srv.Stop) // forced or out of time before WaitInFlight: stop hard
 		return nil
 	}
 	wait := func(ctx context.Context) error {
@@ -145,8 +146,11 @@ func GRPCHooks(name string, srv *grpc.Server, t *Tracker) []Hook {
 		case <-stopped: // every RPC finished and was answered
 			return nil
 		case <-ctx.Done():
+			// Stop closes every connection at once and does not wait for
+			// handlers; GracefulStop (and its goroutine) still waits for a
+			// handler that ignores its context, which is no reason to hold
+			// the drain.
 			srv.Stop()
-			<-stopped
 			return ctx.Err()
 		}
 	}

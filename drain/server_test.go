@@ -159,28 +159,14 @@ func TestHTTPHooksForcedAfterStopIntake(t *testing.T) {
 
 func TestGRPCHooksForcedAfterStopIntake(t *testing.T) {
 	tr := drain.NewTracker()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	srv := grpc.NewServer(grpc.ChainStreamInterceptor(tr.StreamServerInterceptor()))
-	healthpb.RegisterHealthServer(srv, health.NewServer())
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
-	conn, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	require.NoError(t, err)
-	defer conn.Close()
-	watch, err := healthpb.NewHealthClient(conn).Watch(context.Background(), &healthpb.HealthCheckRequest{})
-	require.NoError(t, err)
-	_, err = watch.Recv() // an open stream GracefulStop would wait for forever
-	require.NoError(t, err)
-
+	srv, b, conn, served := startBlocker(t, tr.ServerOptions()...)
+	answered := callAsync(conn)
+	<-b.entered // a tracked call GracefulStop would wait for
+	defer close(b.release)
 	hooks := hooksByPhase(drain.GRPCHooks("grpc", srv, tr))
 	ctx, cancel := context.WithCancel(context.Background())
 	require.NoError(t, hooks[drain.StopIntake].Run(ctx))
-	cancel()
+	cancel() // the second signal: WaitInFlight never runs
+	assert.Error(t, <-answered, "the in-flight call is cut off by the hard stop")
 	require.NoError(t, <-served)
-	for { // Stop ends the open stream; GracefulStop alone would wait for it forever
-		if _, err := watch.Recv(); err != nil {
-			break
-		}
-	}
 }

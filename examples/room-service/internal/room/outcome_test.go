@@ -63,3 +63,14 @@ func TestApplyOutcomeUnknownIsNotARefusal(t *testing.T) {
 		t.Fatalf("Apply on a draining node: got %v; want a refusal (UNAVAILABLE with RetryInfo)", err)
 	}
 }
+
+// A command already in the log is a duplicate whoever retries it, also a
+// node that lost the room since: "fenced" would claim nothing was written.
+func TestDuplicateBeatsFence(t *testing.T) {
+	rdb := startRedis(t)
+	a, b := newNode(t, rdb, "a", nil), newNode(t, rdb, "b", nil)
+	mustApply(t, a.svc, "r1", "c1", roompb.ApplyResponse_APPLIED)
+	expire(t, rdb, "r1") // a's lease lapses; b takes the room
+	mustApply(t, b.svc, "r1", "c2", roompb.ApplyResponse_APPLIED)
+	mustApply(t, a.svc, "r1", "c1", roompb.ApplyResponse_DUPLICATE) // a still thinks it owns r1
+}

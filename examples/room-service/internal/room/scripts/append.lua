@@ -3,13 +3,17 @@
 --       4 log (stream, entry id "<seq>-1"), 5 outbox (list of JSON events)
 -- ARGV: 1 fence (decimal), 2 command_id, 3 op, 4 room id
 -- Returns {"applied", seq}, {"duplicate", seq} or {"fenced", 0}.
-local route = redis.call("GET", KEYS[1])
-if not route or string.match(route, "|(%d+)$") ~= ARGV[1] then
-  return {"fenced", 0}
-end
+-- The duplicate check comes first: a command already in the log is
+-- answered "duplicate" whoever asks, so a retry of a write whose reply was
+-- lost is never told "fenced" (which says nothing was written) after the
+-- room has moved on. Only a new command needs the fence.
 local prior = redis.call("HGET", KEYS[2], ARGV[2])
 if prior then
   return {"duplicate", tonumber(prior)}
+end
+local route = redis.call("GET", KEYS[1])
+if not route or string.match(route, "|(%d+)$") ~= ARGV[1] then
+  return {"fenced", 0}
 end
 local seq = redis.call("INCR", KEYS[3])
 redis.call("XADD", KEYS[4], seq .. "-1", "cmd", ARGV[2], "op", ARGV[3])
