@@ -45,7 +45,7 @@
 // for the refresh (at most ReadyTimeout): the very first evaluation, and a
 // probe after a quiet spell, when the last results are older than twice
 // CacheTTL (a kubelet probing every 10 s then gets a fresh answer, not one
-// 10 s old).
+// 10 s old); results that old are never answered with.
 //
 // A check still running from an earlier evaluation is never started again:
 // later evaluations wait on the same call and report its age, so a check

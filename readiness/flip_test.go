@@ -98,3 +98,32 @@ func TestStaleWhileRevalidateAndQuietSpell(t *testing.T) {
 		}
 	})
 }
+
+// After a quiet spell no probe answers from the old result, not even one
+// that arrives while another probe's refresh is running.
+func TestNoOldResultWhileAQuietSpellRefreshes(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := newRegistry(t, newState(lifecycle.Running), &logs{})
+		var down atomic.Bool
+		mustAdd(t, r, readiness.Check{Name: "db", Probe: func(ctx context.Context) error {
+			time.Sleep(50 * time.Millisecond)
+			if down.Load() {
+				return errors.New("connection refused")
+			}
+			return nil
+		}})
+		r.Ready(t.Context()) // ok, an hour ago
+		down.Store(true)
+		time.Sleep(time.Hour)
+		got := make(chan readiness.Status, 2)
+		for range 2 { // the first starts the refresh, the second arrives during it
+			go func() { got <- r.Ready(t.Context()).Status }()
+			synctest.Wait()
+		}
+		for range 2 {
+			if s := <-got; s != readiness.StatusFail {
+				t.Errorf("probe after an hour of silence: got %s; want the fresh fail, not the hour-old ok", s)
+			}
+		}
+	})
+}

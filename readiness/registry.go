@@ -160,7 +160,8 @@ func (r *Registry) results(ctx context.Context) (*evaluation, error) {
 		return last, nil
 	}
 	landed := r.refreshing
-	if last != nil && (landed != nil || time.Since(last.at) < 2*r.cfg.CacheTTL) {
+	recent := last != nil && time.Since(last.at) < 2*r.cfg.CacheTTL
+	if recent {
 		if landed == nil {
 			r.refresh()
 		}
@@ -179,10 +180,7 @@ func (r *Registry) results(ctx context.Context) (*evaluation, error) {
 	case <-landed:
 		return r.last.Load(), nil
 	case <-ctx.Done():
-		if last != nil {
-			return last, nil
-		}
-		return nil, ctx.Err()
+		return nil, ctx.Err() // nothing recent to answer from: an old result would lie
 	}
 }
 
