@@ -57,17 +57,7 @@ func TestRollingUpdateRoomService(t *testing.T) {
 	res, drained := rollUnderLoad(t, c, c.RollRooms)
 	r := check(t, c, res, drained)
 
-	if r.Failed != 0 {
-		t.Errorf("failed requests: got %d; want 0 (first: %s)", r.Failed, firstFailure(res))
-	}
-	if len(drained) != e2e.DefaultRooms {
-		t.Errorf("instances replaced: got %d; want %d", len(drained), e2e.DefaultRooms)
-	}
-	for _, d := range drained {
-		if d.ExitCode != 0 || d.DrainTime >= e2e.DefaultDrainTimeout {
-			t.Errorf("%s: exit %d after %s; want 0 within %s", d.Name, d.ExitCode, d.DrainTime, e2e.DefaultDrainTimeout)
-		}
-	}
+	requireCleanRoll(t, r.Failed, res, drained, e2e.DefaultRooms)
 	if r.RoomsHandedOver == 0 {
 		t.Error("no room changed owner: the update moved nothing")
 	}
@@ -86,11 +76,19 @@ func TestRollingUpdateGateway(t *testing.T) {
 	c, _ := startCluster(t, e2e.Config{})
 	res, drained := rollUnderLoad(t, c, c.RollGateways)
 	r := check(t, c, res, drained)
-	if r.Failed != 0 {
-		t.Errorf("failed requests: got %d; want 0 (first: %s)", r.Failed, firstFailure(res))
+	requireCleanRoll(t, r.Failed, res, drained, e2e.DefaultGateways)
+}
+
+// requireCleanRoll checks what every rolling update promises: no failed
+// request, every instance replaced, each old one exiting 0 within
+// DRAIN_TIMEOUT.
+func requireCleanRoll(t *testing.T, failed int, res *e2e.LoadResult, drained []e2e.Drained, instances int) {
+	t.Helper()
+	if failed != 0 {
+		t.Errorf("failed requests: got %d; want 0 (first: %s)", failed, firstFailure(res))
 	}
-	if len(drained) != e2e.DefaultGateways {
-		t.Errorf("gateways replaced: got %d; want %d", len(drained), e2e.DefaultGateways)
+	if len(drained) != instances {
+		t.Errorf("instances replaced: got %d; want %d", len(drained), instances)
 	}
 	for _, d := range drained {
 		if d.ExitCode != 0 || d.DrainTime >= e2e.DefaultDrainTimeout {
