@@ -31,4 +31,14 @@
 // moment the count reaches zero.
 // [HTTPHooks] and [GRPCHooks] drain an *http.Server or a *grpc.Server with
 // it, and close what is left at the deadline.
+//
+// # Cut short
+//
+// A drain is cut short when its context is cancelled (forced) or its
+// deadline passes. Later phases are then skipped, and [Run] calls every
+// hook's Abort before it returns, so that work a hook began gracefully (a
+// server's GracefulStop) is stopped hard even when the phase that was to
+// finish it never ran. Hooks learn of the drain only through the context
+// and Abort; nothing reaches them through context values, so they behave
+// the same called by [Run] or by hand.
 package drain

@@ -58,6 +58,13 @@ type Hook struct {
 	Timeout time.Duration
 	// Run does the work.
 	Run func(ctx context.Context) error
+	// Abort, if set, stops at once what the hook drains gracefully (closes
+	// a server and its connections). [Run] calls it, after its last phase,
+	// when the drain was cut short — forced, or out of time — whether the
+	// hook ran, was abandoned or was skipped: a hook that began a graceful
+	// drain which a later, skipped phase was to finish must not leave it
+	// running. It must be safe to call after Run returned and must not block.
+	Abort func()
 }
 
 // Validate reports the first problem that would make the hook unusable.

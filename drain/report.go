@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -111,3 +112,16 @@ func (r *Report) Err() error {
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// abortPanicked notes on the named hook's result that its Abort panicked.
+func (r *Report) abortPanicked(name, v string) {
+	for i := range r.Hooks {
+		if h := &r.Hooks[i]; h.Name == name {
+			if h.Outcome == OK {
+				h.Outcome = Failed
+			}
+			h.Error = strings.TrimPrefix(h.Error+"; abort panicked: "+v, "; ")
+			return
+		}
+	}
+}

@@ -23,7 +23,9 @@ import (
 //
 // Cancelling ctx forces the drain: running hooks see their contexts cancelled
 // and are given up on at once, and hooks of later phases are Skipped. Hooks
-// that fail Validate are reported Failed and never run. Run does not stop at
+// that fail Validate are reported Failed and never run. When the drain was
+// cut short (forced or out of time), Run calls every hook's Abort, in
+// reverse order, before it returns. Run does not stop at
 // a failed hook: a hook's error says nothing about whether the next phase
 // should run, and leaving a phase out (say, closing clients) is worse.
 func Run(ctx context.Context, reason string, hooks []Hook, opts ...Option) *Report {
@@ -58,6 +60,9 @@ func Run(ctx context.Context, reason string, hooks []Hook, opts ...Option) *Repo
 			r.Hooks = append(r.Hooks, HookResult{Name: h.Name, Phase: h.Phase, Outcome: Failed, Error: h.Validate().Error()})
 		}
 	}
+	if ctx.Err() != nil {
+		abort(hooks, r)
+	}
 	r.Duration = time.Since(r.Start)
 	r.DeadlineExceeded = errors.Is(ctx.Err(), context.DeadlineExceeded)
 	r.Forced = errors.Is(ctx.Err(), context.Canceled)
@@ -80,6 +85,25 @@ func cutReason(ctx context.Context) string {
 		return "drain deadline passed before this phase"
 	}
 	return "drain forced before this phase"
+}
+
+// abort calls the Abort of every hook, last first, recording a panic in
+// the hook's result rather than letting it end the drain.
+func abort(hooks []Hook, r *Report) {
+	for i := len(hooks) - 1; i >= 0; i-- {
+		h := hooks[i]
+		if h.Abort == nil {
+			continue
+		}
+		func() {
+			defer func() {
+				if v := recover(); v != nil {
+					r.abortPanicked(h.Name, fmt.Sprint(v))
+				}
+			}()
+			h.Abort()
+		}()
+	}
 }
 
 func runPhase(ctx context.Context, batch []Hook) []HookResult {
@@ -108,7 +132,7 @@ func runHook(parent context.Context, h Hook) HookResult {
 		res.Outcome, res.Error = Failed, err.Error()
 		return res
 	}
-	ctx, cancel := context.WithValue(parent, drainCtxKey{}, parent), context.CancelFunc(func() {})
+	ctx, cancel := parent, context.CancelFunc(func() {})
 	if h.Timeout > 0 {
 		ctx, cancel = context.WithTimeout(ctx, h.Timeout)
 	}
@@ -188,18 +212,4 @@ func goroutineStack(id uint64) string {
 		}
 	}
 	return ""
-}
-
-// drainCtxKey carries the drain's own context to the hooks of this package
-// that must act when the whole drain ends (forced, out of time), not when
-// their own hook returns.
-type drainCtxKey struct{}
-
-// drainContext returns the context of the drain a hook runs in, or ctx
-// itself when the hook was called outside [Run].
-func drainContext(ctx context.Context) context.Context {
-	if d, ok := ctx.Value(drainCtxKey{}).(context.Context); ok {
-		return d
-	}
-	return ctx
 }

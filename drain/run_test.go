@@ -200,3 +200,49 @@ func TestReportJSON(t *testing.T) {
 		}
 	}
 }
+
+// Abort is called, last hook first, only when the drain is cut short, and
+// for every hook that has one, whether it ran or was skipped.
+func TestRunAbortsOnlyWhenCutShort(t *testing.T) {
+	tests := []struct {
+		name      string
+		give      func(cancel context.CancelFunc) error // the first hook's Run
+		wantAbort []string
+	}{
+		{"clean drain", func(context.CancelFunc) error { return nil }, nil},
+		{"failed hook", func(context.CancelFunc) error { return errors.New("boom") }, nil},
+		{"forced", func(cancel context.CancelFunc) error { cancel(); return nil }, []string{"close", "stop"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var aborted []string
+				ctx, cancel := context.WithCancel(context.Background())
+				defer cancel()
+				hooks := []drain.Hook{
+					{Name: "stop", Phase: drain.StopIntake, Run: func(context.Context) error { return tt.give(cancel) },
+						Abort: func() { aborted = append(aborted, "stop") }},
+					{Name: "flush", Phase: drain.Flush, Run: func(context.Context) error { return nil }},
+					{Name: "close", Phase: drain.Close, Run: func(context.Context) error { return nil },
+						Abort: func() { aborted = append(aborted, "close") }},
+				}
+				drain.Run(ctx, "test", hooks)
+				assert.Equal(t, tt.wantAbort, aborted)
+			})
+		})
+	}
+}
+
+// A panicking Abort is recorded on its hook and does not stop the others.
+func TestRunAbortPanicIsReported(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	var second bool
+	rep := drain.Run(ctx, "test", []drain.Hook{
+		{Name: "a", Phase: drain.StopIntake, Run: func(context.Context) error { return nil }, Abort: func() { second = true }},
+		{Name: "b", Phase: drain.Close, Run: func(context.Context) error { return nil }, Abort: func() { panic("oops") }},
+	})
+	require.Len(t, rep.Hooks, 2)
+	assert.Contains(t, rep.Hooks[1].Error, "abort panicked: oops")
+	assert.True(t, second, "the other hook's Abort still ran")
+}

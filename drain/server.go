@@ -16,72 +16,63 @@ import (
 // return alone does not tell (the server flushes after the handler).
 //
 // StopIntake: intake is closed (later requests on kept-alive connections get
-// 503 and Connection: close), keep-alives are turned off, and the listeners
-// are closed; the hook returns once they are. Should the drain end (forced
-// by a second signal, or out of time) before WaitInFlight closed the
-// server, every connection is closed then.
+// 503 and Connection: close), keep-alives are turned off, the listeners and
+// idle connections are closed, and the hook returns.
 //
 // WaitInFlight: waits for t to reach zero and for every response to be
-// written, then closes every remaining (idle) connection at once. It does not poll like http.Server.Shutdown,
-// whose schedule grows to 500 ms: the drain moves on within a millisecond of
-// the last request ending. At its deadline it closes every connection,
-// in-flight or not, and returns the context's error. Hijacked connections
-// (WebSockets) are neither waited for nor closed, as with Shutdown.
+// written, then closes every remaining (idle) connection at once. It does
+// not poll like http.Server.Shutdown, whose schedule grows to 500 ms: the
+// drain moves on within a millisecond of the last request ending. At its
+// deadline it closes every connection, in-flight or not, and returns the
+// context's error. Hijacked connections (WebSockets) are neither waited for
+// nor closed, as with Shutdown.
+//
+// Both hooks carry an Abort that closes srv, so a drain cut short (forced,
+// or out of time) before WaitInFlight ran still closes every connection.
+// The application may call srv.Shutdown or srv.Close itself, before or
+// during the drain, as often as it likes: every step is idempotent.
 func HTTPHooks(name string, srv *http.Server, t *Tracker) []Hook {
-	var (
-		once     sync.Once
-		closed                      = make(chan struct{}) // listeners closed
-		shutdown                    = make(chan struct{}) // Shutdown goroutine returned
-		cancel   context.CancelFunc = func() {}
-	)
-	srv.RegisterOnShutdown(func() { close(closed) }) // Shutdown runs this right after closing listeners
 	active := watchActive(srv)
-	begin := func() {
-		once.Do(func() {
-			var ctx context.Context
-			ctx, cancel = context.WithCancel(context.Background())
-			go func() {
-				defer close(shutdown)
-				_ = srv.Shutdown(ctx) // only for its listener closing; we stop its polling below
-			}()
-		})
-	}
-	stop := func(ctx context.Context) error {
+	abort := func() { _ = srv.Close() }
+	stop := func(context.Context) error {
 		t.CloseIntake()
 		srv.SetKeepAlivesEnabled(false)
-		begin()
-		// If the drain is forced or runs out of time before WaitInFlight
-		// has closed the server, close it here: later phases are skipped
-		// then, and no connection or goroutine of ours may outlive the drain.
-		context.AfterFunc(drainContext(ctx), func() {
-			_ = srv.Close()
-			cancel()
-		})
-		select {
-		case <-closed:
-			return nil
-		case <-ctx.Done():
-			return ctx.Err()
-		}
+		return closeListeners(srv)
 	}
 	wait := func(ctx context.Context) error {
-		begin() // in case StopIntake was skipped or failed
-		err := t.Wait(ctx)
+		err := stop(ctx) // in case StopIntake was skipped or failed
+		if err == nil {
+			err = t.Wait(ctx)
+		}
 		if err == nil {
 			err = active.Wait(ctx)
 		}
 		cerr := srv.Close()
-		cancel()
-		<-shutdown
 		if errors.Is(cerr, http.ErrServerClosed) {
 			cerr = nil
 		}
 		return errors.Join(err, cerr)
 	}
 	return []Hook{
-		{Name: name + ".stop_intake", Phase: StopIntake, Run: stop},
-		{Name: name + ".wait_in_flight", Phase: WaitInFlight, Run: wait},
+		{Name: name + ".stop_intake", Phase: StopIntake, Run: stop, Abort: abort},
+		{Name: name + ".wait_in_flight", Phase: WaitInFlight, Run: wait, Abort: abort},
 	}
+}
+
+// closeListeners closes srv's listeners and idle connections and returns
+// without waiting for the active ones. It is http.Server.Shutdown with a
+// context that has already ended: Shutdown closes the listeners, waits for
+// Serve to leave them, closes the idle connections once, and returns the
+// context's error instead of polling while requests are still active. From
+// then on the server closes each connection after its current response.
+// Shutdown is idempotent, so the application may call it too.
+func closeListeners(srv *http.Server) error {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := srv.Shutdown(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		return err
+	}
+	return nil
 }
 
 // watchActive counts srv's connections that are reading a request or
@@ -111,8 +102,6 @@ func watchActive(srv *http.Server) *Tracker {
 //
 // StopIntake: intake is closed and GracefulStop begins: listeners close and
 // clients are sent GOAWAY, so they pick another backend for new RPCs.
-// Should the drain end (forced, or out of time) before WaitInFlight, the
-// server is Stopped then.
 //
 // WaitInFlight: waits for GracefulStop, which returns once every RPC has
 // finished and its answer is flushed. Long-lived streams that are not
@@ -120,6 +109,9 @@ func watchActive(srv *http.Server) *Tracker {
 // ended them. At its deadline it Stops the server (cutting off what still
 // runs) and returns the context's error at once; the GracefulStop
 // goroutine ends when the last handler returns.
+//
+// Both hooks carry an Abort that Stops srv, so a drain cut short (forced,
+// or out of time) before WaitInFlight ran still closes every connection.
 func GRPCHooks(name string, srv *grpc.Server, t *Tracker) []Hook {
 	var (
 		once    sync.Once
@@ -133,10 +125,9 @@ func GRPCHooks(name string, srv *grpc.Server, t *Tracker) []Hook {
 			}()
 		})
 	}
-	stop := func(ctx context.Context) error {
+	stop := func(context.Context) error {
 		t.CloseIntake()
 		begin()
-		context.AfterFunc(drainContext(ctx), srv.Stop) // forced or out of time before WaitInFlight: stop hard
 		return nil
 	}
 	wait := func(ctx context.Context) error {
@@ -155,7 +146,7 @@ func GRPCHooks(name string, srv *grpc.Server, t *Tracker) []Hook {
 		}
 	}
 	return []Hook{
-		{Name: name + ".stop_intake", Phase: StopIntake, Run: stop},
-		{Name: name + ".wait_in_flight", Phase: WaitInFlight, Run: wait},
+		{Name: name + ".stop_intake", Phase: StopIntake, Run: stop, Abort: srv.Stop},
+		{Name: name + ".wait_in_flight", Phase: WaitInFlight, Run: wait, Abort: srv.Stop},
 	}
 }

@@ -21,6 +21,13 @@ import (
 // startHTTP serves a handler that blocks until release is closed.
 func startHTTP(t *testing.T, tr *drain.Tracker, entered chan<- struct{}, release <-chan struct{}) (map[drain.Phase]drain.Hook, string, chan error) {
 	t.Helper()
+	hooks, url, served, _ := startHTTPServer(t, tr, entered, release)
+	return hooks, url, served
+}
+
+// startHTTPServer is startHTTP that also returns the server.
+func startHTTPServer(t *testing.T, tr *drain.Tracker, entered chan<- struct{}, release <-chan struct{}) (map[drain.Phase]drain.Hook, string, chan error, *http.Server) {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	srv := &http.Server{Handler: tr.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -31,7 +38,7 @@ func startHTTP(t *testing.T, tr *drain.Tracker, entered chan<- struct{}, release
 	hooks := hooksByPhase(drain.HTTPHooks("http", srv, tr)) // before Serve, as documented
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
-	return hooks, "http://" + ln.Addr().String(), served
+	return hooks, "http://" + ln.Addr().String(), served, srv
 }
 
 // getAsync GETs url in the background and sends the request's error,
@@ -141,6 +148,22 @@ func TestGRPCHooksDoNotWaitForHealthWatch(t *testing.T) {
 	}
 }
 
+// forceAfterStopIntake runs hooks in a drain that a second signal cuts
+// short as StopIntake ends: WaitInFlight is skipped, so only the hooks'
+// Abort can close the server.
+func forceAfterStopIntake(t *testing.T, hooks map[drain.Phase]drain.Hook) *drain.Report {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	signal := drain.Hook{Name: "second-signal", Phase: drain.StopIntake, Run: func(context.Context) error {
+		cancel()
+		return nil
+	}}
+	rep := drain.Run(ctx, "test", []drain.Hook{hooks[drain.StopIntake], signal, hooks[drain.WaitInFlight]})
+	require.True(t, rep.Forced)
+	return rep
+}
+
 // A drain forced right after StopIntake skips WaitInFlight: the server must
 // still be closed, its in-flight request cut and its goroutines ended.
 func TestHTTPHooksForcedAfterStopIntake(t *testing.T) {
@@ -150,9 +173,8 @@ func TestHTTPHooksForcedAfterStopIntake(t *testing.T) {
 	hooks, url, served := startHTTP(t, tr, entered, release)
 	clientErr := getAsync(url)
 	<-entered
-	ctx, cancel := context.WithCancel(context.Background())
-	require.NoError(t, hooks[drain.StopIntake].Run(ctx))
-	cancel() // the second signal: WaitInFlight never runs
+	rep := forceAfterStopIntake(t, hooks)
+	assert.Equal(t, drain.Skipped, rep.Hooks[2].Outcome, "WaitInFlight never ran")
 	assert.ErrorIs(t, <-served, http.ErrServerClosed)
 	assert.Error(t, <-clientErr, "the in-flight request is cut off")
 }
@@ -163,10 +185,80 @@ func TestGRPCHooksForcedAfterStopIntake(t *testing.T) {
 	answered := callAsync(conn)
 	<-b.entered // a tracked call GracefulStop would wait for
 	defer close(b.release)
-	hooks := hooksByPhase(drain.GRPCHooks("grpc", srv, tr))
-	ctx, cancel := context.WithCancel(context.Background())
-	require.NoError(t, hooks[drain.StopIntake].Run(ctx))
-	cancel() // the second signal: WaitInFlight never runs
+	forceAfterStopIntake(t, hooksByPhase(drain.GRPCHooks("grpc", srv, tr)))
 	assert.Error(t, <-answered, "the in-flight call is cut off by the hard stop")
 	require.NoError(t, <-served)
+}
+
+// The hooks take nothing from their context but its end: called outside
+// drain.Run, with a context that ends as soon as StopIntake returns (a
+// caller's WithTimeout and defer cancel), the in-flight request must still
+// be answered, not cut off by that context's end.
+func TestHTTPHooksOutsideRun(t *testing.T) {
+	tr := drain.NewTracker()
+	entered, release := make(chan struct{}, 1), make(chan struct{})
+	hooks, url, served := startHTTP(t, tr, entered, release)
+	clientErr := getAsync(url)
+	<-entered
+	func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		require.NoError(t, hooks[drain.StopIntake].Run(ctx))
+	}()
+	waited := make(chan error, 1)
+	go func() { waited <- hooks[drain.WaitInFlight].Run(context.Background()) }()
+	close(release)
+	require.NoError(t, <-clientErr, "the in-flight request is answered")
+	require.NoError(t, <-waited)
+	assert.ErrorIs(t, <-served, http.ErrServerClosed)
+}
+
+// The application may shut the server down itself, before the drain or
+// while it runs, any number of times: no hook panics, and the in-flight
+// request is still answered.
+func TestHTTPHooksIdempotentWithAppShutdown(t *testing.T) {
+	tests := []struct {
+		name   string
+		before bool // Shutdown before StopIntake, else between the hooks
+	}{
+		{"before the drain", true},
+		{"during the drain", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tr := drain.NewTracker()
+			entered, release := make(chan struct{}, 1), make(chan struct{})
+			hooks, url, served, srv := startHTTPServer(t, tr, entered, release)
+			clientErr := getAsync(url)
+			<-entered
+			// The application's own graceful shutdown, twice, in the
+			// background: it waits for the in-flight request like the drain.
+			appDone := make(chan error, 2)
+			appShutdown := func() {
+				for range 2 {
+					go func() { appDone <- srv.Shutdown(context.Background()) }()
+				}
+			}
+			ctx := context.Background()
+			if tt.before {
+				appShutdown()
+			}
+			require.NoError(t, hooks[drain.StopIntake].Run(ctx))
+			if !tt.before {
+				appShutdown()
+			}
+			waited := make(chan error, 1)
+			go func() { waited <- hooks[drain.WaitInFlight].Run(ctx) }()
+			close(release)
+			require.NoError(t, <-clientErr, "the in-flight request is answered")
+			require.NoError(t, <-waited)
+			assert.ErrorIs(t, <-served, http.ErrServerClosed)
+			for range 2 {
+				err := <-appDone // Close ended the application's Shutdown early
+				if err != nil {
+					assert.ErrorIs(t, err, http.ErrServerClosed)
+				}
+			}
+		})
+	}
 }
