@@ -32,6 +32,15 @@ type Manager struct {
 	enteredAt atomic.Int64 // unix nanos of the last transition, for duration_ms
 	draining  chan struct{}
 
+	// turn admits one transition at a time, its listeners included, so
+	// every listener sees the transitions in the order the state changed.
+	// A channel rather than a mutex: a transition waiting its turn is then
+	// durably blocked, which testing/synctest can wait for.
+	turn chan struct{}
+	// afterDrain runs after the drain, even a forced or late one; its
+	// results join the report (see WithAfterDrain).
+	afterDrain func() []drain.HookResult
+
 	mu        sync.Mutex // guards the fields below; never held while a hook or listener runs I/O
 	listeners []func(Transition)
 	hooks     []drain.Hook
@@ -66,6 +75,16 @@ func WithSignals(ch <-chan os.Signal) Option { return func(m *Manager) { m.signa
 // at once whatever is still running.
 func WithExit(exit func(code int)) Option { return func(m *Manager) { m.exit = exit } }
 
+// WithAfterDrain runs fn once the drain has finished — also when it was
+// forced or ran out of time — and before the report is made: its results
+// join the report (and decide the exit code) like the drain's own hooks.
+// fn bounds its own work; it is for what must run even after a hard stop,
+// such as closing clients and flushing telemetry. Package fxmodule uses it
+// to run fx's OnStop hooks.
+func WithAfterDrain(fn func() []drain.HookResult) Option {
+	return func(m *Manager) { m.afterDrain = fn }
+}
+
 // New validates cfg (after applying defaults) and returns a Manager in
 // state Starting. It starts nothing.
 func New(cfg Config, opts ...Option) (*Manager, error) {
@@ -78,6 +97,7 @@ func New(cfg Config, opts ...Option) (*Manager, error) {
 		log:      slog.Default(),
 		exit:     os.Exit,
 		draining: make(chan struct{}),
+		turn:     make(chan struct{}, 1),
 	}
 	m.stopReq, m.stopNow = context.WithCancel(context.Background())
 	for _, o := range opts {
@@ -122,6 +142,10 @@ func (m *Manager) WithStop(parent context.Context) (context.Context, context.Can
 // OnTransition registers fn to run synchronously at every transition, in
 // registration order, before anything else of the drain happens. fn must
 // not block: it runs while the process flips (set a flag, close a channel).
+// Transitions are serialised, listeners included: every listener sees every
+// transition exactly once, in the order the state changed, even when a stop
+// races the end of start-up. So fn must not itself cause a transition (call
+// Shutdown or MarkRunning): that would wait for its own turn forever.
 func (m *Manager) OnTransition(fn func(Transition)) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -224,6 +248,8 @@ func (m *Manager) Force(reason string) {
 // transition moves to `to` if the state machine allows it and runs the
 // listeners. Listeners run outside m.mu so they may read the Manager.
 func (m *Manager) transition(to State, reason string) error {
+	m.turn <- struct{}{}
+	defer func() { <-m.turn }()
 	m.mu.Lock()
 	from := m.State()
 	if !canMove(from, to) {
@@ -298,6 +324,9 @@ func (m *Manager) shutdown(ctx context.Context, reason string) *Report {
 		m.log.Info("drain phase", slog.String("service", m.cfg.Service), slog.String("node_id", m.cfg.NodeID),
 			slog.String("stage", p.String()), slog.Int("hooks", n), slog.Float64("elapsed_ms", msOf(time.Since(m.stopAt))))
 	}))
+	if m.afterDrain != nil {
+		rep.Hooks = append(rep.Hooks, m.afterDrain()...)
+	}
 	rep.Start = m.stopAt // the report covers the whole budget, delay included
 	rep.Duration = time.Since(m.stopAt)
 	r := &Report{Report: rep, Service: m.cfg.Service, NodeID: m.cfg.NodeID}

@@ -331,3 +331,90 @@ func TestLogsOneLinePerTransitionAndOneReport(t *testing.T) {
 		assert.Equal(t, 1, reportLines)
 	})
 }
+
+// A stop racing the end of start-up: the listener is still running for
+// Starting→Running when Shutdown flips to Draining. Every listener must
+// still see the transitions in the order the state changed, once each.
+func TestListenersSeeTransitionsInOrder(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m, err := lifecycle.New(lifecycle.Config{Service: "svc", NodeID: "n1"}.NoDelay(),
+			lifecycle.WithLogger(slog.New(slog.DiscardHandler)))
+		require.NoError(t, err)
+		var (
+			mu   sync.Mutex
+			seen = map[string][]lifecycle.Transition{}
+		)
+		record := func(name string) func(lifecycle.Transition) {
+			return func(tr lifecycle.Transition) {
+				mu.Lock()
+				seen[name] = append(seen[name], tr)
+				mu.Unlock()
+			}
+		}
+		inRunning, release := make(chan struct{}), make(chan struct{})
+		m.OnTransition(record("first"))
+		m.OnTransition(func(tr lifecycle.Transition) {
+			if tr.To == lifecycle.Running {
+				close(inRunning)
+				<-release // still delivering Running when the stop comes
+			}
+		})
+		m.OnTransition(record("last"))
+
+		marked := make(chan error, 1)
+		go func() { marked <- m.MarkRunning() }()
+		<-inRunning
+		stopped := make(chan *lifecycle.Report, 1)
+		go func() { stopped <- m.Shutdown(context.Background(), "test") }()
+		synctest.Wait() // Shutdown has gone as far as it can
+		close(release)
+		require.NoError(t, <-marked)
+		<-stopped
+
+		for _, name := range []string{"first", "last"} {
+			var got []string
+			for _, tr := range seen[name] {
+				got = append(got, tr.From.String()+"→"+tr.To.String())
+			}
+			assert.Equal(t, []string{"starting→running", "running→draining", "draining→stopped"}, got, "listener %s", name)
+		}
+	})
+}
+
+// Work after the drain runs even when the drain was forced, and its
+// results are in the report and decide the exit code like any hook's.
+func TestAfterDrainRunsAndIsReported(t *testing.T) {
+	tests := []struct {
+		name     string
+		force    bool
+		give     drain.Outcome
+		wantCode int
+	}{
+		{"clean", false, drain.OK, lifecycle.ExitClean},
+		{"after-drain work failed", false, drain.Failed, lifecycle.ExitHookFailed},
+		{"forced drain", true, drain.OK, lifecycle.ExitForced},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				ran := 0
+				m, err := lifecycle.New(lifecycle.Config{Service: "svc", NodeID: "n1"}.NoDelay(),
+					lifecycle.WithLogger(slog.New(slog.DiscardHandler)),
+					lifecycle.WithAfterDrain(func() []drain.HookResult {
+						ran++
+						return []drain.HookResult{{Name: "close-client", Phase: drain.Close, Outcome: tt.give}}
+					}))
+				require.NoError(t, err)
+				require.NoError(t, m.MarkRunning())
+				if tt.force {
+					m.Force("second signal")
+				}
+				r := m.Shutdown(context.Background(), "test")
+				assert.Equal(t, 1, ran)
+				require.NotEmpty(t, r.Hooks)
+				assert.Equal(t, "close-client", r.Hooks[len(r.Hooks)-1].Name)
+				assert.Equal(t, tt.wantCode, r.ExitCode)
+			})
+		})
+	}
+}
