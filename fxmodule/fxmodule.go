@@ -2,6 +2,7 @@ package fxmodule
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -135,21 +136,33 @@ func wire(p wireParams) error {
 	}
 	p.Lifecycle.Append(fx.Hook{
 		OnStart: func(context.Context) error {
-			if p.Driver != nil {
-				return nil // Run marks the process running once every OnStart is done
+			if p.Driver == nil {
+				return ErrNotRun
 			}
-			return p.Manager.MarkRunning()
+			return nil // Run marks the process running once every OnStart is done
 		},
-		OnStop: func(ctx context.Context) error {
-			// Under Run the drain has already happened (or, when fx rolls
-			// back a failed start, happens here, before the rollback stops
-			// what the hooks use); Run reports it, so no error here.
-			r := p.Manager.Shutdown(ctx, "fx: stopping")
-			if p.Driver != nil {
-				return nil
-			}
-			return r.Err()
-		},
+		OnStop: moduleStop(p.Manager, p.Driver),
 	})
 	return nil
+}
+
+// ErrNotRun is returned by Module's OnStart hook when the app is started by
+// anything but [Run] (app.Run, app.Start, fxtest): fx alone would mark the
+// process ready before later OnStart hooks had returned, drain after some
+// OnStop hooks had already closed what the drain needs, and swallow the
+// second signal.
+var ErrNotRun = errors.New("fxmodule: an app with fxmodule.Module must be run by fxmodule.Run, not app.Run, app.Start or fxtest")
+
+// moduleStop is Module's OnStop hook. Under [Run] the drain has already
+// begun when fx stops the app, and Run reports it. When fx rolls back a
+// failed start (inside app.Start), the drain happens here, before the
+// rollback stops what the drain hooks use.
+func moduleStop(m *lifecycle.Manager, d *driver) func(context.Context) error {
+	return func(ctx context.Context) error {
+		if d != nil && d.stopping.Load() {
+			return nil
+		}
+		m.Shutdown(ctx, "fx: start failed, rolling back")
+		return nil
+	}
 }

@@ -1,14 +1,19 @@
 package fxmodule_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
@@ -61,11 +66,17 @@ func newFlushHook(c *client, tr *trace) drain.Hook {
 func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
 func baseOptions(tr *trace, extra ...fx.Option) []fx.Option {
+	return logOptions(tr, quiet(), extra...)
+}
+
+// logOptions is baseOptions with log as the app's logger (fx's events
+// included, so Run can name each OnStop hook in the report).
+func logOptions(tr *trace, log *slog.Logger, extra ...fx.Option) []fx.Option {
 	return append([]fx.Option{
 		fxmodule.Module,
 		fx.Supply(lifecycle.Config{Service: "svc", NodeID: "n1", DrainTimeout: 10 * time.Second}.NoDelay()),
-		fx.Supply(quiet(), tr),
-		fx.NopLogger,
+		fx.StopTimeout(10*time.Second + fxmodule.StopMargin),
+		fx.Supply(log, tr),
 		fx.Provide(newClient),
 		fx.Provide(fxmodule.AsHook(newFlushHook)),
 		fx.Provide(fxmodule.AsCheck(func() readiness.Check {
@@ -74,23 +85,38 @@ func baseOptions(tr *trace, extra ...fx.Option) []fx.Option {
 	}, extra...)
 }
 
-func TestGroupsAndOrderUnderFxtest(t *testing.T) {
+func TestGroupsAndOrder(t *testing.T) {
 	tr := &trace{}
 	var (
 		m   *lifecycle.Manager
 		reg *readiness.Registry
 	)
-	app := fxtest.New(t, baseOptions(tr, fx.Populate(&m, &reg))...)
-	app.RequireStart()
+	a := startApp(t, baseOptions(tr, fx.Populate(&m, &reg))...)
 	assert.Equal(t, lifecycle.Running, m.State())
 	rep := reg.Ready(context.Background())
 	require.Len(t, rep.Checks, 1, "the contributed check is registered")
 	assert.Equal(t, "db", rep.Checks[0].Name)
 	assert.Equal(t, readiness.StatusOK, rep.Status)
 
-	app.RequireStop()
+	assert.Equal(t, lifecycle.ExitClean, a.stop())
 	assert.Equal(t, []string{"flushed", "client closed while stopped"}, tr.list(),
 		"the drain uses the client before fx closes it")
+}
+
+// Only Run drives an app with Module: app.Start (here through fxtest)
+// would mark the process ready before later OnStart hooks had returned.
+func TestModuleRefusesToStartWithoutRun(t *testing.T) {
+	tr := &trace{}
+	var m *lifecycle.Manager
+	listening := false
+	late := fx.Invoke(func(lc fx.Lifecycle) {
+		lc.Append(fx.Hook{OnStart: func(context.Context) error { listening = true; return nil }})
+	})
+	app := fxtest.New(t, baseOptions(tr, late, fx.Populate(&m))...)
+	err := app.Start(context.Background())
+	require.ErrorIs(t, err, fxmodule.ErrNotRun)
+	assert.NotEqual(t, lifecycle.Running, m.State(), "never ready")
+	assert.False(t, listening, "nothing after Module started")
 }
 
 func TestRunDrainsBeforeAnyOnStop(t *testing.T) {
@@ -116,16 +142,28 @@ func TestRunDrainsBeforeAnyOnStop(t *testing.T) {
 	assert.Equal(t, []string{"flushed", "late server stopped while stopped", "client closed while stopped"}, tr.list())
 }
 
-func TestRunRefusesStopTimeoutShorterThanDrain(t *testing.T) {
-	tr := &trace{}
-	code := fxmodule.Run(baseOptions(tr, fx.StopTimeout(5*time.Second))...)
-	assert.Equal(t, lifecycle.ExitConfig, code)
+// fx's StopTimeout must cover the drain and the OnStop hooks after it.
+func TestRunRefusesStopTimeoutShorterThanDrainAndMargin(t *testing.T) {
+	tests := []struct {
+		give time.Duration
+		want int
+	}{
+		{5 * time.Second, lifecycle.ExitConfig},
+		{10 * time.Second, lifecycle.ExitConfig},                       // the drain, but no time to close clients
+		{10*time.Second + fxmodule.StopMargin - 1, lifecycle.ExitConfig}, // just short
+	}
+	for _, tt := range tests {
+		t.Run(tt.give.String(), func(t *testing.T) {
+			code := fxmodule.Run(baseOptions(&trace{}, fx.StopTimeout(tt.give))...)
+			assert.Equal(t, tt.want, code)
+		})
+	}
 	err := &fxmodule.TimeoutError{Stop: "5s", Drain: "10s"}
-	assert.Contains(t, err.Error(), "fx StopTimeout 5s is shorter than DRAIN_TIMEOUT 10s")
+	assert.Contains(t, err.Error(), "fx StopTimeout 5s is shorter than DRAIN_TIMEOUT 10s + StopMargin 5s")
 }
 
 func TestRunBadConfigIsExitConfig(t *testing.T) {
-	code := fxmodule.Run(fxmodule.Module, fx.NopLogger,
+	code := fxmodule.Run(fxmodule.Module, fx.Supply(quiet()),
 		fx.Supply(lifecycle.Config{DrainTimeout: time.Second, DrainDelay: 2 * time.Second}))
 	assert.Equal(t, lifecycle.ExitConfig, code)
 }
@@ -197,47 +235,146 @@ func TestHungCheckDoesNotHoldTheDrain(t *testing.T) {
 	release := make(chan struct{})
 	defer close(release)
 	var reg *readiness.Registry
-	app := fxtest.New(t,
-		fxmodule.Module, fx.NopLogger,
-		fx.Supply(lifecycle.Config{Service: "svc", NodeID: "n1", DrainTimeout: 30 * time.Second}.NoDelay(), quiet()),
-		fx.Provide(fxmodule.AsCheck(func() readiness.Check {
-			return readiness.Check{Name: "hung", Tier: readiness.Informational, Timeout: 100 * time.Millisecond,
-				Probe: func(context.Context) error { <-release; return nil }}
-		})),
-		fx.Populate(&reg),
-	)
-	app.RequireStart()
+	hung := fx.Provide(fxmodule.AsCheck(func() readiness.Check {
+		return readiness.Check{Name: "hung", Tier: readiness.Informational, Timeout: 100 * time.Millisecond,
+			Probe: func(context.Context) error { <-release; return nil }}
+	}))
+	logs := &lockedBuffer{}
+	a := startApp(t, logOptions(&trace{}, slog.New(slog.NewJSONHandler(logs, nil)), hung, fx.Populate(&reg))...)
 	reg.Ready(context.Background()) // starts the hung check
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	err := app.Stop(ctx)
-	require.Error(t, err, "the report says readiness.close did not finish")
-	assert.Contains(t, err.Error(), "readiness.close")
-	assert.NoError(t, ctx.Err(), "the drain ended long before its 30s deadline")
+	began := time.Now()
+	assert.Equal(t, lifecycle.ExitHookFailed, a.stop(), "the report says readiness.close did not finish")
+	assert.Less(t, time.Since(began), 10*time.Second, "the drain ended before its deadline")
+	rep := drainReport(t, logs)
+	assert.Equal(t, "timeout", hookOutcome(rep, "readiness.close"))
 }
 
-// fx's OnStop hooks after the drain get only what is left of DRAIN_TIMEOUT,
-// not a fresh StopTimeout: the process exits by the drain's deadline.
-func TestRunStopBoundedByDrainDeadline(t *testing.T) {
+// After a forced drain fx's OnStop hooks still run, with a live context of
+// their own, and each one's outcome is in the report.
+func TestRunStopsFxAfterForcedDrain(t *testing.T) {
 	tr := &trace{}
-	sig := make(chan os.Signal, 3)
-	running, isRunning := onRunning()
-	got := make(chan bool, 1)
-	slowStop := fx.Invoke(func(lc fx.Lifecycle, mm *lifecycle.Manager) {
-		lc.Append(fx.Hook{OnStop: func(ctx context.Context) error {
-			d, ok := ctx.Deadline()
-			want, _ := mm.Deadline()
-			got <- ok && !d.After(want)
-			return nil
-		}})
+	waiting := make(chan struct{})
+	hang := fx.Provide(fxmodule.AsHook(func() drain.Hook {
+		return drain.Hook{Name: "in-flight", Phase: drain.WaitInFlight, Run: func(ctx context.Context) error {
+			close(waiting)
+			<-ctx.Done()
+			return ctx.Err()
+		}}
+	}))
+	var onStopErr error
+	failing := fx.Invoke(func(lc fx.Lifecycle) { lc.Append(fx.Hook{OnStop: flushTelemetry(&onStopErr)}) })
+	logs := &lockedBuffer{}
+	a := startApp(t, logOptions(tr, slog.New(slog.NewJSONHandler(logs, nil)), hang, failing)...)
+	a.sig <- syscall.SIGTERM
+	<-waiting
+	a.sig <- syscall.SIGTERM
+	assert.Equal(t, lifecycle.ExitForced, <-a.code)
+	assert.NoError(t, onStopErr, "OnStop gets a live context after a forced drain")
+	assert.Contains(t, tr.list(), "client closed while stopped", "the client is closed")
+	rep := drainReport(t, logs)
+	assert.Equal(t, "error", hookOutcome(rep, "flushTelemetry"))
+	assert.Equal(t, "ok", hookOutcome(rep, "newClient"))
+	assert.Empty(t, hookOutcome(rep, "fx.OnStop github.com/drainkit/drainkit/fxmodule."), "the drain is not listed twice")
+}
+
+// flushTelemetry is an OnStop hook that fails; it keeps its context's error.
+func flushTelemetry(ctxErr *error) func(context.Context) error {
+	return func(ctx context.Context) error {
+		*ctxErr = ctx.Err()
+		return errors.New("flush telemetry: broken pipe")
+	}
+}
+
+// An OnStop hook that ignores its context is abandoned at StopMargin: it
+// cannot keep the process alive, and the report names it.
+func TestRunAbandonsHungOnStop(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		release := make(chan struct{})
+		defer close(release)
+		hung := fx.Invoke(func(lc fx.Lifecycle) { lc.Append(fx.Hook{OnStop: waitFor(release)}) })
+		logs := &lockedBuffer{}
+		a := startApp(t, logOptions(&trace{}, slog.New(slog.NewJSONHandler(logs, nil)), hung)...)
+		began := time.Now()
+		assert.Equal(t, lifecycle.ExitHookFailed, a.stop())
+		assert.Equal(t, fxmodule.StopMargin, time.Since(began), "given its whole budget, and not a moment more")
+		rep := drainReport(t, logs)
+		assert.Equal(t, "timeout", hookOutcome(rep, "waitFor"))
 	})
-	code := make(chan int, 1)
+}
+
+// waitFor is an OnStop hook that ignores its context until release closes.
+func waitFor(release <-chan struct{}) func(context.Context) error {
+	return func(context.Context) error { <-release; return nil }
+}
+
+// runningApp is an app run by fxmodule.Run in the background.
+type runningApp struct {
+	sig  chan os.Signal
+	code chan int
+}
+
+// startApp runs an app with opts and returns once it is Running.
+func startApp(t *testing.T, opts ...fx.Option) *runningApp {
+	t.Helper()
+	a := &runningApp{sig: make(chan os.Signal, 3), code: make(chan int, 1)}
+	running, isRunning := onRunning()
 	go func() {
-		code <- fxmodule.Run(baseOptions(tr, slowStop, running, fx.StopTimeout(time.Minute),
-			fx.Provide(fxmodule.AsOption(func() lifecycle.Option { return lifecycle.WithSignals(sig) })))...)
+		a.code <- fxmodule.Run(append(opts, running,
+			fx.Provide(fxmodule.AsOption(func() lifecycle.Option { return lifecycle.WithSignals(a.sig) })))...)
 	}()
-	<-isRunning
-	sig <- syscall.SIGTERM
-	assert.Equal(t, lifecycle.ExitClean, <-code)
-	assert.True(t, <-got, "OnStop's deadline must not pass the drain's")
+	select {
+	case <-isRunning:
+	case code := <-a.code:
+		t.Fatalf("the app exited with %d before it was running", code)
+	}
+	return a
+}
+
+// stop sends SIGTERM and returns the exit code.
+func (a *runningApp) stop() int {
+	a.sig <- syscall.SIGTERM
+	return <-a.code
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+// drainReport returns the report of the "drain report" log line.
+func drainReport(t *testing.T, logs *lockedBuffer) map[string]any {
+	t.Helper()
+	logs.mu.Lock()
+	defer logs.mu.Unlock()
+	for _, line := range bytes.Split(logs.b.Bytes(), []byte("\n")) {
+		var rec struct {
+			Msg    string         `json:"msg"`
+			Report map[string]any `json:"report"`
+		}
+		if json.Unmarshal(line, &rec) == nil && rec.Msg == "drain report" {
+			return rec.Report
+		}
+	}
+	t.Fatalf("no drain report in the log:\n%s", logs.b.String())
+	return nil
+}
+
+// hookOutcome returns the outcome of the hook in rep whose name contains
+// part, or "". (fx names a hook after its function, and inlining changes
+// where a closure's name begins.)
+func hookOutcome(rep map[string]any, part string) string {
+	hooks, _ := rep["hooks"].([]any)
+	for _, h := range hooks {
+		if h, ok := h.(map[string]any); ok && strings.Contains(fmt.Sprint(h["name"]), part) {
+			outcome, _ := h["outcome"].(string)
+			return outcome
+		}
+	}
+	return ""
 }

@@ -9,7 +9,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/fx"
-	"go.uber.org/fx/fxtest"
 
 	"github.com/drainkit/drainkit/fxmodule"
 	"github.com/drainkit/drainkit/internal/redistest"
@@ -26,9 +25,10 @@ func TestLeaseModule(t *testing.T) {
 		m      *lifecycle.Manager
 		reg    *readiness.Registry
 	)
-	app := fxtest.New(t,
-		fxmodule.Module, fxmodule.LeaseModule, fx.NopLogger,
+	a := startApp(t,
+		fxmodule.Module, fxmodule.LeaseModule,
 		fx.Supply(lifecycle.Config{Service: "room-service", NodeID: "node-a", DrainTimeout: 10 * time.Second}.NoDelay()),
+		fx.StopTimeout(10*time.Second+fxmodule.StopMargin),
 		fx.Supply(lease.Config{Addr: "127.0.0.1:13001", TTL: 3 * time.Second}, quiet()),
 		fx.Provide(func(lc fx.Lifecycle) redis.UniversalClient {
 			lc.Append(fx.Hook{OnStop: func(context.Context) error { return rdb.Close() }})
@@ -36,7 +36,6 @@ func TestLeaseModule(t *testing.T) {
 		}),
 		fx.Populate(&leases, &m, &reg),
 	)
-	app.RequireStart()
 	ctx := context.Background()
 	hb, err := srv.Client().HGetAll(ctx, "room:node:{node-a}").Result()
 	require.NoError(t, err)
@@ -48,7 +47,7 @@ func TestLeaseModule(t *testing.T) {
 	require.Equal(t, readiness.StatusOK, rep.Status, "%+v", rep)
 	assert.Equal(t, "redis_lease", rep.Checks[0].Name)
 
-	app.RequireStop()
+	require.Equal(t, lifecycle.ExitClean, a.stop())
 	assert.Equal(t, lifecycle.Stopped, m.State())
 	_, err = leases.Acquire(ctx, "43")
 	assert.ErrorIs(t, err, lease.ErrDraining, "the gate closed at the flip")

@@ -5,16 +5,21 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/fx"
-	"go.uber.org/fx/fxevent"
 
+	"github.com/drainkit/drainkit/drain"
 	"github.com/drainkit/drainkit/lifecycle"
 )
 
 // driver marks an app driven by Run, which owns signals and ordering.
-type driver struct{}
+type driver struct {
+	// stopping is set once Run begins its shutdown: Module's OnStop, which
+	// fx then calls from within that shutdown, must not start it again.
+	stopping atomic.Bool
+}
 
 type loggerParams struct {
 	fx.In
@@ -25,54 +30,67 @@ type loggerParams struct {
 // slog.Default()), so fx and drainkit log through one handler. Run adds it.
 // Routine events (provided, invoked, hook executed) log at Debug so that a
 // service's Info log shows its own story; fx's errors stay at Error.
-var SlogEvents = fx.WithLogger(func(p loggerParams) fxevent.Logger {
-	l := p.Logger
-	if l == nil {
-		l = slog.Default()
-	}
-	fl := &fxevent.SlogLogger{Logger: l}
-	fl.UseLogLevel(slog.LevelDebug)
-	return fl
-})
+var SlogEvents = fx.WithLogger(slogEvents)
 
 // TimeoutError is returned when fx's StopTimeout is shorter than
-// DRAIN_TIMEOUT: fx would cancel the drain before its own deadline.
+// DRAIN_TIMEOUT plus [StopMargin]: fx would give up on stopping before the
+// drain and the OnStop hooks after it may end.
 type TimeoutError struct {
 	// Stop is fx's StopTimeout and Drain is DRAIN_TIMEOUT, as durations.
 	Stop, Drain string
 }
 
 func (e *TimeoutError) Error() string {
-	return fmt.Sprintf("fxmodule: fx StopTimeout %s is shorter than DRAIN_TIMEOUT %s: raise it with fx.StopTimeout at the top level of fx.New, or lower DRAIN_TIMEOUT", e.Stop, e.Drain)
+	return fmt.Sprintf("fxmodule: fx StopTimeout %s is shorter than DRAIN_TIMEOUT %s + StopMargin %s: raise it with fx.StopTimeout at the top level of fx.New (fxmodule.StopTimeoutFor), or lower DRAIN_TIMEOUT", e.Stop, e.Drain, StopMargin)
 }
 
 // Run builds an fx app from opts (which must include [Module] and a
 // lifecycle.Config), runs it and returns the process exit code (see the
-// lifecycle Exit… constants). Use it in place of app.Run:
+// lifecycle Exit… constants). It is the one supported way to run an app
+// that includes Module: Module refuses to start under app.Run, app.Start
+// or fxtest, which would mark the process ready before every OnStart hook
+// returned and would swallow the second signal. Use it in place of app.Run:
 //
 //	func main() { os.Exit(fxmodule.Run(fxmodule.Module, fxmodule.FromEnv, …)) }
 //
 // Unlike app.Run it:
 //   - refuses to start (ExitConfig) when fx's StopTimeout is shorter than
-//     DRAIN_TIMEOUT, naming both: fx.StopTimeout belongs to the top-level
-//     app, so it is read back with App.StopTimeout() rather than set here;
+//     DRAIN_TIMEOUT + [StopMargin], naming both: fx.StopTimeout belongs to
+//     the top-level app, so it is read back with App.StopTimeout() rather
+//     than set here;
 //   - owns signal handling: the first SIGTERM/SIGINT drains, the second
 //     forces, the third exits (fx's own handler would swallow the second);
 //   - aborts a start in progress on a signal: OnStart hooks wrapped with
 //     [Abortable] see their context cancelled, and fx stops what had started;
 //   - marks the process Running only after every OnStart has returned, and
 //     drains before fx runs any OnStop hook, so readiness has flipped and
-//     in-flight work has finished before anything is closed.
+//     in-flight work has finished before anything is closed;
+//   - then runs fx's OnStop hooks under a fresh budget of [StopMargin],
+//     also after a forced drain or one that ran out of time, so clients are
+//     still closed and telemetry flushed; a hook still running at the end
+//     of that budget is abandoned. Each OnStop hook is in the drain report
+//     as a hook of phase close named "fx.OnStop <function>", and a failed
+//     one makes the exit code [lifecycle.ExitHookFailed] if nothing worse
+//     happened. (The names come from fx's event log: an fx.WithLogger
+//     option replaces the recorder, and the report then holds one
+//     "fx.OnStop" result for all of them.)
 func Run(opts ...fx.Option) int {
-	var m *lifecycle.Manager
-	app := fx.New(append([]fx.Option{SlogEvents}, append(opts,
-		fx.Supply(&driver{}),
+	var (
+		m   *lifecycle.Manager
+		app *fx.App
+		rec = &stopRecorder{}
+		d   = &driver{}
+	)
+	afterDrain := func() []drain.HookResult { return stopApp(app, rec) }
+	app = fx.New(append([]fx.Option{rec.option()}, append(opts,
+		fx.Supply(d),
+		fx.Provide(AsOption(func() lifecycle.Option { return lifecycle.WithAfterDrain(afterDrain) })),
 		fx.Populate(&m),
 	)...)...)
-	return run(app, m)
+	return run(app, m, d)
 }
 
-func run(app *fx.App, m *lifecycle.Manager) int {
+func run(app *fx.App, m *lifecycle.Manager, d *driver) int {
 	if err := app.Err(); err != nil {
 		slog.Error("fxmodule: cannot build the app", "err", err)
 		var ce *lifecycle.ConfigError
@@ -81,7 +99,7 @@ func run(app *fx.App, m *lifecycle.Manager) int {
 		}
 		return lifecycle.ExitStartFailed
 	}
-	if stop, drainT := app.StopTimeout(), m.Config().DrainTimeout; stop < drainT {
+	if stop, drainT := app.StopTimeout(), m.Config().DrainTimeout; stop < drainT+StopMargin {
 		slog.Error("fxmodule: refusing to start", "err", &TimeoutError{Stop: stop.String(), Drain: drainT.String()})
 		return lifecycle.ExitConfig
 	}
@@ -99,22 +117,14 @@ func run(app *fx.App, m *lifecycle.Manager) int {
 	if startErr != nil {
 		reason = "start failed: " + startErr.Error()
 	}
-	r := m.Shutdown(context.Background(), reason) // the drain, before any OnStop
-	stopErr := stop(app, m, r.Forced)
-
+	d.stopping.Store(true)
+	// The drain, then fx's OnStop hooks (WithAfterDrain), then the report.
+	r := m.Shutdown(context.Background(), reason)
 	if startErr != nil && !aborted {
 		r.StartFailed(startErr)
 	}
-	code := r.ExitCode
-	if stopErr != nil && code == lifecycle.ExitClean {
-		code = lifecycle.ExitHookFailed
-	}
-	if stopErr != nil {
-		slog.Error("fxmodule: stop", "err", stopErr)
-	}
-	return code
+	return r.ExitCode
 }
-
 // isAbort reports whether a failed start was our own cancellation.
 func isAbort(m *lifecycle.Manager) bool {
 	select {
@@ -152,26 +162,24 @@ func Abortable(m *lifecycle.Manager, fn func(ctx context.Context) error) func(ct
 	}
 }
 
-// stop runs app.Stop for what is left of the drain's budget, so the
-// process still exits by DRAIN_TIMEOUT (StopTimeout only bounds it further);
-// a forced or overrun drain leaves nothing, so fx's OnStop hooks are told
-// not to wait.
-func stop(app *fx.App, m *lifecycle.Manager, forced bool) error {
-	ctx, cancel := context.WithTimeout(context.Background(), app.StopTimeout())
+// stopApp runs fx's OnStop hooks under a fresh budget of StopMargin and
+// returns how each ended. The budget is fresh rather than what is left of
+// the drain's because the drain may have used it all (forced, or out of
+// time), and closing clients and flushing telemetry matter most then.
+// fx gives up on a hook at the budget's end (it waits for no hook past
+// its context), so a hung OnStop cannot keep the process alive.
+func stopApp(app *fx.App, rec *stopRecorder) []drain.HookResult {
+	ctx, cancel := context.WithTimeout(context.Background(), StopMargin)
 	defer cancel()
-	if deadline, ok := m.Deadline(); ok {
-		var cancelDeadline context.CancelFunc
-		ctx, cancelDeadline = context.WithDeadline(ctx, deadline)
-		defer cancelDeadline()
-	}
-	if forced {
-		cancel()
-	}
-	return app.Stop(ctx)
+	start := time.Now()
+	err := app.Stop(ctx)
+	return rec.results(err, time.Since(start))
 }
 
-// StopMargin is what [StopTimeoutFor] adds to DRAIN_TIMEOUT: time for the
-// OnStop hooks that run after the drain (closing clients).
+// StopMargin is the budget of fx's OnStop hooks, which [Run] runs after the
+// drain (closing clients), and what [StopTimeoutFor] adds to DRAIN_TIMEOUT.
+// A process run by Run exits at most DRAIN_TIMEOUT + StopMargin after the
+// first signal, so set the pod's termination grace period above that.
 const StopMargin = 5 * time.Second
 
 // StopTimeoutFor returns fx.StopTimeout(cfg.DrainTimeout + StopMargin), the

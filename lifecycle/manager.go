@@ -75,8 +75,9 @@ func WithSignals(ch <-chan os.Signal) Option { return func(m *Manager) { m.signa
 // at once whatever is still running.
 func WithExit(exit func(code int)) Option { return func(m *Manager) { m.exit = exit } }
 
-// WithAfterDrain runs fn once the drain has finished — also when it was
-// forced or ran out of time — and before the report is made: its results
+// WithAfterDrain runs fn once the drain has finished and the state is
+// Stopped — also when the drain was forced or ran out of time — and before
+// the report is made: its results
 // join the report (and decide the exit code) like the drain's own hooks.
 // fn bounds its own work; it is for what must run even after a hard stop,
 // such as closing clients and flushing telemetry. Package fxmodule uses it
@@ -324,14 +325,14 @@ func (m *Manager) shutdown(ctx context.Context, reason string) *Report {
 		m.log.Info("drain phase", slog.String("service", m.cfg.Service), slog.String("node_id", m.cfg.NodeID),
 			slog.String("stage", p.String()), slog.Int("hooks", n), slog.Float64("elapsed_ms", msOf(time.Since(m.stopAt))))
 	}))
-	if m.afterDrain != nil {
+	_ = m.transition(Stopped, "drained")
+	if m.afterDrain != nil { // the drain is over: what runs now only closes
 		rep.Hooks = append(rep.Hooks, m.afterDrain()...)
 	}
 	rep.Start = m.stopAt // the report covers the whole budget, delay included
 	rep.Duration = time.Since(m.stopAt)
 	r := &Report{Report: rep, Service: m.cfg.Service, NodeID: m.cfg.NodeID}
 	r.ExitCode = exitCode(r)
-	_ = m.transition(Stopped, "drained")
 	m.metrics.drained(r)
 	m.logReport(r)
 	return r
