@@ -149,7 +149,7 @@ func TestRunRefusesStopTimeoutShorterThanDrainAndMargin(t *testing.T) {
 		want int
 	}{
 		{5 * time.Second, lifecycle.ExitConfig},
-		{10 * time.Second, lifecycle.ExitConfig},                       // the drain, but no time to close clients
+		{10 * time.Second, lifecycle.ExitConfig},                         // the drain, but no time to close clients
 		{10*time.Second + fxmodule.StopMargin - 1, lifecycle.ExitConfig}, // just short
 	}
 	for _, tt := range tests {

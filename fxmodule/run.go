@@ -125,6 +125,7 @@ func run(app *fx.App, m *lifecycle.Manager, d *driver) int {
 	}
 	return r.ExitCode
 }
+
 // isAbort reports whether a failed start was our own cancellation.
 func isAbort(m *lifecycle.Manager) bool {
 	select {
