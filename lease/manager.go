@@ -207,7 +207,9 @@ func (m *Manager) Draining() bool {
 // holds the room for this Manager although it holds no lease locally (a
 // retry after a reply was lost, or a lease it already gave up as lost),
 // the room is taken over at once with a new fence rather than reported
-// held: nobody acts on the old fence.
+// held: nobody acts on the old fence. A lease of this Manager whose
+// renewal is overdue (not [Lease.Held]) is ended as lost, its context
+// cancelled and Lost() closed, before the new lease is handed out.
 //
 // Errors: a validation error for a bad id (before Redis is touched),
 // [ErrDraining] after BeginDrain (also when the acquisition raced it: the
@@ -239,16 +241,22 @@ func (m *Manager) Acquire(ctx context.Context, id string) (*Lease, error) {
 	}
 }
 
-// local returns the lease held for id, if any, or ErrNotRunning.
+// local returns the lease held for id, if any, or ErrNotRunning. A lease
+// whose renewal is overdue, and which the renewer has not ended yet (it
+// may be starved of CPU), is ended here as lost: the script about to run
+// would give the room a new fence, and the old lease's holder must stop
+// before anyone holds the new one.
 func (m *Manager) local(id string) (*Lease, error) {
 	m.mu.Lock()
-	defer m.mu.Unlock()
-	if !m.running {
+	l, running := m.leases[id], m.running
+	m.mu.Unlock()
+	if !running {
 		return nil, ErrNotRunning
 	}
-	if l := m.leases[id]; l != nil && l.Held() {
+	if l == nil || l.Held() {
 		return l, nil
 	}
+	l.end(m.overdueError(), true)
 	return nil, nil
 }
 

@@ -60,7 +60,7 @@ func (m *Manager) expireOverdue(now time.Time) time.Time {
 	var earliest time.Time
 	for _, l := range m.snapshot(false) {
 		if l.overdue(now, m.lostAfter) {
-			l.end(lostError(fmt.Sprintf("no renewal confirmed for %s", m.lostAfter)), true)
+			l.end(m.overdueError(), true)
 			continue
 		}
 		if d := l.deadline(m.lostAfter); earliest.IsZero() || d.Before(earliest) {
@@ -68,6 +68,12 @@ func (m *Manager) expireOverdue(now time.Time) time.Time {
 		}
 	}
 	return earliest
+}
+
+// overdueError is the cause of a lease lost because no renewal was
+// confirmed for TTL·2/3.
+func (m *Manager) overdueError() error {
+	return lostError(fmt.Sprintf("no renewal confirmed for %s", m.lostAfter))
 }
 
 // tick runs one renewal round, its call bounded by CallTimeout and by the
