@@ -165,7 +165,7 @@ func (m *Manager) ReleaseHook() drain.Hook {
 // ReleaseAll is the Release hook's work; see [Manager.ReleaseHook].
 func (m *Manager) ReleaseAll(ctx context.Context) error {
 	m.BeginDrain() // in case the flip did not reach us: nothing may be acquired now
-	stopErr := m.stopRenewer(ctx)
+	stopErr := errors.Join(m.stopRenewer(ctx), m.waitFlights(ctx))
 	var release []*Lease
 	for _, l := range m.snapshot(false) {
 		if l.state.Load() != stateHeld {

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"golang.org/x/sync/singleflight"
 )
 
 // Manager acquires room leases for one node, renews them all from one
@@ -36,7 +35,8 @@ type Manager struct {
 
 	mu       sync.Mutex
 	leases   map[string]*Lease
-	flights  singleflight.Group // one acquire script per room at a time
+	flights  map[string]*flight   // one acquisition per room at a time
+	pending  map[*flight]struct{} // acquisitions not yet settled, for Stop to wait on
 	running  bool
 	started  bool // Start wrote the heartbeat: only then is there one to delete
 	stopped  bool
@@ -74,6 +74,8 @@ func New(client redis.UniversalClient, cfg Config) (*Manager, error) {
 		lostAfter:   cfg.TTL * 2 / 3,
 		drainSignal: make(chan struct{}, 1),
 		leases:      make(map[string]*Lease),
+		flights:     make(map[string]*flight),
+		pending:     make(map[*flight]struct{}),
 	}
 	if err := m.met.register(cfg.Registerer); err != nil {
 		return nil, fmt.Errorf("lease: register metrics: %w", err)
@@ -106,12 +108,16 @@ func (m *Manager) Start(ctx context.Context) error {
 	return nil
 }
 
-// Stop stops the renewer and waits for it (bounded by ctx), ends every
+// Stop stops the renewer and waits for it and for acquisitions in
+// progress (bounded by ctx; those release what they get), ends every
 // lease still held with cause [ErrLeftToExpire] (they are not released:
 // their rooms may not be flushed) and deletes the heartbeat if it is still
 // ours. It is safe to call more than once and after the Release hook.
 func (m *Manager) Stop(ctx context.Context) error {
 	if err := m.stopRenewer(ctx); err != nil {
+		return err
+	}
+	if err := m.waitFlights(ctx); err != nil {
 		return err
 	}
 	m.abandonAll()
@@ -214,8 +220,13 @@ func (m *Manager) Draining() bool {
 // Errors: a validation error for a bad id (before Redis is touched),
 // [ErrDraining] after BeginDrain (also when the acquisition raced it: the
 // lease is then released), [ErrNotRunning] outside Start/Stop, a
-// [*HeldError] (errors.Is ErrHeld) when someone else holds it, or the
-// Redis error.
+// [*HeldError] (errors.Is ErrHeld) when someone else holds it, the Redis
+// error, or ctx's error when ctx ended first.
+//
+// ctx bounds the caller's wait, not the script call, which other callers
+// may share. A caller whose ctx ends either gets the lease (its result was
+// already decided) or does not; a lease that every caller gave up on is
+// released as soon as the script returns, never registered or renewed.
 func (m *Manager) Acquire(ctx context.Context, id string) (*Lease, error) {
 	if err := ValidateID(id); err != nil {
 		return nil, err
@@ -226,19 +237,23 @@ func (m *Manager) Acquire(ctx context.Context, id string) (*Lease, error) {
 	if l, err := m.local(id); l != nil || err != nil {
 		return l, err
 	}
-	// The shared script call must not carry one caller's cancellation to
-	// the others: it runs detached (acquire bounds it by CallTimeout), and
-	// each caller waits only as long as its own ctx allows.
-	flight := m.flights.DoChan(id, func() (any, error) { return m.acquire(context.WithoutCancel(ctx), id) })
-	select {
-	case r := <-flight:
-		if r.Err != nil {
-			return nil, r.Err
-		}
-		return r.Val.(*Lease), nil
-	case <-ctx.Done():
-		return nil, ctx.Err()
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("lease: acquire %s: %w", m.routeKey(id), err)
 	}
+	f, err := m.join(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	select {
+	case <-f.done:
+		return f.lease, f.err
+	case <-ctx.Done():
+	}
+	if !m.leave(f) { // decided meanwhile: the lease is this caller's
+		<-f.done
+		return f.lease, f.err
+	}
+	return nil, fmt.Errorf("lease: acquire %s: %w", m.routeKey(id), ctx.Err())
 }
 
 // local returns the lease held for id, if any, or ErrNotRunning. A lease
@@ -260,11 +275,9 @@ func (m *Manager) local(id string) (*Lease, error) {
 	return nil, nil
 }
 
-// acquire runs the acquire script; one flight per id at a time.
+// acquire runs the acquire script and returns the new lease, not yet
+// registered; one flight per id at a time.
 func (m *Manager) acquire(ctx context.Context, id string) (*Lease, error) {
-	if l, err := m.local(id); l != nil || err != nil {
-		return l, err // a flight that just ended registered it
-	}
 	sent := m.now()
 	cctx, cancel := m.callContext(ctx)
 	defer cancel()
@@ -285,30 +298,7 @@ func (m *Manager) acquire(ctx context.Context, id string) (*Lease, error) {
 	if err != nil {
 		return nil, fmt.Errorf("lease: acquire %s: fence %q: %w", m.routeKey(id), val, err)
 	}
-	return m.register(ctx, m.newLease(id, fence, m.prefix+val, sent))
-}
-
-// register adds a freshly acquired lease, unless the gate closed while the
-// script ran: then the lease is released and ErrDraining returned, so no
-// lease outlives the flip unseen by the drain.
-func (m *Manager) register(ctx context.Context, l *Lease) (*Lease, error) {
-	m.mu.Lock()
-	if draining := m.Draining(); draining || !m.running {
-		m.mu.Unlock()
-		err := ErrNotRunning
-		if draining {
-			err = ErrDraining
-		}
-		if rerr := l.Release(context.WithoutCancel(ctx)); rerr != nil && !errors.Is(rerr, ErrNotHeld) {
-			return nil, errors.Join(err, rerr) // the key expires within TTL
-		}
-		return nil, err
-	}
-	m.leases[l.ID()] = l
-	m.met.held.Set(float64(len(m.leases)))
-	m.mu.Unlock()
-	m.met.acquired.Inc()
-	return l, nil
+	return m.newLease(id, fence, m.prefix+val, sent), nil
 }
 
 // acquireReply decodes {code, fence-or-value}.
