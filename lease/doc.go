@@ -104,5 +104,15 @@
 // room_lease_lost_total, room_lease_released_total,
 // room_lease_left_to_expire_total, room_lease_renew_duration_ms,
 // room_lease_check_failures_total and room_node_heartbeat_failures_total,
-// registered on [Config].Registerer when set.
+// registered on [Config].Registerer when set, each with the constant label
+// route_prefix (the Manager's RoutePrefix).
+//
+// # Several managers in one process
+//
+// Everything a Manager names derives from its RoutePrefix: the label
+// above and its hooks, "lease-handoff(room:route:)" and
+// "lease-release(room:route:)". Managers with their own prefixes (and
+// keys) therefore share a Registerer and a drain; a second Manager with
+// the same RoutePrefix on one Registerer is refused by [New], and the
+// drain refuses a hook name added twice.
 package lease

@@ -40,7 +40,8 @@ func (e *HandOffError) Error() string {
 func (e *HandOffError) Unwrap() error { return e.Err }
 
 // HandOff returns a drain hook (phase [drain.Flush]) that runs
-// [Manager.RunHandOff] with fn and concurrency.
+// [Manager.RunHandOff] with fn and concurrency. Its name is
+// "lease-handoff(" + RoutePrefix + ")", e.g. "lease-handoff(room:route:)".
 //
 // Building the hook tells the Release hook that rooms are flushed before
 // they move: from then on it leaves any lease the hand-off did not release
@@ -49,7 +50,7 @@ func (e *HandOffError) Unwrap() error { return e.Err }
 func (m *Manager) HandOff(fn func(ctx context.Context, l *Lease) error, concurrency int) drain.Hook {
 	m.handsOff.Store(true)
 	return drain.Hook{
-		Name:  "lease-handoff",
+		Name:  m.hookName("lease-handoff"),
 		Phase: drain.Flush,
 		Run: func(ctx context.Context) error {
 			_, err := m.RunHandOff(ctx, fn, concurrency)
@@ -149,9 +150,9 @@ func (m *Manager) handOffOne(ctx context.Context, l *Lease, fn func(context.Cont
 	return l.Release(context.WithoutCancel(ctx))
 }
 
-// ReleaseHook returns a drain hook (phase [drain.Release]) that stops the
-// renewer, deals with every lease still held, and deletes the node
-// heartbeat last.
+// ReleaseHook returns a drain hook (phase [drain.Release]) named
+// "lease-release(" + RoutePrefix + ")" that stops the renewer, deals with
+// every lease still held, and deletes the node heartbeat last.
 //
 // Without a HandOff hook it releases every lease, in one pipeline of
 // batched compare-and-DEL scripts: a lease released here is taken to need
@@ -159,7 +160,14 @@ func (m *Manager) handOffOne(ctx context.Context, l *Lease, fn func(context.Cont
 // the hand-off did not release was not flushed, so it is left to expire,
 // never released (DESIGN invariant 6).
 func (m *Manager) ReleaseHook() drain.Hook {
-	return drain.Hook{Name: "lease-release", Phase: drain.Release, Run: m.ReleaseAll}
+	return drain.Hook{Name: m.hookName("lease-release"), Phase: drain.Release, Run: m.ReleaseAll}
+}
+
+// hookName names one of this Manager's hooks after its RoutePrefix, so
+// managers with their own keys can share a drain (which refuses a name
+// used twice).
+func (m *Manager) hookName(kind string) string {
+	return kind + "(" + m.cfg.RoutePrefix + ")"
 }
 
 // ReleaseAll is the Release hook's work; see [Manager.ReleaseHook].

@@ -68,7 +68,7 @@ func New(client redis.UniversalClient, cfg Config) (*Manager, error) {
 		cfg:         cfg,
 		holder:      holder,
 		prefix:      cfg.Node + "|" + holder + "|",
-		met:         newMetrics(),
+		met:         newMetrics(cfg.RoutePrefix),
 		now:         time.Now,
 		ttlArg:      cfg.TTL,
 		lostAfter:   cfg.TTL * 2 / 3,
@@ -78,7 +78,7 @@ func New(client redis.UniversalClient, cfg Config) (*Manager, error) {
 		pending:     make(map[*flight]struct{}),
 	}
 	if err := m.met.register(cfg.Registerer); err != nil {
-		return nil, fmt.Errorf("lease: register metrics: %w", err)
+		return nil, fmt.Errorf("lease: register metrics of RoutePrefix %q: %w", cfg.RoutePrefix, err)
 	}
 	return m, nil
 }
