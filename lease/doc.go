@@ -34,8 +34,23 @@
 // does) and the new primary's clock is not behind the old one's by more
 // than the time since the last fence (NTP-synchronised servers).
 //
-// Acquire is one EVALSHA (the scripts are loaded at Start) and Release one
-// more: two round trips per acquire+release pair.
+// Acquire is one EVALSHA (the scripts are loaded at Start, in one pipeline
+// per server) and Release one more: two round trips per acquire+release
+// pair.
+//
+// # Budgets
+//
+// CallTimeout bounds one call on a healthy server. A loaded machine or a
+// busy server makes some calls slower, so a step with a budget of its own
+// does not fail on one slow call: Start (the ctx given to it: fx's start
+// timeout, say), Acquire, Release, Owner, Stop and the Release hook give
+// each call CallTimeout and retry calls that timed out or lost their
+// connection, with jittered backoff from CallTimeout/8 to CallTimeout,
+// until the step's ctx ends (after TTL when ctx has no deadline; a
+// release no later than the key's own expiry). Every retried call is safe
+// to repeat. Renewal is the exception: a failed round is not retried
+// within the round; the next tick (RenewInterval) is its retry, and the
+// TTL·2/3 rule decides when a lease is given up.
 //
 // One renewer goroutine per Manager renews every held lease each
 // RenewInterval (TTL/3) in one pipeline: one round trip per Redis node,

@@ -197,23 +197,33 @@ func (m *Manager) ReleaseAll(ctx context.Context) error {
 }
 
 // releaseBatch compare-and-DELs leases in one pipeline, in batches as
-// renewal does. Leases already gone or taken are not errors.
+// renewal does. Calls that fail are sent again, alone, while ctx lasts
+// (each attempt within CallTimeout). Leases already gone or taken are not
+// errors.
 func (m *Manager) releaseBatch(ctx context.Context, leases []*Lease) error {
 	if len(leases) == 0 {
 		return nil
 	}
-	ctx, cancel := m.callContext(ctx)
-	defer cancel()
-	pipe := m.client.Pipeline()
-	calls := queueBatches(ctx, pipe, releaseScript, m.batches(leases))
-	if _, err := pipe.Exec(ctx); err != nil {
-		retry := m.client.Pipeline()
-		if requeueNoScript(ctx, retry, releaseScript, calls) {
-			_, _ = retry.Exec(ctx)
+	var calls []batchCall
+	pending := m.batches(leases)
+	err := m.retry(ctx, func(ctx context.Context) error {
+		sent := m.releasePipeline(ctx, pending)
+		pending = pending[:0]
+		var errs []error
+		for _, c := range sent {
+			if c.err != nil && retryable(c.err) {
+				pending = append(pending, c.leases)
+				errs = append(errs, c.err)
+				continue
+			}
+			calls = append(calls, c)
 		}
-	}
-	decode(calls)
+		return errors.Join(errs...)
+	})
 	var errs []error
+	if err != nil {
+		errs = append(errs, fmt.Errorf("lease: release %d leases from %s: %w", countLeases(pending), pending[0][0], err))
+	}
 	for _, c := range calls {
 		if c.err != nil {
 			errs = append(errs, fmt.Errorf("lease: release %d leases from %s: %w", len(c.leases), c.leases[0], c.err))
@@ -224,4 +234,27 @@ func (m *Manager) releaseBatch(ctx context.Context, leases []*Lease) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// releasePipeline sends one release script call per batch in one
+// pipeline and decodes the replies.
+func (m *Manager) releasePipeline(ctx context.Context, batches [][]*Lease) []batchCall {
+	pipe := m.client.Pipeline()
+	calls := queueBatches(ctx, pipe, releaseScript, batches)
+	if _, err := pipe.Exec(ctx); err != nil {
+		retry := m.client.Pipeline()
+		if requeueNoScript(ctx, retry, releaseScript, calls) {
+			_, _ = retry.Exec(ctx)
+		}
+	}
+	decode(calls)
+	return calls
+}
+
+func countLeases(batches [][]*Lease) int {
+	n := 0
+	for _, b := range batches {
+		n += len(b)
+	}
+	return n
 }

@@ -16,6 +16,11 @@ type flight struct {
 	done  chan struct{} // closed once lease and err are final and any release is done
 	lease *Lease
 	err   error
+	// ctx ends when nobody waits any more or the manager stops: no further
+	// attempt is made then (the one under way still finishes, so a lease
+	// it gets can be released rather than left to expire).
+	ctx    context.Context
+	cancel context.CancelFunc
 
 	// Under Manager.mu:
 	waiters int  // callers still waiting
@@ -33,9 +38,10 @@ func (m *Manager) join(ctx context.Context, id string) (*flight, error) {
 	f := m.flights[id]
 	if f == nil {
 		f = &flight{done: make(chan struct{})}
+		f.ctx, f.cancel = context.WithCancel(context.WithoutCancel(ctx))
 		m.flights[id] = f
 		m.pending[f] = struct{}{}
-		go m.fly(context.WithoutCancel(ctx), id, f)
+		go m.fly(id, f)
 	}
 	f.waiters++
 	return f, nil
@@ -50,22 +56,25 @@ func (m *Manager) leave(f *flight) bool {
 	if f.decided {
 		return false
 	}
-	f.waiters--
+	if f.waiters--; f.waiters == 0 {
+		f.cancel()
+	}
 	return true
 }
 
 // fly runs the acquisition for f and settles its result.
-func (m *Manager) fly(ctx context.Context, id string, f *flight) {
+func (m *Manager) fly(id string, f *flight) {
 	defer func() {
 		m.mu.Lock()
 		delete(m.pending, f)
 		m.mu.Unlock()
+		f.cancel()
 		close(f.done)
 	}()
 	l, err := m.local(id) // a flight that just ended may have registered it
 	if l == nil && err == nil {
-		if l, err = m.acquire(ctx, id); err == nil {
-			l, err = m.register(ctx, l, f)
+		if l, err = m.acquire(f.ctx, id); err == nil {
+			l, err = m.register(context.WithoutCancel(f.ctx), l, f)
 		}
 	}
 	m.decide(id, f, l, err)
@@ -125,6 +134,7 @@ func (m *Manager) waitFlights(ctx context.Context) error {
 	m.mu.Lock()
 	fs := make([]*flight, 0, len(m.pending))
 	for f := range m.pending {
+		f.cancel() // no further attempts: nothing would renew the lease
 		fs = append(fs, f)
 	}
 	m.mu.Unlock()

@@ -83,10 +83,13 @@ func New(client redis.UniversalClient, cfg Config) (*Manager, error) {
 	return m, nil
 }
 
-// Start writes the node heartbeat, failing if it cannot, and starts the
-// renewer goroutine, which renews every held lease and the heartbeat each
-// RenewInterval until [Manager.Stop] (or the Release hook). ctx bounds the
-// start only.
+// Start loads the scripts, writes the node heartbeat, failing if it
+// cannot, and starts the renewer goroutine, which renews every held lease
+// and the heartbeat each RenewInterval until [Manager.Stop] (or the
+// Release hook). ctx bounds the start only: each call gets CallTimeout and
+// is retried with backoff while ctx lasts (for TTL if ctx has no
+// deadline), so a slow but healthy server delays the start rather than
+// failing it.
 func (m *Manager) Start(ctx context.Context) error {
 	m.mu.Lock()
 	if m.running || m.stopped {
@@ -97,7 +100,7 @@ func (m *Manager) Start(ctx context.Context) error {
 	if err := m.loadScripts(ctx); err != nil {
 		return fmt.Errorf("lease: start: %w", err)
 	}
-	if err := m.writeHeartbeat(ctx, true); err != nil {
+	if err := m.retry(ctx, func(ctx context.Context) error { return m.writeHeartbeat(ctx, true) }); err != nil {
 		return fmt.Errorf("lease: start: %w", err)
 	}
 	runCtx, cancel := context.WithCancel(context.Background())
@@ -125,14 +128,33 @@ func (m *Manager) Stop(ctx context.Context) error {
 }
 
 // loadScripts caches every script on the server (every master on
-// Cluster), so the first renewal round needs no EVAL fallback.
+// Cluster, every shard on Ring), so the first renewal round needs no EVAL
+// fallback: one pipeline per server, retried within ctx.
 func (m *Manager) loadScripts(ctx context.Context) error {
-	ctx, cancel := m.callContext(ctx)
-	defer cancel()
-	for _, s := range []*redis.Script{acquireScript, renewScript, releaseScript, heartbeatScript, heartbeatDeleteScript, probeScript} {
-		if err := s.Load(ctx, m.client).Err(); err != nil {
-			return fmt.Errorf("load scripts: %w", err)
+	load := func(c redis.UniversalClient) func(context.Context) error {
+		return func(ctx context.Context) error {
+			// SCRIPT LOAD directly: Script.Load on a pipeline would read
+			// the not yet answered reply and set the script's hash to "".
+			pipe := c.Pipeline()
+			for _, src := range scriptSources {
+				pipe.ScriptLoad(ctx, src)
+			}
+			_, err := pipe.Exec(ctx)
+			return err
 		}
+	}
+	each := func(ctx context.Context, c *redis.Client) error { return m.retry(ctx, load(c)) }
+	var err error
+	switch c := m.client.(type) {
+	case *redis.ClusterClient:
+		err = c.ForEachMaster(ctx, each)
+	case *redis.Ring:
+		err = c.ForEachShard(ctx, each)
+	default:
+		err = m.retry(ctx, load(c))
+	}
+	if err != nil {
+		return fmt.Errorf("load scripts: %w", err)
 	}
 	return nil
 }
@@ -276,13 +298,24 @@ func (m *Manager) local(id string) (*Lease, error) {
 }
 
 // acquire runs the acquire script and returns the new lease, not yet
-// registered; one flight per id at a time.
+// registered; one flight per id at a time. Attempts are retried while ctx
+// lasts (the script is idempotent for this holder), but an attempt under
+// way is not cut short when ctx ends: its lease, if any, must come back
+// to be released.
 func (m *Manager) acquire(ctx context.Context, id string) (*Lease, error) {
-	sent := m.now()
-	cctx, cancel := m.callContext(ctx)
-	defer cancel()
-	res, err := acquireScript.Run(cctx, m.client, []string{m.routeKey(id), m.fenceKey(id)},
-		m.cfg.Node, m.holder, m.ttlArg.Milliseconds(), fenceRetention.Milliseconds()).Slice()
+	var (
+		sent time.Time
+		res  []any
+	)
+	err := m.retry(ctx, func(ctx context.Context) (err error) {
+		deadline, _ := ctx.Deadline() // retry always sets one
+		actx, cancel := context.WithDeadline(context.WithoutCancel(ctx), deadline)
+		defer cancel()
+		sent = m.now()
+		res, err = acquireScript.Run(actx, m.client, []string{m.routeKey(id), m.fenceKey(id)},
+			m.cfg.Node, m.holder, m.ttlArg.Milliseconds(), fenceRetention.Milliseconds()).Slice()
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("lease: acquire %s: %w", m.routeKey(id), err)
 	}
@@ -343,14 +376,17 @@ type Owner struct {
 // Owner returns the current holder of room id: [ErrNotHeld] if nobody
 // holds it, a [*HeldError] with an empty Node if the route value cannot be
 // parsed. It reads the route, then the holder's heartbeat (two keys, two
-// slots, two calls).
+// slots, two calls, each with its own CallTimeout and retried while ctx
+// lasts).
 func (m *Manager) Owner(ctx context.Context, id string) (Owner, error) {
 	if err := ValidateID(id); err != nil {
 		return Owner{}, err
 	}
-	cctx, cancel := m.callContext(ctx)
-	defer cancel()
-	v, err := m.client.Get(cctx, m.routeKey(id)).Result()
+	var v string
+	err := m.retry(ctx, func(ctx context.Context) (err error) {
+		v, err = m.client.Get(ctx, m.routeKey(id)).Result()
+		return err
+	})
 	if errors.Is(err, redis.Nil) {
 		return Owner{}, fmt.Errorf("lease: owner of %q: %w", id, ErrNotHeld)
 	}
@@ -361,7 +397,11 @@ func (m *Manager) Owner(ctx context.Context, id string) (Owner, error) {
 	if !ok {
 		return Owner{}, &HeldError{ID: id}
 	}
-	hb, err := m.client.HMGet(cctx, m.nodeKeyOf(node), "addr", "state").Result()
+	var hb []any
+	err = m.retry(ctx, func(ctx context.Context) (err error) {
+		hb, err = m.client.HMGet(ctx, m.nodeKeyOf(node), "addr", "state").Result()
+		return err
+	})
 	if err != nil {
 		return Owner{}, fmt.Errorf("lease: heartbeat of %q: %w", node, err)
 	}

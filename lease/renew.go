@@ -90,8 +90,11 @@ func (m *Manager) tick(ctx context.Context, earliest time.Time) {
 	}
 }
 
-// heartbeatTick writes the heartbeat alone (the drain mark).
+// heartbeatTick writes the heartbeat alone (the drain mark), in one call:
+// the next renewal round writes it again if this one fails.
 func (m *Manager) heartbeatTick(ctx context.Context) {
+	ctx, cancel := m.callContext(ctx)
+	defer cancel()
 	m.noteHeartbeat(m.writeHeartbeat(ctx, false))
 }
 
@@ -181,8 +184,6 @@ func (m *Manager) heartbeatArgs() []any {
 // left by another process with our node id is reported: two processes
 // sharing a node id would overwrite each other's heartbeat.
 func (m *Manager) writeHeartbeat(ctx context.Context, start bool) error {
-	ctx, cancel := m.callContext(ctx)
-	defer cancel()
 	prev, err := heartbeatScript.Run(ctx, m.client, []string{m.nodeKey()}, m.heartbeatArgs()...).Text()
 	if errors.Is(err, redis.Nil) {
 		return nil
@@ -215,7 +216,8 @@ func (m *Manager) noteHeartbeat(err error) {
 	}
 }
 
-// deleteHeartbeat deletes the heartbeat if it is still ours.
+// deleteHeartbeat deletes the heartbeat if it is still ours, retrying
+// within ctx (the stop's or the drain's budget).
 func (m *Manager) deleteHeartbeat(ctx context.Context) error {
 	m.mu.Lock()
 	started := m.started
@@ -223,9 +225,10 @@ func (m *Manager) deleteHeartbeat(ctx context.Context) error {
 	if !started { // a start that failed: no heartbeat of ours, nothing to tell Redis
 		return nil
 	}
-	ctx, cancel := m.callContext(ctx)
-	defer cancel()
-	if err := heartbeatDeleteScript.Run(ctx, m.client, []string{m.nodeKey()}, m.holder).Err(); err != nil {
+	err := m.retry(ctx, func(ctx context.Context) error {
+		return heartbeatDeleteScript.Run(ctx, m.client, []string{m.nodeKey()}, m.holder).Err()
+	})
+	if err != nil {
 		return fmt.Errorf("lease: delete heartbeat %s: %w", m.nodeKey(), err)
 	}
 	return nil
