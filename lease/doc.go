@@ -91,6 +91,45 @@
 // Release cancels the lease's context before the compare-and-DEL, so work
 // under it stops before another node can take the room.
 //
+// # Guarantees
+//
+// On one Redis server that keeps its data (no eviction, no restart
+// without persistence), at most one holder at a time believes it holds a
+// room, within the clock assumptions above, and fences grow with every
+// acquisition.
+//
+// Redis alone promises no more than that, and this package does not
+// claim more:
+//
+//   - Replication is asynchronous. After a failover (Sentinel, Cluster)
+//     the new primary may lack the latest acquisition, or the latest
+//     renewals, so a second node can acquire a room whose holder still
+//     believes it holds it: two owners until the holder's lease is lost.
+//     [Config].WaitReplicas narrows this: an acquisition is returned only
+//     once that many replicas have it, at the cost of a replication round
+//     trip per acquisition (renewals are not waited for: a failover that
+//     lost the last ones shortens the lease by up to RenewInterval).
+//     WAIT does not make Redis strongly consistent: a failover may still
+//     promote a replica that did not acknowledge.
+//   - Lease keys have a TTL, so any maxmemory-policy but noeviction
+//     (allkeys-* and volatile-* alike) may evict one under memory
+//     pressure, and its room can get a second owner at once. Start refuses
+//     such a server with [ErrUnsafeServer] naming the policy, unless
+//     [Config].AcceptEviction is set.
+//   - A restart without persistence loses every lease at once.
+//
+// What holds in every case is the fence: it is seeded from the server's
+// clock, so a lost counter still yields larger tokens (see above), and
+// storage that rejects tokens lower than the highest it has seen refuses
+// the older owner's writes once the newer one has written. Use the fence
+// wherever two owners would do harm.
+//
+// Start checks what it can on every server it writes leases to: the
+// version (at least 5.0: acquire.lua reads TIME before writing), read
+// from INFO server, and maxmemory-policy, read from INFO memory or else
+// CONFIG GET. A managed Redis may refuse these; Start then logs a warning
+// naming the setting it could not read and goes on.
+//
 // # Draining
 //
 // [Manager.BeginDrain] closes the gate at the lifecycle flip: Acquire

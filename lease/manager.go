@@ -59,6 +59,9 @@ func New(client redis.UniversalClient, cfg Config) (*Manager, error) {
 	if err := checkClient(client, cfg.CallTimeout); err != nil {
 		return nil, err
 	}
+	if g := groupingFor(client); cfg.WaitReplicas > 0 && g == groupNone {
+		return nil, fmt.Errorf("lease: Config.WaitReplicas %d needs a *redis.Client or *redis.ClusterClient, not %T", cfg.WaitReplicas, client)
+	}
 	var b [8]byte
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on supported platforms
 	holder := hex.EncodeToString(b[:])
@@ -83,7 +86,11 @@ func New(client redis.UniversalClient, cfg Config) (*Manager, error) {
 	return m, nil
 }
 
-// Start loads the scripts, writes the node heartbeat, failing if it
+// Start checks the server (every master on Cluster): it refuses, with
+// [ErrUnsafeServer], a Redis older than the scripts need or one whose
+// maxmemory-policy may evict lease keys (unless [Config].AcceptEviction),
+// and warns about what it cannot read (a managed Redis may refuse INFO or
+// CONFIG). It then loads the scripts, writes the node heartbeat, failing if it
 // cannot, and starts the renewer goroutine, which renews every held lease
 // and the heartbeat each RenewInterval until [Manager.Stop] (or the
 // Release hook). ctx bounds the start only: each call gets CallTimeout and
@@ -97,6 +104,9 @@ func (m *Manager) Start(ctx context.Context) error {
 		return errors.New("lease: Start called twice")
 	}
 	m.mu.Unlock()
+	if err := m.checkServers(ctx); err != nil {
+		return fmt.Errorf("lease: start: %w", err)
+	}
 	if err := m.loadScripts(ctx); err != nil {
 		return fmt.Errorf("lease: start: %w", err)
 	}
@@ -312,10 +322,17 @@ func (m *Manager) acquire(ctx context.Context, id string) (*Lease, error) {
 		actx, cancel := context.WithDeadline(context.WithoutCancel(ctx), deadline)
 		defer cancel()
 		sent = m.now()
-		res, err = acquireScript.Run(actx, m.client, []string{m.routeKey(id), m.fenceKey(id)},
-			m.cfg.Node, m.holder, m.ttlArg.Milliseconds(), fenceRetention.Milliseconds()).Slice()
+		res, err = m.acquireCall(actx, id)
 		return err
 	})
+	if errors.Is(err, errShortWait) {
+		// Acquired on the primary, but not on enough replicas: undo it.
+		if _, val, derr := acquireReply(res); derr == nil {
+			fence, _ := strconv.ParseInt(val, 10, 64)
+			_ = m.newLease(id, fence, m.prefix+val, sent).Release(ctx)
+		}
+		return nil, fmt.Errorf("lease: acquire %s: %w", m.routeKey(id), err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("lease: acquire %s: %w", m.routeKey(id), err)
 	}
@@ -332,6 +349,58 @@ func (m *Manager) acquire(ctx context.Context, id string) (*Lease, error) {
 		return nil, fmt.Errorf("lease: acquire %s: fence %q: %w", m.routeKey(id), val, err)
 	}
 	return m.newLease(id, fence, m.prefix+val, sent), nil
+}
+
+// acquireCall runs the acquire script and, with Config.WaitReplicas,
+// WAITs for that many replicas. WAIT counts the writes of its own
+// connection, so the script and WAIT go in one pipeline to the room's
+// primary. A short WAIT returns the script's reply with errShortWait.
+func (m *Manager) acquireCall(ctx context.Context, id string) ([]any, error) {
+	keys := []string{m.routeKey(id), m.fenceKey(id)}
+	args := []any{m.cfg.Node, m.holder, m.ttlArg.Milliseconds(), fenceRetention.Milliseconds()}
+	n := m.cfg.WaitReplicas
+	if n == 0 {
+		return acquireScript.Run(ctx, m.client, keys, args...).Slice()
+	}
+	var c redis.Cmdable = m.client
+	if cl, ok := m.client.(*redis.ClusterClient); ok {
+		primary, err := cl.MasterForKey(ctx, keys[0])
+		if err != nil {
+			return nil, err
+		}
+		c = primary
+	}
+	// Half the call's time for the replicas, the rest for the round trip.
+	timeout := m.cfg.CallTimeout / 2
+	if d, ok := ctx.Deadline(); ok {
+		timeout = max(time.Until(d)/2, time.Millisecond)
+	}
+	run := func(eval func(pipe redis.Pipeliner) *redis.Cmd) (*redis.Cmd, *redis.Cmd) {
+		pipe := c.Pipeline()
+		cmd := eval(pipe)
+		wait := pipe.Do(ctx, "WAIT", n, timeout.Milliseconds())
+		_, _ = pipe.Exec(ctx) // errors are read from each command
+		return cmd, wait
+	}
+	cmd, wait := run(func(p redis.Pipeliner) *redis.Cmd { return acquireScript.EvalSha(ctx, p, keys, args...) })
+	if isNoScript(cmd.Err()) {
+		cmd, wait = run(func(p redis.Pipeliner) *redis.Cmd { return acquireScript.Eval(ctx, p, keys, args...) })
+	}
+	res, err := cmd.Slice()
+	if err != nil {
+		return nil, err
+	}
+	if code, _, _ := acquireReply(res); code == 0 {
+		return res, nil // someone else's: nothing of ours to replicate
+	}
+	acked, err := wait.Int64()
+	if err != nil {
+		return res, fmt.Errorf("%w: WAIT: %w", errShortWait, err)
+	}
+	if acked < int64(n) {
+		return res, fmt.Errorf("%w: %d of Config.WaitReplicas %d within %s", errShortWait, acked, n, timeout)
+	}
+	return res, nil
 }
 
 // acquireReply decodes {code, fence-or-value}.
