@@ -119,3 +119,23 @@ func TestWaitReplicas(t *testing.T) {
 		t.Fatalf("after a short WAIT: key exists %d, held %d; want the lease released", n, len(m2.Held()))
 	}
 }
+
+func TestAtLeastVersion(t *testing.T) {
+	tests := []struct {
+		give string
+		want bool
+	}{
+		{"7.0.15", true},
+		{"5.0.0", true},
+		{"4.0.14", false},
+		{"4.9", false},
+		{"10.0.0", true},
+		{"", true},    // unreadable: the scripts fail loudly themselves
+		{"x.y", true}, // unparseable likewise
+	}
+	for _, tt := range tests {
+		if got := atLeast(tt.give, minRedisVersion); got != tt.want {
+			t.Errorf("atLeast(%q, 5.0.0) = %v; want %v", tt.give, got, tt.want)
+		}
+	}
+}
