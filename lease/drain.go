@@ -158,7 +158,7 @@ func (m *Manager) handOffOne(ctx context.Context, l *Lease, fn func(context.Cont
 // batched compare-and-DEL scripts: a lease released here is taken to need
 // no flush. With a HandOff hook built (rooms have state to flush), a lease
 // the hand-off did not release was not flushed, so it is left to expire,
-// never released (DESIGN invariant 6).
+// never released: the next owner recovers it from snapshot and log.
 func (m *Manager) ReleaseHook() drain.Hook {
 	return drain.Hook{Name: m.hookName("lease-release"), Phase: drain.Release, Run: m.ReleaseAll}
 }
