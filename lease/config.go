@@ -68,6 +68,21 @@ type Config struct {
 	// here can therefore never show the next owner's acquisition first. It
 	// runs on the goroutine that ended the lease: it must not block.
 	OnEnd func(l *Lease, cause error)
+	// AcceptEviction lets Start proceed, with a warning, on a server whose
+	// maxmemory-policy is not noeviction. Lease keys have a TTL, so both
+	// allkeys-* and volatile-* policies may evict one under memory
+	// pressure, and its room can then have two owners until the fence
+	// rejects the older one's writes. By default Start refuses such a
+	// server ([ErrUnsafeServer]).
+	AcceptEviction bool
+	// WaitReplicas is how many replicas must acknowledge an acquisition
+	// (Redis WAIT, within CallTimeout) before Acquire returns the lease;
+	// default 0, no WAIT. With N > 0 a failover to an acknowledging replica
+	// keeps the lease; the cost is one replication round trip per
+	// acquisition, and Acquire fails (releasing the lease) while fewer
+	// than N replicas answer. Renewals are not waited for. It needs a
+	// *redis.Client (standalone, Sentinel) or a *redis.ClusterClient.
+	WaitReplicas int
 	// Draining, if set, is a channel closed when the process starts
 	// draining: lifecycle.Manager.Draining(), closed in the same step that
 	// publishes the Draining state. Acquire checks it as well as
@@ -122,6 +137,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("lease: Config.RenewInterval %s must be above 0 and below TTL/2 (%s)", c.RenewInterval, c.TTL/2)
 	case c.CallTimeout <= 0 || c.CallTimeout > c.TTL/6:
 		return fmt.Errorf("lease: Config.CallTimeout %s must be above 0 and at most TTL/6 (%s)", c.CallTimeout, c.TTL/6)
+	case c.WaitReplicas < 0:
+		return fmt.Errorf("lease: Config.WaitReplicas %d is negative", c.WaitReplicas)
 	}
 	for _, p := range []struct{ name, v string }{
 		{"RoutePrefix", c.RoutePrefix}, {"FencePrefix", c.FencePrefix}, {"NodePrefix", c.NodePrefix},

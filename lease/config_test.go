@@ -24,6 +24,7 @@ func TestConfigValidate(t *testing.T) {
 		{"call timeout above TTL/6", Config{Node: "n", CallTimeout: 2 * time.Second}, "Config.CallTimeout 2s"},
 		{"prefix with brace", Config{Node: "n", RoutePrefix: "r{"}, `Config.RoutePrefix "r{"`},
 		{"equal prefixes", Config{Node: "n", RoutePrefix: "x:", FencePrefix: "x:"}, "must differ"},
+		{"negative WaitReplicas", Config{Node: "n", WaitReplicas: -1}, "Config.WaitReplicas -1"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -34,8 +34,23 @@
 // does) and the new primary's clock is not behind the old one's by more
 // than the time since the last fence (NTP-synchronised servers).
 //
-// Acquire is one EVALSHA (the scripts are loaded at Start) and Release one
-// more: two round trips per acquire+release pair.
+// Acquire is one EVALSHA (the scripts are loaded at Start, in one pipeline
+// per server) and Release one more: two round trips per acquire+release
+// pair.
+//
+// # Budgets
+//
+// CallTimeout bounds one call on a healthy server. A loaded machine or a
+// busy server makes some calls slower, so a step with a budget of its own
+// does not fail on one slow call: Start (the ctx given to it: fx's start
+// timeout, say), Acquire, Release, Owner, Stop and the Release hook give
+// each call CallTimeout and retry calls that timed out or lost their
+// connection, with jittered backoff from CallTimeout/8 to CallTimeout,
+// until the step's ctx ends (after TTL when ctx has no deadline; a
+// release no later than the key's own expiry). Every retried call is safe
+// to repeat. Renewal is the exception: a failed round is not retried
+// within the round; the next tick (RenewInterval) is its retry, and the
+// TTL·2/3 rule decides when a lease is given up.
 //
 // One renewer goroutine per Manager renews every held lease each
 // RenewInterval (TTL/3) in one pipeline: one round trip per Redis node,
@@ -76,6 +91,45 @@
 // Release cancels the lease's context before the compare-and-DEL, so work
 // under it stops before another node can take the room.
 //
+// # Guarantees
+//
+// On one Redis server that keeps its data (no eviction, no restart
+// without persistence), at most one holder at a time believes it holds a
+// room, within the clock assumptions above, and fences grow with every
+// acquisition.
+//
+// Redis alone promises no more than that, and this package does not
+// claim more:
+//
+//   - Replication is asynchronous. After a failover (Sentinel, Cluster)
+//     the new primary may lack the latest acquisition, or the latest
+//     renewals, so a second node can acquire a room whose holder still
+//     believes it holds it: two owners until the holder's lease is lost.
+//     [Config].WaitReplicas narrows this: an acquisition is returned only
+//     once that many replicas have it, at the cost of a replication round
+//     trip per acquisition (renewals are not waited for: a failover that
+//     lost the last ones shortens the lease by up to RenewInterval).
+//     WAIT does not make Redis strongly consistent: a failover may still
+//     promote a replica that did not acknowledge.
+//   - Lease keys have a TTL, so any maxmemory-policy but noeviction
+//     (allkeys-* and volatile-* alike) may evict one under memory
+//     pressure, and its room can get a second owner at once. Start refuses
+//     such a server with [ErrUnsafeServer] naming the policy, unless
+//     [Config].AcceptEviction is set.
+//   - A restart without persistence loses every lease at once.
+//
+// What holds in every case is the fence: it is seeded from the server's
+// clock, so a lost counter still yields larger tokens (see above), and
+// storage that rejects tokens lower than the highest it has seen refuses
+// the older owner's writes once the newer one has written. Use the fence
+// wherever two owners would do harm.
+//
+// Start checks what it can on every server it writes leases to: the
+// version (at least 5.0: acquire.lua reads TIME before writing), read
+// from INFO server, and maxmemory-policy, read from INFO memory or else
+// CONFIG GET. A managed Redis may refuse these; Start then logs a warning
+// naming the setting it could not read and goes on.
+//
 // # Draining
 //
 // [Manager.BeginDrain] closes the gate at the lifecycle flip: Acquire
@@ -104,5 +158,15 @@
 // room_lease_lost_total, room_lease_released_total,
 // room_lease_left_to_expire_total, room_lease_renew_duration_ms,
 // room_lease_check_failures_total and room_node_heartbeat_failures_total,
-// registered on [Config].Registerer when set.
+// registered on [Config].Registerer when set, each with the constant label
+// route_prefix (the Manager's RoutePrefix).
+//
+// # Several managers in one process
+//
+// Everything a Manager names derives from its RoutePrefix: the label
+// above and its hooks, "lease-handoff(room:route:)" and
+// "lease-release(room:route:)". Managers with their own prefixes (and
+// keys) therefore share a Registerer and a drain; a second Manager with
+// the same RoutePrefix on one Registerer is refused by [New], and the
+// drain refuses a hook name added twice.
 package lease

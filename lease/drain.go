@@ -40,7 +40,8 @@ func (e *HandOffError) Error() string {
 func (e *HandOffError) Unwrap() error { return e.Err }
 
 // HandOff returns a drain hook (phase [drain.Flush]) that runs
-// [Manager.RunHandOff] with fn and concurrency.
+// [Manager.RunHandOff] with fn and concurrency. Its name is
+// "lease-handoff(" + RoutePrefix + ")", e.g. "lease-handoff(room:route:)".
 //
 // Building the hook tells the Release hook that rooms are flushed before
 // they move: from then on it leaves any lease the hand-off did not release
@@ -49,7 +50,7 @@ func (e *HandOffError) Unwrap() error { return e.Err }
 func (m *Manager) HandOff(fn func(ctx context.Context, l *Lease) error, concurrency int) drain.Hook {
 	m.handsOff.Store(true)
 	return drain.Hook{
-		Name:  "lease-handoff",
+		Name:  m.hookName("lease-handoff"),
 		Phase: drain.Flush,
 		Run: func(ctx context.Context) error {
 			_, err := m.RunHandOff(ctx, fn, concurrency)
@@ -149,23 +150,30 @@ func (m *Manager) handOffOne(ctx context.Context, l *Lease, fn func(context.Cont
 	return l.Release(context.WithoutCancel(ctx))
 }
 
-// ReleaseHook returns a drain hook (phase [drain.Release]) that stops the
-// renewer, deals with every lease still held, and deletes the node
-// heartbeat last.
+// ReleaseHook returns a drain hook (phase [drain.Release]) named
+// "lease-release(" + RoutePrefix + ")" that stops the renewer, deals with
+// every lease still held, and deletes the node heartbeat last.
 //
 // Without a HandOff hook it releases every lease, in one pipeline of
 // batched compare-and-DEL scripts: a lease released here is taken to need
 // no flush. With a HandOff hook built (rooms have state to flush), a lease
 // the hand-off did not release was not flushed, so it is left to expire,
-// never released (DESIGN invariant 6).
+// never released: the next owner recovers it from snapshot and log.
 func (m *Manager) ReleaseHook() drain.Hook {
-	return drain.Hook{Name: "lease-release", Phase: drain.Release, Run: m.ReleaseAll}
+	return drain.Hook{Name: m.hookName("lease-release"), Phase: drain.Release, Run: m.ReleaseAll}
+}
+
+// hookName names one of this Manager's hooks after its RoutePrefix, so
+// managers with their own keys can share a drain (which refuses a name
+// used twice).
+func (m *Manager) hookName(kind string) string {
+	return kind + "(" + m.cfg.RoutePrefix + ")"
 }
 
 // ReleaseAll is the Release hook's work; see [Manager.ReleaseHook].
 func (m *Manager) ReleaseAll(ctx context.Context) error {
 	m.BeginDrain() // in case the flip did not reach us: nothing may be acquired now
-	stopErr := m.stopRenewer(ctx)
+	stopErr := errors.Join(m.stopRenewer(ctx), m.waitFlights(ctx))
 	var release []*Lease
 	for _, l := range m.snapshot(false) {
 		if l.state.Load() != stateHeld {
@@ -189,23 +197,33 @@ func (m *Manager) ReleaseAll(ctx context.Context) error {
 }
 
 // releaseBatch compare-and-DELs leases in one pipeline, in batches as
-// renewal does. Leases already gone or taken are not errors.
+// renewal does. Calls that fail are sent again, alone, while ctx lasts
+// (each attempt within CallTimeout). Leases already gone or taken are not
+// errors.
 func (m *Manager) releaseBatch(ctx context.Context, leases []*Lease) error {
 	if len(leases) == 0 {
 		return nil
 	}
-	ctx, cancel := m.callContext(ctx)
-	defer cancel()
-	pipe := m.client.Pipeline()
-	calls := queueBatches(ctx, pipe, releaseScript, m.batches(leases))
-	if _, err := pipe.Exec(ctx); err != nil {
-		retry := m.client.Pipeline()
-		if requeueNoScript(ctx, retry, releaseScript, calls) {
-			_, _ = retry.Exec(ctx)
+	var calls []batchCall
+	pending := m.batches(leases)
+	err := m.retry(ctx, func(ctx context.Context) error {
+		sent := m.releasePipeline(ctx, pending)
+		pending = pending[:0]
+		var errs []error
+		for _, c := range sent {
+			if c.err != nil && retryable(c.err) {
+				pending = append(pending, c.leases)
+				errs = append(errs, c.err)
+				continue
+			}
+			calls = append(calls, c)
 		}
-	}
-	decode(calls)
+		return errors.Join(errs...)
+	})
 	var errs []error
+	if err != nil {
+		errs = append(errs, fmt.Errorf("lease: release %d leases from %s: %w", countLeases(pending), pending[0][0], err))
+	}
 	for _, c := range calls {
 		if c.err != nil {
 			errs = append(errs, fmt.Errorf("lease: release %d leases from %s: %w", len(c.leases), c.leases[0], c.err))
@@ -216,4 +234,27 @@ func (m *Manager) releaseBatch(ctx context.Context, leases []*Lease) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// releasePipeline sends one release script call per batch in one
+// pipeline and decodes the replies.
+func (m *Manager) releasePipeline(ctx context.Context, batches [][]*Lease) []batchCall {
+	pipe := m.client.Pipeline()
+	calls := queueBatches(ctx, pipe, releaseScript, batches)
+	if _, err := pipe.Exec(ctx); err != nil {
+		retry := m.client.Pipeline()
+		if requeueNoScript(ctx, retry, releaseScript, calls) {
+			_, _ = retry.Exec(ctx)
+		}
+	}
+	decode(calls)
+	return calls
+}
+
+func countLeases(batches [][]*Lease) int {
+	n := 0
+	for _, b := range batches {
+		n += len(b)
+	}
+	return n
 }

@@ -19,6 +19,10 @@ var (
 	// ErrNotRunning is returned by Acquire before Start or after Stop: no
 	// renewer would keep the lease alive.
 	ErrNotRunning = errors.New("lease: manager not running")
+	// ErrUnsafeServer is returned by Start for a Redis server that cannot
+	// keep leases: older than the scripts need, or with a maxmemory-policy
+	// that may evict lease keys (see [Config].AcceptEviction).
+	ErrUnsafeServer = errors.New("lease: server cannot keep leases safely")
 	// ErrLost is the cause of a lease's context when the lease was lost:
 	// Redis reported it gone or stolen, or renewal stayed overdue.
 	ErrLost = errors.New("lease: lost")

@@ -55,7 +55,7 @@ func TestAbandonedHandOffReleasesNothingUnflushed(t *testing.T) {
 	handOff.Timeout = 100 * time.Millisecond
 	m.BeginDrain()
 	rep := drain.Run(ctx, "test", []drain.Hook{handOff, m.ReleaseHook()})
-	if h, _ := rep.Hook("lease-handoff"); h.Outcome != drain.TimedOut {
+	if h, _ := rep.Hook(handOff.Name); h.Outcome != drain.TimedOut {
 		t.Fatalf("hand-off outcome %s; want timeout", h.Outcome)
 	}
 	for _, id := range rooms {

@@ -83,16 +83,24 @@ func (l *Lease) Held() bool {
 // (compare-and-DEL). The context is cancelled before the key is deleted, so
 // work under it stops before another node can take the room.
 //
+// Each call gets CallTimeout and is retried while ctx lasts, but not past
+// the moment Redis would expire the key anyway.
+//
 // Release returns nil if it deleted the key, an error wrapping [ErrNotHeld]
 // if the key had expired or belongs to someone else (nothing to undo: do
 // not fail a drain on it), or the Redis error. In every case the lease has
 // ended locally and is no longer renewed.
 func (l *Lease) Release(ctx context.Context) error {
 	l.end(ErrReleased, false)
-	ctx, cancel := l.m.callContext(ctx)
+	// Past the key's expiry there is nothing left to delete: retry until
+	// then at most.
+	ctx, cancel := context.WithDeadline(ctx, l.deadline(l.m.cfg.TTL))
 	defer cancel()
 	var status [1]int8
-	if err := decodeStatuses(releaseScript.Run(ctx, l.m.client, []string{l.key}, l.value), status[:]); err != nil {
+	err := l.m.retry(ctx, func(ctx context.Context) error {
+		return decodeStatuses(releaseScript.Run(ctx, l.m.client, []string{l.key}, l.value), status[:])
+	})
+	if err != nil {
 		return fmt.Errorf("lease: release %s: %w", l.key, err)
 	}
 	return l.m.releaseResult(l, int64(status[0]))

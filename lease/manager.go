@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"golang.org/x/sync/singleflight"
 )
 
 // Manager acquires room leases for one node, renews them all from one
@@ -36,7 +35,8 @@ type Manager struct {
 
 	mu       sync.Mutex
 	leases   map[string]*Lease
-	flights  singleflight.Group // one acquire script per room at a time
+	flights  map[string]*flight   // one acquisition per room at a time
+	pending  map[*flight]struct{} // acquisitions not yet settled, for Stop to wait on
 	running  bool
 	started  bool // Start wrote the heartbeat: only then is there one to delete
 	stopped  bool
@@ -59,6 +59,9 @@ func New(client redis.UniversalClient, cfg Config) (*Manager, error) {
 	if err := checkClient(client, cfg.CallTimeout); err != nil {
 		return nil, err
 	}
+	if g := groupingFor(client); cfg.WaitReplicas > 0 && g == groupNone {
+		return nil, fmt.Errorf("lease: Config.WaitReplicas %d needs a *redis.Client or *redis.ClusterClient, not %T", cfg.WaitReplicas, client)
+	}
 	var b [8]byte
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on supported platforms
 	holder := hex.EncodeToString(b[:])
@@ -68,23 +71,32 @@ func New(client redis.UniversalClient, cfg Config) (*Manager, error) {
 		cfg:         cfg,
 		holder:      holder,
 		prefix:      cfg.Node + "|" + holder + "|",
-		met:         newMetrics(),
+		met:         newMetrics(cfg.RoutePrefix),
 		now:         time.Now,
 		ttlArg:      cfg.TTL,
 		lostAfter:   cfg.TTL * 2 / 3,
 		drainSignal: make(chan struct{}, 1),
 		leases:      make(map[string]*Lease),
+		flights:     make(map[string]*flight),
+		pending:     make(map[*flight]struct{}),
 	}
 	if err := m.met.register(cfg.Registerer); err != nil {
-		return nil, fmt.Errorf("lease: register metrics: %w", err)
+		return nil, fmt.Errorf("lease: register metrics of RoutePrefix %q: %w", cfg.RoutePrefix, err)
 	}
 	return m, nil
 }
 
-// Start writes the node heartbeat, failing if it cannot, and starts the
-// renewer goroutine, which renews every held lease and the heartbeat each
-// RenewInterval until [Manager.Stop] (or the Release hook). ctx bounds the
-// start only.
+// Start checks the server (every master on Cluster): it refuses, with
+// [ErrUnsafeServer], a Redis older than the scripts need or one whose
+// maxmemory-policy may evict lease keys (unless [Config].AcceptEviction),
+// and warns about what it cannot read (a managed Redis may refuse INFO or
+// CONFIG). It then loads the scripts, writes the node heartbeat, failing if it
+// cannot, and starts the renewer goroutine, which renews every held lease
+// and the heartbeat each RenewInterval until [Manager.Stop] (or the
+// Release hook). ctx bounds the start only: each call gets CallTimeout and
+// is retried with backoff while ctx lasts (for TTL if ctx has no
+// deadline), so a slow but healthy server delays the start rather than
+// failing it.
 func (m *Manager) Start(ctx context.Context) error {
 	m.mu.Lock()
 	if m.running || m.stopped {
@@ -92,10 +104,13 @@ func (m *Manager) Start(ctx context.Context) error {
 		return errors.New("lease: Start called twice")
 	}
 	m.mu.Unlock()
+	if err := m.checkServers(ctx); err != nil {
+		return fmt.Errorf("lease: start: %w", err)
+	}
 	if err := m.loadScripts(ctx); err != nil {
 		return fmt.Errorf("lease: start: %w", err)
 	}
-	if err := m.writeHeartbeat(ctx, true); err != nil {
+	if err := m.retry(ctx, func(ctx context.Context) error { return m.writeHeartbeat(ctx, true) }); err != nil {
 		return fmt.Errorf("lease: start: %w", err)
 	}
 	runCtx, cancel := context.WithCancel(context.Background())
@@ -106,7 +121,8 @@ func (m *Manager) Start(ctx context.Context) error {
 	return nil
 }
 
-// Stop stops the renewer and waits for it (bounded by ctx), ends every
+// Stop stops the renewer and waits for it and for acquisitions in
+// progress (bounded by ctx; those release what they get), ends every
 // lease still held with cause [ErrLeftToExpire] (they are not released:
 // their rooms may not be flushed) and deletes the heartbeat if it is still
 // ours. It is safe to call more than once and after the Release hook.
@@ -114,19 +130,41 @@ func (m *Manager) Stop(ctx context.Context) error {
 	if err := m.stopRenewer(ctx); err != nil {
 		return err
 	}
+	if err := m.waitFlights(ctx); err != nil {
+		return err
+	}
 	m.abandonAll()
 	return m.deleteHeartbeat(ctx)
 }
 
 // loadScripts caches every script on the server (every master on
-// Cluster), so the first renewal round needs no EVAL fallback.
+// Cluster, every shard on Ring), so the first renewal round needs no EVAL
+// fallback: one pipeline per server, retried within ctx.
 func (m *Manager) loadScripts(ctx context.Context) error {
-	ctx, cancel := m.callContext(ctx)
-	defer cancel()
-	for _, s := range []*redis.Script{acquireScript, renewScript, releaseScript, heartbeatScript, heartbeatDeleteScript, probeScript} {
-		if err := s.Load(ctx, m.client).Err(); err != nil {
-			return fmt.Errorf("load scripts: %w", err)
+	load := func(c redis.UniversalClient) func(context.Context) error {
+		return func(ctx context.Context) error {
+			// SCRIPT LOAD directly: Script.Load on a pipeline would read
+			// the not yet answered reply and set the script's hash to "".
+			pipe := c.Pipeline()
+			for _, src := range scriptSources {
+				pipe.ScriptLoad(ctx, src)
+			}
+			_, err := pipe.Exec(ctx)
+			return err
 		}
+	}
+	each := func(ctx context.Context, c *redis.Client) error { return m.retry(ctx, load(c)) }
+	var err error
+	switch c := m.client.(type) {
+	case *redis.ClusterClient:
+		err = c.ForEachMaster(ctx, each)
+	case *redis.Ring:
+		err = c.ForEachShard(ctx, each)
+	default:
+		err = m.retry(ctx, load(c))
+	}
+	if err != nil {
+		return fmt.Errorf("load scripts: %w", err)
 	}
 	return nil
 }
@@ -207,13 +245,20 @@ func (m *Manager) Draining() bool {
 // holds the room for this Manager although it holds no lease locally (a
 // retry after a reply was lost, or a lease it already gave up as lost),
 // the room is taken over at once with a new fence rather than reported
-// held: nobody acts on the old fence.
+// held: nobody acts on the old fence. A lease of this Manager whose
+// renewal is overdue (not [Lease.Held]) is ended as lost, its context
+// cancelled and Lost() closed, before the new lease is handed out.
 //
 // Errors: a validation error for a bad id (before Redis is touched),
 // [ErrDraining] after BeginDrain (also when the acquisition raced it: the
 // lease is then released), [ErrNotRunning] outside Start/Stop, a
-// [*HeldError] (errors.Is ErrHeld) when someone else holds it, or the
-// Redis error.
+// [*HeldError] (errors.Is ErrHeld) when someone else holds it, the Redis
+// error, or ctx's error when ctx ended first.
+//
+// ctx bounds the caller's wait, not the script call, which other callers
+// may share. A caller whose ctx ends either gets the lease (its result was
+// already decided) or does not; a lease that every caller gave up on is
+// released as soon as the script returns, never registered or renewed.
 func (m *Manager) Acquire(ctx context.Context, id string) (*Lease, error) {
 	if err := ValidateID(id); err != nil {
 		return nil, err
@@ -224,44 +269,70 @@ func (m *Manager) Acquire(ctx context.Context, id string) (*Lease, error) {
 	if l, err := m.local(id); l != nil || err != nil {
 		return l, err
 	}
-	// The shared script call must not carry one caller's cancellation to
-	// the others: it runs detached (acquire bounds it by CallTimeout), and
-	// each caller waits only as long as its own ctx allows.
-	flight := m.flights.DoChan(id, func() (any, error) { return m.acquire(context.WithoutCancel(ctx), id) })
-	select {
-	case r := <-flight:
-		if r.Err != nil {
-			return nil, r.Err
-		}
-		return r.Val.(*Lease), nil
-	case <-ctx.Done():
-		return nil, ctx.Err()
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("lease: acquire %s: %w", m.routeKey(id), err)
 	}
+	f, err := m.join(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	select {
+	case <-f.done:
+		return f.lease, f.err
+	case <-ctx.Done():
+	}
+	if !m.leave(f) { // decided meanwhile: the lease is this caller's
+		<-f.done
+		return f.lease, f.err
+	}
+	return nil, fmt.Errorf("lease: acquire %s: %w", m.routeKey(id), ctx.Err())
 }
 
-// local returns the lease held for id, if any, or ErrNotRunning.
+// local returns the lease held for id, if any, or ErrNotRunning. A lease
+// whose renewal is overdue, and which the renewer has not ended yet (it
+// may be starved of CPU), is ended here as lost: the script about to run
+// would give the room a new fence, and the old lease's holder must stop
+// before anyone holds the new one.
 func (m *Manager) local(id string) (*Lease, error) {
 	m.mu.Lock()
-	defer m.mu.Unlock()
-	if !m.running {
+	l, running := m.leases[id], m.running
+	m.mu.Unlock()
+	if !running {
 		return nil, ErrNotRunning
 	}
-	if l := m.leases[id]; l != nil && l.Held() {
+	if l == nil || l.Held() {
 		return l, nil
 	}
+	l.end(m.overdueError(), true)
 	return nil, nil
 }
 
-// acquire runs the acquire script; one flight per id at a time.
+// acquire runs the acquire script and returns the new lease, not yet
+// registered; one flight per id at a time. Attempts are retried while ctx
+// lasts (the script is idempotent for this holder), but an attempt under
+// way is not cut short when ctx ends: its lease, if any, must come back
+// to be released.
 func (m *Manager) acquire(ctx context.Context, id string) (*Lease, error) {
-	if l, err := m.local(id); l != nil || err != nil {
-		return l, err // a flight that just ended registered it
+	var (
+		sent time.Time
+		res  []any
+	)
+	err := m.retry(ctx, func(ctx context.Context) (err error) {
+		deadline, _ := ctx.Deadline() // retry always sets one
+		actx, cancel := context.WithDeadline(context.WithoutCancel(ctx), deadline)
+		defer cancel()
+		sent = m.now()
+		res, err = m.acquireCall(actx, id)
+		return err
+	})
+	if errors.Is(err, errShortWait) {
+		// Acquired on the primary, but not on enough replicas: undo it.
+		if _, val, derr := acquireReply(res); derr == nil {
+			fence, _ := strconv.ParseInt(val, 10, 64)
+			_ = m.newLease(id, fence, m.prefix+val, sent).Release(ctx)
+		}
+		return nil, fmt.Errorf("lease: acquire %s: %w", m.routeKey(id), err)
 	}
-	sent := m.now()
-	cctx, cancel := m.callContext(ctx)
-	defer cancel()
-	res, err := acquireScript.Run(cctx, m.client, []string{m.routeKey(id), m.fenceKey(id)},
-		m.cfg.Node, m.holder, m.ttlArg.Milliseconds(), fenceRetention.Milliseconds()).Slice()
 	if err != nil {
 		return nil, fmt.Errorf("lease: acquire %s: %w", m.routeKey(id), err)
 	}
@@ -277,30 +348,59 @@ func (m *Manager) acquire(ctx context.Context, id string) (*Lease, error) {
 	if err != nil {
 		return nil, fmt.Errorf("lease: acquire %s: fence %q: %w", m.routeKey(id), val, err)
 	}
-	return m.register(ctx, m.newLease(id, fence, m.prefix+val, sent))
+	return m.newLease(id, fence, m.prefix+val, sent), nil
 }
 
-// register adds a freshly acquired lease, unless the gate closed while the
-// script ran: then the lease is released and ErrDraining returned, so no
-// lease outlives the flip unseen by the drain.
-func (m *Manager) register(ctx context.Context, l *Lease) (*Lease, error) {
-	m.mu.Lock()
-	if draining := m.Draining(); draining || !m.running {
-		m.mu.Unlock()
-		err := ErrNotRunning
-		if draining {
-			err = ErrDraining
+// acquireCall runs the acquire script and, with Config.WaitReplicas,
+// WAITs for that many replicas. WAIT counts the writes of its own
+// connection, so the script and WAIT go in one pipeline to the room's
+// primary. A short WAIT returns the script's reply with errShortWait.
+func (m *Manager) acquireCall(ctx context.Context, id string) ([]any, error) {
+	keys := []string{m.routeKey(id), m.fenceKey(id)}
+	args := []any{m.cfg.Node, m.holder, m.ttlArg.Milliseconds(), fenceRetention.Milliseconds()}
+	n := m.cfg.WaitReplicas
+	if n == 0 {
+		return acquireScript.Run(ctx, m.client, keys, args...).Slice()
+	}
+	var c redis.Cmdable = m.client
+	if cl, ok := m.client.(*redis.ClusterClient); ok {
+		primary, err := cl.MasterForKey(ctx, keys[0])
+		if err != nil {
+			return nil, err
 		}
-		if rerr := l.Release(context.WithoutCancel(ctx)); rerr != nil && !errors.Is(rerr, ErrNotHeld) {
-			return nil, errors.Join(err, rerr) // the key expires within TTL
-		}
+		c = primary
+	}
+	// Half the call's time for the replicas, the rest for the round trip.
+	timeout := m.cfg.CallTimeout / 2
+	if d, ok := ctx.Deadline(); ok {
+		timeout = max(time.Until(d)/2, time.Millisecond)
+	}
+	run := func(eval func(pipe redis.Pipeliner) *redis.Cmd) (*redis.Cmd, *redis.Cmd) {
+		pipe := c.Pipeline()
+		cmd := eval(pipe)
+		wait := pipe.Do(ctx, "WAIT", n, timeout.Milliseconds())
+		_, _ = pipe.Exec(ctx) // errors are read from each command
+		return cmd, wait
+	}
+	cmd, wait := run(func(p redis.Pipeliner) *redis.Cmd { return acquireScript.EvalSha(ctx, p, keys, args...) })
+	if isNoScript(cmd.Err()) {
+		cmd, wait = run(func(p redis.Pipeliner) *redis.Cmd { return acquireScript.Eval(ctx, p, keys, args...) })
+	}
+	res, err := cmd.Slice()
+	if err != nil {
 		return nil, err
 	}
-	m.leases[l.ID()] = l
-	m.met.held.Set(float64(len(m.leases)))
-	m.mu.Unlock()
-	m.met.acquired.Inc()
-	return l, nil
+	if code, _, _ := acquireReply(res); code == 0 {
+		return res, nil // someone else's: nothing of ours to replicate
+	}
+	acked, err := wait.Int64()
+	if err != nil {
+		return res, fmt.Errorf("%w: WAIT: %w", errShortWait, err)
+	}
+	if acked < int64(n) {
+		return res, fmt.Errorf("%w: %d of Config.WaitReplicas %d within %s", errShortWait, acked, n, timeout)
+	}
+	return res, nil
 }
 
 // acquireReply decodes {code, fence-or-value}.
@@ -345,14 +445,17 @@ type Owner struct {
 // Owner returns the current holder of room id: [ErrNotHeld] if nobody
 // holds it, a [*HeldError] with an empty Node if the route value cannot be
 // parsed. It reads the route, then the holder's heartbeat (two keys, two
-// slots, two calls).
+// slots, two calls, each with its own CallTimeout and retried while ctx
+// lasts).
 func (m *Manager) Owner(ctx context.Context, id string) (Owner, error) {
 	if err := ValidateID(id); err != nil {
 		return Owner{}, err
 	}
-	cctx, cancel := m.callContext(ctx)
-	defer cancel()
-	v, err := m.client.Get(cctx, m.routeKey(id)).Result()
+	var v string
+	err := m.retry(ctx, func(ctx context.Context) (err error) {
+		v, err = m.client.Get(ctx, m.routeKey(id)).Result()
+		return err
+	})
 	if errors.Is(err, redis.Nil) {
 		return Owner{}, fmt.Errorf("lease: owner of %q: %w", id, ErrNotHeld)
 	}
@@ -363,7 +466,11 @@ func (m *Manager) Owner(ctx context.Context, id string) (Owner, error) {
 	if !ok {
 		return Owner{}, &HeldError{ID: id}
 	}
-	hb, err := m.client.HMGet(cctx, m.nodeKeyOf(node), "addr", "state").Result()
+	var hb []any
+	err = m.retry(ctx, func(ctx context.Context) (err error) {
+		hb, err = m.client.HMGet(ctx, m.nodeKeyOf(node), "addr", "state").Result()
+		return err
+	})
 	if err != nil {
 		return Owner{}, fmt.Errorf("lease: heartbeat of %q: %w", node, err)
 	}

@@ -60,7 +60,7 @@ func (m *Manager) expireOverdue(now time.Time) time.Time {
 	var earliest time.Time
 	for _, l := range m.snapshot(false) {
 		if l.overdue(now, m.lostAfter) {
-			l.end(lostError(fmt.Sprintf("no renewal confirmed for %s", m.lostAfter)), true)
+			l.end(m.overdueError(), true)
 			continue
 		}
 		if d := l.deadline(m.lostAfter); earliest.IsZero() || d.Before(earliest) {
@@ -68,6 +68,12 @@ func (m *Manager) expireOverdue(now time.Time) time.Time {
 		}
 	}
 	return earliest
+}
+
+// overdueError is the cause of a lease lost because no renewal was
+// confirmed for TTL·2/3.
+func (m *Manager) overdueError() error {
+	return lostError(fmt.Sprintf("no renewal confirmed for %s", m.lostAfter))
 }
 
 // tick runs one renewal round, its call bounded by CallTimeout and by the
@@ -84,8 +90,11 @@ func (m *Manager) tick(ctx context.Context, earliest time.Time) {
 	}
 }
 
-// heartbeatTick writes the heartbeat alone (the drain mark).
+// heartbeatTick writes the heartbeat alone (the drain mark), in one call:
+// the next renewal round writes it again if this one fails.
 func (m *Manager) heartbeatTick(ctx context.Context) {
+	ctx, cancel := m.callContext(ctx)
+	defer cancel()
 	m.noteHeartbeat(m.writeHeartbeat(ctx, false))
 }
 
@@ -175,8 +184,6 @@ func (m *Manager) heartbeatArgs() []any {
 // left by another process with our node id is reported: two processes
 // sharing a node id would overwrite each other's heartbeat.
 func (m *Manager) writeHeartbeat(ctx context.Context, start bool) error {
-	ctx, cancel := m.callContext(ctx)
-	defer cancel()
 	prev, err := heartbeatScript.Run(ctx, m.client, []string{m.nodeKey()}, m.heartbeatArgs()...).Text()
 	if errors.Is(err, redis.Nil) {
 		return nil
@@ -209,7 +216,8 @@ func (m *Manager) noteHeartbeat(err error) {
 	}
 }
 
-// deleteHeartbeat deletes the heartbeat if it is still ours.
+// deleteHeartbeat deletes the heartbeat if it is still ours, retrying
+// within ctx (the stop's or the drain's budget).
 func (m *Manager) deleteHeartbeat(ctx context.Context) error {
 	m.mu.Lock()
 	started := m.started
@@ -217,9 +225,10 @@ func (m *Manager) deleteHeartbeat(ctx context.Context) error {
 	if !started { // a start that failed: no heartbeat of ours, nothing to tell Redis
 		return nil
 	}
-	ctx, cancel := m.callContext(ctx)
-	defer cancel()
-	if err := heartbeatDeleteScript.Run(ctx, m.client, []string{m.nodeKey()}, m.holder).Err(); err != nil {
+	err := m.retry(ctx, func(ctx context.Context) error {
+		return heartbeatDeleteScript.Run(ctx, m.client, []string{m.nodeKey()}, m.holder).Err()
+	})
+	if err != nil {
 		return fmt.Errorf("lease: delete heartbeat %s: %w", m.nodeKey(), err)
 	}
 	return nil

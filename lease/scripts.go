@@ -31,3 +31,6 @@ var (
 	heartbeatDeleteScript = redis.NewScript(heartbeatDeleteSrc)
 	probeScript           = redis.NewScript(probeSrc)
 )
+
+// scriptSources are the sources of every script, for loading at Start.
+var scriptSources = []string{acquireSrc, renewSrc, releaseSrc, heartbeatSrc, heartbeatDeleteSrc, probeSrc}

@@ -1,0 +1,151 @@
+package lease
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// TestAcquireCancelledAtEveryStep ends the caller's context at each step
+// of Acquire. The caller either gets the lease, held and renewed, or the
+// lease is never registered and its key is gone from Redis: no room may
+// stay owned by a lease nobody holds.
+func TestAcquireCancelledAtEveryStep(t *testing.T) {
+	tests := []struct {
+		name string
+		// around wraps the acquire script's call; cancel ends the caller's
+		// context, returned is closed once Acquire returned.
+		around func(cancel func(), returned <-chan struct{}, call func() error) error
+	}{
+		{"before the call", nil},
+		{"before the script is sent", func(cancel func(), returned <-chan struct{}, call func() error) error {
+			cancel()
+			waitClosed(t, returned, "Acquire to return")
+			return call()
+		}},
+		{"while the script runs", func(cancel func(), returned <-chan struct{}, call func() error) error {
+			cancel()
+			return call()
+		}},
+		{"after the reply, before the lease is registered", func(cancel func(), returned <-chan struct{}, call func() error) error {
+			err := call()
+			cancel()
+			waitClosed(t, returned, "Acquire to return")
+			return err
+		}},
+	}
+	b := standalone(t)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var (
+				armed         atomic.Bool
+				ran           = make(chan struct{})
+				returned      = make(chan struct{})
+				ctx, cancel   = context.WithCancel(context.Background())
+				acquireScript = func(cmd redis.Cmder) bool {
+					return strings.HasPrefix(cmd.Name(), "eval") && armed.Load()
+				}
+			)
+			defer cancel()
+			hook := cmdHook{fn: func(hctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error {
+				if !acquireScript(cmd) || !armed.CompareAndSwap(true, false) {
+					return next(hctx, cmd)
+				}
+				defer close(ran)
+				call := func() error { return next(hctx, cmd) }
+				return tt.around(cancel, returned, call)
+			}}
+			c := b.client(hook)
+			m := startManager(t, c, testConfig())
+			id := "cancel-" + strings.ReplaceAll(tt.name, " ", "-")
+			id = strings.ReplaceAll(id, ",", "")
+			if tt.around == nil {
+				cancel()
+			} else {
+				armed.Store(true)
+			}
+
+			l, err := m.Acquire(ctx, id)
+			close(returned)
+			if tt.around != nil {
+				waitClosed(t, ran, "the acquire script's reply")
+			}
+			if err == nil {
+				if !l.Held() || len(m.Held()) != 1 || c.Exists(context.Background(), m.routeKey(id)).Val() != 1 {
+					t.Fatalf("Acquire returned %v, held %v, registered %d; want held, registered and in Redis", l, l.Held(), len(m.Held()))
+				}
+				return
+			}
+			if !errors.Is(err, context.Canceled) {
+				t.Fatalf("Acquire: got %v; want the lease or context.Canceled", err)
+			}
+			// The acquisition may still finish in the background; it must
+			// end with the room free and nothing registered.
+			waitFor(t, "the unheld lease to be released", func() bool {
+				return len(m.Held()) == 0 && c.Exists(context.Background(), m.routeKey(id)).Val() == 0
+			})
+		})
+	}
+}
+
+// waitClosed waits for ch, failing the test after 5 s.
+func waitClosed(t *testing.T, ch <-chan struct{}, what string) {
+	select {
+	case <-ch:
+	case <-time.After(5 * time.Second):
+		t.Errorf("timed out waiting for %s", what)
+	}
+}
+
+// TestAcquireSharedFlightOutlivesOneCaller: callers of one room share the
+// script call; one giving up fails neither the call nor the others.
+func TestAcquireSharedFlightOutlivesOneCaller(t *testing.T) {
+	b := standalone(t)
+	var armed atomic.Bool
+	gate := make(chan struct{})
+	hook := cmdHook{fn: func(ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error {
+		if strings.HasPrefix(cmd.Name(), "eval") && armed.CompareAndSwap(true, false) {
+			waitClosed(t, gate, "both callers to wait and one to give up")
+		}
+		return next(ctx, cmd)
+	}}
+	c := b.client(hook)
+	m := startManager(t, c, testConfig())
+	waiters := func(n int) func() bool {
+		return func() bool {
+			m.mu.Lock()
+			defer m.mu.Unlock()
+			f := m.flights["shared"]
+			return f != nil && f.waiters == n
+		}
+	}
+	armed.Store(true)
+	ctxA, cancelA := context.WithCancel(context.Background())
+	errA := make(chan error, 1)
+	go func() { _, err := m.Acquire(ctxA, "shared"); errA <- err }()
+	waitFor(t, "the first caller to wait", waiters(1))
+	type result struct {
+		l   *Lease
+		err error
+	}
+	resB := make(chan result, 1)
+	go func() { l, err := m.Acquire(context.Background(), "shared"); resB <- result{l, err} }()
+	waitFor(t, "the second caller to join", waiters(2))
+	cancelA()
+	if err := <-errA; !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled caller: got %v; want context.Canceled", err)
+	}
+	close(gate)
+	r := <-resB
+	if r.err != nil {
+		t.Fatalf("remaining caller: %v; want the lease", r.err)
+	}
+	if !r.l.Held() || len(m.Held()) != 1 || c.Exists(context.Background(), r.l.key).Val() != 1 {
+		t.Fatalf("lease %v held %v, registered %d; want held, registered and in Redis", r.l, r.l.Held(), len(m.Held()))
+	}
+}

@@ -1,0 +1,149 @@
+package lease
+
+import (
+	"context"
+	"errors"
+	"fmt"
+)
+
+// flight is one acquisition of a room in progress, shared by every
+// Acquire call for that room that arrives meanwhile. Its script call runs
+// detached from the callers: one caller giving up must not fail the
+// others. A lease that nobody waits for any more when the script returns
+// is released, never registered: a lease nobody holds would keep its room
+// owned, renewed and unserved.
+type flight struct {
+	done  chan struct{} // closed once lease and err are final and any release is done
+	lease *Lease
+	err   error
+	// ctx ends when nobody waits any more or the manager stops: no further
+	// attempt is made then (the one under way still finishes, so a lease
+	// it gets can be released rather than left to expire).
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	// Under Manager.mu:
+	waiters int  // callers still waiting
+	decided bool // the result is fixed: a caller that gives up now still gets it
+}
+
+// join returns the flight for id, starting one if there is none, and
+// counts the caller as its waiter.
+func (m *Manager) join(ctx context.Context, id string) (*flight, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !m.running {
+		return nil, ErrNotRunning
+	}
+	f := m.flights[id]
+	if f == nil {
+		f = &flight{done: make(chan struct{})}
+		f.ctx, f.cancel = context.WithCancel(context.WithoutCancel(ctx))
+		m.flights[id] = f
+		m.pending[f] = struct{}{}
+		go m.fly(id, f)
+	}
+	f.waiters++
+	return f, nil
+}
+
+// leave stops counting the caller as f's waiter. It reports false if the
+// result was already decided: the caller must take it (a lease handed to
+// no one would be renewed for nobody).
+func (m *Manager) leave(f *flight) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if f.decided {
+		return false
+	}
+	if f.waiters--; f.waiters == 0 {
+		f.cancel()
+	}
+	return true
+}
+
+// fly runs the acquisition for f and settles its result.
+func (m *Manager) fly(id string, f *flight) {
+	defer func() {
+		m.mu.Lock()
+		delete(m.pending, f)
+		m.mu.Unlock()
+		f.cancel()
+		close(f.done)
+	}()
+	l, err := m.local(id) // a flight that just ended may have registered it
+	if l == nil && err == nil {
+		if l, err = m.acquire(f.ctx, id); err == nil {
+			l, err = m.register(context.WithoutCancel(f.ctx), l, f)
+		}
+	}
+	m.decide(id, f, l, err)
+}
+
+// decide fixes f's result, if register has not already, and lets new
+// callers start a new flight.
+func (m *Manager) decide(id string, f *flight, l *Lease, err error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	f.lease, f.err, f.decided = l, err, true
+	if m.flights[id] == f {
+		delete(m.flights, id)
+	}
+}
+
+// register adds a freshly acquired lease, unless the gate closed while the
+// script ran (ErrDraining), the manager stopped (ErrNotRunning) or every
+// caller gave up: then the lease is released, so no lease outlives the
+// flip unseen by the drain, and none is renewed for nobody.
+func (m *Manager) register(ctx context.Context, l *Lease, f *flight) (*Lease, error) {
+	m.mu.Lock()
+	var err error
+	switch {
+	case m.Draining():
+		err = ErrDraining
+	case !m.running:
+		err = ErrNotRunning
+	case f.waiters == 0:
+		err = fmt.Errorf("lease: acquire %s: every caller gave up", l.key)
+	}
+	if err != nil {
+		f.decided = true
+		m.mu.Unlock()
+		if rerr := l.Release(ctx); rerr != nil && !errors.Is(rerr, ErrNotHeld) {
+			return nil, errors.Join(err, rerr) // the key expires within TTL
+		}
+		return nil, err
+	}
+	if old := m.leases[l.ID()]; old != nil && old != l {
+		// Never expected (flights are one per room and local ends an
+		// overdue lease first), but a replaced lease must not live on.
+		defer old.end(m.overdueError(), true)
+	}
+	m.leases[l.ID()] = l
+	m.met.held.Set(float64(len(m.leases)))
+	f.decided = true
+	m.mu.Unlock()
+	m.met.acquired.Inc()
+	return l, nil
+}
+
+// waitFlights waits, bounded by ctx, for every acquisition in progress to
+// settle. Call it once running is false: no new flight starts then, and
+// those still running release what they acquire.
+func (m *Manager) waitFlights(ctx context.Context) error {
+	m.mu.Lock()
+	fs := make([]*flight, 0, len(m.pending))
+	for f := range m.pending {
+		f.cancel() // no further attempts: nothing would renew the lease
+		fs = append(fs, f)
+	}
+	m.mu.Unlock()
+	for _, f := range fs {
+		select {
+		case <-f.done:
+		case <-ctx.Done():
+			return fmt.Errorf("lease: waiting for acquisitions in progress: %w", context.Cause(ctx))
+		}
+	}
+	return nil
+}

@@ -1,0 +1,81 @@
+package lease
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// fencedWrite is storage that remembers the highest token it has seen and
+// refuses lower ones, as [Lease.Token]'s doc asks of storage.
+var fencedWrite = redis.NewScript(`
+local top = tonumber(redis.call('GET', KEYS[1]) or '0')
+if tonumber(ARGV[1]) < top then return 0 end
+redis.call('SET', KEYS[1], ARGV[1])
+return 1`)
+
+// TestAcquireEndsOverdueLease re-acquires a room whose lease is overdue
+// while the renewer has not yet noticed (it is starved of CPU, say): the
+// old lease must end, lost, before the new one is handed out, so its
+// holder can no longer write with the old token.
+func TestAcquireEndsOverdueLease(t *testing.T) {
+	b := standalone(t)
+	c := b.client()
+	cfg := testConfig()
+	// The renewer's first wake is a minute away: nothing but Acquire can
+	// end the old lease within this test.
+	cfg.TTL, cfg.RenewInterval = 3*time.Minute, time.Minute
+	m := startManager(t, c, cfg)
+	ctx := context.Background()
+	old, err := m.Acquire(ctx, "overdue")
+	if err != nil {
+		t.Fatalf("Acquire: %v", err)
+	}
+	// write is what a holder does: write only while its lease's context
+	// is live, with the lease's token.
+	write := func(l *Lease) bool {
+		if l.Context().Err() != nil {
+			return false
+		}
+		ok, err := fencedWrite.Run(ctx, c, []string{"store:{overdue}"}, l.Token()).Int()
+		if err != nil {
+			t.Fatalf("fenced write: %v", err)
+		}
+		return ok == 1
+	}
+	if !write(old) {
+		t.Fatal("write with the fresh lease refused; want accepted")
+	}
+	old.lastOK.Store(time.Now().Add(-m.lostAfter).UnixNano()) // renewals failing for TTL·2/3
+
+	cur, err := m.Acquire(ctx, "overdue")
+	if err != nil {
+		t.Fatalf("Acquire of the overdue room: %v", err)
+	}
+	if cur == old || cur.Token() <= old.Token() {
+		t.Fatalf("re-acquired lease %v; want a new lease with a token above %d", cur, old.Token())
+	}
+	if write(old) {
+		t.Error("old holder wrote with token after the room was re-acquired; want refused")
+	}
+	select {
+	case <-old.Lost():
+	default:
+		t.Error("old lease: Lost() open after the room was re-acquired; want closed")
+	}
+	if cause := context.Cause(old.Context()); !errors.Is(cause, ErrLost) {
+		t.Errorf("old lease: cause %v; want ErrLost", cause)
+	}
+	if !write(cur) {
+		t.Error("write with the new lease refused; want accepted")
+	}
+	if write(old) {
+		t.Error("old holder wrote after the new holder; want refused")
+	}
+	if held := m.Held(); len(held) != 1 || held[0] != cur {
+		t.Errorf("Held() = %v; want only %v", held, cur)
+	}
+}

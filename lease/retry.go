@@ -1,0 +1,74 @@
+package lease
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"syscall"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// retry calls call until it succeeds, fails in a way another attempt
+// cannot fix, or ctx ends; a ctx without a deadline ends after TTL, so
+// nothing retries forever. Each attempt gets its own CallTimeout within
+// ctx: CallTimeout bounds one call on a healthy server, and a loaded
+// machine or a busy server makes some calls slower than that, which the
+// caller's own budget (ctx) can still absorb. Between attempts it backs
+// off, from CallTimeout/8 doubling up to CallTimeout, with jitter, so
+// many nodes retrying at once do not arrive together.
+//
+// Calls retried this way must be safe to repeat: every lease script is
+// (compare-and-set on our own value, or idempotent for the same holder).
+func (m *Manager) retry(ctx context.Context, call func(ctx context.Context) error) error {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, m.cfg.TTL)
+		defer cancel()
+	}
+	backoff := m.cfg.CallTimeout / 8
+	for attempt := 1; ; attempt++ {
+		cctx, cancel := m.callContext(ctx)
+		err := call(cctx)
+		cancel()
+		if err == nil || !retryable(err) {
+			return err
+		}
+		wait := time.NewTimer(backoff/2 + rand.N(backoff/2+1))
+		select {
+		case <-ctx.Done():
+			wait.Stop()
+			if attempt > 1 {
+				return fmt.Errorf("%w (%d attempts)", err, attempt)
+			}
+			return err
+		case <-wait.C:
+		}
+		backoff = min(backoff*2, m.cfg.CallTimeout)
+	}
+}
+
+// retryable reports whether err may pass on another attempt: the attempt
+// timed out, the connection failed, or the server is temporarily unable
+// to serve (loading, busy with a script, failing over, resharding). A
+// server's answer to the command itself, or an error of ours, is final.
+func retryable(err error) bool {
+	var netErr net.Error
+	switch {
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, redis.ErrPoolTimeout),
+		errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF),
+		errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET),
+		errors.As(err, &netErr):
+		return true
+	}
+	for _, prefix := range []string{"LOADING", "BUSY", "TRYAGAIN", "CLUSTERDOWN", "MASTERDOWN", "READONLY"} {
+		if redis.HasErrorPrefix(err, prefix) {
+			return true
+		}
+	}
+	return false
+}

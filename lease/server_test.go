@@ -1,0 +1,141 @@
+package lease
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/drainkit/drainkit/internal/redistest"
+)
+
+// logBuffer is a concurrency-safe log sink for asserting warnings.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *logBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *logBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// TestStartChecksServer: a server that may evict lease keys is refused
+// unless the risk is accepted explicitly, and what cannot be checked is
+// warned about, naming the setting.
+func TestStartChecksServer(t *testing.T) {
+	tests := []struct {
+		name    string
+		args    []string // redis-server arguments
+		accept  bool     // Config.AcceptEviction
+		wantErr string   // substring of Start's error; "" for success
+		wantLog string   // substring of the log; "" for none
+	}{
+		{"noeviction", nil, false, "", ""},
+		{"allkeys-lru", []string{"--maxmemory-policy", "allkeys-lru"}, false, "maxmemory-policy allkeys-lru", ""},
+		{"volatile-ttl", []string{"--maxmemory-policy", "volatile-ttl"}, false, "maxmemory-policy volatile-ttl", ""},
+		{"evicting, accepted", []string{"--maxmemory-policy", "allkeys-lru"}, true, "", "maxmemory-policy"},
+		{"INFO and CONFIG refused", []string{"--rename-command", "INFO", "", "--rename-command", "CONFIG", ""}, false, "", "maxmemory-policy"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := redistest.Start(t, tt.args...)
+			c := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: 1, ContextTimeoutEnabled: true})
+			t.Cleanup(func() { _ = c.Close() })
+			var logs logBuffer
+			cfg := testConfig()
+			cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+			cfg.AcceptEviction = tt.accept
+			m, err := New(c, cfg)
+			if err != nil {
+				t.Fatalf("New: %v", err)
+			}
+			err = m.Start(context.Background())
+			if err == nil {
+				t.Cleanup(func() { _ = m.Stop(context.Background()) })
+			}
+			switch {
+			case tt.wantErr == "" && err != nil:
+				t.Fatalf("Start: %v; want nil", err)
+			case tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr) || !errors.Is(err, ErrUnsafeServer)):
+				t.Fatalf("Start: got %v; want ErrUnsafeServer naming %q", err, tt.wantErr)
+			}
+			if got := logs.String(); tt.wantLog != "" && !strings.Contains(got, tt.wantLog) {
+				t.Errorf("log %q; want a warning naming %q", got, tt.wantLog)
+			}
+			if got := logs.String(); tt.wantLog == "" && strings.Contains(got, "maxmemory-policy") {
+				t.Errorf("log %q; want no warning about maxmemory-policy", got)
+			}
+		})
+	}
+}
+
+// TestWaitReplicas: with Config.WaitReplicas, Acquire returns a lease only
+// once that many replicas hold it; short of them, the lease is released
+// and the error names the setting.
+func TestWaitReplicas(t *testing.T) {
+	primary := redistest.Start(t)
+	replica := redistest.Start(t, "--replicaof", "127.0.0.1", strconv.Itoa(primary.Port))
+	rc := replica.Client()
+	waitFor(t, "the replica to sync", func() bool {
+		info, _ := rc.Info(context.Background(), "replication").Result()
+		return strings.Contains(info, "master_link_status:up")
+	})
+	c := redis.NewClient(&redis.Options{Addr: primary.Addr, MaxRetries: 1, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { _ = c.Close() })
+	ctx := context.Background()
+
+	cfg := testConfig()
+	cfg.WaitReplicas = 1
+	m := startManager(t, c, cfg)
+	l, err := m.Acquire(ctx, "waited")
+	if err != nil {
+		t.Fatalf("Acquire with WaitReplicas 1 and one replica: %v", err)
+	}
+	if got := rc.Get(ctx, l.key).Val(); got != l.value {
+		t.Fatalf("replica holds %q right after Acquire; want %q", got, l.value)
+	}
+
+	cfg = testConfig()
+	cfg.WaitReplicas = 2
+	m2 := startManager(t, c, cfg)
+	if _, err := m2.Acquire(ctx, "short"); err == nil || !strings.Contains(err.Error(), "WaitReplicas 2") {
+		t.Fatalf("Acquire with WaitReplicas 2 and one replica: got %v; want an error naming WaitReplicas 2", err)
+	}
+	if n := c.Exists(ctx, m2.routeKey("short")).Val(); n != 0 || len(m2.Held()) != 0 {
+		t.Fatalf("after a short WAIT: key exists %d, held %d; want the lease released", n, len(m2.Held()))
+	}
+}
+
+func TestAtLeastVersion(t *testing.T) {
+	tests := []struct {
+		give string
+		want bool
+	}{
+		{"7.0.15", true},
+		{"5.0.0", true},
+		{"4.0.14", false},
+		{"4.9", false},
+		{"10.0.0", true},
+		{"", true},    // unreadable: the scripts fail loudly themselves
+		{"x.y", true}, // unparseable likewise
+	}
+	for _, tt := range tests {
+		if got := atLeast(tt.give, minRedisVersion); got != tt.want {
+			t.Errorf("atLeast(%q, 5.0.0) = %v; want %v", tt.give, got, tt.want)
+		}
+	}
+}
