@@ -8,8 +8,8 @@ import (
 )
 
 // Ready answers a ready probe. It reads the lifecycle state first: a process
-// that is not Running is not ready, whatever its checks said a moment ago, and
-// no check runs. Otherwise it answers from results no older than CacheTTL
+// that is not Running, or whose registry is closed, is not ready, whatever
+// its checks said a moment ago, and no check runs. Otherwise it answers from results no older than CacheTTL
 // (see [Registry] for when it waits). ctx bounds only this caller's wait.
 func (r *Registry) Ready(ctx context.Context) Report {
 	if rep, ok := r.stateReport(); ok {
@@ -47,11 +47,15 @@ func (r *Registry) Ready(ctx context.Context) Report {
 	return rep
 }
 
-// stateReport answers for any state but Running, without running a check.
+// stateReport answers for any state but Running, and once the registry is
+// closed, without running a check.
 func (r *Registry) stateReport() (Report, bool) {
 	st := r.state.State()
-	if st == lifecycle.Running {
+	if st == lifecycle.Running && !r.isClosed.Load() {
 		return Report{}, false
+	}
+	if st == lifecycle.Running { // closed while the process still runs
+		st = lifecycle.Stopped
 	}
 	rep := Report{Status: StatusFail, Reason: st.String(),
 		Service: r.cfg.Service, NodeID: r.cfg.NodeID, Time: time.Now()}

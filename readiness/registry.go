@@ -48,6 +48,8 @@ type Registry struct {
 	heartbeats []*Heartbeat
 	refreshing chan struct{} // non-nil while an evaluation runs; closed when it lands
 	closed     bool
+	// isClosed mirrors closed for the lock-free path of a cached probe.
+	isClosed atomic.Bool
 	wg         sync.WaitGroup // evaluations and check executions
 
 	readyStatus transitions
@@ -104,10 +106,13 @@ func (r *Registry) Add(c Check) error {
 // Close stops evaluations, cancels the contexts of running checks and waits
 // for every goroutine the registry started, or for ctx. A check that ignores
 // its context keeps Close waiting until it returns or ctx ends; Close then
-// returns ctx's error. Probes answered after Close report [ErrClosed].
+// returns ctx's error. From the moment Close is called, ready probes
+// answer fail with reason "stopped" and run no check: a result cached
+// before Close says nothing about a process whose checks can no longer run.
 func (r *Registry) Close(ctx context.Context) error {
 	r.mu.Lock()
 	r.closed = true
+	r.isClosed.Store(true)
 	r.mu.Unlock()
 	r.cancel()
 	done := make(chan struct{})

@@ -308,11 +308,42 @@ func TestCloseWaitsForChecks(t *testing.T) {
 		if err := r.Close(t.Context()); err != nil {
 			t.Errorf("Close after release = %v; want nil", err)
 		}
-		if rep := r.Ready(t.Context()); rep.Status != readiness.StatusFail || !strings.Contains(rep.Reason, "closed") {
-			t.Errorf("after Close: got %s %q; want fail \"closed\"", rep.Status, rep.Reason)
+		if rep := r.Ready(t.Context()); rep.Status != readiness.StatusFail || rep.Reason != "stopped" {
+			t.Errorf("after Close: got %s %q; want fail \"stopped\"", rep.Status, rep.Reason)
 		}
 		if err := r.Add(readiness.Check{Name: "x", Probe: (&counter{}).probe}); !errors.Is(err, readiness.ErrClosed) {
 			t.Errorf("Add after Close = %v; want ErrClosed", err)
+		}
+	})
+}
+
+// A result cached before Close must not answer a probe after it: the
+// process may still be Running (the drain closes readiness in its last
+// phase), but its checks can no longer run.
+func TestClosedRegistryAnswersStoppedFromCache(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, err := readiness.New(readiness.Config{Service: "s", NodeID: "n", Logger: (&logs{}).logger()}, newState(lifecycle.Running))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := &counter{}
+		mustAdd(t, r, readiness.Check{Name: "db", Tier: readiness.Gating, Probe: c.probe})
+		if rep := r.Ready(t.Context()); rep.Status != readiness.StatusOK {
+			t.Fatalf("before Close: got %s; want ok", rep.Status)
+		}
+		if err := r.Close(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		runs := c.runs.Load()
+		for range 3 { // within the cache's TTL and after it
+			rep := r.Ready(t.Context())
+			if rep.Status != readiness.StatusFail || rep.Reason != "stopped" {
+				t.Errorf("after Close: got %s %q; want fail \"stopped\"", rep.Status, rep.Reason)
+			}
+			time.Sleep(time.Second) // synctest: advances the fake clock past CacheTTL
+		}
+		if got := c.runs.Load(); got != runs {
+			t.Errorf("checks run after Close: got %d; want 0", got-runs)
 		}
 	})
 }
