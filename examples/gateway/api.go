@@ -19,14 +19,13 @@ import (
 	"github.com/drainkit/drainkit/examples/room-service/roompb"
 )
 
-// Limits mirror room-service's own validation, so that a request it would
-// refuse is refused here, without a backend call.
-const (
-	maxOpLen   = 4096
-	maxBodyLen = 64 << 10 // room for maxOpLen even when fully \u-escaped
-)
+// maxBodyLen bounds a command body. A valid one is two short strings (an
+// id of at most 64 characters and an op from roompb.Ops); the slack is for
+// whitespace and \u-escapes.
+const maxBodyLen = 4 << 10
 
-// idPattern is the syntax of room and command ids.
+// idPattern is the syntax of room and command ids, as room-service checks
+// them.
 var idPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 
 // command is the body of POST /api/v1/rooms/{id}/commands.
@@ -138,8 +137,11 @@ func decodeCommand(w http.ResponseWriter, r *http.Request) (command, int, error)
 		return c, http.StatusBadRequest, errors.New("command_id is required")
 	case !idPattern.MatchString(c.CommandID):
 		return c, http.StatusBadRequest, fmt.Errorf("command_id %s: want 1 to 64 characters of [A-Za-z0-9_-]", quote(c.CommandID))
-	case len(c.Op) > maxOpLen:
-		return c, http.StatusBadRequest, fmt.Errorf("op is %d bytes; want at most %d", len(c.Op), maxOpLen)
+	}
+	// The same closed set room-service enforces, so a command it would
+	// refuse is refused here, without a backend call.
+	if err := roompb.CheckOp(c.Op); err != nil {
+		return c, http.StatusBadRequest, err
 	}
 	return c, 0, nil
 }

@@ -53,19 +53,19 @@ func TestBadRequestsAreNotForwarded(t *testing.T) {
 		wantCode                 int
 		wantErr                  string
 	}{
-		{"room id with a dot", "POST", "/api/v1/rooms/a.b/commands", `{"command_id":"c1"}`, 400, "room id"},
-		{"room id with braces", "POST", "/api/v1/rooms/%7Bx%7D/commands", `{"command_id":"c1"}`, 400, "room id"},
-		{"room id too long", "POST", "/api/v1/rooms/" + strings.Repeat("r", 65) + "/commands", `{"command_id":"c1"}`, 400, "room id"},
+		{"room id with a dot", "POST", "/api/v1/rooms/a.b/commands", `{"command_id":"c1","op":"join"}`, 400, "room id"},
+		{"room id with braces", "POST", "/api/v1/rooms/%7Bx%7D/commands", `{"command_id":"c1","op":"join"}`, 400, "room id"},
+		{"room id too long", "POST", "/api/v1/rooms/" + strings.Repeat("r", 65) + "/commands", `{"command_id":"c1","op":"join"}`, 400, "room id"},
 		{"malformed JSON", "POST", "/api/v1/rooms/r1/commands", `{"command_id":`, 400, "malformed JSON"},
 		{"not an object", "POST", "/api/v1/rooms/r1/commands", `["c1"]`, 400, "malformed JSON"},
 		{"empty body", "POST", "/api/v1/rooms/r1/commands", ``, 400, "malformed JSON"},
-		{"data after the object", "POST", "/api/v1/rooms/r1/commands", `{"command_id":"c1"} {}`, 400, "after the object"},
-		{"missing command_id", "POST", "/api/v1/rooms/r1/commands", `{"op":"x"}`, 400, "command_id is required"},
+		{"data after the object", "POST", "/api/v1/rooms/r1/commands", `{"command_id":"c1","op":"join"} {}`, 400, "after the object"},
+		{"missing command_id", "POST", "/api/v1/rooms/r1/commands", `{"op":"join"}`, 400, "command_id is required"},
 		{"null body", "POST", "/api/v1/rooms/r1/commands", `null`, 400, "command_id is required"},
 		{"unknown field", "POST", "/api/v1/rooms/r1/commands", `{"commandId":"c1"}`, 400, "unknown field"},
 		{"command_id with a space", "POST", "/api/v1/rooms/r1/commands", `{"command_id":"c 1"}`, 400, "command_id"},
 		{"command_id not a string", "POST", "/api/v1/rooms/r1/commands", `{"command_id":7}`, 400, "malformed JSON"},
-		{"op too long", "POST", "/api/v1/rooms/r1/commands", `{"command_id":"c1","op":"` + strings.Repeat("o", maxOpLen+1) + `"}`, 400, "op is 4097 bytes"},
+		{"op not in the set", "POST", "/api/v1/rooms/r1/commands", `{"command_id":"c1","op":"x"}`, 400, `op "x": want one of hello, join`},
 		{"body too large", "POST", "/api/v1/rooms/r1/commands", `{"command_id":"c1","op":"` + strings.Repeat("o", maxBodyLen) + `"}`, 413, "body exceeds"},
 		{"get with a bad room id", "GET", "/api/v1/rooms/a%20b", ``, 400, "room id"},
 	}
@@ -104,7 +104,7 @@ func TestForwarding(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			rooms := &testRooms{apply: tt.apply}
 			h := newAPI(t, startBackend(t, rooms).addr).routes()
-			rec, got := do(t, h, "POST", "/api/v1/rooms/r1/commands", `{"command_id":"c1","op":"hi"}`)
+			rec, got := do(t, h, "POST", "/api/v1/rooms/r1/commands", `{"command_id":"c1","op":"join"}`)
 			assert.Equal(t, tt.wantCode, rec.Code, "got %d; want %d (body %s)", rec.Code, tt.wantCode, rec.Body)
 			if tt.want != nil {
 				assert.Equal(t, tt.want, got)
@@ -135,12 +135,12 @@ func TestForwardedRequestCarriesTheCommand(t *testing.T) {
 		return &roompb.ApplyResponse{Status: roompb.ApplyResponse_APPLIED, Seq: 1}, nil
 	}}
 	h := newAPI(t, startBackend(t, rooms).addr).routes()
-	rec, _ := do(t, h, "POST", "/api/v1/rooms/room-1_A/commands", `{"command_id":"cmd-9","op":"say \"hi\""}`)
+	rec, _ := do(t, h, "POST", "/api/v1/rooms/room-1_A/commands", `{"command_id":"cmd-9","op":"hello"}`)
 	require.Equal(t, 200, rec.Code, rec.Body.String())
 	req := <-got
 	assert.Equal(t, "room-1_A", req.GetRoomId())
 	assert.Equal(t, "cmd-9", req.GetCommandId())
-	assert.Equal(t, `say "hi"`, req.GetOp())
+	assert.Equal(t, "hello", req.GetOp())
 }
 
 func TestRedirectIsFollowedOnce(t *testing.T) {
@@ -149,7 +149,7 @@ func TestRedirectIsFollowedOnce(t *testing.T) {
 	h := newAPI(t, first.addr).routes() // the owner is not in the balanced list
 	// The second and third requests reuse the cached owner connection.
 	for i := range 3 {
-		rec, got := do(t, h, "POST", "/api/v1/rooms/r1/commands", `{"command_id":"c1"}`)
+		rec, got := do(t, h, "POST", "/api/v1/rooms/r1/commands", `{"command_id":"c1","op":"join"}`)
 		require.Equal(t, 200, rec.Code, rec.Body.String())
 		assert.Equal(t, map[string]any{"status": "applied", "seq": 11.0}, got)
 		assert.Equal(t, int64(i+1), first.rooms.applies.Load(), "calls to the first backend")
@@ -162,7 +162,7 @@ func TestSecondRedirectIsRetryable(t *testing.T) {
 	owner := startBackend(t, &testRooms{apply: redirectTo("node-c", third.addr)})
 	first := startBackend(t, &testRooms{apply: redirectTo("node-b", owner.addr)})
 	h := newAPI(t, first.addr).routes()
-	rec, got := do(t, h, "POST", "/api/v1/rooms/r1/commands", `{"command_id":"c1"}`)
+	rec, got := do(t, h, "POST", "/api/v1/rooms/r1/commands", `{"command_id":"c1","op":"join"}`)
 	assert.Equal(t, http.StatusServiceUnavailable, rec.Code, rec.Body.String())
 	assert.Equal(t, "1", rec.Header().Get("Retry-After"))
 	assert.Contains(t, got["error"], "owner changed")
@@ -183,7 +183,7 @@ func TestRefusalIsRetriedOnceThen503(t *testing.T) {
 	}
 	h := newAPI(t, startBackend(t, rooms).addr).routes()
 	for _, r := range []struct{ method, path, body string }{
-		{"POST", "/api/v1/rooms/r1/commands", `{"command_id":"c1"}`},
+		{"POST", "/api/v1/rooms/r1/commands", `{"command_id":"c1","op":"join"}`},
 		{"GET", "/api/v1/rooms/r1", ""},
 	} {
 		before := rooms.calls()
@@ -202,7 +202,7 @@ func TestUnavailableAfterReachingServerIsOutcomeUnknown(t *testing.T) {
 	rooms := &testRooms{apply: fails(codes.Unavailable)}
 	h := newAPI(t, startBackend(t, rooms).addr).routes()
 	before := rooms.calls()
-	rec, got := do(t, h, "POST", "/api/v1/rooms/r1/commands", `{"command_id":"c1"}`)
+	rec, got := do(t, h, "POST", "/api/v1/rooms/r1/commands", `{"command_id":"c1","op":"join"}`)
 	assert.Equal(t, http.StatusBadGateway, rec.Code, rec.Body.String())
 	assert.Empty(t, rec.Header().Get("Retry-After"), "no invitation to retry elsewhere")
 	assert.Contains(t, got["error"], "outcome unknown")
@@ -221,7 +221,7 @@ func TestRefusalRetryGoesToTheNextBackend(t *testing.T) {
 	h := newAPI(t, draining.addr, healthy.addr).routes()
 	send := func() {
 		t.Helper()
-		rec, got := do(t, h, "POST", "/api/v1/rooms/r1/commands", `{"command_id":"c1"}`)
+		rec, got := do(t, h, "POST", "/api/v1/rooms/r1/commands", `{"command_id":"c1","op":"join"}`)
 		require.Equal(t, 200, rec.Code, rec.Body.String())
 		assert.Equal(t, "applied", got["status"])
 	}
@@ -281,7 +281,7 @@ func TestOwnerCacheEvictsIdleConnections(t *testing.T) {
 		cmd     string
 		wantSeq float64
 	}{{"to-a", 1}, {"to-b", 2}, {"to-a", 1}} {
-		rec, got := do(t, h, "POST", "/api/v1/rooms/r1/commands", `{"command_id":"`+tt.cmd+`"}`)
+		rec, got := do(t, h, "POST", "/api/v1/rooms/r1/commands", `{"command_id":"`+tt.cmd+`","op":"join"}`)
 		require.Equal(t, 200, rec.Code, rec.Body.String())
 		assert.Equal(t, tt.wantSeq, got["seq"], tt.cmd)
 		a.b.mu.Lock()
@@ -290,5 +290,38 @@ func TestOwnerCacheEvictsIdleConnections(t *testing.T) {
 		a.b.mu.Unlock()
 		assert.Equal(t, 1, n, "got %d cached owners; want at most 1", n)
 		assert.True(t, cached, "the last owner used is the one cached")
+	}
+}
+
+// TestUnknownOpIsRefusedBeforeForwarding: a command's op is one of a closed
+// set; anything else is a 400 naming the field and the value, and
+// room-service never hears of it.
+func TestUnknownOpIsRefusedBeforeForwarding(t *testing.T) {
+	rooms := &testRooms{apply: applyAnswer(roompb.ApplyResponse_APPLIED, 1)}
+	h := newAPI(t, startBackend(t, rooms).addr).routes()
+	tests := []struct {
+		name, body, wantErr string
+	}{
+		{"missing op", `{"command_id":"c1"}`, `op "": want one of`},
+		{"empty op", `{"command_id":"c1","op":""}`, `op "": want one of`},
+		{"sql", `{"command_id":"c1","op":"drop table"}`, `op "drop table": want one of`},
+		{"case differs", `{"command_id":"c1","op":"JOIN"}`, `op "JOIN": want one of`},
+		{"padded", `{"command_id":"c1","op":" join"}`, `op " join": want one of`},
+		{"long op is cut short", `{"command_id":"c1","op":"` + strings.Repeat("o", 200) + `"}`, `op "ooo`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rec, got := do(t, h, "POST", "/api/v1/rooms/r1/commands", tt.body)
+			assert.Equal(t, 400, rec.Code, "got %d; want 400 (body %s)", rec.Code, rec.Body)
+			assert.Contains(t, got["error"], tt.wantErr)
+			assert.Less(t, len(rec.Body.String()), 300, "the error echoes the whole value: %s", rec.Body)
+		})
+	}
+	assert.Zero(t, rooms.calls(), "got %d backend calls; want none", rooms.calls())
+
+	for _, op := range []string{"hello", "join"} { // the set the README, the demo and the e2e load use
+		rec, got := do(t, h, "POST", "/api/v1/rooms/r1/commands", `{"command_id":"c1","op":"`+op+`"}`)
+		assert.Equal(t, 200, rec.Code, "op %q: got %d; want 200 (body %s)", op, rec.Code, rec.Body)
+		assert.Equal(t, "applied", got["status"], "op %q", op)
 	}
 }

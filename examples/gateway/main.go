@@ -13,11 +13,13 @@
 //   - GET /api/v1/rooms/{id} answers 200 {"room_id", "seq", "fence",
 //     "command_ids", "snapshot_seq"}.
 //
-// Room and command ids are 1 to 64 characters of [A-Za-z0-9_-]; op is at
-// most 4096 bytes; the body is one JSON object with no other fields
-// (unknown fields are refused, so a misspelt "commandId" is not read as a
-// missing id). A request breaking any of these gets 400 (413 for a body
-// over 64 KiB) with {"error": "..."} and nothing is forwarded.
+// Room and command ids are 1 to 64 characters of [A-Za-z0-9_-]; op is one
+// of "hello" or "join" (roompb.Ops, a closed set: op "drop table" is
+// refused naming the field and the value); the body is one JSON object
+// with no other fields (unknown fields are refused, so a misspelt
+// "commandId" is not read as a missing id). A request breaking any of these
+// gets 400 (413 for a body over 4 KiB) with {"error": "..."} and nothing is
+// forwarded.
 //
 // # Forwarding
 //

@@ -54,7 +54,7 @@ func TestSIGTERMMidRequestCompletesAndExitsClean(t *testing.T) {
 	got := make(chan answer, 1)
 	go func() {
 		resp, err := c.Post("http://"+addr+"/api/v1/rooms/r1/commands", "application/json",
-			strings.NewReader(`{"command_id":"c1","op":"x"}`))
+			strings.NewReader(`{"command_id":"c1","op":"join"}`))
 		if err != nil {
 			got <- answer{err: err}
 			return

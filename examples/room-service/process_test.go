@@ -126,6 +126,7 @@ func TestRedirectToOwner(t *testing.T) {
 func TestRefusesToStart(t *testing.T) {
 	rs := redistest.Start(t)
 	dead := fmt.Sprintf("127.0.0.1:%d", redistest.FreePort(t))
+	bin := proctest.Build(t, ".") // one build for every case
 	tests := []struct {
 		name     string
 		env      []string
@@ -142,7 +143,7 @@ func TestRefusesToStart(t *testing.T) {
 			env := append([]string{"NODE_ID=n", "REDIS_ADDR=" + rs.Addr,
 				fmt.Sprintf("GRPC_ADDR=127.0.0.1:%d", redistest.FreePort(t)),
 				fmt.Sprintf("ADMIN_ADDR=127.0.0.1:%d", redistest.FreePort(t))}, tt.env...)
-			p := proctest.Start(t, tt.name, proctest.Build(t, "."), env...)
+			p := proctest.Start(t, tt.name, bin, env...)
 			if got := p.ExitCode(t); got != tt.wantCode {
 				t.Errorf("exit code %d; want %d\n%s", got, tt.wantCode, p.Output())
 			}

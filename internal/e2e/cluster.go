@@ -42,7 +42,9 @@ type Config struct {
 	// "haproxy" (the default; an error when it is not installed),
 	// "inprocess", or "auto" (HAProxy when installed).
 	Balancer string
-	// Dir holds the balancer's configuration and socket. Required.
+	// Dir holds the balancer's configuration and socket, and is every
+	// process's TMPDIR: nothing the cluster writes lives outside it, so
+	// removing it (a test's t.TempDir) removes everything. Required.
 	Dir string
 }
 
@@ -220,6 +222,7 @@ func ms(d time.Duration) string { return d.String() }
 func (c *Cluster) commonEnv(name string) []string {
 	return []string{
 		"NODE_ID=" + name,
+		"TMPDIR=" + c.cfg.Dir,
 		"DRAIN_DELAY=" + ms(c.cfg.DrainDelay),
 		"DRAIN_TIMEOUT=" + ms(c.cfg.DrainTimeout),
 	}

@@ -120,7 +120,7 @@ func startHAProxy(ctx context.Context, path, dir, front string, slots []string) 
 	if err != nil {
 		return nil, fmt.Errorf("e2e: write %s: %w", cfgPath, err)
 	}
-	if h.proc, err = StartProc("haproxy", path, nil, "-db", "-f", cfgPath); err != nil {
+	if h.proc, err = StartProc("haproxy", path, []string{"TMPDIR=" + dir}, "-db", "-f", cfgPath); err != nil {
 		return nil, err
 	}
 	// Ready once the stats socket answers: HAProxy opens it after binding

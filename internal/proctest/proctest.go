@@ -4,14 +4,15 @@
 //
 // It is the testing face of the end-to-end harness's process runner
 // (internal/e2e.Proc): failures stop the test, and processes are killed at
-// cleanup.
+// cleanup. Nothing outlives the test: binaries are built into a t.TempDir,
+// and each process gets one as its TMPDIR.
 package proctest
 
 import (
 	"context"
-	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -26,31 +27,46 @@ const Wait = 60 * time.Second
 
 var (
 	mu     sync.Mutex
-	builds = map[string]string{} // package → binary
+	builds = map[string]build{} // by package
 )
 
+// build is a binary and the test that owns it.
+type build struct {
+	bin   string
+	owner string // the test's name
+}
+
 // Build compiles pkg (an import path or a ./relative directory) with the
-// race detector, once per test binary, and returns the binary's path.
+// race detector and returns the binary's path. The binary lives in a
+// t.TempDir, so it is removed when t's test ends; t and its subtests share
+// it, while another test builds its own (the Go build cache makes that a
+// link, not a compile).
 func Build(t testing.TB, pkg string) string {
 	t.Helper()
 	mu.Lock()
 	defer mu.Unlock()
-	if bin, ok := builds[pkg]; ok {
-		return bin
-	}
-	dir, err := os.MkdirTemp("", "drainkit-bin")
-	if err != nil {
-		t.Fatalf("proctest: %v", err)
+	if b, ok := builds[pkg]; ok && (t.Name() == b.owner || strings.HasPrefix(t.Name(), b.owner+"/")) {
+		return b.bin
 	}
 	name := filepath.Base(pkg)
 	if name == "." || name == "/" {
 		name = "prog"
 	}
-	bin := filepath.Join(dir, name)
+	bin := filepath.Join(t.TempDir(), name)
 	if out, err := exec.Command("go", "build", "-race", "-o", bin, pkg).CombinedOutput(); err != nil {
 		t.Fatalf("proctest: go build %s: %v\n%s", pkg, err, out)
 	}
-	builds[pkg] = bin
+	prev, had := builds[pkg]
+	builds[pkg] = build{bin: bin, owner: t.Name()}
+	t.Cleanup(func() { // before t.TempDir's removal: cleanups run last first
+		mu.Lock()
+		defer mu.Unlock()
+		if had {
+			builds[pkg] = prev // an enclosing test's build, still alive
+		} else {
+			delete(builds, pkg)
+		}
+	})
 	return bin
 }
 
@@ -60,9 +76,12 @@ type Proc struct {
 }
 
 // Start runs bin with the current environment plus env, and kills it at
-// cleanup if it is still running.
+// cleanup if it is still running. TMPDIR points at a t.TempDir, so
+// whatever the program writes there, even if it is killed, is removed with
+// the test; env may set another.
 func Start(t testing.TB, name, bin string, env ...string) *Proc {
 	t.Helper()
+	env = append([]string{"TMPDIR=" + t.TempDir()}, env...)
 	p, err := e2e.StartProc(name, bin, env)
 	if err != nil {
 		t.Fatalf("proctest: %v", err)

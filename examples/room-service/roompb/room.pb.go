@@ -89,7 +89,8 @@ type ApplyRequest struct {
 	// command_id is chosen by the client; a retry reuses it so the command
 	// is applied at most once.
 	CommandId string `protobuf:"bytes,2,opt,name=command_id,json=commandId,proto3" json:"command_id,omitempty"`
-	// op is the command's payload, opaque to the service.
+	// op is what the command does: one of "hello" or "join" (roompb.Ops);
+	// any other value is refused with INVALID_ARGUMENT and nothing is written.
 	Op            string `protobuf:"bytes,3,opt,name=op,proto3" json:"op,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

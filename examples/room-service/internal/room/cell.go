@@ -19,7 +19,8 @@ type cell struct {
 	loaded  bool  // state reflects Redis; false forces a reload before use
 	dropped bool  // removed from the service: no command may run on it
 	state   State
-	snapSeq int64 // seq covered by the last snapshot this node knows of
+	seqOf   map[string]int64 // command id -> seq, for every command in state
+	snapSeq int64            // seq covered by the last snapshot this node knows of
 }
 
 func newCell(id string) *cell {
@@ -37,6 +38,24 @@ func (c *cell) lock(ctx context.Context) error {
 }
 
 func (c *cell) unlock() { <-c.sem }
+
+// load replaces the cell's state with rec, as recovered from Redis.
+func (c *cell) load(rec record) {
+	c.state, c.snapSeq, c.loaded = rec.State, rec.SnapshotSeq, true
+	c.seqOf = make(map[string]int64, len(rec.CommandIDs))
+	for i, id := range rec.CommandIDs {
+		c.seqOf[id] = int64(i + 1)
+	}
+}
+
+// apply adds a command the log acknowledged at seq.
+func (c *cell) apply(seq int64, commandID string) error {
+	if err := c.state.apply(seq, commandID); err != nil {
+		return err
+	}
+	c.seqOf[commandID] = seq
+	return nil
+}
 
 // dirty reports whether commands were applied since the last snapshot.
 func (c *cell) dirty() bool { return c.loaded && c.state.Seq > c.snapSeq }

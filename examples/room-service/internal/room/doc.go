@@ -17,11 +17,16 @@
 // on Redis Cluster:
 //
 //	room:route:{ID}   lease value node|leaseID|fence (lease package)
-//	room:log:{ID}     stream of commands, entry id "<seq>-1", fields cmd, op
-//	room:cmds:{ID}    hash command_id -> seq (dedup, answers DUPLICATE)
+//	room:log:{ID}     stream of commands, entry id "<seq>-1", fields cmd, op;
+//	                  only the commands after the snapshot
+//	room:cmds:{ID}    hash command_id -> seq (dedup, answers DUPLICATE);
+//	                  only the commands after the snapshot
 //	room:seq:{ID}     last seq (INCR)
 //	room:snap:{ID}    hash state (JSON [State]), seq, fence
-//	room:outbox:{ID}  list of JSON events waiting for the outbox worker
+//	room:outbox:{ID}  list of JSON events waiting for the outbox worker;
+//	                  an event leaves it once published
+//	room:events       the stream events are published to (not per room),
+//	                  capped at [OutboxConfig.StreamMaxLen] entries
 //
 // # Fencing
 //
@@ -30,8 +35,47 @@
 // appended it to the log, recorded its command id and queued its outbox
 // event. A node that lost its lease writes nothing ([ErrFenced]) and drops
 // the cell; the client gets UNAVAILABLE with a RetryInfo detail (nothing
-// was written) and may retry anywhere. Snapshots are fenced the same way and trim the log entries
-// they cover.
+// was written) and may retry anywhere.
+//
+// # Trimming
+//
+// Nothing a room writes grows without bound except its state. A snapshot
+// is written by one fenced script that also removes what it folds: the log
+// entries up to its seq and their command ids in room:cmds:{ID}. Being one
+// script, a crash cannot separate the snapshot from the trim, so nothing is
+// ever trimmed that the snapshot does not hold; being fenced, only the
+// holder of the current fencing token trims. The next owner recovers from
+// snapshot + the log after it, exactly as before.
+//
+// A room's outbox list loses an event only after the event was published
+// to the events stream; the stream itself is capped (XADD MAXLEN ~) at
+// [OutboxConfig.StreamMaxLen], so a consumer must read it within that many
+// events (it carries event_id for deduplication, not for replay from the
+// beginning of time).
+//
+// # Duplicates after trimming
+//
+// The decision: a command_id is deduplicated for the life of the room,
+// trimmed or not, so no retry is ever too late. A retry is answered with
+// what the first application produced, DUPLICATE at the original seq, on
+// every path:
+//
+//   - a command after the snapshot: the append script finds it in
+//     room:cmds:{ID}, before the fence check, whichever node asks;
+//   - a command folded into the snapshot: the snapshot's [State] lists
+//     every applied command id at its seq (CommandIDs[i] has seq i+1), so
+//     the hash entry was redundant and the owner's cell, recovered from
+//     snapshot + log, answers from its index before any write;
+//   - a folded command sent to a node that lost the room without noticing
+//     yet: the fenced script writes nothing and the node answers
+//     UNAVAILABLE with RetryInfo (true: this attempt wrote nothing), so the
+//     retry reaches the owner, which answers DUPLICATE.
+//
+// This rests on the state holding every command id, which the example's
+// state does by design (it is what the read-back checks). A service whose
+// state does not would keep a bounded window of recent ids in its snapshot
+// instead, and would then have to refuse, not apply, a retry older than
+// that window.
 //
 // # Recovery
 //

@@ -3,6 +3,8 @@ package room
 import (
 	"fmt"
 	"regexp"
+
+	"github.com/drainkit/drainkit/examples/room-service/roompb"
 )
 
 // The Redis keys of one room. Every key carries the room id as its hash tag
@@ -18,10 +20,6 @@ func outboxKey(id string) string { return "room:outbox:{" + id + "}" }
 
 // MaxIDLen bounds room and command ids, so a key or a log entry stays small.
 const MaxIDLen = 64
-
-// MaxOpLen bounds a command's op, which is stored in the log, the outbox
-// and the event stream.
-const MaxOpLen = 4096
 
 var idPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 
@@ -44,9 +42,12 @@ func validateCommandID(id string) error {
 	return nil
 }
 
+// validateOp refuses an op outside the closed set [roompb.Ops]. The gateway
+// refuses those already; this is the defence behind it, for any other
+// client of the gRPC API.
 func validateOp(op string) error {
-	if len(op) > MaxOpLen {
-		return fmt.Errorf("room: op is %d bytes; want at most %d", len(op), MaxOpLen)
+	if err := roompb.CheckOp(op); err != nil {
+		return fmt.Errorf("room: %w", err)
 	}
 	return nil
 }

@@ -21,6 +21,9 @@ const (
 	DefaultOutboxBatch = 100
 	// DefaultEventStream is the global stream events are published to.
 	DefaultEventStream = "room:events"
+	// DefaultStreamMaxLen is about how many of the newest events the
+	// stream keeps.
+	DefaultStreamMaxLen = 100_000
 )
 
 var (
@@ -38,6 +41,12 @@ type OutboxConfig struct {
 	Batch int
 	// Stream is the stream events go to; empty means [DefaultEventStream].
 	Stream string
+	// StreamMaxLen is about how many of the newest events the stream keeps
+	// (XADD MAXLEN ~: Redis trims whole stream nodes, so a little more);
+	// zero means [DefaultStreamMaxLen]. Only published events are in the
+	// stream, so the cap never drops an event nobody published; a consumer
+	// must read within this many events.
+	StreamMaxLen int64
 	// Heartbeat is beaten on every turn, also while paused; nil means none.
 	Heartbeat Heartbeat
 	// Logger receives batch failures; nil means slog.Default().
@@ -51,6 +60,8 @@ func (c OutboxConfig) Validate() error {
 		return fmt.Errorf("room: outbox Interval %s is negative", c.Interval)
 	case c.Batch < 0:
 		return fmt.Errorf("room: outbox Batch %d is negative", c.Batch)
+	case c.StreamMaxLen < 0:
+		return fmt.Errorf("room: outbox StreamMaxLen %d is negative", c.StreamMaxLen)
 	}
 	return nil
 }
@@ -62,7 +73,9 @@ func (c OutboxConfig) Validate() error {
 // different Cluster slots, so no script can move an event atomically: the
 // worker XADDs a batch, then removes exactly those events from the list. A
 // crash in between publishes the batch again, so every stream entry carries
-// event_id = command_id for consumers to deduplicate.
+// event_id = command_id for consumers to deduplicate. Each XADD caps the
+// stream at about [OutboxConfig.StreamMaxLen] of the newest events; what it
+// drops was published, and a room's list is emptied only by the ack.
 //
 // On drain, [Outbox.StopFetching] (phase StopIntake) lets no new batch
 // start, and [Outbox.Pause] (phase WaitInFlight) returns once the batch in
@@ -96,6 +109,9 @@ func NewOutbox(rdb redis.UniversalClient, cfg OutboxConfig) (*Outbox, error) {
 	}
 	if cfg.Stream == "" {
 		cfg.Stream = DefaultEventStream
+	}
+	if cfg.StreamMaxLen == 0 {
+		cfg.StreamMaxLen = DefaultStreamMaxLen
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -220,7 +236,7 @@ func (o *Outbox) publish(ctx context.Context, id string) (more bool, err error) 
 			if err := json.Unmarshal([]byte(r), &e); err != nil {
 				return fmt.Errorf("decode outbox event %q: %w", r, err)
 			}
-			p.XAdd(ctx, &redis.XAddArgs{Stream: o.cfg.Stream, Values: []any{
+			p.XAdd(ctx, &redis.XAddArgs{Stream: o.cfg.Stream, MaxLen: o.cfg.StreamMaxLen, Approx: true, Values: []any{
 				"event_id", e.CommandID, "room_id", e.Room, "seq", e.Seq, "op", e.Op,
 			}})
 		}

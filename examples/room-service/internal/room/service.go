@@ -73,6 +73,11 @@ func (s *Service) Apply(ctx context.Context, req *roompb.ApplyRequest) (*roompb.
 	}
 	defer c.unlock()
 
+	// A command folded into a snapshot is no longer in the dedup hash; the
+	// recovered state answers for it (see "Duplicates after trimming").
+	if seq, ok := c.seqOf[cmd]; ok {
+		return &roompb.ApplyResponse{Status: roompb.ApplyResponse_DUPLICATE, Seq: seq}, nil
+	}
 	out, seq, err := s.store.append(ctx, id, c.lease.Token(), cmd, req.GetOp())
 	switch {
 	case errors.Is(err, ErrFenced):
@@ -90,7 +95,7 @@ func (s *Service) Apply(ctx context.Context, req *roompb.ApplyRequest) (*roompb.
 	case out == duplicate:
 		return &roompb.ApplyResponse{Status: roompb.ApplyResponse_DUPLICATE, Seq: seq}, nil
 	}
-	if err := c.state.apply(seq, cmd); err != nil {
+	if err := c.apply(seq, cmd); err != nil {
 		c.loaded = false // the write succeeded; only this node's copy is off
 		s.cfg.Logger.Error("room state out of step with log; reloading", "room_id", id, "err", err)
 	}
@@ -164,7 +169,7 @@ func (s *Service) recover(ctx context.Context, c *cell) error {
 	if err != nil {
 		return err
 	}
-	c.state, c.snapSeq, c.loaded = rec.State, rec.SnapshotSeq, true
+	c.load(rec)
 	s.cfg.Logger.Info("room recovered", "room_id", c.id, "fence", c.lease.Token(),
 		"seq", rec.Seq, "snapshot_seq", rec.SnapshotSeq)
 	if s.cfg.Outbox != nil {

@@ -18,7 +18,7 @@ import (
 )
 
 func apply(ctx context.Context, s *Service, room, cmd string) (*roompb.ApplyResponse, error) {
-	return s.Apply(ctx, &roompb.ApplyRequest{RoomId: room, CommandId: cmd, Op: "op-" + cmd})
+	return s.Apply(ctx, &roompb.ApplyRequest{RoomId: room, CommandId: cmd, Op: roompb.OpJoin})
 }
 
 func mustApply(t *testing.T, s *Service, room, cmd string, want roompb.ApplyResponse_Status) *roompb.ApplyResponse {
@@ -95,7 +95,7 @@ func TestApplyRefusals(t *testing.T) {
 		},
 		{name: "bad room id", room: "r{1}", cmd: "c1", wantCode: codes.InvalidArgument},
 		{name: "empty command id", room: "r1", cmd: "", wantCode: codes.InvalidArgument},
-		{name: "op too long", room: "r1", cmd: "c1", op: strings.Repeat("x", MaxOpLen+1), wantCode: codes.InvalidArgument},
+		{name: "op too long", room: "r1", cmd: "c1", op: strings.Repeat("x", 4097), wantCode: codes.InvalidArgument},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -104,7 +104,11 @@ func TestApplyRefusals(t *testing.T) {
 			if tt.setup != nil {
 				tt.setup(t, self, other)
 			}
-			req := &roompb.ApplyRequest{RoomId: tt.room, CommandId: tt.cmd, Op: tt.op}
+			op := tt.op
+			if op == "" {
+				op = roompb.OpJoin
+			}
+			req := &roompb.ApplyRequest{RoomId: tt.room, CommandId: tt.cmd, Op: op}
 			resp, err := self.svc.Apply(context.Background(), req)
 			if got := status.Code(err); got != tt.wantCode {
 				t.Fatalf("Apply: got code %v (%v); want %v", got, err, tt.wantCode)
@@ -120,6 +124,33 @@ func TestApplyRefusals(t *testing.T) {
 				t.Fatalf("node a keeps a cell for %s it does not own", tt.room)
 			}
 		})
+	}
+}
+
+// TestApplyRefusesUnknownOp: room-service checks the op itself (defence in
+// depth behind the gateway): an op outside the closed set is
+// InvalidArgument naming the field and the value, and nothing is written.
+func TestApplyRefusesUnknownOp(t *testing.T) {
+	rdb := startRedis(t)
+	a := newNode(t, rdb, "a", nil)
+	for _, op := range []string{"", "drop table", "JOIN", "join "} {
+		_, err := a.svc.Apply(context.Background(), &roompb.ApplyRequest{RoomId: "r1", CommandId: "c1", Op: op})
+		if got := status.Code(err); got != codes.InvalidArgument {
+			t.Fatalf("Apply op %q: got code %v (%v); want InvalidArgument", op, got, err)
+		}
+		if want := fmt.Sprintf("op %q", op); !strings.Contains(status.Convert(err).Message(), want) {
+			t.Errorf("Apply op %q: got message %q; want it to name %s", op, status.Convert(err).Message(), want)
+		}
+	}
+	keys, err := rdb.Keys(context.Background(), "room:*").Result()
+	if err != nil || len(keys) != 0 {
+		t.Fatalf("keys after refused commands: got %v (%v); want none", keys, err)
+	}
+	for i, op := range []string{"hello", "join"} { // the set the README, the demo and the e2e load use
+		resp, err := a.svc.Apply(context.Background(), &roompb.ApplyRequest{RoomId: "r1", CommandId: fmt.Sprint("c", i), Op: op})
+		if err != nil || resp.GetStatus() != roompb.ApplyResponse_APPLIED {
+			t.Fatalf("Apply op %q: got %v, %v; want APPLIED", op, resp.GetStatus(), err)
+		}
 	}
 }
 

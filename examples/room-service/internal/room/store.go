@@ -50,8 +50,10 @@ type store struct {
 }
 
 // append appends one command under fence. A command id already in the
-// room's dedup hash answers duplicate with its original seq and changes
-// nothing; a stale fence answers ErrFenced and changes nothing.
+// room's dedup hash (the commands after the snapshot) answers duplicate
+// with its original seq and changes nothing; a stale fence answers
+// ErrFenced and changes nothing. The caller checks the commands folded into
+// the snapshot first.
 func (s *store) append(ctx context.Context, id string, fence int64, commandID, op string) (outcome, int64, error) {
 	keys := []string{routeKey(id), cmdsKey(id), seqKey(id), logKey(id), outboxKey(id)}
 	res, err := appendScript.Run(ctx, s.rdb, keys, strconv.FormatInt(fence, 10), commandID, op, id).Slice()
@@ -74,15 +76,17 @@ func (s *store) append(ctx context.Context, id string, fence int64, commandID, o
 	return 0, 0, fmt.Errorf("append to %s: unexpected reply %v", logKey(id), res)
 }
 
-// snapshot writes st under fence and trims the log entries it covers. A
-// snapshot older than the stored one is ignored: it would only undo trimming
-// that already happened.
+// snapshot writes st under fence and, in the same script, trims what it
+// folds: the log entries up to st.Seq and their command ids in the dedup
+// hash. A stale fence writes and trims nothing ([ErrFenced]). A snapshot
+// older than the stored one is ignored: it would only undo trimming that
+// already happened.
 func (s *store) snapshot(ctx context.Context, id string, fence int64, st State) error {
 	data, err := json.Marshal(st)
 	if err != nil {
 		return fmt.Errorf("snapshot %s: %w", snapKey(id), err)
 	}
-	keys := []string{routeKey(id), snapKey(id), logKey(id)}
+	keys := []string{routeKey(id), snapKey(id), logKey(id), cmdsKey(id)}
 	res, err := snapshotScript.Run(ctx, s.rdb, keys, strconv.FormatInt(fence, 10), st.Seq, data).Text()
 	if err != nil {
 		return fmt.Errorf("snapshot %s: %w", snapKey(id), err)

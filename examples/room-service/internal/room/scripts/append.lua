@@ -6,7 +6,10 @@
 -- The duplicate check comes first: a command already in the log is
 -- answered "duplicate" whoever asks, so a retry of a write whose reply was
 -- lost is never told "fenced" (which says nothing was written) after the
--- room has moved on. Only a new command needs the fence.
+-- room has moved on. Only a new command needs the fence. A command folded
+-- into a snapshot has left the hash: the owner answers it from the
+-- recovered state before calling this script (doc.go, "Duplicates after
+-- trimming").
 local prior = redis.call("HGET", KEYS[2], ARGV[2])
 if prior then
   return {"duplicate", tonumber(prior)}
