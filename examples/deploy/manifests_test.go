@@ -13,13 +13,16 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/drainkit/drainkit/fxmodule"
 )
 
-// Rules the manifests must keep. The margin is what the process needs after
-// its drain deadline (the report, fx's OnStop hooks, exit) plus slack for a
-// slow node; below it the kubelet's SIGKILL can land on a drain in time.
+// Rules the manifests must keep. The margin is what the process may take
+// after its drain deadline (fx's OnStop hooks get fxmodule.StopMargin even
+// after a late drain) plus a second to exit; below it the kubelet's SIGKILL
+// can land on a process that is still closing its clients.
 const (
-	minGraceMargin = 5 * time.Second
+	minGraceMargin = fxmodule.StopMargin + time.Second
 	livePath       = "/healthz/live"
 	readyPath      = "/healthz/ready"
 )
