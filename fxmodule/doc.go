@@ -25,17 +25,22 @@
 // the process Running once every OnStart hook returned, and drains before
 // fx runs any OnStop hook: readiness flips, in-flight work finishes and
 // leases are handed over while the Redis client and the database are still
-// open. fx's OnStop hooks then run under a fresh budget of [StopMargin],
-// also after a forced drain or one that ran out of time, and the drain
-// report lists each one's outcome (phase close, "fx.OnStop <function>").
+// open. fx's OnStop hooks then run under a fresh budget (fx's StopTimeout
+// less DRAIN_TIMEOUT), also after a forced drain or one that ran out of
+// time, and the drain report lists each one's outcome (phase close,
+// "fx.OnStop <function>").
 //
 // # Timeouts and signals
 //
-// fx swallows a second signal and gives all OnStop hooks one StopTimeout
-// (15 s by default). [Run] refuses to start when StopTimeout is shorter
-// than DRAIN_TIMEOUT + [StopMargin] (set it with fx.StopTimeout, or
-// [StopTimeoutFor], at the top level: fx refuses it inside a module), owns
-// SIGTERM/SIGINT so the second signal still forces the drain and the third
-// exits, and aborts a start that a signal interrupts. A process run by Run
-// exits at most DRAIN_TIMEOUT + StopMargin after the first signal.
+// fx swallows a second signal, gives all OnStop hooks one StopTimeout (15 s
+// by default) and rolls back a start that outlasted StartTimeout with a
+// context that has ended, so that nothing is stopped. [Run] splits
+// StopTimeout between the drain (DRAIN_TIMEOUT) and the OnStop hooks, and
+// refuses to start when they would get less than [StopMargin] (set it with
+// fx.StopTimeout, or [StopTimeoutFor], at the top level: fx refuses it
+// inside a module); it owns SIGTERM/SIGINT so the second signal still
+// forces the drain and the third exits; and it enforces StartTimeout
+// itself, aborting the start as a signal would, so the rollback still
+// stops what had started. A process run by Run exits within StopTimeout of
+// the first signal.
 package fxmodule

@@ -378,3 +378,40 @@ func hookOutcome(rep map[string]any, part string) string {
 	}
 	return ""
 }
+
+// A start that outlasts fx's StartTimeout is a failed start (exit 5), and
+// what had started is still stopped: fx's rollback gets a live context.
+func TestRunStartTimeoutRollsBack(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		tr := &trace{}
+		warm := fx.Invoke(func(lc fx.Lifecycle, m *lifecycle.Manager) {
+			lc.Append(fx.Hook{OnStart: fxmodule.Abortable(m, func(ctx context.Context) error {
+				<-ctx.Done() // warming a cache that never warms, honouring cancellation
+				return ctx.Err()
+			})})
+		})
+		sig := make(chan os.Signal) // none comes: the timeout alone stops the start
+		signals := fx.Provide(fxmodule.AsOption(func() lifecycle.Option { return lifecycle.WithSignals(sig) }))
+		code := fxmodule.Run(baseOptions(tr, warm, signals, fx.StartTimeout(2*time.Second))...)
+		assert.Equal(t, lifecycle.ExitStartFailed, code)
+		assert.Equal(t, []string{"flushed", "client closed while stopped"}, tr.list(),
+			"the drain ran and the client was closed")
+	})
+}
+
+// fx's OnStop hooks get what fx's StopTimeout leaves after DRAIN_TIMEOUT.
+func TestRunGivesOnStopTheRestOfStopTimeout(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var budget time.Duration
+		measure := fx.Invoke(func(lc fx.Lifecycle) {
+			lc.Append(fx.Hook{OnStop: func(ctx context.Context) error {
+				d, _ := ctx.Deadline()
+				budget = time.Until(d)
+				return nil
+			}})
+		})
+		a := startApp(t, append(baseOptions(&trace{}, measure), fx.StopTimeout(time.Minute))...)
+		assert.Equal(t, lifecycle.ExitClean, a.stop())
+		assert.Equal(t, time.Minute-10*time.Second, budget, "StopTimeout 1m − DRAIN_TIMEOUT 10s")
+	})
+}

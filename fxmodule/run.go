@@ -54,10 +54,14 @@ func (e *TimeoutError) Error() string {
 //	func main() { os.Exit(fxmodule.Run(fxmodule.Module, fxmodule.FromEnv, …)) }
 //
 // Unlike app.Run it:
-//   - refuses to start (ExitConfig) when fx's StopTimeout is shorter than
-//     DRAIN_TIMEOUT + [StopMargin], naming both: fx.StopTimeout belongs to
-//     the top-level app, so it is read back with App.StopTimeout() rather
-//     than set here;
+//   - splits fx's StopTimeout between the drain (DRAIN_TIMEOUT) and fx's
+//     OnStop hooks (the rest), and refuses to start (ExitConfig) when the
+//     rest is shorter than [StopMargin], naming both values: fx.StopTimeout
+//     belongs to the top-level app, so it is read back with
+//     App.StopTimeout() rather than set here;
+//   - enforces fx's StartTimeout itself, as a stop request, so that fx's
+//     rollback of a start that timed out still has a live context and
+//     stops what had started (exit code [lifecycle.ExitStartFailed]);
 //   - owns signal handling: the first SIGTERM/SIGINT drains, the second
 //     forces, the third exits (fx's own handler would swallow the second);
 //   - aborts a start in progress on a signal: OnStart hooks wrapped with
@@ -65,15 +69,18 @@ func (e *TimeoutError) Error() string {
 //   - marks the process Running only after every OnStart has returned, and
 //     drains before fx runs any OnStop hook, so readiness has flipped and
 //     in-flight work has finished before anything is closed;
-//   - then runs fx's OnStop hooks under a fresh budget of [StopMargin],
-//     also after a forced drain or one that ran out of time, so clients are
-//     still closed and telemetry flushed; a hook still running at the end
-//     of that budget is abandoned. Each OnStop hook is in the drain report
-//     as a hook of phase close named "fx.OnStop <function>", and a failed
-//     one makes the exit code [lifecycle.ExitHookFailed] if nothing worse
-//     happened. (The names come from fx's event log: an fx.WithLogger
-//     option replaces the recorder, and the report then holds one
-//     "fx.OnStop" result for all of them.)
+//   - then runs fx's OnStop hooks under a fresh budget of StopTimeout −
+//     DRAIN_TIMEOUT, also after a forced drain or one that ran out of time,
+//     so clients are still closed and telemetry flushed; a hook still
+//     running at the end of that budget is abandoned. Each OnStop hook is in
+//     the drain report as a hook of phase close named "fx.OnStop
+//     <function>", and a failed one makes the exit code
+//     [lifecycle.ExitHookFailed] if nothing worse happened. (The names come
+//     from fx's event log: an fx.WithLogger option replaces the recorder,
+//     and the report then holds one "fx.OnStop" result for all of them.)
+//     When fx itself rolls back a failed start, the drain runs inside that
+//     rollback, before fx stops what the drain hooks use; the OnStop hooks
+//     fx runs after it are in fx's log, not in the report.
 func Run(opts ...fx.Option) int {
 	var (
 		m   *lifecycle.Manager
@@ -81,7 +88,9 @@ func Run(opts ...fx.Option) int {
 		rec = &stopRecorder{}
 		d   = &driver{}
 	)
-	afterDrain := func() []drain.HookResult { return stopApp(app, rec) }
+	afterDrain := func() []drain.HookResult {
+		return stopApp(app, rec, app.StopTimeout()-m.Config().DrainTimeout)
+	}
 	app = fx.New(append([]fx.Option{rec.option()}, append(opts,
 		fx.Supply(d),
 		fx.Provide(AsOption(func() lifecycle.Option { return lifecycle.WithAfterDrain(afterDrain) })),
@@ -99,7 +108,8 @@ func run(app *fx.App, m *lifecycle.Manager, d *driver) int {
 		}
 		return lifecycle.ExitStartFailed
 	}
-	if stop, drainT := app.StopTimeout(), m.Config().DrainTimeout; stop < drainT+StopMargin {
+	drainT := m.Config().DrainTimeout
+	if stop := app.StopTimeout(); stop < drainT+StopMargin {
 		slog.Error("fxmodule: refusing to start", "err", &TimeoutError{Stop: stop.String(), Drain: drainT.String()})
 		return lifecycle.ExitConfig
 	}
@@ -113,7 +123,9 @@ func run(app *fx.App, m *lifecycle.Manager, d *driver) int {
 		}
 	}
 	reason := "stop requested"
-	aborted := isAbort(m) // before Shutdown, which requests a stop itself
+	// A signal's abort is a clean stop; a timeout, though it also requests
+	// a stop, is a failed start. Read before Shutdown requests a stop itself.
+	aborted := isAbort(m) && !errors.Is(startErr, errStartTimedOut)
 	if startErr != nil {
 		reason = "start failed: " + startErr.Error()
 	}
@@ -136,17 +148,38 @@ func isAbort(m *lifecycle.Manager) bool {
 	}
 }
 
-// start runs app.Start under StartTimeout. It does not cancel that context
-// on a signal: fx rolls a failed start back with the very context it was
-// given, and stops nothing once it is cancelled. A signal instead cancels
-// the OnStart hooks wrapped with [Abortable]; the one that aborts fails the
-// start, and fx's rollback, with a live context, stops what had started
-// (Module's OnStop drains first). Hooks not wrapped finish their start, and
-// Run stops the app right after.
+// errStartTimedOut marks a start that outlasted fx's StartTimeout.
+var errStartTimedOut = errors.New("fxmodule: start timed out")
+
+// start runs app.Start and enforces fx's StartTimeout itself. fx rolls a
+// failed start back with the very context it was given and stops nothing
+// once that context has ended, so app.Start gets one that never ends. A
+// signal, or the StartTimeout passing (which Run treats as a stop request),
+// cancels the OnStart hooks wrapped with [Abortable]; the one that aborts
+// fails the start, and fx's rollback, with its live context, stops what had
+// started (Module's OnStop drains first). A hook not wrapped finishes its
+// start; if it is still running StopMargin after the StartTimeout, Run gives
+// up on the start and drains what it can (the process is exiting).
 func start(app *fx.App, m *lifecycle.Manager) error {
-	ctx, cancel := context.WithTimeout(context.Background(), app.StartTimeout())
-	defer cancel()
-	return app.Start(ctx)
+	done := make(chan error, 1)
+	go func() { done <- app.Start(context.Background()) }()
+	timeout := time.NewTimer(app.StartTimeout())
+	defer timeout.Stop()
+	select {
+	case err := <-done:
+		return err
+	case <-timeout.C:
+	}
+	m.RequestStop(fmt.Sprintf("start timed out after %s", app.StartTimeout()))
+	grace := time.NewTimer(StopMargin)
+	defer grace.Stop()
+	select {
+	case err := <-done:
+		return fmt.Errorf("%w after %s: %w", errStartTimedOut, app.StartTimeout(), err)
+	case <-grace.C:
+		return fmt.Errorf("%w after %s; an OnStart hook not wrapped with Abortable was still running %s later",
+			errStartTimedOut, app.StartTimeout(), StopMargin)
+	}
 }
 
 // Abortable wraps an OnStart function so that its context is also
@@ -163,24 +196,26 @@ func Abortable(m *lifecycle.Manager, fn func(ctx context.Context) error) func(ct
 	}
 }
 
-// stopApp runs fx's OnStop hooks under a fresh budget of StopMargin and
-// returns how each ended. The budget is fresh rather than what is left of
-// the drain's because the drain may have used it all (forced, or out of
-// time), and closing clients and flushing telemetry matter most then.
-// fx gives up on a hook at the budget's end (it waits for no hook past
-// its context), so a hung OnStop cannot keep the process alive.
-func stopApp(app *fx.App, rec *stopRecorder) []drain.HookResult {
-	ctx, cancel := context.WithTimeout(context.Background(), StopMargin)
+// stopApp runs fx's OnStop hooks under a fresh budget and returns how each
+// ended. The budget is fresh rather than what is left of the drain's
+// because the drain may have used it all (forced, or out of time), and
+// closing clients and flushing telemetry matter most then. fx gives up on a
+// hook at the budget's end (it waits for no hook past its context), so a
+// hung OnStop cannot keep the process alive.
+func stopApp(app *fx.App, rec *stopRecorder, budget time.Duration) []drain.HookResult {
+	ctx, cancel := context.WithTimeout(context.Background(), budget)
 	defer cancel()
 	start := time.Now()
 	err := app.Stop(ctx)
 	return rec.results(err, time.Since(start))
 }
 
-// StopMargin is the budget of fx's OnStop hooks, which [Run] runs after the
-// drain (closing clients), and what [StopTimeoutFor] adds to DRAIN_TIMEOUT.
-// A process run by Run exits at most DRAIN_TIMEOUT + StopMargin after the
-// first signal, so set the pod's termination grace period above that.
+// StopMargin is the least budget [Run] leaves fx's OnStop hooks after the
+// drain (closing clients, flushing telemetry). Run splits fx's StopTimeout
+// in two: DRAIN_TIMEOUT for the drain, the rest for the OnStop hooks, and
+// refuses to start when the rest is shorter than StopMargin. So a process
+// run by Run exits within StopTimeout of the first signal; set the pod's
+// termination grace period above it.
 const StopMargin = 5 * time.Second
 
 // StopTimeoutFor returns fx.StopTimeout(cfg.DrainTimeout + StopMargin), the

@@ -74,7 +74,7 @@ func (r *stopRecorder) results(stopErr error, took time.Duration) []drain.HookRe
 		for name, began := range r.running {
 			out = append(out, drain.HookResult{Name: "fx.OnStop " + name, Phase: drain.Close,
 				Outcome: drain.TimedOut, Duration: time.Since(began),
-				Error: fmt.Sprintf("abandoned after StopMargin %s: %v", StopMargin, stopErr)})
+				Error: fmt.Sprintf("abandoned at the end of the OnStop budget: %v", stopErr)})
 		}
 		r.running = nil
 	}
