@@ -112,6 +112,8 @@ func watchActive(srv *http.Server) *Tracker {
 //
 // Both hooks carry an Abort that Stops srv, so a drain cut short (forced,
 // or out of time) before WaitInFlight ran still closes every connection.
+// Do not build srv with grpc.WaitForHandlers(true): its Stop then waits for
+// every handler, and one that ignores its context would hold the Abort.
 func GRPCHooks(name string, srv *grpc.Server, t *Tracker) []Hook {
 	var (
 		once    sync.Once

@@ -79,7 +79,7 @@ func (r *Registry) start(ctx context.Context, e *entry) *execution {
 	if e.running != nil {
 		return e.running
 	}
-	if r.closed {
+	if r.closed.Load() {
 		return nil
 	}
 	ex := &execution{started: time.Now(), done: make(chan struct{})}

@@ -51,7 +51,7 @@ func (r *Registry) Ready(ctx context.Context) Report {
 // closed, without running a check.
 func (r *Registry) stateReport() (Report, bool) {
 	st := r.state.State()
-	if st == lifecycle.Running && !r.isClosed.Load() {
+	if st == lifecycle.Running && !r.closed.Load() {
 		return Report{}, false
 	}
 	if st == lifecycle.Running { // closed while the process still runs

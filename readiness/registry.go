@@ -16,7 +16,8 @@ import (
 var (
 	// ErrDuplicate is returned when a check or heartbeat name is taken.
 	ErrDuplicate = errors.New("readiness: duplicate name")
-	// ErrClosed is returned (and reported) once the registry is closed.
+	// ErrClosed is returned by Add once the registry is closed, and is the
+	// error of a check that could not run because of it.
 	ErrClosed = errors.New("readiness: closed")
 )
 
@@ -47,9 +48,9 @@ type Registry struct {
 	entries    []*entry
 	heartbeats []*Heartbeat
 	refreshing chan struct{} // non-nil while an evaluation runs; closed when it lands
-	closed     bool
-	// isClosed mirrors closed for the lock-free path of a cached probe.
-	isClosed atomic.Bool
+	// closed is set under mu (so no check starts after Close has begun
+	// waiting) and read without it on the path of a cached probe.
+	closed atomic.Bool
 	wg         sync.WaitGroup // evaluations and check executions
 
 	readyStatus transitions
@@ -90,7 +91,7 @@ func (r *Registry) Add(c Check) error {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.closed {
+	if r.closed.Load() {
 		return ErrClosed
 	}
 	for _, e := range r.entries {
@@ -111,8 +112,7 @@ func (r *Registry) Add(c Check) error {
 // before Close says nothing about a process whose checks can no longer run.
 func (r *Registry) Close(ctx context.Context) error {
 	r.mu.Lock()
-	r.closed = true
-	r.isClosed.Store(true)
+	r.closed.Store(true)
 	r.mu.Unlock()
 	r.cancel()
 	done := make(chan struct{})
@@ -154,7 +154,7 @@ func (r *Registry) results(ctx context.Context) (*evaluation, error) {
 		return last, nil
 	}
 	r.mu.Lock()
-	if r.closed {
+	if r.closed.Load() {
 		r.mu.Unlock()
 		return nil, ErrClosed
 	}
