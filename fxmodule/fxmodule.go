@@ -141,7 +141,7 @@ func wire(p wireParams) error {
 			}
 			return nil // Run marks the process running once every OnStart is done
 		},
-		OnStop: moduleStop(p.Manager, p.Driver),
+		OnStop: moduleStop(p.Manager),
 	})
 	return nil
 }
@@ -153,16 +153,15 @@ func wire(p wireParams) error {
 // second signal.
 var ErrNotRun = errors.New("fxmodule: an app with fxmodule.Module must be run by fxmodule.Run, not app.Run, app.Start or fxtest")
 
-// moduleStop is Module's OnStop hook. Under [Run] the drain has already
-// begun when fx stops the app, and Run reports it. When fx rolls back a
-// failed start (inside app.Start), the drain happens here, before the
-// rollback stops what the drain hooks use.
-func moduleStop(m *lifecycle.Manager, d *driver) func(context.Context) error {
+// moduleStop is Module's OnStop hook. Under [Run] fx stops the app after
+// the drain, when the state is Stopped, and there is nothing to do. When fx
+// rolls back a failed start (inside app.Start), the drain happens here,
+// before the rollback stops what the drain hooks use.
+func moduleStop(m *lifecycle.Manager) func(context.Context) error {
 	return func(ctx context.Context) error {
-		if d != nil && d.stopping.Load() {
-			return nil
+		if m.State() != lifecycle.Stopped {
+			m.Shutdown(ctx, "fx: start failed, rolling back")
 		}
-		m.Shutdown(ctx, "fx: start failed, rolling back")
 		return nil
 	}
 }

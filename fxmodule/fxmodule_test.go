@@ -74,7 +74,7 @@ func baseOptions(tr *trace, extra ...fx.Option) []fx.Option {
 func logOptions(tr *trace, log *slog.Logger, extra ...fx.Option) []fx.Option {
 	return append([]fx.Option{
 		fxmodule.Module,
-		fx.Supply(lifecycle.Config{Service: "svc", NodeID: "n1", DrainTimeout: 10 * time.Second}.NoDelay()),
+		fx.Supply(lifecycle.Config{Service: "svc", NodeID: "n1", DrainTimeout: 10 * time.Second}),
 		fx.StopTimeout(10*time.Second + fxmodule.StopMargin),
 		fx.Supply(log, tr),
 		fx.Provide(newClient),
@@ -142,24 +142,29 @@ func TestRunDrainsBeforeAnyOnStop(t *testing.T) {
 	assert.Equal(t, []string{"flushed", "late server stopped while stopped", "client closed while stopped"}, tr.list())
 }
 
-// fx's StopTimeout must cover the drain and the OnStop hooks after it.
+// fx's StopTimeout must cover the drain and the OnStop hooks after it; the
+// refusal names both values.
 func TestRunRefusesStopTimeoutShorterThanDrainAndMargin(t *testing.T) {
 	tests := []struct {
 		give time.Duration
-		want int
+		want string
 	}{
-		{5 * time.Second, lifecycle.ExitConfig},
-		{10 * time.Second, lifecycle.ExitConfig},                         // the drain, but no time to close clients
-		{10*time.Second + fxmodule.StopMargin - 1, lifecycle.ExitConfig}, // just short
+		{5 * time.Second, "fx StopTimeout 5s is shorter than DRAIN_TIMEOUT 10s + StopMargin 5s"},
+		{10 * time.Second, "fx StopTimeout 10s is shorter"}, // the drain, but no time to close clients
+		{10*time.Second + fxmodule.StopMargin - time.Millisecond, "fx StopTimeout 14.999s is shorter"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.give.String(), func(t *testing.T) {
-			code := fxmodule.Run(baseOptions(&trace{}, fx.StopTimeout(tt.give))...)
-			assert.Equal(t, tt.want, code)
+			logs := &lockedBuffer{}
+			defer slog.SetDefault(slog.Default())
+			slog.SetDefault(slog.New(slog.NewTextHandler(logs, nil))) // Run logs a refusal there
+			code := fxmodule.Run(logOptions(&trace{}, quiet(), fx.StopTimeout(tt.give))...)
+			assert.Equal(t, lifecycle.ExitConfig, code)
+			logs.mu.Lock()
+			defer logs.mu.Unlock()
+			assert.Contains(t, logs.b.String(), tt.want)
 		})
 	}
-	err := &fxmodule.TimeoutError{Stop: "5s", Drain: "10s"}
-	assert.Contains(t, err.Error(), "fx StopTimeout 5s is shorter than DRAIN_TIMEOUT 10s + StopMargin 5s")
 }
 
 func TestRunBadConfigIsExitConfig(t *testing.T) {
@@ -413,5 +418,21 @@ func TestRunGivesOnStopTheRestOfStopTimeout(t *testing.T) {
 		a := startApp(t, append(baseOptions(&trace{}, measure), fx.StopTimeout(time.Minute))...)
 		assert.Equal(t, lifecycle.ExitClean, a.stop())
 		assert.Equal(t, time.Minute-10*time.Second, budget, "StopTimeout 1m − DRAIN_TIMEOUT 10s")
+	})
+}
+
+// A start hook that fails on its own is a failed start (exit 5), even
+// though fx's rollback drains from inside the start.
+func TestRunStartFailureIsExitStartFailed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		tr := &trace{}
+		failing := fx.Invoke(func(lc fx.Lifecycle) {
+			lc.Append(fx.Hook{OnStart: func(context.Context) error { return errors.New("warm cache: no such table") }})
+		})
+		sig := make(chan os.Signal)
+		signals := fx.Provide(fxmodule.AsOption(func() lifecycle.Option { return lifecycle.WithSignals(sig) }))
+		code := fxmodule.Run(baseOptions(tr, failing, signals)...)
+		assert.Equal(t, lifecycle.ExitStartFailed, code)
+		assert.Equal(t, []string{"flushed", "client closed while stopped"}, tr.list())
 	})
 }

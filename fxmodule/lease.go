@@ -50,9 +50,6 @@ func newLeaseManager(p leaseParams) (*lease.Manager, error) {
 	if cfg.Registerer == nil {
 		cfg.Registerer = p.Registerer
 	}
-	if cfg.Draining == nil {
-		cfg.Draining = p.Manager.Draining()
-	}
 	l, err := lease.New(p.Client, cfg)
 	if err != nil {
 		return nil, err

@@ -27,7 +27,7 @@ func TestLeaseModule(t *testing.T) {
 	)
 	a := startApp(t,
 		fxmodule.Module, fxmodule.LeaseModule,
-		fx.Supply(lifecycle.Config{Service: "room-service", NodeID: "node-a", DrainTimeout: 10 * time.Second}.NoDelay()),
+		fx.Supply(lifecycle.Config{Service: "room-service", NodeID: "node-a", DrainTimeout: 10 * time.Second}),
 		fx.StopTimeout(10*time.Second+fxmodule.StopMargin),
 		fx.Supply(lease.Config{Addr: "127.0.0.1:13001", TTL: 3 * time.Second}, quiet()),
 		fx.Provide(func(lc fx.Lifecycle) redis.UniversalClient {

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync/atomic"
+	"sync"
 	"time"
 
 	"go.uber.org/fx"
@@ -14,34 +14,9 @@ import (
 	"github.com/drainkit/drainkit/lifecycle"
 )
 
-// driver marks an app driven by Run, which owns signals and ordering.
-type driver struct {
-	// stopping is set once Run begins its shutdown: Module's OnStop, which
-	// fx then calls from within that shutdown, must not start it again.
-	stopping atomic.Bool
-}
-
 type loggerParams struct {
 	fx.In
 	Logger *slog.Logger `optional:"true"`
-}
-
-// SlogEvents sends fx's own events to the graph's *slog.Logger (or
-// slog.Default()), so fx and drainkit log through one handler. Run adds it.
-// Routine events (provided, invoked, hook executed) log at Debug so that a
-// service's Info log shows its own story; fx's errors stay at Error.
-var SlogEvents = fx.WithLogger(slogEvents)
-
-// TimeoutError is returned when fx's StopTimeout is shorter than
-// DRAIN_TIMEOUT plus [StopMargin]: fx would give up on stopping before the
-// drain and the OnStop hooks after it may end.
-type TimeoutError struct {
-	// Stop is fx's StopTimeout and Drain is DRAIN_TIMEOUT, as durations.
-	Stop, Drain string
-}
-
-func (e *TimeoutError) Error() string {
-	return fmt.Sprintf("fxmodule: fx StopTimeout %s is shorter than DRAIN_TIMEOUT %s + StopMargin %s: raise it with fx.StopTimeout at the top level of fx.New (fxmodule.StopTimeoutFor), or lower DRAIN_TIMEOUT", e.Stop, e.Drain, StopMargin)
 }
 
 // Run builds an fx app from opts (which must include [Module] and a
@@ -59,11 +34,14 @@ func (e *TimeoutError) Error() string {
 //     rest is shorter than [StopMargin], naming both values: fx.StopTimeout
 //     belongs to the top-level app, so it is read back with
 //     App.StopTimeout() rather than set here;
-//   - enforces fx's StartTimeout itself, as a stop request, so that fx's
-//     rollback of a start that timed out still has a live context and
-//     stops what had started (exit code [lifecycle.ExitStartFailed]);
-//   - owns signal handling: the first SIGTERM/SIGINT drains, the second
-//     forces, the third exits (fx's own handler would swallow the second);
+//   - enforces fx's StartTimeout itself, cancelling the OnStart hooks
+//     wrapped with [Abortable] as a signal would, so that fx's rollback of a
+//     start that timed out still has a live context and stops what had
+//     started (exit code [lifecycle.ExitStartFailed]);
+//   - runs the app with [lifecycle.Manager.Run], whose start step is fx's
+//     whole start: signal handling is the manager's (the first
+//     SIGTERM/SIGINT drains, the second forces, the third exits; fx's own
+//     handler would swallow the second);
 //   - aborts a start in progress on a signal: OnStart hooks wrapped with
 //     [Abortable] see their context cancelled, and fx stops what had started;
 //   - marks the process Running only after every OnStart has returned, and
@@ -96,10 +74,6 @@ func Run(opts ...fx.Option) int {
 		fx.Provide(AsOption(func() lifecycle.Option { return lifecycle.WithAfterDrain(afterDrain) })),
 		fx.Populate(&m),
 	)...)...)
-	return run(app, m, d)
-}
-
-func run(app *fx.App, m *lifecycle.Manager, d *driver) int {
 	if err := app.Err(); err != nil {
 		slog.Error("fxmodule: cannot build the app", "err", err)
 		var ce *lifecycle.ConfigError
@@ -108,90 +82,98 @@ func run(app *fx.App, m *lifecycle.Manager, d *driver) int {
 		}
 		return lifecycle.ExitStartFailed
 	}
-	drainT := m.Config().DrainTimeout
-	if stop := app.StopTimeout(); stop < drainT+StopMargin {
-		slog.Error("fxmodule: refusing to start", "err", &TimeoutError{Stop: stop.String(), Drain: drainT.String()})
+	if stop, drainT := app.StopTimeout(), m.Config().DrainTimeout; stop < drainT+StopMargin {
+		slog.Error("fxmodule: refusing to start", "err", fmt.Errorf(
+			"fxmodule: fx StopTimeout %s is shorter than DRAIN_TIMEOUT %s + StopMargin %s: raise it with fx.StopTimeout at the top level of fx.New (fxmodule.StopTimeoutFor), or lower DRAIN_TIMEOUT",
+			stop, drainT, StopMargin))
 		return lifecycle.ExitConfig
 	}
-	stopSignals := m.HandleSignals()
-	defer stopSignals()
-
-	startErr := start(app, m)
-	if startErr == nil {
-		if err := m.MarkRunning(); err == nil {
-			<-m.StopRequested()
-		}
-	}
-	reason := "stop requested"
-	// A signal's abort is a clean stop; a timeout, though it also requests
-	// a stop, is a failed start. Read before Shutdown requests a stop itself.
-	aborted := isAbort(m) && !errors.Is(startErr, errStartTimedOut)
-	if startErr != nil {
-		reason = "start failed: " + startErr.Error()
-	}
-	d.stopping.Store(true)
-	// The drain, then fx's OnStop hooks (WithAfterDrain), then the report.
-	r := m.Shutdown(context.Background(), reason)
-	if startErr != nil && !aborted {
-		r.StartFailed(startErr)
-	}
-	return r.ExitCode
+	d.app = app
+	drivers.Store(m, d)
+	defer drivers.Delete(m)
+	m.OnStart(d.start)
+	return m.Run(context.Background()).ExitCode
 }
 
-// isAbort reports whether a failed start was our own cancellation.
-func isAbort(m *lifecycle.Manager) bool {
-	select {
-	case <-m.StopRequested():
-		return true
-	default:
-		return false
-	}
+// driver is what Run keeps of one app: the app, and the context that
+// [Abortable] start hooks watch.
+type driver struct {
+	app *fx.App
+
+	mu    sync.Mutex
+	abort context.Context // ends at a stop request or at fx's StartTimeout
 }
+
+// drivers finds the driver of a manager's app for [Abortable], which is
+// given only the manager.
+var drivers sync.Map // *lifecycle.Manager → *driver
 
 // errStartTimedOut marks a start that outlasted fx's StartTimeout.
 var errStartTimedOut = errors.New("fxmodule: start timed out")
 
-// start runs app.Start and enforces fx's StartTimeout itself. fx rolls a
-// failed start back with the very context it was given and stops nothing
-// once that context has ended, so app.Start gets one that never ends. A
-// signal, or the StartTimeout passing (which Run treats as a stop request),
-// cancels the OnStart hooks wrapped with [Abortable]; the one that aborts
-// fails the start, and fx's rollback, with its live context, stops what had
-// started (Module's OnStop drains first). A hook not wrapped finishes its
-// start; if it is still running StopMargin after the StartTimeout, Run gives
-// up on the start and drains what it can (the process is exiting).
-func start(app *fx.App, m *lifecycle.Manager) error {
+// start is the manager's one start step: fx's whole start. ctx ends when a
+// stop is requested. fx rolls a failed start back with the very context it
+// was given and stops nothing once that context has ended, so app.Start
+// gets one that never ends, and fx's StartTimeout is enforced here. A
+// signal or the StartTimeout cancels the OnStart hooks wrapped with
+// [Abortable]; the one that aborts fails the start, and fx's rollback,
+// with its live context, stops what had started (Module's OnStop drains
+// first). A hook not wrapped finishes its start; if it is still running
+// StopMargin later, start gives up on it and the manager drains what it
+// can (the process is exiting).
+func (d *driver) start(ctx context.Context) error {
+	abort, cancel := context.WithTimeoutCause(ctx, d.app.StartTimeout(), errStartTimedOut)
+	defer cancel()
+	d.mu.Lock()
+	d.abort = abort
+	d.mu.Unlock()
+
 	done := make(chan error, 1)
-	go func() { done <- app.Start(context.Background()) }()
-	timeout := time.NewTimer(app.StartTimeout())
-	defer timeout.Stop()
+	go func() { done <- d.app.Start(context.Background()) }()
+	var err error
 	select {
-	case err := <-done:
-		return err
-	case <-timeout.C:
+	case err = <-done:
+	case <-abort.Done():
+		grace := time.NewTimer(StopMargin)
+		defer grace.Stop()
+		select {
+		case err = <-done:
+		case <-grace.C:
+			err = fmt.Errorf("an OnStart hook not wrapped with Abortable was still running %s later", StopMargin)
+		}
 	}
-	m.RequestStop(fmt.Sprintf("start timed out after %s", app.StartTimeout()))
-	grace := time.NewTimer(StopMargin)
-	defer grace.Stop()
-	select {
-	case err := <-done:
-		return fmt.Errorf("%w after %s: %w", errStartTimedOut, app.StartTimeout(), err)
-	case <-grace.C:
-		return fmt.Errorf("%w after %s; an OnStart hook not wrapped with Abortable was still running %s later",
-			errStartTimedOut, app.StartTimeout(), StopMargin)
+	if errors.Is(context.Cause(abort), errStartTimedOut) {
+		// %v, not %w: the hooks' context.Canceled must not make the
+		// manager take the timeout for a signal's abort.
+		return fmt.Errorf("%w after %s: %v", errStartTimedOut, d.app.StartTimeout(), err)
 	}
+	return err
+}
+
+// abortContext returns the context that Abortable hooks watch, or nil
+// before the start began.
+func (d *driver) abortContext() context.Context {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.abort
 }
 
 // Abortable wraps an OnStart function so that its context is also
-// cancelled when a stop is requested (a signal during start-up). Wrap the
-// start steps that can take long (warming caches, waiting for a
-// dependency):
+// cancelled when a stop is requested (a signal during start-up) or fx's
+// StartTimeout passes. Wrap the start steps that can take long (warming
+// caches, waiting for a dependency):
 //
 //	lc.Append(fx.Hook{OnStart: fxmodule.Abortable(m, warmCache)})
 func Abortable(m *lifecycle.Manager, fn func(ctx context.Context) error) func(ctx context.Context) error {
 	return func(ctx context.Context) error {
-		ctx, cancel := m.WithStop(ctx)
-		defer cancel()
+		if v, ok := drivers.Load(m); ok {
+			if abort := v.(*driver).abortContext(); abort != nil {
+				var cancel context.CancelCauseFunc
+				ctx, cancel = context.WithCancelCause(ctx)
+				stop := context.AfterFunc(abort, func() { cancel(context.Cause(abort)) })
+				defer func() { stop(); cancel(nil) }()
+			}
+		}
 		return fn(ctx)
 	}
 }
@@ -222,5 +204,13 @@ const StopMargin = 5 * time.Second
 // top-level option [Run] checks for. Read the config before fx.New to use
 // it (lifecycle.ConfigFromEnv), since fx takes the option only there.
 func StopTimeoutFor(cfg lifecycle.Config) fx.Option {
-	return fx.StopTimeout(cfg.WithDefaults().DrainTimeout + StopMargin)
+	return fx.StopTimeout(drainTimeout(cfg) + StopMargin)
+}
+
+// drainTimeout is cfg's DrainTimeout, its default when unset.
+func drainTimeout(cfg lifecycle.Config) time.Duration {
+	if cfg.DrainTimeout == 0 {
+		return lifecycle.DefaultDrainTimeout
+	}
+	return cfg.DrainTimeout
 }

@@ -14,7 +14,7 @@ import (
 	"github.com/drainkit/drainkit/drain"
 )
 
-// stopRecorder is fx's event logger under [Run]: it logs like [SlogEvents]
+// stopRecorder is fx's event logger under [Run]: it logs through slog
 // and notes how each OnStop hook ended, so the drain report can list them.
 // fx tells hooks apart only in its events; its lifecycle keeps no record a
 // caller can read.

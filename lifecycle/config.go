@@ -23,8 +23,13 @@ const (
 	DefaultDelayFloor = time.Second
 )
 
-// Config is what a [Manager] needs to know. The zero value of each field
-// means its default; [ConfigFromEnv] reads it from the environment.
+// Config is what a [Manager] needs to know; [ConfigFromEnv] reads it from
+// the environment. A zero budget (DrainTimeout, ReadyTimeout, DelayFloor)
+// means its default, since no drain can work with none; a zero optional
+// behaviour (DrainDelay, QuietWindow) means off. ConfigFromEnv turns the
+// delay on by default (DRAIN_DELAY unset is [DefaultDrainDelay]): behind a
+// load balancer a process needs one, so set DrainDelay when you build a
+// Config by hand.
 type Config struct {
 	// Service is the service name in logs and health bodies (SERVICE_NAME).
 	Service string
@@ -34,9 +39,9 @@ type Config struct {
 	// propagation delay included (DRAIN_TIMEOUT; default [DefaultDrainTimeout]).
 	DrainTimeout time.Duration
 	// DrainDelay is the propagation delay: how long to keep serving after
-	// readiness flips, before intake stops (DRAIN_DELAY; default
-	// [DefaultDrainDelay]; "0s" turns it off). With QuietWindow set it is
-	// the upper bound of an adaptive delay.
+	// readiness flips, before intake stops; zero means none (DRAIN_DELAY;
+	// [DefaultDrainDelay] when unset, "0s" turns it off). With QuietWindow
+	// set it is the upper bound of an adaptive delay.
 	DrainDelay time.Duration
 	// QuietWindow turns the delay adaptive: it ends early once no new
 	// request arrived for this long, but not before DelayFloor
@@ -49,8 +54,6 @@ type Config struct {
 	// default [DefaultReadyTimeout]). Kept here so all environment parsing
 	// lives in one place; package readiness uses it.
 	ReadyTimeout time.Duration
-
-	delaySet bool // DrainDelay was given explicitly (so 0 means "no delay")
 }
 
 // ConfigError names a configuration field (or environment variable) and the
@@ -63,19 +66,13 @@ func (e *ConfigError) Error() string {
 	return fmt.Sprintf("lifecycle: %s=%q: %s", e.Field, e.Value, e.Problem)
 }
 
-// WithDefaults returns c with every unset field at its default.
-func (c Config) WithDefaults() Config {
+// withDefaults returns c with every unset budget at its default.
+func (c Config) withDefaults() Config {
 	if c.NodeID == "" {
 		c.NodeID, _ = os.Hostname()
 	}
 	if c.DrainTimeout == 0 {
 		c.DrainTimeout = DefaultDrainTimeout
-	}
-	if c.DrainDelay == 0 && !c.delaySet {
-		c.DrainDelay = DefaultDrainDelay
-		if c.DrainDelay >= c.DrainTimeout { // a short timeout given alone keeps a delay that fits
-			c.DrainDelay = c.DrainTimeout / 3
-		}
 	}
 	if c.QuietWindow > 0 && c.DelayFloor == 0 {
 		c.DelayFloor = min(DefaultDelayFloor, c.DrainDelay)
@@ -83,13 +80,6 @@ func (c Config) WithDefaults() Config {
 	if c.ReadyTimeout == 0 {
 		c.ReadyTimeout = DefaultReadyTimeout
 	}
-	return c
-}
-
-// NoDelay returns c with the propagation delay explicitly off, which a zero
-// DrainDelay alone does not say (zero means the default).
-func (c Config) NoDelay() Config {
-	c.DrainDelay, c.delaySet = 0, true
 	return c
 }
 
@@ -152,11 +142,14 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 			return Config{}, &ConfigError{Field: d.env, Value: v, Problem: "must not be negative"}
 		}
 		*d.dst = parsed
-		if d.env == "DRAIN_DELAY" {
-			c.delaySet = true
+	}
+	if getenv("DRAIN_DELAY") == "" {
+		c.DrainDelay = DefaultDrainDelay
+		if c.DrainTimeout > 0 && c.DrainDelay >= c.DrainTimeout {
+			c.DrainDelay = c.DrainTimeout / 3 // a short timeout given alone keeps a delay that fits
 		}
 	}
-	c = c.WithDefaults()
+	c = c.withDefaults()
 	if err := c.Validate(); err != nil {
 		// Name the variable, not the field: that is what the operator set.
 		var ce *ConfigError

@@ -25,7 +25,20 @@
 // [ConfigFromEnv] is the one place environment variables are read:
 // SERVICE_NAME, NODE_ID, DRAIN_TIMEOUT, DRAIN_DELAY, DRAIN_QUIET_WINDOW,
 // DRAIN_DELAY_FLOOR and HEALTH_READY_TIMEOUT. A bad value is an error that
-// names the variable and the value; nothing falls back silently.
+// names the variable and the value; nothing falls back silently. In a
+// [Config] built by hand, a zero budget means its default and a zero
+// DrainDelay or QuietWindow means off (ConfigFromEnv defaults the delay to
+// [DefaultDrainDelay]).
+//
+// # Running
+//
+// [Manager.Run] is the whole life of a process: it handles the signals,
+// runs the [Manager.OnStart] steps, marks the process Running, waits for a
+// signal (or for its context to end), drains, and returns the [Report]
+// whose ExitCode goes to os.Exit. [Manager.Shutdown] is the drain alone,
+// for a framework that must drain from inside its own stop. Work that must
+// happen even after a forced or late drain, such as closing clients, goes
+// in [WithAfterDrain]; its results join the report.
 //
 // # Observability
 //

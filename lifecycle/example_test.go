@@ -36,20 +36,21 @@ func ExampleManager_Run() {
 	os.Exit(m.Run(context.Background()).ExitCode)
 }
 
-// Listeners run at the flip, before the propagation delay and the hooks.
-func ExampleManager_OnDrain() {
-	m, _ := lifecycle.New(lifecycle.Config{Service: "room-service"}.NoDelay(),
+// Listeners run at every transition, the flip included, before the
+// propagation delay and the hooks.
+func ExampleManager_OnTransition() {
+	m, _ := lifecycle.New(lifecycle.Config{Service: "room-service"},
 		lifecycle.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
-	m.OnDrain(func() { fmt.Println("flipped; state is", m.State()) })
+	m.OnTransition(func(t lifecycle.Transition) { fmt.Println(t.From, "→", t.To) })
 	_ = m.AddHook(drain.Hook{Name: "flush", Phase: drain.Flush, Run: func(context.Context) error {
 		fmt.Println("flushing")
 		return nil
 	}})
-	_ = m.MarkRunning()
 	r := m.Shutdown(context.Background(), "example")
 	fmt.Println("exit code", r.ExitCode)
 	// Output:
-	// flipped; state is draining
+	// starting → draining
 	// flushing
+	// draining → stopped
 	// exit code 0
 }

@@ -15,11 +15,11 @@ import (
 
 // Manager owns the process's state and runs its drain. It is the single
 // source of truth for "are we draining?": readiness reads [Manager.State] on
-// every probe and the lease gate hangs off [Manager.OnDrain].
+// every probe and the lease gate is a listener of [Manager.OnDrain].
 //
-// Use [Manager.Run] on its own, or the lower-level [Manager.MarkRunning],
-// [Manager.RequestStop], [Manager.Shutdown] and [Manager.HandleSignals]
-// from a framework's hooks (package fxmodule does).
+// [Manager.Run] is the whole life of a process. [Manager.Shutdown] is the
+// drain alone, for a framework that must drain from inside its own stop
+// (package fxmodule does when fx rolls back a failed start).
 type Manager struct {
 	cfg     Config
 	log     *slog.Logger
@@ -30,7 +30,6 @@ type Manager struct {
 
 	state     atomic.Int32
 	enteredAt atomic.Int64 // unix nanos of the last transition, for duration_ms
-	draining  chan struct{}
 
 	// turn admits one transition at a time, its listeners included, so
 	// every listener sees the transitions in the order the state changed.
@@ -50,7 +49,7 @@ type Manager struct {
 	stopAt    time.Time
 	stopWhy   string
 	forced    bool
-	force     context.CancelFunc
+	forceNow  context.CancelFunc
 
 	shutdownOnce sync.Once
 	report       *Report
@@ -62,18 +61,10 @@ type Option func(*Manager)
 // WithLogger sets the logger (default slog.Default()).
 func WithLogger(l *slog.Logger) Option { return func(m *Manager) { m.log = l } }
 
-// WithTracker shares an in-flight tracker (default: a new one). The
-// adaptive delay watches its arrivals.
-func WithTracker(t *drain.Tracker) Option { return func(m *Manager) { m.tracker = t } }
-
-// WithSignals makes HandleSignals read ch instead of subscribing to the
+// WithSignals makes [Manager.Run] read ch instead of subscribing to the
 // process's SIGTERM and SIGINT. Tests use it; so can a program that owns
 // signal handling itself.
 func WithSignals(ch <-chan os.Signal) Option { return func(m *Manager) { m.signals = ch } }
-
-// WithExit replaces os.Exit for the third signal, which ends the process
-// at once whatever is still running.
-func WithExit(exit func(code int)) Option { return func(m *Manager) { m.exit = exit } }
 
 // WithAfterDrain runs fn once the drain has finished and the state is
 // Stopped — also when the drain was forced or ran out of time — and before
@@ -89,24 +80,21 @@ func WithAfterDrain(fn func() []drain.HookResult) Option {
 // New validates cfg (after applying defaults) and returns a Manager in
 // state Starting. It starts nothing.
 func New(cfg Config, opts ...Option) (*Manager, error) {
-	cfg = cfg.WithDefaults()
+	cfg = cfg.withDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	m := &Manager{
-		cfg:      cfg,
-		log:      slog.Default(),
-		exit:     os.Exit,
-		draining: make(chan struct{}),
-		turn:     make(chan struct{}, 1),
+		cfg:  cfg,
+		log:  slog.Default(),
+		exit: os.Exit,
+		turn: make(chan struct{}, 1),
 	}
 	m.stopReq, m.stopNow = context.WithCancel(context.Background())
 	for _, o := range opts {
 		o(m)
 	}
-	if m.tracker == nil {
-		m.tracker = drain.NewTracker()
-	}
+	m.tracker = drain.NewTracker()
 	if m.metrics == nil {
 		m.metrics = newMetrics(nil)
 	}
@@ -117,24 +105,18 @@ func New(cfg Config, opts ...Option) (*Manager, error) {
 // Config returns the configuration in force, defaults applied.
 func (m *Manager) Config() Config { return m.cfg }
 
-// Tracker returns the in-flight tracker shared by the servers and hooks.
+// Tracker returns the in-flight tracker for the servers and hooks to share;
+// the adaptive delay watches its arrivals.
 func (m *Manager) Tracker() *drain.Tracker { return m.tracker }
 
 // State returns the current state. It is one atomic load, cheap enough for
 // every probe.
 func (m *Manager) State() State { return State(m.state.Load()) }
 
-// Draining returns a channel that is closed at the flip to Draining.
-func (m *Manager) Draining() <-chan struct{} { return m.draining }
-
-// StopRequested returns a channel that is closed when a stop was requested:
-// the first signal, RequestStop, or the start of Shutdown.
-func (m *Manager) StopRequested() <-chan struct{} { return m.stopReq.Done() }
-
-// WithStop returns a child of parent that is also cancelled when a stop is
+// withStop returns a child of parent that is also cancelled when a stop is
 // requested: the context for start-up work that a signal should abort.
 // Call cancel when the work is done.
-func (m *Manager) WithStop(parent context.Context) (context.Context, context.CancelFunc) {
+func (m *Manager) withStop(parent context.Context) (context.Context, context.CancelFunc) {
 	ctx, cancelCtx := context.WithCancel(parent)
 	stop := context.AfterFunc(m.stopReq, cancelCtx)
 	return ctx, func() { stop(); cancelCtx() }
@@ -146,15 +128,16 @@ func (m *Manager) WithStop(parent context.Context) (context.Context, context.Can
 // Transitions are serialised, listeners included: every listener sees every
 // transition exactly once, in the order the state changed, even when a stop
 // races the end of start-up. So fn must not itself cause a transition (call
-// Shutdown or MarkRunning): that would wait for its own turn forever.
+// Shutdown): that would wait for its own turn forever.
 func (m *Manager) OnTransition(fn func(Transition)) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.listeners = append(m.listeners, fn)
 }
 
-// OnDrain registers fn to run synchronously at the flip to Draining; it is
-// OnTransition for the one transition most listeners care about.
+// OnDrain registers fn to run synchronously at the flip to Draining, with
+// the same rules as a listener of OnTransition: the one transition most
+// listeners care about, read at its call site (m.OnDrain(l.BeginDrain)).
 func (m *Manager) OnDrain(fn func()) {
 	m.OnTransition(func(t Transition) {
 		if t.To == Draining {
@@ -197,17 +180,16 @@ func (m *Manager) AddHook(hooks ...drain.Hook) error {
 	return nil
 }
 
-// MarkRunning moves Starting → Running once start-up has finished. It
+// markRunning moves Starting → Running once start-up has finished. It
 // fails if a stop was requested meanwhile: the caller should then Shutdown.
-func (m *Manager) MarkRunning() error {
+func (m *Manager) markRunning() error {
 	return m.transition(Running, "started")
 }
 
-// RequestStop asks the process to stop, for reason. The first call wins
+// requestStop asks the process to stop, for reason. The first call wins
 // and fixes the drain's deadline (DrainTimeout from now); later calls do
-// nothing. It does not drain by itself: [Manager.Run] (or the framework)
-// reacts by calling Shutdown.
-func (m *Manager) RequestStop(reason string) {
+// nothing. It does not drain by itself: Run reacts by calling Shutdown.
+func (m *Manager) requestStop(reason string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.requestStopLocked(reason)
@@ -220,26 +202,14 @@ func (m *Manager) requestStopLocked(reason string) {
 	}
 }
 
-// Deadline returns when the whole budget ends: DrainTimeout after the stop
-// was first requested. ok is false until a stop was requested. Work done
-// after the drain (a framework closing clients) should end by then too.
-func (m *Manager) Deadline() (deadline time.Time, ok bool) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.stopAt.IsZero() {
-		return time.Time{}, false
-	}
-	return m.stopAt.Add(m.cfg.DrainTimeout), true
-}
-
-// Force skips what is left of the drain: hook contexts are cancelled
+// force skips what is left of the drain: hook contexts are cancelled
 // (servers are stopped without waiting) and later phases are skipped. A
-// Force before Shutdown makes the coming drain forced from its start.
-func (m *Manager) Force(reason string) {
+// force before Shutdown makes the coming drain forced from its start.
+func (m *Manager) force(reason string) {
 	m.mu.Lock()
 	m.requestStopLocked(reason)
 	m.forced = true
-	cancel := m.force
+	cancel := m.forceNow
 	m.mu.Unlock()
 	if cancel != nil {
 		cancel()
@@ -255,7 +225,7 @@ func (m *Manager) transition(to State, reason string) error {
 	from := m.State()
 	if !canMove(from, to) {
 		m.mu.Unlock()
-		return &TransitionError{From: from, To: to}
+		return fmt.Errorf("lifecycle: illegal transition %s → %s", from, to)
 	}
 	if to == Running {
 		if m.stopReq.Err() != nil {
@@ -266,9 +236,6 @@ func (m *Manager) transition(to State, reason string) error {
 	now := time.Now()
 	inOld := now.Sub(time.Unix(0, m.enteredAt.Swap(now.UnixNano())))
 	m.state.Store(int32(to))
-	if to == Draining {
-		close(m.draining)
-	}
 	listeners := append([]func(Transition){}, m.listeners...)
 	m.mu.Unlock()
 
@@ -289,7 +256,7 @@ func (m *Manager) transition(to State, reason string) error {
 // reached Running: no load balancer has it), runs the drain hooks phase by
 // phase, flips to Stopped and logs the report. The deadline is DrainTimeout
 // after the stop was first requested, or ctx's deadline if earlier;
-// cancelling ctx, like Force, skips what is left.
+// cancelling ctx, like a second signal, skips what is left.
 //
 // Later and concurrent calls wait for the first and return its report.
 func (m *Manager) Shutdown(ctx context.Context, reason string) *Report {
@@ -310,7 +277,7 @@ func (m *Manager) shutdown(ctx context.Context, reason string) *Report {
 	dctx, cancel := context.WithCancel(dctx)
 	defer cancel()
 	m.mu.Lock()
-	m.force = cancel
+	m.forceNow = cancel
 	forced := m.forced
 	hooks := append([]drain.Hook{}, m.hooks...)
 	m.mu.Unlock()

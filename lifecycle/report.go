@@ -59,10 +59,10 @@ func (r *Report) MarshalJSON() ([]byte, error) {
 	return json.Marshal(obj)
 }
 
-// StartFailed records that start-up failed with err: StartError is set,
+// startFailed records that start-up failed with err: StartError is set,
 // and the exit code becomes [ExitStartFailed] unless the drain's own
 // outcome (deadline, forced) says more.
-func (r *Report) StartFailed(err error) {
+func (r *Report) startFailed(err error) {
 	r.StartError = err.Error()
 	if r.ExitCode == ExitClean || r.ExitCode == ExitHookFailed {
 		r.ExitCode = ExitStartFailed

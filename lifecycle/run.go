@@ -10,12 +10,12 @@ import (
 	"syscall"
 )
 
-// HandleSignals subscribes to SIGTERM and SIGINT (or the WithSignals
+// handleSignals subscribes to SIGTERM and SIGINT (or the WithSignals
 // channel) and escalates: the first signal requests a stop, the second
-// forces the drain (Force), the third ends the process at once with
-// [ExitForced]. It returns a function that unsubscribes and waits for the
-// watching goroutine to end.
-func (m *Manager) HandleSignals() (stop func()) {
+// forces the drain, the third ends the process at once with [ExitForced].
+// It returns a function that unsubscribes and waits for the watching
+// goroutine to end.
+func (m *Manager) handleSignals() (stop func()) {
 	ch := m.signals
 	var own chan os.Signal
 	if ch == nil {
@@ -38,10 +38,10 @@ func (m *Manager) HandleSignals() (stop func()) {
 			reason := "signal: " + sig.String()
 			switch n {
 			case 1:
-				m.RequestStop(reason)
+				m.requestStop(reason)
 			case 2:
 				m.log.Warn("second signal: forcing the drain", "signal", sig.String())
-				m.Force(reason + " (second: forced)")
+				m.force(reason + " (second: forced)")
 			default:
 				m.log.Error("third signal: exiting now", "signal", sig.String(), "exit_code", ExitForced)
 				m.exit(ExitForced)
@@ -71,14 +71,14 @@ func (m *Manager) HandleSignals() (stop func()) {
 // fails does the same, and the report carries StartError and
 // [ExitStartFailed].
 func (m *Manager) Run(ctx context.Context) *Report {
-	stopSignals := m.HandleSignals()
+	stopSignals := m.handleSignals()
 	defer stopSignals()
-	stopCtx := context.AfterFunc(ctx, func() { m.RequestStop("context: " + context.Cause(ctx).Error()) })
+	stopCtx := context.AfterFunc(ctx, func() { m.requestStop("context: " + context.Cause(ctx).Error()) })
 	defer stopCtx()
 
 	startErr := m.start()
 	if startErr == nil {
-		if err := m.MarkRunning(); err == nil {
+		if err := m.markRunning(); err == nil {
 			<-m.stopReq.Done()
 		}
 	}
@@ -88,7 +88,7 @@ func (m *Manager) Run(ctx context.Context) *Report {
 	}
 	r := m.Shutdown(context.Background(), reason)
 	if startErr != nil && !errors.Is(startErr, errStartAborted) {
-		r.StartFailed(startErr)
+		r.startFailed(startErr)
 	}
 	return r
 }
@@ -98,14 +98,18 @@ func (m *Manager) start() error {
 	m.mu.Lock()
 	steps := append([]func(context.Context) error{}, m.starts...)
 	m.mu.Unlock()
-	ctx, cancel := m.WithStop(context.Background())
+	ctx, cancel := m.withStop(context.Background())
 	defer cancel()
 	for i, step := range steps {
 		if m.stopReq.Err() != nil {
 			return errStartAborted
 		}
 		if err := step(ctx); err != nil {
-			if ctx.Err() != nil {
+			// Aborted only when the step gave up because of the stop
+			// request; one that failed on its own (even if its failure
+			// itself requested a stop, as a framework's rollback does)
+			// is a failed start.
+			if ctx.Err() != nil && errors.Is(err, context.Canceled) {
 				return errStartAborted
 			}
 			return fmt.Errorf("lifecycle: start step %d: %w", i+1, err)

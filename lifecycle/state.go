@@ -52,12 +52,3 @@ type Transition struct {
 	// At is when the transition happened.
 	At time.Time
 }
-
-// TransitionError is returned for a transition the state machine forbids.
-type TransitionError struct {
-	From, To State
-}
-
-func (e *TransitionError) Error() string {
-	return fmt.Sprintf("lifecycle: illegal transition %s → %s", e.From, e.To)
-}

@@ -23,7 +23,7 @@ import (
 // HTTP address. The app is drained at the end of the test.
 func startApp(t *testing.T, addrs ...string) string {
 	t.Helper()
-	lcfg := lifecycle.Config{Service: DefaultService, NodeID: "gw-test", DrainTimeout: 5 * time.Second}.NoDelay()
+	lcfg := lifecycle.Config{Service: DefaultService, NodeID: "gw-test", DrainTimeout: 5 * time.Second}
 	cfg := Config{HTTPAddr: "127.0.0.1:0", Backends: addrs, RequestTimeout: 5 * time.Second}
 	listening := make(chan string, 1)
 	sig := make(chan os.Signal, 1)

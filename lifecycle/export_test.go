@@ -1,0 +1,18 @@
+package lifecycle
+
+// What only this package's tests reach: the steps Run takes, one at a time.
+
+// WithExit replaces os.Exit for the third signal.
+func WithExit(exit func(code int)) Option { return func(m *Manager) { m.exit = exit } }
+
+// MarkRunning is Run's move to Running once start-up has finished.
+func (m *Manager) MarkRunning() error { return m.markRunning() }
+
+// HandleSignals is Run's signal escalation.
+func (m *Manager) HandleSignals() (stop func()) { return m.handleSignals() }
+
+// Force is what the second signal does.
+func (m *Manager) Force(reason string) { m.force(reason) }
+
+// StopRequested is closed by the first stop request.
+func (m *Manager) StopRequested() <-chan struct{} { return m.stopReq.Done() }
