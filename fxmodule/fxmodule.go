@@ -13,12 +13,12 @@ import (
 	"github.com/drainkit/drainkit/readiness"
 )
 
-// Value group names. Contribute with [AsHook], [AsHooks], [AsCheck] and
+// Value group names; contributors use [AsHook], [AsHooks], [AsCheck] and
 // [AsOption] rather than spelling the tags.
 const (
-	HookGroup   = "drainkit.hooks"
-	CheckGroup  = "drainkit.checks"
-	OptionGroup = "drainkit.options"
+	hookGroup   = "drainkit.hooks"
+	checkGroup  = "drainkit.checks"
+	optionGroup = "drainkit.options"
 )
 
 // Module provides a *lifecycle.Manager, its *drain.Tracker and a
@@ -38,25 +38,25 @@ var FromEnv = fx.Provide(func() (lifecycle.Config, error) { return lifecycle.Con
 // AsHook annotates a constructor returning a drain.Hook so that its hook
 // joins the drain: fx.Provide(fxmodule.AsHook(newSnapshotFlusher)).
 func AsHook(constructor any) any {
-	return fx.Annotate(constructor, fx.ResultTags(`group:"`+HookGroup+`"`))
+	return fx.Annotate(constructor, fx.ResultTags(`group:"`+hookGroup+`"`))
 }
 
 // AsHooks is AsHook for a constructor returning []drain.Hook, such as
 // one wrapping drain.HTTPHooks.
 func AsHooks(constructor any) any {
-	return fx.Annotate(constructor, fx.ResultTags(`group:"`+HookGroup+`,flatten"`))
+	return fx.Annotate(constructor, fx.ResultTags(`group:"`+hookGroup+`,flatten"`))
 }
 
 // AsCheck annotates a constructor returning a readiness.Check so that the
 // check joins the ready probe.
 func AsCheck(constructor any) any {
-	return fx.Annotate(constructor, fx.ResultTags(`group:"`+CheckGroup+`"`))
+	return fx.Annotate(constructor, fx.ResultTags(`group:"`+checkGroup+`"`))
 }
 
 // AsOption annotates a constructor returning a lifecycle.Option, applied
 // when the manager is built (tests use it for lifecycle.WithSignals).
 func AsOption(constructor any) any {
-	return fx.Annotate(constructor, fx.ResultTags(`group:"`+OptionGroup+`"`))
+	return fx.Annotate(constructor, fx.ResultTags(`group:"`+optionGroup+`"`))
 }
 
 type managerParams struct {
