@@ -3,9 +3,7 @@ package fxmodule_test
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -23,6 +21,7 @@ import (
 
 	"github.com/drainkit/drainkit/drain"
 	"github.com/drainkit/drainkit/fxmodule"
+	"github.com/drainkit/drainkit/fxmodule/fxmoduletest"
 	"github.com/drainkit/drainkit/lifecycle"
 	"github.com/drainkit/drainkit/readiness"
 )
@@ -66,17 +65,11 @@ func newFlushHook(c *client, tr *trace) drain.Hook {
 func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
 func baseOptions(tr *trace, extra ...fx.Option) []fx.Option {
-	return logOptions(tr, quiet(), extra...)
-}
-
-// logOptions is baseOptions with log as the app's logger (fx's events
-// included, so Run can name each OnStop hook in the report).
-func logOptions(tr *trace, log *slog.Logger, extra ...fx.Option) []fx.Option {
 	return append([]fx.Option{
 		fxmodule.Module,
 		fx.Supply(lifecycle.Config{Service: "svc", NodeID: "n1", DrainTimeout: 10 * time.Second}),
 		fx.StopTimeout(10*time.Second + fxmodule.StopMargin),
-		fx.Supply(log, tr),
+		fx.Supply(quiet(), tr),
 		fx.Provide(newClient),
 		fx.Provide(fxmodule.AsHook(newFlushHook)),
 		fx.Provide(fxmodule.AsCheck(func() readiness.Check {
@@ -91,14 +84,14 @@ func TestGroupsAndOrder(t *testing.T) {
 		m   *lifecycle.Manager
 		reg *readiness.Registry
 	)
-	a := startApp(t, baseOptions(tr, fx.Populate(&m, &reg))...)
+	a := fxmoduletest.Start(t, baseOptions(tr, fx.Populate(&m, &reg))...)
 	assert.Equal(t, lifecycle.Running, m.State())
 	rep := reg.Ready(context.Background())
 	require.Len(t, rep.Checks, 1, "the contributed check is registered")
 	assert.Equal(t, "db", rep.Checks[0].Name)
 	assert.Equal(t, readiness.StatusOK, rep.Status)
 
-	assert.Equal(t, lifecycle.ExitClean, a.stop())
+	assert.Equal(t, lifecycle.ExitClean, a.Stop().ExitCode)
 	assert.Equal(t, []string{"flushed", "client closed while stopped"}, tr.list(),
 		"the drain uses the client before fx closes it")
 }
@@ -158,7 +151,7 @@ func TestRunRefusesStopTimeoutShorterThanDrainAndMargin(t *testing.T) {
 			logs := &lockedBuffer{}
 			defer slog.SetDefault(slog.Default())
 			slog.SetDefault(slog.New(slog.NewTextHandler(logs, nil))) // Run logs a refusal there
-			code := fxmodule.Run(logOptions(&trace{}, quiet(), fx.StopTimeout(tt.give))...)
+			code := fxmodule.Run(baseOptions(&trace{}, fx.StopTimeout(tt.give))...)
 			assert.Equal(t, lifecycle.ExitConfig, code)
 			logs.mu.Lock()
 			defer logs.mu.Unlock()
@@ -244,14 +237,13 @@ func TestHungCheckDoesNotHoldTheDrain(t *testing.T) {
 		return readiness.Check{Name: "hung", Tier: readiness.Informational, Timeout: 100 * time.Millisecond,
 			Probe: func(context.Context) error { <-release; return nil }}
 	}))
-	logs := &lockedBuffer{}
-	a := startApp(t, logOptions(&trace{}, slog.New(slog.NewJSONHandler(logs, nil)), hung, fx.Populate(&reg))...)
+	a := fxmoduletest.Start(t, baseOptions(&trace{}, hung, fx.Populate(&reg))...)
 	reg.Ready(context.Background()) // starts the hung check
 	began := time.Now()
-	assert.Equal(t, lifecycle.ExitHookFailed, a.stop(), "the report says readiness.close did not finish")
+	r := a.Stop()
+	assert.Equal(t, lifecycle.ExitHookFailed, r.ExitCode, "the report says readiness.close did not finish")
 	assert.Less(t, time.Since(began), 10*time.Second, "the drain ended before its deadline")
-	rep := drainReport(t, logs)
-	assert.Equal(t, "timeout", hookOutcome(rep, "readiness.close"))
+	assert.Equal(t, drain.TimedOut, hookOutcome(r, "readiness.close"))
 }
 
 // After a forced drain fx's OnStop hooks still run, with a live context of
@@ -268,18 +260,17 @@ func TestRunStopsFxAfterForcedDrain(t *testing.T) {
 	}))
 	var onStopErr error
 	failing := fx.Invoke(func(lc fx.Lifecycle) { lc.Append(fx.Hook{OnStop: flushTelemetry(&onStopErr)}) })
-	logs := &lockedBuffer{}
-	a := startApp(t, logOptions(tr, slog.New(slog.NewJSONHandler(logs, nil)), hang, failing)...)
-	a.sig <- syscall.SIGTERM
+	a := fxmoduletest.Start(t, baseOptions(tr, hang, failing)...)
+	a.Signal()
 	<-waiting
-	a.sig <- syscall.SIGTERM
-	assert.Equal(t, lifecycle.ExitForced, <-a.code)
+	a.Signal()
+	r := a.Wait()
+	assert.Equal(t, lifecycle.ExitForced, r.ExitCode)
 	assert.NoError(t, onStopErr, "OnStop gets a live context after a forced drain")
 	assert.Contains(t, tr.list(), "client closed while stopped", "the client is closed")
-	rep := drainReport(t, logs)
-	assert.Equal(t, "error", hookOutcome(rep, "flushTelemetry"))
-	assert.Equal(t, "ok", hookOutcome(rep, "newClient"))
-	assert.Empty(t, hookOutcome(rep, "fx.OnStop github.com/drainkit/drainkit/fxmodule."), "the drain is not listed twice")
+	assert.Equal(t, drain.Failed, hookOutcome(r, "flushTelemetry"))
+	assert.Equal(t, drain.OK, hookOutcome(r, "newClient"))
+	assert.Empty(t, hookOutcome(r, "fx.OnStop github.com/drainkit/drainkit/fxmodule."), "the drain is not listed twice")
 }
 
 // flushTelemetry is an OnStop hook that fails; it keeps its context's error.
@@ -297,48 +288,18 @@ func TestRunAbandonsHungOnStop(t *testing.T) {
 		release := make(chan struct{})
 		defer close(release)
 		hung := fx.Invoke(func(lc fx.Lifecycle) { lc.Append(fx.Hook{OnStop: waitFor(release)}) })
-		logs := &lockedBuffer{}
-		a := startApp(t, logOptions(&trace{}, slog.New(slog.NewJSONHandler(logs, nil)), hung)...)
+		a := fxmoduletest.Start(t, baseOptions(&trace{}, hung)...)
 		began := time.Now()
-		assert.Equal(t, lifecycle.ExitHookFailed, a.stop())
+		r := a.Stop()
+		assert.Equal(t, lifecycle.ExitHookFailed, r.ExitCode)
 		assert.Equal(t, fxmodule.StopMargin, time.Since(began), "given its whole budget, and not a moment more")
-		rep := drainReport(t, logs)
-		assert.Equal(t, "timeout", hookOutcome(rep, "waitFor"))
+		assert.Equal(t, drain.TimedOut, hookOutcome(r, "waitFor"))
 	})
 }
 
 // waitFor is an OnStop hook that ignores its context until release closes.
 func waitFor(release <-chan struct{}) func(context.Context) error {
 	return func(context.Context) error { <-release; return nil }
-}
-
-// runningApp is an app run by fxmodule.Run in the background.
-type runningApp struct {
-	sig  chan os.Signal
-	code chan int
-}
-
-// startApp runs an app with opts and returns once it is Running.
-func startApp(t *testing.T, opts ...fx.Option) *runningApp {
-	t.Helper()
-	a := &runningApp{sig: make(chan os.Signal, 3), code: make(chan int, 1)}
-	running, isRunning := onRunning()
-	go func() {
-		a.code <- fxmodule.Run(append(opts, running,
-			fx.Provide(fxmodule.AsOption(func() lifecycle.Option { return lifecycle.WithSignals(a.sig) })))...)
-	}()
-	select {
-	case <-isRunning:
-	case code := <-a.code:
-		t.Fatalf("the app exited with %d before it was running", code)
-	}
-	return a
-}
-
-// stop sends SIGTERM and returns the exit code.
-func (a *runningApp) stop() int {
-	a.sig <- syscall.SIGTERM
-	return <-a.code
 }
 
 type lockedBuffer struct {
@@ -352,33 +313,13 @@ func (l *lockedBuffer) Write(p []byte) (int, error) {
 	return l.b.Write(p)
 }
 
-// drainReport returns the report of the "drain report" log line.
-func drainReport(t *testing.T, logs *lockedBuffer) map[string]any {
-	t.Helper()
-	logs.mu.Lock()
-	defer logs.mu.Unlock()
-	for _, line := range bytes.Split(logs.b.Bytes(), []byte("\n")) {
-		var rec struct {
-			Msg    string         `json:"msg"`
-			Report map[string]any `json:"report"`
-		}
-		if json.Unmarshal(line, &rec) == nil && rec.Msg == "drain report" {
-			return rec.Report
-		}
-	}
-	t.Fatalf("no drain report in the log:\n%s", logs.b.String())
-	return nil
-}
-
-// hookOutcome returns the outcome of the hook in rep whose name contains
+// hookOutcome returns the outcome of the hook in r whose name contains
 // part, or "". (fx names a hook after its function, and inlining changes
 // where a closure's name begins.)
-func hookOutcome(rep map[string]any, part string) string {
-	hooks, _ := rep["hooks"].([]any)
-	for _, h := range hooks {
-		if h, ok := h.(map[string]any); ok && strings.Contains(fmt.Sprint(h["name"]), part) {
-			outcome, _ := h["outcome"].(string)
-			return outcome
+func hookOutcome(r *lifecycle.Report, part string) drain.Outcome {
+	for _, h := range r.Hooks {
+		if strings.Contains(h.Name, part) {
+			return h.Outcome
 		}
 	}
 	return ""
@@ -415,8 +356,8 @@ func TestRunGivesOnStopTheRestOfStopTimeout(t *testing.T) {
 				return nil
 			}})
 		})
-		a := startApp(t, append(baseOptions(&trace{}, measure), fx.StopTimeout(time.Minute))...)
-		assert.Equal(t, lifecycle.ExitClean, a.stop())
+		a := fxmoduletest.Start(t, append(baseOptions(&trace{}, measure), fx.StopTimeout(time.Minute))...)
+		assert.Equal(t, lifecycle.ExitClean, a.Stop().ExitCode)
 		assert.Equal(t, time.Minute-10*time.Second, budget, "StopTimeout 1m − DRAIN_TIMEOUT 10s")
 	})
 }

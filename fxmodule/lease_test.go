@@ -11,6 +11,7 @@ import (
 	"go.uber.org/fx"
 
 	"github.com/drainkit/drainkit/fxmodule"
+	"github.com/drainkit/drainkit/fxmodule/fxmoduletest"
 	"github.com/drainkit/drainkit/internal/redistest"
 	"github.com/drainkit/drainkit/lease"
 	"github.com/drainkit/drainkit/lifecycle"
@@ -25,7 +26,7 @@ func TestLeaseModule(t *testing.T) {
 		m      *lifecycle.Manager
 		reg    *readiness.Registry
 	)
-	a := startApp(t,
+	a := fxmoduletest.Start(t,
 		fxmodule.Module, fxmodule.LeaseModule,
 		fx.Supply(lifecycle.Config{Service: "room-service", NodeID: "node-a", DrainTimeout: 10 * time.Second}),
 		fx.StopTimeout(10*time.Second+fxmodule.StopMargin),
@@ -47,7 +48,7 @@ func TestLeaseModule(t *testing.T) {
 	require.Equal(t, readiness.StatusOK, rep.Status, "%+v", rep)
 	assert.Equal(t, "redis_lease", rep.Checks[0].Name)
 
-	require.Equal(t, lifecycle.ExitClean, a.stop())
+	require.Equal(t, lifecycle.ExitClean, a.Stop().ExitCode)
 	assert.Equal(t, lifecycle.Stopped, m.State())
 	_, err = leases.Acquire(ctx, "43")
 	assert.ErrorIs(t, err, lease.ErrDraining, "the gate closed at the flip")

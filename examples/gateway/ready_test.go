@@ -4,47 +4,32 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-	"os"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/fx"
 
 	"github.com/drainkit/drainkit/examples/room-service/roompb"
-	"github.com/drainkit/drainkit/fxmodule"
+	"github.com/drainkit/drainkit/fxmodule/fxmoduletest"
 	"github.com/drainkit/drainkit/lifecycle"
 )
 
 // startApp runs the whole gateway app in process against addrs, as main
-// does (fxmodule.Run, with a signal channel of the test's), and returns its
-// HTTP address. The app is drained at the end of the test.
+// does (fxmodule.Run), and returns its HTTP address. The app is drained at
+// the end of the test and must exit cleanly.
 func startApp(t *testing.T, addrs ...string) string {
 	t.Helper()
 	lcfg := lifecycle.Config{Service: DefaultService, NodeID: "gw-test", DrainTimeout: 5 * time.Second}
 	cfg := Config{HTTPAddr: "127.0.0.1:0", Backends: addrs, RequestTimeout: 5 * time.Second}
 	listening := make(chan string, 1)
-	sig := make(chan os.Signal, 1)
-	code := make(chan int, 1)
-	signals := fx.Provide(fxmodule.AsOption(func() lifecycle.Option { return lifecycle.WithSignals(sig) }))
-	go func() {
-		code <- fxmodule.Run(append(options(lcfg, cfg, quiet(), func(a string) { listening <- a }), signals)...)
-	}()
-	var addr string
-	select {
-	case addr = <-listening:
-	case c := <-code:
-		t.Fatalf("the gateway exited with %d before it listened", c)
-	}
+	app := fxmoduletest.Start(t, options(lcfg, cfg, quiet(), func(a string) { listening <- a })...)
 	t.Cleanup(func() {
-		sig <- syscall.SIGTERM
-		if c := <-code; c != lifecycle.ExitClean {
-			t.Errorf("gateway exit code %d; want %d", c, lifecycle.ExitClean)
+		if r := app.Stop(); r.ExitCode != lifecycle.ExitClean {
+			t.Errorf("gateway exit code %d; want %d", r.ExitCode, lifecycle.ExitClean)
 		}
 	})
-	return addr
+	return <-listening
 }
 
 type probe struct {

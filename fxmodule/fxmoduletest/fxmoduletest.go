@@ -1,0 +1,106 @@
+// Package fxmoduletest runs, in a test, an fx app that includes
+// fxmodule.Module, exactly as fxmodule.Run runs it in production: the same
+// start, the same drain, the same report. It is what fxtest is for plain fx
+// apps, which Module refuses to run under.
+//
+// # Usage
+//
+//	app := fxmoduletest.Start(t, fxmodule.Module, fx.Supply(cfg), …)
+//	// … exercise the running app …
+//	r := app.Stop() // SIGTERM, then the drain
+//	hook, _ := r.Hook("flush")
+//	if hook.Outcome != drain.OK { … }
+//
+// The report says which hooks ran, in which phase and order (phase by
+// phase, in [drain.Phases] order), with which outcome and for how long.
+//
+// # Time
+//
+// drainkit and fx read the standard clock only, so a test that calls Start
+// inside testing/synctest.Test runs the whole life of the app on the
+// bubble's fake clock: a DRAIN_DELAY of 5 s or a hook that times out costs
+// no real time.
+package fxmoduletest
+
+import (
+	"context"
+	"os"
+	"syscall"
+	"testing"
+
+	"go.uber.org/fx"
+
+	"github.com/drainkit/drainkit/fxmodule"
+	"github.com/drainkit/drainkit/lifecycle"
+)
+
+// App is an app started by [Start].
+type App struct {
+	t       testing.TB
+	m       *lifecycle.Manager
+	signals chan os.Signal
+	exited  chan int
+	report  *lifecycle.Report
+}
+
+// Start runs an app made of opts with fxmodule.Run in the background, with
+// signals sent by the test instead of the process's, and returns once the
+// app is Running (every OnStart hook returned). It fails the test if the
+// app exits first. An app still running when the test ends is stopped by
+// the test's cleanup.
+func Start(t testing.TB, opts ...fx.Option) *App {
+	t.Helper()
+	a := &App{t: t, signals: make(chan os.Signal, 3), exited: make(chan int, 1)}
+	running := make(chan struct{})
+	watch := fx.Invoke(func(m *lifecycle.Manager) {
+		a.m = m
+		m.OnTransition(func(tr lifecycle.Transition) {
+			if tr.To == lifecycle.Running {
+				close(running)
+			}
+		})
+	})
+	signals := fx.Provide(fxmodule.AsOption(func() lifecycle.Option { return lifecycle.WithSignals(a.signals) }))
+	go func() { a.exited <- fxmodule.Run(append(opts, watch, signals)...) }()
+	select {
+	case <-running:
+	case code := <-a.exited:
+		t.Fatalf("fxmoduletest: the app exited with code %d before it was running", code)
+	}
+	t.Cleanup(func() {
+		if a.report == nil {
+			a.Stop()
+		}
+	})
+	return a
+}
+
+// Manager returns the app's lifecycle manager.
+func (a *App) Manager() *lifecycle.Manager { return a.m }
+
+// Signal sends the app SIGTERM, as an orchestrator would: the first drains,
+// a second forces the drain, a third ends it at once.
+func (a *App) Signal() { a.signals <- syscall.SIGTERM }
+
+// Wait waits for the app to exit and returns its report; the report's
+// ExitCode is what fxmodule.Run returned.
+func (a *App) Wait() *lifecycle.Report {
+	a.t.Helper()
+	if a.report != nil {
+		return a.report
+	}
+	code := <-a.exited
+	// The drain ran once; Shutdown returns its report without draining again.
+	a.report = a.m.Shutdown(context.Background(), "")
+	if a.report.ExitCode != code {
+		a.t.Errorf("fxmoduletest: exit code %d; the report says %d", code, a.report.ExitCode)
+	}
+	return a.report
+}
+
+// Stop sends SIGTERM and returns the report once the app has exited.
+func (a *App) Stop() *lifecycle.Report {
+	a.t.Helper()
+	a.Signal()
+	return a.Wait()
+}
