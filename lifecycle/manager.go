@@ -105,7 +105,7 @@ func New(cfg Config, opts ...Option) (*Manager, error) {
 		o(m)
 	}
 	if m.tracker == nil {
-		m.tracker = drain.NewTracker()
+		m.tracker = new(drain.Tracker)
 	}
 	if m.metrics == nil {
 		m.metrics = newMetrics(nil)
