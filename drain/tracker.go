@@ -108,8 +108,8 @@ func (t *Tracker) IntakeClosed() <-chan struct{} {
 	return t.closed
 }
 
-// InFlight returns the number of pieces of work begun and not yet ended.
-func (t *Tracker) InFlight() int { return int(t.state.Load() &^ closedBit) }
+// inFlight returns the number of pieces of work begun and not yet ended.
+func (t *Tracker) inFlight() int { return int(t.state.Load() &^ closedBit) }
 
 // LastArrival returns when Begin was last called (to the millisecond,
 // rounded down), or the zero time if never.
@@ -130,7 +130,7 @@ func (t *Tracker) Wait(ctx context.Context) error {
 	t.waiters.Add(1)
 	defer t.waiters.Add(-1)
 	t.mu.Lock()
-	if t.InFlight() == 0 {
+	if t.inFlight() == 0 {
 		t.mu.Unlock()
 		return nil
 	}
