@@ -45,7 +45,7 @@ func startDrainServer(b *testing.B, n int, hold time.Duration, external bool) *d
 	s := &drainServer{release: make(chan struct{}), shuttingDown: make(chan struct{})}
 	var entered sync.WaitGroup
 	entered.Add(n)
-	tr := drain.NewTracker()
+	tr := new(drain.Tracker)
 	s.srv = &http.Server{Handler: tr.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		entered.Done()
 		if hold > 0 {

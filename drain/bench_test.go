@@ -28,7 +28,7 @@ var trivial = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _,
 //
 //	go test -run=^$ -bench=Middleware -count=6 ./drain
 func BenchmarkMiddleware(b *testing.B) {
-	tr := drain.NewTracker()
+	tr := new(drain.Tracker)
 	handlers := []struct {
 		name string
 		h    http.Handler
@@ -101,7 +101,7 @@ func drainLag(b *testing.B, d time.Duration, ours bool) float64 {
 		b.Fatal(err)
 	}
 	entered, ended := make(chan struct{}), make(chan time.Time, 1)
-	tr := drain.NewTracker()
+	tr := new(drain.Tracker)
 	srv := &http.Server{Handler: tr.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		close(entered)
 		time.Sleep(d) // the request's own work

@@ -22,15 +22,15 @@
 //
 // # In-flight work
 //
-// A [Tracker] counts requests, RPCs and batches. [Tracker.Middleware] and
-// the gRPC interceptors count and, after [Tracker.CloseIntake], refuse new
-// work in a form clients may retry elsewhere (503 with Retry-After, or
-// UNAVAILABLE with a RetryInfo detail, which [Refused] makes and
-// [IsRefused] recognises: a bare UNAVAILABLE may also mean a connection
-// broke after the server processed the call). [Tracker.Wait] is woken the
-// moment the count reaches zero.
-// [HTTPHooks] and [GRPCHooks] drain an *http.Server or a *grpc.Server with
-// it, and close what is left at the deadline.
+// A [Tracker] counts requests, RPCs and batches; its zero value is ready to
+// use. [Tracker.Middleware] counts HTTP requests and, after
+// [Tracker.CloseIntake], refuses new ones with 503 and Retry-After, which
+// clients may retry elsewhere. [Tracker.Wait] is woken the moment the count
+// reaches zero. [HTTPHooks] drains an *http.Server with it, and closes what
+// is left at the deadline.
+//
+// gRPC servers are counted and drained by package grpcdrain, which is apart
+// so that a service that serves only HTTP does not build grpc-go.
 //
 // # Cut short
 //

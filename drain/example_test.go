@@ -30,9 +30,9 @@ func ExampleRun() {
 }
 
 // The tracker refuses new work once intake is closed, and Wait returns as
-// soon as the work in flight has finished.
+// soon as the work in flight has finished. The zero value is ready to use.
 func ExampleTracker() {
-	t := drain.NewTracker()
+	var t drain.Tracker
 	t.Begin() // a request arrives
 	t.CloseIntake()
 	fmt.Println("new work accepted:", t.Begin())

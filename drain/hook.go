@@ -26,9 +26,6 @@ const (
 
 var phaseNames = [...]string{"stop_intake", "wait_in_flight", "flush", "release", "close"}
 
-// Phases lists every phase in the order a drain runs them.
-func Phases() []Phase { return []Phase{StopIntake, WaitInFlight, Flush, Release, Close} }
-
 // String returns the phase's name as used in reports, logs and metric labels.
 func (p Phase) String() string {
 	if p < 0 || int(p) >= len(phaseNames) {
@@ -37,8 +34,8 @@ func (p Phase) String() string {
 	return phaseNames[p]
 }
 
-// Valid reports whether p is one of the defined phases.
-func (p Phase) Valid() bool { return p >= StopIntake && p <= Close }
+// valid reports whether p is one of the defined phases.
+func (p Phase) valid() bool { return p >= StopIntake && p <= Close }
 
 // MarshalText encodes the phase by name.
 func (p Phase) MarshalText() ([]byte, error) { return []byte(p.String()), nil }
@@ -72,7 +69,7 @@ func (h Hook) Validate() error {
 	switch {
 	case h.Name == "":
 		return fmt.Errorf("drain: hook Name is empty")
-	case !h.Phase.Valid():
+	case !h.Phase.valid():
 		return fmt.Errorf("drain: hook %q: Phase %d is not a defined phase", h.Name, int(h.Phase))
 	case h.Timeout < 0:
 		return fmt.Errorf("drain: hook %q: Timeout %s is negative", h.Name, h.Timeout)

@@ -34,7 +34,7 @@ func Run(ctx context.Context, reason string, hooks []Hook, opts ...Option) *Repo
 		opt(&o)
 	}
 	r := &Report{Reason: reason, Start: time.Now(), Hooks: make([]HookResult, 0, len(hooks))}
-	for _, p := range Phases() {
+	for p := StopIntake; p <= Close; p++ {
 		var batch []Hook
 		for _, h := range hooks {
 			if h.Phase == p {
@@ -56,7 +56,7 @@ func Run(ctx context.Context, reason string, hooks []Hook, opts ...Option) *Repo
 		r.Hooks = append(r.Hooks, runPhase(ctx, batch)...)
 	}
 	for _, h := range hooks { // hooks of an undefined phase would otherwise vanish from the report
-		if !h.Phase.Valid() {
+		if !h.Phase.valid() {
 			r.Hooks = append(r.Hooks, HookResult{Name: h.Name, Phase: h.Phase, Outcome: Failed, Error: h.Validate().Error()})
 		}
 	}

@@ -6,8 +6,6 @@ import (
 	"net"
 	"net/http"
 	"sync"
-
-	"google.golang.org/grpc"
 )
 
 // HTTPHooks returns the two hooks that drain srv, whose handler must be
@@ -78,7 +76,7 @@ func closeListeners(srv *http.Server) error {
 // watchActive counts srv's connections that are reading a request or
 // writing its response (http.StateActive), chaining any ConnState already set.
 func watchActive(srv *http.Server) *Tracker {
-	active := NewTracker()
+	active := new(Tracker)
 	var conns sync.Map // net.Conn → struct{}: connections counted as active
 	prev := srv.ConnState
 	srv.ConnState = func(c net.Conn, s http.ConnState) {
@@ -94,61 +92,4 @@ func watchActive(srv *http.Server) *Tracker {
 		}
 	}
 	return active
-}
-
-// GRPCHooks returns the two hooks that drain srv, which must have been built
-// with t's [Tracker.ServerOptions] (interceptors and stats handler), so that
-// an RPC counts until its response is written.
-//
-// StopIntake: intake is closed and GracefulStop begins: listeners close and
-// clients are sent GOAWAY, so they pick another backend for new RPCs.
-//
-// WaitInFlight: waits for GracefulStop, which returns once every RPC has
-// finished and its answer is flushed. Long-lived streams that are not
-// tracked, such as grpc.health.v1 Watch, do not hold it: closing intake
-// ended them. At its deadline it Stops the server (cutting off what still
-// runs) and returns the context's error at once; the GracefulStop
-// goroutine ends when the last handler returns.
-//
-// Both hooks carry an Abort that Stops srv, so a drain cut short (forced,
-// or out of time) before WaitInFlight ran still closes every connection.
-// Do not build srv with grpc.WaitForHandlers(true): its Stop then waits for
-// every handler, and one that ignores its context would hold the Abort.
-func GRPCHooks(name string, srv *grpc.Server, t *Tracker) []Hook {
-	var (
-		once    sync.Once
-		stopped = make(chan struct{})
-	)
-	begin := func() {
-		once.Do(func() {
-			go func() {
-				defer close(stopped)
-				srv.GracefulStop()
-			}()
-		})
-	}
-	stop := func(context.Context) error {
-		t.CloseIntake()
-		begin()
-		return nil
-	}
-	wait := func(ctx context.Context) error {
-		t.CloseIntake() // in case StopIntake was skipped: also ends untracked streams
-		begin()
-		select {
-		case <-stopped: // every RPC finished and was answered
-			return nil
-		case <-ctx.Done():
-			// Stop closes every connection at once and does not wait for
-			// handlers; GracefulStop (and its goroutine) still waits for a
-			// handler that ignores its context, which is no reason to hold
-			// the drain.
-			srv.Stop()
-			return ctx.Err()
-		}
-	}
-	return []Hook{
-		{Name: name + ".stop_intake", Phase: StopIntake, Run: stop, Abort: srv.Stop},
-		{Name: name + ".wait_in_flight", Phase: WaitInFlight, Run: wait, Abort: srv.Stop},
-	}
 }

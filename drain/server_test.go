@@ -10,10 +10,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/health"
-	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/drainkit/drainkit/drain"
 )
@@ -65,7 +61,7 @@ func hooksByPhase(hooks []drain.Hook) map[drain.Phase]drain.Hook {
 }
 
 func TestHTTPHooksFinishInFlightThenClose(t *testing.T) {
-	tr := drain.NewTracker()
+	tr := new(drain.Tracker)
 	entered, release := make(chan struct{}, 1), make(chan struct{})
 	hooks, url, served := startHTTP(t, tr, entered, release)
 
@@ -103,7 +99,7 @@ func TestHTTPHooksFinishInFlightThenClose(t *testing.T) {
 }
 
 func TestHTTPHooksDeadlineClosesConnections(t *testing.T) {
-	tr := drain.NewTracker()
+	tr := new(drain.Tracker)
 	entered, release := make(chan struct{}, 1), make(chan struct{})
 	defer close(release)
 	hooks, url, served := startHTTP(t, tr, entered, release)
@@ -115,37 +111,6 @@ func TestHTTPHooksDeadlineClosesConnections(t *testing.T) {
 	assert.ErrorIs(t, hooks[drain.WaitInFlight].Run(ctx), context.Canceled)
 	assert.Error(t, <-clientErr, "a request still running at the deadline is cut off")
 	<-served
-}
-
-func TestGRPCHooksDoNotWaitForHealthWatch(t *testing.T) {
-	tr := drain.NewTracker()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	srv := grpc.NewServer(tr.ServerOptions()...)
-	hs := health.NewServer()
-	healthpb.RegisterHealthServer(srv, hs)
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
-
-	conn, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	require.NoError(t, err)
-	defer conn.Close()
-	watch, err := healthpb.NewHealthClient(conn).Watch(context.Background(), &healthpb.HealthCheckRequest{})
-	require.NoError(t, err)
-	_, err = watch.Recv() // the stream is established and open
-	require.NoError(t, err)
-
-	hooks := hooksByPhase(drain.GRPCHooks("grpc", srv, tr))
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	require.NoError(t, hooks[drain.StopIntake].Run(ctx))
-	require.NoError(t, hooks[drain.WaitInFlight].Run(ctx), "an open Watch stream must not hold the drain to its deadline")
-	require.NoError(t, <-served)
-	for { // the stream is ended by the server, not left dangling
-		if _, err := watch.Recv(); err != nil {
-			break
-		}
-	}
 }
 
 // forceAfterStopIntake runs hooks in a drain that a second signal cuts
@@ -167,7 +132,7 @@ func forceAfterStopIntake(t *testing.T, hooks map[drain.Phase]drain.Hook) *drain
 // A drain forced right after StopIntake skips WaitInFlight: the server must
 // still be closed, its in-flight request cut and its goroutines ended.
 func TestHTTPHooksForcedAfterStopIntake(t *testing.T) {
-	tr := drain.NewTracker()
+	tr := new(drain.Tracker)
 	entered, release := make(chan struct{}, 1), make(chan struct{})
 	defer close(release)
 	hooks, url, served := startHTTP(t, tr, entered, release)
@@ -179,23 +144,12 @@ func TestHTTPHooksForcedAfterStopIntake(t *testing.T) {
 	assert.Error(t, <-clientErr, "the in-flight request is cut off")
 }
 
-func TestGRPCHooksForcedAfterStopIntake(t *testing.T) {
-	tr := drain.NewTracker()
-	srv, b, conn, served := startBlocker(t, tr.ServerOptions()...)
-	answered := callAsync(conn)
-	<-b.entered // a tracked call GracefulStop would wait for
-	defer close(b.release)
-	forceAfterStopIntake(t, hooksByPhase(drain.GRPCHooks("grpc", srv, tr)))
-	assert.Error(t, <-answered, "the in-flight call is cut off by the hard stop")
-	require.NoError(t, <-served)
-}
-
 // The hooks take nothing from their context but its end: called outside
 // drain.Run, with a context that ends as soon as StopIntake returns (a
 // caller's WithTimeout and defer cancel), the in-flight request must still
 // be answered, not cut off by that context's end.
 func TestHTTPHooksOutsideRun(t *testing.T) {
-	tr := drain.NewTracker()
+	tr := new(drain.Tracker)
 	entered, release := make(chan struct{}, 1), make(chan struct{})
 	hooks, url, served := startHTTP(t, tr, entered, release)
 	clientErr := getAsync(url)
@@ -226,7 +180,7 @@ func TestHTTPHooksIdempotentWithAppShutdown(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			tr := drain.NewTracker()
+			tr := new(drain.Tracker)
 			entered, release := make(chan struct{}, 1), make(chan struct{})
 			hooks, url, served, srv := startHTTPServer(t, tr, entered, release)
 			clientErr := getAsync(url)

@@ -15,40 +15,21 @@ const closedBit = int64(1) << 62
 // arrivals. After CloseIntake, Begin refuses new work. Wait returns the
 // moment the count reaches zero: waiters are notified, nothing polls.
 //
-// The zero value is not usable; use NewTracker.
+// The zero value is a Tracker with intake open. A Tracker must not be
+// copied after first use.
 type Tracker struct {
 	state   atomic.Int64 // in-flight count | closedBit
 	waiters atomic.Int32
 	_       [56]byte     // keep last off state's cache line: cores would bounce it on every request
 	last    atomic.Int64 // milliseconds since epoch of the last arrival, +1; 0 = none yet
-	epoch   time.Time
+	// epoch is the first arrival, set by it so that the zero Tracker needs
+	// no constructor. A time.Time rather than a Unix time: time.Since reads
+	// the monotonic clock, so a wall-clock step cannot move LastArrival.
+	epoch atomic.Pointer[time.Time]
 
-	mu   sync.Mutex
-	idle chan struct{} // closed when the count reaches zero; nil when nobody waits
-
-	// streams ends the untracked streams (health Watch) when intake
-	// closes; see Tracker.StreamServerInterceptor.
-	streams    context.Context
-	endStreams context.CancelFunc
-}
-
-// NewTracker returns a Tracker with intake open.
-func NewTracker() *Tracker {
-	t := &Tracker{epoch: time.Now()}
-	t.streams, t.endStreams = context.WithCancel(context.Background())
-	return t
-}
-
-// holdStream returns a context for an untracked stream that also ends when
-// intake closes, and the function that releases it when the stream ends.
-func (t *Tracker) holdStream(parent context.Context) (context.Context, func()) {
-	ctx, cancel := context.WithCancel(parent)
-	if t.streams.Err() != nil { // intake already closed: AfterFunc would cancel only later, on its own goroutine
-		cancel()
-		return ctx, cancel
-	}
-	stop := context.AfterFunc(t.streams, cancel)
-	return ctx, func() { stop(); cancel() }
+	mu     sync.Mutex
+	idle   chan struct{} // closed when the count reaches zero; nil when nobody waits
+	closed chan struct{} // closed by CloseIntake; made by whichever of it and IntakeClosed comes first
 }
 
 // Begin records the arrival of one piece of work. It returns false, and
@@ -56,7 +37,7 @@ func (t *Tracker) holdStream(parent context.Context) (context.Context, func()) {
 func (t *Tracker) Begin() bool {
 	// Millisecond resolution is all the adaptive delay needs, and it lets
 	// most requests only read the shared word instead of writing it.
-	if ms := int64(time.Since(t.epoch)/time.Millisecond) + 1; t.last.Load() != ms { // +1: never 0, "none yet"
+	if ms := int64(time.Since(*t.firstArrival())/time.Millisecond) + 1; t.last.Load() != ms { // +1: never 0, "none yet"
 		t.last.Store(ms)
 	}
 	if t.state.Add(1)&closedBit != 0 {
@@ -64,6 +45,18 @@ func (t *Tracker) Begin() bool {
 		return false
 	}
 	return true
+}
+
+// firstArrival returns epoch, setting it to now if this is the first arrival.
+func (t *Tracker) firstArrival() *time.Time {
+	if e := t.epoch.Load(); e != nil {
+		return e
+	}
+	now := time.Now()
+	if t.epoch.CompareAndSwap(nil, &now) {
+		return &now
+	}
+	return t.epoch.Load()
 }
 
 // End records that one piece of work begun with Begin has finished.
@@ -78,8 +71,8 @@ func (t *Tracker) End() {
 	}
 }
 
-// CloseIntake makes every later Begin fail. Work already begun goes on;
-// untracked gRPC streams (health Watch) are ended.
+// CloseIntake makes every later Begin fail and closes the channel
+// IntakeClosed returns. Work already begun goes on.
 func (t *Tracker) CloseIntake() {
 	for {
 		v := t.state.Load()
@@ -87,23 +80,45 @@ func (t *Tracker) CloseIntake() {
 			break
 		}
 	}
-	t.endStreams()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed == nil {
+		t.closed = make(chan struct{})
+	}
+	select {
+	case <-t.closed: // an earlier CloseIntake, or IntakeClosed after the bit was set
+	default:
+		close(t.closed)
+	}
 }
 
-// IntakeClosed reports whether CloseIntake was called.
-func (t *Tracker) IntakeClosed() bool { return t.state.Load()&closedBit != 0 }
+// IntakeClosed returns a channel that is closed once CloseIntake has been
+// called. Work that is not counted, because it lasts as long as its client
+// (a health Watch stream), uses it to end when the drain begins instead of
+// holding the drain to its deadline.
+func (t *Tracker) IntakeClosed() <-chan struct{} {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed == nil {
+		t.closed = make(chan struct{})
+		if t.state.Load()&closedBit != 0 { // CloseIntake set the bit and has yet to take the lock
+			close(t.closed)
+		}
+	}
+	return t.closed
+}
 
-// InFlight returns the number of pieces of work begun and not yet ended.
-func (t *Tracker) InFlight() int { return int(t.state.Load() &^ closedBit) }
+// inFlight returns the number of pieces of work begun and not yet ended.
+func (t *Tracker) inFlight() int { return int(t.state.Load() &^ closedBit) }
 
 // LastArrival returns when Begin was last called (to the millisecond,
 // rounded down), or the zero time if never.
 func (t *Tracker) LastArrival() time.Time {
-	n := t.last.Load()
+	n := t.last.Load() // after epoch was set: Begin sets epoch first
 	if n == 0 {
 		return time.Time{}
 	}
-	return t.epoch.Add(time.Duration(n-1) * time.Millisecond)
+	return t.epoch.Load().Add(time.Duration(n-1) * time.Millisecond)
 }
 
 // Wait blocks until no work is in flight or ctx is done, and returns
@@ -115,7 +130,7 @@ func (t *Tracker) Wait(ctx context.Context) error {
 	t.waiters.Add(1)
 	defer t.waiters.Add(-1)
 	t.mu.Lock()
-	if t.InFlight() == 0 {
+	if t.inFlight() == 0 {
 		t.mu.Unlock()
 		return nil
 	}

@@ -94,7 +94,7 @@ func New(cfg Config, opts ...Option) (*Manager, error) {
 	for _, o := range opts {
 		o(m)
 	}
-	m.tracker = drain.NewTracker()
+	m.tracker = new(drain.Tracker)
 	if m.metrics == nil {
 		m.metrics = newMetrics(nil)
 	}

@@ -15,7 +15,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/drainkit/drainkit/drain"
+	"github.com/drainkit/drainkit/drain/grpcdrain"
 	"github.com/drainkit/drainkit/examples/room-service/roompb"
 )
 
@@ -171,14 +171,14 @@ func TestSecondRedirectIsRetryable(t *testing.T) {
 }
 
 func refuses(context.Context, *roompb.ApplyRequest) (*roompb.ApplyResponse, error) {
-	return nil, drain.Refused("draining: retry elsewhere")
+	return nil, grpcdrain.Refused("draining: retry elsewhere")
 }
 
 func TestRefusalIsRetriedOnceThen503(t *testing.T) {
 	rooms := &testRooms{
 		apply: refuses,
 		get: func(context.Context, *roompb.GetRoomRequest) (*roompb.Room, error) {
-			return nil, drain.Refused("draining")
+			return nil, grpcdrain.Refused("draining")
 		},
 	}
 	h := newAPI(t, startBackend(t, rooms).addr).routes()

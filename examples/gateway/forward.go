@@ -9,7 +9,7 @@ import (
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
-	"github.com/drainkit/drainkit/drain"
+	"github.com/drainkit/drainkit/drain/grpcdrain"
 	"github.com/drainkit/drainkit/examples/room-service/roompb"
 )
 
@@ -76,7 +76,7 @@ func retryRefused[T any](ctx context.Context, fn func(...grpc.CallOption) (T, er
 }
 
 // call runs one RPC and keeps UNAVAILABLE only for a refusal: the server
-// said it processed nothing (drain.IsRefused: room-service's and the drain's
+// said it processed nothing (grpcdrain.IsRefused: room-service's and the drain's
 // answers), or the call never reached a server (no peer: no healthy
 // backend, connection refused). Any other UNAVAILABLE, a connection that
 // broke after the request reached the server, becomes Unknown: it may have
@@ -85,7 +85,7 @@ func retryRefused[T any](ctx context.Context, fn func(...grpc.CallOption) (T, er
 func call[T any](fn func(...grpc.CallOption) (T, error)) (T, error) {
 	var p peer.Peer
 	v, err := fn(grpc.Peer(&p))
-	if status.Code(err) == codes.Unavailable && !drain.IsRefused(err) && p.Addr != nil {
+	if status.Code(err) == codes.Unavailable && !grpcdrain.IsRefused(err) && p.Addr != nil {
 		err = status.Errorf(codes.Unknown, "outcome unknown: backend %s failed after the request reached it: %s",
 			p.Addr, status.Convert(err).Message())
 	}
@@ -94,5 +94,5 @@ func call[T any](fn func(...grpc.CallOption) (T, error)) (T, error) {
 
 // errRefusedf is the gateway's own refusal, in the form room-service uses.
 func errRefusedf(format string, args ...any) error {
-	return drain.Refused(fmt.Sprintf(format, args...))
+	return grpcdrain.Refused(fmt.Sprintf(format, args...))
 }

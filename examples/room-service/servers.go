@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/drainkit/drainkit/drain"
+	"github.com/drainkit/drainkit/drain/grpcdrain"
 	"github.com/drainkit/drainkit/examples/room-service/roompb"
 	"github.com/drainkit/drainkit/lifecycle"
 	"github.com/drainkit/drainkit/readiness"
@@ -32,7 +33,7 @@ type grpcServer struct {
 
 func newGRPC(c config, r *rooms, m *lifecycle.Manager, reg *readiness.Registry, log *slog.Logger) *grpcServer {
 	t := m.Tracker()
-	srv := grpc.NewServer(t.ServerOptions()...) // an RPC counts until its answer is written
+	srv := grpc.NewServer(grpcdrain.ServerOptions(t)...) // an RPC counts until its answer is written
 	roompb.RegisterRoomsServer(srv, r.svc)
 	bridge := readiness.NewGRPCBridge(reg)
 	bridge.Register(srv)
@@ -61,7 +62,7 @@ func (g *grpcServer) listen() error {
 // (so GracefulStop does not wait for them), in-flight RPCs finish in
 // WaitInFlight, and the bridge's loop and Serve are waited for in Close.
 func grpcHooks(g *grpcServer, m *lifecycle.Manager) []drain.Hook {
-	hooks := drain.GRPCHooks("grpc", g.srv, m.Tracker())
+	hooks := grpcdrain.Hooks("grpc", g.srv, m.Tracker())
 	return append(hooks,
 		drain.Hook{Name: "grpc.health_watch", Phase: drain.StopIntake, Run: func(context.Context) error {
 			g.bridge.Close()

@@ -11,7 +11,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/drainkit/drainkit/drain"
+	"github.com/drainkit/drainkit/drain/grpcdrain"
 	"github.com/drainkit/drainkit/examples/room-service/roompb"
 	"github.com/drainkit/drainkit/internal/redistest"
 )
@@ -51,7 +51,7 @@ func TestApplyOutcomeUnknownIsNotARefusal(t *testing.T) {
 	if got := status.Code(err); got != codes.Unknown {
 		t.Fatalf("Apply with a lost reply: got %v (%v); want Unknown", got, err)
 	}
-	if drain.IsRefused(err) {
+	if grpcdrain.IsRefused(err) {
 		t.Fatalf("Apply with a lost reply claims nothing was processed: %v", err)
 	}
 	// It was applied: a retry with the same command id says so.
@@ -59,7 +59,7 @@ func TestApplyOutcomeUnknownIsNotARefusal(t *testing.T) {
 
 	a.leases.setDraining()
 	_, err = apply(context.Background(), a.svc, "r2", "c1")
-	if !drain.IsRefused(err) {
+	if !grpcdrain.IsRefused(err) {
 		t.Fatalf("Apply on a draining node: got %v; want a refusal (UNAVAILABLE with RetryInfo)", err)
 	}
 }

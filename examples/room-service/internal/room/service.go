@@ -10,7 +10,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/drainkit/drainkit/drain"
+	"github.com/drainkit/drainkit/drain/grpcdrain"
 	"github.com/drainkit/drainkit/examples/room-service/roompb"
 )
 
@@ -50,7 +50,7 @@ func New(rdb redis.UniversalClient, leases Leases, cfg Config) (*Service, error)
 // Apply appends a command to the room's log if this node owns the room,
 // acquiring and recovering the room first if no node does. It answers
 // REDIRECT when another node owns the room; UNAVAILABLE with a RetryInfo
-// detail (drain.Refused) when nothing was written, so a retry anywhere is
+// detail (grpcdrain.Refused) when nothing was written, so a retry anywhere is
 // safe (this node is draining, lost the room, the owner is unknown, or the
 // room could not be opened); and codes.Unknown (DeadlineExceeded when the
 // caller's deadline passed) when the write may or may not have happened:
@@ -82,7 +82,7 @@ func (s *Service) Apply(ctx context.Context, req *roompb.ApplyRequest) (*roompb.
 	switch {
 	case errors.Is(err, ErrFenced):
 		s.drop(c, "fenced")
-		return nil, drain.Refused(fmt.Sprintf("room %s: this node lost the room; retry", id))
+		return nil, grpcdrain.Refused(fmt.Sprintf("room %s: this node lost the room; retry", id))
 	case err != nil:
 		// The write may or may not have happened: reload before the next
 		// command instead of guessing, and tell the client the outcome is
@@ -213,11 +213,11 @@ func (s *Service) refuse(ctx context.Context, id string, err error) (*roompb.App
 			// The owner released or lost the room since, or it died: its
 			// heartbeat (which carries the address) expired before the
 			// room's lease did. A retry may acquire it.
-			return nil, drain.Refused(fmt.Sprintf("room %s: owner unknown; retry: %v", id, errors.Join(err, oerr)))
+			return nil, grpcdrain.Refused(fmt.Sprintf("room %s: owner unknown; retry: %v", id, errors.Join(err, oerr)))
 		}
 		return &roompb.ApplyResponse{Status: roompb.ApplyResponse_REDIRECT, OwnerNode: node, OwnerAddr: addr}, nil
 	case errors.Is(err, s.cfg.ErrDraining):
-		return nil, drain.Refused(fmt.Sprintf("room %s: node is draining; retry on another node", id))
+		return nil, grpcdrain.Refused(fmt.Sprintf("room %s: node is draining; retry on another node", id))
 	}
 	return nil, statusOf(ctx, err)
 }
@@ -229,5 +229,5 @@ func statusOf(ctx context.Context, err error) error {
 	if ctx.Err() != nil {
 		return status.FromContextError(ctx.Err()).Err()
 	}
-	return drain.Refused(fmt.Sprintf("room: %v", err))
+	return grpcdrain.Refused(fmt.Sprintf("room: %v", err))
 }

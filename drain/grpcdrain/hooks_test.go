@@ -1,4 +1,4 @@
-package drain_test
+package grpcdrain_test
 
 import (
 	"context"
@@ -12,7 +12,11 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
 	"github.com/drainkit/drainkit/drain"
+	"github.com/drainkit/drainkit/drain/grpcdrain"
 )
 
 // blocker is a one-method gRPC service whose calls block until released
@@ -46,6 +50,14 @@ var blockerDesc = grpc.ServiceDesc{
 	}}},
 }
 
+// idle reports whether tr counts nothing in flight: Wait answers from the
+// count before it looks at its context.
+func idle(tr *drain.Tracker) bool {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	return tr.Wait(ctx) == nil
+}
+
 // startBlocker serves a blocker with opts and returns a connection to it.
 func startBlocker(t *testing.T, opts ...grpc.ServerOption) (*grpc.Server, *blocker, *grpc.ClientConn, <-chan error) {
 	t.Helper()
@@ -74,12 +86,12 @@ func callAsync(conn *grpc.ClientConn) <-chan error {
 
 // Hooks with their own Timeout must not stop the server when the stop
 // hook returns: only the end of the whole drain (forced, out of time) may.
-func TestGRPCHooksWithTimeoutsAnswerInFlightCall(t *testing.T) {
-	tr := drain.NewTracker()
-	srv, b, conn, served := startBlocker(t, tr.ServerOptions()...)
+func TestHooksWithTimeoutsAnswerInFlightCall(t *testing.T) {
+	tr := new(drain.Tracker)
+	srv, b, conn, served := startBlocker(t, grpcdrain.ServerOptions(tr)...)
 	answered := callAsync(conn)
 	<-b.entered
-	hooks := drain.GRPCHooks("grpc", srv, tr)
+	hooks := grpcdrain.Hooks("grpc", srv, tr)
 	for i := range hooks {
 		hooks[i].Timeout = 10 * time.Second
 	}
@@ -100,17 +112,17 @@ func TestGRPCHooksWithTimeoutsAnswerInFlightCall(t *testing.T) {
 	r := <-report
 	require.NoError(t, r.Err())
 	require.NoError(t, <-served)
-	assert.Equal(t, 0, tr.InFlight())
+	assert.True(t, idle(tr))
 }
 
 // At its deadline WaitInFlight stops the server and returns, even while a
 // handler that ignores its context still runs.
-func TestGRPCHooksDeadlineDoesNotWaitForStuckHandler(t *testing.T) {
-	tr := drain.NewTracker()
-	srv, b, conn, served := startBlocker(t, tr.ServerOptions()...)
+func TestHooksDeadlineDoesNotWaitForStuckHandler(t *testing.T) {
+	tr := new(drain.Tracker)
+	srv, b, conn, served := startBlocker(t, grpcdrain.ServerOptions(tr)...)
 	answered := callAsync(conn)
 	<-b.entered
-	hooks := hooksByPhase(drain.GRPCHooks("grpc", srv, tr))
+	hooks := hooksByPhase(grpcdrain.Hooks("grpc", srv, tr))
 	require.NoError(t, hooks[drain.StopIntake].Run(context.Background()))
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
@@ -123,14 +135,80 @@ func TestGRPCHooksDeadlineDoesNotWaitForStuckHandler(t *testing.T) {
 // Installing the interceptors a second time beside ServerOptions must not
 // leave an RPC counted forever.
 func TestInterceptorInstalledTwiceStillBalances(t *testing.T) {
-	tr := drain.NewTracker()
-	_, b, conn, _ := startBlocker(t, append(tr.ServerOptions(), grpc.ChainUnaryInterceptor(tr.UnaryServerInterceptor()))...)
+	tr := new(drain.Tracker)
+	_, b, conn, _ := startBlocker(t, append(grpcdrain.ServerOptions(tr), grpc.ChainUnaryInterceptor(grpcdrain.UnaryInterceptor(tr)))...)
 	answered := callAsync(conn)
 	<-b.entered
-	assert.Equal(t, 2, tr.InFlight(), "counted by both interceptors")
+	assert.False(t, idle(tr), "the call is counted while it runs")
 	close(b.release)
 	require.NoError(t, <-answered)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	require.NoError(t, tr.Wait(ctx), "both counts end with the RPC")
+}
+
+func TestHooksDoNotWaitForHealthWatch(t *testing.T) {
+	tr := new(drain.Tracker)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	srv := grpc.NewServer(grpcdrain.ServerOptions(tr)...)
+	hs := health.NewServer()
+	healthpb.RegisterHealthServer(srv, hs)
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+
+	conn, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	require.NoError(t, err)
+	defer conn.Close()
+	watch, err := healthpb.NewHealthClient(conn).Watch(context.Background(), &healthpb.HealthCheckRequest{})
+	require.NoError(t, err)
+	_, err = watch.Recv() // the stream is established and open
+	require.NoError(t, err)
+
+	hooks := hooksByPhase(grpcdrain.Hooks("grpc", srv, tr))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	require.NoError(t, hooks[drain.StopIntake].Run(ctx))
+	require.NoError(t, hooks[drain.WaitInFlight].Run(ctx), "an open Watch stream must not hold the drain to its deadline")
+	require.NoError(t, <-served)
+	for { // the stream is ended by the server, not left dangling
+		if _, err := watch.Recv(); err != nil {
+			break
+		}
+	}
+}
+
+func TestHooksForcedAfterStopIntake(t *testing.T) {
+	tr := new(drain.Tracker)
+	srv, b, conn, served := startBlocker(t, grpcdrain.ServerOptions(tr)...)
+	answered := callAsync(conn)
+	<-b.entered // a tracked call GracefulStop would wait for
+	defer close(b.release)
+	forceAfterStopIntake(t, hooksByPhase(grpcdrain.Hooks("grpc", srv, tr)))
+	assert.Error(t, <-answered, "the in-flight call is cut off by the hard stop")
+	require.NoError(t, <-served)
+}
+
+func hooksByPhase(hooks []drain.Hook) map[drain.Phase]drain.Hook {
+	m := map[drain.Phase]drain.Hook{}
+	for _, h := range hooks {
+		m[h.Phase] = h
+	}
+	return m
+}
+
+// forceAfterStopIntake runs hooks in a drain that a second signal cuts
+// short as StopIntake ends: WaitInFlight is skipped, so only the hooks'
+// Abort can close the server.
+func forceAfterStopIntake(t *testing.T, hooks map[drain.Phase]drain.Hook) *drain.Report {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	signal := drain.Hook{Name: "second-signal", Phase: drain.StopIntake, Run: func(context.Context) error {
+		cancel()
+		return nil
+	}}
+	rep := drain.Run(ctx, "test", []drain.Hook{hooks[drain.StopIntake], signal, hooks[drain.WaitInFlight]})
+	require.True(t, rep.Forced)
+	return rep
 }

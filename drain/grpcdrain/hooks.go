@@ -1,0 +1,67 @@
+package grpcdrain
+
+import (
+	"context"
+	"sync"
+
+	"google.golang.org/grpc"
+
+	"github.com/drainkit/drainkit/drain"
+)
+
+// Hooks returns the two hooks that drain srv, which must have been built
+// with [ServerOptions] for t, so that an RPC counts until its response is
+// written.
+//
+// StopIntake: intake is closed and GracefulStop begins: listeners close and
+// clients are sent GOAWAY, so they pick another backend for new RPCs.
+//
+// WaitInFlight: waits for GracefulStop, which returns once every RPC has
+// finished and its answer is flushed. Long-lived streams that are not
+// tracked, such as grpc.health.v1 Watch, do not hold it: closing intake
+// ended them. At its deadline it Stops the server (cutting off what still
+// runs) and returns the context's error at once; the GracefulStop
+// goroutine ends when the last handler returns.
+//
+// Both hooks carry an Abort that Stops srv, so a drain cut short (forced,
+// or out of time) before WaitInFlight ran still closes every connection.
+// Do not build srv with grpc.WaitForHandlers(true): its Stop then waits for
+// every handler, and one that ignores its context would hold the Abort.
+func Hooks(name string, srv *grpc.Server, t *drain.Tracker) []drain.Hook {
+	var (
+		once    sync.Once
+		stopped = make(chan struct{})
+	)
+	begin := func() {
+		once.Do(func() {
+			go func() {
+				defer close(stopped)
+				srv.GracefulStop()
+			}()
+		})
+	}
+	stop := func(context.Context) error {
+		t.CloseIntake()
+		begin()
+		return nil
+	}
+	wait := func(ctx context.Context) error {
+		t.CloseIntake() // in case StopIntake was skipped: also ends untracked streams
+		begin()
+		select {
+		case <-stopped: // every RPC finished and was answered
+			return nil
+		case <-ctx.Done():
+			// Stop closes every connection at once and does not wait for
+			// handlers; GracefulStop (and its goroutine) still waits for a
+			// handler that ignores its context, which is no reason to hold
+			// the drain.
+			srv.Stop()
+			return ctx.Err()
+		}
+	}
+	return []drain.Hook{
+		{Name: name + ".stop_intake", Phase: drain.StopIntake, Run: stop, Abort: srv.Stop},
+		{Name: name + ".wait_in_flight", Phase: drain.WaitInFlight, Run: wait, Abort: srv.Stop},
+	}
+}

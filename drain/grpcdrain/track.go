@@ -1,0 +1,151 @@
+package grpcdrain
+
+import (
+	"context"
+	"strings"
+	"sync/atomic"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/stats"
+
+	"github.com/drainkit/drainkit/drain"
+)
+
+// ServerOptions returns the gRPC server options that count RPCs in t: a
+// unary and a stream interceptor, which count each RPC and refuse new ones
+// with [Refused] after CloseIntake, and a stats handler, which keeps an RPC
+// counted until its answer has been written. Use them all:
+//
+//	grpc.NewServer(append(grpcdrain.ServerOptions(t), yourOptions...)...)
+func ServerOptions(t *drain.Tracker) []grpc.ServerOption {
+	return []grpc.ServerOption{
+		grpc.ChainUnaryInterceptor(unaryInterceptor(t)),
+		grpc.ChainStreamInterceptor(streamInterceptor(t)),
+		grpc.StatsHandler(statsHandler{t}),
+	}
+}
+
+// untracked reports whether an RPC is left out of in-flight counting. The
+// grpc.health.v1 service is: a Watch stream lives as long as its client,
+// so counting it would hold every drain until the deadline, and health
+// checks must keep answering (NOT_SERVING) while the process drains.
+func untracked(fullMethod string) bool {
+	return strings.HasPrefix(fullMethod, "/grpc.health.v1.Health/")
+}
+
+// unaryInterceptor counts unary RPCs in flight and refuses new ones after
+// CloseIntake. With the stats handler installed an RPC stays counted until
+// its response has been written; without it, only until its handler
+// returns.
+func unaryInterceptor(t *drain.Tracker) grpc.UnaryServerInterceptor {
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		if untracked(info.FullMethod) {
+			return handler(ctx, req)
+		}
+		if !t.Begin() {
+			return nil, errIntakeClosed
+		}
+		if !handOver(ctx) {
+			defer t.End()
+		}
+		return handler(ctx, req)
+	}
+}
+
+// streamInterceptor counts streaming RPCs in flight for as long as the
+// stream lives and refuses new ones after CloseIntake.
+//
+// Untracked streams are not waited for; instead they are ended (their
+// context cancelled) when intake closes, so a long-lived Watch cannot keep
+// GracefulStop from returning.
+func streamInterceptor(t *drain.Tracker) grpc.StreamServerInterceptor {
+	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+		if untracked(info.FullMethod) {
+			ctx, release := endWithIntake(ss.Context(), t)
+			defer release()
+			return handler(srv, ctxStream{ss, ctx})
+		}
+		if !t.Begin() {
+			return errIntakeClosed
+		}
+		if !handOver(ss.Context()) {
+			defer t.End()
+		}
+		return handler(srv, ss)
+	}
+}
+
+// endWithIntake returns a context that also ends when t's intake closes,
+// and the function that releases it when the stream ends. The goroutine
+// that watches intake is the stream's: release waits for it.
+func endWithIntake(parent context.Context, t *drain.Tracker) (context.Context, func()) {
+	ctx, cancel := context.WithCancel(parent)
+	closed := t.IntakeClosed()
+	select {
+	case <-closed: // already closed: end the stream now, not on another goroutine later
+		cancel()
+		return ctx, cancel
+	default:
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		select {
+		case <-closed:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, func() { cancel(); <-done }
+}
+
+// ctxStream is a server stream with a context the tracker can cancel.
+type ctxStream struct {
+	grpc.ServerStream
+	ctx context.Context
+}
+
+func (s ctxStream) Context() context.Context { return s.ctx }
+
+// statsHandler ends each RPC counted by the interceptors when grpc-go
+// reports the RPC over, which is after its response and status were handed
+// to the transport (Hooks then waits for GracefulStop, which flushes them).
+// The interceptors alone end it when the handler returns, before the
+// response is on the wire, and a drain that stops the server at that
+// moment cuts off an answer the client then cannot tell from a failure.
+type statsHandler struct{ t *drain.Tracker }
+
+// rpcMark is put in each RPC's context by the stats handler; the
+// interceptor adds one to counted for each Begin it hands over (one, unless
+// the interceptor is installed twice), and the End event ends them all.
+type rpcMark struct{ counted atomic.Int32 }
+
+type rpcMarkKey struct{}
+
+// handOver tells the RPC's stats handler (if installed) to end it; it
+// reports false when there is none and the interceptor must end it itself.
+func handOver(ctx context.Context) bool {
+	m, ok := ctx.Value(rpcMarkKey{}).(*rpcMark)
+	if ok {
+		m.counted.Add(1)
+	}
+	return ok
+}
+
+func (s statsHandler) TagRPC(ctx context.Context, _ *stats.RPCTagInfo) context.Context {
+	return context.WithValue(ctx, rpcMarkKey{}, &rpcMark{})
+}
+
+func (s statsHandler) HandleRPC(ctx context.Context, st stats.RPCStats) {
+	if _, end := st.(*stats.End); !end {
+		return
+	}
+	if m, ok := ctx.Value(rpcMarkKey{}).(*rpcMark); ok {
+		for n := m.counted.Swap(0); n > 0; n-- {
+			s.t.End()
+		}
+	}
+}
+
+func (statsHandler) TagConn(ctx context.Context, _ *stats.ConnTagInfo) context.Context { return ctx }
+func (statsHandler) HandleConn(context.Context, stats.ConnStats)                       {}
