@@ -52,7 +52,7 @@ func (r *Report) Failed() []string {
 
 const tierLiveness = "liveness"
 
-// body is the JSON shape of a Report, as in the service health-check guide.
+// body is the JSON shape of a Report: the fields probers and operators read.
 type body struct {
 	Status     Status      `json:"status"`
 	Reason     string      `json:"reason,omitempty"`
