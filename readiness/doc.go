@@ -62,6 +62,16 @@
 // and health_dependency_failures_total{check,tier}; they are updated when
 // probes are answered, so a scrape never runs a check.
 //
+// # HTTP
+//
+// [Registry.Mount] is the one way to serve the probes over HTTP. It takes
+// the paths out of the service's hands: every service answers at
+// [LivePath] and [ReadyPath], where every probe and manifest looks, and no
+// service can wire liveness to the ready handler, the mistake that
+// restarts every replica during a dependency's outage. A service with
+// another router mounts the ServeMux on it: an [http.ServeMux] is an
+// [http.Handler].
+//
 // # Ready-made checks
 //
 // [Listener] checks this process's own listener. The checks of a

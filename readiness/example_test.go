@@ -29,13 +29,19 @@ func Example() {
 		Probe: func(context.Context) error { return errors.New("im: 502") }})
 
 	rep := reg.Ready(context.Background())
-	fmt.Println(rep.Status, rep.Failed())
+	fmt.Println(rep.Status)
+	for _, c := range rep.Checks {
+		if c.Status == readiness.StatusFail {
+			fmt.Println(" ", c.Name, c.Tier, c.Message)
+		}
+	}
 
 	st.set(lifecycle.Draining)
 	rep = reg.Ready(context.Background())
 	fmt.Println(rep.Status, rep.Reason)
 	// Output:
-	// degraded [im]
+	// degraded
+	//   im informational im: 502
 	// fail draining
 }
 

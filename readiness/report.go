@@ -37,8 +37,9 @@ type CheckResult struct {
 	Age time.Duration
 }
 
-// Failed returns the names of the failing checks, gating first.
-func (r *Report) Failed() []string {
+// failed returns the names of the failing checks, gating first: the
+// failed_check of a transition log line.
+func (r *Report) failed() []string {
 	var names []string
 	for _, tier := range []string{Gating.String(), Informational.String(), tierLiveness} {
 		for _, c := range r.Checks {
