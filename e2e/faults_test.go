@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/drainkit/drainkit/fxmodule"
 	"github.com/drainkit/drainkit/internal/e2e"
 	"github.com/drainkit/drainkit/readiness"
 )
