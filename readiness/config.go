@@ -3,15 +3,17 @@ package readiness
 import (
 	"errors"
 	"fmt"
-	"github.com/drainkit/drainkit/lifecycle"
 	"log/slog"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/drainkit/drainkit/lifecycle"
 )
 
-// Defaults for [Config]. They follow the timeout budget of the service
-// health-check guide: the whole ready evaluation stays under 500 ms.
+// Defaults for [Config]. A whole ready evaluation stays under 500 ms: a
+// health check fails fast rather than keep a prober waiting on a slow
+// dependency.
 const (
 	// DefaultReadyTimeout bounds one whole ready evaluation (HEALTH_READY_TIMEOUT).
 	DefaultReadyTimeout = lifecycle.DefaultReadyTimeout

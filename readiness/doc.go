@@ -1,6 +1,7 @@
 // Package readiness answers liveness and readiness probes for a drainkit
-// service: over HTTP (/healthz/live, /healthz/ready) and over gRPC
-// (grpc.health.v1, through [GRPCBridge]).
+// service: over HTTP (/healthz/live, /healthz/ready, through
+// [Registry.Mount]) and over gRPC (grpc.health.v1, through package
+// grpchealth).
 //
 // Readiness decides whether a load balancer sends this process traffic;
 // liveness decides whether the platform restarts it. Getting either wrong
@@ -21,7 +22,7 @@
 // running a check: the state is read on every probe, so the first probe
 // after the flip already fails, even with a fresh cached "ok".
 //
-// Checks come in two tiers, after the readiness-tiers ADR: a [Gating] check
+// Checks come in two tiers: a [Gating] check
 // is a hard dependency of this replica (its database); its failure takes the
 // replica out of rotation. An [Informational] check is an optional or shared
 // dependency (a shared cache, an external IM service): gating on it would make
@@ -61,12 +62,35 @@
 // and health_dependency_failures_total{check,tier}; they are updated when
 // probes are answered, so a scrape never runs a check.
 //
+// # HTTP
+//
+// [Registry.Mount] is the one way to serve the probes over HTTP. It takes
+// the paths out of the service's hands: every service answers at
+// [LivePath] and [ReadyPath], where every probe and manifest looks, and no
+// service can wire liveness to the ready handler, the mistake that
+// restarts every replica during a dependency's outage. A service with
+// another router mounts the ServeMux on it: an [http.ServeMux] is an
+// [http.Handler].
+//
+// # Ready-made checks
+//
+// [Listener] checks this process's own listener. The checks of a
+// dependency live in packages of their own, so that readiness links no
+// client library a service does not use: redischeck.Ping (Redis PING),
+// sqlcheck.Ping (database/sql PingContext) and grpchealth.Check (a
+// downstream grpc.health.v1 service). Each returns a gating [Check] with
+// the timeout its dependency needs; a caller changes its Name or Tier
+// before [Registry.Add].
+//
+// Every check's error text is cut short and stripped of credentials (the
+// user:password@ of URLs and DSNs, password=… pairs) before it reaches a
+// body, a log line or a metric, so a check returns its error as it is.
+//
 // # gRPC
 //
-// [GRPCBridge] keeps a grpc-go health server in step for the service name
-// and "": NOT_SERVING while starting, SERVING when ready, NOT_SERVING from
-// [GRPCBridge.Drain] on, latched. Register Drain as the lifecycle manager's
-// OnDrain listener, run [GRPCBridge.Run] beside the server, and call
-// [GRPCBridge.Close] just before GracefulStop so Watch streams do not hold
-// the server up.
+// Package grpchealth keeps a grpc-go health server in step with a
+// Registry for the service name and "": NOT_SERVING while starting,
+// SERVING when ready, NOT_SERVING from the flip on, latched; and it ends
+// Watch streams before GracefulStop so that probers do not hold the server
+// up.
 package readiness

@@ -9,9 +9,6 @@ import (
 	"net/http/httptest"
 	"time"
 
-	"google.golang.org/grpc"
-	healthpb "google.golang.org/grpc/health/grpc_health_v1"
-
 	"github.com/drainkit/drainkit/lifecycle"
 	"github.com/drainkit/drainkit/readiness"
 )
@@ -32,13 +29,19 @@ func Example() {
 		Probe: func(context.Context) error { return errors.New("im: 502") }})
 
 	rep := reg.Ready(context.Background())
-	fmt.Println(rep.Status, rep.Failed())
+	fmt.Println(rep.Status)
+	for _, c := range rep.Checks {
+		if c.Status == readiness.StatusFail {
+			fmt.Println(" ", c.Name, c.Tier, c.Message)
+		}
+	}
 
 	st.set(lifecycle.Draining)
 	rep = reg.Ready(context.Background())
 	fmt.Println(rep.Status, rep.Reason)
 	// Output:
-	// degraded [im]
+	// degraded
+	//   im informational im: 502
 	// fail draining
 }
 
@@ -71,46 +74,4 @@ func ExampleRegistry_Heartbeat() {
 
 	fmt.Println(reg.Live().Status)
 	// Output: ok
-}
-
-func ExampleRedisPing() {
-	reg, _ := readiness.New(readiness.Config{Service: "room-service", NodeID: "room-1", Logger: quietLogger()},
-		newState(lifecycle.Running))
-	defer reg.Close(context.Background())
-
-	// A shared cache: report it, do not drain every replica when it degrades.
-	cache := readiness.RedisPing(nil) // in a service: the redis client
-	cache.Name, cache.Tier = "cache", readiness.Informational
-	fmt.Println(cache.Name, cache.Tier, cache.Timeout)
-	// Output: cache informational 200ms
-}
-
-func ExampleGRPCBridge() {
-	st := newState(lifecycle.Starting)
-	reg, _ := readiness.New(readiness.Config{Service: "room-service", NodeID: "room-1", Logger: quietLogger()}, st)
-	defer reg.Close(context.Background())
-
-	bridge := readiness.NewGRPCBridge(reg)
-	srv := grpc.NewServer()
-	bridge.Register(srv)
-	// With a lifecycle.Manager m:
-	//	m.OnDrain(bridge.Drain)            // NOT_SERVING at the flip
-	//	go bridge.Run(ctx)                 // SERVING once ready
-	//	stop intake: bridge.Close(); srv.GracefulStop()
-	status := func() {
-		resp, _ := bridge.Check(context.Background(), &healthpb.HealthCheckRequest{Service: "room-service"})
-		fmt.Println(resp.Status)
-	}
-	status()
-	st.set(lifecycle.Running)
-	bridge.Update(context.Background())
-	status()
-	bridge.Drain()
-	status()
-	bridge.Close()
-	srv.Stop()
-	// Output:
-	// NOT_SERVING
-	// SERVING
-	// NOT_SERVING
 }

@@ -28,9 +28,6 @@ func (h *Heartbeat) Beat() { h.last.Store(int64(time.Since(h.epoch))) }
 // metric): for a gauge such as room_outbox_worker_alive.
 func (h *Heartbeat) Fresh() bool { return h.age(time.Now()) <= h.maxGap }
 
-// Name returns the heartbeat's name.
-func (h *Heartbeat) Name() string { return h.name }
-
 // age is how long ago the last beat was.
 func (h *Heartbeat) age(now time.Time) time.Duration {
 	return now.Sub(h.epoch) - time.Duration(h.last.Load())

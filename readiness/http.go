@@ -10,18 +10,21 @@ const (
 	ReadyPath = "/healthz/ready"
 )
 
-// Mount registers the live and ready handlers on mux at [LivePath] and
-// [ReadyPath].
+// Mount serves the probes on mux, for GET (and HEAD):
+//
+//   - [ReadyPath] answers 200 when ready (status ok or degraded) and 503
+//     otherwise. A client that disconnects stops only its own wait, never
+//     the shared evaluation.
+//   - [LivePath] answers 200 while every heartbeat is recent (and always
+//     while draining) and 500 otherwise. It never checks a dependency.
+//
+// Bodies are JSON and list the failing checks; ?verbose=1 lists all.
 func (r *Registry) Mount(mux *http.ServeMux) {
-	mux.Handle("GET "+LivePath, r.LiveHandler())
-	mux.Handle("GET "+ReadyPath, r.ReadyHandler())
+	mux.Handle("GET "+LivePath, r.liveHandler())
+	mux.Handle("GET "+ReadyPath, r.readyHandler())
 }
 
-// ReadyHandler answers GET with 200 when ready (status ok or degraded) and
-// 503 otherwise. The body lists failing checks; ?verbose=1 lists all. A
-// client that disconnects stops only its own wait, never the shared
-// evaluation.
-func (r *Registry) ReadyHandler() http.Handler {
+func (r *Registry) readyHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		rep := r.Ready(req.Context())
 		code := http.StatusOK
@@ -32,9 +35,7 @@ func (r *Registry) ReadyHandler() http.Handler {
 	})
 }
 
-// LiveHandler answers GET with 200 while every heartbeat is recent (and
-// always while draining) and 500 otherwise. It never checks a dependency.
-func (r *Registry) LiveHandler() http.Handler {
+func (r *Registry) liveHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		rep := r.Live()
 		code := http.StatusOK

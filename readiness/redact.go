@@ -27,12 +27,14 @@ func shortMessage(err error) string {
 	if errors.Is(err, context.Canceled) {
 		return "canceled"
 	}
-	return Redact(err.Error())
+	return redact(err.Error())
 }
 
-// Redact removes credentials from s (the userinfo of URLs and DSNs, and
-// password=… style pairs) and cuts it to a short length.
-func Redact(s string) string {
+// redact removes credentials from s (the userinfo of URLs and DSNs, and
+// password=… style pairs) and cuts it to a short length. Every check's error
+// passes through it on the way to a body, a log line or a metric, so a check
+// never needs to redact its own errors.
+func redact(s string) string {
 	s = userinfoRE.ReplaceAllString(s, "${1}***@")
 	s = secretRE.ReplaceAllString(s, "${1}${2}***")
 	if len(s) > maxMessage {

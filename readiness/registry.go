@@ -51,7 +51,7 @@ type Registry struct {
 	// closed is set under mu (so no check starts after Close has begun
 	// waiting) and read without it on the path of a cached probe.
 	closed atomic.Bool
-	wg         sync.WaitGroup // evaluations and check executions
+	wg     sync.WaitGroup // evaluations and check executions
 
 	readyStatus transitions
 	liveStatus  transitions
@@ -77,9 +77,14 @@ func New(cfg Config, state StateSource) (*Registry, error) {
 	return r, nil
 }
 
+// Config returns the configuration the registry runs with, defaults filled
+// in: the service name its reports carry and the CacheTTL that a poller of
+// [Registry.Ready] (such as the grpc.health.v1 server) paces itself by.
+func (r *Registry) Config() Config { return r.cfg }
+
 // Add registers a check. A check with an empty name, a nil Probe, a negative
 // Timeout or a name already taken is rejected. A zero Timeout means
-// [Config.CheckTimeout]: the default budget of the health-check guide.
+// [Config.CheckTimeout].
 // Checks may be added while probes are answered; the next evaluation
 // includes them.
 func (r *Registry) Add(c Check) error {

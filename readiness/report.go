@@ -37,8 +37,9 @@ type CheckResult struct {
 	Age time.Duration
 }
 
-// Failed returns the names of the failing checks, gating first.
-func (r *Report) Failed() []string {
+// failed returns the names of the failing checks, gating first: the
+// failed_check of a transition log line.
+func (r *Report) failed() []string {
 	var names []string
 	for _, tier := range []string{Gating.String(), Informational.String(), tierLiveness} {
 		for _, c := range r.Checks {
@@ -52,7 +53,7 @@ func (r *Report) Failed() []string {
 
 const tierLiveness = "liveness"
 
-// body is the JSON shape of a Report, as in the service health-check guide.
+// body is the JSON shape of a Report: the fields probers and operators read.
 type body struct {
 	Status     Status      `json:"status"`
 	Reason     string      `json:"reason,omitempty"`

@@ -56,7 +56,7 @@ func (r *Registry) liveTransition(rep *Report, st lifecycle.State) {
 }
 
 func (r *Registry) logTransition(msg string, rep *Report, old Status, st lifecycle.State, took time.Duration) {
-	failed := rep.Failed()
+	failed := rep.failed()
 	reason := rep.Reason
 	if reason == "" && len(failed) > 0 {
 		for _, c := range rep.Checks {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/drainkit/drainkit/drain"
 	"github.com/drainkit/drainkit/readiness"
+	"github.com/drainkit/drainkit/readiness/grpchealth"
 )
 
 // server is the gateway's HTTP server: the API, tracked in flight by the
@@ -97,14 +98,14 @@ func (s *server) listenerCheck() readiness.Check {
 // which round_robin sends only to a backend it has seen SERVING, so it
 // fails while no backend is.
 func (b *backends) roomCheck() readiness.Check {
-	c := readiness.GRPCHealth(nil, HealthService)
+	c := grpchealth.Check(nil, HealthService)
 	c.Name = "room_grpc"
 	c.Probe = func(ctx context.Context) error {
 		conn := b.conn()
 		if conn == nil {
 			return errNotStarted
 		}
-		return readiness.GRPCHealth(conn, HealthService).Probe(ctx)
+		return grpchealth.Check(conn, HealthService).Probe(ctx)
 	}
 	return c
 }

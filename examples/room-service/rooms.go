@@ -16,6 +16,7 @@ import (
 	"github.com/drainkit/drainkit/examples/room-service/internal/room"
 	"github.com/drainkit/drainkit/lease"
 	"github.com/drainkit/drainkit/readiness"
+	"github.com/drainkit/drainkit/readiness/redischeck"
 )
 
 // leaseAdapter lets the room service use the lease manager through its own
@@ -144,7 +145,7 @@ func roomHooks(r *rooms, c config) []drain.Hook {
 }
 
 func redisCheck(rdb redis.UniversalClient) readiness.Check {
-	return readiness.RedisPing(rdb)
+	return redischeck.Ping(rdb)
 }
 
 // serve starts the loops and the servers once fx starts the app.

@@ -18,16 +18,17 @@ import (
 	"github.com/drainkit/drainkit/examples/room-service/roompb"
 	"github.com/drainkit/drainkit/lifecycle"
 	"github.com/drainkit/drainkit/readiness"
+	"github.com/drainkit/drainkit/readiness/grpchealth"
 )
 
 // grpcServer serves the Rooms API and grpc.health.v1 on GRPC_ADDR.
 type grpcServer struct {
 	addr   string
 	srv    *grpc.Server
-	bridge *readiness.GRPCBridge
+	health *grpchealth.Server
 	log    *slog.Logger
 
-	wg     sync.WaitGroup // Serve and the bridge's loop
+	wg     sync.WaitGroup // Serve and the health server's loop
 	cancel context.CancelFunc
 }
 
@@ -35,10 +36,10 @@ func newGRPC(c config, r *rooms, m *lifecycle.Manager, reg *readiness.Registry, 
 	t := m.Tracker()
 	srv := grpc.NewServer(grpcdrain.ServerOptions(t)...) // an RPC counts until its answer is written
 	roompb.RegisterRoomsServer(srv, r.svc)
-	bridge := readiness.NewGRPCBridge(reg)
-	bridge.Register(srv)
-	m.OnDrain(bridge.Drain) // NOT_SERVING at the flip, latched
-	return &grpcServer{addr: c.GRPCAddr, srv: srv, bridge: bridge, log: log}
+	health := grpchealth.NewServer(reg)
+	health.Register(srv)
+	m.OnDrain(health.Drain) // NOT_SERVING at the flip, latched
+	return &grpcServer{addr: c.GRPCAddr, srv: srv, health: health, log: log}
 }
 
 func (g *grpcServer) listen() error {
@@ -48,7 +49,7 @@ func (g *grpcServer) listen() error {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	g.cancel = cancel
-	g.wg.Go(func() { _ = g.bridge.Run(ctx) })
+	g.wg.Go(func() { _ = g.health.Run(ctx) })
 	g.wg.Go(func() {
 		if err := g.srv.Serve(ln); err != nil {
 			g.log.Error("grpc serve", "err", err)
@@ -60,12 +61,12 @@ func (g *grpcServer) listen() error {
 
 // grpcHooks drain the gRPC server: Watch streams are ended at StopIntake
 // (so GracefulStop does not wait for them), in-flight RPCs finish in
-// WaitInFlight, and the bridge's loop and Serve are waited for in Close.
+// WaitInFlight, and the health server's loop and Serve are waited for in Close.
 func grpcHooks(g *grpcServer, m *lifecycle.Manager) []drain.Hook {
 	hooks := grpcdrain.Hooks("grpc", g.srv, m.Tracker())
 	return append(hooks,
 		drain.Hook{Name: "grpc.health_watch", Phase: drain.StopIntake, Run: func(context.Context) error {
-			g.bridge.Close()
+			g.health.Close()
 			return nil
 		}},
 		drain.Hook{Name: "grpc.goroutines", Phase: drain.Close, Run: func(ctx context.Context) error {

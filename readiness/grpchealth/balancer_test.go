@@ -1,4 +1,4 @@
-package readiness_test
+package grpchealth_test
 
 import (
 	"context"

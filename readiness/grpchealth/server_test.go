@@ -1,4 +1,4 @@
-package readiness_test
+package grpchealth_test
 
 import (
 	"context"
@@ -19,19 +19,20 @@ import (
 
 	"github.com/drainkit/drainkit/lifecycle"
 	"github.com/drainkit/drainkit/readiness"
+	"github.com/drainkit/drainkit/readiness/grpchealth"
 )
 
-// backend is a real gRPC server on loopback with a bridged health service.
+// backend is a real gRPC server on loopback serving grpchealth.
 type backend struct {
 	addr   string
 	state  *state
 	reg    *readiness.Registry
-	bridge *readiness.GRPCBridge
+	health *grpchealth.Server
 	srv    *grpc.Server
 	served chan struct{} // closed when Serve returns
 }
 
-// startBackend serves the bridge and any services register adds.
+// startBackend serves the health server and any services register adds.
 func startBackend(t *testing.T, register ...func(grpc.ServiceRegistrar)) *backend {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -39,10 +40,10 @@ func startBackend(t *testing.T, register ...func(grpc.ServiceRegistrar)) *backen
 		t.Fatal(err)
 	}
 	b := &backend{addr: ln.Addr().String(), state: newState(lifecycle.Starting), served: make(chan struct{})}
-	b.reg = newRegistry(t, b.state, nil)
-	b.bridge = readiness.NewGRPCBridge(b.reg)
+	b.reg = newRegistry(t, b.state)
+	b.health = grpchealth.NewServer(b.reg)
 	b.srv = grpc.NewServer()
-	b.bridge.Register(b.srv)
+	b.health.Register(b.srv)
 	for _, reg := range register {
 		reg(b.srv)
 	}
@@ -51,17 +52,17 @@ func startBackend(t *testing.T, register ...func(grpc.ServiceRegistrar)) *backen
 	return b
 }
 
-// ready moves the backend to Running and lets the bridge see it.
+// ready moves the backend to Running and lets the health server see it.
 func (b *backend) ready(t *testing.T) {
 	b.state.set(lifecycle.Running)
-	b.bridge.Update(t.Context())
+	b.health.Update(t.Context())
 }
 
 // drain flips the backend the way the lifecycle manager does: state first,
 // then the OnDrain listener.
 func (b *backend) drain() {
 	b.state.set(lifecycle.Draining)
-	b.bridge.Drain()
+	b.health.Drain()
 }
 
 func dial(t *testing.T, target string, opts ...grpc.DialOption) *grpc.ClientConn {
@@ -83,7 +84,7 @@ func healthStatus(t *testing.T, conn *grpc.ClientConn, service string) healthpb.
 	return resp.Status
 }
 
-func TestGRPCBridgeStates(t *testing.T) {
+func TestServerStates(t *testing.T) {
 	b := startBackend(t)
 	conn := dial(t, b.addr)
 	want := func(step string, s healthpb.HealthCheckResponse_ServingStatus) {
@@ -101,16 +102,16 @@ func TestGRPCBridgeStates(t *testing.T) {
 	want("draining", healthpb.HealthCheckResponse_NOT_SERVING)
 	// An evaluation racing the flip cannot bring SERVING back.
 	b.state.set(lifecycle.Running)
-	b.bridge.Update(t.Context())
+	b.health.Update(t.Context())
 	want("update after drain", healthpb.HealthCheckResponse_NOT_SERVING)
 }
 
-func TestGRPCBridgeRunStopsAtDrain(t *testing.T) {
+func TestRunStopsAtDrain(t *testing.T) {
 	b := startBackend(t)
 	conn := dial(t, b.addr)
 	b.state.set(lifecycle.Running)
 	done := make(chan error)
-	go func() { done <- b.bridge.Run(context.Background()) }()
+	go func() { done <- b.health.Run(context.Background()) }()
 	// Run updates at once, then every CacheTTL; wait for the first update.
 	w, err := healthpb.NewHealthClient(conn).Watch(t.Context(), &healthpb.HealthCheckRequest{Service: "room-service"})
 	if err != nil {
@@ -131,9 +132,9 @@ func TestGRPCBridgeRunStopsAtDrain(t *testing.T) {
 	}
 }
 
-func TestGRPCHealthCheck(t *testing.T) {
+func TestCheck(t *testing.T) {
 	b := startBackend(t)
-	c := readiness.GRPCHealth(dial(t, b.addr), "room-service")
+	c := grpchealth.Check(dial(t, b.addr), "room-service")
 	if err := runCheck(t, c); err == nil || !strings.Contains(err.Error(), "NOT_SERVING") {
 		t.Errorf("starting downstream: %v; want an error naming NOT_SERVING", err)
 	}
@@ -143,11 +144,11 @@ func TestGRPCHealthCheck(t *testing.T) {
 	}
 }
 
-// TestGRPCCloseEndsWatch shows why Close exists: health.Server.Shutdown
+// TestCloseEndsWatch shows why Close exists: health.Server.Shutdown
 // leaves Watch streams open, and GracefulStop waits for open streams. This
 // watcher is a raw stream that, unlike grpc-go's health producer, does not
 // cancel itself on GOAWAY.
-func TestGRPCCloseEndsWatch(t *testing.T) {
+func TestCloseEndsWatch(t *testing.T) {
 	b := startBackend(t)
 	b.ready(t)
 	w, err := healthpb.NewHealthClient(dial(t, b.addr)).Watch(t.Context(), &healthpb.HealthCheckRequest{Service: "room-service"})
@@ -169,7 +170,7 @@ func TestGRPCCloseEndsWatch(t *testing.T) {
 	if got := recv(); got != healthpb.HealthCheckResponse_NOT_SERVING {
 		t.Fatalf("watch status after drain %s; want NOT_SERVING", got)
 	}
-	b.bridge.Close()
+	b.health.Close()
 	if _, err := w.Recv(); err == nil {
 		t.Errorf("Recv after Close: nil error; want the stream ended")
 	}
@@ -182,7 +183,7 @@ func TestGRPCCloseEndsWatch(t *testing.T) {
 	}
 	// A watch arriving late fails at once rather than holding the server.
 	late := startBackend(t)
-	late.bridge.Close()
+	late.health.Close()
 	lw, err := healthpb.NewHealthClient(dial(t, late.addr)).Watch(t.Context(), &healthpb.HealthCheckRequest{})
 	if err != nil {
 		t.Fatal(err)
@@ -210,7 +211,7 @@ func healthProbe(t *testing.T) string {
 	return ""
 }
 
-func TestGRPCHealthProbeBinary(t *testing.T) {
+func TestHealthProbeBinary(t *testing.T) {
 	bin := healthProbe(t)
 	b := startBackend(t)
 	// grpc-health-probe exits 0 when SERVING and 4 when not.

@@ -1,0 +1,12 @@
+package readiness
+
+import "net/http"
+
+// Exported for tests only: the handlers Mount serves, one at a time, and
+// the helpers behind bodies and transition logs.
+
+func (r *Registry) ReadyHandler() http.Handler { return r.readyHandler() }
+func (r *Registry) LiveHandler() http.Handler  { return r.liveHandler() }
+func (r *Report) Failed() []string             { return r.failed() }
+
+var Redact = redact

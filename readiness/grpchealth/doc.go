@@ -1,0 +1,31 @@
+// Package grpchealth speaks grpc.health.v1 for a [readiness.Registry]: it
+// serves the protocol in step with the registry, and checks a downstream
+// service over it. It is a package of its own so that a service without
+// gRPC does not link grpc-go through readiness.
+//
+// # Serving
+//
+// [Server] keeps a grpc-go health server in step for the registry's service
+// name and "": NOT_SERVING while starting, SERVING when ready, NOT_SERVING
+// from [Server.Drain] on, latched, so that no evaluation racing the flip
+// reports SERVING again. Wire it to a lifecycle manager m and a grpc.Server
+// srv:
+//
+//	health := grpchealth.NewServer(reg)
+//	health.Register(srv)
+//	m.OnDrain(health.Drain) // NOT_SERVING at the flip
+//	go health.Run(ctx)      // SERVING once ready
+//	// at stop intake:
+//	health.Close()          // ends Watch streams
+//	srv.GracefulStop()
+//
+// Close comes before GracefulStop because GracefulStop waits for every open
+// stream, and a prober's Watch stream stays open until the prober goes away:
+// left open, it would hold the server until the drain deadline.
+//
+// # Checking a downstream service
+//
+// [Check] is a gating [readiness.Check] that asks a downstream server for a
+// service's status with [DefaultTimeout]. Gate on a downstream service only
+// when this replica cannot serve a request without it.
+package grpchealth

@@ -1,0 +1,161 @@
+package grpchealth
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
+
+	"github.com/drainkit/drainkit/lifecycle"
+	"github.com/drainkit/drainkit/readiness"
+)
+
+// Server serves grpc.health.v1 in step with a [readiness.Registry], for the
+// registry's service name and for "" (the whole server):
+//
+//   - NOT_SERVING while starting or not ready,
+//   - SERVING while ready (ok or degraded),
+//   - NOT_SERVING from [Server.Drain] on, latched: later updates are ignored,
+//     so no evaluation racing the flip can report SERVING again.
+//
+// It wraps a grpc-go [health.Server]. That server's Shutdown latches
+// NOT_SERVING but leaves Watch streams open, and GracefulStop waits for every
+// open stream, so a watcher that does not cancel its stream on GOAWAY would
+// hold the server up until the drain deadline. [Server.Close] ends the
+// Watch streams; call it just before GracefulStop.
+type Server struct {
+	reg     *readiness.Registry
+	service string
+	every   time.Duration // the registry's CacheTTL: polling faster finds nothing new
+	hs      *health.Server
+
+	drainOnce sync.Once
+	drained   chan struct{}
+
+	// closing ends Watch streams; a context so that each stream can hang a
+	// cancel on it with context.AfterFunc instead of a goroutine.
+	closing context.Context
+	close   context.CancelFunc
+}
+
+// NewServer returns a Server for reg's service, answering NOT_SERVING
+// until [Server.Run] sees the process ready.
+func NewServer(reg *readiness.Registry) *Server {
+	cfg := reg.Config()
+	s := &Server{
+		reg:     reg,
+		service: cfg.Service,
+		every:   cfg.CacheTTL,
+		hs:      health.NewServer(),
+		drained: make(chan struct{}),
+	}
+	s.closing, s.close = context.WithCancel(context.Background())
+	// health.NewServer starts with "" SERVING: not true of a starting process.
+	s.set(healthpb.HealthCheckResponse_NOT_SERVING)
+	return s
+}
+
+// Register registers the server as r's grpc.health.v1.Health service.
+func (s *Server) Register(r grpc.ServiceRegistrar) {
+	// The RPC methods live on an unexported type: callers drive the Server
+	// through Run, Drain and Close, never through Check or Watch.
+	healthpb.RegisterHealthServer(r, healthService{s: s})
+}
+
+// Run updates the serving status every CacheTTL of the registry until ctx
+// ends or the server is drained. It shares the registry's cached
+// evaluations with HTTP probes, so it adds no check executions.
+func (s *Server) Run(ctx context.Context) error {
+	t := time.NewTicker(s.every)
+	defer t.Stop()
+	for {
+		s.update(ctx)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-s.drained:
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// update sets the serving status from one ready probe of the registry.
+func (s *Server) update(ctx context.Context) {
+	rep := s.reg.Ready(ctx)
+	switch {
+	case rep.Reason == lifecycle.Draining.String() || rep.Reason == lifecycle.Stopped.String():
+		s.Drain()
+	case rep.Status == readiness.StatusFail:
+		s.set(healthpb.HealthCheckResponse_NOT_SERVING)
+	default:
+		s.set(healthpb.HealthCheckResponse_SERVING)
+	}
+}
+
+// Drain latches NOT_SERVING for good and pushes it to every watcher. It is
+// synchronous and does not block: register it as the lifecycle manager's
+// OnDrain listener so that gRPC health flips with the state.
+func (s *Server) Drain() {
+	s.drainOnce.Do(func() {
+		s.hs.Shutdown()
+		close(s.drained)
+	})
+}
+
+// Close drains the server and ends every Watch stream, so that the gRPC
+// server's GracefulStop does not wait for watchers; Watch calls made after
+// Close fail at once with UNAVAILABLE. Call it right before GracefulStop,
+// once load balancers have seen NOT_SERVING.
+func (s *Server) Close() {
+	s.Drain()
+	s.close()
+}
+
+func (s *Server) set(st healthpb.HealthCheckResponse_ServingStatus) {
+	// SetServingStatus is a no-op once Shutdown has latched the server.
+	s.hs.SetServingStatus(s.service, st)
+	s.hs.SetServingStatus("", st)
+}
+
+// healthService is the grpc.health.v1.Health implementation of a Server.
+type healthService struct {
+	healthpb.UnimplementedHealthServer
+	s *Server
+}
+
+func (h healthService) Check(ctx context.Context, req *healthpb.HealthCheckRequest) (*healthpb.HealthCheckResponse, error) {
+	return h.s.hs.Check(ctx, req)
+}
+
+func (h healthService) List(ctx context.Context, req *healthpb.HealthListRequest) (*healthpb.HealthListResponse, error) {
+	return h.s.hs.List(ctx, req)
+}
+
+// Watch streams the status like health.Server, and ends at [Server.Close].
+func (h healthService) Watch(req *healthpb.HealthCheckRequest, stream healthpb.Health_WatchServer) error {
+	if h.s.closing.Err() != nil {
+		// No message first: grpc-go clients then back off before retrying
+		// instead of re-watching in a tight loop until GOAWAY arrives.
+		return status.Error(codes.Unavailable, "grpchealth: server stopping")
+	}
+	ctx, cancel := context.WithCancel(stream.Context())
+	defer cancel()
+	stop := context.AfterFunc(h.s.closing, cancel)
+	defer stop()
+	return h.s.hs.Watch(req, watchStream{stream, ctx})
+}
+
+// watchStream replaces a Watch stream's context, which health.Server selects
+// on to end the stream.
+type watchStream struct {
+	healthpb.Health_WatchServer
+	ctx context.Context
+}
+
+func (s watchStream) Context() context.Context { return s.ctx }
