@@ -126,15 +126,16 @@ func (m *Manager) Start(ctx context.Context) error {
 // lease still held with cause [ErrLeftToExpire] (they are not released:
 // their rooms may not be flushed) and deletes the heartbeat if it is still
 // ours. It is safe to call more than once and after the Release hook.
+//
+// If ctx ends first, Stop still ends every lease and tries the heartbeat
+// delete (within what is left of ctx), then returns the errors joined: the
+// renewer is stopped either way, so a lease not ended now would be written
+// under past its TTL. An acquisition still in progress then releases what
+// it gets in the background.
 func (m *Manager) Stop(ctx context.Context) error {
-	if err := m.stopRenewer(ctx); err != nil {
-		return err
-	}
-	if err := m.waitFlights(ctx); err != nil {
-		return err
-	}
+	stopErr := errors.Join(m.stopRenewer(ctx), m.waitFlights(ctx))
 	m.abandonAll()
-	return m.deleteHeartbeat(ctx)
+	return errors.Join(stopErr, m.deleteHeartbeat(ctx))
 }
 
 // loadScripts caches every script on the server (every master on
