@@ -47,7 +47,8 @@
 // each call CallTimeout and retry calls that timed out or lost their
 // connection, with jittered backoff from CallTimeout/8 to CallTimeout,
 // until the step's ctx ends (after TTL when ctx has no deadline; a
-// release no later than the key's own expiry). Every retried call is safe
+// release always tries once, but starts no retry after the key's expiry
+// by its last confirmed renewal). Every retried call is safe
 // to repeat. Renewal is the exception: a failed round is not retried
 // within the round; the next tick (RenewInterval) is its retry, and the
 // TTL·2/3 rule decides when a lease is given up.

@@ -25,6 +25,14 @@ import (
 // Calls retried this way must be safe to repeat: every lease script is
 // (compare-and-set on our own value, or idempotent for the same holder).
 func (m *Manager) retry(ctx context.Context, call func(ctx context.Context) error) error {
+	return m.retryIf(ctx, nil, call)
+}
+
+// retryIf is retry with a check before every attempt after the first:
+// once again returns an error, no further attempt starts and retryIf
+// returns that error joined with the last attempt's. The first attempt
+// always runs (within ctx).
+func (m *Manager) retryIf(ctx context.Context, again func() error, call func(ctx context.Context) error) error {
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, m.cfg.TTL)
@@ -49,6 +57,11 @@ func (m *Manager) retry(ctx context.Context, call func(ctx context.Context) erro
 		case <-wait.C:
 		}
 		backoff = min(backoff*2, m.cfg.CallTimeout)
+		if again != nil {
+			if stop := again(); stop != nil {
+				return fmt.Errorf("%w (after %d attempts: %w)", stop, attempt, err)
+			}
+		}
 	}
 }
 
