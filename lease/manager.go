@@ -310,15 +310,15 @@ func (m *Manager) local(id string) (*Lease, error) {
 
 // acquire runs the acquire script and returns the new lease, not yet
 // registered; one flight per id at a time. Attempts are retried while ctx
-// lasts (the script is idempotent for this holder), but an attempt under
-// way is not cut short when ctx ends: its lease, if any, must come back
-// to be released.
-func (m *Manager) acquire(ctx context.Context, id string) (*Lease, error) {
+// lasts and goOn allows (the script is idempotent for this holder), but an
+// attempt under way is not cut short when ctx ends: its lease, if any,
+// must come back to be released.
+func (m *Manager) acquire(ctx context.Context, id string, goOn func() error) (*Lease, error) {
 	var (
 		sent time.Time
 		res  []any
 	)
-	err := m.retry(ctx, func(ctx context.Context) (err error) {
+	err := m.retryIf(ctx, goOn, func(ctx context.Context) (err error) {
 		deadline, _ := ctx.Deadline() // retry always sets one
 		actx, cancel := context.WithDeadline(context.WithoutCancel(ctx), deadline)
 		defer cancel()
