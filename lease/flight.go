@@ -73,14 +73,18 @@ func (m *Manager) leave(f *flight) bool {
 var errNobodyWaits = errors.New("every caller gave up")
 
 // goOn returns the check made before each retry of f's acquisition: none
-// starts once the manager stopped or nobody waits. A flight that stops for
-// want of waiters is decided there and then, under mu, so a caller that
-// arrives later starts a flight of its own instead of taking this error.
+// starts once the gate closed (invariant 2: no acquire script is sent
+// after the flip), the manager stopped or nobody waits. A flight that
+// stops for want of waiters is decided there and then, under mu, so a
+// caller that arrives later starts a flight of its own instead of taking
+// this error.
 func (m *Manager) goOn(f *flight) func() error {
 	return func() error {
 		m.mu.Lock()
 		defer m.mu.Unlock()
 		switch {
+		case m.Draining():
+			return ErrDraining
 		case !m.running:
 			return ErrNotRunning
 		case f.waiters == 0:

@@ -59,7 +59,7 @@ func (m *Manager) retryIf(ctx context.Context, again func() error, call func(ctx
 		backoff = min(backoff*2, m.cfg.CallTimeout)
 		if again != nil {
 			if stop := again(); stop != nil {
-				return fmt.Errorf("%w (after %d attempts: %w)", stop, attempt, err)
+				return fmt.Errorf("%w (after attempt %d: %w)", stop, attempt, err)
 			}
 		}
 	}
