@@ -66,7 +66,10 @@ type Config struct {
 	// right after its context is cancelled (and OnLost, if lost), before
 	// Redis is told: a release's DEL comes after it. An audit log written
 	// here can therefore never show the next owner's acquisition first. It
-	// runs on the goroutine that ended the lease: it must not block.
+	// runs on the goroutine that ended the lease: it must not block. A
+	// lease acquired in Redis but never handed to a caller (every caller
+	// gave up, the gate closed or Stop ran meanwhile, a short WAIT) is
+	// released without OnEnd: it never started.
 	OnEnd func(l *Lease, cause error)
 	// AcceptEviction lets Start proceed, with a warning, on a server whose
 	// maxmemory-policy is not noeviction. Lease keys have a TTL, so both

@@ -126,8 +126,9 @@ func (m *Manager) decide(id string, f *flight, l *Lease, err error) {
 
 // register adds a freshly acquired lease, unless the gate closed while the
 // script ran (ErrDraining), the manager stopped (ErrNotRunning) or every
-// caller gave up: then the lease is released, so no lease outlives the
-// flip unseen by the drain, and none is renewed for nobody.
+// caller gave up: then the lease is released (discard: no OnEnd for a
+// lease no caller saw), so no lease outlives the flip unseen by the drain,
+// and none is renewed for nobody.
 func (m *Manager) register(ctx context.Context, l *Lease, f *flight) (*Lease, error) {
 	m.mu.Lock()
 	var err error
@@ -142,7 +143,7 @@ func (m *Manager) register(ctx context.Context, l *Lease, f *flight) (*Lease, er
 	if err != nil {
 		f.decided = true
 		m.mu.Unlock()
-		if rerr := l.Release(ctx); rerr != nil && !errors.Is(rerr, ErrNotHeld) {
+		if rerr := l.discard(ctx); rerr != nil {
 			return nil, errors.Join(err, rerr) // the key expires within TTL
 		}
 		return nil, err

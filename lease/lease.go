@@ -123,6 +123,21 @@ func (l *Lease) releaseKey(ctx context.Context) (int64, error) {
 // has expired the key by now.
 var errPastExpiry = errors.New("past the key's expiry by the last confirmed renewal, no retry")
 
+// discard gives up a lease that was never registered. No caller ever saw
+// it, so neither OnEnd nor OnLost runs and no metric counts it. Its key is
+// compare-and-DELed on a context the callers cannot cancel: those who
+// cancelled the acquisition are the reason it is unwanted, and it must
+// not keep its room for a whole TTL. The retries are Release's, within
+// TTL. It returns only a Redis error: a key gone or taken is fine.
+func (l *Lease) discard(ctx context.Context) error {
+	l.state.Store(stateEnded)
+	l.cancel(ErrReleased)
+	if _, err := l.releaseKey(context.WithoutCancel(ctx)); err != nil {
+		return fmt.Errorf("lease: release unregistered %s: %w", l, err)
+	}
+	return nil
+}
+
 // begin moves a held lease into hand-off; false if it is not held.
 func (l *Lease) beginHandOff() bool {
 	return l.state.CompareAndSwap(stateHeld, stateHandingOff)

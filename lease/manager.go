@@ -327,10 +327,13 @@ func (m *Manager) acquire(ctx context.Context, id string, goOn func() error) (*L
 		return err
 	})
 	if errors.Is(err, errShortWait) {
-		// Acquired on the primary, but not on enough replicas: undo it.
+		// Acquired on the primary, but not on enough replicas: undo it,
+		// even if ctx (Stop) is cancelled.
 		if _, val, derr := acquireReply(res); derr == nil {
 			fence, _ := strconv.ParseInt(val, 10, 64)
-			_ = m.newLease(id, fence, m.prefix+val, sent).Release(ctx)
+			if rerr := m.newLease(id, fence, m.prefix+val, sent).discard(ctx); rerr != nil {
+				err = errors.Join(err, rerr) // the key expires within TTL
+			}
 		}
 		return nil, fmt.Errorf("lease: acquire %s: %w", m.routeKey(id), err)
 	}
