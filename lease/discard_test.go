@@ -99,3 +99,40 @@ func TestUnregisteredLeaseIsReleasedSilently(t *testing.T) {
 		})
 	}
 }
+
+// TestLostAcquireReplyIsUndone: an attempt that took the room in Redis
+// but whose reply was lost, followed by attempts that fail, must not leave
+// the room held by this Manager under a fence nobody knows: the key is
+// deleted (compare-holder) once the acquisition fails.
+func TestLostAcquireReplyIsUndone(t *testing.T) {
+	b := standalone(t)
+	var attempts atomic.Int32
+	hook := cmdHook{fn: func(ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error {
+		if !isAcquire(cmd) {
+			return next(ctx, cmd)
+		}
+		if attempts.Add(1) == 1 {
+			_ = next(ctx, cmd) // applied in Redis…
+		}
+		return context.DeadlineExceeded // …but the reply is lost, and so is every later attempt
+	}}
+	c := b.client(hook)
+	cfg := testConfig()
+	cfg.TTL = 6 * time.Second // the key would otherwise outlive the test
+	m := startManager(t, c, cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	if _, err := m.Acquire(ctx, "lost-reply"); err == nil {
+		t.Fatal("Acquire: got a lease; want an error")
+	}
+	settled(t, m)
+	if n := attempts.Load(); n < 2 {
+		t.Fatalf("%d acquire attempts; want a retry after the lost reply", n)
+	}
+	if v := c.Get(context.Background(), m.routeKey("lost-reply")).Val(); v != "" {
+		t.Errorf("route key holds %q after the failed acquisition; want it deleted", v)
+	}
+	if n := len(m.Held()); n != 0 {
+		t.Errorf("Held() has %d leases; want 0", n)
+	}
+}

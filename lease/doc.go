@@ -38,6 +38,16 @@
 // per server) and Release one more: two round trips per acquire+release
 // pair.
 //
+// An acquire attempt whose reply was lost (a timeout) may have taken the
+// room. The next attempt takes it over with a new fence; but if the
+// acquisition fails in the end, the key would hold this Manager's value
+// under a fence nobody knows, and the room would have no usable owner for
+// a TTL. So a failed acquisition deletes the key if it holds this
+// Manager's node and holder, whatever the fence (compare-holder; safe
+// because one acquisition per room runs at a time and only while this
+// Manager holds no lease of the room). If Redis cannot be reached for that
+// either, the key expires within TTL.
+//
 // # Budgets
 //
 // CallTimeout bounds one call on a healthy server. A loaded machine or a

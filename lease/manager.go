@@ -315,8 +315,9 @@ func (m *Manager) local(id string) (*Lease, error) {
 // must come back to be released.
 func (m *Manager) acquire(ctx context.Context, id string, goOn func() error) (*Lease, error) {
 	var (
-		sent time.Time
-		res  []any
+		sent    time.Time
+		res     []any
+		unknown time.Time // the last attempt that may have applied unseen (reply lost) was sent then
 	)
 	err := m.retryIf(ctx, goOn, func(ctx context.Context) (err error) {
 		deadline, _ := ctx.Deadline() // retry always sets one
@@ -324,6 +325,9 @@ func (m *Manager) acquire(ctx context.Context, id string, goOn func() error) (*L
 		defer cancel()
 		sent = m.now()
 		res, err = m.acquireCall(actx, id)
+		if err != nil && retryable(err) {
+			unknown = sent
+		}
 		return err
 	})
 	if errors.Is(err, errShortWait) {
@@ -338,6 +342,11 @@ func (m *Manager) acquire(ctx context.Context, id string, goOn func() error) (*L
 		return nil, fmt.Errorf("lease: acquire %s: %w", m.routeKey(id), err)
 	}
 	if err != nil {
+		if !unknown.IsZero() {
+			if rerr := m.releaseUnknown(ctx, id, unknown); rerr != nil {
+				err = errors.Join(err, rerr) // the key expires within TTL
+			}
+		}
 		return nil, fmt.Errorf("lease: acquire %s: %w", m.routeKey(id), err)
 	}
 	code, val, err := acquireReply(res)
@@ -353,6 +362,33 @@ func (m *Manager) acquire(ctx context.Context, id string, goOn func() error) (*L
 		return nil, fmt.Errorf("lease: acquire %s: fence %q: %w", m.routeKey(id), val, err)
 	}
 	return m.newLease(id, fence, m.prefix+val, sent), nil
+}
+
+// releaseUnknown undoes an acquisition that failed after an attempt,
+// sent at sent, may have taken the room without our seeing the reply: the
+// key may then hold this Manager's value with a fence nobody knows, a room
+// with no usable owner for a whole TTL. It deletes the key if it holds
+// this Manager's node and holder, whatever the fence (release_holder.lua).
+// That is safe because acquire runs in the room's only flight and only
+// when this Manager holds no lease of the room. It runs on a context the
+// callers cannot cancel, each call within CallTimeout, and starts no
+// retry after the key would have expired anyway.
+func (m *Manager) releaseUnknown(ctx context.Context, id string, sent time.Time) error {
+	expiry := sent.Add(m.cfg.TTL)
+	pastExpiry := func() error {
+		if m.now().Before(expiry) {
+			return nil
+		}
+		return errPastExpiry
+	}
+	key := m.routeKey(id)
+	err := m.retryIf(context.WithoutCancel(ctx), pastExpiry, func(ctx context.Context) error {
+		return releaseHolderScript.Run(ctx, m.client, []string{key}, m.prefix).Err()
+	})
+	if err != nil {
+		return fmt.Errorf("release %s after a lost reply: %w", key, err)
+	}
+	return nil
 }
 
 // acquireCall runs the acquire script and, with Config.WaitReplicas,
