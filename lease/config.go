@@ -79,12 +79,22 @@ type Config struct {
 	// server ([ErrUnsafeServer]).
 	AcceptEviction bool
 	// WaitReplicas is how many replicas must acknowledge an acquisition
-	// (Redis WAIT, within CallTimeout) before Acquire returns the lease;
-	// default 0, no WAIT. With N > 0 a failover to an acknowledging replica
-	// keeps the lease; the cost is one replication round trip per
-	// acquisition, and Acquire fails (releasing the lease) while fewer
-	// than N replicas answer. Renewals are not waited for. It needs a
-	// *redis.Client (standalone, Sentinel) or a *redis.ClusterClient.
+	// (Redis WAIT) before Acquire returns the lease; default 0, no WAIT.
+	// With N > 0 a failover to an acknowledging replica keeps the lease;
+	// the cost is one replication round trip per acquisition. Renewals are
+	// not waited for. It needs a *redis.Client (standalone, Sentinel) or a
+	// *redis.ClusterClient.
+	//
+	// WAIT gets half of the attempt's time, about CallTimeout/2 (TTL/12 by
+	// default), the rest being the round trip: choose a TTL whose twelfth
+	// is well above the replicas' usual lag. A short WAIT (fewer than N
+	// acknowledged in time) is not retried: the lease is released and
+	// Acquire fails with an error naming WaitReplicas. It is an answer, not
+	// a lost call, and a replica that missed one window is usually behind
+	// for longer; a retry would issue a new fence and load the lagging
+	// replica again, and, since the caller's ctx does not bound a shared
+	// acquisition, would end with the caller's ctx error hiding the reason.
+	// The caller may call Acquire again while its own budget lasts.
 	WaitReplicas int
 	// Draining, if set, is a channel closed when the process starts
 	// draining: lifecycle.Manager.Draining(), closed in the same step that

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -85,7 +86,9 @@ func TestStartChecksServer(t *testing.T) {
 
 // TestWaitReplicas: with Config.WaitReplicas, Acquire returns a lease only
 // once that many replicas hold it; short of them, the lease is released
-// and the error names the setting.
+// and the error names the setting. The TTL is 6 s so that WAIT gets about
+// half a second (half of CallTimeout, TTL/6): with a 1 s TTL it got about
+// 83 ms, which a loaded machine's replica misses now and then.
 func TestWaitReplicas(t *testing.T) {
 	primary := redistest.Start(t)
 	replica := redistest.Start(t, "--replicaof", "127.0.0.1", strconv.Itoa(primary.Port))
@@ -99,6 +102,7 @@ func TestWaitReplicas(t *testing.T) {
 	ctx := context.Background()
 
 	cfg := testConfig()
+	cfg.TTL = 6 * time.Second
 	cfg.WaitReplicas = 1
 	m := startManager(t, c, cfg)
 	l, err := m.Acquire(ctx, "waited")
@@ -110,6 +114,7 @@ func TestWaitReplicas(t *testing.T) {
 	}
 
 	cfg = testConfig()
+	cfg.TTL = 6 * time.Second
 	cfg.WaitReplicas = 2
 	m2 := startManager(t, c, cfg)
 	if _, err := m2.Acquire(ctx, "short"); err == nil || !strings.Contains(err.Error(), "WaitReplicas 2") {
