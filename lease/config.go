@@ -57,9 +57,14 @@ type Config struct {
 	// [DefaultRoutePrefix], [DefaultFencePrefix], [DefaultNodePrefix]. They
 	// must not contain '{' or '}': the hash tag is the id's.
 	RoutePrefix, FencePrefix, NodePrefix string
-	// OnLost, if set, is called once for each lost lease, after its context
-	// is cancelled and Lost() is closed. It runs on the renewer goroutine:
-	// it must not block.
+	// OnLost, if set, is called once for each lease that ends without its
+	// holder choosing to (lost, or left to expire by the drain or Stop),
+	// after its context is cancelled and Lost() is closed. It runs on the
+	// goroutine that ended the lease: usually the renewer; an Acquire
+	// caller's (or its shared acquisition's) when Acquire finds the room's
+	// lease overdue and ends it before taking the room again; the drain's
+	// or Stop's for leases left to expire. It must not block: on the
+	// renewer it delays every renewal, on Acquire the caller.
 	OnLost func(l *Lease, cause error)
 	// OnEnd, if set, is called once for every lease when this node stops
 	// holding it (released, lost, left to expire, or the manager stopped),

@@ -94,9 +94,16 @@ func New(client redis.UniversalClient, cfg Config) (*Manager, error) {
 // cannot, and starts the renewer goroutine, which renews every held lease
 // and the heartbeat each RenewInterval until [Manager.Stop] (or the
 // Release hook). ctx bounds the start only: each call gets CallTimeout and
-// is retried with backoff while ctx lasts (for TTL if ctx has no
-// deadline), so a slow but healthy server delays the start rather than
-// failing it.
+// is retried with backoff while ctx lasts, so a slow but healthy server
+// delays the start rather than failing it.
+//
+// With a deadline on ctx, Start returns by it. Without one, the limit of
+// TTL applies to each retried step on its own, not to Start: INFO server,
+// INFO memory, CONFIG GET (only when INFO memory does not show the
+// policy), SCRIPT LOAD and the heartbeat write, so Start can take up to
+// 5·TTL (on Cluster and Ring the per-server steps run on every server at
+// once, so still 5·TTL, plus the client's own discovery of the cluster).
+// Give ctx a deadline to bound it.
 func (m *Manager) Start(ctx context.Context) error {
 	m.mu.Lock()
 	if m.running || m.stopped {
