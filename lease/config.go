@@ -88,7 +88,10 @@ type Config struct {
 	// With N > 0 a failover to an acknowledging replica keeps the lease;
 	// the cost is one replication round trip per acquisition. Renewals are
 	// not waited for. It needs a *redis.Client (standalone, Sentinel) or a
-	// *redis.ClusterClient.
+	// *redis.ClusterClient. On Cluster the script and WAIT go to the
+	// room's primary directly (WAIT counts its own connection's writes),
+	// so a MOVED or ASK reply is not followed by the client: Acquire
+	// refreshes the slot map and retries, within the acquisition's budget.
 	//
 	// WAIT gets half of the attempt's time, about CallTimeout/2 (TTL/12 by
 	// default), the rest being the round trip: choose a TTL whose twelfth

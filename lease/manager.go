@@ -434,6 +434,13 @@ func (m *Manager) acquireCall(ctx context.Context, id string) ([]any, error) {
 		cmd, wait = run(func(p redis.Pipeliner) *redis.Cmd { return acquireScript.Eval(ctx, p, keys, args...) })
 	}
 	res, err := cmd.Slice()
+	if cl, ok := m.client.(*redis.ClusterClient); ok && isRedirect(err) {
+		// Sent to the primary directly, so the cluster client neither
+		// followed the redirect nor noticed the slot moved: refresh its
+		// slot map (in the background) and let the retry find the owner.
+		cl.ReloadState(ctx)
+		return nil, err
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -448,6 +455,11 @@ func (m *Manager) acquireCall(ctx context.Context, id string) ([]any, error) {
 		return res, fmt.Errorf("%w: %d of Config.WaitReplicas %d within %s", errShortWait, acked, n, timeout)
 	}
 	return res, nil
+}
+
+// isRedirect reports a Cluster MOVED or ASK reply.
+func isRedirect(err error) bool {
+	return err != nil && (redis.HasErrorPrefix(err, "MOVED") || redis.HasErrorPrefix(err, "ASK"))
 }
 
 // acquireReply decodes {code, fence-or-value}.

@@ -67,8 +67,10 @@ func (m *Manager) retryIf(ctx context.Context, again func() error, call func(ctx
 
 // retryable reports whether err may pass on another attempt: the attempt
 // timed out, the connection failed, or the server is temporarily unable
-// to serve (loading, busy with a script, failing over, resharding). A
-// server's answer to the command itself, or an error of ours, is final.
+// to serve (loading, busy with a script, failing over, resharding; MOVED
+// and ASK reach us only from calls sent to one Cluster node directly,
+// which refresh the slot map first). A server's answer to the command
+// itself, or an error of ours, is final.
 func retryable(err error) bool {
 	var netErr net.Error
 	switch {
@@ -78,7 +80,7 @@ func retryable(err error) bool {
 		errors.As(err, &netErr):
 		return true
 	}
-	for _, prefix := range []string{"LOADING", "BUSY", "TRYAGAIN", "CLUSTERDOWN", "MASTERDOWN", "READONLY"} {
+	for _, prefix := range []string{"LOADING", "BUSY", "TRYAGAIN", "CLUSTERDOWN", "MASTERDOWN", "READONLY", "MOVED", "ASK"} {
 		if redis.HasErrorPrefix(err, prefix) {
 			return true
 		}
