@@ -42,6 +42,14 @@ func TestUnregisteredLeaseIsReleasedSilently(t *testing.T) {
 		}},
 		{"every caller gave up", 0, func(t *testing.T, m *Manager, cancel func()) func() {
 			cancel()
+			waitFor(t, "the caller to leave", func() bool {
+				m.mu.Lock()
+				defer m.mu.Unlock()
+				for f := range m.pending {
+					return f.waiters == 0
+				}
+				return false
+			})
 			return func() { settled(t, m) }
 		}},
 	}

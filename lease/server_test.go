@@ -90,7 +90,9 @@ func TestStartChecksServer(t *testing.T) {
 // half a second (half of CallTimeout, TTL/6): with a 1 s TTL it got about
 // 83 ms, which a loaded machine's replica misses now and then.
 func TestWaitReplicas(t *testing.T) {
-	primary := redistest.Start(t)
+	// Redis 7 waits 5 s (repl-diskless-sync-delay) before a diskless
+	// full sync, as long as waitFor's whole budget: start at once.
+	primary := redistest.Start(t, "--repl-diskless-sync-delay", "0")
 	replica := redistest.Start(t, "--replicaof", "127.0.0.1", strconv.Itoa(primary.Port))
 	rc := replica.Client()
 	waitFor(t, "the replica to sync", func() bool {
