@@ -144,8 +144,9 @@
 // # Draining
 //
 // [Manager.BeginDrain] closes the gate at the lifecycle flip: Acquire
-// returns [ErrDraining] from then on, and an acquisition whose script
-// raced the flip is released and returns ErrDraining. The renewer marks the
+// returns [ErrDraining] from then on, an acquisition in progress starts
+// no further attempt, and one whose script raced the flip is released and
+// returns ErrDraining. The renewer marks the
 // heartbeat draining right after.
 //
 // The hook from [Manager.HandOff] (phase Flush) runs a function per held
