@@ -149,3 +149,56 @@ func TestAcquireSharedFlightOutlivesOneCaller(t *testing.T) {
 		t.Fatalf("lease %v held %v, registered %d; want held, registered and in Redis", r.l, r.l.Held(), len(m.Held()))
 	}
 }
+
+// TestAcquireJoinsAfterEveryCallerLeft: a caller that arrives after every
+// earlier caller of the room gave up, while the acquisition is still
+// running, gets an acquisition of its own ctx, not the earlier callers'
+// cancellation: a failed attempt is retried for it.
+func TestAcquireJoinsAfterEveryCallerLeft(t *testing.T) {
+	b := standalone(t)
+	gate := make(chan struct{})
+	var calls atomic.Int32
+	hook := cmdHook{fn: func(ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error {
+		if isAcquire(cmd) && calls.Add(1) == 1 {
+			waitClosed(t, gate, "the second caller to join")
+			return context.DeadlineExceeded // the first attempt times out
+		}
+		return next(ctx, cmd)
+	}}
+	c := b.client(hook)
+	cfg := testConfig()
+	cfg.TTL = 6 * time.Second
+	m := startManager(t, c, cfg)
+	waiters := func(n int) func() bool {
+		return func() bool {
+			m.mu.Lock()
+			defer m.mu.Unlock()
+			f := m.flights["rejoined"]
+			return f != nil && f.waiters == n
+		}
+	}
+	ctxA, cancelA := context.WithCancel(context.Background())
+	errA := make(chan error, 1)
+	go func() { _, err := m.Acquire(ctxA, "rejoined"); errA <- err }()
+	waitFor(t, "the first caller to wait", waiters(1))
+	cancelA()
+	if err := <-errA; !errors.Is(err, context.Canceled) {
+		t.Fatalf("first caller: got %v; want context.Canceled", err)
+	}
+	type result struct {
+		l   *Lease
+		err error
+	}
+	resB := make(chan result, 1)
+	go func() { l, err := m.Acquire(context.Background(), "rejoined"); resB <- result{l, err} }()
+	waitFor(t, "the second caller to wait", waiters(1)) // the first left: 0 until the second joins
+	close(gate)
+	r := <-resB
+	if r.err != nil {
+		t.Fatalf("second caller, ctx live: %v; want the lease", r.err)
+	}
+	if !r.l.Held() || len(m.Held()) != 1 || c.Exists(context.Background(), r.l.key).Val() != 1 {
+		t.Fatalf("lease %v held %v, registered %d; want held, registered and in Redis", r.l, r.l.Held(), len(m.Held()))
+	}
+	settled(t, m)
+}

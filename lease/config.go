@@ -57,16 +57,24 @@ type Config struct {
 	// [DefaultRoutePrefix], [DefaultFencePrefix], [DefaultNodePrefix]. They
 	// must not contain '{' or '}': the hash tag is the id's.
 	RoutePrefix, FencePrefix, NodePrefix string
-	// OnLost, if set, is called once for each lost lease, after its context
-	// is cancelled and Lost() is closed. It runs on the renewer goroutine:
-	// it must not block.
+	// OnLost, if set, is called once for each lease that ends without its
+	// holder choosing to (lost, or left to expire by the drain or Stop),
+	// after its context is cancelled and Lost() is closed. It runs on the
+	// goroutine that ended the lease: usually the renewer; an Acquire
+	// caller's (or its shared acquisition's) when Acquire finds the room's
+	// lease overdue and ends it before taking the room again; the drain's
+	// or Stop's for leases left to expire. It must not block: on the
+	// renewer it delays every renewal, on Acquire the caller.
 	OnLost func(l *Lease, cause error)
 	// OnEnd, if set, is called once for every lease when this node stops
 	// holding it (released, lost, left to expire, or the manager stopped),
 	// right after its context is cancelled (and OnLost, if lost), before
 	// Redis is told: a release's DEL comes after it. An audit log written
 	// here can therefore never show the next owner's acquisition first. It
-	// runs on the goroutine that ended the lease: it must not block.
+	// runs on the goroutine that ended the lease: it must not block. A
+	// lease acquired in Redis but never handed to a caller (every caller
+	// gave up, the gate closed or Stop ran meanwhile, a short WAIT) is
+	// released without OnEnd: it never started.
 	OnEnd func(l *Lease, cause error)
 	// AcceptEviction lets Start proceed, with a warning, on a server whose
 	// maxmemory-policy is not noeviction. Lease keys have a TTL, so both
@@ -76,12 +84,25 @@ type Config struct {
 	// server ([ErrUnsafeServer]).
 	AcceptEviction bool
 	// WaitReplicas is how many replicas must acknowledge an acquisition
-	// (Redis WAIT, within CallTimeout) before Acquire returns the lease;
-	// default 0, no WAIT. With N > 0 a failover to an acknowledging replica
-	// keeps the lease; the cost is one replication round trip per
-	// acquisition, and Acquire fails (releasing the lease) while fewer
-	// than N replicas answer. Renewals are not waited for. It needs a
-	// *redis.Client (standalone, Sentinel) or a *redis.ClusterClient.
+	// (Redis WAIT) before Acquire returns the lease; default 0, no WAIT.
+	// With N > 0 a failover to an acknowledging replica keeps the lease;
+	// the cost is one replication round trip per acquisition. Renewals are
+	// not waited for. It needs a *redis.Client (standalone, Sentinel) or a
+	// *redis.ClusterClient. On Cluster the script and WAIT go to the
+	// room's primary directly (WAIT counts its own connection's writes),
+	// so a MOVED or ASK reply is not followed by the client: Acquire
+	// refreshes the slot map and retries, within the acquisition's budget.
+	//
+	// WAIT gets half of the attempt's time, about CallTimeout/2 (TTL/12 by
+	// default), the rest being the round trip: choose a TTL whose twelfth
+	// is well above the replicas' usual lag. A short WAIT (fewer than N
+	// acknowledged in time) is not retried: the lease is released and
+	// Acquire fails with an error naming WaitReplicas. It is an answer, not
+	// a lost call, and a replica that missed one window is usually behind
+	// for longer; a retry would issue a new fence and load the lagging
+	// replica again, and, since the caller's ctx does not bound a shared
+	// acquisition, would end with the caller's ctx error hiding the reason.
+	// The caller may call Acquire again while its own budget lasts.
 	WaitReplicas int
 	// Draining, if set, is a channel closed when the process starts
 	// draining: lifecycle.Manager.Draining(), closed in the same step that

@@ -38,6 +38,16 @@
 // per server) and Release one more: two round trips per acquire+release
 // pair.
 //
+// An acquire attempt whose reply was lost (a timeout) may have taken the
+// room. The next attempt takes it over with a new fence; but if the
+// acquisition fails in the end, the key would hold this Manager's value
+// under a fence nobody knows, and the room would have no usable owner for
+// a TTL. So a failed acquisition deletes the key if it holds this
+// Manager's node and holder, whatever the fence (compare-holder; safe
+// because one acquisition per room runs at a time and only while this
+// Manager holds no lease of the room). If Redis cannot be reached for that
+// either, the key expires within TTL.
+//
 // # Budgets
 //
 // CallTimeout bounds one call on a healthy server. A loaded machine or a
@@ -47,7 +57,8 @@
 // each call CallTimeout and retry calls that timed out or lost their
 // connection, with jittered backoff from CallTimeout/8 to CallTimeout,
 // until the step's ctx ends (after TTL when ctx has no deadline; a
-// release no later than the key's own expiry). Every retried call is safe
+// release always tries once, but starts no retry after the key's expiry
+// by its last confirmed renewal). Every retried call is safe
 // to repeat. Renewal is the exception: a failed round is not retried
 // within the round; the next tick (RenewInterval) is its retry, and the
 // TTL·2/3 rule decides when a lease is given up.
@@ -133,8 +144,9 @@
 // # Draining
 //
 // [Manager.BeginDrain] closes the gate at the lifecycle flip: Acquire
-// returns [ErrDraining] from then on, and an acquisition whose script
-// raced the flip is released and returns ErrDraining. The renewer marks the
+// returns [ErrDraining] from then on, an acquisition in progress starts
+// no further attempt, and one whose script raced the flip is released and
+// returns ErrDraining. The renewer marks the
 // heartbeat draining right after.
 //
 // The hook from [Manager.HandOff] (phase Flush) runs a function per held

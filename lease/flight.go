@@ -12,13 +12,21 @@ import (
 // others. A lease that nobody waits for any more when the script returns
 // is released, never registered: a lease nobody holds would keep its room
 // owned, renewed and unserved.
+//
+// golang.org/x/sync/singleflight is not used: it cannot tell when every
+// caller has left (its Forget only stops new callers from joining), and
+// that moment decides whether the lease is registered or released.
+//
+// A caller leaving does not cancel the flight: a caller that joins while
+// the attempt is under way takes the flight over with its own ctx. Before
+// each retry the flight checks that someone still waits (goOn).
 type flight struct {
 	done  chan struct{} // closed once lease and err are final and any release is done
 	lease *Lease
 	err   error
-	// ctx ends when nobody waits any more or the manager stops: no further
-	// attempt is made then (the one under way still finishes, so a lease
-	// it gets can be released rather than left to expire).
+	// ctx ends when the manager stops: no further attempt is made then
+	// (the one under way still finishes, so a lease it gets can be
+	// released rather than left to expire).
 	ctx    context.Context
 	cancel context.CancelFunc
 
@@ -27,7 +35,8 @@ type flight struct {
 	decided bool // the result is fixed: a caller that gives up now still gets it
 }
 
-// join returns the flight for id, starting one if there is none, and
+// join returns the flight for id, starting one if there is none or if
+// the one there is already decided (its result is not this caller's), and
 // counts the caller as its waiter.
 func (m *Manager) join(ctx context.Context, id string) (*flight, error) {
 	m.mu.Lock()
@@ -36,7 +45,7 @@ func (m *Manager) join(ctx context.Context, id string) (*flight, error) {
 		return nil, ErrNotRunning
 	}
 	f := m.flights[id]
-	if f == nil {
+	if f == nil || f.decided {
 		f = &flight{done: make(chan struct{})}
 		f.ctx, f.cancel = context.WithCancel(context.WithoutCancel(ctx))
 		m.flights[id] = f
@@ -56,10 +65,34 @@ func (m *Manager) leave(f *flight) bool {
 	if f.decided {
 		return false
 	}
-	if f.waiters--; f.waiters == 0 {
-		f.cancel()
-	}
+	f.waiters--
 	return true
+}
+
+// errNobodyWaits ends an acquisition every caller gave up on.
+var errNobodyWaits = errors.New("every caller gave up")
+
+// goOn returns the check made before each retry of f's acquisition: none
+// starts once the gate closed (invariant 2: no acquire script is sent
+// after the flip), the manager stopped or nobody waits. A flight that
+// stops for want of waiters is decided there and then, under mu, so a
+// caller that arrives later starts a flight of its own instead of taking
+// this error.
+func (m *Manager) goOn(f *flight) func() error {
+	return func() error {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		switch {
+		case m.Draining():
+			return ErrDraining
+		case !m.running:
+			return ErrNotRunning
+		case f.waiters == 0:
+			f.decided = true
+			return errNobodyWaits
+		}
+		return nil
+	}
 }
 
 // fly runs the acquisition for f and settles its result.
@@ -73,7 +106,7 @@ func (m *Manager) fly(id string, f *flight) {
 	}()
 	l, err := m.local(id) // a flight that just ended may have registered it
 	if l == nil && err == nil {
-		if l, err = m.acquire(f.ctx, id); err == nil {
+		if l, err = m.acquire(f.ctx, id, m.goOn(f)); err == nil {
 			l, err = m.register(context.WithoutCancel(f.ctx), l, f)
 		}
 	}
@@ -93,8 +126,9 @@ func (m *Manager) decide(id string, f *flight, l *Lease, err error) {
 
 // register adds a freshly acquired lease, unless the gate closed while the
 // script ran (ErrDraining), the manager stopped (ErrNotRunning) or every
-// caller gave up: then the lease is released, so no lease outlives the
-// flip unseen by the drain, and none is renewed for nobody.
+// caller gave up: then the lease is released (discard: no OnEnd for a
+// lease no caller saw), so no lease outlives the flip unseen by the drain,
+// and none is renewed for nobody.
 func (m *Manager) register(ctx context.Context, l *Lease, f *flight) (*Lease, error) {
 	m.mu.Lock()
 	var err error
@@ -104,12 +138,12 @@ func (m *Manager) register(ctx context.Context, l *Lease, f *flight) (*Lease, er
 	case !m.running:
 		err = ErrNotRunning
 	case f.waiters == 0:
-		err = fmt.Errorf("lease: acquire %s: every caller gave up", l.key)
+		err = fmt.Errorf("lease: acquire %s: %w", l.key, errNobodyWaits)
 	}
 	if err != nil {
 		f.decided = true
 		m.mu.Unlock()
-		if rerr := l.Release(ctx); rerr != nil && !errors.Is(rerr, ErrNotHeld) {
+		if rerr := l.discard(ctx); rerr != nil {
 			return nil, errors.Join(err, rerr) // the key expires within TTL
 		}
 		return nil, err

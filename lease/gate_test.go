@@ -3,8 +3,11 @@ package lease
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/drainkit/drainkit/drain"
 )
@@ -110,5 +113,44 @@ func TestHeldDistrustsAnOverdueLease(t *testing.T) {
 	l.lastOK.Store(time.Now().Add(-m.lostAfter).UnixNano()) // its last confirmed renewal, TTL·2/3 ago
 	if l.Held() {
 		t.Error("overdue lease: Held() = true; want false")
+	}
+}
+
+// TestNoAcquireScriptAfterTheFlip: an attempt that failed before the flip
+// is not retried after it (invariant 2: no lease is acquired after the
+// flip, not even one released right after).
+func TestNoAcquireScriptAfterTheFlip(t *testing.T) {
+	b := standalone(t)
+	var (
+		mgr       atomic.Pointer[Manager]
+		attempts  atomic.Int32
+		afterFlip atomic.Int32
+	)
+	hook := cmdHook{fn: func(ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error {
+		if !isAcquire(cmd) {
+			return next(ctx, cmd)
+		}
+		if mgr.Load().Draining() {
+			afterFlip.Add(1)
+		}
+		if attempts.Add(1) == 1 {
+			mgr.Load().BeginDrain() // the flip comes while the first attempt is lost
+			return context.DeadlineExceeded
+		}
+		return next(ctx, cmd)
+	}}
+	c := b.client(hook)
+	cfg := testConfig()
+	cfg.TTL = 6 * time.Second
+	m := startManager(t, c, cfg)
+	mgr.Store(m)
+	if _, err := m.Acquire(context.Background(), "flip"); !errors.Is(err, ErrDraining) {
+		t.Errorf("Acquire across the flip: got %v; want ErrDraining", err)
+	}
+	if n := afterFlip.Load(); n != 0 {
+		t.Errorf("%d acquire scripts sent after the flip; want 0", n)
+	}
+	if n := c.Exists(context.Background(), m.routeKey("flip")).Val(); n != 0 || len(m.Held()) != 0 {
+		t.Errorf("after the flip: key exists %d, held %d; want neither", n, len(m.Held()))
 	}
 }

@@ -83,8 +83,11 @@ func (l *Lease) Held() bool {
 // (compare-and-DEL). The context is cancelled before the key is deleted, so
 // work under it stops before another node can take the room.
 //
-// Each call gets CallTimeout and is retried while ctx lasts, but not past
-// the moment Redis would expire the key anyway.
+// Release always asks Redis at least once (that call gets CallTimeout,
+// within ctx), even when the last confirmed renewal is more than a TTL
+// old: renewals whose replies were lost may have kept the key alive.
+// Failed calls are retried while ctx lasts, but no retry starts after the
+// moment Redis would have expired the key by the confirmed renewals.
 //
 // Release returns nil if it deleted the key, an error wrapping [ErrNotHeld]
 // if the key had expired or belongs to someone else (nothing to undo: do
@@ -92,18 +95,47 @@ func (l *Lease) Held() bool {
 // ended locally and is no longer renewed.
 func (l *Lease) Release(ctx context.Context) error {
 	l.end(ErrReleased, false)
-	// Past the key's expiry there is nothing left to delete: retry until
-	// then at most.
-	ctx, cancel := context.WithDeadline(ctx, l.deadline(l.m.cfg.TTL))
-	defer cancel()
-	var status [1]int8
-	err := l.m.retry(ctx, func(ctx context.Context) error {
-		return decodeStatuses(releaseScript.Run(ctx, l.m.client, []string{l.key}, l.value), status[:])
-	})
+	status, err := l.releaseKey(ctx)
 	if err != nil {
 		return fmt.Errorf("lease: release %s: %w", l.key, err)
 	}
-	return l.m.releaseResult(l, int64(status[0]))
+	return l.m.releaseResult(l, status)
+}
+
+// releaseKey compare-and-DELs the key (see Release for the retries) and
+// returns the script's status: 1 deleted, 0 gone, -1 someone else's.
+func (l *Lease) releaseKey(ctx context.Context) (int64, error) {
+	expiry := l.deadline(l.m.cfg.TTL)
+	pastExpiry := func() error {
+		if l.m.now().Before(expiry) {
+			return nil
+		}
+		return errPastExpiry
+	}
+	var status [1]int8
+	err := l.m.retryIf(ctx, pastExpiry, func(ctx context.Context) error {
+		return decodeStatuses(releaseScript.Run(ctx, l.m.client, []string{l.key}, l.value), status[:])
+	})
+	return int64(status[0]), err
+}
+
+// errPastExpiry ends a release's retries: by the confirmed renewals, Redis
+// has expired the key by now.
+var errPastExpiry = errors.New("past the key's expiry by the last confirmed renewal, no retry")
+
+// discard gives up a lease that was never registered. No caller ever saw
+// it, so neither OnEnd nor OnLost runs and no metric counts it. Its key is
+// compare-and-DELed on a context the callers cannot cancel: those who
+// cancelled the acquisition are the reason it is unwanted, and it must
+// not keep its room for a whole TTL. The retries are Release's, within
+// TTL. It returns only a Redis error: a key gone or taken is fine.
+func (l *Lease) discard(ctx context.Context) error {
+	l.state.Store(stateEnded)
+	l.cancel(ErrReleased)
+	if _, err := l.releaseKey(context.WithoutCancel(ctx)); err != nil {
+		return fmt.Errorf("lease: release unregistered %s: %w", l, err)
+	}
+	return nil
 }
 
 // begin moves a held lease into hand-off; false if it is not held.

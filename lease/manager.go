@@ -94,9 +94,16 @@ func New(client redis.UniversalClient, cfg Config) (*Manager, error) {
 // cannot, and starts the renewer goroutine, which renews every held lease
 // and the heartbeat each RenewInterval until [Manager.Stop] (or the
 // Release hook). ctx bounds the start only: each call gets CallTimeout and
-// is retried with backoff while ctx lasts (for TTL if ctx has no
-// deadline), so a slow but healthy server delays the start rather than
-// failing it.
+// is retried with backoff while ctx lasts, so a slow but healthy server
+// delays the start rather than failing it.
+//
+// With a deadline on ctx, Start returns by it. Without one, the limit of
+// TTL applies to each retried step on its own, not to Start: INFO server,
+// INFO memory, CONFIG GET (only when INFO memory does not show the
+// policy), SCRIPT LOAD and the heartbeat write, so Start can take up to
+// 5·TTL (on Cluster and Ring the per-server steps run on every server at
+// once, so still 5·TTL, plus the client's own discovery of the cluster).
+// Give ctx a deadline to bound it.
 func (m *Manager) Start(ctx context.Context) error {
 	m.mu.Lock()
 	if m.running || m.stopped {
@@ -126,15 +133,16 @@ func (m *Manager) Start(ctx context.Context) error {
 // lease still held with cause [ErrLeftToExpire] (they are not released:
 // their rooms may not be flushed) and deletes the heartbeat if it is still
 // ours. It is safe to call more than once and after the Release hook.
+//
+// If ctx ends first, Stop still ends every lease and tries the heartbeat
+// delete (within what is left of ctx), then returns the errors joined: the
+// renewer is stopped either way, so a lease not ended now would be written
+// under past its TTL. An acquisition still in progress then releases what
+// it gets in the background.
 func (m *Manager) Stop(ctx context.Context) error {
-	if err := m.stopRenewer(ctx); err != nil {
-		return err
-	}
-	if err := m.waitFlights(ctx); err != nil {
-		return err
-	}
+	stopErr := errors.Join(m.stopRenewer(ctx), m.waitFlights(ctx))
 	m.abandonAll()
-	return m.deleteHeartbeat(ctx)
+	return errors.Join(stopErr, m.deleteHeartbeat(ctx))
 }
 
 // loadScripts caches every script on the server (every master on
@@ -309,31 +317,43 @@ func (m *Manager) local(id string) (*Lease, error) {
 
 // acquire runs the acquire script and returns the new lease, not yet
 // registered; one flight per id at a time. Attempts are retried while ctx
-// lasts (the script is idempotent for this holder), but an attempt under
-// way is not cut short when ctx ends: its lease, if any, must come back
-// to be released.
-func (m *Manager) acquire(ctx context.Context, id string) (*Lease, error) {
+// lasts and goOn allows (the script is idempotent for this holder), but an
+// attempt under way is not cut short when ctx ends: its lease, if any,
+// must come back to be released.
+func (m *Manager) acquire(ctx context.Context, id string, goOn func() error) (*Lease, error) {
 	var (
-		sent time.Time
-		res  []any
+		sent    time.Time
+		res     []any
+		unknown time.Time // the last attempt that may have applied unseen (reply lost) was sent then
 	)
-	err := m.retry(ctx, func(ctx context.Context) (err error) {
+	err := m.retryIf(ctx, goOn, func(ctx context.Context) (err error) {
 		deadline, _ := ctx.Deadline() // retry always sets one
 		actx, cancel := context.WithDeadline(context.WithoutCancel(ctx), deadline)
 		defer cancel()
 		sent = m.now()
 		res, err = m.acquireCall(actx, id)
+		if err != nil && retryable(err) {
+			unknown = sent
+		}
 		return err
 	})
 	if errors.Is(err, errShortWait) {
-		// Acquired on the primary, but not on enough replicas: undo it.
+		// Acquired on the primary, but not on enough replicas: undo it,
+		// even if ctx (Stop) is cancelled.
 		if _, val, derr := acquireReply(res); derr == nil {
 			fence, _ := strconv.ParseInt(val, 10, 64)
-			_ = m.newLease(id, fence, m.prefix+val, sent).Release(ctx)
+			if rerr := m.newLease(id, fence, m.prefix+val, sent).discard(ctx); rerr != nil {
+				err = errors.Join(err, rerr) // the key expires within TTL
+			}
 		}
 		return nil, fmt.Errorf("lease: acquire %s: %w", m.routeKey(id), err)
 	}
 	if err != nil {
+		if !unknown.IsZero() {
+			if rerr := m.releaseUnknown(ctx, id, unknown); rerr != nil {
+				err = errors.Join(err, rerr) // the key expires within TTL
+			}
+		}
 		return nil, fmt.Errorf("lease: acquire %s: %w", m.routeKey(id), err)
 	}
 	code, val, err := acquireReply(res)
@@ -349,6 +369,33 @@ func (m *Manager) acquire(ctx context.Context, id string) (*Lease, error) {
 		return nil, fmt.Errorf("lease: acquire %s: fence %q: %w", m.routeKey(id), val, err)
 	}
 	return m.newLease(id, fence, m.prefix+val, sent), nil
+}
+
+// releaseUnknown undoes an acquisition that failed after an attempt,
+// sent at sent, may have taken the room without our seeing the reply: the
+// key may then hold this Manager's value with a fence nobody knows, a room
+// with no usable owner for a whole TTL. It deletes the key if it holds
+// this Manager's node and holder, whatever the fence (release_holder.lua).
+// That is safe because acquire runs in the room's only flight and only
+// when this Manager holds no lease of the room. It runs on a context the
+// callers cannot cancel, each call within CallTimeout, and starts no
+// retry after the key would have expired anyway.
+func (m *Manager) releaseUnknown(ctx context.Context, id string, sent time.Time) error {
+	expiry := sent.Add(m.cfg.TTL)
+	pastExpiry := func() error {
+		if m.now().Before(expiry) {
+			return nil
+		}
+		return errPastExpiry
+	}
+	key := m.routeKey(id)
+	err := m.retryIf(context.WithoutCancel(ctx), pastExpiry, func(ctx context.Context) error {
+		return releaseHolderScript.Run(ctx, m.client, []string{key}, m.prefix).Err()
+	})
+	if err != nil {
+		return fmt.Errorf("release %s after a lost reply: %w", key, err)
+	}
+	return nil
 }
 
 // acquireCall runs the acquire script and, with Config.WaitReplicas,
@@ -387,6 +434,13 @@ func (m *Manager) acquireCall(ctx context.Context, id string) ([]any, error) {
 		cmd, wait = run(func(p redis.Pipeliner) *redis.Cmd { return acquireScript.Eval(ctx, p, keys, args...) })
 	}
 	res, err := cmd.Slice()
+	if cl, ok := m.client.(*redis.ClusterClient); ok && isRedirect(err) {
+		// Sent to the primary directly, so the cluster client neither
+		// followed the redirect nor noticed the slot moved: refresh its
+		// slot map (in the background) and let the retry find the owner.
+		cl.ReloadState(ctx)
+		return nil, err
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -401,6 +455,11 @@ func (m *Manager) acquireCall(ctx context.Context, id string) ([]any, error) {
 		return res, fmt.Errorf("%w: %d of Config.WaitReplicas %d within %s", errShortWait, acked, n, timeout)
 	}
 	return res, nil
+}
+
+// isRedirect reports a Cluster MOVED or ASK reply.
+func isRedirect(err error) bool {
+	return err != nil && (redis.HasErrorPrefix(err, "MOVED") || redis.HasErrorPrefix(err, "ASK"))
 }
 
 // acquireReply decodes {code, fence-or-value}.

@@ -25,6 +25,14 @@ import (
 // Calls retried this way must be safe to repeat: every lease script is
 // (compare-and-set on our own value, or idempotent for the same holder).
 func (m *Manager) retry(ctx context.Context, call func(ctx context.Context) error) error {
+	return m.retryIf(ctx, nil, call)
+}
+
+// retryIf is retry with a check before every attempt after the first:
+// once again returns an error, no further attempt starts and retryIf
+// returns that error joined with the last attempt's. The first attempt
+// always runs (within ctx).
+func (m *Manager) retryIf(ctx context.Context, again func() error, call func(ctx context.Context) error) error {
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, m.cfg.TTL)
@@ -49,13 +57,20 @@ func (m *Manager) retry(ctx context.Context, call func(ctx context.Context) erro
 		case <-wait.C:
 		}
 		backoff = min(backoff*2, m.cfg.CallTimeout)
+		if again != nil {
+			if stop := again(); stop != nil {
+				return fmt.Errorf("%w (after attempt %d: %w)", stop, attempt, err)
+			}
+		}
 	}
 }
 
 // retryable reports whether err may pass on another attempt: the attempt
 // timed out, the connection failed, or the server is temporarily unable
-// to serve (loading, busy with a script, failing over, resharding). A
-// server's answer to the command itself, or an error of ours, is final.
+// to serve (loading, busy with a script, failing over, resharding; MOVED
+// and ASK reach us only from calls sent to one Cluster node directly,
+// which refresh the slot map first). A server's answer to the command
+// itself, or an error of ours, is final.
 func retryable(err error) bool {
 	var netErr net.Error
 	switch {
@@ -65,7 +80,7 @@ func retryable(err error) bool {
 		errors.As(err, &netErr):
 		return true
 	}
-	for _, prefix := range []string{"LOADING", "BUSY", "TRYAGAIN", "CLUSTERDOWN", "MASTERDOWN", "READONLY"} {
+	for _, prefix := range []string{"LOADING", "BUSY", "TRYAGAIN", "CLUSTERDOWN", "MASTERDOWN", "READONLY", "MOVED", "ASK"} {
 		if redis.HasErrorPrefix(err, prefix) {
 			return true
 		}

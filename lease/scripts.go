@@ -17,6 +17,8 @@ var (
 	renewSrc string
 	//go:embed scripts/release.lua
 	releaseSrc string
+	//go:embed scripts/release_holder.lua
+	releaseHolderSrc string
 	//go:embed scripts/heartbeat.lua
 	heartbeatSrc string
 	//go:embed scripts/heartbeat_delete.lua
@@ -27,10 +29,11 @@ var (
 	acquireScript         = redis.NewScript(acquireSrc)
 	renewScript           = redis.NewScript(renewSrc)
 	releaseScript         = redis.NewScript(releaseSrc)
+	releaseHolderScript   = redis.NewScript(releaseHolderSrc)
 	heartbeatScript       = redis.NewScript(heartbeatSrc)
 	heartbeatDeleteScript = redis.NewScript(heartbeatDeleteSrc)
 	probeScript           = redis.NewScript(probeSrc)
 )
 
 // scriptSources are the sources of every script, for loading at Start.
-var scriptSources = []string{acquireSrc, renewSrc, releaseSrc, heartbeatSrc, heartbeatDeleteSrc, probeSrc}
+var scriptSources = []string{acquireSrc, renewSrc, releaseSrc, releaseHolderSrc, heartbeatSrc, heartbeatDeleteSrc, probeSrc}

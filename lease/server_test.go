@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -85,9 +86,13 @@ func TestStartChecksServer(t *testing.T) {
 
 // TestWaitReplicas: with Config.WaitReplicas, Acquire returns a lease only
 // once that many replicas hold it; short of them, the lease is released
-// and the error names the setting.
+// and the error names the setting. The TTL is 6 s so that WAIT gets about
+// half a second (half of CallTimeout, TTL/6): with a 1 s TTL it got about
+// 83 ms, which a loaded machine's replica misses now and then.
 func TestWaitReplicas(t *testing.T) {
-	primary := redistest.Start(t)
+	// Redis 7 waits 5 s (repl-diskless-sync-delay) before a diskless
+	// full sync, as long as waitFor's whole budget: start at once.
+	primary := redistest.Start(t, "--repl-diskless-sync-delay", "0")
 	replica := redistest.Start(t, "--replicaof", "127.0.0.1", strconv.Itoa(primary.Port))
 	rc := replica.Client()
 	waitFor(t, "the replica to sync", func() bool {
@@ -99,6 +104,7 @@ func TestWaitReplicas(t *testing.T) {
 	ctx := context.Background()
 
 	cfg := testConfig()
+	cfg.TTL = 6 * time.Second
 	cfg.WaitReplicas = 1
 	m := startManager(t, c, cfg)
 	l, err := m.Acquire(ctx, "waited")
@@ -110,6 +116,7 @@ func TestWaitReplicas(t *testing.T) {
 	}
 
 	cfg = testConfig()
+	cfg.TTL = 6 * time.Second
 	cfg.WaitReplicas = 2
 	m2 := startManager(t, c, cfg)
 	if _, err := m2.Acquire(ctx, "short"); err == nil || !strings.Contains(err.Error(), "WaitReplicas 2") {
@@ -137,5 +144,61 @@ func TestAtLeastVersion(t *testing.T) {
 		if got := atLeast(tt.give, minRedisVersion); got != tt.want {
 			t.Errorf("atLeast(%q, 5.0.0) = %v; want %v", tt.give, got, tt.want)
 		}
+	}
+}
+
+// TestWaitReplicasFollowsAMovedSlot: with WaitReplicas on Cluster the
+// script goes to the room's primary directly, outside the cluster
+// client's redirect handling; after the room's slot moved, the MOVED
+// reply must refresh the slot map and the attempt go to the new owner.
+// The cluster has no replicas, so the attempt that reaches the right
+// primary fails with a short WAIT: the error tells which node answered.
+func TestWaitReplicasFollowsAMovedSlot(t *testing.T) {
+	cl := redistest.StartCluster(t)
+	c := cl.ClientWith(&redis.ClusterOptions{MaxRetries: 1, ContextTimeoutEnabled: true})
+	cfg := testConfig()
+	cfg.TTL = 6 * time.Second
+	cfg.WaitReplicas = 1
+	m := startManager(t, c, cfg) // Start loads the slot map
+	ctx := context.Background()
+	key := m.routeKey("moved")
+	owner, err := c.MasterForKey(ctx, key)
+	if err != nil {
+		t.Fatalf("MasterForKey: %v", err)
+	}
+	var target *redistest.Server
+	for _, s := range cl.Servers {
+		if s.Addr != owner.Options().Addr {
+			target = s
+			break
+		}
+	}
+	tc := target.Client()
+	targetID, err := tc.ClusterMyID(ctx).Result()
+	if err != nil {
+		t.Fatalf("CLUSTER MYID: %v", err)
+	}
+	// Move the (empty) slot: the new owner first, then the others.
+	servers := []*redistest.Server{target}
+	for _, s := range cl.Servers {
+		if s != target {
+			servers = append(servers, s)
+		}
+	}
+	for _, s := range servers {
+		if err := s.Client().Do(ctx, "CLUSTER", "SETSLOT", keySlot(key), "NODE", targetID).Err(); err != nil {
+			t.Fatalf("CLUSTER SETSLOT on %s: %v", s.Addr, err)
+		}
+	}
+	waitFor(t, "the old owner to redirect", func() bool {
+		return redis.HasErrorPrefix(owner.Get(ctx, key).Err(), "MOVED")
+	})
+
+	_, err = m.Acquire(ctx, "moved")
+	if err == nil || !strings.Contains(err.Error(), "WaitReplicas 1") {
+		t.Fatalf("Acquire after the slot moved: got %v; want the new owner's short WAIT naming WaitReplicas 1", err)
+	}
+	if n := tc.Exists(ctx, key).Val(); n != 0 {
+		t.Errorf("new owner holds %s (%d) after the short WAIT; want it released", key, n)
 	}
 }

@@ -1,0 +1,95 @@
+package lease
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// isAcquire reports whether cmd runs the acquire script.
+func isAcquire(cmd redis.Cmder) bool {
+	args := cmd.Args()
+	if len(args) < 2 {
+		return false
+	}
+	switch cmd.Name() {
+	case "evalsha":
+		return args[1] == acquireScript.Hash()
+	case "eval":
+		return args[1] == acquireSrc
+	}
+	return false
+}
+
+// settled waits until no acquisition of m is in progress.
+func settled(t *testing.T, m *Manager) {
+	t.Helper()
+	waitFor(t, "acquisitions in progress to settle", func() bool {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		return len(m.pending) == 0
+	})
+}
+
+// TestStopOutOfTimeStillEndsLeases: a Stop whose ctx ends while an
+// acquisition is in progress has already stopped the renewer, so it must
+// still end every lease (Lost() closed, context cancelled): nothing renews
+// them any more, and a holder that kept writing would outlive the TTL.
+func TestStopOutOfTimeStillEndsLeases(t *testing.T) {
+	b := standalone(t)
+	gate := make(chan struct{})
+	var armed = make(chan struct{}, 1)
+	hook := cmdHook{fn: func(ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error {
+		if isAcquire(cmd) {
+			select {
+			case <-armed:
+				<-gate // an acquisition that takes longer than Stop's budget
+			default:
+			}
+		}
+		return next(ctx, cmd)
+	}}
+	c := b.client(hook)
+	cfg := testConfig()
+	cfg.TTL = 6 * time.Second // the held attempt must not time out by itself
+	m := startManager(t, c, cfg)
+	ctx := context.Background()
+	held, err := m.Acquire(ctx, "held")
+	if err != nil {
+		t.Fatalf("Acquire: %v", err)
+	}
+	armed <- struct{}{}
+	slowCtx, cancelSlow := context.WithCancel(ctx)
+	defer cancelSlow()
+	slow := make(chan error, 1)
+	go func() { _, err := m.Acquire(slowCtx, "slow"); slow <- err }()
+	waitFor(t, "the slow acquisition to start", func() bool {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		return len(m.pending) == 1 && len(armed) == 0
+	})
+
+	stopCtx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel()
+	if err := m.Stop(stopCtx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Stop out of time: got %v; want context.DeadlineExceeded", err)
+	}
+	select {
+	case <-held.Lost():
+	default:
+		t.Error("held lease: Lost() open after Stop; want closed (nothing renews it)")
+	}
+	if cause := context.Cause(held.Context()); !errors.Is(cause, ErrLeftToExpire) {
+		t.Errorf("held lease: cause %v; want ErrLeftToExpire", cause)
+	}
+	if n := len(m.Held()); n != 0 {
+		t.Errorf("Held() has %d leases after Stop; want 0", n)
+	}
+	close(gate)
+	cancelSlow()
+	<-slow
+	settled(t, m)
+}
