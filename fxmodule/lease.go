@@ -50,6 +50,9 @@ func newLeaseManager(p leaseParams) (*lease.Manager, error) {
 	if cfg.Registerer == nil {
 		cfg.Registerer = p.Registerer
 	}
+	if cfg.Draining == nil {
+		cfg.Draining = func() bool { return p.Manager.State() >= lifecycle.Draining }
+	}
 	l, err := lease.New(p.Client, cfg)
 	if err != nil {
 		return nil, err

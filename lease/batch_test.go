@@ -181,8 +181,12 @@ func testReleaseBatch(t *testing.T, b backend, ids []string) {
 		t.Fatalf("ReleaseAll: %v", err)
 	}
 	for i, l := range ls {
-		if cause := context.Cause(l.Context()); !errors.Is(cause, ErrReleased) {
-			t.Fatalf("%s: cause %v; want ErrReleased", l, cause)
+		// A key deleted or stolen before the batch may be noticed first by
+		// the renewer, whose tick races the test: the lease then ends as
+		// lost, which is as right as the batch's release.
+		cause := context.Cause(l.Context())
+		if !errors.Is(cause, ErrReleased) && (outcomeOf(i, len(ls)) == keep || !errors.Is(cause, ErrLost)) {
+			t.Fatalf("%s: cause %v; want ErrReleased (or ErrLost for a key deleted or stolen)", l, cause)
 		}
 		got, err := c.Get(ctx, l.key).Result()
 		switch outcomeOf(i, len(ls)) {

@@ -104,12 +104,13 @@ type Config struct {
 	// acquisition, would end with the caller's ctx error hiding the reason.
 	// The caller may call Acquire again while its own budget lasts.
 	WaitReplicas int
-	// Draining, if set, is a channel closed when the process starts
-	// draining: lifecycle.Manager.Draining(), closed in the same step that
-	// publishes the Draining state. Acquire checks it as well as
-	// BeginDrain, so no acquisition completes after the flip even before
-	// the flip's listeners (which call BeginDrain) have run.
-	Draining <-chan struct{}
+	// Draining, if set, reports whether the process has started draining,
+	// read straight from the process's state (fxmodule passes the
+	// lifecycle state, which is published before the flip's listeners
+	// run). Acquire checks it as well as BeginDrain, so no acquisition
+	// completes after the flip even before the listener that calls
+	// BeginDrain has run. It must be cheap and must not block.
+	Draining func() bool
 	// Logger receives warnings (heartbeat failures, lost leases); default
 	// slog.Default().
 	Logger *slog.Logger

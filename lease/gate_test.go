@@ -12,21 +12,21 @@ import (
 	"github.com/drainkit/drainkit/drain"
 )
 
-// The lifecycle's Draining channel closes the gate by itself: the flip is
-// published before its listeners (BeginDrain) run, and no acquisition may
-// complete in between.
+// The process's state closes the gate by itself: the flip is published
+// before its listeners (BeginDrain) run, and no acquisition may complete in
+// between.
 func TestExternalDrainingGate(t *testing.T) {
 	b := standalone(t)
 	c := b.client()
-	flipped := make(chan struct{})
+	var flipped atomic.Bool
 	cfg := testConfig()
-	cfg.Draining = flipped
+	cfg.Draining = flipped.Load
 	m := startManager(t, c, cfg)
 	ctx := context.Background()
 	if _, err := m.Acquire(ctx, "before"); err != nil {
 		t.Fatalf("Acquire before the flip: %v", err)
 	}
-	close(flipped)
+	flipped.Store(true)
 	if _, err := m.Acquire(ctx, "after"); !errors.Is(err, ErrDraining) {
 		t.Fatalf("Acquire after the flip, before BeginDrain: got %v; want ErrDraining", err)
 	}

@@ -234,17 +234,9 @@ func (m *Manager) BeginDrain() {
 }
 
 // Draining reports whether the gate is closed: BeginDrain ran, or
-// [Config].Draining is closed.
+// [Config].Draining reports true.
 func (m *Manager) Draining() bool {
-	if m.draining.Load() {
-		return true
-	}
-	select {
-	case <-m.cfg.Draining: // a nil channel never answers: no external gate
-		return true
-	default:
-		return false
-	}
+	return m.draining.Load() || (m.cfg.Draining != nil && m.cfg.Draining())
 }
 
 // Acquire takes the lease on room id for this node. While this Manager
