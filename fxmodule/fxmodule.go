@@ -141,7 +141,7 @@ func wire(p wireParams) error {
 			}
 			return nil // Run marks the process running once every OnStart is done
 		},
-		OnStop: moduleStop(p.Manager),
+		OnStop: moduleStop(p.Manager, p.Driver),
 	})
 	return nil
 }
@@ -156,12 +156,18 @@ var ErrNotRun = errors.New("fxmodule: an app with fxmodule.Module must be run by
 // moduleStop is Module's OnStop hook. Under [Run] fx stops the app after
 // the drain, when the state is Stopped, and there is nothing to do. When fx
 // rolls back a failed start (inside app.Start), the drain happens here,
-// before the rollback stops what the drain hooks use.
-func moduleStop(m *lifecycle.Manager) func(context.Context) error {
+// before the rollback stops what the drain hooks use; the report then says
+// why the start failed.
+func moduleStop(m *lifecycle.Manager, d *driver) func(context.Context) error {
 	return func(ctx context.Context) error {
-		if m.State() != lifecycle.Stopped {
-			m.Shutdown(ctx, "fx: start failed, rolling back")
+		if m.State() == lifecycle.Stopped {
+			return nil
 		}
+		reason := "start failed"
+		if err := d.rollbackCause(); err != nil {
+			reason += ": " + err.Error()
+		}
+		m.Shutdown(ctx, reason)
 		return nil
 	}
 }

@@ -3,6 +3,7 @@ package fxmodule_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
@@ -372,8 +373,28 @@ func TestRunStartFailureIsExitStartFailed(t *testing.T) {
 		})
 		sig := make(chan os.Signal)
 		signals := fx.Provide(fxmodule.AsOption(func() lifecycle.Option { return lifecycle.WithSignals(sig) }))
-		code := fxmodule.Run(baseOptions(tr, failing, signals)...)
+		logs := &lockedBuffer{}
+		log := fx.Decorate(func() *slog.Logger { return slog.New(slog.NewJSONHandler(logs, nil)) })
+		code := fxmodule.Run(baseOptions(tr, failing, signals, log)...)
 		assert.Equal(t, lifecycle.ExitStartFailed, code)
 		assert.Equal(t, []string{"flushed", "client closed while stopped"}, tr.list())
+		// The report, logged from inside fx's rollback, already says so.
+		logs.mu.Lock()
+		defer logs.mu.Unlock()
+		var logged struct {
+			ExitCode   int    `json:"exit_code"`
+			StartError string `json:"start_error"`
+		}
+		for _, line := range bytes.Split(logs.b.Bytes(), []byte("\n")) {
+			var rec struct {
+				Msg    string          `json:"msg"`
+				Report json.RawMessage `json:"report"`
+			}
+			if json.Unmarshal(line, &rec) == nil && rec.Msg == "drain report" {
+				require.NoError(t, json.Unmarshal(rec.Report, &logged))
+			}
+		}
+		assert.Equal(t, lifecycle.ExitStartFailed, logged.ExitCode, "the logged report's exit code")
+		assert.Contains(t, logged.StartError, "warm cache: no such table")
 	})
 }

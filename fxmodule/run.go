@@ -89,6 +89,7 @@ func Run(opts ...fx.Option) int {
 		return lifecycle.ExitConfig
 	}
 	d.app = app
+	rec.rollingOut = d.setRollbackCause
 	drivers.Store(m, d)
 	defer drivers.Delete(m)
 	m.OnStart(d.start)
@@ -100,8 +101,26 @@ func Run(opts ...fx.Option) int {
 type driver struct {
 	app *fx.App
 
-	mu    sync.Mutex
-	abort context.Context // ends at a stop request or at fx's StartTimeout
+	mu       sync.Mutex
+	abort    context.Context // ends at a stop request or at fx's StartTimeout
+	rollback error           // why fx rolls the start back, from its events
+}
+
+// setRollbackCause keeps why fx rolls the start back, for the report.
+func (d *driver) setRollbackCause(err error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.rollback = err
+}
+
+// rollbackCause is why fx rolls the start back, or nil.
+func (d *driver) rollbackCause() error {
+	if d == nil {
+		return nil
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.rollback
 }
 
 // drivers finds the driver of a manager's app for [Abortable], which is

@@ -19,7 +19,8 @@ import (
 // fx tells hooks apart only in its events; its lifecycle keeps no record a
 // caller can read.
 type stopRecorder struct {
-	next fxevent.Logger // set when fx builds the logger
+	next       fxevent.Logger // set when fx builds the logger
+	rollingOut func(error)    // told why fx rolls a start back
 
 	mu      sync.Mutex
 	running map[string]time.Time // OnStop hooks that began and have not ended
@@ -37,6 +38,9 @@ func (r *stopRecorder) option() fx.Option {
 // LogEvent logs e and records OnStop hooks beginning and ending.
 func (r *stopRecorder) LogEvent(e fxevent.Event) {
 	r.next.LogEvent(e)
+	if e, ok := e.(*fxevent.RollingBack); ok && r.rollingOut != nil {
+		r.rollingOut(e.StartErr)
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	switch e := e.(type) {

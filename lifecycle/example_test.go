@@ -46,10 +46,13 @@ func ExampleManager_OnTransition() {
 		fmt.Println("flushing")
 		return nil
 	}})
-	r := m.Shutdown(context.Background(), "example")
+	ctx, stop := context.WithCancel(context.Background())
+	m.OnStart(func(context.Context) error { stop(); return nil }) // stop as soon as started
+	r := m.Run(ctx)
 	fmt.Println("exit code", r.ExitCode)
 	// Output:
-	// starting → draining
+	// starting → running
+	// running → draining
 	// flushing
 	// draining → stopped
 	// exit code 0

@@ -51,8 +51,8 @@ type Manager struct {
 	forced    bool
 	forceNow  context.CancelFunc
 
-	shutdownOnce sync.Once
-	report       *Report
+	once   sync.Once // the one Shutdown
+	report *Report
 }
 
 // Option configures a Manager beyond its Config.
@@ -259,13 +259,25 @@ func (m *Manager) transition(to State, reason string) error {
 // cancelling ctx, like a second signal, skips what is left.
 //
 // Later and concurrent calls wait for the first and return its report.
+//
+// Called while the process is still Starting and no stop was requested, it
+// is the drain of a failed start (a framework rolling back): the report
+// carries reason as its StartError and [ExitStartFailed].
 func (m *Manager) Shutdown(ctx context.Context, reason string) *Report {
-	m.shutdownOnce.Do(func() { m.report = m.shutdown(ctx, reason) })
+	return m.shutdownOnce(ctx, reason, nil)
+}
+
+// shutdownOnce is Shutdown with the error of a failed start, if Run knows it.
+func (m *Manager) shutdownOnce(ctx context.Context, reason string, startErr error) *Report {
+	m.once.Do(func() { m.report = m.shutdown(ctx, reason, startErr) })
 	return m.report
 }
 
-func (m *Manager) shutdown(ctx context.Context, reason string) *Report {
+func (m *Manager) shutdown(ctx context.Context, reason string, startErr error) *Report {
 	m.mu.Lock()
+	if startErr == nil && m.State() == Starting && m.stopReq.Err() == nil {
+		startErr = errors.New(reason) // nobody asked to stop: the start failed
+	}
 	m.requestStopLocked(reason)
 	reason, deadline := m.stopWhy, m.stopAt.Add(m.cfg.DrainTimeout)
 	m.mu.Unlock()
@@ -300,6 +312,9 @@ func (m *Manager) shutdown(ctx context.Context, reason string) *Report {
 	rep.Duration = time.Since(m.stopAt)
 	r := &Report{Report: rep, Service: m.cfg.Service, NodeID: m.cfg.NodeID}
 	r.ExitCode = exitCode(r)
+	if startErr != nil {
+		r.startFailed(startErr)
+	}
 	m.metrics.drained(r)
 	m.logReport(r)
 	return r

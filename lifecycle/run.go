@@ -86,11 +86,10 @@ func (m *Manager) Run(ctx context.Context) *Report {
 	if startErr != nil {
 		reason += ": " + startErr.Error()
 	}
-	r := m.Shutdown(context.Background(), reason)
-	if startErr != nil && !errors.Is(startErr, errStartAborted) {
-		r.startFailed(startErr)
+	if errors.Is(startErr, errStartAborted) {
+		startErr = nil // a signal's abort is a clean stop, not a failed start
 	}
-	return r
+	return m.shutdownOnce(context.Background(), reason, startErr)
 }
 
 // start runs the OnStart steps with a context cancelled by a stop request.
