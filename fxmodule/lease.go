@@ -59,7 +59,7 @@ func newLeaseManager(p leaseParams) (*lease.Manager, error) {
 	}
 	p.Manager.OnDrain(l.BeginDrain)
 	p.Lifecycle.Append(fx.Hook{
-		OnStart: l.Start,
+		OnStart: Abortable(p.Manager, l.Start), // a signal or StartTimeout ends its retries
 		OnStop:  func(ctx context.Context) error { return l.Stop(ctx) },
 	})
 	return l, nil

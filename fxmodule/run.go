@@ -133,13 +133,14 @@ var errStartTimedOut = errors.New("fxmodule: start timed out")
 // start is the manager's one start step: fx's whole start. ctx ends when a
 // stop is requested. fx rolls a failed start back with the very context it
 // was given and stops nothing once that context has ended, so app.Start
-// gets one that never ends, and fx's StartTimeout is enforced here. A
-// signal or the StartTimeout cancels the OnStart hooks wrapped with
-// [Abortable]; the one that aborts fails the start, and fx's rollback,
-// with its live context, stops what had started (Module's OnStop drains
-// first). A hook not wrapped finishes its start; if it is still running
-// StopMargin later, start gives up on it and the manager drains what it
-// can (the process is exiting).
+// gets one that outlives fx's StartTimeout by StopMargin, and the
+// StartTimeout itself is enforced here: a signal or the StartTimeout
+// cancels the OnStart hooks wrapped with [Abortable]; the one that aborts
+// fails the start, and fx's rollback, with StopMargin of live context left,
+// stops what had started (Module's OnStop drains first). The deadline also
+// bounds start steps that retry (the lease manager's). A hook not wrapped
+// finishes its start; if it is still running StopMargin later, start gives
+// up on it and the manager drains what it can (the process is exiting).
 func (d *driver) start(ctx context.Context) error {
 	abort, cancel := context.WithTimeoutCause(ctx, d.app.StartTimeout(), errStartTimedOut)
 	defer cancel()
@@ -147,8 +148,10 @@ func (d *driver) start(ctx context.Context) error {
 	d.abort = abort
 	d.mu.Unlock()
 
+	fxCtx, cancelFx := context.WithTimeout(context.Background(), d.app.StartTimeout()+StopMargin)
+	defer cancelFx()
 	done := make(chan error, 1)
-	go func() { done <- d.app.Start(context.Background()) }()
+	go func() { done <- d.app.Start(fxCtx) }()
 	var err error
 	select {
 	case err = <-done:
