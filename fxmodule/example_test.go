@@ -2,6 +2,7 @@ package fxmodule_test
 
 import (
 	"context"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -71,5 +72,20 @@ func Example() {
 			}),
 		),
 		fx.Invoke(listen),
+	))
+}
+
+// A complete HTTP service with graceful shutdown. At SIGTERM readiness
+// flips, the load balancer gets DRAIN_DELAY to notice, intake stops,
+// requests in flight finish, and the process exits with a code that says
+// how it went.
+func ExampleHTTP() {
+	hello := func() http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "hello\n") })
+	}
+	os.Exit(fxmodule.Run(
+		fxmodule.Module, fxmodule.FromEnv, // SERVICE_NAME, DRAIN_TIMEOUT, DRAIN_DELAY, …
+		fx.StopTimeout(45*time.Second), // at least DRAIN_TIMEOUT (30s) + StopMargin
+		fxmodule.HTTP("api", ":8080", hello),
 	))
 }

@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"net"
+	"net/http"
 	"log/slog"
 	"os"
 	"strings"
@@ -397,4 +399,73 @@ func TestRunStartFailureIsExitStartFailed(t *testing.T) {
 		assert.Equal(t, lifecycle.ExitStartFailed, logged.ExitCode, "the logged report's exit code")
 		assert.Contains(t, logged.StartError, "warm cache: no such table")
 	})
+}
+
+// fxmodule.HTTP wires a whole drained server: a request in flight at the
+// signal is answered, the health endpoints answer beside the handler, the
+// listener is a gating check, and the drain closes the server.
+func TestHTTPServesAndDrains(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0") // a free port
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	require.NoError(t, ln.Close())
+
+	entered, release := make(chan struct{}), make(chan struct{})
+	handler := func() http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == "/slow" {
+				close(entered)
+				<-release
+			}
+			_, _ = io.WriteString(w, "hello")
+		})
+	}
+	var reg *readiness.Registry
+	app := fxmoduletest.Start(t, baseOptions(&trace{}, fxmodule.HTTP("api", addr, handler), fx.Populate(&reg))...)
+
+	rep := reg.Ready(context.Background())
+	require.Equal(t, readiness.StatusOK, rep.Status, "%+v", rep)
+	var names []string
+	for _, c := range rep.Checks {
+		names = append(names, c.Name)
+	}
+	assert.Contains(t, names, "api_listener")
+	resp, err := http.Get("http://" + addr + "/healthz/live")
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusOK, resp.StatusCode)
+
+	slow := make(chan string, 1)
+	go func() {
+		resp, err := http.Get("http://" + addr + "/slow")
+		if err != nil {
+			slow <- err.Error()
+			return
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		slow <- string(b)
+	}()
+	<-entered
+	app.Signal()
+	close(release)
+	assert.Equal(t, "hello", <-slow, "the request in flight at the signal is answered")
+	r := app.Wait()
+	assert.Equal(t, lifecycle.ExitClean, r.ExitCode)
+	for _, h := range []string{"api.stop_intake", "api.wait_in_flight", "api.serve"} {
+		got, ok := r.Hook(h)
+		assert.True(t, ok, h)
+		assert.Equal(t, drain.OK, got.Outcome, h)
+	}
+	_, err = net.Dial("tcp", addr)
+	assert.Error(t, err, "the drain closed the listener")
+}
+
+// An address that cannot be bound fails the start and names it.
+func TestHTTPBadAddressFailsStart(t *testing.T) {
+	handler := func() http.Handler { return http.NotFoundHandler() }
+	sig := make(chan os.Signal)
+	signals := fx.Provide(fxmodule.AsOption(func() lifecycle.Option { return lifecycle.WithSignals(sig) }))
+	code := fxmodule.Run(baseOptions(&trace{}, signals, fxmodule.HTTP("api", "256.0.0.1:80", handler))...)
+	assert.Equal(t, lifecycle.ExitStartFailed, code)
 }

@@ -1,0 +1,108 @@
+package fxmodule
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/fx"
+
+	"github.com/drainkit/drainkit/drain"
+	"github.com/drainkit/drainkit/lifecycle"
+	"github.com/drainkit/drainkit/readiness"
+)
+
+// HTTP serves, on addr, the http.Handler that the constructor handler
+// returns (any fx constructor whose result implements http.Handler), as a
+// server the drain knows, so a service writes none of the wiring:
+//
+//   - requests go through the in-flight Tracker, and the health endpoints
+//     (/healthz/live, /healthz/ready) are mounted beside them, outside it,
+//     so a probe still gets an answer while intake closes;
+//   - it listens in an OnStart hook (an address that cannot be bound fails
+//     the start, naming it) and serves in a goroutine the drain waits for;
+//   - its drain hooks are drain.HTTPHooks (phases stop_intake and
+//     wait_in_flight) and name+".serve" (close), which waits for Serve;
+//   - a gating readiness check, name+"_listener", dials the bound address.
+//
+// name identifies the server in hook and check names and logs; give each
+// server of a service its own. The handler is private to this server.
+func HTTP(name, addr string, handler any) fx.Option {
+	return fx.Module("drainkit.http."+name,
+		fx.Provide(fx.Private, fx.Annotate(handler, fx.As(new(http.Handler)))),
+		fx.Invoke(func(p httpParams) error { return serveHTTP(name, addr, p) }),
+	)
+}
+
+type httpParams struct {
+	fx.In
+	Lifecycle fx.Lifecycle
+	Manager   *lifecycle.Manager
+	Registry  *readiness.Registry
+	Handler   http.Handler
+	Logger    *slog.Logger `optional:"true"`
+}
+
+func serveHTTP(name, addr string, p httpParams) error {
+	log := p.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	t := p.Manager.Tracker()
+	mux := http.NewServeMux()
+	p.Registry.Mount(mux)
+	mux.Handle("/", t.Middleware(p.Handler))
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+
+	var bound atomic.Pointer[string] // the listener's address once it listens
+	served := make(chan struct{})    // closed when Serve returns
+	wait := func(ctx context.Context) error {
+		if bound.Load() == nil {
+			return nil // never listened: nothing serves
+		}
+		select {
+		case <-served:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	hooks := append(drain.HTTPHooks(name, srv, t), drain.Hook{Name: name + ".serve", Phase: drain.Close, Run: wait})
+	if err := p.Manager.AddHook(hooks...); err != nil {
+		return err
+	}
+	check := readiness.Listener(addr)
+	check.Name = name + "_listener"
+	check.Probe = func(ctx context.Context) error {
+		a := bound.Load()
+		if a == nil {
+			return errors.New("not listening yet")
+		}
+		return readiness.Listener(*a).Probe(ctx)
+	}
+	if err := p.Registry.Add(check); err != nil {
+		return err
+	}
+	p.Lifecycle.Append(fx.Hook{OnStart: func(context.Context) error {
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			return fmt.Errorf("fxmodule: HTTP server %q: listen on %s: %w", name, addr, err)
+		}
+		a := ln.Addr().String()
+		bound.Store(&a)
+		go func() {
+			defer close(served)
+			if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+				log.Error("serve", "server", name, "err", err)
+			}
+		}()
+		log.Info("listening", "server", name, "addr", a)
+		return nil
+	}})
+	return nil
+}
