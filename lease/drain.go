@@ -181,7 +181,8 @@ func (m *Manager) ReleaseAll(ctx context.Context) error {
 		}
 		if m.handsOff.Load() {
 			// Rooms are flushed before they move, and this one was not
-			// (the hand-off never reached it): invariant 6, let it expire.
+			// (the hand-off never reached it): a room not flushed is never released, so
+			// its next owner recovers with a higher fence; let it expire.
 			if l.end(ErrLeftToExpire, true) {
 				m.met.leftToExpire.Inc()
 			}

@@ -73,7 +73,7 @@ func (m *Manager) leave(f *flight) bool {
 var errNobodyWaits = errors.New("every caller gave up")
 
 // goOn returns the check made before each retry of f's acquisition: none
-// starts once the gate closed (invariant 2: no acquire script is sent
+// starts once the gate closed (no acquire script is sent
 // after the flip), the manager stopped or nobody waits. A flight that
 // stops for want of waiters is decided there and then, under mu, so a
 // caller that arrives later starts a flight of its own instead of taking

@@ -15,7 +15,8 @@ const (
 	// so load balancers notice it is not ready: Kubernetes endpoints and
 	// kube-proxy typically converge within a few seconds.
 	DefaultDrainDelay = 5 * time.Second
-	// DefaultReadyTimeout bounds one readiness evaluation (the guide's 500 ms).
+	// DefaultReadyTimeout bounds one readiness evaluation: a probe answers in
+	// half a second or says why not.
 	DefaultReadyTimeout = 500 * time.Millisecond
 	// DefaultDelayFloor is the least delay when the adaptive delay is on:
 	// a lull in traffic shorter than this is not taken for the load
