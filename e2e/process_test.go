@@ -60,7 +60,7 @@ func exitCode(t *testing.T, p *e2e.Proc) int {
 
 func TestHungHookExitsAtDeadline(t *testing.T) {
 	const timeout = 2 * time.Second
-	p := run(t, "basic", basicBin(t), "ADDR=127.0.0.1:0", "HANG_HOOK=1", "DRAIN_DELAY=100ms", "DRAIN_TIMEOUT="+timeout.String())
+	p := run(t, "basic", basicBin(t), "ADDR=127.0.0.1:0", "ADMIN_ADDR=127.0.0.1:0", "HANG_HOOK=1", "DRAIN_DELAY=100ms", "DRAIN_TIMEOUT="+timeout.String())
 	await(t, p, "listening on ")
 	if err := p.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)

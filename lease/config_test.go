@@ -113,7 +113,7 @@ func TestProbe(t *testing.T) {
 	c := b.client()
 	m := startManager(t, c, testConfig())
 	ctx := context.Background()
-	if err := m.Check()(ctx); err != nil {
+	if err := m.Probe(ctx); err != nil {
 		t.Fatalf("Probe after Start: %v; want nil", err)
 	}
 	c.HSet(ctx, m.nodeKey(), "holder", "someone-else")

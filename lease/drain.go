@@ -11,8 +11,8 @@ import (
 	"github.com/drainkit/drainkit/drain"
 )
 
-// HandOffResult counts what a hand-off did with the leases it took.
-type HandOffResult struct {
+// handOffResult counts what a hand-off did with the leases it took.
+type handOffResult struct {
 	// Released leases: their function succeeded and the key was deleted.
 	Released int
 	// LeftToExpire leases: their function failed or the deadline came
@@ -24,24 +24,31 @@ type HandOffResult struct {
 	Lost int
 }
 
-// HandOffError reports leases a hand-off left to expire.
-type HandOffError struct {
-	Result HandOffResult
+// handOffError reports leases a hand-off left to expire.
+type handOffError struct {
+	Result handOffResult
 	// Err joins the per-lease errors.
 	Err error
 }
 
-func (e *HandOffError) Error() string {
+func (e *handOffError) Error() string {
 	return fmt.Sprintf("lease: hand-off: %d released, %d left to expire, %d lost: %v",
 		e.Result.Released, e.Result.LeftToExpire, e.Result.Lost, e.Err)
 }
 
 // Unwrap returns the per-lease errors.
-func (e *HandOffError) Unwrap() error { return e.Err }
+func (e *handOffError) Unwrap() error { return e.Err }
 
-// HandOff returns a drain hook (phase [drain.Flush]) that runs
-// [Manager.RunHandOff] with fn and concurrency. Its name is
-// "lease-handoff(" + RoutePrefix + ")", e.g. "lease-handoff(room:route:)".
+// HandOff returns a drain hook (phase [drain.Flush]) that hands every held
+// lease over, at most concurrency at a time (at least 1): it calls fn (say,
+// flush the room's snapshot) and, as soon as fn returned nil, releases that
+// lease, so rooms move one by one rather than after the slowest. A lease
+// whose fn failed, or whose turn came after the deadline, is left to
+// expire: its context is cancelled with [ErrLeftToExpire], it is no longer
+// renewed, and its key stays until the TTL passes, so the next owner
+// recovers with a higher fence. fn gets a context that ends with the
+// hook's or when the lease is lost. The hook's name is "lease-handoff(" +
+// RoutePrefix + ")", e.g. "lease-handoff(room:route:)".
 //
 // Building the hook tells the Release hook that rooms are flushed before
 // they move: from then on it leaves any lease the hand-off did not release
@@ -53,13 +60,13 @@ func (m *Manager) HandOff(fn func(ctx context.Context, l *Lease) error, concurre
 		Name:  m.hookName("lease-handoff"),
 		Phase: drain.Flush,
 		Run: func(ctx context.Context) error {
-			_, err := m.RunHandOff(ctx, fn, concurrency)
+			_, err := m.runHandOff(ctx, fn, concurrency)
 			return err
 		},
 	}
 }
 
-// RunHandOff hands every held lease over, at most concurrency at a time
+// runHandOff hands every held lease over, at most concurrency at a time
 // (at least 1): it calls fn (e.g. flush the room's snapshot) and, as soon as
 // fn returned nil, releases that lease, so rooms move one by one rather
 // than after the slowest. A lease whose fn failed, or whose turn came after
@@ -68,12 +75,12 @@ func (m *Manager) HandOff(fn func(ctx context.Context, l *Lease) error, concurre
 // TTL passes. Leases keep being renewed while their fn runs.
 //
 // fn gets a context that ends with ctx or when the lease is lost. The
-// returned error is a [*HandOffError] when any lease was left to expire.
-// Call RunHandOff after [Manager.BeginDrain], so no lease arrives during it.
-func (m *Manager) RunHandOff(ctx context.Context, fn func(ctx context.Context, l *Lease) error, concurrency int) (HandOffResult, error) {
+// returned error is a *handOffError when any lease was left to expire.
+// Call runHandOff after [Manager.BeginDrain], so no lease arrives during it.
+func (m *Manager) runHandOff(ctx context.Context, fn func(ctx context.Context, l *Lease) error, concurrency int) (handOffResult, error) {
 	var (
 		mu   sync.Mutex
-		res  HandOffResult
+		res  handOffResult
 		errs []error
 	)
 	count := func(n *int, err error) {
@@ -113,7 +120,7 @@ func (m *Manager) RunHandOff(ctx context.Context, fn func(ctx context.Context, l
 	m.cfg.Logger.Info("lease hand-off done", "node_id", m.cfg.Node,
 		"released", res.Released, "left_to_expire", res.LeftToExpire, "lost", res.Lost)
 	if res.LeftToExpire > 0 {
-		return res, &HandOffError{Result: res, Err: errors.Join(errs...)}
+		return res, &handOffError{Result: res, Err: errors.Join(errs...)}
 	}
 	return res, nil
 }

@@ -121,11 +121,11 @@ func TestHandOff(t *testing.T) {
 		t.Fatalf("HandOff hook: phase %s, Validate %v; want flush, nil", hook.Phase, err)
 	}
 	err := hook.Run(ctx)
-	var he *HandOffError
+	var he *handOffError
 	if !errors.As(err, &he) {
-		t.Fatalf("HandOff: got %v; want a *HandOffError", err)
+		t.Fatalf("HandOff: got %v; want a *handOffError", err)
 	}
-	if want := (HandOffResult{Released: 4, LeftToExpire: 2}); he.Result != want {
+	if want := (handOffResult{Released: 4, LeftToExpire: 2}); he.Result != want {
 		t.Fatalf("HandOff result %+v; want %+v", he.Result, want)
 	}
 	for id, l := range leases {

@@ -36,6 +36,3 @@ func (m *Manager) probe(ctx context.Context) error {
 	}
 	return nil
 }
-
-// Check returns Probe as a readiness check function.
-func (m *Manager) Check() func(ctx context.Context) error { return m.Probe }

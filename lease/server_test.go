@@ -102,6 +102,15 @@ func TestWaitReplicas(t *testing.T) {
 	c := redis.NewClient(&redis.Options{Addr: primary.Addr, MaxRetries: 1, ContextTimeoutEnabled: true})
 	t.Cleanup(func() { _ = c.Close() })
 	ctx := context.Background()
+	// "link up" is said before the replica acknowledges its first write;
+	// one acknowledged write (with a generous WAIT of the test's own) makes
+	// the stream the lease's WAIT will find a steady one.
+	if err := c.Set(ctx, "warm-up", 1, 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := c.Do(ctx, "WAIT", 1, 10_000).Int(); err != nil || n != 1 {
+		t.Fatalf("WAIT 1 for a warm-up write: %d, %v; want 1", n, err)
+	}
 
 	cfg := testConfig()
 	cfg.TTL = 6 * time.Second
