@@ -143,10 +143,6 @@ func roomHooks(r *rooms, c config) []drain.Hook {
 	}
 }
 
-func redisCheck(rdb redis.UniversalClient) readiness.Check {
-	return readiness.RedisPing(rdb)
-}
-
 // serve starts the loops and the servers once fx starts the app.
 func serve(lc fx.Lifecycle, r *rooms, g *grpcServer, a *adminServer) {
 	lc.Append(fx.Hook{
