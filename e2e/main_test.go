@@ -57,11 +57,13 @@ func binaries(t *testing.T) e2e.Binaries {
 // bound is the longest any scenario's step may take on a loaded machine.
 const bound = 90 * time.Second
 
-// startCluster starts a redis-server and a cluster on it, stopped at cleanup.
+// startCluster starts a redis-server and a cluster on it, stopped at
+// cleanup. The server wants an ACL user and password, as production Redis
+// does, so every scenario runs the room-services' REDIS_URL path.
 func startCluster(t *testing.T, cfg e2e.Config) (*e2e.Cluster, *redistest.Server) {
 	t.Helper()
-	rs := redistest.Start(t)
-	cfg.Bin, cfg.RedisAddr, cfg.Dir = binaries(t), rs.Addr, t.TempDir()
+	rs := redistest.StartAuth(t, "room-service", "e2e-s3cret")
+	cfg.Bin, cfg.RedisURL, cfg.Dir = binaries(t), rs.URL(), t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), bound)
 	defer cancel()
 	c, err := e2e.Start(ctx, cfg)

@@ -82,7 +82,7 @@ func TestHungHookExitsAtDeadline(t *testing.T) {
 func TestSecondSignalForces(t *testing.T) {
 	rs := redistest.Start(t)
 	grpcAddr, adminAddr := freeAddr(t), freeAddr(t)
-	p := run(t, "room", binaries(t).RoomService, "NODE_ID=room-forced", "REDIS_ADDR="+rs.Addr,
+	p := run(t, "room", binaries(t).RoomService, "NODE_ID=room-forced", "REDIS_URL="+rs.URL(),
 		"GRPC_ADDR="+grpcAddr, "ADMIN_ADDR="+adminAddr, "LEASE_TTL=2s", "DRAIN_DELAY=20s", "DRAIN_TIMEOUT=30s")
 	await(t, p, `"new_status":"running"`)
 	if err := p.Signal(syscall.SIGTERM); err != nil {
@@ -118,14 +118,14 @@ func TestBadConfigurationRefusesToStart(t *testing.T) {
 	}{
 		{"room-service drain timeout not a duration", b.RoomService, []string{"DRAIN_TIMEOUT=abc"}, 78, `DRAIN_TIMEOUT=\"abc\"`},
 		{"room-service delay longer than timeout", b.RoomService, []string{"DRAIN_TIMEOUT=5s", "DRAIN_DELAY=8s"}, 78, `DRAIN_DELAY=\"8s\"`},
-		{"room-service redis unreachable", b.RoomService, []string{"REDIS_ADDR=" + dead}, 5, `REDIS_ADDR=\"` + dead + `\" unreachable`},
+		{"room-service redis unreachable", b.RoomService, []string{"REDIS_URL=redis://" + dead}, 5, `REDIS_URL=\"redis://` + dead + `\": PING failed`},
 		{"gateway drain timeout not a duration", b.Gateway, []string{"DRAIN_TIMEOUT=abc"}, 78, `DRAIN_TIMEOUT=\"abc\"`},
 		{"gateway delay longer than timeout", b.Gateway, []string{"DRAIN_TIMEOUT=5s", "DRAIN_DELAY=8s"}, 78, `DRAIN_DELAY=\"8s\"`},
 		{"gateway without backends", b.Gateway, []string{"ROOM_GRPC_ADDRS="}, 78, `ROOM_GRPC_ADDRS`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			env := append([]string{"NODE_ID=n", "REDIS_ADDR=" + rs.Addr, "GRPC_ADDR=" + freeAddr(t),
+			env := append([]string{"NODE_ID=n", "REDIS_URL=" + rs.URL(), "GRPC_ADDR=" + freeAddr(t),
 				"ADMIN_ADDR=" + freeAddr(t), "HTTP_ADDR=" + freeAddr(t), "ROOM_GRPC_ADDRS=" + dead}, tt.env...)
 			p := run(t, tt.name, tt.bin, env...)
 			if got := exitCode(t, p); got != tt.wantCode {

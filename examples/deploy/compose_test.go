@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -91,6 +92,12 @@ func (c *compose) check(dockerfiles map[string]string) []error {
 			continue // not a drainkit service (redis)
 		}
 		errs = append(errs, checkStopGrace(name, timeout, s.StopGracePeriod)...)
+		if _, ok := s.Environment["REDIS_ADDR"]; ok {
+			bad("%s: sets REDIS_ADDR, which room-service refuses: set REDIS_URL", name)
+		}
+		if _, leases := s.Environment["LEASE_TTL"]; leases && !slices.ContainsFunc(redisURLs, func(v string) bool { return s.Environment[v] != "" }) {
+			bad("%s: takes leases but sets none of %v: it would run on an embedded in-memory Redis", name, redisURLs)
+		}
 		if len(hc.Test) != 2 || hc.Test[0] != "CMD-SHELL" {
 			bad("%s: healthcheck test %q; want [CMD-SHELL, <command>]", name, hc.Test)
 			continue

@@ -61,6 +61,10 @@ func TestKubeRulesCatchMutations(t *testing.T) {
 		{"backends on a ClusterIP", "room-service.yaml", "clusterIP: None", "clusterIP: \"\"", "not headless"},
 		{"backends on the admin port", "gateway.yaml", "room-service-headless:13001", "room-service-headless:13002", "port 13002 is not the GRPC_ADDR port"},
 		{"backends name no service", "gateway.yaml", "room-service-headless:13001", "rooms:13001", "names no Service"},
+		{"redis url as a literal", "room-service.yaml", "- name: REDIS_URL\n              valueFrom:\n                secretKeyRef:\n                  name: redis-auth\n                  key: url",
+			"- name: REDIS_URL\n              value: redis://default:s3cret@redis:6379", "REDIS_URL is not from a Secret"},
+		{"no redis", "room-service.yaml", "- name: REDIS_URL\n", "- name: XREDIS_URL\n", "embedded in-memory Redis"},
+		{"old redis variable", "room-service.yaml", "- name: REDIS_URL\n              valueFrom:", "- name: REDIS_ADDR\n              valueFrom:", "sets REDIS_ADDR"},
 		{"roll faster than gateways re-resolve", "room-service.yaml", "minReadySeconds: 35", "minReadySeconds: 5", "minReadySeconds 5 is below 30"},
 	}
 	for _, tt := range tests {
@@ -87,6 +91,7 @@ func TestComposeRulesCatchMutations(t *testing.T) {
 		{"start order without health", "docker-compose.yml", "condition: service_healthy", "condition: service_started", "service_started"},
 		{"default stop grace", "docker-compose.yml", "    stop_grace_period: 40s\n", "", "stop_grace_period 10s"},
 		{"stop grace without margin", "docker-compose.yml", "stop_grace_period: 30s", "stop_grace_period: 21s", "stop_grace_period 21s"},
+		{"old redis variable", "docker-compose.yml", "REDIS_URL: redis://", "REDIS_ADDR: redis://", "sets REDIS_ADDR"},
 		{"image without curl", "gateway.Dockerfile", "RUN apk add --no-cache curl && ", "RUN ", "does not install curl"},
 		{"probe not copied", "room-service.Dockerfile", " /out/grpc-health-probe /usr", " /usr", "does not install grpc-health-probe"},
 		{"probe unpinned", "room-service.Dockerfile", "grpc-health-probe@v0.4.62", "grpc-health-probe@latest", "does not install grpc-health-probe"},

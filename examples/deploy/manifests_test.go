@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -76,8 +77,14 @@ type container struct {
 		ContainerPort int    `yaml:"containerPort"`
 	} `yaml:"ports"`
 	Env []struct {
-		Name  string `yaml:"name"`
-		Value string `yaml:"value"`
+		Name      string `yaml:"name"`
+		Value     string `yaml:"value"`
+		ValueFrom *struct {
+			SecretKeyRef *struct {
+				Name string `yaml:"name"`
+				Key  string `yaml:"key"`
+			} `yaml:"secretKeyRef"`
+		} `yaml:"valueFrom"`
 	} `yaml:"env"`
 	ReadinessProbe *probe `yaml:"readinessProbe"`
 	LivenessProbe  *probe `yaml:"livenessProbe"`
@@ -237,6 +244,7 @@ func (k *kube) check() []error {
 		errs = append(errs, checkReadiness(where, c, delay, ready)...)
 		errs = append(errs, checkLiveness(where, c)...)
 		errs = append(errs, checkAddrPorts(where, c)...)
+		errs = append(errs, checkRedis(where, c)...)
 	}
 	errs = append(errs, k.checkServices()...)
 	errs = append(errs, k.checkBackends()...)
@@ -358,6 +366,32 @@ func checkAddrPorts(where string, c *container) []error {
 		if _, ok := c.port(n); !ok {
 			errs = append(errs, fmt.Errorf("%s: %s=%q: port %d is not a container port", where, name, v, n))
 		}
+	}
+	return errs
+}
+
+// redisURLs are the variables room-service reads Redis's URL from.
+var redisURLs = []string{"REDIS_URL", "REDIS_SENTINEL_URL", "REDIS_CLUSTER_URL"}
+
+// checkRedis: a container with leases (LEASE_TTL) names its Redis, through
+// a Secret, since the URL carries the password; and none sets REDIS_ADDR,
+// which room-service refuses.
+func checkRedis(where string, c *container) []error {
+	var errs []error
+	named := false
+	for _, e := range c.Env {
+		switch {
+		case e.Name == "REDIS_ADDR":
+			errs = append(errs, fmt.Errorf("%s: sets REDIS_ADDR, which room-service refuses: set REDIS_URL", where))
+		case slices.Contains(redisURLs, e.Name):
+			named = true
+			if e.ValueFrom == nil || e.ValueFrom.SecretKeyRef == nil {
+				errs = append(errs, fmt.Errorf("%s: %s is not from a Secret (valueFrom.secretKeyRef): a password in a manifest is in every copy of it", where, e.Name))
+			}
+		}
+	}
+	if _, leases := c.env("LEASE_TTL"); leases && !named {
+		errs = append(errs, fmt.Errorf("%s: takes leases but sets none of %v: it would run on an embedded in-memory Redis", where, redisURLs))
 	}
 	return errs
 }

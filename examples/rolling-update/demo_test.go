@@ -11,7 +11,7 @@ import (
 // fallback paths that the end-to-end tests (real redis-server, HAProxy) do
 // not take are exercised too.
 func TestDemoWithEmbeddedRedisAndInProcessBalancer(t *testing.T) {
-	p := proctest.Start(t, "rolling-update", proctest.Build(t, "."), "REDIS_ADDR=", "BALANCER=inprocess")
+	p := proctest.Start(t, "rolling-update", proctest.Build(t, "."), "REDIS_URL=", "BALANCER=inprocess")
 	p.Await(t, "behind inprocess")
 	p.Await(t, "OK: 0 failed requests, 0 lost writes, never two owners of a room.")
 	if code := p.ExitCode(t); code != 0 {

@@ -16,8 +16,9 @@
 // did not exit 0 within DRAIN_TIMEOUT, or the load had stopped before the
 // last old instance exited.
 //
-// Redis: REDIS_ADDR when set, otherwise an embedded in-memory Redis
-// (miniredis) in this process. Load balancer: HAProxy when installed,
+// Redis: REDIS_URL when set (redis://[user:password@]host:port, given to
+// every room-service), otherwise an embedded in-memory Redis (miniredis) in
+// this process. Load balancer: HAProxy when installed,
 // otherwise a small in-process balancer with the same health checks and
 // retries (BALANCER=inprocess picks it even when HAProxy is installed).
 // The end-to-end tests (go test ./e2e/) run the same harness
@@ -26,7 +27,9 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"os/signal"
 	"syscall"
@@ -55,17 +58,21 @@ func run(ctx context.Context) int {
 	}
 	defer os.RemoveAll(dir)
 
-	redisAddr := os.Getenv("REDIS_ADDR")
-	if redisAddr == "" {
+	redisURL := os.Getenv("REDIS_URL")
+	if redisURL == "" {
 		mr := miniredis.NewMiniRedis()
 		if err := mr.Start(); err != nil {
 			return fail(err)
 		}
 		defer mr.Close()
-		redisAddr = mr.Addr()
-		fmt.Printf("redis: embedded (miniredis) at %s; set REDIS_ADDR to use a real one\n", redisAddr)
+		redisURL = "redis://" + mr.Addr()
+		fmt.Printf("redis: embedded (miniredis) at %s; set REDIS_URL to use a real one\n", mr.Addr())
 	} else {
-		fmt.Printf("redis: %s\n", redisAddr)
+		u, err := url.Parse(redisURL)
+		if err != nil {
+			return fail(errors.New("REDIS_URL is not a URL")) // not quoted: it may hold a password
+		}
+		fmt.Printf("redis: %s\n", u.Redacted())
 	}
 
 	fmt.Println("building room-service and gateway …")
@@ -77,7 +84,7 @@ func run(ctx context.Context) int {
 	if balancer == "" {
 		balancer = "auto"
 	}
-	c, err := e2e.Start(ctx, e2e.Config{Bin: bin, RedisAddr: redisAddr, Balancer: balancer, Dir: dir})
+	c, err := e2e.Start(ctx, e2e.Config{Bin: bin, RedisURL: redisURL, Balancer: balancer, Dir: dir})
 	if err != nil {
 		return fail(err)
 	}

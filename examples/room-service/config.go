@@ -12,11 +12,17 @@ import (
 
 // config is the service's own environment; lifecycle.ConfigFromEnv reads
 // the drain's (DRAIN_TIMEOUT, DRAIN_DELAY, HEALTH_READY_TIMEOUT, …).
+//
+// Redis is named by a URL, as go-redis parses it, so that credentials and
+// TLS come with the address. The older REDIS_ADDR (host:port) is refused
+// with exit 78 instead of being kept as an alias: one way to say where
+// Redis is, and a deployment that still sets it learns so at its first
+// start instead of silently running on the embedded in-memory server.
 type config struct {
-	GRPCAddr   string // GRPC_ADDR, default :13001
-	AdminAddr  string // ADMIN_ADDR, default :13002
-	Advertise  string // ADVERTISE_ADDR: where other nodes forward rooms; default GRPC_ADDR with the host filled in
-	RedisAddr  string // REDIS_ADDR; empty: an embedded development server
+	GRPCAddr   string      // GRPC_ADDR, default :13001
+	AdminAddr  string      // ADMIN_ADDR, default :13002
+	Advertise  string      // ADVERTISE_ADDR: where other nodes forward rooms; default GRPC_ADDR with the host filled in
+	Redis      redisTarget // REDIS_URL, REDIS_SENTINEL_URL or REDIS_CLUSTER_URL (redisurl.go); none: an embedded development server
 	LeaseTTL   time.Duration
 	HandOffMax int // HANDOFF_CONCURRENCY, default 8: rooms flushed at once during a drain
 }
@@ -44,7 +50,6 @@ func loadConfig() (config, lifecycle.Config, error) {
 	c := config{
 		GRPCAddr:   getenv("GRPC_ADDR", ":13001"),
 		AdminAddr:  getenv("ADMIN_ADDR", ":13002"),
-		RedisAddr:  os.Getenv("REDIS_ADDR"),
 		LeaseTTL:   lease.DefaultTTL,
 		HandOffMax: 8,
 	}
@@ -53,10 +58,8 @@ func loadConfig() (config, lifecycle.Config, error) {
 			return config{}, lifecycle.Config{}, &lifecycle.ConfigError{Field: a.env, Value: a.v, Problem: "not host:port"}
 		}
 	}
-	if c.RedisAddr != "" {
-		if _, _, err := net.SplitHostPort(c.RedisAddr); err != nil {
-			return config{}, lifecycle.Config{}, &lifecycle.ConfigError{Field: "REDIS_ADDR", Value: c.RedisAddr, Problem: "not host:port"}
-		}
+	if c.Redis, err = redisFromEnv(os.Getenv); err != nil {
+		return config{}, lifecycle.Config{}, err
 	}
 	if v := os.Getenv("LEASE_TTL"); v != "" {
 		d, err := time.ParseDuration(v)

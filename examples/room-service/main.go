@@ -11,9 +11,11 @@
 // are released and the node heartbeat deleted; the loops and Redis close.
 //
 // Environment: SERVICE_NAME (room-service), NODE_ID, GRPC_ADDR (:13001),
-// ADMIN_ADDR (:13002), ADVERTISE_ADDR, REDIS_ADDR (empty: embedded, for
+// ADMIN_ADDR (:13002), ADVERTISE_ADDR, one of REDIS_URL,
+// REDIS_SENTINEL_URL, REDIS_CLUSTER_URL (redisurl.go; none: embedded, for
 // development), LEASE_TTL (10s), HANDOFF_CONCURRENCY (8), DRAIN_TIMEOUT,
-// DRAIN_DELAY, HEALTH_READY_TIMEOUT.
+// DRAIN_DELAY, HEALTH_READY_TIMEOUT. go-redis's own log lines join the
+// service's JSON log.
 package main
 
 import (
@@ -22,6 +24,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/redis/go-redis/v9"
 	"go.uber.org/fx"
 
 	"github.com/drainkit/drainkit/fxmodule"
@@ -37,6 +40,7 @@ func main() {
 		log.Error("bad configuration", "err", err)
 		os.Exit(lifecycle.ExitConfig)
 	}
+	redis.SetLogger(redisLog{log, c.Redis})
 	os.Exit(fxmodule.Run(options(c, lc, log)...))
 }
 

@@ -2,12 +2,13 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -25,14 +26,14 @@ type node struct {
 	grpc, admin string
 }
 
-func startNode(t *testing.T, redisAddr, id string, env ...string) *node {
+func startNode(t *testing.T, redisURL, id string, env ...string) *node {
 	t.Helper()
 	n := &node{
 		grpc:  fmt.Sprintf("127.0.0.1:%d", redistest.FreePort(t)),
 		admin: fmt.Sprintf("127.0.0.1:%d", redistest.FreePort(t)),
 	}
 	n.Proc = proctest.Start(t, id, proctest.Build(t, "."), append([]string{
-		"NODE_ID=" + id, "REDIS_ADDR=" + redisAddr, "GRPC_ADDR=" + n.grpc, "ADMIN_ADDR=" + n.admin,
+		"NODE_ID=" + id, "REDIS_URL=" + redisURL, "GRPC_ADDR=" + n.grpc, "ADMIN_ADDR=" + n.admin,
 		"DRAIN_DELAY=300ms", "DRAIN_TIMEOUT=10s", "LEASE_TTL=2s",
 	}, env...)...)
 	n.Await(t, `"new_status":"running"`)
@@ -58,7 +59,7 @@ func (n *node) client(t *testing.T) roompb.RoomsClient {
 func TestDrainHandsRoomsOver(t *testing.T) {
 	rs := redistest.Start(t)
 	ctx := context.Background()
-	a := startNode(t, rs.Addr, "node-a")
+	a := startNode(t, rs.URL(), "node-a")
 	assert.Equal(t, http.StatusOK, a.ready(t))
 	ca := a.client(t)
 	rooms := []string{"r1", "r2", "r3"}
@@ -93,7 +94,7 @@ func TestDrainHandsRoomsOver(t *testing.T) {
 	assert.Zero(t, n, "every room was handed over and the heartbeat deleted")
 
 	// The next owner recovers each room from snapshot and log.
-	b := startNode(t, rs.Addr, "node-b")
+	b := startNode(t, rs.URL(), "node-b")
 	cb := b.client(t)
 	resp, err := cb.Apply(ctx, &roompb.ApplyRequest{RoomId: "r1", CommandId: "r1-c0", Op: "join"})
 	require.NoError(t, err)
@@ -112,8 +113,8 @@ func TestDrainHandsRoomsOver(t *testing.T) {
 func TestRedirectToOwner(t *testing.T) {
 	rs := redistest.Start(t)
 	ctx := context.Background()
-	a := startNode(t, rs.Addr, "node-a")
-	b := startNode(t, rs.Addr, "node-b")
+	a := startNode(t, rs.URL(), "node-a")
+	b := startNode(t, rs.URL(), "node-b")
 	_, err := a.client(t).Apply(ctx, &roompb.ApplyRequest{RoomId: "r9", CommandId: "c1", Op: "join"})
 	require.NoError(t, err)
 	resp, err := b.client(t).Apply(ctx, &roompb.ApplyRequest{RoomId: "r9", CommandId: "c2", Op: "join"})
@@ -124,33 +125,107 @@ func TestRedirectToOwner(t *testing.T) {
 }
 
 func TestRefusesToStart(t *testing.T) {
-	rs := redistest.Start(t)
+	const password = "hunter2-s3cret"
+	rs := redistest.StartAuth(t, "app", password)
 	dead := fmt.Sprintf("127.0.0.1:%d", redistest.FreePort(t))
 	bin := proctest.Build(t, ".") // one build for every case
 	tests := []struct {
 		name     string
 		env      []string
 		wantCode int
-		wantText string
+		wantText []string
 	}{
-		{"drain timeout not a duration", []string{"DRAIN_TIMEOUT=abc"}, 78, `DRAIN_TIMEOUT=\"abc\"`},
-		{"delay longer than timeout", []string{"DRAIN_TIMEOUT=5s", "DRAIN_DELAY=8s"}, 78, `DRAIN_DELAY=\"8s\": must be shorter than DrainTimeout (5s)`},
-		{"lease ttl too short", []string{"LEASE_TTL=100ms"}, 78, `LEASE_TTL=\"100ms\"`},
-		{"redis unreachable", []string{"REDIS_ADDR=" + dead}, 5, `REDIS_ADDR=\"` + dead + `\" unreachable`},
+		{"drain timeout not a duration", []string{"DRAIN_TIMEOUT=abc"}, 78, []string{`DRAIN_TIMEOUT=\"abc\"`}},
+		{"delay longer than timeout", []string{"DRAIN_TIMEOUT=5s", "DRAIN_DELAY=8s"}, 78, []string{`DRAIN_DELAY=\"8s\": must be shorter than DrainTimeout (5s)`}},
+		{"lease ttl too short", []string{"LEASE_TTL=100ms"}, 78, []string{`LEASE_TTL=\"100ms\"`}},
+		{"redis unreachable", []string{"REDIS_URL=redis://app:" + password + "@" + dead},
+			5, []string{`REDIS_URL=\"redis://app:***@` + dead + `\": PING failed`, "connection refused", `"component":"go-redis"`}},
+		{"wrong password", []string{"REDIS_URL=redis://app:wrong-" + password + "@" + rs.Addr},
+			5, []string{`REDIS_URL=\"redis://app:***@` + rs.Addr + `\": PING failed`, "WRONGPASS"}},
+		{"no password", []string{"REDIS_URL=redis://" + rs.Addr}, 5, []string{"NOAUTH"}},
+		// net/url would read the / as the end of the host and quote
+		// ":hunter2-s3" as a bad port: a piece of the password.
+		{"malformed url", []string{"REDIS_URL=redis://app:" + password[:10] + "/" + password[10:] + "@" + rs.Addr},
+			78, []string{`REDIS_URL=\"redis://app:***@` + rs.Addr + `\": not a URL`}},
+		{"scheme left out", []string{"REDIS_URL=app:" + password + "@" + rs.Addr},
+			78, []string{`REDIS_URL=\"app:***@` + rs.Addr + `\"`, "invalid URL scheme"}},
+		{"bad option", []string{"REDIS_URL=redis://app:" + password + "@" + rs.Addr + "/0?dial_timeout=soon"},
+			78, []string{`REDIS_URL=\"redis://app:***@` + rs.Addr + `/0?dial_timeout=soon\"`, "invalid dial_timeout"}},
+		{"more retries than leases allow", []string{"REDIS_URL=" + rs.URL() + "?max_retries=3"}, 78, []string{"max_retries=3"}},
+		{"sentinel without master name", []string{"REDIS_URL=", "REDIS_SENTINEL_URL=redis://" + rs.Addr + "?password=" + password},
+			78, []string{`REDIS_SENTINEL_URL=\"redis://` + rs.Addr + `?password=***\"`, "master_name"}},
+		{"two topologies", []string{"REDIS_CLUSTER_URL=" + rs.URL()}, 78, []string{`REDIS_CLUSTER_URL=\"redis://app:***@`, "REDIS_URL is set too"}},
+		{"old REDIS_ADDR", []string{"REDIS_ADDR=" + rs.Addr}, 78, []string{`REDIS_ADDR=\"` + rs.Addr + `\": no longer read: set REDIS_URL=redis://` + rs.Addr}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			env := append([]string{"NODE_ID=n", "REDIS_ADDR=" + rs.Addr,
+			env := append([]string{"NODE_ID=n", "REDIS_URL=" + rs.URL(),
 				fmt.Sprintf("GRPC_ADDR=127.0.0.1:%d", redistest.FreePort(t)),
 				fmt.Sprintf("ADMIN_ADDR=127.0.0.1:%d", redistest.FreePort(t))}, tt.env...)
 			p := proctest.Start(t, tt.name, bin, env...)
 			if got := p.ExitCode(t); got != tt.wantCode {
 				t.Errorf("exit code %d; want %d\n%s", got, tt.wantCode, p.Output())
 			}
-			assert.Contains(t, p.Output(), tt.wantText)
+			out := p.Output()
+			for _, want := range tt.wantText {
+				assert.Contains(t, out, want)
+			}
+			assertNoPassword(t, out, password)
+			assertJSONLines(t, out)
 		})
 	}
 }
 
-// Keep the test's own deadline generous against a loaded machine.
-var _ = time.Second
+// TestPasswordProtectedRedis: room-service serves with a Redis that
+// refuses clients without credentials, as production Redis does, whether
+// it asks for a password alone (requirepass, user "default") or an ACL user.
+func TestPasswordProtectedRedis(t *testing.T) {
+	const password = "p@ss/w:rd-s3cret" // characters a URL must escape
+	tests := []struct{ name, user string }{
+		{"requirepass", "default"},
+		{"acl user", "app"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rs := redistest.StartAuth(t, tt.user, password)
+			n := startNode(t, rs.URL(), "node-a")
+			assert.Equal(t, http.StatusOK, n.ready(t))
+			resp, err := n.client(t).Apply(context.Background(), &roompb.ApplyRequest{RoomId: "r1", CommandId: "c1", Op: "join"})
+			require.NoError(t, err)
+			assert.Equal(t, roompb.ApplyResponse_APPLIED, resp.Status)
+			n.Signal(t, syscall.SIGTERM)
+			assert.Equal(t, 0, n.ExitCode(t), n.Output())
+			out := n.Output()
+			assert.Contains(t, out, `"url":"redis://`+tt.user+`:***@`+rs.Addr+`"`, "the URL is logged, redacted")
+			assertNoPassword(t, out, password)
+			assertJSONLines(t, out)
+		})
+	}
+}
+
+// assertNoPassword fails if out holds password, escaped for a URL or not,
+// or a long piece of it.
+func assertNoPassword(t *testing.T, out, password string) {
+	t.Helper()
+	forms := []string{password, url.QueryEscape(password), url.PathEscape(password)}
+	for i := 0; i+8 <= len(password); i++ {
+		forms = append(forms, password[i:i+8])
+	}
+	for _, f := range forms {
+		if strings.Contains(out, f) {
+			t.Errorf("output holds the password (%q)\n%s", f, out)
+			return
+		}
+	}
+}
+
+// assertJSONLines fails unless every line of out is one JSON object: the
+// service's, fx's and go-redis's lines all go through one slog JSON logger.
+func assertJSONLines(t *testing.T, out string) {
+	t.Helper()
+	for line := range strings.Lines(out) {
+		if !json.Valid([]byte(line)) {
+			t.Errorf("line is not JSON: %q\n%s", line, out)
+		}
+	}
+}

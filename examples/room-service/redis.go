@@ -12,41 +12,37 @@ import (
 
 	"github.com/drainkit/drainkit/fxmodule"
 	"github.com/drainkit/drainkit/lifecycle"
+	"github.com/drainkit/drainkit/readiness"
+	"github.com/drainkit/drainkit/readiness/redischeck"
 )
 
-// newRedis connects to REDIS_ADDR, or starts an embedded Redis-compatible
-// server when it is empty so the example runs on a fresh machine. The
-// client is closed by fx after the drain (its OnStop is appended before
-// the drain's, so it runs after it).
-//
-// Client settings follow the lease package's rules: at most one retry and
-// call deadlines from contexts, so one slow Redis call cannot outlive a
-// lease's renewal budget.
+// newRedis connects to the Redis the configuration names (redisurl.go),
+// or starts an embedded Redis-compatible server when it names none, so
+// the example runs on a fresh machine. The client is closed by fx after
+// the drain (its OnStop is appended before the drain's, so it runs after
+// it).
 func newRedis(lc fx.Lifecycle, c config, m *lifecycle.Manager, log *slog.Logger) (redis.UniversalClient, error) {
-	addr := c.RedisAddr
+	t := c.Redis
 	var embedded *miniredis.Miniredis
-	if addr == "" {
+	if t.client == nil {
 		embedded = miniredis.NewMiniRedis()
 		if err := embedded.Start(); err != nil {
 			return nil, fmt.Errorf("embedded redis: %w", err)
 		}
-		addr = embedded.Addr()
-		log.Warn("REDIS_ADDR is empty: using an embedded in-memory Redis; for development only", "addr", addr)
+		t = embeddedTarget(embedded.Addr())
+		log.Warn("no REDIS_URL, REDIS_SENTINEL_URL or REDIS_CLUSTER_URL: using an embedded in-memory Redis; for development only", "addr", embedded.Addr())
+	} else {
+		log.Info("using redis", "from", t.env, "url", t.redacted)
 	}
-	rdb := redis.NewClient(&redis.Options{
-		Addr:                  addr,
-		MaxRetries:            1,
-		ContextTimeoutEnabled: true,
-		DialTimeout:           time.Second,
-	})
+	rdb := t.client()
 	lc.Append(fx.Hook{
-		// A start that cannot reach Redis fails here, naming the address,
-		// instead of deep inside the lease manager.
+		// A start that cannot reach Redis, or is refused by it, fails here,
+		// naming the variable, instead of deep inside the lease manager.
 		OnStart: fxmodule.Abortable(m, func(ctx context.Context) error {
 			ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 			defer cancel()
 			if err := rdb.Ping(ctx).Err(); err != nil {
-				return fmt.Errorf("REDIS_ADDR=%q unreachable: %w", addr, err)
+				return fmt.Errorf("%s: PING failed: %w", t, t.scrubErr(err))
 			}
 			return nil
 		}),
@@ -59,4 +55,35 @@ func newRedis(lc fx.Lifecycle, c config, m *lifecycle.Manager, log *slog.Logger)
 		},
 	})
 	return rdb, nil
+}
+
+// embeddedTarget is the embedded server at addr, with the settings a URL
+// would get.
+func embeddedTarget(addr string) redisTarget {
+	o := &redis.Options{Addr: addr}
+	_ = leaseSettings(&o.MaxRetries, &o.DialTimeout, &o.ContextTimeoutEnabled) // nothing set, nothing refused
+	return redisTarget{redacted: addr, client: func() redis.UniversalClient { return redis.NewClient(o) }}
+}
+
+// redisCheck is redischeck.Ping with the passwords scrubbed from its
+// error, which the ready body and the transition log show.
+func redisCheck(rdb redis.UniversalClient, c config) readiness.Check {
+	check := redischeck.Ping(rdb)
+	probe := check.Probe
+	check.Probe = func(ctx context.Context) error { return c.Redis.scrubErr(probe(ctx)) }
+	return check
+}
+
+// redisLog sends go-redis's log lines (it has one process-wide logger;
+// see redis.SetLogger) to the service's JSON logger, so one stream tells
+// the whole start and stop. go-redis gives them no level; they report
+// connections that failed or were dropped, which it retries or returns
+// as errors that the service logs in context, hence warnings.
+type redisLog struct {
+	log *slog.Logger
+	t   redisTarget
+}
+
+func (l redisLog) Printf(ctx context.Context, format string, v ...any) {
+	l.log.WarnContext(ctx, l.t.scrub(fmt.Sprintf(format, v...)), "component", "go-redis")
 }

@@ -16,7 +16,6 @@ import (
 	"github.com/drainkit/drainkit/examples/room-service/internal/room"
 	"github.com/drainkit/drainkit/lease"
 	"github.com/drainkit/drainkit/readiness"
-	"github.com/drainkit/drainkit/readiness/redischeck"
 )
 
 // leaseAdapter lets the room service use the lease manager through its own
@@ -142,10 +141,6 @@ func roomHooks(r *rooms, c config) []drain.Hook {
 		flush,
 		{Name: "room.loops", Phase: drain.Close, Run: r.stop},
 	}
-}
-
-func redisCheck(rdb redis.UniversalClient) readiness.Check {
-	return redischeck.Ping(rdb)
 }
 
 // serve starts the loops and the servers once fx starts the app.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"os/exec"
 	"slices"
 	"strings"
@@ -28,8 +29,9 @@ const (
 type Config struct {
 	// Bin are the programs to run (see [Build]).
 	Bin Binaries
-	// RedisAddr is the Redis every room-service uses. Required.
-	RedisAddr string
+	// RedisURL is the Redis every room-service uses, its REDIS_URL
+	// (redis://[user:password@]host:port). Required.
+	RedisURL string
 	// Rooms and Gateways are how many instances run at once; zero means
 	// [DefaultRooms], [DefaultGateways].
 	Rooms, Gateways int
@@ -123,8 +125,13 @@ type Cluster struct {
 // error, whatever started is stopped.
 func Start(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 	cfg.defaults()
-	if cfg.RedisAddr == "" || cfg.Dir == "" {
-		return nil, errors.New("e2e: Config.RedisAddr and Config.Dir are required")
+	if cfg.RedisURL == "" || cfg.Dir == "" {
+		return nil, errors.New("e2e: Config.RedisURL and Config.Dir are required")
+	}
+	redisURL, err := url.Parse(cfg.RedisURL)
+	if err != nil || redisURL.Host == "" {
+		// Not the value itself: it may hold a password.
+		return nil, errors.New("e2e: Config.RedisURL is not a redis://host:port URL")
 	}
 	c := &Cluster{cfg: cfg, start: time.Now(), seq: map[string]int{}}
 	defer func() {
@@ -132,7 +139,7 @@ func Start(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 			c.Close()
 		}
 	}()
-	if c.roomSlot, err = c.ports.pick(cfg.Rooms+1, cfg.RedisAddr); err != nil {
+	if c.roomSlot, err = c.ports.pick(cfg.Rooms+1, redisURL.Host); err != nil {
 		return nil, err
 	}
 	if c.gwSlot, err = c.ports.pick(cfg.Gateways + 1); err != nil {
@@ -246,7 +253,7 @@ func (c *Cluster) StartRoomEnv(ctx context.Context, slot int, env ...string) (*N
 	name := c.name("room")
 	n := &Node{Kind: "room-service", Slot: slot, Addr: c.roomSlot[slot], Admin: admin[0]}
 	env = append(append(c.commonEnv(name),
-		"REDIS_ADDR="+c.cfg.RedisAddr, "GRPC_ADDR="+n.Addr, "ADVERTISE_ADDR="+n.Addr, "ADMIN_ADDR="+n.Admin,
+		"REDIS_URL="+c.cfg.RedisURL, "GRPC_ADDR="+n.Addr, "ADVERTISE_ADDR="+n.Addr, "ADMIN_ADDR="+n.Admin,
 		"LEASE_TTL="+ms(c.cfg.LeaseTTL)), append(c.cfg.RoomEnv, env...)...)
 	if n.Proc, err = StartProc(name, c.cfg.Bin.RoomService, env); err != nil {
 		return nil, err

@@ -33,7 +33,7 @@ func StartCluster(t testing.TB) *Cluster {
 	t.Helper()
 	c := &Cluster{t: t}
 	for range 3 {
-		s := start(t, FreePort(t),
+		s := start(t, FreePort(t), "", "",
 			"--cluster-enabled", "yes",
 			"--cluster-config-file", "nodes.conf", // relative to the server's own --dir
 			"--cluster-port", strconv.Itoa(FreePort(t)), // the default port+10000 may be taken or out of range

@@ -10,6 +10,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/url"
 	"os/exec"
 	"strconv"
 	"syscall"
@@ -24,6 +25,9 @@ type Server struct {
 	// Addr is host:port on loopback.
 	Addr string
 	Port int
+	// Username and Password are what a client must AUTH with; empty for a
+	// server started by Start, which lets every client in.
+	Username, Password string
 
 	t   testing.TB
 	cmd *exec.Cmd
@@ -33,10 +37,44 @@ type Server struct {
 // (e.g. "--cluster-enabled", "yes") and waits until it answers PING.
 func Start(t testing.TB, args ...string) *Server {
 	t.Helper()
-	return start(t, FreePort(t), args...)
+	return start(t, FreePort(t), "", "", args...)
 }
 
-func start(t testing.TB, port int, args ...string) *Server {
+// StartAuth is Start for a server that refuses every client that has not
+// authenticated as user with password, as a production Redis does. User
+// "default" sets requirepass (AUTH password, the pre-ACL way); any other
+// name is an ACL user with every permission, and the default user is
+// turned off (AUTH user password). Restart keeps the same credentials.
+func StartAuth(t testing.TB, user, password string, args ...string) *Server {
+	t.Helper()
+	if user == "" || password == "" {
+		t.Fatalf("redistest: StartAuth needs a user and a password")
+	}
+	return start(t, FreePort(t), user, password, args...)
+}
+
+// authArgs are the config arguments that make redis-server require user
+// and password.
+func authArgs(user, password string) []string {
+	switch user {
+	case "":
+		return nil
+	case "default":
+		return []string{"--requirepass", password}
+	}
+	return []string{"--user", user, "on", ">" + password, "~*", "&*", "+@all", "--user", "default", "off"}
+}
+
+// URL is the server's redis:// URL, credentials included.
+func (s *Server) URL() string {
+	u := url.URL{Scheme: "redis", Host: s.Addr}
+	if s.Password != "" {
+		u.User = url.UserPassword(s.Username, s.Password)
+	}
+	return u.String()
+}
+
+func start(t testing.TB, port int, user, password string, args ...string) *Server {
 	t.Helper()
 	path, err := exec.LookPath("redis-server")
 	if err != nil {
@@ -52,6 +90,7 @@ func start(t testing.TB, port int, args ...string) *Server {
 		"--daemonize", "no",
 		"--protected-mode", "no",
 	}
+	base = append(base, authArgs(user, password)...)
 	cmd := exec.Command(path, append(base, args...)...)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -61,7 +100,7 @@ func start(t testing.TB, port int, args ...string) *Server {
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("redistest: start redis-server: %v", err)
 	}
-	s := &Server{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), Port: port, t: t, cmd: cmd}
+	s := &Server{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), Port: port, Username: user, Password: password, t: t, cmd: cmd}
 	logged := make(chan struct{})
 	go func() { // drain the server's output so it never blocks on a full pipe
 		defer close(logged)
@@ -79,7 +118,7 @@ func start(t testing.TB, port int, args ...string) *Server {
 
 // Client returns a go-redis client for the server, closed at cleanup.
 func (s *Server) Client() *redis.Client {
-	c := redis.NewClient(&redis.Options{Addr: s.Addr})
+	c := redis.NewClient(s.options())
 	s.t.Cleanup(func() { _ = c.Close() })
 	return c
 }
@@ -118,13 +157,20 @@ func (s *Server) Resume() {
 func (s *Server) Restart(args ...string) {
 	s.t.Helper()
 	s.Kill()
-	n := start(s.t, s.Port, args...)
+	n := start(s.t, s.Port, s.Username, s.Password, args...)
 	*s = *n
+}
+
+// options are the client options that reach the server.
+func (s *Server) options() *redis.Options {
+	return &redis.Options{Addr: s.Addr, Username: s.Username, Password: s.Password}
 }
 
 func (s *Server) waitReady() {
 	s.t.Helper()
-	c := redis.NewClient(&redis.Options{Addr: s.Addr, MaxRetries: -1, DialTimeout: 100 * time.Millisecond})
+	o := s.options()
+	o.MaxRetries, o.DialTimeout = -1, 100*time.Millisecond
+	c := redis.NewClient(o)
 	defer c.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

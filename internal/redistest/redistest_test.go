@@ -2,8 +2,11 @@ package redistest
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 func TestStartRestart(t *testing.T) {
@@ -35,5 +38,39 @@ func TestPauseKeepsData(t *testing.T) {
 	s.Resume()
 	if got, err := c.Get(ctx, "k").Result(); err != nil || got != "v" {
 		t.Fatalf("after resume: get = %q, %v; want \"v\", nil", got, err)
+	}
+}
+
+func TestStartAuthRefusesStrangers(t *testing.T) {
+	tests := []struct {
+		name, user string
+	}{
+		{"requirepass", "default"},
+		{"acl user", "app"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := StartAuth(t, tt.user, "s3cret")
+			ctx := context.Background()
+			if err := s.Client().Ping(ctx).Err(); err != nil {
+				t.Fatalf("ping with the credentials: %v", err)
+			}
+			o, err := redis.ParseURL(s.URL())
+			if err != nil {
+				t.Fatalf("parse %s: %v", s.URL(), err)
+			}
+			if o.Username != tt.user || o.Password != "s3cret" {
+				t.Errorf("URL credentials %q:%q; want %q:%q", o.Username, o.Password, tt.user, "s3cret")
+			}
+			stranger := redis.NewClient(&redis.Options{Addr: s.Addr})
+			defer stranger.Close()
+			if err := stranger.Ping(ctx).Err(); err == nil || !strings.Contains(err.Error(), "NOAUTH") {
+				t.Errorf("ping without credentials: got %v; want NOAUTH", err)
+			}
+			s.Restart()
+			if err := s.Client().Ping(ctx).Err(); err != nil {
+				t.Errorf("ping after restart with the same credentials: %v", err)
+			}
+		})
 	}
 }

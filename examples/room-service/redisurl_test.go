@@ -1,0 +1,78 @@
+package main
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+)
+
+func TestRedact(t *testing.T) {
+	tests := []struct {
+		give, want string
+	}{
+		{"redis://127.0.0.1:6379", "redis://127.0.0.1:6379"},
+		{"redis://app:s3cret@127.0.0.1:6379/2", "redis://app:***@127.0.0.1:6379/2"},
+		{"rediss://:s3cret@redis.example:6380", "rediss://:***@redis.example:6380"},
+		{"redis://app:p%40ss%2Fw@h:1", "redis://app:***@h:1"},
+		{"redis://app@h:1", "redis://app@h:1"}, // a user without a password
+		{"redis://s:sp@h:26379?master_name=m&password=mp&addr=h2:26379", "redis://s:***@h:26379?master_name=m&password=***&addr=h2:26379"},
+		{"redis://h:26379?Password=mp&sentinel_password=sp", "redis://h:26379?Password=***&sentinel_password=***"},
+		{"redis://app:s3cret@n1:6379?addr=n2:6379&addr=n3:6379", "redis://app:***@n1:6379?addr=n2:6379&addr=n3:6379"},
+		// What url.Parse rejects or misreads is redacted as text.
+		{"redis://app:s3/cret@h:1", "redis://app:***@h:1"},
+		{"redis://app:s3 cret@h:1", "redis://app:***@h:1"},
+		{"app:s3cret@h:1", "app:***@h:1"},
+		{"unix://app:s3cret@/run/redis.sock", "unix://app:***@/run/redis.sock"},
+		{"unix:///run/redis.sock?password=s3cret", "unix:///run/redis.sock?password=***"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.give, func(t *testing.T) {
+			if got := redact(tt.give); got != tt.want {
+				t.Errorf("redact(%q) = %q; want %q", tt.give, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestScrub(t *testing.T) {
+	tests := []struct {
+		name, raw string
+		give      string // text that quotes a password
+	}{
+		{"as written", "redis://app:s3cret@h:1", "AUTH app s3cret"},
+		{"decoded", "redis://app:p%40ss@h:1", "AUTH app p@ss"},
+		{"query", "redis://h:26379?master_name=m&password=mp%2B1", "AUTH mp+1"},
+		{"malformed", "redis://app:s3/cret@h:1", "AUTH app s3/cret"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			target := redisTarget{secrets: secrets(tt.raw)}
+			got := target.scrub(tt.give)
+			if !strings.Contains(got, "***") {
+				t.Errorf("scrub(%q) = %q; want the password as ***", tt.give, got)
+			}
+			for _, p := range target.secrets {
+				if strings.Contains(got, p) {
+					t.Errorf("scrub(%q) = %q; still holds %q", tt.give, got, p)
+				}
+			}
+		})
+	}
+}
+
+func TestScrubErrKeepsIdentity(t *testing.T) {
+	target := redisTarget{secrets: secrets("redis://app:s3cret@h:1")}
+	if err := target.scrubErr(redis.Nil); err != redis.Nil {
+		t.Errorf("scrubErr(redis.Nil) = %v; want redis.Nil itself", err)
+	}
+	base := errors.New("dial app:s3cret")
+	err := target.scrubErr(base)
+	if got := err.Error(); got != "dial app:***" {
+		t.Errorf("scrubErr text %q; want %q", got, "dial app:***")
+	}
+	if !errors.Is(err, base) {
+		t.Errorf("scrubErr(base) is not base: callers could no longer match it")
+	}
+}
