@@ -43,9 +43,25 @@ type build struct {
 // link, not a compile).
 func Build(t testing.TB, pkg string) string {
 	t.Helper()
+	return buildWith(t, pkg, "-race")
+}
+
+// BuildPlain is Build without the race detector, for a test of the command
+// a user runs as such (the Quickstart's go run): a race build runs several
+// times slower, and a program that hosts a server of its own (the demo's
+// embedded Redis) then starves on a shared machine, which tests the
+// machine rather than the program.
+func BuildPlain(t testing.TB, pkg string) string {
+	t.Helper()
+	return buildWith(t, pkg)
+}
+
+func buildWith(t testing.TB, pkg string, flags ...string) string {
+	t.Helper()
 	mu.Lock()
 	defer mu.Unlock()
-	if b, ok := builds[pkg]; ok && (t.Name() == b.owner || strings.HasPrefix(t.Name(), b.owner+"/")) {
+	key := strings.Join(append([]string{pkg}, flags...), " ")
+	if b, ok := builds[key]; ok && (t.Name() == b.owner || strings.HasPrefix(t.Name(), b.owner+"/")) {
 		return b.bin
 	}
 	name := filepath.Base(pkg)
@@ -53,18 +69,19 @@ func Build(t testing.TB, pkg string) string {
 		name = "prog"
 	}
 	bin := filepath.Join(t.TempDir(), name)
-	if out, err := exec.Command("go", "build", "-race", "-o", bin, pkg).CombinedOutput(); err != nil {
+	args := append(append([]string{"build"}, flags...), "-o", bin, pkg)
+	if out, err := exec.Command("go", args...).CombinedOutput(); err != nil {
 		t.Fatalf("proctest: go build %s: %v\n%s", pkg, err, out)
 	}
-	prev, had := builds[pkg]
-	builds[pkg] = build{bin: bin, owner: t.Name()}
+	prev, had := builds[key]
+	builds[key] = build{bin: bin, owner: t.Name()}
 	t.Cleanup(func() { // before t.TempDir's removal: cleanups run last first
 		mu.Lock()
 		defer mu.Unlock()
 		if had {
-			builds[pkg] = prev // an enclosing test's build, still alive
+			builds[key] = prev // an enclosing test's build, still alive
 		} else {
-			delete(builds, pkg)
+			delete(builds, key)
 		}
 	})
 	return bin
