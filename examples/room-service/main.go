@@ -28,6 +28,7 @@ import (
 	"go.uber.org/fx"
 
 	"github.com/drainkit/drainkit/fxmodule"
+	"github.com/drainkit/drainkit/fxmodule/fxgrpc"
 	"github.com/drainkit/drainkit/lease"
 	"github.com/drainkit/drainkit/lifecycle"
 )
@@ -57,9 +58,10 @@ func options(c config, lc lifecycle.Config, log *slog.Logger) []fx.Option {
 		fx.Supply(lease.Config{Addr: c.Advertise, TTL: c.LeaseTTL, OnEnd: func(l *lease.Lease, cause error) {
 			leaseEvent(log, "ended", l, cause)
 		}}),
-		fx.Provide(newRedis, newRooms, newGRPC, newAdmin),
+		fx.Provide(newRedis, newRooms, newAdmin),
 		fx.Provide(fxmodule.AsCheck(redisCheck)),
-		fx.Provide(fxmodule.AsHooks(roomHooks), fxmodule.AsHooks(grpcHooks), fxmodule.AsHook(adminHook)),
+		fx.Provide(fxmodule.AsHooks(roomHooks), fxmodule.AsHook(adminHook)),
+		fxgrpc.Server("grpc", c.GRPCAddr, registerRooms),
 		fx.Invoke(serve),
 	}
 }

@@ -143,14 +143,12 @@ func roomHooks(r *rooms, c config) []drain.Hook {
 	}
 }
 
-// serve starts the loops and the servers once fx starts the app.
-func serve(lc fx.Lifecycle, r *rooms, g *grpcServer, a *adminServer) {
+// serve starts the loops and the admin server once fx starts the app (the
+// gRPC server starts in its own hook, fxgrpc.Server's).
+func serve(lc fx.Lifecycle, r *rooms, a *adminServer) {
 	lc.Append(fx.Hook{
 		OnStart: func(ctx context.Context) error {
 			if err := a.listen(); err != nil {
-				return err
-			}
-			if err := g.listen(); err != nil {
 				return err
 			}
 			r.start()

@@ -14,69 +14,13 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/drainkit/drainkit/drain"
-	"github.com/drainkit/drainkit/drain/grpcdrain"
 	"github.com/drainkit/drainkit/examples/room-service/roompb"
-	"github.com/drainkit/drainkit/lifecycle"
 	"github.com/drainkit/drainkit/readiness"
-	"github.com/drainkit/drainkit/readiness/grpchealth"
 )
 
-// grpcServer serves the Rooms API and grpc.health.v1 on GRPC_ADDR.
-type grpcServer struct {
-	addr   string
-	srv    *grpc.Server
-	health *grpchealth.Server
-	log    *slog.Logger
-
-	wg     sync.WaitGroup // Serve and the health server's loop
-	cancel context.CancelFunc
-}
-
-func newGRPC(c config, r *rooms, m *lifecycle.Manager, reg *readiness.Registry, log *slog.Logger) *grpcServer {
-	t := m.Tracker()
-	srv := grpc.NewServer(grpcdrain.ServerOptions(t)...) // an RPC counts until its answer is written
-	roompb.RegisterRoomsServer(srv, r.svc)
-	health := grpchealth.NewServer(reg)
-	health.Register(srv)
-	m.OnDrain(health.Drain) // NOT_SERVING at the flip, latched
-	return &grpcServer{addr: c.GRPCAddr, srv: srv, health: health, log: log}
-}
-
-func (g *grpcServer) listen() error {
-	ln, err := net.Listen("tcp", g.addr)
-	if err != nil {
-		return fmt.Errorf("GRPC_ADDR=%q: %w", g.addr, err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	g.cancel = cancel
-	g.wg.Go(func() { _ = g.health.Run(ctx) })
-	g.wg.Go(func() {
-		if err := g.srv.Serve(ln); err != nil {
-			g.log.Error("grpc serve", "err", err)
-		}
-	})
-	g.log.Info("listening", "grpc", ln.Addr().String())
-	return nil
-}
-
-// grpcHooks drain the gRPC server: Watch streams are ended at StopIntake
-// (so GracefulStop does not wait for them), in-flight RPCs finish in
-// WaitInFlight, and the health server's loop and Serve are waited for in Close.
-func grpcHooks(g *grpcServer, m *lifecycle.Manager) []drain.Hook {
-	hooks := grpcdrain.Hooks("grpc", g.srv, m.Tracker())
-	return append(hooks,
-		drain.Hook{Name: "grpc.health_watch", Phase: drain.StopIntake, Run: func(context.Context) error {
-			g.health.Close()
-			return nil
-		}},
-		drain.Hook{Name: "grpc.goroutines", Phase: drain.Close, Run: func(ctx context.Context) error {
-			if g.cancel != nil {
-				g.cancel()
-			}
-			return waitGroup(ctx, &g.wg)
-		}},
-	)
-}
+// registerRooms puts the Rooms API on the gRPC server that fxgrpc.Server
+// wires (in-flight tracking, grpc.health.v1, listener, drain hooks).
+func registerRooms(s *grpc.Server, r *rooms) { roompb.RegisterRoomsServer(s, r.svc) }
 
 // adminServer serves /healthz/live, /healthz/ready and /metrics on
 // ADMIN_ADDR. It keeps answering through the drain (ready says 503) and

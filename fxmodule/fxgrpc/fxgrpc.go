@@ -1,0 +1,143 @@
+// Package fxgrpc serves gRPC in an fx app run by fxmodule.Run, wired the
+// way every gRPC service behind a load balancer needs, so that a service
+// writes none of it: in-flight RPCs counted until answered, grpc.health.v1
+// in step with readiness, the listener opened at start and drained in the
+// right phases. It is a package of its own so that fxmodule does not link
+// grpc-go for HTTP services.
+//
+// # Usage
+//
+//	fxmodule.Run(
+//		fxmodule.Module, fxmodule.FromEnv, …,
+//		fxgrpc.Server("grpc", ":13001", func(s *grpc.Server, rooms *Rooms) {
+//			roompb.RegisterRoomsServer(s, rooms)
+//		}),
+//	)
+//
+// # Drain
+//
+// At the flip gRPC health answers NOT_SERVING (latched), so clients with
+// client-side health checking stop sending new RPCs. At stop_intake the
+// health Watch streams end (GracefulStop would wait for them) and
+// GracefulStop begins (GOAWAY); wait_in_flight waits for the RPCs in
+// flight; close waits for Serve and the health loop. A drain cut short
+// stops the server hard.
+package fxgrpc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+
+	"go.uber.org/fx"
+	"google.golang.org/grpc"
+
+	"github.com/drainkit/drainkit/drain"
+	"github.com/drainkit/drainkit/drain/grpcdrain"
+	"github.com/drainkit/drainkit/lifecycle"
+	"github.com/drainkit/drainkit/readiness"
+	"github.com/drainkit/drainkit/readiness/grpchealth"
+)
+
+// Server serves gRPC on addr. register is an fx invoke function whose
+// first parameter is the *grpc.Server (its others come from the graph): it
+// registers the service's implementations. The server is built with
+// grpcdrain.ServerOptions and opts; grpc.health.v1 is registered on it for
+// the readiness registry's service name.
+//
+// It contributes the drain hooks name+".stop_intake", name+".health_watch"
+// (stop_intake), name+".wait_in_flight" and name+".serve" (close), and the
+// gating readiness check name+"_listener". An address that cannot be bound
+// fails the start, naming it.
+func Server(name, addr string, register any, opts ...grpc.ServerOption) fx.Option {
+	return fx.Module("drainkit.grpc."+name,
+		fx.Provide(fx.Private, func(m *lifecycle.Manager) *grpc.Server {
+			return grpc.NewServer(append(grpcdrain.ServerOptions(m.Tracker()), opts...)...)
+		}),
+		fx.Invoke(register),
+		fx.Invoke(func(p params) error { return serve(name, addr, p) }),
+	)
+}
+
+type params struct {
+	fx.In
+	Lifecycle fx.Lifecycle
+	Manager   *lifecycle.Manager
+	Registry  *readiness.Registry
+	Server    *grpc.Server
+	Logger    *slog.Logger `optional:"true"`
+}
+
+func serve(name, addr string, p params) error {
+	log := p.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	health := grpchealth.NewServer(p.Registry)
+	health.Register(p.Server)
+	p.Manager.OnDrain(health.Drain) // NOT_SERVING at the flip, latched
+
+	var (
+		bound  atomic.Pointer[string]             // the listener's address once it listens
+		wg     sync.WaitGroup                     // Serve and the health loop
+		cancel atomic.Pointer[context.CancelFunc] // ends the health loop
+	)
+	wait := func(ctx context.Context) error {
+		if stop := cancel.Load(); stop != nil {
+			(*stop)()
+		}
+		done := make(chan struct{})
+		go func() { wg.Wait(); close(done) }()
+		select {
+		case <-done:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	hooks := append(grpcdrain.Hooks(name, p.Server, p.Manager.Tracker()),
+		drain.Hook{Name: name + ".health_watch", Phase: drain.StopIntake, Run: func(context.Context) error {
+			health.Close() // before GracefulStop waits for every stream, a prober's Watch included
+			return nil
+		}},
+		drain.Hook{Name: name + ".serve", Phase: drain.Close, Run: wait},
+	)
+	if err := p.Manager.AddHook(hooks...); err != nil {
+		return err
+	}
+	check := readiness.Listener(addr)
+	check.Name = name + "_listener"
+	check.Probe = func(ctx context.Context) error {
+		a := bound.Load()
+		if a == nil {
+			return errors.New("not listening yet")
+		}
+		return readiness.Listener(*a).Probe(ctx)
+	}
+	if err := p.Registry.Add(check); err != nil {
+		return err
+	}
+	p.Lifecycle.Append(fx.Hook{OnStart: func(context.Context) error {
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			return fmt.Errorf("fxgrpc: server %q: listen on %s: %w", name, addr, err)
+		}
+		a := ln.Addr().String()
+		bound.Store(&a)
+		ctx, stop := context.WithCancel(context.Background())
+		cancel.Store(&stop)
+		wg.Go(func() { _ = health.Run(ctx) })
+		wg.Go(func() {
+			if err := p.Server.Serve(ln); err != nil {
+				log.Error("serve", "server", name, "err", err)
+			}
+		})
+		log.Info("listening", "server", name, "addr", a)
+		return nil
+	}})
+	return nil
+}

@@ -1,0 +1,114 @@
+package fxgrpc_test
+
+import (
+	"context"
+	"log/slog"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/fx"
+	"go.uber.org/goleak"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/protobuf/types/known/emptypb"
+
+	"github.com/drainkit/drainkit/drain"
+	"github.com/drainkit/drainkit/fxmodule"
+	"github.com/drainkit/drainkit/fxmodule/fxgrpc"
+	"github.com/drainkit/drainkit/fxmodule/fxmoduletest"
+	"github.com/drainkit/drainkit/lifecycle"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// blocker is a one-method gRPC service whose call waits for release.
+type blocker struct {
+	entered chan struct{}
+	release chan struct{}
+}
+
+const blockMethod = "/test.Blocker/Block"
+
+func (b *blocker) register(s *grpc.Server) {
+	s.RegisterService(&grpc.ServiceDesc{
+		ServiceName: "test.Blocker",
+		HandlerType: (*any)(nil),
+		Methods: []grpc.MethodDesc{{MethodName: "Block", Handler: func(srv any, ctx context.Context, dec func(any) error, in grpc.UnaryServerInterceptor) (any, error) {
+			req := new(emptypb.Empty)
+			if err := dec(req); err != nil {
+				return nil, err
+			}
+			h := func(context.Context, any) (any, error) {
+				close(b.entered)
+				<-b.release
+				return &emptypb.Empty{}, nil
+			}
+			if in == nil {
+				return h(ctx, req)
+			}
+			return in(ctx, req, &grpc.UnaryServerInfo{Server: srv, FullMethod: blockMethod}, h)
+		}}},
+	}, b)
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// fxgrpc.Server wires a whole drained gRPC server: health SERVING once
+// ready and NOT_SERVING at the flip, an RPC in flight at the signal is
+// answered, and the drain ends the server.
+func TestServerServesAndDrains(t *testing.T) {
+	addr := freeAddr(t)
+	b := &blocker{entered: make(chan struct{}), release: make(chan struct{})}
+	cfg := lifecycle.Config{Service: "svc", NodeID: "n1", DrainTimeout: 10 * time.Second, DrainDelay: 200 * time.Millisecond}
+	app := fxmoduletest.Start(t,
+		fxmodule.Module, fx.Supply(cfg, slog.New(slog.DiscardHandler)), fxmodule.StopTimeoutFor(cfg),
+		fxgrpc.Server("grpc", addr, b.register),
+	)
+
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	require.NoError(t, err)
+	defer conn.Close()
+	health := healthpb.NewHealthClient(conn)
+	ctx := context.Background()
+	watchCtx, stopWatch := context.WithTimeout(ctx, 10*time.Second)
+	watch, err := health.Watch(watchCtx, &healthpb.HealthCheckRequest{Service: "svc"})
+	require.NoError(t, err)
+	for { // the health loop follows readiness: SERVING once ready
+		r, err := watch.Recv()
+		require.NoError(t, err)
+		if r.Status == healthpb.HealthCheckResponse_SERVING {
+			break
+		}
+	}
+	stopWatch()
+
+	answered := make(chan error, 1)
+	go func() { answered <- conn.Invoke(ctx, blockMethod, &emptypb.Empty{}, &emptypb.Empty{}) }()
+	<-b.entered
+	app.Signal()
+	r, err := health.Check(ctx, &healthpb.HealthCheckRequest{Service: "svc"})
+	require.NoError(t, err, "still serving during the propagation delay")
+	assert.Equal(t, healthpb.HealthCheckResponse_NOT_SERVING, r.Status, "NOT_SERVING from the flip")
+	close(b.release)
+	require.NoError(t, <-answered, "the RPC in flight at the signal is answered")
+
+	rep := app.Wait()
+	assert.Equal(t, lifecycle.ExitClean, rep.ExitCode)
+	for _, h := range []string{"grpc.stop_intake", "grpc.health_watch", "grpc.wait_in_flight", "grpc.serve"} {
+		got, ok := rep.Hook(h)
+		assert.True(t, ok, h)
+		assert.Equal(t, drain.OK, got.Outcome, h)
+	}
+	_, err = net.Dial("tcp", addr)
+	assert.Error(t, err, "the drain closed the listener")
+}
