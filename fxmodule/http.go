@@ -5,14 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
-	"sync/atomic"
 	"time"
 
 	"go.uber.org/fx"
 
 	"github.com/drainkit/drainkit/drain"
+	"github.com/drainkit/drainkit/internal/listener"
 	"github.com/drainkit/drainkit/lifecycle"
 	"github.com/drainkit/drainkit/readiness"
 )
@@ -59,10 +58,10 @@ func serveHTTP(name, addr string, p httpParams) error {
 	mux.Handle("/", t.Middleware(p.Handler))
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 
-	var bound atomic.Pointer[string] // the listener's address once it listens
-	served := make(chan struct{})    // closed when Serve returns
+	var bound listener.Bound
+	served := make(chan struct{}) // closed when Serve returns
 	wait := func(ctx context.Context) error {
-		if bound.Load() == nil {
+		if !bound.Listening() {
 			return nil // never listened: nothing serves
 		}
 		select {
@@ -76,25 +75,15 @@ func serveHTTP(name, addr string, p httpParams) error {
 	if err := p.Manager.AddHook(hooks...); err != nil {
 		return err
 	}
-	check := readiness.Listener(addr)
-	check.Name = name + "_listener"
-	check.Probe = func(ctx context.Context) error {
-		a := bound.Load()
-		if a == nil {
-			return errors.New("not listening yet")
-		}
-		return readiness.Listener(*a).Probe(ctx)
-	}
-	if err := p.Registry.Add(check); err != nil {
+	if err := p.Registry.Add(bound.Check(name+"_listener", addr)); err != nil {
 		return err
 	}
 	p.Lifecycle.Append(fx.Hook{OnStart: func(context.Context) error {
-		ln, err := net.Listen("tcp", addr)
+		ln, err := bound.Listen(addr)
 		if err != nil {
 			return fmt.Errorf("fxmodule: HTTP server %q: listen on %s: %w", name, addr, err)
 		}
 		a := ln.Addr().String()
-		bound.Store(&a)
 		go func() {
 			defer close(served)
 			if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {

@@ -26,10 +26,8 @@ package fxgrpc
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"sync"
 	"sync/atomic"
 
@@ -38,6 +36,7 @@ import (
 
 	"github.com/drainkit/drainkit/drain"
 	"github.com/drainkit/drainkit/drain/grpcdrain"
+	"github.com/drainkit/drainkit/internal/listener"
 	"github.com/drainkit/drainkit/lifecycle"
 	"github.com/drainkit/drainkit/readiness"
 	"github.com/drainkit/drainkit/readiness/grpchealth"
@@ -82,7 +81,7 @@ func serve(name, addr string, p params) error {
 	p.Manager.OnDrain(health.Drain) // NOT_SERVING at the flip, latched
 
 	var (
-		bound  atomic.Pointer[string]             // the listener's address once it listens
+		bound  listener.Bound
 		wg     sync.WaitGroup                     // Serve and the health loop
 		cancel atomic.Pointer[context.CancelFunc] // ends the health loop
 	)
@@ -109,25 +108,15 @@ func serve(name, addr string, p params) error {
 	if err := p.Manager.AddHook(hooks...); err != nil {
 		return err
 	}
-	check := readiness.Listener(addr)
-	check.Name = name + "_listener"
-	check.Probe = func(ctx context.Context) error {
-		a := bound.Load()
-		if a == nil {
-			return errors.New("not listening yet")
-		}
-		return readiness.Listener(*a).Probe(ctx)
-	}
-	if err := p.Registry.Add(check); err != nil {
+	if err := p.Registry.Add(bound.Check(name+"_listener", addr)); err != nil {
 		return err
 	}
 	p.Lifecycle.Append(fx.Hook{OnStart: func(context.Context) error {
-		ln, err := net.Listen("tcp", addr)
+		ln, err := bound.Listen(addr)
 		if err != nil {
 			return fmt.Errorf("fxgrpc: server %q: listen on %s: %w", name, addr, err)
 		}
 		a := ln.Addr().String()
-		bound.Store(&a)
 		ctx, stop := context.WithCancel(context.Background())
 		cancel.Store(&stop)
 		wg.Go(func() { _ = health.Run(ctx) })
