@@ -211,7 +211,7 @@ func BenchmarkLeaseRenew(b *testing.B) {
 		b.Run("leases="+strconv.Itoa(n)+"/c=drainkit", func(b *testing.B) {
 			f := drainkitHeld(b, n)
 			renewals(b, f.c, n, func() error { return f.m.RenewAll(ctx) })
-			if got := len(f.m.Held()); got != n {
+			if got := len(f.m.Leases()); got != n {
 				b.Fatalf("%d leases held after renewing; want %d", got, n)
 			}
 		})

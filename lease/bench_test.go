@@ -88,7 +88,7 @@ func BenchmarkRenew(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
-			if got := len(m.Held()); got != n {
+			if got := len(m.Leases()); got != n {
 				b.Fatalf("%d leases held after renewing; want %d", got, n)
 			}
 			report(b, 1)
@@ -221,7 +221,7 @@ func BenchmarkHeldLeaseMemory(b *testing.B) {
 	ids = nil
 	runtime.GC()
 	runtime.ReadMemStats(&after)
-	if got := len(m.Held()); got != i {
+	if got := len(m.Leases()); got != i {
 		b.Fatalf("%d leases held; want %d", got, i)
 	}
 	b.ReportMetric(float64(int64(after.HeapAlloc)-int64(before.HeapAlloc))/float64(i), "B/lease")

@@ -59,7 +59,7 @@ func TestDrainRace(t *testing.T) {
 	if n := c.Exists(ctx, m.routeKey("race")).Val(); n != 0 {
 		t.Fatalf("lease acquired across the flip still in Redis; want released")
 	}
-	if n := len(m.Held()); n != 0 {
+	if n := len(m.Leases()); n != 0 {
 		t.Fatalf("manager holds %d leases; want 0", n)
 	}
 }

@@ -70,7 +70,7 @@ func TestAbandonedHandOffReleasesNothingUnflushed(t *testing.T) {
 			t.Errorf("%s: PTTL %v; want the unflushed lease left in Redis to expire", id, pttl)
 		}
 	}
-	if n := len(m.Held()); n != 0 {
+	if n := len(m.Leases()); n != 0 {
 		t.Errorf("manager still holds %d leases after the Release hook; want 0", n)
 	}
 }
@@ -150,7 +150,7 @@ func TestNoAcquireScriptAfterTheFlip(t *testing.T) {
 	if n := afterFlip.Load(); n != 0 {
 		t.Errorf("%d acquire scripts sent after the flip; want 0", n)
 	}
-	if n := c.Exists(context.Background(), m.routeKey("flip")).Val(); n != 0 || len(m.Held()) != 0 {
-		t.Errorf("after the flip: key exists %d, held %d; want neither", n, len(m.Held()))
+	if n := c.Exists(context.Background(), m.routeKey("flip")).Val(); n != 0 || len(m.Leases()) != 0 {
+		t.Errorf("after the flip: key exists %d, held %d; want neither", n, len(m.Leases()))
 	}
 }

@@ -532,8 +532,9 @@ func (m *Manager) Owner(ctx context.Context, id string) (Owner, error) {
 	return o, nil
 }
 
-// Held returns the leases this Manager holds, in no particular order.
-func (m *Manager) Held() []*Lease { return m.snapshot(false) }
+// Leases returns the leases this Manager holds, in no particular order.
+// (Lease.Held is the one answer to "is this lease still mine?".)
+func (m *Manager) Leases() []*Lease { return m.snapshot(false) }
 
 // snapshot copies the lease set; onlyHeld skips leases in hand-off.
 func (m *Manager) snapshot(onlyHeld bool) []*Lease {

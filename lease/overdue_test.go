@@ -75,7 +75,7 @@ func TestAcquireEndsOverdueLease(t *testing.T) {
 	if write(old) {
 		t.Error("old holder wrote after the new holder; want refused")
 	}
-	if held := m.Held(); len(held) != 1 || held[0] != cur {
+	if held := m.Leases(); len(held) != 1 || held[0] != cur {
 		t.Errorf("Held() = %v; want only %v", held, cur)
 	}
 }

@@ -85,7 +85,7 @@ func TestStopOutOfTimeStillEndsLeases(t *testing.T) {
 	if cause := context.Cause(held.Context()); !errors.Is(cause, ErrLeftToExpire) {
 		t.Errorf("held lease: cause %v; want ErrLeftToExpire", cause)
 	}
-	if n := len(m.Held()); n != 0 {
+	if n := len(m.Leases()); n != 0 {
 		t.Errorf("Held() has %d leases after Stop; want 0", n)
 	}
 	close(gate)
