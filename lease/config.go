@@ -104,6 +104,14 @@ type Config struct {
 	// acquisition, would end with the caller's ctx error hiding the reason.
 	// The caller may call Acquire again while its own budget lasts.
 	WaitReplicas int
+	// HandOff says that rooms hold state the service flushes before they
+	// move, in the hook of [Manager.HandOff] (which needs it). The Release
+	// hook then leaves to expire any lease the hand-off did not release, as
+	// it was not flushed (its next owner recovers it from snapshot and
+	// log); without HandOff it releases every lease still held. A field,
+	// not a side effect of building the hook, so that what the Release hook
+	// does is fixed when the Manager is made.
+	HandOff bool
 	// Draining, if set, reports whether the process has started draining,
 	// read straight from the process's state (fxmodule passes the
 	// lifecycle state, which is published before the flip's listeners

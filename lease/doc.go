@@ -155,9 +155,12 @@
 // failed or ran out of time is left to expire: an unflushed room is never
 // released, so the next owner recovers it from snapshot and command log
 // with a higher fence. The hook from [Manager.ReleaseHook] (phase Release)
-// stops the renewer, releases in one pipeline of batched compare-and-DEL
-// calls the leases that never entered a hand-off, and deletes the heartbeat
-// last.
+// stops the renewer and deletes the heartbeat last. In between, what it does
+// with a lease still held is fixed by [Config].HandOff when the Manager is
+// made, never by which hooks were built: with HandOff (rooms have state,
+// and HandOff needs it) such a lease was not flushed and is left to expire;
+// without, it is released, in one pipeline of batched compare-and-DEL
+// calls.
 //
 // # Readiness
 //

@@ -50,12 +50,16 @@ func (e *handOffError) Unwrap() error { return e.Err }
 // hook's or when the lease is lost. The hook's name is "lease-handoff(" +
 // RoutePrefix + ")", e.g. "lease-handoff(room:route:)".
 //
-// Building the hook tells the Release hook that rooms are flushed before
-// they move: from then on it leaves any lease the hand-off did not release
-// to expire (say the hand-off was cut off by the deadline before reaching
-// it) instead of releasing an unflushed room.
-func (m *Manager) HandOff(fn func(ctx context.Context, l *Lease) error, concurrency int) drain.Hook {
-	m.handsOff.Store(true)
+// It needs [Config].HandOff, which tells the Release hook, from the
+// Manager's creation on, that rooms are flushed before they move; without
+// it HandOff returns an error naming the field, before anything drains.
+func (m *Manager) HandOff(fn func(ctx context.Context, l *Lease) error, concurrency int) (drain.Hook, error) {
+	switch {
+	case !m.cfg.HandOff:
+		return drain.Hook{}, errors.New("lease: HandOff needs Config.HandOff=true: without it the Release hook releases rooms the hand-off did not flush")
+	case fn == nil:
+		return drain.Hook{}, errors.New("lease: HandOff: fn is nil")
+	}
 	return drain.Hook{
 		Name:  m.hookName("lease-handoff"),
 		Phase: drain.Flush,
@@ -63,7 +67,7 @@ func (m *Manager) HandOff(fn func(ctx context.Context, l *Lease) error, concurre
 			_, err := m.runHandOff(ctx, fn, concurrency)
 			return err
 		},
-	}
+	}, nil
 }
 
 // runHandOff hands every held lease over, at most concurrency at a time
@@ -91,7 +95,6 @@ func (m *Manager) runHandOff(ctx context.Context, fn func(ctx context.Context, l
 			errs = append(errs, err)
 		}
 	}
-	m.handsOff.Store(true)
 	// Take every lease into the hand-off before any fn runs: g.Go blocks at
 	// the concurrency limit, and a lease still merely held when this hook
 	// is abandoned must not look releasable to the Release hook.
@@ -161,11 +164,11 @@ func (m *Manager) handOffOne(ctx context.Context, l *Lease, fn func(context.Cont
 // "lease-release(" + RoutePrefix + ")" that stops the renewer, deals with
 // every lease still held, and deletes the node heartbeat last.
 //
-// Without a HandOff hook it releases every lease, in one pipeline of
+// Without [Config].HandOff it releases every lease, in one pipeline of
 // batched compare-and-DEL scripts: a lease released here is taken to need
-// no flush. With a HandOff hook built (rooms have state to flush), a lease
-// the hand-off did not release was not flushed, so it is left to expire,
-// never released: the next owner recovers it from snapshot and log.
+// no flush. With Config.HandOff (rooms have state to flush), a lease the
+// hand-off did not release was not flushed, so it is left to expire, never
+// released: the next owner recovers it from snapshot and log.
 func (m *Manager) ReleaseHook() drain.Hook {
 	return drain.Hook{Name: m.hookName("lease-release"), Phase: drain.Release, Run: m.ReleaseAll}
 }
@@ -186,7 +189,7 @@ func (m *Manager) ReleaseAll(ctx context.Context) error {
 		if l.state.Load() != stateHeld {
 			continue // in a hand-off that did not finish: left to expire below
 		}
-		if m.handsOff.Load() {
+		if m.cfg.HandOff {
 			// Rooms are flushed before they move, and this one was not
 			// (the hand-off never reached it): a room not flushed is never released, so
 			// its next owner recovers with a higher fence; let it expire.

@@ -91,7 +91,9 @@ func TestHandOff(t *testing.T) {
 		return next(ctx, cmd)
 	}}
 	c := b.client(recorder, singles)
-	m := startManager(t, c, testConfig())
+	cfg := testConfig()
+	cfg.HandOff = true
+	m := startManager(t, c, cfg)
 	ctx := context.Background()
 
 	leases := map[string]*Lease{}
@@ -104,7 +106,7 @@ func TestHandOff(t *testing.T) {
 	}
 	m.BeginDrain()
 
-	hook := m.HandOff(func(ctx context.Context, l *Lease) error {
+	hook, err := m.HandOff(func(ctx context.Context, l *Lease) error {
 		switch {
 		case strings.HasPrefix(l.ID(), "fail"):
 			return errors.New("snapshot store down")
@@ -117,10 +119,13 @@ func TestHandOff(t *testing.T) {
 		}
 		return nil
 	}, 2)
+	if err != nil {
+		t.Fatalf("HandOff: %v", err)
+	}
 	if err := hook.Validate(); err != nil || hook.Phase != drain.Flush {
 		t.Fatalf("HandOff hook: phase %s, Validate %v; want flush, nil", hook.Phase, err)
 	}
-	err := hook.Run(ctx)
+	err = hook.Run(ctx)
 	var he *handOffError
 	if !errors.As(err, &he) {
 		t.Fatalf("HandOff: got %v; want a *handOffError", err)

@@ -51,7 +51,8 @@ func ExampleManager_HandOff() {
 	flush := func(ctx context.Context, l *lease.Lease) error {
 		return nil // write room l.ID()'s snapshot, fenced with l.Token()
 	}
-	_ = m.HandOff(flush, 8) // add to the lifecycle manager: AddHook
-	_ = m.ReleaseHook()     // AddHook as well
+	handOff, err := m.HandOff(flush, 8) // needs Config.HandOff; add the hook with AddHook
+	_, _ = handOff, err
+	_ = m.ReleaseHook() // AddHook as well
 	// lifecycle.OnDrain(m.BeginDrain) closes the gate at the flip.
 }

@@ -3,6 +3,7 @@ package lease
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -40,7 +41,9 @@ func TestExternalDrainingGate(t *testing.T) {
 func TestAbandonedHandOffReleasesNothingUnflushed(t *testing.T) {
 	b := standalone(t)
 	c := b.client()
-	m := startManager(t, c, testConfig())
+	cfg := testConfig()
+	cfg.HandOff = true
+	m := startManager(t, c, cfg)
 	ctx := context.Background()
 	rooms := []string{"room-0", "room-1", "room-2", "room-3"}
 	for _, id := range rooms {
@@ -54,7 +57,10 @@ func TestAbandonedHandOffReleasesNothingUnflushed(t *testing.T) {
 		<-release // a flush that ignores its context
 		return nil
 	}
-	handOff := m.HandOff(hang, 1)
+	handOff, err := m.HandOff(hang, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
 	handOff.Timeout = 100 * time.Millisecond
 	m.BeginDrain()
 	rep := drain.Run(ctx, "test", []drain.Hook{handOff, m.ReleaseHook()})
@@ -75,18 +81,19 @@ func TestAbandonedHandOffReleasesNothingUnflushed(t *testing.T) {
 	}
 }
 
-// With a hand-off registered, a lease it never took (its hook did not run)
-// is left to expire by the Release hook, not released unflushed.
-func TestReleaseHookLeavesUnflushedWhenHandOffRegistered(t *testing.T) {
+// With Config.HandOff, a lease the hand-off never took (its hook did not
+// run) is left to expire by the Release hook, not released unflushed.
+func TestReleaseHookLeavesUnflushedWithHandOff(t *testing.T) {
 	b := standalone(t)
 	c := b.client()
-	m := startManager(t, c, testConfig())
+	cfg := testConfig()
+	cfg.HandOff = true
+	m := startManager(t, c, cfg)
 	ctx := context.Background()
 	if _, err := m.Acquire(ctx, "room-x"); err != nil {
 		t.Fatal(err)
 	}
-	_ = m.HandOff(func(context.Context, *Lease) error { return nil }, 1) // built, never run
-	m.BeginDrain()
+	m.BeginDrain() // the hand-off's hook never runs
 	if err := m.ReleaseAll(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -152,5 +159,16 @@ func TestNoAcquireScriptAfterTheFlip(t *testing.T) {
 	}
 	if n := c.Exists(context.Background(), m.routeKey("flip")).Val(); n != 0 || len(m.Leases()) != 0 {
 		t.Errorf("after the flip: key exists %d, held %d; want neither", n, len(m.Leases()))
+	}
+}
+
+// HandOff without Config.HandOff is refused when the hook is built, before
+// anything drains, naming the field.
+func TestHandOffNeedsConfig(t *testing.T) {
+	b := standalone(t)
+	m := startManager(t, b.client(), testConfig())
+	_, err := m.HandOff(func(context.Context, *Lease) error { return nil }, 1)
+	if err == nil || !strings.Contains(err.Error(), "Config.HandOff") {
+		t.Fatalf("HandOff without Config.HandOff: got %v; want an error naming Config.HandOff", err)
 	}
 }

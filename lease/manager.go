@@ -30,7 +30,6 @@ type Manager struct {
 	ttlArg, lostAfter time.Duration
 
 	draining    atomic.Bool
-	handsOff    atomic.Bool   // a hand-off hook exists: the Release hook must not release unflushed leases
 	drainSignal chan struct{} // size 1: asks the renewer to mark the heartbeat draining
 
 	mu       sync.Mutex

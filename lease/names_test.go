@@ -18,6 +18,7 @@ func TestTwoManagersInOneApplication(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	rooms := testConfig()
 	rooms.Registerer = reg
+	rooms.HandOff = true
 	games := rooms
 	games.RoutePrefix, games.FencePrefix, games.NodePrefix = "game:route:", "game:fence:", "game:node:"
 
@@ -30,8 +31,16 @@ func TestTwoManagersInOneApplication(t *testing.T) {
 		t.Fatalf("New(games) on the same Registerer: %v; want both registered", err)
 	}
 	noop := func(context.Context, *Lease) error { return nil }
+	hr, err := mr.HandOff(noop, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hg, err := mg.HandOff(noop, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
 	seen := map[string]bool{}
-	for _, h := range []string{mr.HandOff(noop, 1).Name, mr.ReleaseHook().Name, mg.HandOff(noop, 1).Name, mg.ReleaseHook().Name} {
+	for _, h := range []string{hr.Name, mr.ReleaseHook().Name, hg.Name, mg.ReleaseHook().Name} {
 		if seen[h] {
 			t.Errorf("hook name %q used twice; want one per manager", h)
 		}

@@ -55,7 +55,9 @@ func options(c config, lc lifecycle.Config, log *slog.Logger) []fx.Option {
 		fxmodule.StopTimeoutFor(lc),
 		fx.Supply(c, lc, log, reg),
 		fx.Provide(func() prometheus.Registerer { return reg }),
-		fx.Supply(lease.Config{Addr: c.Advertise, TTL: c.LeaseTTL, OnEnd: func(l *lease.Lease, cause error) {
+		// HandOff: rooms are flushed before they move (roomHooks), so the
+		// Release hook leaves an unflushed room to expire.
+		fx.Supply(lease.Config{Addr: c.Advertise, TTL: c.LeaseTTL, HandOff: true, OnEnd: func(l *lease.Lease, cause error) {
 			leaseEvent(log, "ended", l, cause)
 		}}),
 		fx.Provide(newRedis, newRooms, newAdmin),

@@ -128,10 +128,13 @@ func (r *rooms) stop(context.Context) error {
 }
 
 // roomHooks are the room service's part of the drain.
-func roomHooks(r *rooms, c config) []drain.Hook {
-	flush := r.leases.HandOff(func(ctx context.Context, l *lease.Lease) error {
+func roomHooks(r *rooms, c config) ([]drain.Hook, error) {
+	flush, err := r.leases.HandOff(func(ctx context.Context, l *lease.Lease) error {
 		return r.svc.FlushRoom(ctx, l)
 	}, c.HandOffMax)
+	if err != nil {
+		return nil, err
+	}
 	return []drain.Hook{
 		{Name: "outbox.stop_fetching", Phase: drain.StopIntake, Run: func(context.Context) error {
 			r.outbox.StopFetching()
@@ -140,7 +143,7 @@ func roomHooks(r *rooms, c config) []drain.Hook {
 		{Name: "outbox.pause", Phase: drain.WaitInFlight, Run: r.outbox.Pause},
 		flush,
 		{Name: "room.loops", Phase: drain.Close, Run: r.stop},
-	}
+	}, nil
 }
 
 // serve starts the loops and the admin server once fx starts the app (the
