@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/drainkit/drainkit/internal/proctest"
+	"github.com/drainkit/drainkit/examples/internal/proctest"
 )
 
 // These tests build this program and drive it as an orchestrator would:

@@ -2,8 +2,10 @@
 #   docker build -f examples/deploy/room-service.Dockerfile .
 FROM golang:1.26 AS build
 WORKDIR /src
-COPY go.mod go.sum ./
-RUN go mod download
+# The library and the examples are two modules of one workspace.
+COPY go.mod go.sum go.work ./
+COPY examples/go.mod examples/go.sum ./examples/
+RUN go mod download && cd examples && go mod download
 COPY . .
 RUN CGO_ENABLED=0 go build -trimpath -o /out/room-service ./examples/room-service
 # The standard gRPC health client, for the compose healthcheck.

@@ -14,7 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/drainkit/drainkit/examples/room-service/roompb"
-	"github.com/drainkit/drainkit/internal/proctest"
+	"github.com/drainkit/drainkit/examples/internal/proctest"
 )
 
 // This test builds the gateway and drives it as an orchestrator would: a

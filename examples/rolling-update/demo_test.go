@@ -3,7 +3,7 @@ package main
 import (
 	"testing"
 
-	"github.com/drainkit/drainkit/internal/proctest"
+	"github.com/drainkit/drainkit/examples/internal/proctest"
 )
 
 // The Quickstart's first command, as a newcomer runs it on a machine

@@ -37,7 +37,7 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 
-	"github.com/drainkit/drainkit/internal/e2e"
+	"github.com/drainkit/drainkit/examples/internal/e2e"
 )
 
 func main() {

@@ -16,7 +16,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/drainkit/drainkit/examples/room-service/roompb"
-	"github.com/drainkit/drainkit/internal/proctest"
+	"github.com/drainkit/drainkit/examples/internal/proctest"
 	"github.com/drainkit/drainkit/internal/redistest"
 )
 

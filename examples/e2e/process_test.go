@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/drainkit/drainkit/internal/e2e"
+	"github.com/drainkit/drainkit/examples/internal/e2e"
 	"github.com/drainkit/drainkit/internal/redistest"
 )
 

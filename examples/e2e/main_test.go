@@ -11,7 +11,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/drainkit/drainkit/internal/e2e"
+	"github.com/drainkit/drainkit/examples/internal/e2e"
 	"github.com/drainkit/drainkit/internal/redistest"
 )
 

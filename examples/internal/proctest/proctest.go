@@ -18,7 +18,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/drainkit/drainkit/internal/e2e"
+	"github.com/drainkit/drainkit/examples/internal/e2e"
 )
 
 // Wait bounds every wait in this package; generous, since the machine is

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/drainkit/drainkit/fxmodule"
-	"github.com/drainkit/drainkit/internal/e2e"
+	"github.com/drainkit/drainkit/examples/internal/e2e"
 	"github.com/drainkit/drainkit/readiness"
 )
 

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/drainkit/drainkit/internal/e2e"
+	"github.com/drainkit/drainkit/examples/internal/e2e"
 )
 
 // steady waits until the load has reached every room, so an update
