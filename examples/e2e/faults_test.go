@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/drainkit/drainkit/fxmodule"
 	"github.com/drainkit/drainkit/examples/internal/e2e"
+	"github.com/drainkit/drainkit/fxmodule"
 	"github.com/drainkit/drainkit/readiness"
 )
 

@@ -13,8 +13,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/drainkit/drainkit/examples/room-service/roompb"
 	"github.com/drainkit/drainkit/examples/internal/proctest"
+	"github.com/drainkit/drainkit/examples/room-service/roompb"
 )
 
 // This test builds the gateway and drives it as an orchestrator would: a

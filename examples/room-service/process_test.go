@@ -15,8 +15,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
-	"github.com/drainkit/drainkit/examples/room-service/roompb"
 	"github.com/drainkit/drainkit/examples/internal/proctest"
+	"github.com/drainkit/drainkit/examples/room-service/roompb"
 	"github.com/drainkit/drainkit/internal/redistest"
 )
 
