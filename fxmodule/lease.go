@@ -19,8 +19,9 @@ import (
 // lifecycle's NODE_ID). It closes the lease gate at the flip, starts the
 // renewer (writing the node heartbeat) on start, contributes the Release
 // phase hook and a gating readiness check "redis_lease", and stops the
-// renewer on stop. The per-room hand-off is the service's: contribute
-// leases.HandOff(flushRoom, n) with [AsHook].
+// renewer on stop. The per-room hand-off is the service's: set
+// lease.Config.HandOff and contribute leases.HandOff(flushRoom, n) with
+// [AsHook] (a constructor may return the hook and its error).
 var LeaseModule = fx.Module("drainkit.lease",
 	fx.Provide(newLeaseManager),
 	fx.Provide(AsHook(func(l *lease.Manager) drain.Hook { return l.ReleaseHook() })),
