@@ -22,11 +22,11 @@ const (
 )
 
 // Module provides a *lifecycle.Manager, its *drain.Tracker and a
-// *readiness.Registry reading the manager's state, registers every drain
-// hook and readiness check contributed to the groups, and drains in an
-// OnStop hook. It needs a lifecycle.Config in the graph ([FromEnv] or
-// fx.Supply); a *slog.Logger and a prometheus.Registerer are used when
-// provided.
+// *readiness.Registry reading the manager's state, and registers every
+// drain hook and readiness check contributed to the groups; [Run] drains
+// before fx stops anything. It needs a lifecycle.Config in the graph
+// ([FromEnv] or fx.Supply); a *slog.Logger and a prometheus.Registerer are
+// used when provided.
 var Module = fx.Module("drainkit",
 	fx.Provide(newManager, newTracker, newRegistry, newState),
 	fx.Invoke(wire),
@@ -154,10 +154,11 @@ func wire(p wireParams) error {
 var ErrNotRun = errors.New("fxmodule: an app with fxmodule.Module must be run by fxmodule.Run, not app.Run, app.Start or fxtest")
 
 // moduleStop is Module's OnStop hook. Under [Run] fx stops the app after
-// the drain, when the state is Stopped, and there is nothing to do. When fx
-// rolls back a failed start (inside app.Start), the drain happens here,
-// before the rollback stops what the drain hooks use; the report then says
-// why the start failed.
+// the drain, when the state is Stopped, and when fx rolls a failed start
+// back Run has drained at fx's RollingBack event already. The drain here
+// is the fallback for an app whose fx.WithLogger replaced Run's event
+// recorder: it still comes before the OnStop hooks of what Module's
+// contributors use.
 func moduleStop(m *lifecycle.Manager, d *driver) func(context.Context) error {
 	return func(ctx context.Context) error {
 		if m.State() == lifecycle.Stopped {
@@ -167,7 +168,7 @@ func moduleStop(m *lifecycle.Manager, d *driver) func(context.Context) error {
 		if err := d.rollbackCause(); err != nil {
 			reason += ": " + err.Error()
 		}
-		m.Shutdown(ctx, reason)
+		m.Shutdown(context.WithoutCancel(ctx), reason) // the drain has a deadline of its own
 		return nil
 	}
 }

@@ -469,3 +469,40 @@ func TestHTTPBadAddressFailsStart(t *testing.T) {
 	code := fxmodule.Run(baseOptions(&trace{}, signals, fxmodule.HTTP("api", "256.0.0.1:80", handler))...)
 	assert.Equal(t, lifecycle.ExitStartFailed, code)
 }
+
+// A start that fails in a hook appended before Module's own (here a
+// dependency of a drain hook) is drained before fx's rollback closes what
+// the drain hooks use.
+func TestRunDrainsBeforeRollbackClosesClients(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		tr := &trace{}
+		type warmer struct{}
+		failing := fx.Provide(func(lc fx.Lifecycle, c *client) *warmer {
+			lc.Append(fx.Hook{OnStart: func(context.Context) error { return errors.New("warm: no such table") }})
+			return &warmer{}
+		})
+		needsWarmer := fx.Provide(fxmodule.AsHook(func(*warmer) drain.Hook {
+			return drain.Hook{Name: "warmed", Phase: drain.Close, Run: func(context.Context) error { return nil }}
+		}))
+		sig := make(chan os.Signal)
+		signals := fx.Provide(fxmodule.AsOption(func() lifecycle.Option { return lifecycle.WithSignals(sig) }))
+		code := fxmodule.Run(baseOptions(tr, failing, needsWarmer, signals)...)
+		assert.Equal(t, lifecycle.ExitStartFailed, code)
+		assert.Equal(t, []string{"flushed", "client closed while stopped"}, tr.list(),
+			"the drain used the client before the rollback closed it")
+	})
+}
+
+// fx.Shutdowner stops an app run by Run like a first signal.
+func TestRunHonoursShutdowner(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		tr := &trace{}
+		var sd fx.Shutdowner
+		a := fxmoduletest.Start(t, baseOptions(tr, fx.Populate(&sd))...)
+		require.NoError(t, sd.Shutdown())
+		r := a.Wait()
+		assert.Equal(t, lifecycle.ExitClean, r.ExitCode)
+		assert.Contains(t, r.Reason, "fx.Shutdowner")
+		assert.Equal(t, []string{"flushed", "client closed while stopped"}, tr.list())
+	})
+}

@@ -66,11 +66,14 @@ func Run(opts ...fx.Option) int {
 		rec = &stopRecorder{}
 		d   = &driver{}
 	)
+	ctx, stop := context.WithCancelCause(context.Background())
+	defer stop(nil)
 	afterDrain := func() []drain.HookResult {
 		return stopApp(app, rec, app.StopTimeout()-m.Config().DrainTimeout)
 	}
 	app = fx.New(append([]fx.Option{rec.option()}, append(opts,
 		fx.Supply(d),
+		fx.Decorate(func(fx.Shutdowner) fx.Shutdowner { return shutdowner{stop} }),
 		fx.Provide(AsOption(func() lifecycle.Option { return lifecycle.WithAfterDrain(afterDrain) })),
 		fx.Populate(&m),
 	)...)...)
@@ -88,29 +91,51 @@ func Run(opts ...fx.Option) int {
 			stop, drainT, StopMargin))
 		return lifecycle.ExitConfig
 	}
-	d.app = app
-	rec.rollingOut = d.setRollbackCause
+	d.app, d.m = app, m
+	rec.rollingOut = d.rollingBack
 	drivers.Store(m, d)
 	defer drivers.Delete(m)
 	m.OnStart(d.start)
-	return m.Run(context.Background()).ExitCode
+	return m.Run(ctx).ExitCode
+}
+
+// shutdowner is the fx.Shutdowner of an app run by [Run]: fx's own would
+// tell receivers that Run does not start, and nothing would stop. A
+// shutdown requested through it stops the app like a first signal; the
+// exit code is the drain's, so fx.ExitCode is not used.
+type shutdowner struct{ stop context.CancelCauseFunc }
+
+func (s shutdowner) Shutdown(...fx.ShutdownOption) error {
+	s.stop(errors.New("fx.Shutdowner: shutdown requested"))
+	return nil
 }
 
 // driver is what Run keeps of one app: the app, and the context that
 // [Abortable] start hooks watch.
 type driver struct {
 	app *fx.App
+	m   *lifecycle.Manager
 
 	mu       sync.Mutex
 	abort    context.Context // ends at a stop request or at fx's StartTimeout
 	rollback error           // why fx rolls the start back, from its events
 }
 
-// setRollbackCause keeps why fx rolls the start back, for the report.
-func (d *driver) setRollbackCause(err error) {
+// rollingBack drains when fx begins to roll a failed start back: fx says
+// so in an event, synchronously, before it runs any OnStop hook, so the
+// drain comes before the rollback closes what the drain hooks use,
+// whichever OnStart hooks had run. The report says why the start failed.
+func (d *driver) rollingBack(err error) {
 	d.mu.Lock()
-	defer d.mu.Unlock()
 	d.rollback = err
+	d.mu.Unlock()
+	reason := "start failed"
+	if abort := d.abortContext(); abort != nil && errors.Is(context.Cause(abort), errStartTimedOut) {
+		reason = fmt.Sprintf("start timed out after %s", d.app.StartTimeout())
+	} else if err != nil {
+		reason += ": " + err.Error()
+	}
+	d.m.Shutdown(context.Background(), reason) // the drain has a deadline of its own
 }
 
 // rollbackCause is why fx rolls the start back, or nil.
@@ -131,16 +156,15 @@ var drivers sync.Map // *lifecycle.Manager → *driver
 var errStartTimedOut = errors.New("fxmodule: start timed out")
 
 // start is the manager's one start step: fx's whole start. ctx ends when a
-// stop is requested. fx rolls a failed start back with the very context it
-// was given and stops nothing once that context has ended, so app.Start
-// gets one that outlives fx's StartTimeout by StopMargin, and the
-// StartTimeout itself is enforced here: a signal or the StartTimeout
-// cancels the OnStart hooks wrapped with [Abortable]; the one that aborts
-// fails the start, and fx's rollback, with StopMargin of live context left,
-// stops what had started (Module's OnStop drains first). The deadline also
-// bounds start steps that retry (the lease manager's). A hook not wrapped
-// finishes its start; if it is still running StopMargin later, start gives
-// up on it and the manager drains what it can (the process is exiting).
+// stop is requested. A signal or fx's StartTimeout (enforced here) cancels
+// the OnStart hooks wrapped with [Abortable]; the one that aborts fails the
+// start, and fx rolls back: the drain first (see rollingBack), then fx's
+// OnStop hooks. fx rolls back with the very context it was given and stops
+// nothing once that context has ended, so app.Start gets one that lasts
+// the start, the drain and StopMargin for the OnStop hooks; it also bounds
+// start steps that retry (the lease manager's). A hook not wrapped finishes
+// its start; if it is still running when that context ends, start gives up
+// on it and the manager drains what it can (the process is exiting).
 func (d *driver) start(ctx context.Context) error {
 	abort, cancel := context.WithTimeoutCause(ctx, d.app.StartTimeout(), errStartTimedOut)
 	defer cancel()
@@ -148,21 +172,16 @@ func (d *driver) start(ctx context.Context) error {
 	d.abort = abort
 	d.mu.Unlock()
 
-	fxCtx, cancelFx := context.WithTimeout(context.Background(), d.app.StartTimeout()+StopMargin)
+	budget := d.app.StartTimeout() + d.m.Config().DrainTimeout + StopMargin
+	fxCtx, cancelFx := context.WithTimeout(context.Background(), budget)
 	defer cancelFx()
 	done := make(chan error, 1)
 	go func() { done <- d.app.Start(fxCtx) }()
 	var err error
 	select {
 	case err = <-done:
-	case <-abort.Done():
-		grace := time.NewTimer(StopMargin)
-		defer grace.Stop()
-		select {
-		case err = <-done:
-		case <-grace.C:
-			err = fmt.Errorf("an OnStart hook not wrapped with Abortable was still running %s later", StopMargin)
-		}
+	case <-fxCtx.Done(): // fx's own Start returns at its context's end, too
+		err = fmt.Errorf("an OnStart hook not wrapped with Abortable was still running after %s", budget)
 	}
 	if errors.Is(context.Cause(abort), errStartTimedOut) {
 		// %v, not %w: the hooks' context.Canceled must not make the

@@ -18,8 +18,9 @@ import (
 // every probe and the lease gate is a listener of [Manager.OnDrain].
 //
 // [Manager.Run] is the whole life of a process. [Manager.Shutdown] is the
-// drain alone, for a framework that must drain from inside its own stop
-// (package fxmodule does when fx rolls back a failed start).
+// drain alone: for a framework that must drain from inside its own
+// rollback of a failed start (package fxmodule does), and for reading the
+// report of a run that has ended.
 type Manager struct {
 	cfg     Config
 	log     *slog.Logger

@@ -6,8 +6,8 @@ import (
 )
 
 // State is a stage of the process's life. It only moves forward:
-// Starting → Running → Draining → Stopped, or Starting → Draining when a
-// signal aborts the start, or Starting → Stopped when the start fails.
+// Starting → Running → Draining → Stopped, or Starting → Draining →
+// Stopped when a signal aborts the start or the start fails.
 type State int32
 
 // The states of a process, in order.

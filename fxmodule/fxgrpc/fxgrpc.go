@@ -26,6 +26,7 @@ package fxgrpc
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -121,7 +122,9 @@ func serve(name, addr string, p params) error {
 		cancel.Store(&stop)
 		wg.Go(func() { _ = health.Run(ctx) })
 		wg.Go(func() {
-			if err := p.Server.Serve(ln); err != nil {
+			// ErrServerStopped: the drain stopped the server before Serve
+			// began (a start rolled back); nothing was lost.
+			if err := p.Server.Serve(ln); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
 				log.Error("serve", "server", name, "err", err)
 			}
 		})

@@ -12,7 +12,7 @@
 //	if hook.Outcome != drain.OK { … }
 //
 // The report says which hooks ran, in which phase and order (phase by
-// phase, in [drain.Phases] order), with which outcome and for how long.
+// phase, StopIntake first), with which outcome and for how long.
 //
 // # Time
 //
@@ -39,6 +39,7 @@ type App struct {
 	t       testing.TB
 	m       *lifecycle.Manager
 	signals chan os.Signal
+	sent    int // signals sent
 	exited  chan int
 	report  *lifecycle.Report
 }
@@ -68,8 +69,12 @@ func Start(t testing.TB, opts ...fx.Option) *App {
 		t.Fatalf("fxmoduletest: the app exited with code %d before it was running", code)
 	}
 	t.Cleanup(func() {
-		if a.report == nil {
+		switch {
+		case a.report != nil:
+		case a.sent == 0:
 			a.Stop()
+		default:
+			a.Wait() // the test's own signal is draining it; another would force it
 		}
 	})
 	return a
@@ -79,8 +84,16 @@ func Start(t testing.TB, opts ...fx.Option) *App {
 func (a *App) Manager() *lifecycle.Manager { return a.m }
 
 // Signal sends the app SIGTERM, as an orchestrator would: the first drains,
-// a second forces the drain, a third ends it at once.
-func (a *App) Signal() { a.signals <- syscall.SIGTERM }
+// a second forces the drain. A third would end the process at once, the
+// test binary included, so Signal refuses it and fails the test.
+func (a *App) Signal() {
+	a.t.Helper()
+	if a.sent == 2 {
+		a.t.Fatal("fxmoduletest: a third signal would end the test binary (os.Exit)")
+	}
+	a.sent++
+	a.signals <- syscall.SIGTERM
+}
 
 // Wait waits for the app to exit and returns its report; the report's
 // ExitCode is what fxmodule.Run returned.
