@@ -51,14 +51,16 @@ const ProbeInterval = 200 * time.Millisecond
 // ingress would be, with test-speed timers: a probe of /healthz/ready
 // every ProbeInterval, one failure marks a gateway down, one success up.
 //
-// Only a request refused before a gateway processed it is retried, up to
-// 3 times, on another gateway (redispatch): the connection failed before
-// the request was sent (conn-failure), or the gateway answered 503, which
-// it sends with Retry-After only when nothing was processed (intake
-// closed, or room-service said UNAVAILABLE: nothing written). Not
-// empty-response: a gateway that read the request and closed without an
-// answer may have processed it; the client gets HAProxy's 502 and counts
-// the command as having no definite answer. HAProxy's own 503 (no gateway
+// HAProxy retries only a connection that failed before the request was
+// sent (conn-failure), up to 3 times, on another gateway (redispatch), as
+// a production balancer would. It never retries a gateway's 503: that
+// answer goes to the client, which retries it itself (503 carries
+// Retry-After only when nothing was processed) and counts the retry, so
+// a failure the system did not wait out shows in the client's numbers
+// instead of being hidden by the balancer. Not empty-response either: a
+// gateway that read the request and closed without an answer may have
+// processed it; the client gets HAProxy's 502 and counts the command as
+// having no definite answer. HAProxy's own 503 (no gateway
 // up, or the connection failed on every try) comes before any gateway
 // processed the request, so it carries Retry-After too (http-error), as
 // the load generator's retry rule requires.
@@ -78,7 +80,7 @@ defaults
     timeout check 1s
     retries 3
     option redispatch 1
-    retry-on conn-failure 503
+    retry-on conn-failure
     option http-buffer-request
     http-error status 503 content-type application/json string "{\"error\":\"no gateway available\"}" hdr Retry-After 1
 
