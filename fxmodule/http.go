@@ -48,10 +48,6 @@ type httpParams struct {
 }
 
 func serveHTTP(name, addr string, p httpParams) error {
-	log := p.Logger
-	if log == nil {
-		log = slog.Default()
-	}
 	t := p.Manager.Tracker()
 	mux := http.NewServeMux()
 	p.Registry.Mount(mux)
@@ -59,6 +55,23 @@ func serveHTTP(name, addr string, p httpParams) error {
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 
 	var bound listener.Bound
+	hooks := drain.HTTPHooks(name, srv, t)
+	if err := p.Manager.AddHook(hooks...); err != nil {
+		return err
+	}
+	if err := p.Registry.Add(bound.Check(name+"_listener", addr)); err != nil {
+		return err
+	}
+	return serve(p.Lifecycle, p.Manager, p.Logger, name, addr, srv, &bound)
+}
+
+// serve listens on addr in an OnStart hook and serves srv in a goroutine
+// that the close-phase hook name+".serve" waits for; what shuts srv down is
+// the caller's hook.
+func serve(lc fx.Lifecycle, m *lifecycle.Manager, log *slog.Logger, name, addr string, srv *http.Server, bound *listener.Bound) error {
+	if log == nil {
+		log = slog.Default()
+	}
 	served := make(chan struct{}) // closed when Serve returns
 	wait := func(ctx context.Context) error {
 		if !bound.Listening() {
@@ -71,26 +84,21 @@ func serveHTTP(name, addr string, p httpParams) error {
 			return ctx.Err()
 		}
 	}
-	hooks := append(drain.HTTPHooks(name, srv, t), drain.Hook{Name: name + ".serve", Phase: drain.Close, Run: wait})
-	if err := p.Manager.AddHook(hooks...); err != nil {
+	if err := m.AddHook(drain.Hook{Name: name + ".serve", Phase: drain.Close, Run: wait}); err != nil {
 		return err
 	}
-	if err := p.Registry.Add(bound.Check(name+"_listener", addr)); err != nil {
-		return err
-	}
-	p.Lifecycle.Append(fx.Hook{OnStart: func(context.Context) error {
+	lc.Append(fx.Hook{OnStart: func(context.Context) error {
 		ln, err := bound.Listen(addr)
 		if err != nil {
 			return fmt.Errorf("fxmodule: HTTP server %q: listen on %s: %w", name, addr, err)
 		}
-		a := ln.Addr().String()
 		go func() {
 			defer close(served)
 			if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
 				log.Error("serve", "server", name, "err", err)
 			}
 		}()
-		log.Info("listening", "server", name, "addr", a)
+		log.Info("listening", "server", name, "addr", ln.Addr().String())
 		return nil
 	}})
 	return nil

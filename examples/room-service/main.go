@@ -26,6 +26,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/fx"
+	"google.golang.org/grpc"
+
+	"github.com/drainkit/drainkit/examples/room-service/roompb"
 
 	"github.com/drainkit/drainkit/fxmodule"
 	"github.com/drainkit/drainkit/fxmodule/fxgrpc"
@@ -54,16 +57,23 @@ func options(c config, lc lifecycle.Config, log *slog.Logger) []fx.Option {
 		// The drain must fit in fx's stop budget; Run checks it.
 		fxmodule.StopTimeoutFor(lc),
 		fx.Supply(c, lc, log, reg),
-		fx.Provide(func() prometheus.Registerer { return reg }),
+		fx.Provide(func() prometheus.Registerer { return reg }), // also /metrics
+
 		// HandOff: rooms are flushed before they move (roomHooks), so the
 		// Release hook leaves an unflushed room to expire.
 		fx.Supply(lease.Config{Addr: c.Advertise, TTL: c.LeaseTTL, HandOff: true, OnEnd: func(l *lease.Lease, cause error) {
 			leaseEvent(log, "ended", l, cause)
 		}}),
-		fx.Provide(newRedis, newRooms, newAdmin),
+		fx.Provide(newRedis, newRooms),
 		fx.Provide(fxmodule.AsCheck(redisCheck)),
-		fx.Provide(fxmodule.AsHooks(roomHooks), fxmodule.AsHook(adminHook)),
+		fx.Provide(fxmodule.AsHooks(roomHooks)),
 		fxgrpc.Server("grpc", c.GRPCAddr, registerRooms),
+		// Probes and scrapes, answered through the drain, closed last.
+		fxmodule.Admin(c.AdminAddr),
 		fx.Invoke(serve),
 	}
 }
+
+// registerRooms puts the Rooms API on the gRPC server that fxgrpc.Server
+// wires (in-flight tracking, grpc.health.v1, listener, drain hooks).
+func registerRooms(s *grpc.Server, r *rooms) { roompb.RegisterRoomsServer(s, r.svc) }

@@ -146,14 +146,11 @@ func roomHooks(r *rooms, c config) ([]drain.Hook, error) {
 	}, nil
 }
 
-// serve starts the loops and the admin server once fx starts the app (the
-// gRPC server starts in its own hook, fxgrpc.Server's).
-func serve(lc fx.Lifecycle, r *rooms, a *adminServer) {
+// serve starts the loops once fx starts the app (the gRPC and admin
+// servers start in hooks of their own, fxgrpc.Server's and fxmodule.Admin's).
+func serve(lc fx.Lifecycle, r *rooms) {
 	lc.Append(fx.Hook{
-		OnStart: func(ctx context.Context) error {
-			if err := a.listen(); err != nil {
-				return err
-			}
+		OnStart: func(context.Context) error {
 			r.start()
 			return nil
 		},
