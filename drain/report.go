@@ -34,7 +34,9 @@ type HookResult struct {
 	Phase Phase  `json:"phase"`
 	// Outcome is how the hook ended.
 	Outcome Outcome `json:"outcome"`
-	// Duration is how long the runner waited for it (duration_ms in JSON).
+	// Start is when it began (zero if it never ran) and Duration how long
+	// the runner waited for it (duration_ms in JSON; Start is left out).
+	Start    time.Time     `json:"-"`
 	Duration time.Duration `json:"-"`
 	// Error is the error text, the panic value, or why the hook was cut off.
 	Error string `json:"error,omitempty"`

@@ -139,6 +139,7 @@ func runHook(parent context.Context, h Hook) HookResult {
 	defer cancel()
 
 	start := time.Now()
+	res.Start = start
 	ch := make(chan done, 1) // buffered: an abandoned hook must still be able to finish
 	gid := make(chan uint64, 1)
 	go func() {

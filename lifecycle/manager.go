@@ -220,6 +220,12 @@ func (m *Manager) force(reason string) {
 // transition moves to `to` if the state machine allows it and runs the
 // listeners. Listeners run outside m.mu so they may read the Manager.
 func (m *Manager) transition(to State, reason string) error {
+	return m.transitionWith(to, reason, nil)
+}
+
+// transitionWith is transition, handing listeners rep (the drain's report
+// at the flip to Stopped).
+func (m *Manager) transitionWith(to State, reason string, rep *drain.Report) error {
 	m.turn <- struct{}{}
 	defer func() { <-m.turn }()
 	m.mu.Lock()
@@ -240,7 +246,7 @@ func (m *Manager) transition(to State, reason string) error {
 	listeners := append([]func(Transition){}, m.listeners...)
 	m.mu.Unlock()
 
-	t := Transition{From: from, To: to, Reason: reason, At: now}
+	t := Transition{From: from, To: to, Reason: reason, At: now, Report: rep}
 	for _, fn := range listeners {
 		fn(t)
 	}
@@ -305,12 +311,13 @@ func (m *Manager) shutdown(ctx context.Context, reason string, startErr error) *
 		m.log.Info("drain phase", slog.String("service", m.cfg.Service), slog.String("node_id", m.cfg.NodeID),
 			slog.String("stage", p.String()), slog.Int("hooks", n), slog.Float64("elapsed_ms", msOf(time.Since(m.stopAt))))
 	}))
-	_ = m.transition(Stopped, "drained")
-	if m.afterDrain != nil { // the drain is over: what runs now only closes
-		rep.Hooks = append(rep.Hooks, m.afterDrain()...)
-	}
 	rep.Start = m.stopAt // the report covers the whole budget, delay included
 	rep.Duration = time.Since(m.stopAt)
+	_ = m.transitionWith(Stopped, "drained", rep)
+	if m.afterDrain != nil { // the drain is over: what runs now only closes
+		rep.Hooks = append(rep.Hooks, m.afterDrain()...)
+		rep.Duration = time.Since(m.stopAt)
+	}
 	r := &Report{Report: rep, Service: m.cfg.Service, NodeID: m.cfg.NodeID}
 	r.ExitCode = exitCode(r)
 	if startErr != nil {

@@ -418,3 +418,45 @@ func TestAfterDrainRunsAndIsReported(t *testing.T) {
 		})
 	}
 }
+
+// The transition to Stopped carries the drain's report, from the stop
+// request on and before the after-drain work; no other transition has one.
+func TestStoppedTransitionCarriesTheDrainReport(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		afterRan := false
+		m, err := lifecycle.New(lifecycle.Config{Service: "svc", NodeID: "n1", DrainDelay: time.Second},
+			lifecycle.WithLogger(slog.New(slog.DiscardHandler)),
+			lifecycle.WithAfterDrain(func() []drain.HookResult {
+				afterRan = true
+				return []drain.HookResult{{Name: "fx.OnStop close", Phase: drain.Close, Outcome: drain.OK}}
+			}))
+		require.NoError(t, err)
+		var got []lifecycle.Transition
+		var hooks []string
+		m.OnTransition(func(tr lifecycle.Transition) {
+			got = append(got, tr)
+			if tr.Report != nil {
+				assert.False(t, afterRan, "the report comes before the after-drain work")
+				for _, h := range tr.Report.Hooks {
+					hooks = append(hooks, h.Name)
+				}
+			}
+		})
+		require.NoError(t, m.AddHook(drain.Hook{Name: "flush", Phase: drain.Flush, Run: func(context.Context) error { return nil }}))
+		require.NoError(t, m.MarkRunning())
+		stopAt := time.Now()
+		r := m.Shutdown(context.Background(), "test")
+
+		require.Len(t, got, 3)
+		for _, tr := range got[:2] {
+			assert.Nil(t, tr.Report, "%s → %s", tr.From, tr.To)
+		}
+		stopped := got[2]
+		assert.Equal(t, lifecycle.Stopped, stopped.To)
+		require.NotNil(t, stopped.Report)
+		assert.Equal(t, []string{"flush"}, hooks)
+		assert.Equal(t, stopAt, stopped.Report.Start, "from the stop request")
+		assert.GreaterOrEqual(t, stopped.Report.Duration, time.Second, "the propagation delay included")
+		assert.Equal(t, "fx.OnStop close", r.Hooks[len(r.Hooks)-1].Name, "the final report has the after-drain work")
+	})
+}

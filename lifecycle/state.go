@@ -3,6 +3,8 @@ package lifecycle
 import (
 	"fmt"
 	"time"
+
+	"github.com/drainkit/drainkit/drain"
 )
 
 // State is a stage of the process's life. It only moves forward:
@@ -51,4 +53,10 @@ type Transition struct {
 	Reason string
 	// At is when the transition happened.
 	At time.Time
+	// Report is set on the transition to Stopped: what the drain did, from
+	// the stop request (the propagation delay included) to its last hook.
+	// What runs after the drain (WithAfterDrain) is not in it yet. It is the
+	// hook for exporting the drain, to a tracer say, before the process
+	// closes its telemetry; read it during the call, do not keep it.
+	Report *drain.Report
 }

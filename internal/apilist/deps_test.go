@@ -8,11 +8,12 @@ import (
 
 // TestCoreLinksNoClientLibrary keeps the dependency clients in their own
 // packages: a service that uses lifecycle, drain and readiness for plain
-// HTTP must not link grpc-go, go-redis or database/sql. Those come in only
-// with the package that needs them (drain/grpcdrain, readiness/grpchealth,
-// readiness/redischeck, readiness/sqlcheck, lease).
+// HTTP must not link grpc-go, go-redis, database/sql or OpenTelemetry.
+// Those come in only with the package that needs them (drain/grpcdrain,
+// readiness/grpchealth, readiness/redischeck, readiness/sqlcheck, lease,
+// drain/draintrace).
 func TestCoreLinksNoClientLibrary(t *testing.T) {
-	clients := []string{"google.golang.org/grpc", "github.com/redis/go-redis/v9", "database/sql"}
+	clients := []string{"google.golang.org/grpc", "github.com/redis/go-redis/v9", "database/sql", "go.opentelemetry.io/otel"}
 	for _, core := range []string{"lifecycle", "drain", "readiness"} {
 		out, err := exec.Command("go", "list", "-deps", "-f", `{{.ImportPath}} {{join .Imports " "}}`,
 			"github.com/drainkit/drainkit/"+core).Output()
