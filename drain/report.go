@@ -81,17 +81,6 @@ func (r *Report) MarshalJSON() ([]byte, error) {
 	}{(*plain)(r), ms(r.Duration)})
 }
 
-// Count returns how many hooks ended with outcome o.
-func (r *Report) Count(o Outcome) int {
-	n := 0
-	for _, h := range r.Hooks {
-		if h.Outcome == o {
-			n++
-		}
-	}
-	return n
-}
-
 // Hook returns the result of the hook named name.
 func (r *Report) Hook(name string) (HookResult, bool) {
 	for _, h := range r.Hooks {

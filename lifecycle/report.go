@@ -75,7 +75,7 @@ func exitCode(r *Report) int {
 		return ExitForced
 	case r.DeadlineExceeded:
 		return ExitDeadline
-	case r.Count(drain.OK) != len(r.Hooks):
+	case r.Err() != nil: // a hook that did not end OK
 		return ExitHookFailed
 	}
 	return ExitClean
