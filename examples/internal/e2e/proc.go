@@ -35,6 +35,7 @@ type Proc struct {
 func StartProc(name, bin string, env []string, args ...string) (*Proc, error) {
 	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), env...)
+	dieWithParent(cmd)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		return nil, fmt.Errorf("e2e: %s: %w", name, err)
