@@ -11,7 +11,6 @@ import (
 	"regexp"
 	"time"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -34,9 +33,10 @@ type command struct {
 	Op        string `json:"op"`
 }
 
-// applied answers an applied or duplicate command.
+// applied answers an applied command, the first time and on every resend
+// of its command_id alike.
 type applied struct {
-	Status string `json:"status"` // "applied" or "duplicate"
+	Status string `json:"status"` // "applied"
 	Seq    int64  `json:"seq"`
 }
 
@@ -52,7 +52,8 @@ type room struct {
 // api serves the room API over the room backends.
 type api struct {
 	b       *backends
-	timeout time.Duration
+	timeout time.Duration // REQUEST_TIMEOUT
+	pending *pending      // nil: no cap
 	log     *slog.Logger
 }
 
@@ -61,7 +62,23 @@ func (a *api) routes() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /api/v1/rooms/{id}/commands", a.apply)
 	mux.HandleFunc("GET /api/v1/rooms/{id}", a.getRoom)
-	return mux
+	if a.pending == nil {
+		return mux
+	}
+	return a.pending.middleware(mux)
+}
+
+// deadline returns the context within which the gateway waits for r's
+// backend calls: the request's budget (see [requestBudget]) less the
+// margin its answer needs.
+func (a *api) deadline(w http.ResponseWriter, r *http.Request) (context.Context, context.CancelFunc, bool) {
+	budget, err := requestBudget(r, a.timeout)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return nil, nil, false
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), budget-answerMargin(budget))
+	return ctx, cancel, true
 }
 
 func (a *api) apply(w http.ResponseWriter, r *http.Request) {
@@ -75,18 +92,21 @@ func (a *api) apply(w http.ResponseWriter, r *http.Request) {
 		writeError(w, code, err.Error())
 		return
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), a.timeout)
+	ctx, cancel, ok := a.deadline(w, r)
+	if !ok {
+		return
+	}
 	defer cancel()
 	resp, err := a.forwardApply(ctx, &roompb.ApplyRequest{RoomId: id, CommandId: cmd.CommandID, Op: cmd.Op})
 	if err != nil {
 		a.fail(w, r, err)
 		return
 	}
-	s := "applied"
-	if resp.GetStatus() == roompb.ApplyResponse_DUPLICATE {
-		s = "duplicate"
-	}
-	writeJSON(w, http.StatusOK, applied{Status: s, Seq: resp.GetSeq()})
+	// A DUPLICATE is room-service's answer to a resend, the gateway's own
+	// after an unknown outcome or the client's: either way the command was
+	// applied once, at Seq, and the client gets exactly the answer the
+	// first application produced.
+	writeJSON(w, http.StatusOK, applied{Status: "applied", Seq: resp.GetSeq()})
 }
 
 func (a *api) getRoom(w http.ResponseWriter, r *http.Request) {
@@ -95,16 +115,12 @@ func (a *api) getRoom(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, fmt.Sprintf("room id %s: want 1 to 64 characters of [A-Za-z0-9_-]", quote(id)))
 		return
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), a.timeout)
-	defer cancel()
-	rooms, err := a.b.rooms()
-	if err != nil {
-		a.fail(w, r, err)
+	ctx, cancel, ok := a.deadline(w, r)
+	if !ok {
 		return
 	}
-	rm, err := retryRefused(ctx, func(opts ...grpc.CallOption) (*roompb.Room, error) {
-		return rooms.GetRoom(ctx, &roompb.GetRoomRequest{RoomId: id}, opts...)
-	})
+	defer cancel()
+	rm, err := within(ctx, func(ctx context.Context) (*roompb.Room, error) { return a.getOnce(ctx, id) })
 	if err != nil {
 		a.fail(w, r, err)
 		return
@@ -146,13 +162,13 @@ func decodeCommand(w http.ResponseWriter, r *http.Request) (command, int, error)
 	return c, 0, nil
 }
 
-// fail answers a backend failure. UNAVAILABLE is, by the time it gets
-// here, a refusal (see call): nothing was processed, so 503 with
-// Retry-After, as the drain middleware answers, and a client or load
-// balancer may retry anywhere. Unknown and DeadlineExceeded mean the
-// command may have been applied: 502 and 504, which say so and carry no
-// Retry-After; the client may retry with the same command_id, which
-// room-service deduplicates. Anything unexpected is 502.
+// fail answers a backend failure that was not waited out. UNAVAILABLE is,
+// by the time it gets here, the deadline reached with nothing applied (see
+// [within]): 503 with Retry-After, as the drain middleware answers, and a
+// client may retry anywhere. DEADLINE_EXCEEDED means an attempt may have
+// been applied: 504, which says so and carries no Retry-After; the client
+// may retry with the same command_id, which gets the first application's
+// answer. Anything unexpected is 502.
 func (a *api) fail(w http.ResponseWriter, r *http.Request, err error) {
 	st := status.Convert(err)
 	switch st.Code() {

@@ -90,11 +90,11 @@ func TestForwarding(t *testing.T) {
 	}{
 		{name: "applied", apply: applyAnswer(roompb.ApplyResponse_APPLIED, 7), wantCode: 200,
 			want: map[string]any{"status": "applied", "seq": 7.0}, calls: 1},
+		// A resend's answer is the first application's: no "duplicate".
 		{name: "duplicate", apply: applyAnswer(roompb.ApplyResponse_DUPLICATE, 3), wantCode: 200,
-			want: map[string]any{"status": "duplicate", "seq": 3.0}, calls: 1},
+			want: map[string]any{"status": "applied", "seq": 3.0}, calls: 1},
 		{name: "invalid argument", apply: fails(codes.InvalidArgument), wantCode: 400, wantErr: "InvalidArgument", calls: 1},
 		{name: "internal", apply: fails(codes.Internal), wantCode: 502, wantErr: "Internal", calls: 1},
-		{name: "deadline", apply: fails(codes.DeadlineExceeded), wantCode: 504, wantErr: "DeadlineExceeded", calls: 1},
 		{name: "unspecified status", apply: applyAnswer(roompb.ApplyResponse_STATUS_UNSPECIFIED, 0), wantCode: 502,
 			wantErr: "STATUS_UNSPECIFIED", calls: 1},
 		{name: "redirect to a malformed address", apply: redirectTo("n2", "nowhere"), wantCode: 502,
@@ -157,24 +157,38 @@ func TestRedirectIsFollowedOnce(t *testing.T) {
 	}
 }
 
-func TestSecondRedirectIsRetryable(t *testing.T) {
+func TestSecondRedirectIsFollowed(t *testing.T) {
 	third := startBackend(t, &testRooms{apply: applyAnswer(roompb.ApplyResponse_APPLIED, 1)})
 	owner := startBackend(t, &testRooms{apply: redirectTo("node-c", third.addr)})
 	first := startBackend(t, &testRooms{apply: redirectTo("node-b", owner.addr)})
 	h := newAPI(t, first.addr).routes()
 	rec, got := do(t, h, "POST", "/api/v1/rooms/r1/commands", `{"command_id":"c1","op":"join"}`)
-	assert.Equal(t, http.StatusServiceUnavailable, rec.Code, rec.Body.String())
-	assert.Equal(t, "1", rec.Header().Get("Retry-After"))
-	assert.Contains(t, got["error"], "owner changed")
-	assert.Equal(t, int64(1), owner.rooms.applies.Load())
-	assert.Zero(t, third.rooms.applies.Load(), "got %d calls to the third node; want 0: a redirect is followed once", third.rooms.applies.Load())
+	require.Equal(t, 200, rec.Code, rec.Body.String())
+	assert.Equal(t, map[string]any{"status": "applied", "seq": 1.0}, got)
+	assert.Equal(t, int64(1), owner.rooms.applies.Load(), "calls to the old owner")
+	assert.Equal(t, int64(1), third.rooms.applies.Load(), "calls to the new owner")
 }
 
 func refuses(context.Context, *roompb.ApplyRequest) (*roompb.ApplyResponse, error) {
 	return nil, grpcdrain.Refused("draining: retry elsewhere")
 }
 
-func TestRefusalIsRetriedOnceThen503(t *testing.T) {
+// doWithin is do with the client's own deadline in the Request-Timeout
+// header.
+func doWithin(t *testing.T, h http.Handler, timeout, method, path, body string) (*httptest.ResponseRecorder, map[string]any) {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	req := httptest.NewRequest(method, path, strings.NewReader(body))
+	req.Header.Set(TimeoutHeader, timeout)
+	h.ServeHTTP(rec, req)
+	var got map[string]any
+	require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &got), "body %q", rec.Body.String())
+	return rec, got
+}
+
+// A refusal is waited out, attempt after attempt, until the deadline is
+// near; then the client learns that nothing was applied.
+func TestRefusalIsWaitedOutUntilTheDeadlineThen503(t *testing.T) {
 	rooms := &testRooms{
 		apply: refuses,
 		get: func(context.Context, *roompb.GetRoomRequest) (*roompb.Room, error) {
@@ -187,26 +201,108 @@ func TestRefusalIsRetriedOnceThen503(t *testing.T) {
 		{"GET", "/api/v1/rooms/r1", ""},
 	} {
 		before := rooms.calls()
-		rec, got := do(t, h, r.method, r.path, r.body)
+		rec, got := doWithin(t, h, "400ms", r.method, r.path, r.body)
 		assert.Equal(t, http.StatusServiceUnavailable, rec.Code, "%s %s: %s", r.method, r.path, rec.Body)
 		assert.Equal(t, "1", rec.Header().Get("Retry-After"))
-		assert.NotEmpty(t, got["error"])
-		assert.Equal(t, int64(2), rooms.calls()-before, "%s: one call and one retry", r.method)
+		assert.Contains(t, got["error"], "none applied")
+		assert.Greater(t, rooms.calls()-before, int64(2), "%s: got %d calls; want the refusal retried", r.method, rooms.calls()-before)
 	}
 }
 
-// An UNAVAILABLE that does not say "nothing processed" reached a server
-// that may have applied the command: it is neither retried by the gateway
-// nor passed on as safely retryable.
-func TestUnavailableAfterReachingServerIsOutcomeUnknown(t *testing.T) {
-	rooms := &testRooms{apply: fails(codes.Unavailable)}
+// refusesFirst refuses the first n calls, then applies at seq.
+func refusesFirst(n int64, seq int64) func(context.Context, *roompb.ApplyRequest) (*roompb.ApplyResponse, error) {
+	var calls atomic.Int64
+	return func(ctx context.Context, req *roompb.ApplyRequest) (*roompb.ApplyResponse, error) {
+		if calls.Add(1) <= n {
+			return refuses(ctx, req)
+		}
+		return applyAnswer(roompb.ApplyResponse_APPLIED, seq)(ctx, req)
+	}
+}
+
+func TestRefusalIsWaitedOut(t *testing.T) {
+	rooms := &testRooms{apply: refusesFirst(5, 8)}
 	h := newAPI(t, startBackend(t, rooms).addr).routes()
-	before := rooms.calls()
 	rec, got := do(t, h, "POST", "/api/v1/rooms/r1/commands", `{"command_id":"c1","op":"join"}`)
-	assert.Equal(t, http.StatusBadGateway, rec.Code, rec.Body.String())
-	assert.Empty(t, rec.Header().Get("Retry-After"), "no invitation to retry elsewhere")
-	assert.Contains(t, got["error"], "outcome unknown")
-	assert.Equal(t, int64(1), rooms.calls()-before, "not retried")
+	require.Equal(t, 200, rec.Code, rec.Body.String())
+	assert.Equal(t, map[string]any{"status": "applied", "seq": 8.0}, got)
+	assert.Equal(t, int64(6), rooms.applies.Load(), "five refusals and the call that applied")
+}
+
+// An UNAVAILABLE that does not say "nothing processed" reached a server
+// that may have applied the command: the gateway resends the same command
+// (room-service answers a resend with the first application's seq), and
+// only if no resend gets an answer within the deadline does the client
+// learn that the outcome is unknown.
+func TestUnknownOutcomeIsResent(t *testing.T) {
+	var calls atomic.Int64
+	rooms := &testRooms{apply: func(_ context.Context, req *roompb.ApplyRequest) (*roompb.ApplyResponse, error) {
+		if calls.Add(1) == 1 {
+			return nil, status.Error(codes.Unavailable, "connection reset after the write")
+		}
+		return &roompb.ApplyResponse{Status: roompb.ApplyResponse_DUPLICATE, Seq: 4}, nil
+	}}
+	h := newAPI(t, startBackend(t, rooms).addr).routes()
+	rec, got := do(t, h, "POST", "/api/v1/rooms/r1/commands", `{"command_id":"c1","op":"join"}`)
+	require.Equal(t, 200, rec.Code, rec.Body.String())
+	assert.Equal(t, map[string]any{"status": "applied", "seq": 4.0}, got, "the first application's answer")
+	assert.Equal(t, int64(2), rooms.applies.Load(), "the call and one resend")
+}
+
+func TestUnknownOutcomeUntilTheDeadlineIs504(t *testing.T) {
+	for _, c := range []codes.Code{codes.Unavailable, codes.Unknown, codes.DeadlineExceeded} {
+		t.Run(c.String(), func(t *testing.T) {
+			rooms := &testRooms{apply: fails(c)}
+			h := newAPI(t, startBackend(t, rooms).addr).routes()
+			rec, got := doWithin(t, h, "300ms", "POST", "/api/v1/rooms/r1/commands", `{"command_id":"c1","op":"join"}`)
+			assert.Equal(t, http.StatusGatewayTimeout, rec.Code, rec.Body.String())
+			assert.Empty(t, rec.Header().Get("Retry-After"), "no invitation to retry elsewhere")
+			assert.Contains(t, got["error"], "may have been applied")
+			assert.Greater(t, rooms.applies.Load(), int64(1), "resent")
+		})
+	}
+}
+
+// A refusal after an unknown outcome does not make the outcome known: the
+// first attempt may still have been applied.
+func TestRefusalAfterUnknownOutcomeIs504(t *testing.T) {
+	var calls atomic.Int64
+	rooms := &testRooms{apply: func(ctx context.Context, req *roompb.ApplyRequest) (*roompb.ApplyResponse, error) {
+		if calls.Add(1) == 1 {
+			return nil, status.Error(codes.Unknown, "outcome unknown")
+		}
+		return refuses(ctx, req)
+	}}
+	h := newAPI(t, startBackend(t, rooms).addr).routes()
+	rec, _ := doWithin(t, h, "300ms", "POST", "/api/v1/rooms/r1/commands", `{"command_id":"c1","op":"join"}`)
+	assert.Equal(t, http.StatusGatewayTimeout, rec.Code, rec.Body.String())
+}
+
+func TestRequestTimeoutHeader(t *testing.T) {
+	rooms := &testRooms{apply: applyAnswer(roompb.ApplyResponse_APPLIED, 1)}
+	h := newAPI(t, startBackend(t, rooms).addr).routes()
+	for _, v := range []string{"abc", "0s", "-1s", "5"} {
+		rec, got := doWithin(t, h, v, "POST", "/api/v1/rooms/r1/commands", `{"command_id":"c1","op":"join"}`)
+		assert.Equal(t, 400, rec.Code, "%s: %s", v, rec.Body)
+		assert.Contains(t, got["error"], TimeoutHeader+` "`+v+`"`)
+	}
+	assert.Zero(t, rooms.calls(), "got %d backend calls; want none", rooms.calls())
+	rec, _ := doWithin(t, h, "2s", "POST", "/api/v1/rooms/r1/commands", `{"command_id":"c1","op":"join"}`)
+	assert.Equal(t, 200, rec.Code, rec.Body.String())
+}
+
+func TestRequestBudget(t *testing.T) {
+	tests := []struct {
+		give string
+		want time.Duration
+	}{{"", 10 * time.Second}, {"2s", 2 * time.Second}, {"750ms", 750 * time.Millisecond}, {"1m", 10 * time.Second}}
+	for _, tt := range tests {
+		r := httptest.NewRequest("GET", "/", nil)
+		r.Header.Set(TimeoutHeader, tt.give)
+		got, err := requestBudget(r, 10*time.Second)
+		require.NoError(t, err)
+		assert.Equal(t, tt.want, got, "got %s; want %s for %q", got, tt.want, tt.give)
+	}
 }
 
 func TestRefusalRetryGoesToTheNextBackend(t *testing.T) {

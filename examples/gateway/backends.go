@@ -4,12 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"google.golang.org/grpc/backoff"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	_ "google.golang.org/grpc/health" // client-side health checking for round_robin
@@ -135,7 +135,8 @@ func (b *backends) acquire(addr string) (o *owner, oneOff bool, err error) {
 	}
 	// NewClient does no I/O (it connects on the first call), so holding
 	// the lock across it is fine.
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithConnectParams(grpc.ConnectParams{Backoff: reconnectBackoff, MinConnectTimeout: 2 * time.Second}))
 	if err != nil {
 		return nil, false, fmt.Errorf("gateway: owner address %q: %w", addr, err)
 	}

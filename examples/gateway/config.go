@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/drainkit/drainkit/lifecycle"
 )
 
 // Defaults for [Config].
@@ -14,10 +16,19 @@ const (
 	DefaultHTTPAddr = ":13000"
 	// DefaultService is the service name in logs and health bodies.
 	DefaultService = "gateway-service"
-	// DefaultRequestTimeout bounds one API request's backend calls, the
-	// retry and the redirect included. It is well under the default
-	// DRAIN_TIMEOUT, so a request in flight at SIGTERM ends before the drain does.
-	DefaultRequestTimeout = 10 * time.Second
+	// DefaultRequestTimeout is a request's deadline when the client gives
+	// none shorter: above room-service's default LEASE_TTL (10 s) plus a
+	// margin, so a request for a room whose owner crashed waits until the
+	// lease expires and another node takes the room over, and under the
+	// default DRAIN_TIMEOUT minus DRAIN_DELAY, so a request in flight at
+	// SIGTERM ends before the drain does.
+	DefaultRequestTimeout = 15 * time.Second
+	// DefaultMaxPending bounds the API requests the gateway holds at once
+	// (forwarding or waiting out a fault); the next one gets 503 at once.
+	DefaultMaxPending = 1024
+	// DefaultMaxPendingBytes bounds the memory those requests account for
+	// (see [pendingCost]); the next one gets 503 at once.
+	DefaultMaxPendingBytes = 32 << 20
 	// HealthService is the grpc.health.v1 service name the room backends
 	// report; round_robin only picks a backend SERVING it.
 	HealthService = "room-service"
@@ -35,9 +46,18 @@ type Config struct {
 	// DNSTarget is set instead of Backends when ROOM_GRPC_ADDRS is a single
 	// "dns:///host:port" (a Kubernetes headless Service).
 	DNSTarget string
-	// RequestTimeout bounds one API request's backend calls; zero means
-	// [DefaultRequestTimeout].
+	// RequestTimeout is a request's deadline (REQUEST_TIMEOUT; default
+	// [DefaultRequestTimeout]); a shorter Request-Timeout header wins.
+	// Within it the gateway waits out backends that are down, draining or
+	// moving a room; it must be shorter than DRAIN_TIMEOUT minus
+	// DRAIN_DELAY, so the drain can wait for it.
 	RequestTimeout time.Duration
+	// MaxPending and MaxPendingBytes cap the API requests held at once,
+	// in number and in accounted memory (MAX_PENDING, MAX_PENDING_BYTES;
+	// defaults [DefaultMaxPending], [DefaultMaxPendingBytes]). Past either,
+	// a request is shed: 503 with Retry-After at once.
+	MaxPending      int
+	MaxPendingBytes int64
 }
 
 // ConfigError names an environment variable and the value refused.
@@ -49,15 +69,43 @@ func (e *ConfigError) Error() string {
 	return fmt.Sprintf("gateway: %s=%q: %s", e.Var, e.Value, e.Problem)
 }
 
-// configFromEnv reads HTTP_ADDR and ROOM_GRPC_ADDRS; an error is a
-// *ConfigError naming the variable.
-func configFromEnv(getenv func(string) string) (Config, error) {
-	c := Config{HTTPAddr: getenv("HTTP_ADDR"), RequestTimeout: DefaultRequestTimeout}
+// configFromEnv reads HTTP_ADDR, ROOM_GRPC_ADDRS, REQUEST_TIMEOUT,
+// MAX_PENDING and MAX_PENDING_BYTES; an error is a *ConfigError naming the
+// variable. The request deadline must leave the drain (lcfg) time to wait
+// for a request that starts just before intake closes.
+func configFromEnv(getenv func(string) string, lcfg lifecycle.Config) (Config, error) {
+	c := Config{HTTPAddr: getenv("HTTP_ADDR"), RequestTimeout: DefaultRequestTimeout,
+		MaxPending: DefaultMaxPending, MaxPendingBytes: DefaultMaxPendingBytes}
 	if c.HTTPAddr == "" {
 		c.HTTPAddr = DefaultHTTPAddr
 	}
 	if _, _, err := net.SplitHostPort(c.HTTPAddr); err != nil {
 		return Config{}, &ConfigError{Var: "HTTP_ADDR", Value: c.HTTPAddr, Problem: "want host:port or :port"}
+	}
+	if v := getenv("REQUEST_TIMEOUT"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			return Config{}, &ConfigError{Var: "REQUEST_TIMEOUT", Value: v, Problem: "want a positive duration such as 15s"}
+		}
+		c.RequestTimeout = d
+	}
+	if budget := lcfg.DrainTimeout - lcfg.DrainDelay; lcfg.DrainTimeout > 0 && c.RequestTimeout >= budget {
+		return Config{}, &ConfigError{Var: "REQUEST_TIMEOUT", Value: c.RequestTimeout.String(),
+			Problem: fmt.Sprintf("want less than DRAIN_TIMEOUT %s minus DRAIN_DELAY %s, so the drain can wait for a request", lcfg.DrainTimeout, lcfg.DrainDelay)}
+	}
+	if v := getenv("MAX_PENDING"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return Config{}, &ConfigError{Var: "MAX_PENDING", Value: v, Problem: "want a positive number of requests"}
+		}
+		c.MaxPending = n
+	}
+	if v := getenv("MAX_PENDING_BYTES"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < minPendingBytes {
+			return Config{}, &ConfigError{Var: "MAX_PENDING_BYTES", Value: v, Problem: fmt.Sprintf("want a number of bytes of at least %d (one request)", minPendingBytes)}
+		}
+		c.MaxPendingBytes = n
 	}
 	raw := getenv("ROOM_GRPC_ADDRS")
 	if strings.HasPrefix(strings.TrimSpace(raw), "dns:///") {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -23,9 +24,21 @@ func TestConfigFromEnv(t *testing.T) {
 		wantErr string
 	}{
 		{name: "list", give: map[string]string{"ROOM_GRPC_ADDRS": "10.0.0.1:13001, room-b:13001"},
-			want: Config{HTTPAddr: ":13000", Backends: []string{"10.0.0.1:13001", "room-b:13001"}, RequestTimeout: DefaultRequestTimeout}},
+			want: Config{HTTPAddr: ":13000", Backends: []string{"10.0.0.1:13001", "room-b:13001"}, RequestTimeout: DefaultRequestTimeout,
+				MaxPending: DefaultMaxPending, MaxPendingBytes: DefaultMaxPendingBytes}},
 		{name: "dns target", give: map[string]string{"ROOM_GRPC_ADDRS": "dns:///room-service-headless:13001", "HTTP_ADDR": "127.0.0.1:8080"},
-			want: Config{HTTPAddr: "127.0.0.1:8080", DNSTarget: "dns:///room-service-headless:13001", RequestTimeout: DefaultRequestTimeout}},
+			want: Config{HTTPAddr: "127.0.0.1:8080", DNSTarget: "dns:///room-service-headless:13001", RequestTimeout: DefaultRequestTimeout,
+				MaxPending: DefaultMaxPending, MaxPendingBytes: DefaultMaxPendingBytes}},
+		{name: "request timeout and caps", give: map[string]string{"ROOM_GRPC_ADDRS": "a:1", "REQUEST_TIMEOUT": "4s", "MAX_PENDING": "10", "MAX_PENDING_BYTES": "1000000"},
+			want: Config{HTTPAddr: ":13000", Backends: []string{"a:1"}, RequestTimeout: 4 * time.Second, MaxPending: 10, MaxPendingBytes: 1000000}},
+		{name: "request timeout not a duration", give: map[string]string{"ROOM_GRPC_ADDRS": "a:1", "REQUEST_TIMEOUT": "abc"}, wantErr: `REQUEST_TIMEOUT="abc": want a positive duration`},
+		{name: "request timeout zero", give: map[string]string{"ROOM_GRPC_ADDRS": "a:1", "REQUEST_TIMEOUT": "0s"}, wantErr: `REQUEST_TIMEOUT="0s"`},
+		{name: "request timeout outlasts the drain", give: map[string]string{"ROOM_GRPC_ADDRS": "a:1", "REQUEST_TIMEOUT": "26s"},
+			wantErr: `REQUEST_TIMEOUT="26s": want less than DRAIN_TIMEOUT 30s minus DRAIN_DELAY 5s`},
+		{name: "default request timeout outlasts a short drain", give: map[string]string{"ROOM_GRPC_ADDRS": "a:1", "DRAIN_TIMEOUT": "10s", "DRAIN_DELAY": "1s"},
+			wantErr: `REQUEST_TIMEOUT="15s": want less than DRAIN_TIMEOUT 10s minus DRAIN_DELAY 1s`},
+		{name: "max pending zero", give: map[string]string{"ROOM_GRPC_ADDRS": "a:1", "MAX_PENDING": "0"}, wantErr: `MAX_PENDING="0": want a positive number`},
+		{name: "max pending bytes below one request", give: map[string]string{"ROOM_GRPC_ADDRS": "a:1", "MAX_PENDING_BYTES": "100"}, wantErr: `MAX_PENDING_BYTES="100": want a number of bytes of at least`},
 		{name: "missing", give: map[string]string{}, wantErr: `ROOM_GRPC_ADDRS="": required`},
 		{name: "blank", give: map[string]string{"ROOM_GRPC_ADDRS": " "}, wantErr: `ROOM_GRPC_ADDRS=" ": required`},
 		{name: "no port", give: map[string]string{"ROOM_GRPC_ADDRS": "room-a"}, wantErr: `item 1 "room-a": want host:port`},
@@ -38,7 +51,9 @@ func TestConfigFromEnv(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := configFromEnv(env(tt.give))
+			lcfg, err := lifecycle.ConfigFromEnv(env(tt.give))
+			require.NoError(t, err)
+			got, err := configFromEnv(env(tt.give), lcfg)
 			if tt.wantErr != "" {
 				require.Error(t, err)
 				assert.Contains(t, err.Error(), tt.wantErr)

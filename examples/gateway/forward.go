@@ -13,45 +13,53 @@ import (
 	"github.com/drainkit/drainkit/examples/room-service/roompb"
 )
 
-// forwardApply sends a command to room-service:
-//
-//  1. through the balanced connection, retried once when refused (the
-//     next healthy backend in round-robin order);
-//  2. on REDIRECT, once more, directly to the owner's address.
-//
-// Only a refusal is retried (see [call]): a failure whose outcome is unknown
-// goes back to the client as such, since a retry there is only safe with
-// the same command_id, which the client owns. A second REDIRECT (the room
-// moved again, as during a hand-over) is a refusal: nothing was applied,
-// and the client retries, by when the new owner holds the room.
+// maxRedirects bounds the REDIRECTs one attempt follows: a room moves once
+// per hand-off, so more than a few in a row means it is moving right now,
+// and the next attempt (after a backoff) finds it settled.
+const maxRedirects = 3
+
+// forwardApply sends a command to room-service and waits out, within ctx
+// (see [within]), whatever keeps it from an answer for a while. Each
+// attempt goes through the balanced connection (waiting for a ready
+// backend) and follows REDIRECTs directly to the owner. Resending after an
+// attempt whose outcome is unknown is safe: room-service applies a
+// command_id at most once and answers a resend with the first
+// application's seq.
 func (a *api) forwardApply(ctx context.Context, req *roompb.ApplyRequest) (*roompb.ApplyResponse, error) {
+	return within(ctx, func(ctx context.Context) (*roompb.ApplyResponse, error) {
+		return a.applyOnce(ctx, req)
+	})
+}
+
+// applyOnce is one attempt of forwardApply.
+func (a *api) applyOnce(ctx context.Context, req *roompb.ApplyRequest) (*roompb.ApplyResponse, error) {
 	rooms, err := a.b.rooms()
 	if err != nil {
 		return nil, err
 	}
-	resp, err := retryRefused(ctx, func(opts ...grpc.CallOption) (*roompb.ApplyResponse, error) {
-		return rooms.Apply(ctx, req, opts...)
+	resp, err := call(func(opts ...grpc.CallOption) (*roompb.ApplyResponse, error) {
+		return rooms.Apply(ctx, req, append(opts, grpc.WaitForReady(true))...)
 	})
+	for hop := 0; err == nil && resp.GetStatus() == roompb.ApplyResponse_REDIRECT; hop++ {
+		if hop == maxRedirects {
+			return nil, errRefusedf("room %s: still moving after %d redirects (now %s at %s)",
+				req.GetRoomId(), hop, resp.GetOwnerNode(), resp.GetOwnerAddr())
+		}
+		resp, err = a.followRedirect(ctx, req, resp)
+	}
 	if err != nil {
 		return nil, err
-	}
-	if resp.GetStatus() == roompb.ApplyResponse_REDIRECT {
-		resp, err = a.followRedirect(ctx, req, resp)
-		if err != nil {
-			return nil, err
-		}
 	}
 	switch resp.GetStatus() {
 	case roompb.ApplyResponse_APPLIED, roompb.ApplyResponse_DUPLICATE:
 		return resp, nil
-	case roompb.ApplyResponse_REDIRECT:
-		return nil, errRefusedf("room %s: owner changed while redirecting (now %s at %s); retry",
-			req.GetRoomId(), resp.GetOwnerNode(), resp.GetOwnerAddr())
 	}
 	return nil, status.Errorf(codes.Internal, "room %s: room-service answered status %s", req.GetRoomId(), resp.GetStatus())
 }
 
-// followRedirect sends the command to the owner named by redirect.
+// followRedirect sends the command to the owner named by redirect, without
+// waiting for a connection: an owner that refuses connections has crashed
+// or left, and the next attempt looks the owner up again.
 func (a *api) followRedirect(ctx context.Context, req *roompb.ApplyRequest, redirect *roompb.ApplyResponse) (*roompb.ApplyResponse, error) {
 	addr := redirect.GetOwnerAddr()
 	if err := checkHostPort(addr); err != nil {
@@ -66,28 +74,38 @@ func (a *api) followRedirect(ctx context.Context, req *roompb.ApplyRequest, redi
 	return resp, err
 }
 
-// retryRefused calls fn, and once more if the call was refused.
-func retryRefused[T any](ctx context.Context, fn func(...grpc.CallOption) (T, error)) (T, error) {
-	v, err := call(fn)
-	if status.Code(err) == codes.Unavailable && ctx.Err() == nil {
-		v, err = call(fn)
+// getOnce reads a room through the balanced connection, waiting for a
+// ready backend; any room-service answers for any room.
+func (a *api) getOnce(ctx context.Context, id string) (*roompb.Room, error) {
+	rooms, err := a.b.rooms()
+	if err != nil {
+		return nil, err
 	}
-	return v, err
+	return call(func(opts ...grpc.CallOption) (*roompb.Room, error) {
+		return rooms.GetRoom(ctx, &roompb.GetRoomRequest{RoomId: id}, append(opts, grpc.WaitForReady(true))...)
+	})
 }
 
-// call runs one RPC and keeps UNAVAILABLE only for a refusal: the server
-// said it processed nothing (grpcdrain.IsRefused: room-service's and the drain's
-// answers), or the call never reached a server (no peer: no healthy
-// backend, connection refused). Any other UNAVAILABLE, a connection that
-// broke after the request reached the server, becomes Unknown: it may have
-// been processed, and only the client can retry it safely, with the same
-// command_id.
+// call runs one RPC and sorts its failure by what it says about the
+// outcome:
+//
+//   - UNAVAILABLE stays only for a refusal: the server said it processed
+//     nothing (grpcdrain.IsRefused: room-service's and the drain's
+//     answers), or the call never reached a server (no peer: no ready
+//     backend, connection refused).
+//   - A call that reached a server and then broke (UNAVAILABLE) is Unknown:
+//     it may have been processed.
+//   - A call that ran out of time before reaching any server is a refusal
+//     too (UNAVAILABLE); after reaching one, it stays DEADLINE_EXCEEDED.
 func call[T any](fn func(...grpc.CallOption) (T, error)) (T, error) {
 	var p peer.Peer
 	v, err := fn(grpc.Peer(&p))
-	if status.Code(err) == codes.Unavailable && !grpcdrain.IsRefused(err) && p.Addr != nil {
+	switch code := status.Code(err); {
+	case code == codes.Unavailable && !grpcdrain.IsRefused(err) && p.Addr != nil:
 		err = status.Errorf(codes.Unknown, "outcome unknown: backend %s failed after the request reached it: %s",
 			p.Addr, status.Convert(err).Message())
+	case (code == codes.DeadlineExceeded || code == codes.Canceled) && p.Addr == nil:
+		err = status.Errorf(codes.Unavailable, "no room backend reached in time: %s", status.Convert(err).Message())
 	}
 	return v, err
 }

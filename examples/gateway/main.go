@@ -60,6 +60,7 @@ import (
 	"log/slog"
 	"os"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/fx"
 
 	"github.com/drainkit/drainkit/drain"
@@ -85,7 +86,7 @@ func run(getenv func(string) string, stdout, stderr io.Writer, extra ...fx.Optio
 		log.Error("refusing to start: bad configuration", "err", err.Error())
 		return lifecycle.ExitConfig
 	}
-	cfg, err := configFromEnv(getenv)
+	cfg, err := configFromEnv(getenv, lcfg)
 	if err != nil {
 		log.Error("refusing to start: bad configuration", "err", err.Error())
 		return lifecycle.ExitConfig
@@ -104,9 +105,12 @@ func options(lcfg lifecycle.Config, cfg Config, log *slog.Logger, notice func(ad
 		fxmodule.Module,
 		fx.Supply(lcfg, cfg, log, notice),
 		fx.Provide(
+			prometheus.NewRegistry,
+			func(r *prometheus.Registry) prometheus.Registerer { return r },
 			newBackendsOnStart,
-			func(b *backends, cfg Config, log *slog.Logger) *api {
-				return &api{b: b, timeout: cfg.RequestTimeout, log: log}
+			newPending,
+			func(b *backends, p *pending, cfg Config, log *slog.Logger) *api {
+				return &api{b: b, timeout: cfg.RequestTimeout, pending: p, log: log}
 			},
 			newServer,
 			fxmodule.AsHooks(func(s *server, t *drain.Tracker) []drain.Hook { return s.hooks(t) }),

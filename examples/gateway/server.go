@@ -8,6 +8,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
 	"github.com/drainkit/drainkit/drain"
 	"github.com/drainkit/drainkit/readiness"
 	"github.com/drainkit/drainkit/readiness/grpchealth"
@@ -27,9 +30,10 @@ type server struct {
 
 // newServer builds the *http.Server before anything serves, so that
 // drain.HTTPHooks can wrap its ConnState.
-func newServer(cfg Config, a *api, reg *readiness.Registry, t *drain.Tracker, notice func(addr string)) *server {
+func newServer(cfg Config, a *api, reg *readiness.Registry, t *drain.Tracker, pr *prometheus.Registry, notice func(addr string)) *server {
 	mux := http.NewServeMux()
 	reg.Mount(mux)
+	mux.Handle("GET /metrics", promhttp.HandlerFor(pr, promhttp.HandlerOpts{}))
 	mux.Handle("/api/", t.Middleware(a.routes()))
 	return &server{
 		cfg:    cfg,
