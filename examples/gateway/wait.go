@@ -67,7 +67,8 @@ func requestBudget(r *http.Request, max time.Duration) (time.Duration, error) {
 //     while ctx still runs): the next attempt resends the same request,
 //     which room-service answers as the first application did.
 //
-// When ctx ends it answers UNAVAILABLE if no attempt can have been applied
+// When ctx ends, or is about to (less than two backoff delays left), it
+// answers UNAVAILABLE if no attempt can have been applied
 // (the client gets 503 and may retry anywhere), DEADLINE_EXCEEDED if one
 // may have been (504: outcome unknown). Any other failure is final at once.
 func within[T any](ctx context.Context, attempt func(context.Context) (T, error)) (T, error) {
@@ -84,8 +85,12 @@ func within[T any](ctx context.Context, attempt func(context.Context) (T, error)
 		default:
 			return zero, err
 		}
-		if ctx.Err() == nil {
-			t := time.NewTimer(retryDelay(retries))
+		// Give up now rather than start an attempt that the deadline would
+		// cut short: one cut after reaching a server makes the outcome
+		// unknown (504) where a refusal had made it certain (503).
+		delay := retryDelay(retries)
+		if deadline, ok := ctx.Deadline(); ctx.Err() == nil && (!ok || time.Until(deadline) > 2*delay) {
+			t := time.NewTimer(delay)
 			select {
 			case <-ctx.Done():
 				t.Stop()

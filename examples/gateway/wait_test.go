@@ -1,0 +1,100 @@
+package main
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc/connectivity"
+
+	"github.com/drainkit/drainkit/examples/room-service/roompb"
+)
+
+// TestNoReadyBackendIsWaitedOut: while every backend is NOT_SERVING (as
+// every room-service is while Redis is down) a request waits for one to
+// turn SERVING instead of failing.
+func TestNoReadyBackendIsWaitedOut(t *testing.T) {
+	b := startBackend(t, &testRooms{apply: applyAnswer(roompb.ApplyResponse_APPLIED, 3)})
+	b.setServing(false)
+	a := newAPI(t, b.addr)
+	// round_robin with health checking reports TRANSIENT_FAILURE once it
+	// has seen the only backend NOT_SERVING: from then on no backend is ready.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	conn := a.b.conn()
+	for s := conn.GetState(); s != connectivity.TransientFailure; s = conn.GetState() {
+		require.True(t, conn.WaitForStateChange(ctx, s), "balanced connection stuck in %s", s)
+	}
+	entered := make(chan struct{})
+	api := a.routes()
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		close(entered)
+		api.ServeHTTP(w, r)
+	})
+	type answer struct {
+		code int
+		got  map[string]any
+	}
+	done := make(chan answer, 1)
+	go func() {
+		rec, got := doWithin(t, h, "20s", "POST", "/api/v1/rooms/r1/commands", `{"command_id":"c1","op":"join"}`)
+		done <- answer{rec.Code, got}
+	}()
+	<-entered // the request is in the gateway while no backend is ready
+	b.setServing(true)
+	ans := <-done
+	require.Equal(t, http.StatusOK, ans.code, "%v", ans.got)
+	assert.Equal(t, map[string]any{"status": "applied", "seq": 3.0}, ans.got)
+	assert.Equal(t, int64(1), b.rooms.applies.Load(), "one call, once a backend was ready")
+}
+
+// deadAddr is a loopback address that refuses connections.
+func deadAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	require.NoError(t, ln.Close())
+	return addr
+}
+
+// TestCrashedOwnerIsLookedUpAgain: a REDIRECT names an owner that refuses
+// connections (it crashed; its lease has not expired yet). The gateway
+// asks again, with backoff, until the room has a live owner: here, after
+// three redirects, the node asked takes the room over itself.
+func TestCrashedOwnerIsLookedUpAgain(t *testing.T) {
+	dead := deadAddr(t)
+	var calls atomic.Int64
+	first := startBackend(t, &testRooms{apply: func(ctx context.Context, req *roompb.ApplyRequest) (*roompb.ApplyResponse, error) {
+		if calls.Add(1) <= 3 {
+			return redirectTo("crashed", dead)(ctx, req)
+		}
+		return applyAnswer(roompb.ApplyResponse_APPLIED, 6)(ctx, req)
+	}})
+	h := newAPI(t, first.addr).routes()
+	rec, got := do(t, h, "POST", "/api/v1/rooms/r1/commands", `{"command_id":"c1","op":"join"}`)
+	require.Equal(t, 200, rec.Code, rec.Body.String())
+	assert.Equal(t, map[string]any{"status": "applied", "seq": 6.0}, got)
+	assert.Equal(t, int64(4), first.rooms.applies.Load(), "three lookups naming the crashed owner, then the take-over")
+}
+
+// TestRedirectLoopIsARefusal: a room that keeps moving is waited out like
+// any refusal, and at the deadline the client learns nothing was applied.
+func TestRedirectLoopIsARefusal(t *testing.T) {
+	var bAddr atomic.Pointer[string]
+	a := startBackend(t, &testRooms{apply: func(ctx context.Context, req *roompb.ApplyRequest) (*roompb.ApplyResponse, error) {
+		return redirectTo("b", *bAddr.Load())(ctx, req)
+	}})
+	b := startBackend(t, &testRooms{apply: redirectTo("a", a.addr)})
+	bAddr.Store(&b.addr)
+	h := newAPI(t, a.addr).routes()
+	rec, got := doWithin(t, h, "300ms", "POST", "/api/v1/rooms/r1/commands", `{"command_id":"c1","op":"join"}`)
+	assert.Equal(t, http.StatusServiceUnavailable, rec.Code, rec.Body.String())
+	assert.Equal(t, "1", rec.Header().Get("Retry-After"))
+	assert.Contains(t, got["error"], "still moving")
+}
