@@ -9,7 +9,8 @@
 // # API
 //
 //   - POST /api/v1/rooms/{id}/commands with {"command_id": "...", "op": "..."}
-//     answers 200 {"status": "applied"|"duplicate", "seq": N}.
+//     answers 200 {"status": "applied", "seq": N}, the same for every
+//     send of one command_id.
 //   - GET /api/v1/rooms/{id} answers 200 {"room_id", "seq", "fence",
 //     "command_ids", "snapshot_seq"}.
 //
@@ -25,32 +26,51 @@
 //
 // Backends come from ROOM_GRPC_ADDRS through grpc-go's round_robin with
 // client-side health checking of service "room-service": a backend that
-// turns NOT_SERVING (it is draining) gets no new RPC. An Apply or GetRoom
-// failing with UNAVAILABLE is retried once at once, which round_robin sends
-// to the next healthy backend; this is safe because room-service applies a
-// command_id at most once. A REDIRECT is followed once, directly to the
-// owner's address over a cached connection; a second REDIRECT means the
-// room is moving and is answered like UNAVAILABLE.
+// turns NOT_SERVING (it is draining, or cannot reach Redis) gets no new RPC.
 //
-// Backend errors map to: UNAVAILABLE → 503 with Retry-After: 1 (nothing was
-// applied that a retry with the same command_id would apply twice),
-// INVALID_ARGUMENT → 400, DEADLINE_EXCEEDED → 504, anything else → 502.
+// Every request has a deadline: REQUEST_TIMEOUT (15s), or the client's
+// shorter Request-Timeout header ("2s", "750ms"). Within it, temporary
+// unavailability is waited out, not answered: a call waits for a ready
+// backend; a refusal (a draining node, a room being handed over, an owner
+// that refuses connections because it crashed and its lease has not
+// expired yet) is retried with exponential backoff and jitter, looking
+// the owner up again each time; REDIRECTs are followed, up to three in a
+// row; an attempt whose outcome is unknown (a connection that broke after
+// the request reached room-service) is resent with the same command_id,
+// which room-service applies at most once and answers with the first
+// application's seq. The client gets 200 {"status": "applied", "seq": N}
+// for a resend as for the first send.
+//
+// Only when the deadline is near does the client get 503 with Retry-After
+// (no attempt can have been applied) or 504 (one may have been: retry
+// with the same command_id). INVALID_ARGUMENT is 400 at once, anything
+// unexpected 502.
+//
+// Requests held at once are capped (MAX_PENDING, 1024; MAX_PENDING_BYTES,
+// 32 MiB of accounted memory): past either cap a request gets 503 with
+// Retry-After at once, counted in gateway_requests_shed_total{cap}. Metrics
+// are served on /metrics.
 //
 // # Health and drain
 //
 // /healthz/live and /healthz/ready are served on HTTP_ADDR. Ready needs the
-// HTTP listener up ("http_listener") and a room backend SERVING
-// ("room_grpc"); the configuration is checked before anything starts. On
-// SIGTERM readiness flips, the server keeps serving for DRAIN_DELAY, then
-// stops intake, waits for in-flight requests and closes the backend
-// connections.
+// HTTP listener up ("http_listener") and a room-service address
+// connectable ("room_grpc": some address accepts a TCP connection), not a
+// room-service SERVING: a Redis outage makes every room-service not ready
+// at once, and must not take every gateway out of the balancer too; the
+// gateway holds requests until one is ready again. The configuration is
+// checked before anything starts. On SIGTERM readiness flips, the server
+// keeps serving for DRAIN_DELAY, then stops intake, waits for in-flight
+// requests and closes the backend connections.
 //
 // # Environment
 //
 // ROOM_GRPC_ADDRS (required: host:port,host:port or one dns:///host:port;
 // the process exits 78 naming it when missing or malformed), HTTP_ADDR
-// (:13000), SERVICE_NAME (gateway-service), NODE_ID, DRAIN_TIMEOUT,
-// DRAIN_DELAY, HEALTH_READY_TIMEOUT. Logs are JSON on stderr; once the
+// (:13000), REQUEST_TIMEOUT (15s; less than DRAIN_TIMEOUT minus
+// DRAIN_DELAY), MAX_PENDING, MAX_PENDING_BYTES, SERVICE_NAME
+// (gateway-service), NODE_ID, DRAIN_TIMEOUT, DRAIN_DELAY,
+// HEALTH_READY_TIMEOUT. Logs are JSON on stderr; once the
 // listener is up a plain line "listening on <addr>" goes to stdout.
 package main
 

@@ -3,8 +3,10 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -13,7 +15,6 @@ import (
 
 	"github.com/drainkit/drainkit/drain"
 	"github.com/drainkit/drainkit/readiness"
-	"github.com/drainkit/drainkit/readiness/grpchealth"
 )
 
 // server is the gateway's HTTP server: the API, tracked in flight by the
@@ -97,19 +98,50 @@ func (s *server) listenerCheck() readiness.Check {
 	return c
 }
 
-// roomCheck is the gating "room_grpc" check (the guide's name): a
-// grpc.health.v1 Check for room-service through the balanced connection,
-// which round_robin sends only to a backend it has seen SERVING, so it
-// fails while no backend is.
+// roomCheck is the gating "room_grpc" check (the guide's name): the
+// room-service gRPC address is connectable, i.e. some configured address
+// accepts a TCP connection (for a dns:/// target, the name resolves to
+// one that does). It deliberately does not ask whether a room-service is
+// SERVING: room-service turns not ready when a dependency all its replicas
+// share (Redis) fails, and a gateway following it would take every gateway
+// out of the balancer at once. The gateway instead holds requests within
+// their deadline until a room-service is ready again.
 func (b *backends) roomCheck() readiness.Check {
-	c := grpchealth.Check(nil, HealthService)
-	c.Name = "room_grpc"
-	c.Probe = func(ctx context.Context) error {
-		conn := b.conn()
-		if conn == nil {
-			return errNotStarted
-		}
-		return grpchealth.Check(conn, HealthService).Probe(ctx)
+	addrs := b.cfg.Backends
+	if b.cfg.DNSTarget != "" {
+		addrs = []string{strings.TrimPrefix(b.cfg.DNSTarget, "dns:///")}
 	}
-	return c
+	return readiness.Check{Name: "room_grpc", Tier: readiness.Gating, Timeout: roomCheckTimeout,
+		Probe: func(ctx context.Context) error { return anyConnectable(ctx, addrs) }}
+}
+
+// roomCheckTimeout bounds the room_grpc check: the guide's budget for a
+// downstream gRPC service.
+const roomCheckTimeout = 300 * time.Millisecond
+
+// anyConnectable dials every address at once and returns nil as soon as
+// one accepts a TCP connection, or every dial's error.
+func anyConnectable(ctx context.Context, addrs []string) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errs := make(chan error, len(addrs))
+	for _, a := range addrs {
+		go func() {
+			var d net.Dialer
+			c, err := d.DialContext(ctx, "tcp", a)
+			if err == nil {
+				err = c.Close()
+			}
+			errs <- err
+		}()
+	}
+	var all []error
+	for range addrs {
+		if err := <-errs; err == nil {
+			return nil // the deferred cancel ends the other dials; each sends to the buffered channel
+		} else {
+			all = append(all, err)
+		}
+	}
+	return fmt.Errorf("no room-service address connectable: %w", errors.Join(all...))
 }
