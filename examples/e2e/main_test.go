@@ -109,12 +109,15 @@ func load(t *testing.T, c *e2e.Cluster, l e2e.Load) func() *e2e.LoadResult {
 	}
 }
 
-// check reads every room back and fails the test on any broken invariant.
-func check(t *testing.T, c *e2e.Cluster, res *e2e.LoadResult, drained []e2e.Drained) *e2e.Report {
+// check reads every room back and fails the test on any broken invariant
+// or any failed request: every scenario's fault is shorter than the
+// gateways' request deadline, so the gateways must wait it out. fault is
+// the window whose latency the report shows.
+func check(t *testing.T, c *e2e.Cluster, res *e2e.LoadResult, drained []e2e.Drained, fault e2e.Window) *e2e.Report {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), bound)
 	defer cancel()
-	r, err := e2e.Check(ctx, c, res, drained)
+	r, err := e2e.Check(ctx, c, res, drained, fault)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,6 +130,9 @@ func check(t *testing.T, c *e2e.Cluster, res *e2e.LoadResult, drained []e2e.Drai
 	}
 	for _, p := range r.Problems() {
 		t.Error(p)
+	}
+	if r.Failed != 0 {
+		t.Errorf("failed requests: got %d; want 0 (first: %s)", r.Failed, firstFailure(res))
 	}
 	if len(r.Holds) == 0 {
 		t.Error("no lease events in the room-service logs: the ownership checks saw nothing")

@@ -30,14 +30,16 @@ const (
 // roll, keeps the load going for loadAfterRoll, and returns the load's
 // result and what roll drained. It fails the test unless the load was
 // still sending when the last old instance exited.
-func rollUnderLoad(t *testing.T, c *e2e.Cluster, roll func(context.Context) ([]e2e.Drained, error)) (*e2e.LoadResult, []e2e.Drained) {
+func rollUnderLoad(t *testing.T, c *e2e.Cluster, roll func(context.Context) ([]e2e.Drained, error)) (*e2e.LoadResult, []e2e.Drained, e2e.Window) {
 	t.Helper()
 	stop := make(chan struct{})
 	wait := load(t, c, e2e.Load{Duration: maxLoad, Until: stop})
 	ctx, cancel := context.WithTimeout(context.Background(), bound)
 	defer cancel()
 	steady(t, ctx, c)
+	w := e2e.Window{From: time.Now()}
 	drained, err := roll(ctx)
+	w.To = time.Now()
 	if err != nil {
 		close(stop)
 		t.Fatal(err)
@@ -49,15 +51,15 @@ func rollUnderLoad(t *testing.T, c *e2e.Cluster, roll func(context.Context) ([]e
 		t.Errorf("load sent its last command at %s, the last old instance exited at %s; want the update to end under load",
 			res.LastSent.Format("15:04:05.000"), last.Format("15:04:05.000"))
 	}
-	return res, drained
+	return res, drained, w
 }
 
 func TestRollingUpdateRoomService(t *testing.T) {
 	c, _ := startCluster(t, e2e.Config{})
-	res, drained := rollUnderLoad(t, c, c.RollRooms)
-	r := check(t, c, res, drained)
+	res, drained, w := rollUnderLoad(t, c, c.RollRooms)
+	r := check(t, c, res, drained, w)
 
-	requireCleanRoll(t, r.Failed, res, drained, e2e.DefaultRooms)
+	requireCleanRoll(t, drained, e2e.DefaultRooms, e2e.DefaultDrainTimeout)
 	if r.RoomsHandedOver == 0 {
 		t.Error("no room changed owner: the update moved nothing")
 	}
@@ -74,25 +76,22 @@ func firstFailure(res *e2e.LoadResult) string {
 
 func TestRollingUpdateGateway(t *testing.T) {
 	c, _ := startCluster(t, e2e.Config{})
-	res, drained := rollUnderLoad(t, c, c.RollGateways)
-	r := check(t, c, res, drained)
-	requireCleanRoll(t, r.Failed, res, drained, e2e.DefaultGateways)
+	res, drained, w := rollUnderLoad(t, c, c.RollGateways)
+	check(t, c, res, drained, w)
+	requireCleanRoll(t, drained, e2e.DefaultGateways, e2e.DefaultDrainTimeout+e2e.DefaultRequestTimeout)
 }
 
-// requireCleanRoll checks what every rolling update promises: no failed
-// request, every instance replaced, each old one exiting 0 within
-// DRAIN_TIMEOUT.
-func requireCleanRoll(t *testing.T, failed int, res *e2e.LoadResult, drained []e2e.Drained, instances int) {
+// requireCleanRoll checks what every rolling update promises besides no
+// failed request (check's): every instance replaced, each old one exiting
+// 0 within its DRAIN_TIMEOUT.
+func requireCleanRoll(t *testing.T, drained []e2e.Drained, instances int, drainTimeout time.Duration) {
 	t.Helper()
-	if failed != 0 {
-		t.Errorf("failed requests: got %d; want 0 (first: %s)", failed, firstFailure(res))
-	}
 	if len(drained) != instances {
 		t.Errorf("instances replaced: got %d; want %d", len(drained), instances)
 	}
 	for _, d := range drained {
-		if d.ExitCode != 0 || d.DrainTime >= e2e.DefaultDrainTimeout {
-			t.Errorf("%s: exit %d after %s; want 0 within %s", d.Name, d.ExitCode, d.DrainTime, e2e.DefaultDrainTimeout)
+		if d.ExitCode != 0 || d.DrainTime >= drainTimeout {
+			t.Errorf("%s: exit %d after %s; want 0 within %s", d.Name, d.ExitCode, d.DrainTime, drainTimeout)
 		}
 	}
 }

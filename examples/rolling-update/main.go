@@ -109,8 +109,11 @@ func run(ctx context.Context) int {
 	err = c.AwaitOwned(steadyCtx, e2e.DefaultLoadRooms)
 	cancel()
 	var drained []e2e.Drained
+	var roll e2e.Window
 	if err == nil {
+		roll.From = time.Now()
 		drained, err = c.RollRooms(ctx)
+		roll.To = time.Now()
 	}
 	if err != nil {
 		cancelLoad()
@@ -125,7 +128,7 @@ func run(ctx context.Context) int {
 	res := <-done
 	checkCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	r, err := e2e.Check(checkCtx, c, res, drained)
+	r, err := e2e.Check(checkCtx, c, res, drained, roll)
 	if err != nil {
 		return fail(err)
 	}

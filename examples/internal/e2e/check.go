@@ -53,12 +53,10 @@ type Report struct {
 	// Misplaced are acknowledged commands found at another seq than
 	// acknowledged, or in another room.
 	Misplaced []string
-	// AckedDuplicate are commands acknowledged as "duplicate". The load
-	// sends every command_id once and retries only what was refused
-	// before processing, so a duplicate means an attempt that was in fact
-	// processed was answered as refused (or resent unseen) and retried:
-	// a retry that was not safe.
-	AckedDuplicate []string
+	// AckedNotApplied are commands acknowledged with another status than
+	// "applied": the gateway answers every send of a command_id, its own
+	// resends included, as the first application did.
+	AckedNotApplied []string
 	// UnknownApplied counts failed commands (no acknowledgement) found
 	// applied: a subset of the failures, whose outcome the client did not
 	// learn, not lost writes.
@@ -66,12 +64,16 @@ type Report struct {
 	Ownership
 	// Gap summarises Ownership.Gaps.
 	Gap Percentiles
+	// Fault is the window the scenario's fault or update spans, and
+	// Latency the latency of the commands pending during it.
+	Fault   Window
+	Latency Percentiles
 	// Drained are the instances the run stopped, in order.
 	Drained []Drained
 }
 
 // Problems lists every broken invariant: lost, duplicated or misplaced
-// commands, commands acknowledged as duplicates (an unsafe retry), double
+// commands, commands acknowledged as anything but "applied", double
 // owners, fence regressions. Failed requests are not in it: whether they
 // are allowed depends on the scenario.
 func (r *Report) Problems() []string {
@@ -84,7 +86,7 @@ func (r *Report) Problems() []string {
 	add("acknowledged command lost", r.Lost)
 	add("command applied more than once", r.Duplicated)
 	add("command at another place than acknowledged", r.Misplaced)
-	add("command acknowledged as duplicate (processed, then retried as if refused)", r.AckedDuplicate)
+	add(`command acknowledged with a status other than "applied"`, r.AckedNotApplied)
 	add("two owners", r.DoubleOwners)
 	add("fence did not increase", r.FenceRegressions)
 	return p
@@ -92,8 +94,10 @@ func (r *Report) Problems() []string {
 
 // Check reads every room of res back and checks it against the answers,
 // and checks the lease events of every room-service the cluster ran.
-func Check(ctx context.Context, c *Cluster, res *LoadResult, drained []Drained) (*Report, error) {
-	r := &Report{Totals: res.Totals(), BalancerRetries: c.BalancerRetries(), Drained: drained}
+// Latency is measured over the commands pending during fault.
+func Check(ctx context.Context, c *Cluster, res *LoadResult, drained []Drained, fault Window) (*Report, error) {
+	r := &Report{Totals: res.Totals(), BalancerRetries: c.BalancerRetries(), Drained: drained,
+		Fault: fault, Latency: res.LatencyDuring(fault)}
 	type place struct {
 		room string
 		seq  int64
@@ -115,8 +119,8 @@ func Check(ctx context.Context, c *Cluster, res *LoadResult, drained []Drained) 
 	}
 	for _, o := range res.Outcomes {
 		ps := found[o.CommandID]
-		if o.Acked && o.Status == "duplicate" {
-			r.AckedDuplicate = append(r.AckedDuplicate, fmt.Sprintf("%s (room %s, seq %d, after %d retries)", o.CommandID, o.Room, o.Seq, o.Retries))
+		if o.Acked && o.Status != "applied" {
+			r.AckedNotApplied = append(r.AckedNotApplied, fmt.Sprintf("%s (room %s, seq %d): %q", o.CommandID, o.Room, o.Seq, o.Status))
 		}
 		switch {
 		case !o.Acked:

@@ -23,6 +23,11 @@ const (
 	DefaultLeaseTTL     = 2 * time.Second
 	DefaultDrainDelay   = time.Second
 	DefaultDrainTimeout = 10 * time.Second
+	// DefaultRequestTimeout is the gateways' REQUEST_TIMEOUT: longer than
+	// the longest fault a scenario makes (Redis stopped while a
+	// room-service drains, up to its DRAIN_TIMEOUT plus fx's StopMargin),
+	// so every fault is waited out.
+	DefaultRequestTimeout = 15 * time.Second
 )
 
 // Config describes a cluster.
@@ -37,7 +42,12 @@ type Config struct {
 	Rooms, Gateways int
 	// LeaseTTL, DrainDelay and DrainTimeout are passed to every process
 	// (room-service gets LEASE_TTL); zero means the Default… constants.
+	// A gateway's DRAIN_TIMEOUT is DrainTimeout plus RequestTimeout, so
+	// that its drain can wait for a request that is waiting out a fault.
 	LeaseTTL, DrainDelay, DrainTimeout time.Duration
+	// RequestTimeout is every gateway's REQUEST_TIMEOUT; zero means
+	// [DefaultRequestTimeout].
+	RequestTimeout time.Duration
 	// RoomEnv is added to every room-service's environment.
 	RoomEnv []string
 	// Balancer picks the load balancer in front of the gateways:
@@ -65,6 +75,9 @@ func (c *Config) defaults() {
 	}
 	if c.DrainTimeout == 0 {
 		c.DrainTimeout = DefaultDrainTimeout
+	}
+	if c.RequestTimeout == 0 {
+		c.RequestTimeout = DefaultRequestTimeout
 	}
 	if c.Balancer == "" {
 		c.Balancer = "haproxy"
@@ -268,7 +281,8 @@ func (c *Cluster) StartRoomEnv(ctx context.Context, slot int, env ...string) (*N
 func (c *Cluster) startGateway(ctx context.Context, slot int) (*Node, error) {
 	name := c.name("gateway")
 	n := &Node{Kind: "gateway", Slot: slot, Addr: c.gwSlot[slot], Admin: c.gwSlot[slot]}
-	env := append(c.commonEnv(name), "HTTP_ADDR="+n.Addr, "ROOM_GRPC_ADDRS="+strings.Join(c.roomSlot, ","))
+	env := append(c.commonEnv(name), "HTTP_ADDR="+n.Addr, "ROOM_GRPC_ADDRS="+strings.Join(c.roomSlot, ","),
+		"REQUEST_TIMEOUT="+ms(c.cfg.RequestTimeout), "DRAIN_TIMEOUT="+ms(c.cfg.DrainTimeout+c.cfg.RequestTimeout)) // the last DRAIN_TIMEOUT wins
 	var err error
 	if n.Proc, err = StartProc(name, c.cfg.Bin.Gateway, env); err != nil {
 		return nil, err

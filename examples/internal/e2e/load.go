@@ -21,22 +21,21 @@ const (
 
 // Load is a bounded, open-loop load: Rate commands a second for Duration
 // (or until Until is closed, if sooner), spread round robin over Rooms
-// rooms, each with a unique command_id sent once. It stops by itself.
+// rooms, each with a unique command_id sent once.
 //
-// # Retries
+// # No retries
 //
-// An attempt is retried, and counted as a retry, only when it was refused
-// before anything processed it: the connection was refused (nothing was
-// sent), or the answer was 503 with Retry-After, which the drain
-// middleware, the gateway (room-service said UNAVAILABLE: nothing was
-// written) and the balancer (no gateway took the request) send. Anything
-// else without a definite answer (502, 504, a 503 without Retry-After, a
-// reset or timeout after the request was written) is a failure: the
-// command may or may not have been applied, and resending it would be a
-// retry nobody accounts for. For the same reason every attempt opens its
-// own connection (no keep-alive): net/http silently resends a request
+// A load client never retries: it sends each command once and records
+// the answer, as a client that trusts the service's promise would. Any
+// answer but 200 is a failure, a 503 with Retry-After (nothing applied) as
+// much as a 502, 504, a reset or a timeout (outcome unknown): the gateway
+// is meant to wait faults out within the request's deadline, so a
+// failure here is one it did not. For the same reason every request opens
+// its own connection (no keep-alive): net/http silently resends a request
 // that failed on a reused connection in some cases, and a balancer may
-// close a kept-alive connection just as a request is written on it.
+// close a kept-alive connection just as a request is written on it. The
+// balancer's own retries (a connection that failed before the request was
+// sent) are counted by the cluster.
 type Load struct {
 	// URL is the balancer's base URL. Required.
 	URL string
@@ -49,8 +48,9 @@ type Load struct {
 	Rooms int
 	// Prefix starts every room and command id, so runs never collide.
 	Prefix string
-	// RequestDeadline bounds one command with its retries; zero means
-	// [DefaultRequestDeadline].
+	// RequestDeadline bounds one command; zero means
+	// [DefaultRequestDeadline]. It is sent as the Request-Timeout header
+	// too, so the gateway answers within it.
 	RequestDeadline time.Duration
 	// Until, when not nil, ends the sending once it is closed; Duration
 	// stays the upper bound. A scenario closes it when its fault or update
@@ -61,23 +61,25 @@ type Load struct {
 // Outcome is what became of one command.
 type Outcome struct {
 	Room, CommandID string
-	// Acked: the command was answered applied or duplicate, at Seq.
+	// Acked: the command was answered applied, at Seq.
 	Acked  bool
 	Status string
 	Seq    int64
-	// Retries are attempts refused before anything processed them
-	// (connection refused, 503 with Retry-After).
-	Retries int
-	// Unknown: an attempt was sent and got no definite answer (a timeout
+	// Refused: the answer was 503 with Retry-After (nothing applied).
+	Refused bool
+	// Unknown: the command was sent and got no definite answer (a timeout
 	// or reset after the request was written, a 502, a 504, a 503 without
-	// Retry-After): the command may or may not have been applied. It is
-	// not retried.
+	// Retry-After): it may or may not have been applied.
 	Unknown bool
-	// Err is the last failure, for an unacknowledged command.
+	// Err is the failure, for an unacknowledged command.
 	Err string
-	// Attempted is when the last attempt was sent.
-	Attempted time.Time
+	// Sent is when the command was sent, Answered when its answer (or
+	// failure) came.
+	Sent, Answered time.Time
 }
+
+// Latency is how long the command took to answer.
+func (o *Outcome) Latency() time.Duration { return o.Answered.Sub(o.Sent) }
 
 // LoadResult is every command's outcome, in sending order.
 type LoadResult struct {
@@ -91,30 +93,51 @@ type LoadResult struct {
 
 // Totals counts the outcomes.
 type Totals struct {
-	Sent, Acked, Retried, Retries, Failed, Unknown int
+	Sent, Acked, Failed, Refused, Unknown int
 }
 
-// Totals counts r's outcomes: Retried commands needed at least one retry
-// (Retries in all); Failed ended without an acknowledgement (Unknown of
-// them had no definite answer).
+// Totals counts r's outcomes: Failed ended without an acknowledgement
+// (Refused of them with 503 and Retry-After, Unknown with no definite
+// answer).
 func (r *LoadResult) Totals() Totals {
 	var t Totals
 	for _, o := range r.Outcomes {
 		t.Sent++
-		t.Retries += o.Retries
-		if o.Retries > 0 {
-			t.Retried++
-		}
-		if o.Acked {
+		switch {
+		case o.Acked:
 			t.Acked++
 			continue
-		}
-		t.Failed++
-		if o.Unknown {
+		case o.Refused:
+			t.Refused++
+		case o.Unknown:
 			t.Unknown++
 		}
+		t.Failed++
 	}
 	return t
+}
+
+// Window is a span of time, such as a fault; the zero Window is all time.
+type Window struct{ From, To time.Time }
+
+// overlaps reports whether o was pending at some moment of w.
+func (w Window) overlaps(o *Outcome) bool {
+	if w.From.IsZero() && w.To.IsZero() {
+		return true
+	}
+	return !o.Answered.Before(w.From) && !o.Sent.After(w.To)
+}
+
+// LatencyDuring summarises the latency of the commands pending at some
+// moment of w: those the fault could delay.
+func (r *LoadResult) LatencyDuring(w Window) Percentiles {
+	var ds []time.Duration
+	for i := range r.Outcomes {
+		if o := &r.Outcomes[i]; w.overlaps(o) {
+			ds = append(ds, o.Latency())
+		}
+	}
+	return PercentilesOf(ds)
 }
 
 // FailureKinds counts the unacknowledged commands by their last error,
@@ -143,7 +166,7 @@ func (l Load) Run(ctx context.Context) *LoadResult {
 		l.RequestDeadline = DefaultRequestDeadline
 	}
 	// A fresh connection per attempt: see "Retries" on [Load].
-	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 10 * time.Second}
+	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
 
 	n := int(l.Duration.Seconds() * float64(l.Rate))
 	res := &LoadResult{Outcomes: make([]Outcome, n)}
@@ -174,52 +197,27 @@ func (l Load) Run(ctx context.Context) *LoadResult {
 	return res
 }
 
-// send delivers one command, retrying what was refused before anything
-// processed it, with a short backoff.
+// send delivers one command, once.
 func (l Load) send(ctx context.Context, client *http.Client, o *Outcome) {
 	ctx, cancel := context.WithTimeout(ctx, l.RequestDeadline)
 	defer cancel()
 	body := fmt.Sprintf(`{"command_id":%q,"op":"join"}`, o.CommandID)
 	url := l.URL + "/api/v1/rooms/" + o.Room + "/commands"
-	for attempt := 0; ; attempt++ {
-		verdict, err := l.attempt(ctx, client, url, body, o)
-		switch verdict {
-		case acked:
-			return
-		case unknown:
-			o.Unknown, o.Err = true, err.Error()
-			return
-		case rejected:
-			o.Err = err.Error()
-			return
-		}
+	o.Sent = time.Now()
+	err := l.attempt(ctx, client, url, body, o)
+	o.Answered = time.Now()
+	if err != nil {
 		o.Err = err.Error()
-		select {
-		case <-ctx.Done():
-			o.Err = fmt.Sprintf("gave up after %d retries: %s", o.Retries, o.Err)
-			return
-		case <-time.After(min(time.Duration(attempt+1)*50*time.Millisecond, 500*time.Millisecond)):
-		}
-		o.Retries++
 	}
 }
 
-type verdict int
-
-const (
-	acked verdict = iota
-	refused
-	unknown
-	rejected
-)
-
-func (l Load) attempt(ctx context.Context, client *http.Client, url, body string, o *Outcome) (verdict, error) {
-	o.Attempted = time.Now()
+func (l Load) attempt(ctx context.Context, client *http.Client, url, body string, o *Outcome) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(body))
 	if err != nil {
-		return rejected, err
+		return err
 	}
 	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Request-Timeout", l.RequestDeadline.String())
 	// No Idempotency-Key: with it net/http may resend the POST by itself
 	// after a failure on a connection the request was already written to,
 	// a retry this load would not see. (Without keep-alive it would not
@@ -228,9 +226,11 @@ func (l Load) attempt(ctx context.Context, client *http.Client, url, body string
 	if err != nil {
 		var op *net.OpError
 		if errors.As(err, &op) && op.Op == "dial" {
-			return refused, err // nothing was sent
+			o.Refused = true // nothing was sent
+			return err
 		}
-		return unknown, err // the request may have been written and processed
+		o.Unknown = true // the request may have been written and processed
+		return err
 	}
 	defer resp.Body.Close()
 	switch {
@@ -240,21 +240,24 @@ func (l Load) attempt(ctx context.Context, client *http.Client, url, body string
 			Seq    int64  `json:"seq"`
 		}
 		if err := json.NewDecoder(resp.Body).Decode(&a); err != nil {
-			return unknown, fmt.Errorf("200 with a bad body: %w", err)
+			o.Unknown = true
+			return fmt.Errorf("200 with a bad body: %w", err)
 		}
 		o.Acked, o.Status, o.Seq = true, a.Status, a.Seq
-		return acked, nil
+		return nil
 	case resp.StatusCode == http.StatusServiceUnavailable && resp.Header.Get("Retry-After") != "":
 		// Refused before processing: the drain middleware (intake closed),
-		// the gateway (room-service said UNAVAILABLE: nothing written) or
-		// the balancer (no gateway took it) answered.
-		return refused, fmt.Errorf("503 %s", readErr(resp))
+		// the gateway (its deadline came with nothing applied, or it shed
+		// the request) or the balancer (no gateway took it) answered.
+		o.Refused = true
+		return fmt.Errorf("503 %s", readErr(resp))
 	case resp.StatusCode >= 400 && resp.StatusCode < 500:
-		return rejected, fmt.Errorf("%d %s", resp.StatusCode, readErr(resp))
+		return fmt.Errorf("%d %s", resp.StatusCode, readErr(resp))
 	}
 	// 502 and 504 (the gateway: room-service's outcome is unknown), a 503
 	// without Retry-After, anything else: no definite answer.
-	return unknown, fmt.Errorf("%d %s", resp.StatusCode, readErr(resp))
+	o.Unknown = true
+	return fmt.Errorf("%d %s", resp.StatusCode, readErr(resp))
 }
 
 func readErr(resp *http.Response) string {

@@ -16,11 +16,13 @@ func (r *Report) Table() string {
 	row := func(k string, v any) { fmt.Fprintf(w, "%s\t%v\n", k, v) }
 	row("requests sent", r.Sent)
 	row("acknowledged", r.Acked)
-	row("retried (refused before processing)", fmt.Sprintf("%d requests, %d retries; balancer retries %d", r.Retried, r.Retries, r.BalancerRetries))
-	row("failed", fmt.Sprintf("%d (no definite answer: %d; found applied: %d)", r.Failed, r.Unknown, r.UnknownApplied))
+	row("failed", fmt.Sprintf("%d (503 nothing applied: %d; no definite answer: %d, found applied: %d)", r.Failed, r.Refused, r.Unknown, r.UnknownApplied))
+	row("client retries", "0 (load clients never retry)")
+	row("balancer retries", r.BalancerRetries)
+	row("latency during the fault p50 / p99 / max", fmt.Sprintf("%s (%d requests)", r.Latency, r.Latency.N))
 	row("acknowledged writes lost", len(r.Lost))
 	row("applied twice", len(r.Duplicated)+len(r.Misplaced))
-	row("acknowledged as duplicate (unsafe retry)", len(r.AckedDuplicate))
+	row(`acknowledged other than "applied"`, len(r.AckedNotApplied))
 	row("two owners at once", len(r.DoubleOwners))
 	row("fence regressions", len(r.FenceRegressions))
 	row("rooms handed over", fmt.Sprintf("%d (%d hand-overs, %d leases lost)", r.RoomsHandedOver, len(r.Gaps), r.LeasesLost))
@@ -96,4 +98,25 @@ func (c *Cluster) Busiest() *Node {
 		}
 	}
 	return best
+}
+
+// AwaitTakenOver waits until every room node held when it ended (crashed,
+// or left its leases to expire) has a later holder.
+func (c *Cluster) AwaitTakenOver(ctx context.Context, node string) error {
+	for {
+		orphaned := 0
+		for _, hs := range c.Ownership().Holds {
+			if last := hs[len(hs)-1]; last.Node == node {
+				orphaned++
+			}
+		}
+		if orphaned == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("e2e: %d rooms of %s not taken over: %w", orphaned, node, ctx.Err())
+		case <-time.After(20 * time.Millisecond): // the logs of external processes
+		}
+	}
 }
