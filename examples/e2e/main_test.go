@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"math"
 	"os"
 	"strings"
 	"sync"
@@ -134,6 +135,9 @@ func check(t *testing.T, c *e2e.Cluster, res *e2e.LoadResult, drained []e2e.Drai
 	if r.Failed != 0 {
 		t.Errorf("failed requests: got %d; want 0 (first: %s)", r.Failed, firstFailure(res))
 	}
+	if testing.Verbose() && !fault.From.IsZero() {
+		t.Logf("latency by send time, from the fault's start (%s long):\n%s", fault.To.Sub(fault.From).Round(time.Millisecond), latencyBySecond(res, fault.From))
+	}
 	if len(r.Holds) == 0 {
 		t.Error("no lease events in the room-service logs: the ownership checks saw nothing")
 	}
@@ -146,4 +150,35 @@ func lastLines(s string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "\n")
+}
+
+// latencyBySecond shows, per second of send time relative to from, how
+// many commands were sent and their slowest answer: where a fault's
+// latency comes from.
+func latencyBySecond(res *e2e.LoadResult, from time.Time) string {
+	type bucket struct {
+		n   int
+		max time.Duration
+	}
+	buckets := map[int]*bucket{}
+	lo, hi := 0, 0
+	for i := range res.Outcomes {
+		o := &res.Outcomes[i]
+		s := int(math.Floor(o.Sent.Sub(from).Seconds()))
+		b := buckets[s]
+		if b == nil {
+			b = &bucket{}
+			buckets[s] = b
+		}
+		b.n++
+		b.max = max(b.max, o.Latency())
+		lo, hi = min(lo, s), max(hi, s)
+	}
+	var sb strings.Builder
+	for s := lo; s <= hi; s++ {
+		if b := buckets[s]; b != nil {
+			fmt.Fprintf(&sb, "  t%+ds: %3d sent, slowest %s\n", s, b.n, b.max.Round(time.Millisecond))
+		}
+	}
+	return sb.String()
 }
