@@ -52,6 +52,12 @@ func startBackend(t *testing.T, rooms *testRooms) *backend {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
+	return serveBackend(t, ln, rooms)
+}
+
+// serveBackend is startBackend on ln.
+func serveBackend(t *testing.T, ln net.Listener, rooms *testRooms) *backend {
+	t.Helper()
 	srv := grpc.NewServer()
 	hs := health.NewServer()
 	hs.SetServingStatus(HealthService, healthpb.HealthCheckResponse_SERVING)

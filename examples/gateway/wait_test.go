@@ -53,6 +53,37 @@ func TestNoReadyBackendIsWaitedOut(t *testing.T) {
 	assert.Equal(t, int64(1), b.rooms.applies.Load(), "one call, once a backend was ready")
 }
 
+// TestNoConnectableBackendIsWaitedOut: while no backend accepts a
+// connection, a request waits for one to come up (wait-for-ready) within
+// its deadline.
+func TestNoConnectableBackendIsWaitedOut(t *testing.T) {
+	addr := deadAddr(t)
+	a := newAPI(t, addr)
+	entered := make(chan struct{})
+	api := a.routes()
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		close(entered)
+		api.ServeHTTP(w, r)
+	})
+	type answer struct {
+		code int
+		got  map[string]any
+	}
+	done := make(chan answer, 1)
+	go func() {
+		rec, got := doWithin(t, h, "20s", "POST", "/api/v1/rooms/r1/commands", `{"command_id":"c1","op":"join"}`)
+		done <- answer{rec.Code, got}
+	}()
+	<-entered // the request is in the gateway while nothing listens at addr
+	ln, err := net.Listen("tcp", addr)
+	require.NoError(t, err, "the address freed by deadAddr was taken meanwhile")
+	b := serveBackend(t, ln, &testRooms{apply: applyAnswer(roompb.ApplyResponse_APPLIED, 3)})
+	ans := <-done
+	require.Equal(t, http.StatusOK, ans.code, "%v", ans.got)
+	assert.Equal(t, map[string]any{"status": "applied", "seq": 3.0}, ans.got)
+	assert.Equal(t, int64(1), b.rooms.applies.Load())
+}
+
 // deadAddr is a loopback address that refuses connections.
 func deadAddr(t *testing.T) string {
 	t.Helper()
