@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"time"
 
+	"golang.org/x/sync/semaphore"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -54,7 +55,30 @@ type api struct {
 	b       *backends
 	timeout time.Duration // REQUEST_TIMEOUT
 	pending *pending      // nil: no cap
+	calls   *semaphore.Weighted
 	log     *slog.Logger
+}
+
+// maxBackendCalls bounds the backend calls the gateway makes at once. When
+// a fault ends (a room-service turns SERVING again, Redis is back), every
+// request that waited it out is released in the same instant; without a
+// bound, hundreds of calls starting together starve the gateway's own
+// accept loop and probes on a small machine, and its readiness times out
+// just as it should take the backlog. The bound makes them start in
+// waves instead, a few milliseconds apart.
+const maxBackendCalls = 64
+
+func newAPI(b *backends, p *pending, cfg Config, log *slog.Logger) *api {
+	return &api{b: b, timeout: cfg.RequestTimeout, pending: p, calls: semaphore.NewWeighted(maxBackendCalls), log: log}
+}
+
+// slot waits for a backend call slot within ctx. Not getting one means the
+// call was never sent: a refusal.
+func (a *api) slot(ctx context.Context) (release func(), err error) {
+	if err := a.calls.Acquire(ctx, 1); err != nil {
+		return nil, status.Errorf(codes.Unavailable, "no backend call slot in time: %v", err)
+	}
+	return func() { a.calls.Release(1) }, nil
 }
 
 // routes returns the API's handler (the drain tracks it, not the probes).

@@ -19,13 +19,13 @@ import (
 	"github.com/drainkit/drainkit/examples/room-service/roompb"
 )
 
-// newAPI returns the API over started backends at addrs.
-func newAPI(t *testing.T, addrs ...string) *api {
+// startAPI returns the API over started backends at addrs.
+func startAPI(t *testing.T, addrs ...string) *api {
 	t.Helper()
 	b := newBackends(Config{Backends: addrs})
 	require.NoError(t, b.Start(context.Background()))
 	t.Cleanup(func() { require.NoError(t, b.Close(context.Background())) })
-	return &api{b: b, timeout: 10 * time.Second, log: quiet()}
+	return newAPI(b, nil, Config{RequestTimeout: 10 * time.Second}, quiet())
 }
 
 // do serves one request and decodes the JSON answer.
@@ -47,7 +47,7 @@ func applyAnswer(s roompb.ApplyResponse_Status, seq int64) func(context.Context,
 
 func TestBadRequestsAreNotForwarded(t *testing.T) {
 	rooms := &testRooms{apply: applyAnswer(roompb.ApplyResponse_APPLIED, 1)}
-	h := newAPI(t, startBackend(t, rooms).addr).routes()
+	h := startAPI(t, startBackend(t, rooms).addr).routes()
 	tests := []struct {
 		name, method, path, body string
 		wantCode                 int
@@ -103,7 +103,7 @@ func TestForwarding(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			rooms := &testRooms{apply: tt.apply}
-			h := newAPI(t, startBackend(t, rooms).addr).routes()
+			h := startAPI(t, startBackend(t, rooms).addr).routes()
 			rec, got := do(t, h, "POST", "/api/v1/rooms/r1/commands", `{"command_id":"c1","op":"join"}`)
 			assert.Equal(t, tt.wantCode, rec.Code, "got %d; want %d (body %s)", rec.Code, tt.wantCode, rec.Body)
 			if tt.want != nil {
@@ -134,7 +134,7 @@ func TestForwardedRequestCarriesTheCommand(t *testing.T) {
 		got <- req
 		return &roompb.ApplyResponse{Status: roompb.ApplyResponse_APPLIED, Seq: 1}, nil
 	}}
-	h := newAPI(t, startBackend(t, rooms).addr).routes()
+	h := startAPI(t, startBackend(t, rooms).addr).routes()
 	rec, _ := do(t, h, "POST", "/api/v1/rooms/room-1_A/commands", `{"command_id":"cmd-9","op":"hello"}`)
 	require.Equal(t, 200, rec.Code, rec.Body.String())
 	req := <-got
@@ -146,7 +146,7 @@ func TestForwardedRequestCarriesTheCommand(t *testing.T) {
 func TestRedirectIsFollowedOnce(t *testing.T) {
 	owner := startBackend(t, &testRooms{apply: applyAnswer(roompb.ApplyResponse_APPLIED, 11)})
 	first := startBackend(t, &testRooms{apply: redirectTo("node-b", owner.addr)})
-	h := newAPI(t, first.addr).routes() // the owner is not in the balanced list
+	h := startAPI(t, first.addr).routes() // the owner is not in the balanced list
 	// The second and third requests reuse the cached owner connection.
 	for i := range 3 {
 		rec, got := do(t, h, "POST", "/api/v1/rooms/r1/commands", `{"command_id":"c1","op":"join"}`)
@@ -161,7 +161,7 @@ func TestSecondRedirectIsFollowed(t *testing.T) {
 	third := startBackend(t, &testRooms{apply: applyAnswer(roompb.ApplyResponse_APPLIED, 1)})
 	owner := startBackend(t, &testRooms{apply: redirectTo("node-c", third.addr)})
 	first := startBackend(t, &testRooms{apply: redirectTo("node-b", owner.addr)})
-	h := newAPI(t, first.addr).routes()
+	h := startAPI(t, first.addr).routes()
 	rec, got := do(t, h, "POST", "/api/v1/rooms/r1/commands", `{"command_id":"c1","op":"join"}`)
 	require.Equal(t, 200, rec.Code, rec.Body.String())
 	assert.Equal(t, map[string]any{"status": "applied", "seq": 1.0}, got)
@@ -195,7 +195,7 @@ func TestRefusalIsWaitedOutUntilTheDeadlineThen503(t *testing.T) {
 			return nil, grpcdrain.Refused("draining")
 		},
 	}
-	h := newAPI(t, startBackend(t, rooms).addr).routes()
+	h := startAPI(t, startBackend(t, rooms).addr).routes()
 	for _, r := range []struct{ method, path, body string }{
 		{"POST", "/api/v1/rooms/r1/commands", `{"command_id":"c1","op":"join"}`},
 		{"GET", "/api/v1/rooms/r1", ""},
@@ -222,7 +222,7 @@ func refusesFirst(n int64, seq int64) func(context.Context, *roompb.ApplyRequest
 
 func TestRefusalIsWaitedOut(t *testing.T) {
 	rooms := &testRooms{apply: refusesFirst(5, 8)}
-	h := newAPI(t, startBackend(t, rooms).addr).routes()
+	h := startAPI(t, startBackend(t, rooms).addr).routes()
 	rec, got := do(t, h, "POST", "/api/v1/rooms/r1/commands", `{"command_id":"c1","op":"join"}`)
 	require.Equal(t, 200, rec.Code, rec.Body.String())
 	assert.Equal(t, map[string]any{"status": "applied", "seq": 8.0}, got)
@@ -242,7 +242,7 @@ func TestUnknownOutcomeIsResent(t *testing.T) {
 		}
 		return &roompb.ApplyResponse{Status: roompb.ApplyResponse_DUPLICATE, Seq: 4}, nil
 	}}
-	h := newAPI(t, startBackend(t, rooms).addr).routes()
+	h := startAPI(t, startBackend(t, rooms).addr).routes()
 	rec, got := do(t, h, "POST", "/api/v1/rooms/r1/commands", `{"command_id":"c1","op":"join"}`)
 	require.Equal(t, 200, rec.Code, rec.Body.String())
 	assert.Equal(t, map[string]any{"status": "applied", "seq": 4.0}, got, "the first application's answer")
@@ -253,7 +253,7 @@ func TestUnknownOutcomeUntilTheDeadlineIs504(t *testing.T) {
 	for _, c := range []codes.Code{codes.Unavailable, codes.Unknown, codes.DeadlineExceeded} {
 		t.Run(c.String(), func(t *testing.T) {
 			rooms := &testRooms{apply: fails(c)}
-			h := newAPI(t, startBackend(t, rooms).addr).routes()
+			h := startAPI(t, startBackend(t, rooms).addr).routes()
 			rec, got := doWithin(t, h, "300ms", "POST", "/api/v1/rooms/r1/commands", `{"command_id":"c1","op":"join"}`)
 			assert.Equal(t, http.StatusGatewayTimeout, rec.Code, rec.Body.String())
 			assert.Empty(t, rec.Header().Get("Retry-After"), "no invitation to retry elsewhere")
@@ -273,14 +273,14 @@ func TestRefusalAfterUnknownOutcomeIs504(t *testing.T) {
 		}
 		return refuses(ctx, req)
 	}}
-	h := newAPI(t, startBackend(t, rooms).addr).routes()
+	h := startAPI(t, startBackend(t, rooms).addr).routes()
 	rec, _ := doWithin(t, h, "300ms", "POST", "/api/v1/rooms/r1/commands", `{"command_id":"c1","op":"join"}`)
 	assert.Equal(t, http.StatusGatewayTimeout, rec.Code, rec.Body.String())
 }
 
 func TestRequestTimeoutHeader(t *testing.T) {
 	rooms := &testRooms{apply: applyAnswer(roompb.ApplyResponse_APPLIED, 1)}
-	h := newAPI(t, startBackend(t, rooms).addr).routes()
+	h := startAPI(t, startBackend(t, rooms).addr).routes()
 	for _, v := range []string{"abc", "0s", "-1s", "5"} {
 		rec, got := doWithin(t, h, v, "POST", "/api/v1/rooms/r1/commands", `{"command_id":"c1","op":"join"}`)
 		assert.Equal(t, 400, rec.Code, "%s: %s", v, rec.Body)
@@ -314,7 +314,7 @@ func TestRefusalRetryGoesToTheNextBackend(t *testing.T) {
 		return applyAnswer(roompb.ApplyResponse_APPLIED, 5)(ctx, req)
 	}})
 	healthy := startBackend(t, &testRooms{apply: applyAnswer(roompb.ApplyResponse_APPLIED, 5)})
-	h := newAPI(t, draining.addr, healthy.addr).routes()
+	h := startAPI(t, draining.addr, healthy.addr).routes()
 	send := func() {
 		t.Helper()
 		rec, got := do(t, h, "POST", "/api/v1/rooms/r1/commands", `{"command_id":"c1","op":"join"}`)
@@ -354,7 +354,7 @@ func TestGetRoom(t *testing.T) {
 				}
 				return tt.room, nil
 			}}
-			h := newAPI(t, startBackend(t, rooms).addr).routes()
+			h := startAPI(t, startBackend(t, rooms).addr).routes()
 			rec, got := do(t, h, "GET", "/api/v1/rooms/r1", "")
 			require.Equal(t, 200, rec.Code, rec.Body.String())
 			assert.Equal(t, tt.want, got)
@@ -370,7 +370,7 @@ func TestOwnerCacheEvictsIdleConnections(t *testing.T) {
 	first := startBackend(t, &testRooms{apply: func(_ context.Context, req *roompb.ApplyRequest) (*roompb.ApplyResponse, error) {
 		return &roompb.ApplyResponse{Status: roompb.ApplyResponse_REDIRECT, OwnerAddr: owners[req.GetCommandId()]}, nil
 	}})
-	a := newAPI(t, first.addr)
+	a := startAPI(t, first.addr)
 	a.b.maxOwners = 1
 	h := a.routes()
 	for _, tt := range []struct {
@@ -394,7 +394,7 @@ func TestOwnerCacheEvictsIdleConnections(t *testing.T) {
 // room-service never hears of it.
 func TestUnknownOpIsRefusedBeforeForwarding(t *testing.T) {
 	rooms := &testRooms{apply: applyAnswer(roompb.ApplyResponse_APPLIED, 1)}
-	h := newAPI(t, startBackend(t, rooms).addr).routes()
+	h := startAPI(t, startBackend(t, rooms).addr).routes()
 	tests := []struct {
 		name, body, wantErr string
 	}{

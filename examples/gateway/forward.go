@@ -33,6 +33,11 @@ func (a *api) forwardApply(ctx context.Context, req *roompb.ApplyRequest) (*room
 
 // applyOnce is one attempt of forwardApply.
 func (a *api) applyOnce(ctx context.Context, req *roompb.ApplyRequest) (*roompb.ApplyResponse, error) {
+	release, err := a.slot(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	rooms, err := a.b.rooms()
 	if err != nil {
 		return nil, err
@@ -77,6 +82,11 @@ func (a *api) followRedirect(ctx context.Context, req *roompb.ApplyRequest, redi
 // getOnce reads a room through the balanced connection, waiting for a
 // ready backend; any room-service answers for any room.
 func (a *api) getOnce(ctx context.Context, id string) (*roompb.Room, error) {
+	release, err := a.slot(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	rooms, err := a.b.rooms()
 	if err != nil {
 		return nil, err

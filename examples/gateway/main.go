@@ -129,9 +129,7 @@ func options(lcfg lifecycle.Config, cfg Config, log *slog.Logger, notice func(ad
 			func(r *prometheus.Registry) prometheus.Registerer { return r },
 			newBackendsOnStart,
 			newPending,
-			func(b *backends, p *pending, cfg Config, log *slog.Logger) *api {
-				return &api{b: b, timeout: cfg.RequestTimeout, pending: p, log: log}
-			},
+			newAPI,
 			newServer,
 			fxmodule.AsHooks(func(s *server, t *drain.Tracker) []drain.Hook { return s.hooks(t) }),
 			fxmodule.AsHook(func(b *backends) drain.Hook {

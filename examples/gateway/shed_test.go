@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -17,7 +18,7 @@ import (
 // newCappedAPI is newAPI with the pending cap of cfg, its metrics in reg.
 func newCappedAPI(t *testing.T, cfg Config, reg prometheus.Registerer, addrs ...string) *api {
 	t.Helper()
-	a := newAPI(t, addrs...)
+	a := startAPI(t, addrs...)
 	p, err := newPending(cfg, reg)
 	require.NoError(t, err)
 	a.pending = p
@@ -106,4 +107,47 @@ func TestByteCapSheds(t *testing.T) {
 	assert.Equal(t, http.StatusOK, <-first)
 	rec, _ = doWithin(t, h, "20s", "POST", "/api/v1/rooms/r1/commands", `{"command_id":"c3","op":"join"}`)
 	assert.Equal(t, http.StatusOK, rec.Code, "admitted once the first is done")
+}
+
+// TestBackendCallsAreBounded: requests released together (a fault ended)
+// reach the backends at most maxBackendCalls at a time, and all complete.
+func TestBackendCallsAreBounded(t *testing.T) {
+	const requests = maxBackendCalls + 36
+	var now, peak atomic.Int64
+	entered, release := make(chan struct{}, requests), make(chan struct{})
+	b := startBackend(t, &testRooms{apply: func(ctx context.Context, _ *roompb.ApplyRequest) (*roompb.ApplyResponse, error) {
+		n := now.Add(1)
+		defer now.Add(-1)
+		for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
+		}
+		entered <- struct{}{}
+		select {
+		case <-release:
+			return &roompb.ApplyResponse{Status: roompb.ApplyResponse_APPLIED, Seq: 1}, nil
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}})
+	a := startAPI(t, b.addr)
+	h := a.routes()
+	codes := make(chan int, requests)
+	var wg sync.WaitGroup
+	for range requests {
+		wg.Go(func() {
+			rec, _ := doWithin(t, h, "20s", "POST", "/api/v1/rooms/r1/commands", `{"command_id":"c1","op":"join"}`)
+			codes <- rec.Code
+		})
+	}
+	for range maxBackendCalls {
+		<-entered
+	}
+	assert.False(t, a.calls.TryAcquire(1), "every call slot taken")
+	close(release)
+	wg.Wait()
+	close(codes)
+	for code := range codes {
+		assert.Equal(t, http.StatusOK, code)
+	}
+	assert.Equal(t, int64(requests), b.rooms.applies.Load())
+	assert.LessOrEqual(t, peak.Load(), int64(maxBackendCalls), "got %d calls at once; want at most %d", peak.Load(), maxBackendCalls)
 }

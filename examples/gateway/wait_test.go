@@ -21,7 +21,7 @@ import (
 func TestNoReadyBackendIsWaitedOut(t *testing.T) {
 	b := startBackend(t, &testRooms{apply: applyAnswer(roompb.ApplyResponse_APPLIED, 3)})
 	b.setServing(false)
-	a := newAPI(t, b.addr)
+	a := startAPI(t, b.addr)
 	// round_robin with health checking reports TRANSIENT_FAILURE once it
 	// has seen the only backend NOT_SERVING: from then on no backend is ready.
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -58,7 +58,7 @@ func TestNoReadyBackendIsWaitedOut(t *testing.T) {
 // its deadline.
 func TestNoConnectableBackendIsWaitedOut(t *testing.T) {
 	addr := deadAddr(t)
-	a := newAPI(t, addr)
+	a := startAPI(t, addr)
 	entered := make(chan struct{})
 	api := a.routes()
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -107,7 +107,7 @@ func TestCrashedOwnerIsLookedUpAgain(t *testing.T) {
 		}
 		return applyAnswer(roompb.ApplyResponse_APPLIED, 6)(ctx, req)
 	}})
-	h := newAPI(t, first.addr).routes()
+	h := startAPI(t, first.addr).routes()
 	rec, got := do(t, h, "POST", "/api/v1/rooms/r1/commands", `{"command_id":"c1","op":"join"}`)
 	require.Equal(t, 200, rec.Code, rec.Body.String())
 	assert.Equal(t, map[string]any{"status": "applied", "seq": 6.0}, got)
@@ -123,7 +123,7 @@ func TestRedirectLoopIsARefusal(t *testing.T) {
 	}})
 	b := startBackend(t, &testRooms{apply: redirectTo("a", a.addr)})
 	bAddr.Store(&b.addr)
-	h := newAPI(t, a.addr).routes()
+	h := startAPI(t, a.addr).routes()
 	rec, got := doWithin(t, h, "300ms", "POST", "/api/v1/rooms/r1/commands", `{"command_id":"c1","op":"join"}`)
 	assert.Equal(t, http.StatusServiceUnavailable, rec.Code, rec.Body.String())
 	assert.Equal(t, "1", rec.Header().Get("Retry-After"))
