@@ -29,6 +29,11 @@ const serviceConfig = `{
 	"healthCheckConfig": {"serviceName": "` + HealthService + `"}
 }`
 
+// connectConfig balances over every address with no health check: the
+// connection that tells the readiness check whether a room-service address
+// is connectable (see [backends.roomCheck]). No request uses it.
+const connectConfig = `{"loadBalancingConfig": [{"round_robin": {}}]}`
+
 // DefaultMaxOwners bounds the cache of direct connections to room owners:
 // room-service nodes come and go with every rolling update.
 const DefaultMaxOwners = 64
@@ -47,7 +52,8 @@ var (
 type backends struct {
 	cfg       Config
 	maxOwners int
-	lb        atomic.Pointer[grpc.ClientConn]
+	lb        atomic.Pointer[grpc.ClientConn] // health-checked, for requests
+	reach     atomic.Pointer[grpc.ClientConn] // unchecked, for readiness
 
 	mu     sync.Mutex
 	owners map[string]*owner // by address
@@ -69,10 +75,24 @@ func newBackends(cfg Config) *backends {
 	return &backends{cfg: cfg, maxOwners: DefaultMaxOwners, owners: make(map[string]*owner)}
 }
 
-// Start creates the balanced connection and starts connecting (and
+// Start creates the balanced connections and starts connecting (and
 // health-checking) every backend, so the first request and the first
 // ready probe do not wait for it.
 func (b *backends) Start(context.Context) error {
+	conn, err := b.dial(serviceConfig)
+	if err != nil {
+		return err
+	}
+	reach, err := b.dial(connectConfig)
+	if err != nil {
+		return errors.Join(err, conn.Close())
+	}
+	b.lb.Store(conn)
+	b.reach.Store(reach)
+	return nil
+}
+
+func (b *backends) dial(serviceConfig string) (*grpc.ClientConn, error) {
 	target, opts := b.cfg.DNSTarget, []grpc.DialOption{
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithDefaultServiceConfig(serviceConfig),
@@ -92,11 +112,10 @@ func (b *backends) Start(context.Context) error {
 	}
 	conn, err := grpc.NewClient(target, opts...)
 	if err != nil {
-		return fmt.Errorf("gateway: room backends %s: %w", target, err)
+		return nil, fmt.Errorf("gateway: room backends %s: %w", target, err)
 	}
 	conn.Connect()
-	b.lb.Store(conn)
-	return nil
+	return conn, nil
 }
 
 // rooms returns a client over the balanced connection.
@@ -184,8 +203,10 @@ func (b *backends) Close(context.Context) error {
 	b.owners = nil
 	b.mu.Unlock()
 	var errs []error
-	if conn := b.lb.Swap(nil); conn != nil {
-		errs = append(errs, conn.Close())
+	for _, lb := range []*atomic.Pointer[grpc.ClientConn]{&b.lb, &b.reach} {
+		if conn := lb.Swap(nil); conn != nil {
+			errs = append(errs, conn.Close())
+		}
 	}
 	for _, o := range owners {
 		errs = append(errs, o.conn.Close())

@@ -6,12 +6,12 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"google.golang.org/grpc/connectivity"
 
 	"github.com/drainkit/drainkit/drain"
 	"github.com/drainkit/drainkit/readiness"
@@ -83,65 +83,57 @@ func (s *server) wait(ctx context.Context) error {
 
 var errNotListening = errors.New("gateway: HTTP listener not up")
 
-// listenerCheck is the gating "http_listener" check: the bound listener
-// accepts a connection.
+var errNotServing = errors.New("gateway: HTTP server stopped serving")
+
+// listenerCheck is the gating "http_listener" check: the listener is bound
+// and the server serves it. It reads that state rather than dialling the
+// listener: a dial with the guide's 100 ms budget measures how busy the
+// machine is, and when a fault ends and a backlog of held requests is
+// answered at once, it timed out on a small machine and took every
+// gateway out of the balancer at the moment they had work to finish.
 func (s *server) listenerCheck() readiness.Check {
-	c := readiness.Listener("")
-	c.Name = "http_listener"
-	c.Probe = func(ctx context.Context) error {
-		addr := s.addr.Load()
-		if addr == nil {
-			return errNotListening
-		}
-		return readiness.Listener(*addr).Probe(ctx)
-	}
-	return c
+	return readiness.Check{Name: "http_listener", Tier: readiness.Gating, Timeout: readiness.DefaultListenerTimeout,
+		Probe: func(context.Context) error {
+			if s.addr.Load() == nil {
+				return errNotListening
+			}
+			select {
+			case <-s.served:
+				return errNotServing
+			default:
+				return nil
+			}
+		}}
 }
 
 // roomCheck is the gating "room_grpc" check (the guide's name): the
-// room-service gRPC address is connectable, i.e. some configured address
-// accepts a TCP connection (for a dns:/// target, the name resolves to
-// one that does). It deliberately does not ask whether a room-service is
-// SERVING: room-service turns not ready when a dependency all its replicas
-// share (Redis) fails, and a gateway following it would take every gateway
-// out of the balancer at once. The gateway instead holds requests within
-// their deadline until a room-service is ready again.
+// room-service gRPC address is connectable, i.e. grpc-go holds a
+// connection to some configured address (for a dns:/// target, some
+// address the name resolves to) on a balanced connection that requests do
+// not use and that has no health check. It reads the connection's state,
+// kept up by grpc-go's reconnects, rather than dialling per probe, for the
+// reason listenerCheck gives. It deliberately does not ask whether a
+// room-service is SERVING: room-service turns not ready when a dependency
+// all its replicas share (Redis) fails, and a gateway following it would
+// take every gateway out of the balancer at once. The gateway instead
+// holds requests within their deadline until a room-service is ready again.
 func (b *backends) roomCheck() readiness.Check {
-	addrs := b.cfg.Backends
-	if b.cfg.DNSTarget != "" {
-		addrs = []string{strings.TrimPrefix(b.cfg.DNSTarget, "dns:///")}
-	}
 	return readiness.Check{Name: "room_grpc", Tier: readiness.Gating, Timeout: roomCheckTimeout,
-		Probe: func(ctx context.Context) error { return anyConnectable(ctx, addrs) }}
+		Probe: func(context.Context) error {
+			conn := b.reach.Load()
+			if conn == nil {
+				return errNotStarted
+			}
+			switch st := conn.GetState(); st {
+			case connectivity.Ready:
+				return nil
+			default:
+				conn.Connect() // leaves Idle; a no-op otherwise
+				return fmt.Errorf("gateway: no room-service address connectable (connection %s)", st)
+			}
+		}}
 }
 
 // roomCheckTimeout bounds the room_grpc check: the guide's budget for a
 // downstream gRPC service.
 const roomCheckTimeout = 300 * time.Millisecond
-
-// anyConnectable dials every address at once and returns nil as soon as
-// one accepts a TCP connection, or every dial's error.
-func anyConnectable(ctx context.Context, addrs []string) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	errs := make(chan error, len(addrs))
-	for _, a := range addrs {
-		go func() {
-			var d net.Dialer
-			c, err := d.DialContext(ctx, "tcp", a)
-			if err == nil {
-				err = c.Close()
-			}
-			errs <- err
-		}()
-	}
-	var all []error
-	for range addrs {
-		if err := <-errs; err == nil {
-			return nil // the deferred cancel ends the other dials; each sends to the buffered channel
-		} else {
-			all = append(all, err)
-		}
-	}
-	return fmt.Errorf("no room-service address connectable: %w", errors.Join(all...))
-}
