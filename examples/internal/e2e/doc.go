@@ -16,20 +16,20 @@
 // # Balancer
 //
 // HAProxy (probe GET /healthz/ready every [ProbeInterval], fall 1, rise 1;
-// retries only what no gateway processed: a connection failure before the
-// request was sent, or a gateway's 503, redispatched to another gateway;
-// its own 503 carries Retry-After), or, for the demo when HAProxy is not
-// installed, a small in-process balancer with the same rules.
+// retries only a connection failure before the request was sent,
+// redispatched to another gateway, never a gateway's 503; its own 503
+// carries Retry-After), or, for the demo when HAProxy is not installed, a
+// small in-process balancer.
 //
 // # Load and checks
 //
-// [Load] sends a fixed rate for a bounded time, retrying only what was
-// refused before anything processed it (connection refused, 503 with
-// Retry-After; a 502, 504 or a reset after the request was written is a
-// failure with no definite answer, never retried), and records every
-// answer. [Check] reads every room back and checks that every
-// acknowledged command is in its room exactly once at the acknowledged
-// seq and none was acknowledged as a duplicate (an unsafe retry), and,
+// [Load] sends a fixed rate for a bounded time, each command once with a
+// Request-Timeout, never retried (any answer but 200 is a failure: a 503
+// with Retry-After says nothing was applied, a 502, 504 or a reset after
+// the request was written has no definite answer), and records every
+// answer and its latency. [Check] reads every room back and checks that
+// every acknowledged command is in its room exactly once at the
+// acknowledged seq and was acknowledged as "applied", and,
 // from the room-services' "lease event" log lines, that no two nodes held
 // a room at once and that fences only increased; it measures the
 // hand-over gap (one node's end of a room to the next node's

@@ -54,16 +54,14 @@ const ProbeInterval = 200 * time.Millisecond
 // HAProxy retries only a connection that failed before the request was
 // sent (conn-failure), up to 3 times, on another gateway (redispatch), as
 // a production balancer would. It never retries a gateway's 503: that
-// answer goes to the client, which retries it itself (503 carries
-// Retry-After only when nothing was processed) and counts the retry, so
+// answer goes to the client, which does not retry and counts a failure, so
 // a failure the system did not wait out shows in the client's numbers
 // instead of being hidden by the balancer. Not empty-response either: a
 // gateway that read the request and closed without an answer may have
 // processed it; the client gets HAProxy's 502 and counts the command as
 // having no definite answer. HAProxy's own 503 (no gateway
 // up, or the connection failed on every try) comes before any gateway
-// processed the request, so it carries Retry-After too (http-error), as
-// the load generator's retry rule requires.
+// processed the request, so it carries Retry-After too (http-error).
 var haproxyConfig = template.Must(template.New("haproxy").Parse(`global
     stats socket {{.Socket}} mode 600 level admin
     maxconn 2000
