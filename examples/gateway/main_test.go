@@ -48,7 +48,7 @@ type backend struct {
 	health *health.Server
 }
 
-func startBackend(t *testing.T, rooms *testRooms) *backend {
+func startBackend(t testing.TB, rooms *testRooms) *backend {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
@@ -56,7 +56,7 @@ func startBackend(t *testing.T, rooms *testRooms) *backend {
 }
 
 // serveBackend is startBackend on ln.
-func serveBackend(t *testing.T, ln net.Listener, rooms *testRooms) *backend {
+func serveBackend(t testing.TB, ln net.Listener, rooms *testRooms) *backend {
 	t.Helper()
 	srv := grpc.NewServer()
 	hs := health.NewServer()
