@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -305,7 +306,10 @@ func TestRequestBudget(t *testing.T) {
 	}
 }
 
-func TestRefusalRetryGoesToTheNextBackend(t *testing.T) {
+// TestDrainingBackendsRoomsGoToTheNext: commands for a room go to its
+// preferred backend; when that backend drains (refuses, and turns
+// NOT_SERVING), its rooms' commands go to the next one without failing.
+func TestDrainingBackendsRoomsGoToTheNext(t *testing.T) {
 	var refusing atomic.Bool
 	draining := startBackend(t, &testRooms{apply: func(ctx context.Context, req *roompb.ApplyRequest) (*roompb.ApplyResponse, error) {
 		if refusing.Load() {
@@ -315,24 +319,27 @@ func TestRefusalRetryGoesToTheNextBackend(t *testing.T) {
 	}})
 	healthy := startBackend(t, &testRooms{apply: applyAnswer(roompb.ApplyResponse_APPLIED, 5)})
 	h := startAPI(t, draining.addr, healthy.addr).routes()
-	send := func() {
+	send := func(room string) {
 		t.Helper()
-		rec, got := do(t, h, "POST", "/api/v1/rooms/r1/commands", `{"command_id":"c1","op":"join"}`)
+		rec, got := do(t, h, "POST", "/api/v1/rooms/"+room+"/commands", `{"command_id":"c1","op":"join"}`)
 		require.Equal(t, 200, rec.Code, rec.Body.String())
 		assert.Equal(t, "applied", got["status"])
 	}
-	// round_robin spreads only over backends that are ready: send (a
-	// bounded number) until both have answered, then start refusing.
-	for i := 0; i < 200 && (draining.rooms.applies.Load() == 0 || healthy.rooms.applies.Load() == 0); i++ {
-		send()
+	// Rooms spread over the backends that are ready: send (a bounded
+	// number of rounds) until both are ready and have had rooms.
+	for i := 0; i < 50 && (draining.rooms.applies.Load() == 0 || healthy.rooms.applies.Load() == 0); i++ {
+		for r := range 20 {
+			send(fmt.Sprintf("r%d", r))
+		}
 	}
-	require.Positive(t, draining.rooms.applies.Load()*healthy.rooms.applies.Load(), "both backends in rotation")
+	require.Positive(t, draining.rooms.applies.Load()*healthy.rooms.applies.Load(), "both backends have rooms")
 	refusing.Store(true)
-	before := draining.rooms.applies.Load()
-	for range 4 { // at least one of them is first sent to the refusing backend
-		send()
+	draining.setServing(false)
+	before := healthy.rooms.applies.Load()
+	for r := range 20 {
+		send(fmt.Sprintf("r%d", r))
 	}
-	assert.Positive(t, draining.rooms.applies.Load()-before, "the retry hid a refusal")
+	assert.Equal(t, int64(20), healthy.rooms.applies.Load()-before, "every room's command reached the healthy backend")
 }
 
 func TestGetRoom(t *testing.T) {

@@ -20,12 +20,12 @@ import (
 	"github.com/drainkit/drainkit/examples/room-service/roompb"
 )
 
-// serviceConfig balances over every address and sends RPCs only to
-// backends whose grpc.health.v1 status for room-service is SERVING: a
-// draining room-service flips to NOT_SERVING at once, so new RPCs leave it
-// before its listener closes.
+// serviceConfig balances commands by room over the backends (see
+// hrwBalancer) and sends RPCs only to backends whose grpc.health.v1 status
+// for room-service is SERVING: a draining room-service flips to
+// NOT_SERVING at once, so new RPCs leave it before its listener closes.
 const serviceConfig = `{
-	"loadBalancingConfig": [{"round_robin": {}}],
+	"loadBalancingConfig": [{"` + hrwBalancer + `": {}}],
 	"healthCheckConfig": {"serviceName": "` + HealthService + `"}
 }`
 

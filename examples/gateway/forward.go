@@ -43,7 +43,7 @@ func (a *api) applyOnce(ctx context.Context, req *roompb.ApplyRequest) (*roompb.
 		return nil, err
 	}
 	resp, err := call(func(opts ...grpc.CallOption) (*roompb.ApplyResponse, error) {
-		return rooms.Apply(ctx, req, append(opts, grpc.WaitForReady(true))...)
+		return rooms.Apply(withRoom(ctx, req.GetRoomId()), req, append(opts, grpc.WaitForReady(true))...)
 	})
 	for hop := 0; err == nil && resp.GetStatus() == roompb.ApplyResponse_REDIRECT; hop++ {
 		if hop == maxRedirects {
