@@ -68,6 +68,9 @@ type Report struct {
 	// Latency the latency of the commands pending during it.
 	Fault   Window
 	Latency Percentiles
+	// RoomsPerNode is how many rooms each node held as the fault began:
+	// how ownership was spread at steady state.
+	RoomsPerNode map[string]int
 	// Drained are the instances the run stopped, in order.
 	Drained []Drained
 }
@@ -136,6 +139,9 @@ func Check(ctx context.Context, c *Cluster, res *LoadResult, drained []Drained, 
 	}
 	r.Ownership = c.Ownership()
 	r.Gap = PercentilesOf(r.Gaps)
+	if !fault.From.IsZero() {
+		r.RoomsPerNode = r.Ownership.RoomsPerNode(fault.From)
+	}
 	return r, nil
 }
 

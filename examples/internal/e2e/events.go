@@ -218,3 +218,16 @@ func (p Percentiles) String() string {
 	r := func(d time.Duration) string { return d.Round(time.Millisecond).String() }
 	return fmt.Sprintf("%s / %s / %s", r(p.P50), r(p.P99), r(p.Max))
 }
+
+// RoomsPerNode counts the rooms each node held at the instant at.
+func (o Ownership) RoomsPerNode(at time.Time) map[string]int {
+	n := map[string]int{}
+	for _, hs := range o.Holds {
+		for _, h := range hs {
+			if !h.From.After(at) && (h.Open || h.To.After(at)) {
+				n[h.Node]++
+			}
+		}
+	}
+	return n
+}

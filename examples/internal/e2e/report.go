@@ -3,6 +3,8 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -27,6 +29,9 @@ func (r *Report) Table() string {
 	row("fence regressions", len(r.FenceRegressions))
 	row("rooms handed over", fmt.Sprintf("%d (%d hand-overs, %d leases lost)", r.RoomsHandedOver, len(r.Gaps), r.LeasesLost))
 	row("hand-over gap p50 / p99 / max", r.Gap)
+	if len(r.RoomsPerNode) > 0 {
+		row("rooms per node as the fault began", spread(r.RoomsPerNode))
+	}
 	for _, d := range r.Drained {
 		row("drained "+d.Name, fmt.Sprintf("exit %d after %s", d.ExitCode, d.DrainTime.Round(time.Millisecond)))
 	}
@@ -119,4 +124,19 @@ func (c *Cluster) AwaitTakenOver(ctx context.Context, node string) error {
 		case <-time.After(20 * time.Millisecond): // the logs of external processes
 		}
 	}
+}
+
+// spread renders rooms per node, "room-1: 7, room-2: 6, room-3: 7 (max
+// 7; ceil(20/3)+1 = 8)".
+func spread(perNode map[string]int) string {
+	var parts []string
+	total, most := 0, 0
+	for _, node := range slices.Sorted(maps.Keys(perNode)) {
+		n := perNode[node]
+		parts = append(parts, fmt.Sprintf("%s: %d", node, n))
+		total += n
+		most = max(most, n)
+	}
+	nodes := len(perNode)
+	return fmt.Sprintf("%s (max %d; ceil(%d/%d)+1 = %d)", strings.Join(parts, ", "), most, total, nodes, (total+nodes-1)/nodes+1)
 }
