@@ -24,9 +24,12 @@
 //
 // # Forwarding
 //
-// Backends come from ROOM_GRPC_ADDRS through grpc-go's round_robin with
-// client-side health checking of service "room-service": a backend that
-// turns NOT_SERVING (it is draining, or cannot reach Redis) gets no new RPC.
+// Backends come from ROOM_GRPC_ADDRS, with client-side health checking of
+// service "room-service": a backend that turns NOT_SERVING (it is
+// draining, or cannot reach Redis) gets no new RPC. A room's commands go
+// to its rendezvous-hash node among the SERVING backends (so a room
+// without an owner is acquired there, and rooms spread over the nodes the
+// same way from every gateway); reads go round robin.
 //
 // Every request has a deadline: REQUEST_TIMEOUT (15s), or the client's
 // shorter Request-Timeout header ("2s", "750ms"). Within it, temporary
