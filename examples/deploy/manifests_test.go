@@ -242,6 +242,7 @@ func (k *kube) check() []error {
 			bad("%s: has a preStop hook: drainkit flips readiness and delays itself on SIGTERM; a preStop sleep only eats the grace period", where)
 		}
 		errs = append(errs, checkReadiness(where, c, delay, ready)...)
+		errs = append(errs, checkRequestTimeout(where, c, timeout, delay)...)
 		errs = append(errs, checkLiveness(where, c)...)
 		errs = append(errs, checkAddrPorts(where, c)...)
 		errs = append(errs, checkRedis(where, c)...)
@@ -250,6 +251,34 @@ func (k *kube) check() []error {
 	errs = append(errs, k.checkBackends()...)
 	return errs
 }
+
+// checkRequestTimeout: a gateway (it sets ROOM_GRPC_ADDRS) refuses to
+// start unless its REQUEST_TIMEOUT is shorter than DRAIN_TIMEOUT minus
+// DRAIN_DELAY, so that the drain can wait for a request that is waiting
+// out a fault; set it explicitly, above room-service's LEASE_TTL, so a
+// request outlives a crashed owner's lease.
+func checkRequestTimeout(where string, c *container, timeout, delay time.Duration) []error {
+	if _, gateway := c.env("ROOM_GRPC_ADDRS"); !gateway {
+		return nil
+	}
+	v, ok := c.env("REQUEST_TIMEOUT")
+	if !ok {
+		return []error{fmt.Errorf("%s: REQUEST_TIMEOUT is not set: the arithmetic needs it explicit", where)}
+	}
+	d, err := time.ParseDuration(v)
+	switch {
+	case err != nil:
+		return []error{fmt.Errorf("%s: REQUEST_TIMEOUT=%q: %v", where, v, err)}
+	case d >= timeout-delay:
+		return []error{fmt.Errorf("%s: REQUEST_TIMEOUT %s is not shorter than DRAIN_TIMEOUT %s minus DRAIN_DELAY %s: the gateway refuses to start", where, d, timeout, delay)}
+	case d <= roomLeaseTTL:
+		return []error{fmt.Errorf("%s: REQUEST_TIMEOUT %s is not above room-service's LEASE_TTL %s: a request would give up before a crashed owner's rooms are taken over", where, d, roomLeaseTTL)}
+	}
+	return nil
+}
+
+// roomLeaseTTL is room-service's default LEASE_TTL, which the manifests keep.
+const roomLeaseTTL = 10 * time.Second
 
 func durations(c *container) (timeout, delay, ready time.Duration, err error) {
 	get := func(name string) time.Duration {
