@@ -80,3 +80,24 @@ func TestRefusesWrongPassword(t *testing.T) {
 		t.Fatalf("ping with a wrong password: got %v; want access denied", err)
 	}
 }
+
+func TestLaunchOutsideATest(t *testing.T) {
+	s, err := Launch(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := sql.Open("mysql", s.DSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if err := db.PingContext(context.Background()); err != nil {
+		t.Fatalf("ping: %v", err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if !s.exited() {
+		t.Fatal("after Close: mariadbd still runs")
+	}
+}
