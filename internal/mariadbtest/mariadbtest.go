@@ -336,6 +336,14 @@ func (s *Server) errorLog() string {
 
 func (s *Server) String() string { return "mariadbd@" + s.Addr }
 
+// Installed reports whether mariadbd and mariadb-install-db are found, in
+// PATH or in /usr/sbin where Debian puts the server.
+func Installed() bool {
+	_, err1 := lookPath("mariadbd")
+	_, err2 := lookPath("mariadb-install-db")
+	return err1 == nil && err2 == nil
+}
+
 func lookPath(name string) (string, error) {
 	if p, err := exec.LookPath(name); err == nil {
 		return p, nil
