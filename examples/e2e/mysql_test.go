@@ -1,0 +1,341 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/drainkit/drainkit/examples/internal/e2e"
+	"github.com/drainkit/drainkit/fxmodule"
+	"github.com/drainkit/drainkit/internal/mariadbtest"
+	"github.com/drainkit/drainkit/readiness"
+)
+
+// The datasource failures readiness exists for, with the room snapshots in
+// a real MariaDB (MYSQL_DSN) and, in one scenario, a second database that
+// is only reported (ANALYTICS_DSN).
+
+// readyCheck is one check in a /healthz/ready?verbose=1 body.
+type readyCheck struct {
+	Name, Tier, Status, Message string
+	DurationMS                  int64 `json:"duration_ms"`
+}
+
+// probeReady answers one verbose ready probe: its code, its checks and how
+// long it took. The client waits far longer than the process's own total
+// budget, so an answer shows that the process kept to it.
+func probeReady(t *testing.T, n *e2e.Node) (int, []readyCheck, time.Duration) {
+	t.Helper()
+	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	start := time.Now()
+	resp, err := client.Get("http://" + n.Admin + "/healthz/ready?verbose=1")
+	if err != nil {
+		t.Fatalf("%s: ready probe: %v", n.Name, err)
+	}
+	defer resp.Body.Close()
+	took := time.Since(start)
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("%s: ready probe: %v", n.Name, err)
+	}
+	var b struct{ Checks []readyCheck }
+	if err := json.Unmarshal(raw, &b); err != nil {
+		t.Fatalf("%s: ready body %q: %v", n.Name, raw, err)
+	}
+	return resp.StatusCode, b.Checks, took
+}
+
+func findReadyCheck(checks []readyCheck, name string) (readyCheck, bool) {
+	for _, c := range checks {
+		if c.Name == name {
+			return c, true
+		}
+	}
+	return readyCheck{}, false
+}
+
+// failingGating lists the gating checks that fail.
+func failingGating(checks []readyCheck) []string {
+	var out []string
+	for _, c := range checks {
+		if c.Status == "fail" && c.Tier == "gating" {
+			out = append(out, c.Name)
+		}
+	}
+	return out
+}
+
+// metric reads one sample of n's /metrics: name with the given label
+// text ("" for none), e.g. metric(n, "go_goroutines", "").
+func metric(t *testing.T, n *e2e.Node, name, labels string) float64 {
+	t.Helper()
+	resp, err := http.Get("http://" + n.Admin + "/metrics")
+	if err != nil {
+		t.Fatalf("%s: metrics: %v", n.Name, err)
+	}
+	defer resp.Body.Close()
+	prefix := name
+	if labels != "" {
+		prefix += "{" + labels + "}"
+	}
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		line := sc.Text()
+		if v, ok := strings.CutPrefix(line, prefix+" "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				t.Fatalf("%s: metric line %q: %v", n.Name, line, err)
+			}
+			return f
+		}
+	}
+	return 0 // a counter never incremented is not exported yet
+}
+
+// startMySQLCluster starts a MariaDB for the snapshots and a cluster whose
+// room-services keep them there.
+func startMySQLCluster(t *testing.T, cfg e2e.Config) (*e2e.Cluster, *mariadbtest.Server) {
+	t.Helper()
+	db := mariadbtest.Start(t)
+	cfg.RoomEnv = append(cfg.RoomEnv, "MYSQL_DSN="+db.DSN)
+	c, _ := startCluster(t, cfg)
+	for _, n := range c.Rooms() {
+		if !strings.Contains(n.Output(), `"msg":"room snapshots in mysql"`) {
+			t.Fatalf("%s does not keep its snapshots in mysql:\n%s", n.Name, lastLines(n.Output(), 10))
+		}
+	}
+	return c, db
+}
+
+func TestMySQLOutage(t *testing.T) {
+	c, db := startMySQLCluster(t, e2e.Config{})
+	wait := load(t, c, e2e.Load{Duration: 8 * time.Second})
+	ctx, cancel := context.WithTimeout(context.Background(), bound)
+	defer cancel()
+	steady(t, ctx, c)
+
+	nodes := c.Rooms()
+	stop := make(chan struct{})
+	stoppedAt := time.Now()
+	db.Stop()
+	p := watchProbes(nodes, stop)
+	<-time.After(outage) // the fault's length is the scenario, not a wait for a condition
+	for _, n := range nodes {
+		code, checks, _ := probeReady(t, n)
+		if got := failingGating(checks); code != http.StatusServiceUnavailable || len(got) != 1 || got[0] != "mysql" {
+			t.Errorf("%s with MySQL stopped: %d, failing gating checks %v; want 503 naming mysql alone", n.Name, code, got)
+		}
+	}
+	db.Start()
+	close(stop)
+	p.wg.Wait()
+	for _, n := range nodes {
+		if err := c.AwaitReady(ctx, n); err != nil {
+			t.Fatalf("readiness did not recover: %v", err)
+		}
+	}
+	res := wait()
+	r := check(t, c, res, nil)
+	t.Logf("failed requests: %d (allowed here: every replica was out of rotation for %s)", r.Failed, outage)
+
+	for _, n := range nodes {
+		at, ok := p.notReady[n.Name]
+		if !ok || at.Sub(stoppedAt) > notReadyWithin {
+			t.Errorf("%s: not ready %s after MySQL stopped (seen: %v); want within %s", n.Name, at.Sub(stoppedAt), ok, notReadyWithin)
+		}
+		if _, err := n.Await(ctx, `"failed_check":"mysql`); err != nil {
+			t.Errorf("%s: no transition log naming mysql: %v", n.Name, err)
+		}
+	}
+	if len(p.liveBad) > 0 {
+		t.Errorf("liveness failed during the MySQL outage: %v; want 200 throughout (no restart storm)", p.liveBad)
+	}
+}
+
+// MySQL hung: the probe still answers within the process's total budget,
+// the check says it timed out, and probing again and again piles up no
+// goroutine (the incident: a check that hung on a dead pool for its 60 s
+// acquire timeout).
+func TestMySQLHung(t *testing.T) {
+	c, db := startMySQLCluster(t, e2e.Config{})
+	wait := load(t, c, e2e.Load{Duration: 8 * time.Second})
+	ctx, cancel := context.WithTimeout(context.Background(), bound)
+	defer cancel()
+	steady(t, ctx, c)
+
+	db.Pause()
+	resumed := false
+	defer func() {
+		if !resumed {
+			db.Resume()
+		}
+	}()
+	const probes = 8
+	for _, n := range c.Rooms() {
+		var before float64
+		for i := range probes {
+			code, checks, took := probeReady(t, n)
+			ch, _ := findReadyCheck(checks, "mysql")
+			if code != http.StatusServiceUnavailable || ch.Status != "fail" || !strings.HasPrefix(ch.Message, "deadline exceeded") {
+				t.Errorf("%s probe %d with MySQL hung: %d, mysql %s %q; want 503, mysql timed out", n.Name, i, code, ch.Status, ch.Message)
+			}
+			// The process's own measure of the check: within the total
+			// budget, however long the database stays hung.
+			if ch.DurationMS > readiness.DefaultReadyTimeout.Milliseconds() {
+				t.Errorf("%s probe %d: mysql check ran %d ms; want at most the total budget %s", n.Name, i, ch.DurationMS, readiness.DefaultReadyTimeout)
+			}
+			t.Logf("%s probe %d answered in %s (total budget %s)", n.Name, i, took.Round(time.Millisecond), readiness.DefaultReadyTimeout)
+			if i == 0 {
+				before = metric(t, n, "go_goroutines", "")
+			}
+			<-time.After(readiness.DefaultCacheTTL) // the next probe runs the checks again, not the cached result
+		}
+		// A waiter left behind per probe would show as one more goroutine
+		// per probe.
+		if after := metric(t, n, "go_goroutines", ""); after-before >= probes/2 {
+			t.Errorf("%s: go_goroutines %v after the first timed-out probe, %v after %d more; want no growth", n.Name, before, after, probes-1)
+		}
+	}
+	db.Resume()
+	resumed = true
+	for _, n := range c.Rooms() {
+		if err := c.AwaitReady(ctx, n); err != nil {
+			t.Fatalf("readiness did not recover: %v", err)
+		}
+	}
+	r := check(t, c, wait(), nil)
+	t.Logf("failed requests: %d (allowed here: every replica was out of rotation while MySQL hung)", r.Failed)
+}
+
+// The informational datasource down on every replica at once: every
+// replica stays ready, and says what failed.
+func TestAnalyticsDownOnEveryReplica(t *testing.T) {
+	analytics := mariadbtest.Start(t)
+	c, _ := startMySQLCluster(t, e2e.Config{RoomEnv: []string{"ANALYTICS_DSN=" + analytics.DSN}})
+	wait := load(t, c, e2e.Load{Duration: 6 * time.Second})
+	ctx, cancel := context.WithTimeout(context.Background(), bound)
+	defer cancel()
+	steady(t, ctx, c)
+
+	nodes := c.Rooms()
+	stop := make(chan struct{})
+	analytics.Stop()
+	p := watchProbes(nodes, stop)
+	<-time.After(outage) // the fault's length is the scenario, not a wait for a condition
+	for _, n := range nodes {
+		code, checks, _ := probeReady(t, n)
+		ch, ok := findReadyCheck(checks, "analytics")
+		if code != http.StatusOK || !ok || ch.Status != "fail" || ch.Tier != "informational" || ch.Message == "" {
+			t.Errorf("%s with analytics down: %d, analytics %+v; want 200 and analytics failed, informational, with its error", n.Name, code, ch)
+		}
+		if _, err := n.Await(ctx, `"failed_check":"analytics"`); err != nil {
+			t.Errorf("%s: no transition log naming analytics: %v", n.Name, err)
+		}
+		if got := metric(t, n, "health_dependency_failures_total", `check="analytics",tier="informational"`); got == 0 {
+			t.Errorf("%s: health_dependency_failures_total for analytics is 0; want the failures counted", n.Name)
+		}
+	}
+	close(stop)
+	p.wg.Wait()
+	if len(p.notReady) > 0 {
+		t.Errorf("replicas not ready while only analytics was down: %v; want every replica ready", p.notReady)
+	}
+	if len(p.liveBad) > 0 {
+		t.Errorf("liveness failed while analytics was down: %v", p.liveBad)
+	}
+	r := check(t, c, wait(), nil)
+	if r.Failed > 0 {
+		t.Errorf("%d requests failed while only analytics was down; want 0", r.Failed)
+	}
+}
+
+// A drain while MySQL is slow (the snapshot table locked, so every
+// snapshot write waits): the flush keeps to its budget, the rooms it could
+// not flush are left to expire rather than released, and their next owners
+// recover them from the last snapshot plus the log.
+func TestDrainWhileMySQLSlow(t *testing.T) {
+	const drainTimeout = 4 * time.Second
+	c, db := startMySQLCluster(t, e2e.Config{DrainTimeout: drainTimeout})
+	wait := load(t, c, e2e.Load{Duration: 8 * time.Second})
+	ctx, cancel := context.WithTimeout(context.Background(), bound)
+	defer cancel()
+	steady(t, ctx, c)
+
+	// LOCK TABLES holds for the session: one connection, kept.
+	conn, err := db.DB().Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	victim := c.Busiest()
+	if _, err := conn.ExecContext(ctx, "LOCK TABLES room_snapshots WRITE"); err != nil {
+		t.Fatal(err)
+	}
+	if err := victim.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	code, err := victim.Wait(ctx)
+	if _, uerr := conn.ExecContext(ctx, "UNLOCK TABLES"); uerr != nil {
+		t.Fatal(uerr)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := e2e.Drained{Name: victim.Name, ExitCode: code, DrainTime: victim.DrainTime()}
+	for _, n := range c.Rooms() {
+		if err := c.AwaitReady(ctx, n); err != nil {
+			t.Fatalf("readiness did not recover: %v", err)
+		}
+	}
+	res := wait()
+	r := check(t, c, res, []e2e.Drained{d})
+	t.Logf("failed requests: %d; %s exited %d after %s", r.Failed, d.Name, code, d.DrainTime.Round(time.Millisecond))
+
+	if limit := drainTimeout + fxmodule.StopMargin + time.Second; d.DrainTime > limit {
+		t.Errorf("%s exited %s after SIGTERM; want within DRAIN_TIMEOUT %s + StopMargin %s (+1 s to exit)",
+			d.Name, d.DrainTime.Round(time.Millisecond), drainTimeout, fxmodule.StopMargin)
+	}
+	if code != 3 && code != 1 {
+		t.Errorf("%s exit code %d; want 3 (deadline) or 1 (a hook failed): a drain that could not flush is not clean", d.Name, code)
+	}
+	// A room whose flush failed must not be released: only left to
+	// expire, then taken over from the last snapshot plus the log.
+	unflushed := map[string]bool{}
+	for _, line := range strings.Split(victim.Output(), "\n") {
+		var e struct {
+			Msg    string
+			RoomID string `json:"room_id"`
+		}
+		if json.Unmarshal([]byte(line), &e) == nil && e.Msg == "room snapshot flush failed" {
+			unflushed[e.RoomID] = true
+		}
+	}
+	if len(unflushed) == 0 {
+		t.Fatalf("%s logged no failed flush: the table lock did not slow its flush", victim.Name)
+	}
+	expired := 0
+	for room := range unflushed {
+		hs := r.Holds[room]
+		for i, h := range hs {
+			if h.Node != victim.Name || h.Open {
+				continue
+			}
+			switch {
+			case strings.Contains(h.EndedCause, "released"):
+				t.Errorf("room %s: %s released it after its flush failed (%q); want it left to expire", room, victim.Name, h.EndedCause)
+			case i+1 < len(hs):
+				expired++
+			default:
+				t.Errorf("room %s: left by %s, never taken over", room, victim.Name)
+			}
+		}
+	}
+	t.Logf("%d rooms left to expire by %s and recovered by their next owners", expired, victim.Name)
+}
