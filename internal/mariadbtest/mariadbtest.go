@@ -93,7 +93,15 @@ func Launch(dir string) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("mariadbtest: %w", err)
 	}
+	// Its own directory for temporary tables: in a shared /tmp, one
+	// server's bootstrap lost its temporary tables while others ran.
+	tmp := filepath.Join(dir, "tmp")
+	if err := os.MkdirAll(tmp, 0o700); err != nil {
+		_ = os.RemoveAll(sockDir)
+		return nil, fmt.Errorf("mariadbtest: %w", err)
+	}
 	tuning := []string{
+		"--tmpdir=" + tmp,
 		"--innodb-buffer-pool-size=32M",
 		"--innodb-log-file-size=16M",
 		"--innodb-flush-log-at-trx-commit=2",
