@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"slices"
@@ -150,6 +151,23 @@ func watchReadyBodies(nodes []*e2e.Node, stop <-chan struct{}) *bodyProbes {
 	return p
 }
 
+// awaitNotReady polls n's ready probe until it answers other than 200.
+func awaitNotReady(ctx context.Context, n *e2e.Node) error {
+	ctx, cancel := context.WithTimeout(ctx, notReadyWithin+5*time.Second)
+	defer cancel()
+	client := &http.Client{Timeout: time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	for {
+		if code := get(client, "http://"+n.Admin+"/healthz/ready"); code != http.StatusOK && code != 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s still ready: %w", n.Name, ctx.Err())
+		case <-time.After(50 * time.Millisecond): // probing an external process
+		}
+	}
+}
+
 // startMySQLCluster starts a MariaDB for the snapshots and a cluster whose
 // room-services keep them there.
 func startMySQLCluster(t *testing.T, cfg e2e.Config) (*e2e.Cluster, *mariadbtest.Server) {
@@ -228,10 +246,18 @@ func TestMySQLHung(t *testing.T) {
 			db.Resume()
 		}
 	}()
-	const probes = 8
-	for _, n := range c.Rooms() {
-		var before float64
-		for i := range probes {
+	// Readiness answers from its last evaluation until it is older than
+	// the cache TTL: wait for the first answer after the hang.
+	nodes := c.Rooms()
+	for _, n := range nodes {
+		if err := awaitNotReady(ctx, n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const probes = 6
+	before := map[string]float64{}
+	for i := range probes {
+		for _, n := range nodes {
 			code, checks, took := probeReady(t, n)
 			ch, _ := findReadyCheck(checks, "mysql")
 			if code != http.StatusServiceUnavailable || ch.Status != "fail" || !strings.HasPrefix(ch.Message, "deadline exceeded") {
@@ -242,17 +268,21 @@ func TestMySQLHung(t *testing.T) {
 			if ch.DurationMS > readiness.DefaultReadyTimeout.Milliseconds() {
 				t.Errorf("%s probe %d: mysql check ran %d ms; want at most the total budget %s", n.Name, i, ch.DurationMS, readiness.DefaultReadyTimeout)
 			}
-			t.Logf("%s probe %d answered in %s (total budget %s)", n.Name, i, took.Round(time.Millisecond), readiness.DefaultReadyTimeout)
+			t.Logf("%s probe %d answered in %s (total budget %s): mysql %q after %d ms", n.Name, i, took.Round(time.Millisecond), readiness.DefaultReadyTimeout, ch.Message, ch.DurationMS)
 			if i == 0 {
-				before = metric(t, n, "go_goroutines", "")
+				before[n.Name] = metric(t, n, "go_goroutines", "")
 			}
-			<-time.After(readiness.DefaultCacheTTL) // the next probe runs the checks again, not the cached result
 		}
-		// A waiter left behind per probe would show as one more goroutine
-		// per probe.
-		if after := metric(t, n, "go_goroutines", ""); after-before >= probes/2 {
-			t.Errorf("%s: go_goroutines %v after the first timed-out probe, %v after %d more; want no growth", n.Name, before, after, probes-1)
+		<-time.After(readiness.DefaultCacheTTL) // the next probes run the checks again, not the cached result
+	}
+	// A waiter left behind per probe would show as one more goroutine
+	// per probe.
+	for _, n := range nodes {
+		after := metric(t, n, "go_goroutines", "")
+		if after-before[n.Name] >= probes/2 {
+			t.Errorf("%s: go_goroutines %v after the first timed-out probe, %v after %d more; want no growth", n.Name, before[n.Name], after, probes-1)
 		}
+		t.Logf("%s: go_goroutines %v after the first timed-out probe, %v after %d more", n.Name, before[n.Name], after, probes-1)
 	}
 	db.Resume()
 	resumed = true
