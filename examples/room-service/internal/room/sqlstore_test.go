@@ -4,9 +4,11 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -178,5 +180,30 @@ func TestSQLRecoverFromSnapshotPlusLog(t *testing.T) {
 	}
 	if want := []string{"c1", "c2", "c3", "c4", "c5"}; !slices.Equal(room.GetCommandIds(), want) || room.GetSnapshotSeq() != 3 {
 		t.Fatalf("read-back: %v (snapshot seq %d); want %v (snapshot seq 3)", room.GetCommandIds(), room.GetSnapshotSeq(), want)
+	}
+}
+
+// A hung snapshot database must not stall the room loop: each turn ends
+// with its interval, so the loop keeps beating its heartbeat and liveness
+// stays ok (a restart cannot fix the database).
+func TestRunKeepsBeatingWhileMySQLHangs(t *testing.T) {
+	rdb := startRedis(t)
+	srv := mariadbtest.Start(t)
+	snaps, err := NewSQLSnapshots(srv.DB())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := snaps.Migrate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	a := newSQLNode(t, rdb, snaps, "a")
+	b := newBeats()
+	a.svc.cfg.Heartbeat, a.svc.cfg.SnapshotInterval = b, 50*time.Millisecond
+	mustApply(t, a.svc, "r1", "c1", roompb.ApplyResponse_APPLIED)
+	srv.Pause()
+	t.Cleanup(srv.Resume) // after the loop stopped (cleanups run last first)
+	runLoop(t, b, a.svc.Run)
+	for i := range 4 { // a turn stuck on the database would stop them after the first
+		await(t, b.ch, fmt.Sprintf("beat %d with the snapshot database hung", i))
 	}
 }
