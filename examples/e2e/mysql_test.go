@@ -301,6 +301,91 @@ func TestMySQLHung(t *testing.T) {
 	t.Logf("failed requests: %d (allowed here: every replica was out of rotation while MySQL hung)", r.Failed)
 }
 
+// MySQL's connection pool exhausted by slow queries: each room-service
+// may open one connection (MYSQL_MAX_OPEN_CONNS=1), and with the snapshot
+// table locked its snapshot writes hold it, waiting, for a whole loop turn.
+// A ready probe's PingContext then waits for a free connection: it must
+// give up at the check's own timeout, the probe must answer within the
+// total budget, and probing again and again must pile up no goroutine.
+// (Between two turns the one connection is free for a moment, and a ping
+// waiting then gets it: such a probe answers ok, and is counted.)
+func TestMySQLPoolExhausted(t *testing.T) {
+	c, db := startMySQLCluster(t, e2e.Config{RoomEnv: []string{"MYSQL_MAX_OPEN_CONNS=1"}})
+	wait := load(t, c, e2e.Load{Duration: 8 * time.Second})
+	ctx, cancel := context.WithTimeout(context.Background(), bound)
+	defer cancel()
+	steady(t, ctx, c)
+
+	conn, err := db.DB().Conn(ctx) // LOCK TABLES holds for the session
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, "LOCK TABLES room_snapshots WRITE"); err != nil {
+		t.Fatal(err)
+	}
+	unlocked := false
+	unlock := func() {
+		if !unlocked {
+			unlocked = true
+			if _, err := conn.ExecContext(ctx, "UNLOCK TABLES"); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	defer unlock()
+	nodes := c.Rooms()
+	for _, n := range nodes {
+		if err := awaitNotReady(ctx, n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const probes = 6
+	before := map[string]float64{}
+	timedOut := map[string]int{}
+	for i := range probes {
+		for _, n := range nodes {
+			code, checks, took := probeReady(t, n)
+			ch, _ := findReadyCheck(checks, "mysql")
+			switch {
+			case strings.HasPrefix(ch.Message, "deadline exceeded"):
+				timedOut[n.Name]++
+				if code != http.StatusServiceUnavailable {
+					t.Errorf("%s probe %d: %d with mysql timed out; want 503", n.Name, i, code)
+				}
+			case ch.Status != "ok":
+				t.Errorf("%s probe %d with the pool exhausted: mysql %s %q; want timed out (or ok, between two turns)", n.Name, i, ch.Status, ch.Message)
+			}
+			if ch.DurationMS > readiness.DefaultReadyTimeout.Milliseconds() {
+				t.Errorf("%s probe %d: mysql check ran %d ms; want at most the total budget %s", n.Name, i, ch.DurationMS, readiness.DefaultReadyTimeout)
+			}
+			t.Logf("%s probe %d answered %d in %s: mysql %s %q after %d ms", n.Name, i, code, took.Round(time.Millisecond), ch.Status, ch.Message, ch.DurationMS)
+			if i == 0 {
+				before[n.Name] = metric(t, n, "go_goroutines", "")
+			}
+		}
+		<-time.After(readiness.DefaultCacheTTL) // the next probes run the checks again, not the cached result
+	}
+	for _, n := range nodes {
+		if timedOut[n.Name]*2 < probes {
+			t.Errorf("%s: mysql timed out in %d of %d probes with the pool exhausted; want most", n.Name, timedOut[n.Name], probes)
+		}
+		after := metric(t, n, "go_goroutines", "")
+		if after-before[n.Name] >= probes/2 {
+			t.Errorf("%s: go_goroutines %v after the first probe, %v after %d more; want no growth", n.Name, before[n.Name], after, probes-1)
+		}
+		t.Logf("%s: mysql timed out in %d of %d probes; go_goroutines %v, then %v", n.Name, timedOut[n.Name], probes, before[n.Name], after)
+	}
+	unlock()
+	for _, n := range nodes {
+		if err := c.AwaitReady(ctx, n); err != nil {
+			t.Fatalf("readiness did not recover: %v", err)
+		}
+	}
+	r := check(t, c, wait(), nil)
+	t.Logf("failed requests: %d (allowed here: every replica was out of rotation while its pool was exhausted)", r.Failed)
+}
+
 // The informational datasource down on every replica at once: every
 // replica stays ready, and says what failed.
 func TestAnalyticsDownOnEveryReplica(t *testing.T) {

@@ -25,6 +25,7 @@
 // mysql (PingContext, 300 ms, gating, with MYSQL_DSN), redis (PING, 200 ms,
 // gating), redis_lease (the lease probe, gating), grpc_listener (gating),
 // analytics (PingContext, 300 ms, informational, with ANALYTICS_DSN).
+// MYSQL_MAX_OPEN_CONNS (16) bounds each database's connection pool.
 package main
 
 import (

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"strings"
 	"time"
 
@@ -33,6 +34,9 @@ type sqlTarget struct {
 // (informational: its outage must never take every replica out).
 type sqlTargets struct {
 	Primary, Analytics sqlTarget
+	// MaxOpen bounds each handle's pool (MYSQL_MAX_OPEN_CONNS, default
+	// sqlMaxOpen).
+	MaxOpen int
 }
 
 // Pool limits of each database handle. A readiness ping waits for a free
@@ -45,10 +49,18 @@ const (
 	sqlStartBudget = 3 * time.Second
 )
 
-// sqlFromEnv reads MYSQL_DSN and ANALYTICS_DSN. A DSN that does not parse
-// is refused naming the variable, the password redacted.
+// sqlFromEnv reads MYSQL_DSN, ANALYTICS_DSN and MYSQL_MAX_OPEN_CONNS. A
+// DSN that does not parse is refused naming the variable, the password
+// redacted.
 func sqlFromEnv(getenv func(string) string) (sqlTargets, error) {
-	var ts sqlTargets
+	ts := sqlTargets{MaxOpen: sqlMaxOpen}
+	if v := getenv("MYSQL_MAX_OPEN_CONNS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return sqlTargets{}, &lifecycle.ConfigError{Field: "MYSQL_MAX_OPEN_CONNS", Value: v, Problem: "want a positive integer"}
+		}
+		ts.MaxOpen = n
+	}
 	for _, x := range []struct {
 		env string
 		t   *sqlTarget
@@ -133,8 +145,8 @@ func newSQL(lc fx.Lifecycle, c config, m *lifecycle.Manager, log *slog.Logger) (
 			return nil, fmt.Errorf("%s=%s: %w", t.env, t.redacted, err)
 		}
 		db := sql.OpenDB(conn)
-		db.SetMaxOpenConns(sqlMaxOpen)
-		db.SetMaxIdleConns(sqlMaxIdle)
+		db.SetMaxOpenConns(c.SQL.MaxOpen)
+		db.SetMaxIdleConns(min(sqlMaxIdle, c.SQL.MaxOpen))
 		db.SetConnMaxLifetime(sqlMaxLifetime)
 		return db, nil
 	}

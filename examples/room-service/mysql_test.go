@@ -35,6 +35,10 @@ func TestSQLFromEnv(t *testing.T) {
 			wantErr: `MYSQL_DSN="app:***@db:3306/rooms"`},
 		{name: "bad analytics", env: map[string]string{"ANALYTICS_DSN": "app:s3cret@tcp(db:3306)/a?timeout=abc"},
 			wantErr: "ANALYTICS_DSN"},
+		{name: "pool size not a number", env: map[string]string{"MYSQL_MAX_OPEN_CONNS": "many"},
+			wantErr: `MYSQL_MAX_OPEN_CONNS="many"`},
+		{name: "pool size zero", env: map[string]string{"MYSQL_MAX_OPEN_CONNS": "0"},
+			wantErr: `MYSQL_MAX_OPEN_CONNS="0"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
