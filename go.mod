@@ -3,6 +3,10 @@ module github.com/drainkit/drainkit
 go 1.26.0
 
 require (
+	// Test-only: internal/mariadbtest and the tests of readiness/sqlcheck
+	// talk to a real MariaDB through it; no library package links it
+	// (internal/apilist checks that).
+	github.com/go-sql-driver/mysql v1.10.1
 	github.com/prometheus/client_golang v1.25.0
 	github.com/prometheus/client_model v0.6.3
 	github.com/redis/go-redis/v9 v9.23.0
@@ -19,6 +23,7 @@ require (
 )
 
 require (
+	filippo.io/edwards25519 v1.2.0 // indirect
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/go-logr/logr v1.4.4 // indirect

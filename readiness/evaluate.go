@@ -84,8 +84,17 @@ func (r *Registry) start(ctx context.Context, e *entry) *execution {
 	}
 	ex := &execution{started: time.Now(), done: make(chan struct{})}
 	e.running = ex
+	// The check's context ends at its own deadline (capped by the
+	// evaluation's) or at Close, never when the evaluation returns: that
+	// happens the moment it stops waiting, a hair before the check's own
+	// timer, and a probe that joins this execution must then read a
+	// timeout, not "canceled" (drivers return the context's error).
+	deadline := ex.started.Add(e.check.Timeout)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
 	r.wg.Go(func() {
-		cctx, cancel := context.WithTimeout(ctx, e.check.Timeout)
+		cctx, cancel := context.WithDeadline(r.base, deadline)
 		defer cancel()
 		ex.err = probe(cctx, e.check.Probe)
 		ex.finish = time.Now()

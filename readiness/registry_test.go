@@ -347,3 +347,38 @@ func TestClosedRegistryAnswersStoppedFromCache(t *testing.T) {
 		}
 	})
 }
+
+// A check's context ends by its own timeout (or Close), never because the
+// evaluation that started it stopped waiting: a probe that joins the
+// execution must read a timeout, not "canceled" (a driver returns the
+// context's error, as database/sql does for a pool wait).
+func TestTimedOutCheckReadsDeadlineExceeded(t *testing.T) {
+	// CacheTTL of a nanosecond: every probe evaluates again.
+	r, err := readiness.New(readiness.Config{Service: "room-service", NodeID: "room-1",
+		CacheTTL: time.Nanosecond, Logger: (&logs{}).logger()}, newState(lifecycle.Running))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = r.Close(context.Background()) })
+	var errs []error
+	done := make(chan error, 1)
+	mustAdd(t, r, readiness.Check{Name: "pool", Timeout: 20 * time.Millisecond, Probe: func(ctx context.Context) error {
+		<-ctx.Done()
+		done <- ctx.Err()
+		return ctx.Err()
+	}})
+	// Real time, not synctest: the race is one of real scheduling, the
+	// evaluation's return against the check's own timer.
+	for range 20 {
+		rep := r.Ready(t.Context())
+		errs = append(errs, <-done)
+		if c, _ := findCheck(rep, "pool"); !strings.HasPrefix(c.Message, "deadline exceeded") {
+			t.Errorf("pool = %s %q; want fail \"deadline exceeded…\"", c.Status, c.Message)
+		}
+	}
+	for i, err := range errs {
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("run %d: the check's context ended with %v; want %v", i, err, context.DeadlineExceeded)
+		}
+	}
+}

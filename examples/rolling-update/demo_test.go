@@ -8,7 +8,8 @@ import (
 )
 
 // The Quickstart's first command, as a newcomer runs it on a machine
-// without Redis: embedded Redis, and here the in-process balancer, so the
+// without Redis: embedded Redis (snapshots in MariaDB, which scripts/test
+// installs), and here the in-process balancer, so the
 // fallback paths that the end-to-end tests (real redis-server, HAProxy) do
 // not take are exercised too. Built as go run builds it, without the race
 // detector: the embedded Redis lives in the demo's own process, and a race
@@ -25,6 +26,7 @@ func TestDemoWithEmbeddedRedisAndInProcessBalancer(t *testing.T) {
 	proctest.BuildPlain(t, e2e.RoomServicePkg)
 	proctest.BuildPlain(t, e2e.GatewayPkg)
 	p := proctest.Start(t, "rolling-update", proctest.BuildPlain(t, "."), "REDIS_URL=", "BALANCER=inprocess")
+	p.Await(t, "snapshots: MariaDB") // scripts/test installs mariadb-server
 	p.Await(t, "behind inprocess")
 	p.Await(t, "OK: 0 failed requests, 0 lost writes, never two owners of a room.")
 	if code := p.ExitCode(t); code != 0 {

@@ -21,6 +21,9 @@
 // this process. Load balancer: HAProxy when installed,
 // otherwise a small in-process balancer with the same health checks and
 // retries (BALANCER=inprocess picks it even when HAProxy is installed).
+// Snapshots: MariaDB when mariadbd is installed (started in a temporary
+// directory, given to every room-service as MYSQL_DSN; SNAPSHOTS=redis
+// keeps them in Redis), otherwise Redis; the output says which.
 // The end-to-end tests (go test ./e2e/) run the same harness
 // against a real redis-server and HAProxy, with faults.
 package main
@@ -75,6 +78,12 @@ func run(ctx context.Context) int {
 		fmt.Printf("redis: %s\n", u.Redacted())
 	}
 
+	roomEnv, stopDB, err := snapshotStore(dir)
+	if err != nil {
+		return fail(err)
+	}
+	defer stopDB()
+
 	fmt.Println("building room-service and gateway …")
 	bin, err := e2e.Build(ctx, dir, false)
 	if err != nil {
@@ -84,7 +93,7 @@ func run(ctx context.Context) int {
 	if balancer == "" {
 		balancer = "auto"
 	}
-	c, err := e2e.Start(ctx, e2e.Config{Bin: bin, RedisURL: redisURL, Balancer: balancer, Dir: dir})
+	c, err := e2e.Start(ctx, e2e.Config{Bin: bin, RedisURL: redisURL, Balancer: balancer, Dir: dir, RoomEnv: roomEnv})
 	if err != nil {
 		return fail(err)
 	}

@@ -24,7 +24,8 @@ type config struct {
 	Advertise  string      // ADVERTISE_ADDR: where other nodes forward rooms; default GRPC_ADDR with the host filled in
 	Redis      redisTarget // REDIS_URL, REDIS_SENTINEL_URL or REDIS_CLUSTER_URL (redisurl.go); none: an embedded development server
 	LeaseTTL   time.Duration
-	HandOffMax int // HANDOFF_CONCURRENCY, default 8: rooms flushed at once during a drain
+	HandOffMax int        // HANDOFF_CONCURRENCY, default 8: rooms flushed at once during a drain
+	SQL        sqlTargets // MYSQL_DSN (snapshots), ANALYTICS_DSN (reported only); mysql.go
 }
 
 func getenv(k, def string) string {
@@ -59,6 +60,9 @@ func loadConfig() (config, lifecycle.Config, error) {
 		}
 	}
 	if c.Redis, err = redisFromEnv(os.Getenv); err != nil {
+		return config{}, lifecycle.Config{}, err
+	}
+	if c.SQL, err = sqlFromEnv(os.Getenv); err != nil {
 		return config{}, lifecycle.Config{}, err
 	}
 	if v := os.Getenv("LEASE_TTL"); v != "" {

@@ -16,6 +16,16 @@
 // development), LEASE_TTL (10s), HANDOFF_CONCURRENCY (8), DRAIN_TIMEOUT,
 // DRAIN_DELAY, HEALTH_READY_TIMEOUT. go-redis's own log lines join the
 // service's JSON log.
+//
+// Snapshots live in MySQL when MYSQL_DSN is set (a go-sql-driver/mysql DSN,
+// user:password@tcp(host:3306)/rooms; the schema is created at start and a
+// newer one is refused), in Redis otherwise; the command log is always in
+// Redis. ANALYTICS_DSN names an optional database that readiness reports
+// but never gates on. Ready, check by check (/healthz/ready?verbose=1):
+// mysql (PingContext, 300 ms, gating, with MYSQL_DSN), redis (PING, 200 ms,
+// gating), redis_lease (the lease probe, gating), grpc_listener (gating),
+// analytics (PingContext, 300 ms, informational, with ANALYTICS_DSN).
+// MYSQL_MAX_OPEN_CONNS (16) bounds each database's connection pool.
 package main
 
 import (
@@ -66,6 +76,7 @@ func options(c config, lc lifecycle.Config, log *slog.Logger) []fx.Option {
 		}}),
 		fx.Provide(newRedis, newRooms),
 		fx.Provide(fxmodule.AsCheck(redisCheck)),
+		sqlOptions(c), // MYSQL_DSN, ANALYTICS_DSN
 		fx.Provide(fxmodule.AsHooks(roomHooks)),
 		fxgrpc.Server("grpc", c.GRPCAddr, registerRooms),
 		// Probes and scrapes, answered through the drain, closed last.

@@ -63,7 +63,7 @@ type rooms struct {
 	once   sync.Once
 }
 
-func newRooms(rdb redis.UniversalClient, leases *lease.Manager, reg *readiness.Registry, pr prometheus.Registerer, log *slog.Logger) (*rooms, error) {
+func newRooms(rdb redis.UniversalClient, snaps *room.SQLSnapshots, leases *lease.Manager, reg *readiness.Registry, pr prometheus.Registerer, log *slog.Logger) (*rooms, error) {
 	roomHB, err := reg.Heartbeat("room_loop", 3*room.DefaultSnapshotInterval)
 	if err != nil {
 		return nil, err
@@ -93,6 +93,7 @@ func newRooms(rdb redis.UniversalClient, leases *lease.Manager, reg *readiness.R
 	svc, err := room.New(rdb, leaseAdapter{leases, log}, room.Config{
 		ErrHeld: lease.ErrHeld, ErrDraining: lease.ErrDraining,
 		Heartbeat: roomHB, Outbox: outbox, SnapshotFailures: flushFailures, Logger: log,
+		Snapshots: snaps, // nil without MYSQL_DSN: snapshots in Redis
 	})
 	if err != nil {
 		return nil, err

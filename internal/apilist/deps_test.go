@@ -1,6 +1,7 @@
 package apilist_test
 
 import (
+	"os"
 	"os/exec"
 	"strings"
 	"testing"
@@ -44,4 +45,49 @@ func isClient(pkg string, clients []string) bool {
 		}
 	}
 	return false
+}
+
+// TestLibraryLinksNoSQLDriver keeps the MySQL driver a test-only
+// dependency: the tests of readiness/sqlcheck and internal/mariadbtest use
+// it, and no package a user imports links it (sqlcheck takes a *sql.DB).
+func TestLibraryLinksNoSQLDriver(t *testing.T) {
+	const driver = "github.com/go-sql-driver/mysql"
+	// GOWORK=off: the library module alone, not the examples the
+	// workspace joins to it (they link the driver, as a service does).
+	list := func(args ...string) ([]byte, error) {
+		cmd := exec.Command("go", args...)
+		cmd.Env = append(os.Environ(), "GOWORK=off")
+		return cmd.Output()
+	}
+	out, err := list("list", "github.com/drainkit/drainkit/...")
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	var pkgs []string
+	for _, p := range strings.Fields(string(out)) {
+		if !strings.Contains(p, "/internal/") {
+			pkgs = append(pkgs, p)
+		}
+	}
+	if len(pkgs) == 0 {
+		t.Fatal("go list: no library package")
+	}
+	args := append([]string{"list", "-deps", "-f", `{{.ImportPath}} {{join .Imports " "}}`}, pkgs...)
+	out, err = list(args...)
+	if err != nil {
+		t.Fatalf("go list -deps: %v", err)
+	}
+	sawSQLCheck := false
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		f := strings.Fields(line)
+		sawSQLCheck = sawSQLCheck || f[0] == "github.com/drainkit/drainkit/readiness/sqlcheck"
+		for _, imp := range f[1:] {
+			if isClient(imp, []string{driver}) {
+				t.Errorf("%s imports %s; want it only in tests", f[0], imp)
+			}
+		}
+	}
+	if !sawSQLCheck {
+		t.Error("readiness/sqlcheck is not among the packages listed")
+	}
 }

@@ -69,6 +69,9 @@ type Config struct {
 	SnapshotFailures prometheus.Counter
 	// Logger receives cell and snapshot logs; nil means slog.Default().
 	Logger *slog.Logger
+	// Snapshots, when set, keeps snapshots in MySQL instead of Redis; the
+	// command log stays in Redis. Nil means Redis.
+	Snapshots *SQLSnapshots
 }
 
 // Validate names the first field that is unusable.

@@ -47,6 +47,19 @@
 // holder of the current fencing token trims. The next owner recovers from
 // snapshot + the log after it, exactly as before.
 //
+// # Snapshots in MySQL
+//
+// With [Config.Snapshots] set, snapshots live in MySQL ([SQLSnapshots]:
+// one row per room, the schema created and versioned at start) and the
+// command log stays in Redis. A snapshot row carries the fencing token it
+// was written under, and MySQL applies a write only when the stored row's
+// token and seq are not newer, so a late writer never overwrites a newer
+// owner's snapshot. The trim then runs in Redis under the same fence, after
+// the row is stored: a crash between the two leaves entries the snapshot
+// already covers, which recovery skips. Recovery reads the log first and
+// the row second, so a snapshot taken between the two reads cannot open a
+// gap.
+//
 // A room's outbox list loses an event only after the event was published
 // to the events stream; the stream itself is capped (XADD MAXLEN ~) at
 // [OutboxConfig.StreamMaxLen], so a consumer must read it within that many

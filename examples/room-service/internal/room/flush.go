@@ -106,7 +106,11 @@ func (s *Service) Run(ctx context.Context) error {
 			return nil
 		case <-t.C:
 		}
-		_ = s.SnapshotAll(ctx) // logged per room; the next turn retries
+		// One turn gets one interval: a database that hangs must not
+		// stall the loop until its heartbeat, and so liveness, fails.
+		tctx, cancel := context.WithTimeout(ctx, s.cfg.SnapshotInterval)
+		_ = s.SnapshotAll(tctx) // logged per room; the next turn retries
+		cancel()
 	}
 }
 

@@ -41,7 +41,7 @@ func New(rdb redis.UniversalClient, leases Leases, cfg Config) (*Service, error)
 	}
 	return &Service{
 		cfg:    cfg.withDefaults(),
-		store:  store{rdb: rdb},
+		store:  store{rdb: rdb, sql: cfg.Snapshots},
 		leases: leases,
 		cells:  make(map[string]*cell),
 	}, nil

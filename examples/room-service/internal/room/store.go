@@ -43,10 +43,12 @@ type record struct {
 	SnapshotFence int64
 }
 
-// store runs the room's Redis operations. It keeps no state: the cell (in
-// Service) decides when to call it and serializes calls per room.
+// store runs the room's Redis operations, and its MySQL ones when
+// snapshots live there. It keeps no state: the cell (in Service) decides
+// when to call it and serializes calls per room.
 type store struct {
 	rdb redis.UniversalClient
+	sql *SQLSnapshots // nil: snapshots live in Redis (room:snap:{ID})
 }
 
 // append appends one command under fence. A command id already in the
@@ -82,6 +84,9 @@ func (s *store) append(ctx context.Context, id string, fence int64, commandID, o
 // older than the stored one is ignored: it would only undo trimming that
 // already happened.
 func (s *store) snapshot(ctx context.Context, id string, fence int64, st State) error {
+	if s.sql != nil {
+		return s.snapshotSQL(ctx, id, fence, st)
+	}
 	data, err := json.Marshal(st)
 	if err != nil {
 		return fmt.Errorf("snapshot %s: %w", snapKey(id), err)
@@ -104,6 +109,9 @@ func (s *store) snapshot(ctx context.Context, id string, fence int64, st State) 
 // are read in one MULTI (one slot), so a snapshot that trims the log between
 // the two reads cannot open a gap; entries the snapshot covers are skipped.
 func (s *store) load(ctx context.Context, id string) (record, error) {
+	if s.sql != nil {
+		return s.loadSQL(ctx, id)
+	}
 	var snap *redis.MapStringStringCmd
 	var entries *redis.XMessageSliceCmd
 	_, err := s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
@@ -118,20 +126,28 @@ func (s *store) load(ctx context.Context, id string) (record, error) {
 	if err != nil {
 		return record{}, fmt.Errorf("load room %s: %w", id, err)
 	}
-	for _, e := range entries.Val() {
+	if err := replay(&rec, entries.Val()); err != nil {
+		return record{}, fmt.Errorf("load room %s: %w", id, err)
+	}
+	return rec, nil
+}
+
+// replay applies the log entries after rec's snapshot.
+func replay(rec *record, entries []redis.XMessage) error {
+	for _, e := range entries {
 		seq, err := entrySeq(e.ID)
 		if err != nil {
-			return record{}, fmt.Errorf("load room %s: %w", id, err)
+			return err
 		}
 		if seq <= rec.Seq {
 			continue
 		}
 		cmd, _ := e.Values["cmd"].(string)
 		if err := rec.apply(seq, cmd); err != nil {
-			return record{}, fmt.Errorf("load room %s: %w", id, err)
+			return err
 		}
 	}
-	return rec, nil
+	return nil
 }
 
 func decodeSnapshot(h map[string]string) (record, error) {

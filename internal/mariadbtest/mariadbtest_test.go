@@ -1,0 +1,103 @@
+package mariadbtest
+
+import (
+	"context"
+	"database/sql"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func TestStopStartKeepsData(t *testing.T) {
+	s := Start(t)
+	db := s.DB()
+	ctx := context.Background()
+	if _, err := db.ExecContext(ctx, "CREATE TABLE t (v INT)"); err != nil {
+		t.Fatalf("create: %v", err)
+	}
+	if _, err := db.ExecContext(ctx, "INSERT INTO t VALUES (42)"); err != nil {
+		t.Fatalf("insert: %v", err)
+	}
+	addr := s.Addr
+	s.Stop()
+	short, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	if err := db.PingContext(short); err == nil {
+		t.Fatal("ping of a stopped server: got nil; want an error")
+	}
+	s.Start()
+	if s.Addr != addr {
+		t.Errorf("address after Start: got %s; want %s", s.Addr, addr)
+	}
+	var got int
+	if err := db.QueryRowContext(ctx, "SELECT v FROM t").Scan(&got); err != nil || got != 42 {
+		t.Fatalf("after restart: got %d, %v; want 42, nil", got, err)
+	}
+}
+
+func TestPauseHangsAndResumeAnswers(t *testing.T) {
+	s := Start(t)
+	db := s.DB()
+	ctx := context.Background()
+	if err := db.PingContext(ctx); err != nil {
+		t.Fatalf("ping: %v", err)
+	}
+	s.Pause()
+	short, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancel()
+	if err := db.PingContext(short); err == nil {
+		t.Fatal("ping of a paused server: got nil; want a timeout")
+	}
+	s.Resume()
+	if err := db.PingContext(ctx); err != nil {
+		t.Fatalf("ping after resume: %v", err)
+	}
+}
+
+func TestRefusesWrongPassword(t *testing.T) {
+	s := Start(t)
+	cfg, err := mysql.ParseDSN(s.DSN)
+	if err != nil {
+		t.Fatalf("parse %s: %v", s.DSN, err)
+	}
+	if cfg.User != User || cfg.Passwd != Password || cfg.Addr != s.Addr {
+		t.Errorf("DSN %s: got %s:%s@%s; want %s:%s@%s", s.DSN, cfg.User, cfg.Passwd, cfg.Addr, User, Password, s.Addr)
+	}
+	cfg.Passwd = "wrong"
+	db, err := sql.Open("mysql", cfg.FormatDSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	err = db.PingContext(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "Access denied") {
+		t.Fatalf("ping with a wrong password: got %v; want access denied", err)
+	}
+}
+
+func TestLaunchOutsideATest(t *testing.T) {
+	s, err := Launch(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := sql.Open("mysql", s.DSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if err := db.PingContext(context.Background()); err != nil {
+		t.Fatalf("ping: %v", err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if !s.exited() {
+		t.Fatal("after Close: mariadbd still runs")
+	}
+}
