@@ -1,0 +1,190 @@
+package drain
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// closeJitter spreads each interval between paced closes uniformly over
+// [1−closeJitter, 1+closeJitter] times the paced interval, so that nodes
+// draining at once, or clients told at once, do not fall into step.
+const closeJitter = 0.5
+
+// StreamReport says what a drain did with the streams of one [Streams]; it
+// is in the report of its close hook ([HookResult.Streams]).
+type StreamReport struct {
+	// Told is how many streams were open when the drain began.
+	Told int `json:"told"`
+	// Ended is how many ended on their own (handler or client) before
+	// their turn, Paced how many the drain closed at their paced turn and
+	// Hard how many it closed at once, when only the margin was left or
+	// the drain was cut short.
+	Ended int `json:"ended"`
+	Paced int `json:"paced"`
+	Hard  int `json:"hard"`
+	// Unended is how many were closed but had not ended (their handlers
+	// had not returned) when the hook returned.
+	Unended int `json:"unended"`
+	// Refused is how many Open calls were refused because the drain had begun.
+	Refused int `json:"refused"`
+	// PeakRate is the highest close rate per second the pacing used.
+	PeakRate float64 `json:"peak_rate"`
+}
+
+// Hooks returns the hooks that drain the streams: name+".stop_intake"
+// (StopIntake) tells every stream and refuses new ones; name+".close"
+// (WaitInFlight) closes them paced, waits for them to end, and carries the
+// [StreamReport] into the drain report. Both Abort by closing every stream
+// at once. The close hook returns an error when streams are still open at
+// its deadline.
+func (s *Streams) Hooks() []Hook {
+	name := s.cfg.Name
+	return []Hook{
+		{Name: name + ".stop_intake", Phase: StopIntake, Abort: s.closeAll,
+			Run: func(context.Context) error { s.tell(); return nil }},
+		{Name: name + ".close", Phase: WaitInFlight, Abort: s.closeAll, Run: s.pace,
+			streams: func() *StreamReport { _, r := s.snapshot(); return &r }},
+	}
+}
+
+// pace closes the open streams one by one until the margin before ctx's
+// deadline, then the rest at once, and waits for their handlers to return
+// while ctx lives.
+func (s *Streams) pace(ctx context.Context) error {
+	s.tell()
+	defer s.met.rate.Set(0)
+	end, hasEnd := s.window(ctx)
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		open, _ := s.snapshot()
+		if open == 0 {
+			break
+		}
+		wait, last := s.next(open, end, hasEnd)
+		if wait <= 0 && !last {
+			s.closeAll()
+			break
+		}
+		timer.Reset(wait)
+		select {
+		case <-ctx.Done():
+			s.closeAll()
+			return s.unended(ctx)
+		case <-s.empty: // the rest ended on their own
+			return nil
+		case <-timer.C:
+		}
+		if last || !hasEnd || time.Until(end) > 0 {
+			s.closeNext(reasonPaced)
+		}
+	}
+	select {
+	case <-s.empty:
+		return nil
+	case <-ctx.Done():
+		return s.unended(ctx)
+	}
+}
+
+// window returns when pacing must be over: ctx's deadline less the margin
+// (less half of what is left when that is under twice the margin).
+func (s *Streams) window(ctx context.Context) (time.Time, bool) {
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		return time.Time{}, false
+	}
+	margin := s.cfg.Margin
+	if left := time.Until(deadline); left < 2*margin {
+		margin = left / 2
+	}
+	return deadline.Add(-margin), true
+}
+
+// next returns how long to wait before the next paced close of one of open
+// streams, and whether that close is the last one the window needs (the
+// rate was not capped, so it may be late by its jitter but never past end).
+// A wait of zero or less with last false means the window is over.
+func (s *Streams) next(open int, end time.Time, hasEnd bool) (wait time.Duration, last bool) {
+	maxRate := s.cfg.MaxCloseRate
+	rate, left := maxRate, time.Duration(0)
+	if hasEnd {
+		if left = time.Until(end); left <= 0 {
+			return 0, false
+		}
+		rate = min(float64(open)/left.Seconds(), maxRate)
+	}
+	s.setRate(rate)
+	interval := time.Duration(float64(time.Second) / rate)
+	wait = time.Duration(float64(interval) * (1 - closeJitter + 2*closeJitter*rand.Float64()))
+	wait = max(wait, time.Duration(float64(time.Second)/maxRate))
+	if hasEnd && wait >= left {
+		// Uncapped, the streams fit the window: a jitter that would carry
+		// a close past its end lands on the end instead. Capped, the
+		// streams left at the end are closed at once.
+		return left, rate < maxRate
+	}
+	return wait, false
+}
+
+func (s *Streams) setRate(rate float64) {
+	s.mu.Lock()
+	s.rep.PeakRate = max(s.rep.PeakRate, rate)
+	s.mu.Unlock()
+	s.met.rate.Set(rate)
+}
+
+// unended reports the streams closed whose handlers ignore their context.
+func (s *Streams) unended(ctx context.Context) error {
+	_, rep := s.snapshot()
+	if rep.Unended == 0 {
+		return nil
+	}
+	return fmt.Errorf("drain: streams %q: %d closed streams had not ended: %w", s.cfg.Name, rep.Unended, ctx.Err())
+}
+
+// streamMetrics are the drain_streams_* metrics of one Streams, labelled
+// streams=<name> so that several can share a registry.
+type streamMetrics struct {
+	open    prometheus.Gauge
+	rate    prometheus.Gauge
+	closed  *prometheus.CounterVec
+	refused prometheus.Counter
+}
+
+func newStreamMetrics(name string, reg prometheus.Registerer) (*streamMetrics, error) {
+	labels := prometheus.Labels{"streams": name}
+	m := &streamMetrics{
+		open: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "drain_streams_open", ConstLabels: labels,
+			Help: "Long-lived streams registered and not yet ended.",
+		}),
+		rate: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "drain_streams_close_rate", ConstLabels: labels,
+			Help: "Paced close rate per second while a drain closes streams, else 0.",
+		}),
+		closed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "drain_streams_closed_total", ConstLabels: labels,
+			Help: "Streams ended during a drain, by reason (ended: by handler or client before their turn, paced, hard).",
+		}, []string{"reason"}),
+		refused: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "drain_streams_refused_total", ConstLabels: labels,
+			Help: "Streams refused because the drain had begun.",
+		}),
+	}
+	for _, r := range []string{reasonEnded, reasonPaced, reasonHard} {
+		m.closed.WithLabelValues(r) // so that a dashboard sees zeros before the first drain
+	}
+	if reg != nil {
+		for _, c := range []prometheus.Collector{m.open, m.rate, m.closed, m.refused} {
+			if err := reg.Register(c); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return m, nil
+}
