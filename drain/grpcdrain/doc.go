@@ -28,6 +28,12 @@
 // may retry it anywhere. Services use [Refused] for their own "not
 // processed, retry" answers too, so clients can rely on the detail.
 //
+// # Long-lived streams
+//
+// [Streams] registers server-streaming RPCs with a [drain.Streams], whose
+// hooks close them paced over the drain budget; each ends with [Refused],
+// so its client reconnects elsewhere from its position.
+//
 // # Stopping the server
 //
 // [Hooks] returns the StopIntake and WaitInFlight hooks that close intake,
