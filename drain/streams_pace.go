@@ -54,34 +54,42 @@ func (s *Streams) Hooks() []Hook {
 // pace closes the open streams one by one until the margin before ctx's
 // deadline, then the rest at once, and waits for their handlers to return
 // while ctx lives.
+//
+// Each close is scheduled from the previous one's due time, not from when
+// the timer fired: a timer that wakes late (a busy machine, a coarse
+// clock) closes the streams that fell due meanwhile, so the rate holds at
+// thousands per second instead of dropping to one close per wake-up and
+// leaving the rest to the window's end.
 func (s *Streams) pace(ctx context.Context) error {
 	s.tell()
 	defer s.met.rate.Set(0)
 	end, hasEnd := s.window(ctx)
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
+	due := time.Now()
 	for {
 		open, _ := s.snapshot()
 		if open == 0 {
 			break
 		}
-		wait, last := s.next(open, end, hasEnd)
-		if wait <= 0 && !last {
+		at, paced := s.next(open, due, end, hasEnd)
+		if d := time.Until(at); d > 0 {
+			timer.Reset(d)
+			select {
+			case <-ctx.Done():
+				s.closeAll()
+				return s.unended(ctx)
+			case <-s.empty: // the rest ended on their own
+				return nil
+			case <-timer.C:
+			}
+		}
+		if !paced {
 			s.closeAll()
 			break
 		}
-		timer.Reset(wait)
-		select {
-		case <-ctx.Done():
-			s.closeAll()
-			return s.unended(ctx)
-		case <-s.empty: // the rest ended on their own
-			return nil
-		case <-timer.C:
-		}
-		if last || !hasEnd || time.Until(end) > 0 {
-			s.closeNext(reasonPaced)
-		}
+		s.closeNext(reasonPaced)
+		due = at
 	}
 	select {
 	case <-s.empty:
@@ -105,30 +113,30 @@ func (s *Streams) window(ctx context.Context) (time.Time, bool) {
 	return deadline.Add(-margin), true
 }
 
-// next returns how long to wait before the next paced close of one of open
-// streams, and whether that close is the last one the window needs (the
-// rate was not capped, so it may be late by its jitter but never past end).
-// A wait of zero or less with last false means the window is over.
-func (s *Streams) next(open int, end time.Time, hasEnd bool) (wait time.Duration, last bool) {
+// next returns when the next close of one of open streams is due, the
+// previous one having been due at prev, and whether it is a paced close.
+// It is not when the window ends first with the rate capped: the streams
+// left are then closed at once at the window's end. Uncapped, the streams
+// fit the window, and a jitter that would carry the last close past its
+// end lands on the end instead.
+func (s *Streams) next(open int, prev, end time.Time, hasEnd bool) (time.Time, bool) {
 	maxRate := s.cfg.MaxCloseRate
-	rate, left := maxRate, time.Duration(0)
+	rate := maxRate
 	if hasEnd {
-		if left = time.Until(end); left <= 0 {
-			return 0, false
+		left := end.Sub(prev)
+		if left <= 0 {
+			return end, false
 		}
 		rate = min(float64(open)/left.Seconds(), maxRate)
 	}
 	s.setRate(rate)
 	interval := time.Duration(float64(time.Second) / rate)
-	wait = time.Duration(float64(interval) * (1 - closeJitter + 2*closeJitter*rand.Float64()))
-	wait = max(wait, time.Duration(float64(time.Second)/maxRate))
-	if hasEnd && wait >= left {
-		// Uncapped, the streams fit the window: a jitter that would carry
-		// a close past its end lands on the end instead. Capped, the
-		// streams left at the end are closed at once.
-		return left, rate < maxRate
+	d := time.Duration(float64(interval) * (1 - closeJitter + 2*closeJitter*rand.Float64()))
+	at := prev.Add(max(d, time.Duration(float64(time.Second)/maxRate)))
+	if hasEnd && !at.Before(end) {
+		return end, rate < maxRate
 	}
-	return wait, false
+	return at, true
 }
 
 func (s *Streams) setRate(rate float64) {

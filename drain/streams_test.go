@@ -314,3 +314,17 @@ func TestNewStreamsSameNameTwiceInOneRegistry(t *testing.T) {
 	_, err = drain.NewStreams(drain.StreamsConfig{Name: "sse", Registerer: reg})
 	assert.ErrorContains(t, err, `drain: streams "sse"`)
 }
+
+// On a real clock a timer wakes late, by a millisecond or more on a busy
+// machine: pacing must still keep a rate of thousands per second, closing
+// what fell due meanwhile, rather than one stream per wake-up with the
+// rest left to be closed at once when the window ends.
+func TestStreamsPaceKeepsUpWithLateTimers(t *testing.T) {
+	const n = 5000 // 5,000/s over the 1 s window: a close every 200 µs
+	s := newStreams(t, drain.StreamsConfig{Name: "sse", MaxCloseRate: 1e6, Margin: 500 * time.Millisecond})
+	h := openHandlers(t, s, n, false)
+	r, got := drainStreams(s, 1500*time.Millisecond)
+	h.wg.Wait()
+	require.NoError(t, r.Err())
+	assert.Equal(t, n, got.Paced, "closed at once at the window's end: %d", got.Hard)
+}
