@@ -14,6 +14,11 @@ import (
 // draining at once, or clients told at once, do not fall into step.
 const closeJitter = 0.5
 
+// maxCatchUp is how far behind its schedule pacing may be and still close
+// what fell due at once: a late timer by a millisecond or so is made good,
+// a stall is not (at most MaxCloseRate × maxCatchUp extra closes at once).
+const maxCatchUp = 10 * time.Millisecond
+
 // StreamReport says what a drain did with the streams of one [Streams]; it
 // is in the report of its close hook ([HookResult.Streams]).
 type StreamReport struct {
@@ -59,7 +64,10 @@ func (s *Streams) Hooks() []Hook {
 // the timer fired: a timer that wakes late (a busy machine, a coarse
 // clock) closes the streams that fell due meanwhile, so the rate holds at
 // thousands per second instead of dropping to one close per wake-up and
-// leaving the rest to the window's end.
+// leaving the rest to the window's end. It catches up on at most
+// [maxCatchUp] of its schedule, so that a stalled process does not make
+// up for the stall in one burst above the cap: the schedule restarts from
+// there, spread over the time left.
 func (s *Streams) pace(ctx context.Context) error {
 	s.tell()
 	defer s.met.rate.Set(0)
@@ -71,6 +79,9 @@ func (s *Streams) pace(ctx context.Context) error {
 		open, _ := s.snapshot()
 		if open == 0 {
 			break
+		}
+		if floor := time.Now().Add(-maxCatchUp); due.Before(floor) {
+			due = floor
 		}
 		at, paced := s.next(open, due, end, hasEnd)
 		if d := time.Until(at); d > 0 {

@@ -326,5 +326,9 @@ func TestStreamsPaceKeepsUpWithLateTimers(t *testing.T) {
 	r, got := drainStreams(s, 1500*time.Millisecond)
 	h.wg.Wait()
 	require.NoError(t, r.Err())
-	assert.Equal(t, n, got.Paced, "closed at once at the window's end: %d", got.Hard)
+	// A stall of the whole process in the last milliseconds of the window
+	// may leave a tail to be closed at once; one close per wake-up left
+	// most of them (about 3,800 of 5,000 here).
+	assert.Equal(t, n, got.Paced+got.Hard)
+	assert.Less(t, got.Hard, n/10, "closed at once at the window's end")
 }
