@@ -49,7 +49,7 @@ func BenchmarkStreamsDrain(b *testing.B) {
 		drain func(ctx context.Context, open func(context.Context, *drain.Streams))
 	}{
 		{"paced", paced(10_000)},
-		{"paced-capped-2000", paced(2_000)},
+		{"capped-too-low", paced(2_000)},
 		{"naive", naive},
 	} {
 		b.Run(c.name, func(b *testing.B) {
