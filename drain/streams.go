@@ -72,14 +72,22 @@ func (c StreamsConfig) withDefaults() StreamsConfig {
 //
 //  1. at StopIntake tells every stream ([Stream.Told] is closed), so that it
 //     may say goodbye in its protocol, and refuses new ones;
-//  2. from WaitInFlight on, closes the streams still open one by one
-//     (cancels [Stream.Context]) at rate = open streams ÷ (time left −
-//     Margin), recomputed after every close, capped at MaxCloseRate, each
-//     interval jittered by ±50% (never under 1/MaxCloseRate);
+//  2. from then on, while the phases up to Release do their work, closes
+//     the streams still open one by one (cancels [Stream.Context]) at
+//     rate = open streams ÷ (time left − Margin), recomputed after every
+//     close, capped at MaxCloseRate, each interval jittered by ±50% (never
+//     under 1/MaxCloseRate);
 //  3. closes whatever is still open at once when Margin is all that is
 //     left, or when the drain is forced or out of time;
-//  4. waits for the handlers to return until the drain deadline, and no
-//     longer: a handler that ignores its context is reported, not waited for.
+//  4. in Release, waits for the handlers to return until the drain
+//     deadline, and no longer: a handler that ignores its context is
+//     reported, not waited for.
+//
+// Work that waits for every stream in an earlier phase holds that phase,
+// and so the phases after it, until the streams are closed: an
+// http.Server's active connections, which [HTTPHooks] waits for in
+// WaitInFlight, include its SSE responses. A gRPC server does not wait for
+// the streams that package grpcdrain registers.
 //
 // It does not close connections itself: a handler closes what its context
 // guards (an SSE handler returns; a hijacked connection is closed with
@@ -95,6 +103,11 @@ type Streams struct {
 	isTold  bool
 	empty   chan struct{} // closed once told and nothing is open or closing
 	rep     StreamReport
+
+	startOnce sync.Once
+	paced     chan struct{} // closed when the pacing goroutine has returned
+	stopMu    sync.Mutex
+	stop      context.CancelFunc // ends the pacing; nil until it starts
 }
 
 // NewStreams returns Streams for cfg, or cfg's validation error. It
@@ -108,7 +121,7 @@ func NewStreams(cfg StreamsConfig) (*Streams, error) {
 	if err != nil {
 		return nil, fmt.Errorf("drain: streams %q: %w", cfg.Name, err)
 	}
-	return &Streams{cfg: cfg, met: met, told: make(chan struct{}), empty: make(chan struct{})}, nil
+	return &Streams{cfg: cfg, met: met, told: make(chan struct{}), empty: make(chan struct{}), paced: make(chan struct{})}, nil
 }
 
 // Stream is one long-lived stream registered with [Streams.Open].

@@ -50,5 +50,5 @@ func ExampleStreams() {
 	// stop_intake http.stop_intake
 	// wait_in_flight http.wait_in_flight
 	// stop_intake events.stop_intake
-	// wait_in_flight events.close
+	// release events.close
 }

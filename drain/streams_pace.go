@@ -40,25 +40,81 @@ type StreamReport struct {
 	PeakRate float64 `json:"peak_rate"`
 }
 
-// Hooks returns the hooks that drain the streams: name+".stop_intake"
-// (StopIntake) tells every stream and refuses new ones; name+".close"
-// (WaitInFlight) closes them paced, waits for them to end, and carries the
-// [StreamReport] into the drain report. Both Abort by closing every stream
-// at once. The close hook returns an error when streams are still open at
-// its deadline.
+// Hooks returns the hooks that drain the streams:
+//
+//   - name+".stop_intake" (StopIntake) tells every stream, refuses new ones
+//     and starts closing them paced, in the background, so that the work
+//     of the phases in between (WaitInFlight, Flush) goes on meanwhile;
+//   - name+".close" (Release) waits for the pacing and for every stream to
+//     end, until its deadline, and carries the [StreamReport] into the
+//     drain report. It returns an error when streams closed by then have
+//     still not ended. Clients that streams use, closed in the Close phase,
+//     are still open while they end.
+//
+// Both Abort by closing every stream at once and stopping the pacing.
 func (s *Streams) Hooks() []Hook {
 	name := s.cfg.Name
 	return []Hook{
-		{Name: name + ".stop_intake", Phase: StopIntake, Abort: s.closeAll,
-			Run: func(context.Context) error { s.tell(); return nil }},
-		{Name: name + ".close", Phase: WaitInFlight, Abort: s.closeAll, Run: s.pace,
+		{Name: name + ".stop_intake", Phase: StopIntake, Abort: s.abort,
+			Run: func(ctx context.Context) error { s.start(ctx); return nil }},
+		{Name: name + ".close", Phase: Release, Abort: s.abort, Run: s.wait,
 			streams: func() *StreamReport { _, r := s.snapshot(); return &r }},
 	}
 }
 
+// start tells every stream and starts the pacing, once. The pacing keeps
+// ctx's deadline but not its cancellation: it outlives the hook that
+// started it, and a forced drain stops it through Abort.
+func (s *Streams) start(ctx context.Context) {
+	s.tell()
+	s.startOnce.Do(func() {
+		pctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+		if d, ok := ctx.Deadline(); ok {
+			pctx, stop = context.WithDeadline(context.WithoutCancel(ctx), d)
+		}
+		s.stopMu.Lock()
+		s.stop = stop
+		s.stopMu.Unlock()
+		go func() {
+			defer close(s.paced)
+			defer stop()
+			s.pace(pctx)
+		}()
+	})
+}
+
+// abort closes every stream at once and stops the pacing; it does not block.
+func (s *Streams) abort() {
+	s.closeAll()
+	s.stopMu.Lock()
+	stop := s.stop
+	s.stopMu.Unlock()
+	if stop != nil {
+		stop()
+	}
+}
+
+// wait waits for the pacing and then for every stream to end, while ctx
+// lives; at ctx's end it closes what is left and returns.
+func (s *Streams) wait(ctx context.Context) error {
+	s.start(ctx) // in case StopIntake was skipped or failed
+	select {
+	case <-s.paced:
+	case <-ctx.Done():
+		s.abort()
+		return s.unended(ctx)
+	}
+	select {
+	case <-s.empty:
+		return nil
+	case <-ctx.Done():
+		return s.unended(ctx)
+	}
+}
+
 // pace closes the open streams one by one until the margin before ctx's
-// deadline, then the rest at once, and waits for their handlers to return
-// while ctx lives.
+// deadline, then the rest at once; it returns then, when every stream has
+// ended, or when ctx ends (closing the rest).
 //
 // Each close is scheduled from the previous one's due time, not from when
 // the timer fired: a timer that wakes late (a busy machine, a coarse
@@ -68,8 +124,7 @@ func (s *Streams) Hooks() []Hook {
 // [maxCatchUp] of its schedule, so that a stalled process does not make
 // up for the stall in one burst above the cap: the schedule restarts from
 // there, spread over the time left.
-func (s *Streams) pace(ctx context.Context) error {
-	s.tell()
+func (s *Streams) pace(ctx context.Context) {
 	defer s.met.rate.Set(0)
 	end, hasEnd := s.window(ctx)
 	timer := time.NewTimer(time.Hour)
@@ -78,7 +133,7 @@ func (s *Streams) pace(ctx context.Context) error {
 	for {
 		open, _ := s.snapshot()
 		if open == 0 {
-			break
+			return
 		}
 		if floor := time.Now().Add(-maxCatchUp); due.Before(floor) {
 			due = floor
@@ -89,24 +144,18 @@ func (s *Streams) pace(ctx context.Context) error {
 			select {
 			case <-ctx.Done():
 				s.closeAll()
-				return s.unended(ctx)
+				return
 			case <-s.empty: // the rest ended on their own
-				return nil
+				return
 			case <-timer.C:
 			}
 		}
 		if !paced {
 			s.closeAll()
-			break
+			return
 		}
 		s.closeNext(reasonPaced)
 		due = at
-	}
-	select {
-	case <-s.empty:
-		return nil
-	case <-ctx.Done():
-		return s.unended(ctx)
 	}
 }
 

@@ -270,7 +270,7 @@ func TestStreamsReportJSON(t *testing.T) {
 		h.wg.Wait()
 		b, err := json.Marshal(r)
 		require.NoError(t, err)
-		assert.Contains(t, string(b), `"name":"sse.close","phase":"wait_in_flight","outcome":"ok"`)
+		assert.Contains(t, string(b), `"name":"sse.close","phase":"release","outcome":"ok"`)
 		assert.Contains(t, string(b), `"streams":{"told":2,"ended":0,"paced":2,"hard":0,"unended":0,"refused":0,"peak_rate":`)
 	})
 }
@@ -331,4 +331,29 @@ func TestStreamsPaceKeepsUpWithLateTimers(t *testing.T) {
 	// most of them (about 3,800 of 5,000 here).
 	assert.Equal(t, n, got.Paced+got.Hard)
 	assert.Less(t, got.Hard, n/10, "closed at once at the window's end")
+}
+
+// The phases between StopIntake and Release do their work while the
+// streams are closed paced, not after the last one; Close comes after
+// every stream has ended, so clients the streams use are still open.
+func TestStreamsPacedWhileLaterPhasesRun(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newStreams(t, drain.StreamsConfig{Name: "sse", Margin: 2 * time.Second})
+		h := openHandlers(t, s, 10, false)
+		start := time.Now()
+		var flushed, closed time.Duration
+		hooks := append(s.Hooks(),
+			drain.Hook{Name: "flush", Phase: drain.Flush, Run: func(context.Context) error { flushed = time.Since(start); return nil }},
+			drain.Hook{Name: "close", Phase: drain.Close, Run: func(context.Context) error { closed = time.Since(start); return nil }},
+		)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		r := drain.Run(ctx, "test", hooks)
+		require.NoError(t, r.Err())
+		closes := h.times()
+		last := closes[len(closes)-1].Sub(start)
+		assert.Equal(t, time.Duration(0), flushed, "flush ran after %v; want at once, while the streams close", flushed)
+		assert.Greater(t, last, 4*time.Second, "10 streams over an 8 s window")
+		assert.GreaterOrEqual(t, closed, last, "close ran at %v, before the last stream ended at %v", closed, last)
+	})
 }
