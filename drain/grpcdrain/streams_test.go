@@ -37,20 +37,26 @@ var feedDesc = grpc.ServiceDesc{
 
 var followDesc = &grpc.StreamDesc{StreamName: "Follow", ServerStreams: true}
 
-// subscribe opens a Follow stream, reads its first message, and returns the
-// error that ends it.
-func subscribe(t *testing.T, conn *grpc.ClientConn) <-chan error {
+// ending is how a stream ended, and when.
+type ending struct {
+	err error
+	at  time.Time
+}
+
+// subscribe opens a Follow stream, reads its first message, and returns how
+// it ends.
+func subscribe(t *testing.T, conn *grpc.ClientConn) <-chan ending {
 	t.Helper()
 	cs, err := conn.NewStream(context.Background(), followDesc, "/drainkit.test.Feed/Follow")
 	require.NoError(t, err)
 	require.NoError(t, cs.SendMsg(wrapperspb.String("room 1")))
 	require.NoError(t, cs.CloseSend())
 	require.NoError(t, cs.RecvMsg(new(wrapperspb.StringValue)), "the first message: the stream is registered")
-	ended := make(chan error, 1)
+	ended := make(chan ending, 1)
 	go func() {
 		for {
 			if err := cs.RecvMsg(new(wrapperspb.StringValue)); err != nil {
-				ended <- err
+				ended <- ending{err, time.Now()}
 				return
 			}
 		}
@@ -76,7 +82,7 @@ func TestStreamsDrainServerStreams(t *testing.T) {
 		}
 		return h(srv, ss)
 	})
-	srv := grpc.NewServer(append(grpcdrain.ServerOptions(tr), grpcdrain.Streams(s), noteWatch)...)
+	srv := grpc.NewServer(append(grpcdrain.ServerOptions(tr, s), noteWatch)...)
 	srv.RegisterService(&feedDesc, nil)
 	healthpb.RegisterHealthServer(srv, health.NewServer())
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -91,31 +97,39 @@ func TestStreamsDrainServerStreams(t *testing.T) {
 		grpc.WithDefaultServiceConfig(`{"loadBalancingConfig":[{"round_robin":{}}],"healthCheckConfig":{"serviceName":""}}`))
 	require.NoError(t, err)
 	defer conn.Close()
-	ended := make([]<-chan error, n)
+	ended := make([]<-chan ending, n)
 	for i := range ended {
 		ended[i] = subscribe(t, conn)
 	}
 	<-watching
 
+	// The flush phase runs while the streams are closed paced, not after.
+	var flushed time.Time
+	flush := drain.Hook{Name: "flush", Phase: drain.Flush, Run: func(context.Context) error { flushed = time.Now(); return nil }}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	r := drain.Run(ctx, "test", append(grpcdrain.Hooks("grpc", srv, tr), s.Hooks()...))
+	r := drain.Run(ctx, "test", append(append(grpcdrain.Hooks("grpc", srv, tr), s.Hooks()...), flush))
 	require.NoError(t, r.Err(), "GracefulStop held by a stream or the health Watch")
 	require.NoError(t, <-served)
 	rep, _ := r.Hook("grpc_streams.close")
 	require.NotNil(t, rep.Streams)
 	assert.Equal(t, n, rep.Streams.Told)
 	assert.Equal(t, n, rep.Streams.Paced+rep.Streams.Hard)
+	var last time.Time
 	for _, e := range ended {
-		err := <-e
-		assert.True(t, grpcdrain.IsRefused(err), "stream ended with %v; want UNAVAILABLE with RetryInfo", err)
+		got := <-e
+		assert.True(t, grpcdrain.IsRefused(got.err), "stream ended with %v; want UNAVAILABLE with RetryInfo", got.err)
+		if got.at.After(last) {
+			last = got.at
+		}
 	}
+	assert.True(t, flushed.Before(last), "flush ran %v after the last stream ended; want it while they are closed", flushed.Sub(last))
 }
 
 func TestStreamsInterceptorPassesHandlerErrorsOn(t *testing.T) {
 	s, err := drain.NewStreams(drain.StreamsConfig{Name: "x"})
 	require.NoError(t, err)
-	srv := grpc.NewServer(grpcdrain.Streams(s))
+	srv := grpc.NewServer(grpcdrain.ServerOptions(new(drain.Tracker), s)...)
 	srv.RegisterService(&grpc.ServiceDesc{
 		ServiceName: "drainkit.test.Feed",
 		HandlerType: (*any)(nil),

@@ -19,10 +19,10 @@
 // At the flip gRPC health answers NOT_SERVING (latched), so clients with
 // client-side health checking stop sending new RPCs. At stop_intake the
 // health Watch streams end (GracefulStop would wait for them), server
-// streams are told, and GracefulStop begins (GOAWAY); wait_in_flight
-// closes the server streams paced and waits for the RPCs in flight; close
-// waits for Serve and the health loop. A drain cut short stops the server
-// hard.
+// streams are told and begin to be closed paced, and GracefulStop begins
+// (GOAWAY); wait_in_flight waits for the RPCs in flight; release waits for
+// the last server streams and GracefulStop; close waits for Serve and the
+// health loop. A drain cut short stops the server hard.
 package fxgrpc
 
 import (
@@ -52,14 +52,16 @@ import (
 // the readiness registry's service name.
 //
 // Server-streaming RPCs are registered with a drain.Streams named
-// name+".streams" (grpcdrain.Streams), so a drain closes them paced with
-// drain.DefaultMaxCloseRate and drain.DefaultCloseMargin, each ending with
-// UNAVAILABLE and RetryInfo, instead of GracefulStop waiting for them.
+// name+".streams" (grpcdrain.ServerOptions), so a drain closes them paced
+// with drain.DefaultMaxCloseRate and drain.DefaultCloseMargin while the
+// flush and release phases go on, each ending with UNAVAILABLE and
+// RetryInfo, instead of GracefulStop waiting for them.
 //
 // It contributes the drain hooks name+".stop_intake", name+".health_watch",
-// name+".streams.stop_intake" (stop_intake), name+".wait_in_flight",
-// name+".streams.close" (wait_in_flight) and name+".serve" (close), and the
-// gating readiness check name+"_listener". An address that cannot be bound
+// name+".streams.stop_intake" (stop_intake), name+".wait_in_flight"
+// (wait_in_flight), name+".graceful_stop", name+".streams.close" (release)
+// and name+".serve" (close), and the gating readiness check
+// name+"_listener". An address that cannot be bound
 // fails the start, naming it.
 func Server(name, addr string, register any, opts ...grpc.ServerOption) fx.Option {
 	return fx.Module("drainkit.grpc."+name,
@@ -68,8 +70,7 @@ func Server(name, addr string, register any, opts ...grpc.ServerOption) fx.Optio
 			if err != nil {
 				return nil, nil, fmt.Errorf("fxgrpc: server %q: %w", name, err)
 			}
-			own := append(grpcdrain.ServerOptions(p.Manager.Tracker()), grpcdrain.Streams(streams))
-			return grpc.NewServer(append(own, opts...)...), streams, nil
+			return grpc.NewServer(append(grpcdrain.ServerOptions(p.Manager.Tracker(), streams), opts...)...), streams, nil
 		}),
 		fx.Invoke(register),
 		fx.Invoke(func(p params) error { return serve(name, addr, p) }),

@@ -105,7 +105,7 @@ func TestServerServesAndDrains(t *testing.T) {
 
 	rep := app.Wait()
 	assert.Equal(t, lifecycle.ExitClean, rep.ExitCode)
-	for _, h := range []string{"grpc.stop_intake", "grpc.health_watch", "grpc.wait_in_flight", "grpc.serve"} {
+	for _, h := range []string{"grpc.stop_intake", "grpc.health_watch", "grpc.wait_in_flight", "grpc.graceful_stop", "grpc.streams.close", "grpc.serve"} {
 		got, ok := rep.Hook(h)
 		assert.True(t, ok, h)
 		assert.Equal(t, drain.OK, got.Outcome, h)
