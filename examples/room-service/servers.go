@@ -20,7 +20,10 @@ import (
 
 // registerRooms puts the Rooms API on the gRPC server that fxgrpc.Server
 // wires (in-flight tracking, grpc.health.v1, listener, drain hooks).
-func registerRooms(s *grpc.Server, r *rooms) { roompb.RegisterRoomsServer(s, r.svc) }
+func registerRooms(s *grpc.Server, r *rooms) {
+	roompb.RegisterRoomsServer(s, r.svc)
+	registerEvents(s, r)
+}
 
 // adminServer serves /healthz/live, /healthz/ready and /metrics on
 // ADMIN_ADDR. It keeps answering through the drain (ready says 503) and
