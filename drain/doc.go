@@ -29,6 +29,19 @@
 // reaches zero. [HTTPHooks] drains an *http.Server with it, and closes what
 // is left at the deadline.
 //
+// # Long-lived streams
+//
+// Server-Sent Events, WebSockets and other hijacked connections, and gRPC
+// server streams last as long as their clients: http.Server.Shutdown
+// neither waits for nor closes a hijacked connection, waits for an SSE
+// handler until its deadline, and grpc-go's GracefulStop waits for every
+// stream. Closing them all at the deadline sends every client to the
+// other nodes in the same instant. A handler registers its stream with
+// [Streams.Open]; the hooks of [Streams.Hooks] tell every stream at
+// StopIntake, then, while the phases up to Release go on, close them one
+// by one at open streams ÷ (time left − margin) per second, capped and
+// jittered, and what is still open at once when only the margin is left.
+//
 // gRPC servers are counted and drained by package grpcdrain, which is apart
 // so that a service that serves only HTTP does not build grpc-go.
 //

@@ -62,6 +62,10 @@ type Hook struct {
 	// drain which a later, skipped phase was to finish must not leave it
 	// running. It must be safe to call after Run returned and must not block.
 	Abort func()
+
+	// streams, if set, is read once Run has returned or been given up on,
+	// into HookResult.Streams.
+	streams func() *StreamReport
 }
 
 // Validate reports the first problem that would make the hook unusable.

@@ -43,6 +43,8 @@ type HookResult struct {
 	// Stack is the goroutine stack of a hook that was still running when it
 	// was abandoned, or of a panic.
 	Stack string `json:"stack,omitempty"`
+	// Streams is what the close hook of [Streams] did with its streams.
+	Streams *StreamReport `json:"streams,omitempty"`
 }
 
 // MarshalJSON adds duration_ms, the form logs and dashboards read.

@@ -63,6 +63,7 @@ func Run(ctx context.Context, reason string, hooks []Hook, opts ...Option) *Repo
 	if ctx.Err() != nil {
 		abort(hooks, r)
 	}
+	streamReports(hooks, r)
 	r.Duration = time.Since(r.Start)
 	r.DeadlineExceeded = errors.Is(ctx.Err(), context.DeadlineExceeded)
 	r.Forced = errors.Is(ctx.Err(), context.Canceled)
@@ -103,6 +104,21 @@ func abort(hooks []Hook, r *Report) {
 			}()
 			h.Abort()
 		}()
+	}
+}
+
+// streamReports copies each stream hook's report into its result, after
+// Abort, so that streams closed by it are counted.
+func streamReports(hooks []Hook, r *Report) {
+	for _, h := range hooks {
+		if h.streams == nil {
+			continue
+		}
+		for i := range r.Hooks {
+			if r.Hooks[i].Name == h.Name {
+				r.Hooks[i].Streams = h.streams()
+			}
+		}
 	}
 }
 

@@ -28,9 +28,17 @@
 // may retry it anywhere. Services use [Refused] for their own "not
 // processed, retry" answers too, so clients can rely on the detail.
 //
+// # Long-lived streams
+//
+// Given a [drain.Streams], [ServerOptions] registers server-streaming RPCs
+// with it rather than counting them, and its hooks close them paced over
+// the drain budget while the later phases go on; each ends with [Refused],
+// so its client reconnects elsewhere from its position.
+//
 // # Stopping the server
 //
-// [Hooks] returns the StopIntake and WaitInFlight hooks that close intake,
-// begin GracefulStop, wait for it, and Stop the server at the deadline or
-// when the drain is cut short.
+// [Hooks] returns the StopIntake, WaitInFlight and Release hooks that close
+// intake and begin GracefulStop, wait for the RPCs in flight, wait for
+// GracefulStop, and Stop the server at the deadline or when the drain is
+// cut short.
 package grpcdrain

@@ -17,10 +17,23 @@ import (
 // counted until its answer has been written. Use them all:
 //
 //	grpc.NewServer(append(grpcdrain.ServerOptions(t), yourOptions...)...)
-func ServerOptions(t *drain.Tracker) []grpc.ServerOption {
+//
+// Given a [drain.Streams] (at most one), server-streaming and bidirectional
+// RPCs are registered with it instead of counted, so that neither
+// WaitInFlight nor GracefulStop holds the drain's later phases until they
+// end: the streams' own hooks close them paced over the drain budget. When
+// the drain closes a stream, its context is cancelled, and once the
+// handler returns, nil or a context error, the client gets [Refused]
+// (UNAVAILABLE with RetryInfo): reconnect elsewhere, from your position. A
+// handler's own error is passed on as it is.
+func ServerOptions(t *drain.Tracker, streams ...*drain.Streams) []grpc.ServerOption {
+	var s *drain.Streams
+	if len(streams) > 0 {
+		s = streams[0]
+	}
 	return []grpc.ServerOption{
 		grpc.ChainUnaryInterceptor(unaryInterceptor(t)),
-		grpc.ChainStreamInterceptor(streamInterceptor(t)),
+		grpc.ChainStreamInterceptor(streamInterceptor(t, s)),
 		grpc.StatsHandler(statsHandler{t}),
 	}
 }
@@ -53,17 +66,21 @@ func unaryInterceptor(t *drain.Tracker) grpc.UnaryServerInterceptor {
 }
 
 // streamInterceptor counts streaming RPCs in flight for as long as the
-// stream lives and refuses new ones after CloseIntake.
+// stream lives and refuses new ones after CloseIntake; with s, it registers
+// server streams with s instead (see [ServerOptions]).
 //
 // Untracked streams are not waited for; instead they are ended (their
 // context cancelled) when intake closes, so a long-lived Watch cannot keep
 // GracefulStop from returning.
-func streamInterceptor(t *drain.Tracker) grpc.StreamServerInterceptor {
+func streamInterceptor(t *drain.Tracker, s *drain.Streams) grpc.StreamServerInterceptor {
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 		if untracked(info.FullMethod) {
 			ctx, release := endWithIntake(ss.Context(), t)
 			defer release()
 			return handler(srv, ctxStream{ss, ctx})
+		}
+		if s != nil && info.IsServerStream {
+			return serveStream(s, srv, ss, handler)
 		}
 		if !t.Begin() {
 			return errIntakeClosed

@@ -13,6 +13,10 @@
 //     send of one command_id.
 //   - GET /api/v1/rooms/{id} answers 200 {"room_id", "seq", "fence",
 //     "command_ids", "snapshot_seq"}.
+//   - GET /api/v1/rooms/{id}/events streams the room's commands as
+//     Server-Sent Events (id: seq, data {"room_id", "seq", "command_id"}),
+//     after Last-Event-ID when given: every event once, in order, across
+//     room-service drains and, resuming with Last-Event-ID, the gateway's.
 //
 // Room and command ids are 1 to 64 characters of [A-Za-z0-9_-]; op is one
 // of "hello" or "join" (roompb.Ops, a closed set: op "drop table" is
@@ -134,7 +138,9 @@ func options(lcfg lifecycle.Config, cfg Config, log *slog.Logger, notice func(ad
 			newPending,
 			newAPI,
 			newServer,
+			newEvents,
 			fxmodule.AsHooks(func(s *server, t *drain.Tracker) []drain.Hook { return s.hooks(t) }),
+			fxmodule.AsHooks(func(e *events) []drain.Hook { return e.streams.Hooks() }),
 			fxmodule.AsHook(func(b *backends) drain.Hook {
 				return drain.Hook{Name: "rooms.close", Phase: drain.Close, Run: b.Close}
 			}),

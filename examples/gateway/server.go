@@ -31,11 +31,12 @@ type server struct {
 
 // newServer builds the *http.Server before anything serves, so that
 // drain.HTTPHooks can wrap its ConnState.
-func newServer(cfg Config, a *api, reg *readiness.Registry, t *drain.Tracker, pr *prometheus.Registry, notice func(addr string)) *server {
+func newServer(cfg Config, a *api, ev *events, reg *readiness.Registry, t *drain.Tracker, pr *prometheus.Registry, notice func(addr string)) *server {
 	mux := http.NewServeMux()
 	reg.Mount(mux)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(pr, promhttp.HandlerOpts{}))
 	mux.Handle("/api/", t.Middleware(a.routes()))
+	mux.Handle(eventsRoute, t.Middleware(ev))
 	return &server{
 		cfg:    cfg,
 		srv:    &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second},

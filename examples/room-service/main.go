@@ -87,4 +87,7 @@ func options(c config, lc lifecycle.Config, log *slog.Logger) []fx.Option {
 
 // registerRooms puts the Rooms API on the gRPC server that fxgrpc.Server
 // wires (in-flight tracking, grpc.health.v1, listener, drain hooks).
-func registerRooms(s *grpc.Server, r *rooms) { roompb.RegisterRoomsServer(s, r.svc) }
+func registerRooms(s *grpc.Server, r *rooms) {
+	roompb.RegisterRoomsServer(s, r.svc)
+	registerEvents(s, r)
+}

@@ -18,10 +18,11 @@
 //
 // At the flip gRPC health answers NOT_SERVING (latched), so clients with
 // client-side health checking stop sending new RPCs. At stop_intake the
-// health Watch streams end (GracefulStop would wait for them) and
-// GracefulStop begins (GOAWAY); wait_in_flight waits for the RPCs in
-// flight; close waits for Serve and the health loop. A drain cut short
-// stops the server hard.
+// health Watch streams end (GracefulStop would wait for them), server
+// streams are told and begin to be closed paced, and GracefulStop begins
+// (GOAWAY); wait_in_flight waits for the RPCs in flight; release waits for
+// the last server streams and GracefulStop; close waits for Serve and the
+// health loop. A drain cut short stops the server hard.
 package fxgrpc
 
 import (
@@ -32,6 +33,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/fx"
 	"google.golang.org/grpc"
 
@@ -49,18 +51,36 @@ import (
 // grpcdrain.ServerOptions and opts; grpc.health.v1 is registered on it for
 // the readiness registry's service name.
 //
-// It contributes the drain hooks name+".stop_intake", name+".health_watch"
-// (stop_intake), name+".wait_in_flight" and name+".serve" (close), and the
-// gating readiness check name+"_listener". An address that cannot be bound
+// Server-streaming RPCs are registered with a drain.Streams named
+// name+".streams" (grpcdrain.ServerOptions), so a drain closes them paced
+// with drain.DefaultMaxCloseRate and drain.DefaultCloseMargin while the
+// flush and release phases go on, each ending with UNAVAILABLE and
+// RetryInfo, instead of GracefulStop waiting for them.
+//
+// It contributes the drain hooks name+".stop_intake", name+".health_watch",
+// name+".streams.stop_intake" (stop_intake), name+".wait_in_flight"
+// (wait_in_flight), name+".graceful_stop", name+".streams.close" (release)
+// and name+".serve" (close), and the gating readiness check
+// name+"_listener". An address that cannot be bound
 // fails the start, naming it.
 func Server(name, addr string, register any, opts ...grpc.ServerOption) fx.Option {
 	return fx.Module("drainkit.grpc."+name,
-		fx.Provide(fx.Private, func(m *lifecycle.Manager) *grpc.Server {
-			return grpc.NewServer(append(grpcdrain.ServerOptions(m.Tracker()), opts...)...)
+		fx.Provide(fx.Private, func(p serverParams) (*grpc.Server, *drain.Streams, error) {
+			streams, err := drain.NewStreams(drain.StreamsConfig{Name: name + ".streams", Registerer: p.Registerer})
+			if err != nil {
+				return nil, nil, fmt.Errorf("fxgrpc: server %q: %w", name, err)
+			}
+			return grpc.NewServer(append(grpcdrain.ServerOptions(p.Manager.Tracker(), streams), opts...)...), streams, nil
 		}),
 		fx.Invoke(register),
 		fx.Invoke(func(p params) error { return serve(name, addr, p) }),
 	)
+}
+
+type serverParams struct {
+	fx.In
+	Manager    *lifecycle.Manager
+	Registerer prometheus.Registerer `optional:"true"`
 }
 
 type params struct {
@@ -69,6 +89,7 @@ type params struct {
 	Manager   *lifecycle.Manager
 	Registry  *readiness.Registry
 	Server    *grpc.Server
+	Streams   *drain.Streams
 	Logger    *slog.Logger `optional:"true"`
 }
 
@@ -106,6 +127,7 @@ func serve(name, addr string, p params) error {
 		}},
 		drain.Hook{Name: name + ".serve", Phase: drain.Close, Run: wait},
 	)
+	hooks = append(hooks, p.Streams.Hooks()...)
 	if err := p.Manager.AddHook(hooks...); err != nil {
 		return err
 	}

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/protobuf/types/known/emptypb"
 
 	"github.com/drainkit/drainkit/drain"
+	"github.com/drainkit/drainkit/drain/grpcdrain"
 	"github.com/drainkit/drainkit/fxmodule"
 	"github.com/drainkit/drainkit/fxmodule/fxgrpc"
 	"github.com/drainkit/drainkit/fxmodule/fxmoduletest"
@@ -104,11 +105,66 @@ func TestServerServesAndDrains(t *testing.T) {
 
 	rep := app.Wait()
 	assert.Equal(t, lifecycle.ExitClean, rep.ExitCode)
-	for _, h := range []string{"grpc.stop_intake", "grpc.health_watch", "grpc.wait_in_flight", "grpc.serve"} {
+	for _, h := range []string{"grpc.stop_intake", "grpc.health_watch", "grpc.wait_in_flight", "grpc.graceful_stop", "grpc.streams.close", "grpc.serve"} {
 		got, ok := rep.Hook(h)
 		assert.True(t, ok, h)
 		assert.Equal(t, drain.OK, got.Outcome, h)
 	}
 	_, err = net.Dial("tcp", addr)
 	assert.Error(t, err, "the drain closed the listener")
+}
+
+const followMethod = "/test.Feed/Follow"
+
+// registerFeed registers a server-streaming method that sends one message
+// and then waits for its context, as a subscription does.
+func registerFeed(s *grpc.Server) {
+	s.RegisterService(&grpc.ServiceDesc{
+		ServiceName: "test.Feed",
+		HandlerType: (*any)(nil),
+		Streams: []grpc.StreamDesc{{StreamName: "Follow", ServerStreams: true, Handler: func(_ any, ss grpc.ServerStream) error {
+			if err := ss.SendMsg(&emptypb.Empty{}); err != nil {
+				return err
+			}
+			<-ss.Context().Done()
+			return ss.Context().Err()
+		}}},
+	}, nil)
+}
+
+// Server streams open at the signal are closed paced, each told to
+// reconnect elsewhere, and the drain ends clean before its deadline.
+func TestServerClosesStreamsPaced(t *testing.T) {
+	const n = 5
+	addr := freeAddr(t)
+	cfg := lifecycle.Config{Service: "svc", NodeID: "n1", DrainTimeout: 3 * time.Second, DrainDelay: 100 * time.Millisecond}
+	app := fxmoduletest.Start(t,
+		fxmodule.Module, fx.Supply(cfg, slog.New(slog.DiscardHandler)), fxmodule.StopTimeoutFor(cfg),
+		fxgrpc.Server("grpc", addr, registerFeed),
+	)
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	require.NoError(t, err)
+	defer conn.Close()
+	ended := make(chan error, n)
+	for range n {
+		cs, err := conn.NewStream(context.Background(), &grpc.StreamDesc{ServerStreams: true}, followMethod)
+		require.NoError(t, err)
+		require.NoError(t, cs.SendMsg(&emptypb.Empty{}))
+		require.NoError(t, cs.CloseSend())
+		require.NoError(t, cs.RecvMsg(&emptypb.Empty{}), "first message: the stream is registered")
+		go func() { ended <- cs.RecvMsg(&emptypb.Empty{}) }()
+	}
+
+	app.Signal()
+	rep := app.Wait()
+	assert.Equal(t, lifecycle.ExitClean, rep.ExitCode, "report: %v", rep.Err())
+	got, ok := rep.Hook("grpc.streams.close")
+	require.True(t, ok)
+	require.NotNil(t, got.Streams)
+	assert.Equal(t, n, got.Streams.Told)
+	assert.Equal(t, n, got.Streams.Paced+got.Streams.Hard)
+	for range n {
+		err := <-ended
+		assert.True(t, grpcdrain.IsRefused(err), "stream ended with %v; want UNAVAILABLE with RetryInfo", err)
+	}
 }

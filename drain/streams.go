@@ -1,0 +1,298 @@
+package drain
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Defaults for [StreamsConfig].
+const (
+	// DefaultMaxCloseRate is how many streams per second a node closes at
+	// most while pacing: the reconnects it sends to the other nodes.
+	DefaultMaxCloseRate = 200
+	// DefaultCloseMargin is the part of the drain budget kept free after the
+	// last paced close, for handlers to say goodbye and return and for the
+	// phases after WaitInFlight (flush, release, close).
+	DefaultCloseMargin = 2 * time.Second
+)
+
+// StreamsConfig configures [Streams]. Zero values mean their defaults.
+type StreamsConfig struct {
+	// Name identifies the streams in hook names, reports and the "streams"
+	// metric label, e.g. "sse" or "grpc".
+	Name string
+	// MaxCloseRate caps the paced closes per second; default
+	// [DefaultMaxCloseRate].
+	MaxCloseRate float64
+	// Margin is kept free between the last paced close and the drain
+	// deadline; default [DefaultCloseMargin]. When less than twice Margin is
+	// left as pacing begins, half of what is left is kept instead.
+	Margin time.Duration
+	// Registerer receives the drain_streams_* metrics; nil registers nothing
+	// (the metrics are still kept).
+	Registerer prometheus.Registerer
+}
+
+// Validate reports the first field with a bad value.
+func (c StreamsConfig) Validate() error {
+	switch {
+	case c.Name == "":
+		return errors.New(`drain: StreamsConfig.Name is empty; want a name such as "sse"`)
+	case c.MaxCloseRate < 0 || math.IsNaN(c.MaxCloseRate) || math.IsInf(c.MaxCloseRate, 0):
+		return fmt.Errorf("drain: StreamsConfig.MaxCloseRate is %v; want a positive rate per second or zero for the default", c.MaxCloseRate)
+	case c.Margin < 0:
+		return fmt.Errorf("drain: StreamsConfig.Margin is %v; want a positive duration or zero for the default", c.Margin)
+	}
+	return nil
+}
+
+func (c StreamsConfig) withDefaults() StreamsConfig {
+	if c.MaxCloseRate == 0 {
+		c.MaxCloseRate = DefaultMaxCloseRate
+	}
+	if c.Margin == 0 {
+		c.Margin = DefaultCloseMargin
+	}
+	return c
+}
+
+// Streams drains long-lived streams (Server-Sent Events, WebSockets and
+// other hijacked connections, gRPC server streams), which would otherwise
+// hold a drain to its deadline and then all drop at the same instant,
+// sending every client to the remaining nodes at once.
+//
+// A handler registers its stream with [Streams.Open] and ends it with
+// [Stream.End]. The drain, through the hooks of [Streams.Hooks]:
+//
+//  1. at StopIntake tells every stream ([Stream.Told] is closed), so that it
+//     may say goodbye in its protocol, and refuses new ones;
+//  2. from then on, while the phases up to Release do their work, closes
+//     the streams still open one by one (cancels [Stream.Context]) at
+//     rate = open streams ÷ (time left − Margin), recomputed after every
+//     close, capped at MaxCloseRate, each interval jittered by ±50% (never
+//     under 1/MaxCloseRate);
+//  3. closes whatever is still open at once when Margin is all that is
+//     left, or when the drain is forced or out of time;
+//  4. in Release, waits for the handlers to return until the drain
+//     deadline, and no longer: a handler that ignores its context is
+//     reported, not waited for.
+//
+// Work that waits for every stream in an earlier phase holds that phase,
+// and so the phases after it, until the streams are closed: an
+// http.Server's active connections, which [HTTPHooks] waits for in
+// WaitInFlight, include its SSE responses. A gRPC server does not wait for
+// the streams that package grpcdrain registers.
+//
+// It does not close connections itself: a handler closes what its context
+// guards (an SSE handler returns; a hijacked connection is closed with
+// context.AfterFunc(stream.Context(), conn.Close)).
+type Streams struct {
+	cfg StreamsConfig
+	met *streamMetrics
+
+	mu      sync.Mutex
+	open    []*Stream     // not yet closed by the drain; each knows its index
+	closing int           // closed by the drain, End not yet called
+	told    chan struct{} // closed at StopIntake
+	isTold  bool
+	empty   chan struct{} // closed once told and nothing is open or closing
+	rep     StreamReport
+
+	startOnce sync.Once
+	paced     chan struct{} // closed when the pacing goroutine has returned
+	stopMu    sync.Mutex
+	stop      context.CancelFunc // ends the pacing; nil until it starts
+}
+
+// NewStreams returns Streams for cfg, or cfg's validation error. It
+// registers the metrics with cfg.Registerer and starts nothing.
+func NewStreams(cfg StreamsConfig) (*Streams, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	met, err := newStreamMetrics(cfg.Name, cfg.Registerer)
+	if err != nil {
+		return nil, fmt.Errorf("drain: streams %q: %w", cfg.Name, err)
+	}
+	return &Streams{cfg: cfg, met: met, told: make(chan struct{}), empty: make(chan struct{}), paced: make(chan struct{})}, nil
+}
+
+// Stream is one long-lived stream registered with [Streams.Open].
+type Stream struct {
+	s      *Streams
+	ctx    context.Context
+	cancel context.CancelFunc
+	idx    int  // index in s.open; -1 once closed by the drain (guarded by s.mu)
+	ended  bool // End was called (guarded by s.mu)
+}
+
+// Open registers a stream that lasts until End. Its context is ctx's
+// (usually the request's), also cancelled when the drain closes the stream.
+// It returns false, and registers nothing, once the drain has begun: the
+// handler should refuse the stream (503 and Retry-After, gRPC UNAVAILABLE)
+// so the client connects elsewhere.
+func (s *Streams) Open(ctx context.Context) (*Stream, bool) {
+	sctx, cancel := context.WithCancel(ctx)
+	st := &Stream{s: s, ctx: sctx, cancel: cancel}
+	s.mu.Lock()
+	if s.isTold {
+		s.rep.Refused++
+		s.mu.Unlock()
+		cancel()
+		s.met.refused.Inc()
+		return nil, false
+	}
+	st.idx = len(s.open)
+	s.open = append(s.open, st)
+	s.mu.Unlock()
+	s.met.open.Inc()
+	return st, true
+}
+
+// Context returns the stream's context: cancelled when the drain closes the
+// stream (its turn has come, or the drain is ending), or when the context
+// given to Open ends. The handler should then say goodbye if it has not
+// and return.
+func (st *Stream) Context() context.Context { return st.ctx }
+
+// Told returns a channel closed when the drain begins (StopIntake): the
+// stream will be closed before the drain deadline, and may say so to its
+// client now (an SSE retry: field, a gRPC message) or end itself.
+func (st *Stream) Told() <-chan struct{} { return st.s.told }
+
+// End unregisters the stream; call it once the handler is done with it
+// (defer it right after Open). It is idempotent.
+func (st *Stream) End() {
+	s := st.s
+	s.mu.Lock()
+	if st.ended {
+		s.mu.Unlock()
+		return
+	}
+	st.ended = true
+	endedFirst := st.idx >= 0
+	if endedFirst {
+		s.remove(st)
+		if s.isTold {
+			s.rep.Ended++
+		}
+	} else {
+		s.closing--
+	}
+	s.checkEmpty()
+	told := s.isTold
+	s.mu.Unlock()
+	st.cancel()
+	s.met.open.Dec()
+	if endedFirst && told {
+		s.met.closed.WithLabelValues(reasonEnded).Inc()
+	}
+}
+
+// remove takes st out of s.open in O(1). s.mu must be held.
+func (s *Streams) remove(st *Stream) {
+	last := len(s.open) - 1
+	moved := s.open[last]
+	s.open[st.idx], moved.idx = moved, st.idx
+	s.open[last] = nil
+	s.open = s.open[:last]
+	st.idx = -1
+}
+
+// checkEmpty closes s.empty once the drain has begun and no stream is open
+// or closing. s.mu must be held.
+func (s *Streams) checkEmpty() {
+	if s.isTold && len(s.open) == 0 && s.closing == 0 {
+		select {
+		case <-s.empty:
+		default:
+			close(s.empty)
+		}
+	}
+}
+
+// tell closes intake and tells every stream; idempotent.
+func (s *Streams) tell() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.isTold {
+		return
+	}
+	s.isTold = true
+	s.rep.Told = len(s.open)
+	close(s.told)
+	s.checkEmpty()
+}
+
+// Reasons a stream ended during a drain, as the drain_streams_closed_total
+// label says them.
+const (
+	reasonEnded = "ended" // ended by its handler or client before its turn
+	reasonPaced = "paced" // closed by the drain at its paced turn
+	reasonHard  = "hard"  // closed by the drain at once, with the others left
+)
+
+// closeNext closes one open stream for reason and reports whether there was
+// one.
+func (s *Streams) closeNext(reason string) bool {
+	s.mu.Lock()
+	n := len(s.open)
+	if n == 0 {
+		s.mu.Unlock()
+		return false
+	}
+	st := s.open[n-1]
+	s.remove(st)
+	s.closing++
+	s.count(reason, 1)
+	s.mu.Unlock()
+	st.cancel()
+	s.met.closed.WithLabelValues(reason).Inc()
+	return true
+}
+
+// closeAll closes every open stream at once; it does not block.
+func (s *Streams) closeAll() {
+	s.tell()
+	s.mu.Lock()
+	open := s.open
+	s.open = nil
+	for _, st := range open {
+		st.idx = -1
+	}
+	s.closing += len(open)
+	s.count(reasonHard, len(open))
+	s.mu.Unlock()
+	for _, st := range open {
+		st.cancel()
+	}
+	if len(open) > 0 {
+		s.met.closed.WithLabelValues(reasonHard).Add(float64(len(open)))
+	}
+}
+
+// count records n closes for reason in the report. s.mu must be held.
+func (s *Streams) count(reason string, n int) {
+	if reason == reasonPaced {
+		s.rep.Paced += n
+	} else {
+		s.rep.Hard += n
+	}
+}
+
+// snapshot counts what is open and closing. It returns the report so far,
+// with Unended set to the streams closed whose handlers have not returned.
+func (s *Streams) snapshot() (open int, rep StreamReport) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	rep = s.rep
+	rep.Unended = s.closing
+	return len(s.open), rep
+}

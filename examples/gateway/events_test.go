@@ -1,0 +1,275 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	"github.com/drainkit/drainkit/drain"
+	"github.com/drainkit/drainkit/drain/grpcdrain"
+	"github.com/drainkit/drainkit/examples/room-service/roompb"
+)
+
+// roomLog is one room's log, shared by the test backends as room-service
+// nodes share Redis.
+type roomLog struct {
+	mu      sync.Mutex
+	ids     []string
+	changed chan struct{}
+}
+
+func newRoomLog(ids ...string) *roomLog { return &roomLog{ids: ids, changed: make(chan struct{})} }
+
+func (l *roomLog) add(id string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.ids = append(l.ids, id)
+	close(l.changed)
+	l.changed = make(chan struct{})
+}
+
+func (l *roomLog) since(after int64) ([]string, <-chan struct{}) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]string(nil), l.ids[min(after, int64(len(l.ids))):]...), l.changed
+}
+
+// testEvents serves WatchRoom from a roomLog, as room-service does from Redis.
+type testEvents struct {
+	roompb.UnimplementedRoomEventsServer
+	log *roomLog
+}
+
+func (e *testEvents) WatchRoom(req *roompb.WatchRoomRequest, stream roompb.RoomEvents_WatchRoomServer) error {
+	after := req.GetAfterSeq()
+	for {
+		ids, changed := e.log.since(after)
+		for _, id := range ids {
+			after++
+			if err := stream.Send(&roompb.RoomEvent{RoomId: req.GetRoomId(), Seq: after, CommandId: id}); err != nil {
+				return err
+			}
+		}
+		select {
+		case <-changed:
+		case <-stream.Context().Done():
+			return stream.Context().Err()
+		}
+	}
+}
+
+// eventsBackend is a room-service stand-in that drains as room-service
+// does: server streams registered with drain.Streams, closed paced.
+type eventsBackend struct {
+	addr   string
+	health *health.Server
+	hooks  []drain.Hook
+}
+
+func startEventsBackend(t *testing.T, log *roomLog, serving bool) *eventsBackend {
+	t.Helper()
+	tr := new(drain.Tracker)
+	s, err := drain.NewStreams(drain.StreamsConfig{Name: "grpc.streams", Margin: 200 * time.Millisecond})
+	require.NoError(t, err)
+	srv := grpc.NewServer(grpcdrain.ServerOptions(tr, s)...)
+	hs := health.NewServer()
+	st := healthpb.HealthCheckResponse_NOT_SERVING
+	if serving {
+		st = healthpb.HealthCheckResponse_SERVING
+	}
+	hs.SetServingStatus(HealthService, st)
+	healthpb.RegisterHealthServer(srv, hs)
+	roompb.RegisterRoomEventsServer(srv, &testEvents{log: log})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	done := make(chan struct{})
+	go func() { defer close(done); _ = srv.Serve(ln) }()
+	t.Cleanup(func() { srv.Stop(); <-done })
+	return &eventsBackend{addr: ln.Addr().String(), health: hs, hooks: append(grpcdrain.Hooks("grpc", srv, tr), s.Hooks()...)}
+}
+
+// drainFor runs hooks as a drain with budget and requires it clean.
+func drainFor(t *testing.T, budget time.Duration, hooks []drain.Hook) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), budget)
+	defer cancel()
+	require.NoError(t, drain.Run(ctx, "test", hooks).Err())
+}
+
+// gatewayServer serves the events route as newServer does, with its
+// drain hooks.
+func gatewayServer(t *testing.T, b *backends) (string, []drain.Hook) {
+	t.Helper()
+	ev, err := newEvents(eventsParams{Backends: b, Logger: quiet()})
+	require.NoError(t, err)
+	var tr drain.Tracker
+	mux := http.NewServeMux()
+	mux.Handle(eventsRoute, tr.Middleware(ev))
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: time.Second}
+	hooks := append(drain.HTTPHooks("http", srv, &tr), ev.streams.Hooks()...) // before Serve: it wraps ConnState
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	done := make(chan struct{})
+	go func() { defer close(done); _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close(); <-done })
+	return ln.Addr().String(), hooks
+}
+
+// sseEvent is one event or field a subscriber read.
+type sseEvent struct {
+	id    int64
+	data  event
+	retry bool
+}
+
+// subscribe follows the room's events through the gateway at addr after
+// lastID; the channel closes when the response ends.
+func subscribe(t *testing.T, addr string, lastID int64) <-chan sseEvent {
+	t.Helper()
+	req, err := http.NewRequest("GET", "http://"+addr+"/api/v1/rooms/r1/events", nil)
+	require.NoError(t, err)
+	if lastID > 0 {
+		req.Header.Set("Last-Event-ID", strconv.FormatInt(lastID, 10))
+	}
+	tp := &http.Transport{}
+	t.Cleanup(tp.CloseIdleConnections)
+	resp, err := (&http.Client{Transport: tp}).Do(req)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	out := make(chan sseEvent, 64)
+	go func() {
+		defer close(out)
+		defer resp.Body.Close()
+		var ev sseEvent
+		sc := bufio.NewScanner(resp.Body)
+		for sc.Scan() {
+			line := sc.Text()
+			switch {
+			case strings.HasPrefix(line, "id: "):
+				ev.id, _ = strconv.ParseInt(strings.TrimPrefix(line, "id: "), 10, 64)
+			case strings.HasPrefix(line, "data: "):
+				_ = json.Unmarshal([]byte(strings.TrimPrefix(line, "data: ")), &ev.data)
+			case strings.HasPrefix(line, "retry: "):
+				ev.retry = true
+			case line == "":
+				out <- ev
+				ev = sseEvent{}
+			}
+		}
+	}()
+	return out
+}
+
+// A subscriber follows a room across a room-service drain without
+// noticing it, and across its gateway's drain by resuming with
+// Last-Event-ID: every event once, in order.
+func TestEventsResumeAcrossDrains(t *testing.T) {
+	log := newRoomLog("c1", "c2", "c3")
+	a := startEventsBackend(t, log, true)
+	b := startEventsBackend(t, log, false) // round_robin uses a only, for now
+	bs := newBackends(Config{Backends: []string{a.addr, b.addr}})
+	require.NoError(t, bs.Start(context.Background()))
+	t.Cleanup(func() { require.NoError(t, bs.Close(context.Background())) })
+	gw1, gw1Hooks := gatewayServer(t, bs)
+	gw2, _ := gatewayServer(t, bs)
+
+	var got []string
+	last := int64(1) // the subscriber has seq 1
+	next := func(sub <-chan sseEvent) bool {
+		t.Helper()
+		for ev := range sub {
+			if ev.retry {
+				continue
+			}
+			require.Equal(t, last+1, ev.id, "events in order, none skipped or repeated")
+			assert.Equal(t, ev.id, ev.data.Seq)
+			last = ev.id
+			got = append(got, ev.data.CommandID)
+			return true
+		}
+		return false
+	}
+	sub := subscribe(t, gw1, last)
+	require.True(t, next(sub))
+	require.True(t, next(sub))
+	log.add("c4")
+	require.True(t, next(sub))
+
+	// room-service a drains: NOT_SERVING, then its stream closed paced.
+	b.health.SetServingStatus(HealthService, healthpb.HealthCheckResponse_SERVING)
+	a.health.SetServingStatus(HealthService, healthpb.HealthCheckResponse_NOT_SERVING)
+	drainFor(t, 1500*time.Millisecond, a.hooks)
+	log.add("c5")
+	require.True(t, next(sub), "the gateway watches again on b from seq 4")
+
+	// The gateway drains: the subscriber is told and its stream closed.
+	var told bool
+	drained := make(chan struct{})
+	go func() { defer close(drained); drainFor(t, 1500*time.Millisecond, gw1Hooks) }()
+	for ev := range sub {
+		told = told || ev.retry
+		require.False(t, ev.id > 0, "no event while the room is idle")
+	}
+	<-drained
+	assert.True(t, told, "the subscriber was told to reconnect (retry:)")
+
+	sub = subscribe(t, gw2, last) // EventSource resumes with Last-Event-ID
+	log.add("c6")
+	require.True(t, next(sub))
+	ids, _ := log.since(1)
+	assert.Equal(t, ids, got, "every event once, in the room's order")
+}
+
+func TestEventsBadRequests(t *testing.T) {
+	ev, err := newEvents(eventsParams{Backends: newBackends(Config{}), Logger: quiet()})
+	require.NoError(t, err)
+	mux := http.NewServeMux()
+	mux.Handle(eventsRoute, ev)
+	tests := []struct {
+		name, path, lastID, want string
+	}{
+		{"room id with a dot", "/api/v1/rooms/a.b/events", "", `room id "a.b"`},
+		{"Last-Event-ID not a number", "/api/v1/rooms/r1/events", "x", `Last-Event-ID "x"`},
+		{"Last-Event-ID negative", "/api/v1/rooms/r1/events", "-1", `Last-Event-ID "-1"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			req := httptestRequest(t, tt.path, tt.lastID)
+			rec, got := serve(t, mux, req)
+			assert.Equal(t, http.StatusBadRequest, rec.Code)
+			assert.Contains(t, got["error"], tt.want)
+		})
+	}
+}
+
+func httptestRequest(t *testing.T, path, lastID string) *http.Request {
+	t.Helper()
+	req := httptest.NewRequest("GET", path, nil)
+	if lastID != "" {
+		req.Header.Set("Last-Event-ID", lastID)
+	}
+	return req
+}
+
+func serve(t *testing.T, h http.Handler, req *http.Request) (*httptest.ResponseRecorder, map[string]any) {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	var got map[string]any
+	require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &got), "body %q", rec.Body.String())
+	return rec, got
+}
