@@ -317,12 +317,9 @@ func (m *Manager) acquire(ctx context.Context, id string, goOn func() error) (*L
 		res     []any
 		unknown time.Time // the last attempt that may have applied unseen (reply lost) was sent then
 	)
-	err := m.retryIf(ctx, goOn, func(ctx context.Context) (err error) {
-		deadline, _ := ctx.Deadline() // retry always sets one
-		actx, cancel := context.WithDeadline(context.WithoutCancel(ctx), deadline)
-		defer cancel()
+	err := m.retryDetached(ctx, goOn, func(ctx context.Context) (err error) {
 		sent = m.now()
-		res, err = m.acquireCall(actx, id)
+		res, err = m.acquireCall(ctx, id)
 		if err != nil && retryable(err) {
 			unknown = sent
 		}
