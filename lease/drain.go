@@ -132,9 +132,10 @@ func (m *Manager) runHandOff(ctx context.Context, fn func(ctx context.Context, l
 // l to expire. It returns nil when released.
 func (m *Manager) handOffOne(ctx context.Context, l *Lease, fn func(context.Context, *Lease) error) error {
 	err := context.Cause(ctx)
+	lctx := l.Context()
 	if err == nil {
 		fctx, cancel := context.WithCancelCause(ctx)
-		stop := context.AfterFunc(l.ctx, func() { cancel(context.Cause(l.ctx)) })
+		stop := context.AfterFunc(lctx, func() { cancel(context.Cause(lctx)) })
 		err = fn(fctx, l)
 		stop()
 		cancel(nil)
@@ -142,12 +143,12 @@ func (m *Manager) handOffOne(ctx context.Context, l *Lease, fn func(context.Cont
 	if err == nil && !l.Held() {
 		// Lost (or overdue for renewal) while fn ran: its work is not
 		// trustworthy, and the room may have moved already.
-		if err = context.Cause(l.ctx); err == nil {
+		if err = context.Cause(lctx); err == nil {
 			err = ErrLost
 		}
 	}
 	if err != nil {
-		if errors.Is(err, ErrLost) || errors.Is(context.Cause(l.ctx), ErrLost) {
+		if errors.Is(err, ErrLost) || errors.Is(context.Cause(lctx), ErrLost) {
 			return ErrLost
 		}
 		if l.end(ErrLeftToExpire, true) {
