@@ -65,7 +65,10 @@ func startDrainServer(b *testing.B, n int, hold time.Duration, external bool) *d
 	s.hooks = drain.HTTPHooks("http", s.srv, tr) // before Serve: it wraps ConnState
 	// Both drainers go through Shutdown, which runs this once its listeners
 	// are closed: from then on the drain is waiting for the requests.
-	s.srv.RegisterOnShutdown(func() { close(s.shuttingDown) })
+	// Shutdown runs it on every call, and drainkit's hooks call Shutdown
+	// from each hook (each is idempotent), so it closes the channel once.
+	var shutdownOnce sync.Once
+	s.srv.RegisterOnShutdown(func() { shutdownOnce.Do(func() { close(s.shuttingDown) }) })
 	go func() { _ = s.srv.Serve(ln) }()
 
 	url := "http://" + ln.Addr().String()
