@@ -104,11 +104,14 @@ func (m *Manager) runHandOff(ctx context.Context, fn func(ctx context.Context, l
 			mine = append(mine, l)
 		}
 	}
+	// The flushes succeeded, so the rooms may move even if the drain's
+	// deadline is near: the releases get their own CallTimeout.
+	q := &releaseQueue{m: m, ctx: context.WithoutCancel(ctx)}
 	var g errgroup.Group
 	g.SetLimit(max(concurrency, 1))
 	for _, l := range mine {
 		g.Go(func() error {
-			switch err := m.handOffOne(ctx, l, fn); {
+			switch err := m.handOffOne(ctx, l, fn, q); {
 			case err == nil:
 				count(&res.Released, nil)
 			case errors.Is(err, ErrNotHeld), errors.Is(err, ErrLost):
@@ -128,9 +131,9 @@ func (m *Manager) runHandOff(ctx context.Context, fn func(ctx context.Context, l
 	return res, nil
 }
 
-// handOffOne runs fn for l and releases it on success; otherwise it leaves
-// l to expire. It returns nil when released.
-func (m *Manager) handOffOne(ctx context.Context, l *Lease, fn func(context.Context, *Lease) error) error {
+// handOffOne runs fn for l and releases it through q on success;
+// otherwise it leaves l to expire. It returns nil when released.
+func (m *Manager) handOffOne(ctx context.Context, l *Lease, fn func(context.Context, *Lease) error, q *releaseQueue) error {
 	err := context.Cause(ctx)
 	lctx := l.Context()
 	if err == nil {
@@ -156,9 +159,7 @@ func (m *Manager) handOffOne(ctx context.Context, l *Lease, fn func(context.Cont
 		}
 		return err
 	}
-	// The flush succeeded, so the room may move even if the drain's
-	// deadline is near: the release gets its own CallTimeout.
-	return l.Release(context.WithoutCancel(ctx))
+	return q.release(l)
 }
 
 // ReleaseHook returns a drain hook (phase [drain.Release]) named
@@ -216,24 +217,9 @@ func (m *Manager) releaseBatch(ctx context.Context, leases []*Lease) error {
 	if len(leases) == 0 {
 		return nil
 	}
-	var calls []batchCall
-	pending := m.batches(leases)
-	err := m.retry(ctx, func(ctx context.Context) error {
-		sent := m.releasePipeline(ctx, pending)
-		pending = pending[:0]
-		var errs []error
-		for _, c := range sent {
-			if c.err != nil && retryable(c.err) {
-				pending = append(pending, c.leases)
-				errs = append(errs, c.err)
-				continue
-			}
-			calls = append(calls, c)
-		}
-		return errors.Join(errs...)
-	})
+	calls, pending, err := m.sendReleases(ctx, leases)
 	var errs []error
-	if err != nil {
+	if err != nil && len(pending) > 0 {
 		errs = append(errs, fmt.Errorf("lease: release %d leases from %s: %w", countLeases(pending), pending[0][0], err))
 	}
 	for _, c := range calls {
