@@ -104,25 +104,33 @@ func (m *Manager) runHandOff(ctx context.Context, fn func(ctx context.Context, l
 			mine = append(mine, l)
 		}
 	}
-	// The flushes succeeded, so the rooms may move even if the drain's
-	// deadline is near: the releases get their own CallTimeout.
-	q := &releaseQueue{m: m, ctx: context.WithoutCancel(ctx)}
+	settle := func(l *Lease, err error) {
+		switch {
+		case err == nil:
+			count(&res.Released, nil)
+		case errors.Is(err, ErrNotHeld), errors.Is(err, ErrLost):
+			count(&res.Lost, nil)
+		default:
+			count(&res.LeftToExpire, fmt.Errorf("room %s: %w", l.ID(), err))
+		}
+	}
+	// A flushed room may move even if the drain's deadline is near: the
+	// releases get their own CallTimeout.
+	q := &releaseQueue{m: m, ctx: context.WithoutCancel(ctx), done: settle}
 	var g errgroup.Group
 	g.SetLimit(max(concurrency, 1))
 	for _, l := range mine {
 		g.Go(func() error {
-			switch err := m.handOffOne(ctx, l, fn, q); {
-			case err == nil:
-				count(&res.Released, nil)
-			case errors.Is(err, ErrNotHeld), errors.Is(err, ErrLost):
-				count(&res.Lost, nil)
-			default:
-				count(&res.LeftToExpire, fmt.Errorf("room %s: %w", l.ID(), err))
+			if err := m.flushOne(ctx, l, fn); err != nil {
+				settle(l, err)
+			} else {
+				q.add(l)
 			}
 			return nil
 		})
 	}
 	_ = g.Wait()
+	q.wait()
 	m.cfg.Logger.Info("lease hand-off done", "node_id", m.cfg.Node,
 		"released", res.Released, "left_to_expire", res.LeftToExpire, "lost", res.Lost)
 	if res.LeftToExpire > 0 {
@@ -131,9 +139,10 @@ func (m *Manager) runHandOff(ctx context.Context, fn func(ctx context.Context, l
 	return res, nil
 }
 
-// handOffOne runs fn for l and releases it through q on success;
-// otherwise it leaves l to expire. It returns nil when released.
-func (m *Manager) handOffOne(ctx context.Context, l *Lease, fn func(context.Context, *Lease) error, q *releaseQueue) error {
+// flushOne runs fn for l. It returns nil when l may be released: fn
+// succeeded and l is still held. Otherwise l is left to expire (unless it
+// was lost) and the error says why.
+func (m *Manager) flushOne(ctx context.Context, l *Lease, fn func(context.Context, *Lease) error) error {
 	err := context.Cause(ctx)
 	lctx := l.Context()
 	if err == nil {
@@ -159,7 +168,7 @@ func (m *Manager) handOffOne(ctx context.Context, l *Lease, fn func(context.Cont
 		}
 		return err
 	}
-	return q.release(l)
+	return nil
 }
 
 // ReleaseHook returns a drain hook (phase [drain.Release]) named

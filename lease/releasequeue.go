@@ -8,37 +8,40 @@ import (
 )
 
 // releaseQueue releases the leases a hand-off has flushed, many per round
-// trip: a caller whose lease is ready queues it; if no pipeline is in
-// flight, it sends one with everything queued and keeps sending until the
-// queue is empty, answering every waiter. So a room moves within one round
-// trip of its flush, as with one release call per room, while 10,000
-// rooms cost a few pipelines instead of 10,000 round trips.
+// trip. add queues a lease and returns at once; if no pipeline is in
+// flight, it starts a sender that sends everything queued, and keeps
+// sending until the queue is empty. So a room moves within one round trip
+// of its flush, as with one release call per room, while the flushes go
+// on (a flush slot is not held waiting for a release), and 10,000 rooms
+// cost a few pipelines instead of 10,000 round trips.
 type releaseQueue struct {
-	m   *Manager
-	ctx context.Context // the releases' own: not cut short by the drain's deadline
+	m    *Manager
+	ctx  context.Context           // the releases' own: not cut short by the drain's deadline
+	done func(l *Lease, err error) // each lease's result, as Lease.Release returns it
 
+	senders sync.WaitGroup
 	mu      sync.Mutex
-	queued  []releaseReq
+	queued  []*Lease
 	sending bool
 }
 
-type releaseReq struct {
-	l    *Lease
-	done chan error // size 1
+// add queues l for release.
+func (q *releaseQueue) add(l *Lease) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.queued = append(q.queued, l)
+	if !q.sending {
+		q.sending = true
+		q.senders.Go(q.send)
+	}
 }
 
-// release ends l (its context is cancelled before the key goes) and
-// compare-and-DELs it, and returns what [Lease.Release] would.
-func (q *releaseQueue) release(l *Lease) error {
-	req := releaseReq{l: l, done: make(chan error, 1)}
-	q.mu.Lock()
-	q.queued = append(q.queued, req)
-	if q.sending {
-		q.mu.Unlock()
-		return <-req.done
-	}
-	q.sending = true
-	q.mu.Unlock()
+// wait returns once every lease added has been released and reported.
+// No add may follow or run concurrently.
+func (q *releaseQueue) wait() { q.senders.Wait() }
+
+// send releases what is queued, one pipeline at a time, until nothing is.
+func (q *releaseQueue) send() {
 	for {
 		q.mu.Lock()
 		batch := q.queued
@@ -46,24 +49,16 @@ func (q *releaseQueue) release(l *Lease) error {
 		if len(batch) == 0 {
 			q.sending = false
 			q.mu.Unlock()
-			return <-req.done
+			return
 		}
 		q.mu.Unlock()
-		q.send(batch)
-	}
-}
-
-// send releases batch in one pipeline (retried within q.ctx) and answers
-// each request.
-func (q *releaseQueue) send(batch []releaseReq) {
-	leases := make([]*Lease, len(batch))
-	for i, r := range batch {
-		r.l.end(ErrReleased, false)
-		leases[i] = r.l
-	}
-	errs := q.m.releaseEach(q.ctx, leases)
-	for i, r := range batch {
-		r.done <- errs[i]
+		for _, l := range batch {
+			l.end(ErrReleased, false) // the context is cancelled before the key goes
+		}
+		errs := q.m.releaseEach(q.ctx, batch)
+		for i, l := range batch {
+			q.done(l, errs[i])
+		}
 	}
 }
 
