@@ -42,7 +42,7 @@ type flight struct {
 // A flight runs on a goroutine of its own, so that a caller whose ctx ends
 // can leave while the script call goes on. A caller whose ctx can never
 // end (ctx.Done() is nil) would never leave: a flight it starts runs on
-// its own goroutine, before join returns, which spares the hand-over
+// the caller's goroutine, before join returns, which spares the hand-over
 // between two goroutines (a new goroutine, the wake-up of an idle thread
 // to run it, a channel to wait on) that is otherwise a large share of an
 // acquisition's latency. Callers joining meanwhile wait for it as for any

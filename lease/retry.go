@@ -62,7 +62,7 @@ func (m *Manager) attempts(ctx, parent context.Context, again func() error, call
 		if err == nil || !retryable(err) {
 			return err
 		}
-		if !m.backOff(ctx, end, backoff/2+rand.N(backoff/2+1)) {
+		if !backOff(ctx, end, backoff/2+rand.N(backoff/2+1)) {
 			if attempt > 1 {
 				return fmt.Errorf("%w (%d attempts)", err, attempt)
 			}
@@ -78,7 +78,7 @@ func (m *Manager) attempts(ctx, parent context.Context, again func() error, call
 }
 
 // backOff waits d, and reports false if ctx ends or end passes first.
-func (m *Manager) backOff(ctx context.Context, end time.Time, d time.Duration) bool {
+func backOff(ctx context.Context, end time.Time, d time.Duration) bool {
 	left := time.Until(end)
 	if left <= 0 {
 		return false
