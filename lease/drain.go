@@ -42,7 +42,9 @@ func (e *handOffError) Unwrap() error { return e.Err }
 // HandOff returns a drain hook (phase [drain.Flush]) that hands every held
 // lease over, at most concurrency at a time (at least 1): it calls fn (say,
 // flush the room's snapshot) and, as soon as fn returned nil, releases that
-// lease, so rooms move one by one rather than after the slowest. A lease
+// lease, so rooms move one by one rather than after the slowest. Rooms
+// whose fn returns while a release is in flight are released together in
+// the next pipeline, so thousands of rooms cost a few round trips. A lease
 // whose fn failed, or whose turn came after the deadline, is left to
 // expire: its context is cancelled with [ErrLeftToExpire], it is no longer
 // renewed, and its key stays until the TTL passes, so the next owner
