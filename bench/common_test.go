@@ -15,7 +15,7 @@ import (
 // stack.
 var empty = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
 
-// serve starts h on a loopback listener and returns its base URL and a
+// serve starts h on a loopback listener and returns its probe URL and a
 // function that closes the server and waits for Serve to return.
 func serve(b *testing.B, h http.Handler) (string, func()) {
 	b.Helper()
@@ -29,7 +29,10 @@ func serve(b *testing.B, h http.Handler) (string, func()) {
 		defer close(done)
 		_ = srv.Serve(ln)
 	}()
-	return "http://" + ln.Addr().String(), func() {
+	// Every contender is probed at drainkit's ready path: drainkit's
+	// handler is a mux that serves only its two paths; the others answer
+	// on any path.
+	return "http://" + ln.Addr().String() + "/healthz/ready", func() {
 		_ = srv.Close()
 		<-done
 	}

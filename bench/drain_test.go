@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"runtime"
 	"slices"
 	"strconv"
 	"sync"
@@ -65,7 +66,10 @@ func startDrainServer(b *testing.B, n int, hold time.Duration, external bool) *d
 	s.hooks = drain.HTTPHooks("http", s.srv, tr) // before Serve: it wraps ConnState
 	// Both drainers go through Shutdown, which runs this once its listeners
 	// are closed: from then on the drain is waiting for the requests.
-	s.srv.RegisterOnShutdown(func() { close(s.shuttingDown) })
+	// Shutdown runs it on every call, and drainkit's hooks call Shutdown
+	// from each hook (each is idempotent), so it closes the channel once.
+	var shutdownOnce sync.Once
+	s.srv.RegisterOnShutdown(func() { shutdownOnce.Do(func() { close(s.shuttingDown) }) })
 	go func() { _ = s.srv.Serve(ln) }()
 
 	url := "http://" + ln.Addr().String()
@@ -204,8 +208,9 @@ func BenchmarkDrainLag(b *testing.B) {
 // BenchmarkDrainInFlight: n requests in flight (each on its own
 // connection) when the drain starts; once it has closed the listeners all
 // their handlers return at once. Reported: time from the last handler's return to the
-// server stopped (lag-ms). Shows how each drain scales with the work it
-// waits for. The clients run in a child process; each side needs about
+// server stopped (lag-ms), and the server's live heap and stacks per
+// in-flight request before the drain (B/request). Shows how each drain
+// scales with the work it waits for. The clients run in a child process; each side needs about
 // n+1,000 open files (raised up to the hard limit if need be).
 //
 //	go test -run='^$' -bench='DrainInFlight' -benchtime=1x -count=3 ./bench
@@ -217,9 +222,12 @@ func BenchmarkDrainInFlight(b *testing.B) {
 					b.Fatal(err)
 				}
 				var lag time.Duration
+				var held int64
 				b.StopTimer()
 				for range b.N {
+					before := memInUse()
 					s := startDrainServer(b, n, 0, true)
+					held += memInUse() - before
 					b.StartTimer()
 					stopped := make(chan time.Time, 1)
 					go func() {
@@ -233,9 +241,20 @@ func BenchmarkDrainInFlight(b *testing.B) {
 					s.finish(b)
 				}
 				b.ReportMetric(ms(lag)/float64(b.N), "lag-ms")
+				b.ReportMetric(float64(held)/float64(b.N*n), "B/request")
 			})
 		}
 	}
+}
+
+// memInUse is the server process's live heap and goroutine stacks, after
+// a collection: with every request in flight, what holding them costs
+// (the clients live in another process).
+func memInUse() int64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return int64(m.HeapAlloc + m.StackInuse)
 }
 
 // raiseFileLimit makes sure at least n files can be open.

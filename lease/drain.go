@@ -42,7 +42,9 @@ func (e *handOffError) Unwrap() error { return e.Err }
 // HandOff returns a drain hook (phase [drain.Flush]) that hands every held
 // lease over, at most concurrency at a time (at least 1): it calls fn (say,
 // flush the room's snapshot) and, as soon as fn returned nil, releases that
-// lease, so rooms move one by one rather than after the slowest. A lease
+// lease, so rooms move one by one rather than after the slowest. Rooms
+// whose fn returns while a release is in flight are released together in
+// the next pipeline, so thousands of rooms cost a few round trips. A lease
 // whose fn failed, or whose turn came after the deadline, is left to
 // expire: its context is cancelled with [ErrLeftToExpire], it is no longer
 // renewed, and its key stays until the TTL passes, so the next owner
@@ -104,22 +106,33 @@ func (m *Manager) runHandOff(ctx context.Context, fn func(ctx context.Context, l
 			mine = append(mine, l)
 		}
 	}
+	settle := func(l *Lease, err error) {
+		switch {
+		case err == nil:
+			count(&res.Released, nil)
+		case errors.Is(err, ErrNotHeld), errors.Is(err, ErrLost):
+			count(&res.Lost, nil)
+		default:
+			count(&res.LeftToExpire, fmt.Errorf("room %s: %w", l.ID(), err))
+		}
+	}
+	// A flushed room may move even if the drain's deadline is near: the
+	// releases get their own CallTimeout.
+	q := &releaseQueue{m: m, ctx: context.WithoutCancel(ctx), done: settle}
 	var g errgroup.Group
 	g.SetLimit(max(concurrency, 1))
 	for _, l := range mine {
 		g.Go(func() error {
-			switch err := m.handOffOne(ctx, l, fn); {
-			case err == nil:
-				count(&res.Released, nil)
-			case errors.Is(err, ErrNotHeld), errors.Is(err, ErrLost):
-				count(&res.Lost, nil)
-			default:
-				count(&res.LeftToExpire, fmt.Errorf("room %s: %w", l.ID(), err))
+			if err := m.flushOne(ctx, l, fn); err != nil {
+				settle(l, err)
+			} else {
+				q.add(l)
 			}
 			return nil
 		})
 	}
 	_ = g.Wait()
+	q.wait()
 	m.cfg.Logger.Info("lease hand-off done", "node_id", m.cfg.Node,
 		"released", res.Released, "left_to_expire", res.LeftToExpire, "lost", res.Lost)
 	if res.LeftToExpire > 0 {
@@ -128,13 +141,15 @@ func (m *Manager) runHandOff(ctx context.Context, fn func(ctx context.Context, l
 	return res, nil
 }
 
-// handOffOne runs fn for l and releases it on success; otherwise it leaves
-// l to expire. It returns nil when released.
-func (m *Manager) handOffOne(ctx context.Context, l *Lease, fn func(context.Context, *Lease) error) error {
+// flushOne runs fn for l. It returns nil when l may be released: fn
+// succeeded and l is still held. Otherwise l is left to expire (unless it
+// was lost) and the error says why.
+func (m *Manager) flushOne(ctx context.Context, l *Lease, fn func(context.Context, *Lease) error) error {
 	err := context.Cause(ctx)
+	lctx := l.Context()
 	if err == nil {
 		fctx, cancel := context.WithCancelCause(ctx)
-		stop := context.AfterFunc(l.ctx, func() { cancel(context.Cause(l.ctx)) })
+		stop := context.AfterFunc(lctx, func() { cancel(context.Cause(lctx)) })
 		err = fn(fctx, l)
 		stop()
 		cancel(nil)
@@ -142,12 +157,12 @@ func (m *Manager) handOffOne(ctx context.Context, l *Lease, fn func(context.Cont
 	if err == nil && !l.Held() {
 		// Lost (or overdue for renewal) while fn ran: its work is not
 		// trustworthy, and the room may have moved already.
-		if err = context.Cause(l.ctx); err == nil {
+		if err = context.Cause(lctx); err == nil {
 			err = ErrLost
 		}
 	}
 	if err != nil {
-		if errors.Is(err, ErrLost) || errors.Is(context.Cause(l.ctx), ErrLost) {
+		if errors.Is(err, ErrLost) || errors.Is(context.Cause(lctx), ErrLost) {
 			return ErrLost
 		}
 		if l.end(ErrLeftToExpire, true) {
@@ -155,9 +170,7 @@ func (m *Manager) handOffOne(ctx context.Context, l *Lease, fn func(context.Cont
 		}
 		return err
 	}
-	// The flush succeeded, so the room may move even if the drain's
-	// deadline is near: the release gets its own CallTimeout.
-	return l.Release(context.WithoutCancel(ctx))
+	return nil
 }
 
 // ReleaseHook returns a drain hook (phase [drain.Release]) named
@@ -215,24 +228,9 @@ func (m *Manager) releaseBatch(ctx context.Context, leases []*Lease) error {
 	if len(leases) == 0 {
 		return nil
 	}
-	var calls []batchCall
-	pending := m.batches(leases)
-	err := m.retry(ctx, func(ctx context.Context) error {
-		sent := m.releasePipeline(ctx, pending)
-		pending = pending[:0]
-		var errs []error
-		for _, c := range sent {
-			if c.err != nil && retryable(c.err) {
-				pending = append(pending, c.leases)
-				errs = append(errs, c.err)
-				continue
-			}
-			calls = append(calls, c)
-		}
-		return errors.Join(errs...)
-	})
+	calls, pending, err := m.sendReleases(ctx, leases)
 	var errs []error
-	if err != nil {
+	if err != nil && len(pending) > 0 {
 		errs = append(errs, fmt.Errorf("lease: release %d leases from %s: %w", countLeases(pending), pending[0][0], err))
 	}
 	for _, c := range calls {

@@ -38,21 +38,38 @@ type flight struct {
 // join returns the flight for id, starting one if there is none or if
 // the one there is already decided (its result is not this caller's), and
 // counts the caller as its waiter.
+//
+// A flight runs on a goroutine of its own, so that a caller whose ctx ends
+// can leave while the script call goes on. A caller whose ctx can never
+// end (ctx.Done() is nil) would never leave: a flight it starts runs on
+// the caller's goroutine, before join returns, which spares the hand-over
+// between two goroutines (a new goroutine, the wake-up of an idle thread
+// to run it, a channel to wait on) that is otherwise a large share of an
+// acquisition's latency. Callers joining meanwhile wait for it as for any
+// flight.
 func (m *Manager) join(ctx context.Context, id string) (*flight, error) {
 	m.mu.Lock()
-	defer m.mu.Unlock()
 	if !m.running {
+		m.mu.Unlock()
 		return nil, ErrNotRunning
 	}
 	f := m.flights[id]
-	if f == nil || f.decided {
+	started := f == nil || f.decided
+	if started {
 		f = &flight{done: make(chan struct{})}
 		f.ctx, f.cancel = context.WithCancel(context.WithoutCancel(ctx))
 		m.flights[id] = f
 		m.pending[f] = struct{}{}
-		go m.fly(id, f)
 	}
 	f.waiters++
+	m.mu.Unlock()
+	switch {
+	case !started:
+	case ctx.Done() == nil:
+		m.fly(id, f)
+	default:
+		go m.fly(id, f)
+	}
 	return f, nil
 }
 

@@ -28,6 +28,7 @@ type Manager struct {
 	now      func() time.Time // time.Now; tests may replace it before Start
 
 	ttlArg, lostAfter time.Duration
+	acquireArgs       []any // acquire.lua's ARGV, the same for every room: boxed once
 
 	draining    atomic.Bool
 	drainSignal chan struct{} // size 1: asks the renewer to mark the heartbeat draining
@@ -79,6 +80,7 @@ func New(client redis.UniversalClient, cfg Config) (*Manager, error) {
 		flights:     make(map[string]*flight),
 		pending:     make(map[*flight]struct{}),
 	}
+	m.acquireArgs = []any{cfg.Node, holder, m.ttlArg.Milliseconds(), fenceRetention.Milliseconds()}
 	if err := m.met.register(cfg.Registerer); err != nil {
 		return nil, fmt.Errorf("lease: register metrics of RoutePrefix %q: %w", cfg.RoutePrefix, err)
 	}
@@ -317,12 +319,9 @@ func (m *Manager) acquire(ctx context.Context, id string, goOn func() error) (*L
 		res     []any
 		unknown time.Time // the last attempt that may have applied unseen (reply lost) was sent then
 	)
-	err := m.retryIf(ctx, goOn, func(ctx context.Context) (err error) {
-		deadline, _ := ctx.Deadline() // retry always sets one
-		actx, cancel := context.WithDeadline(context.WithoutCancel(ctx), deadline)
-		defer cancel()
+	err := m.retryDetached(ctx, goOn, func(ctx context.Context) (err error) {
 		sent = m.now()
-		res, err = m.acquireCall(actx, id)
+		res, err = m.acquireCall(ctx, id)
 		if err != nil && retryable(err) {
 			unknown = sent
 		}
@@ -395,7 +394,7 @@ func (m *Manager) releaseUnknown(ctx context.Context, id string, sent time.Time)
 // primary. A short WAIT returns the script's reply with errShortWait.
 func (m *Manager) acquireCall(ctx context.Context, id string) ([]any, error) {
 	keys := []string{m.routeKey(id), m.fenceKey(id)}
-	args := []any{m.cfg.Node, m.holder, m.ttlArg.Milliseconds(), fenceRetention.Milliseconds()}
+	args := m.acquireArgs
 	n := m.cfg.WaitReplicas
 	if n == 0 {
 		return acquireScript.Run(ctx, m.client, keys, args...).Slice()

@@ -33,28 +33,40 @@ func (m *Manager) retry(ctx context.Context, call func(ctx context.Context) erro
 // returns that error joined with the last attempt's. The first attempt
 // always runs (within ctx).
 func (m *Manager) retryIf(ctx context.Context, again func() error, call func(ctx context.Context) error) error {
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, m.cfg.TTL)
-		defer cancel()
+	return m.attempts(ctx, ctx, again, call)
+}
+
+// retryDetached is retryIf for calls that must not be cut short: ctx's
+// end stops further attempts, but an attempt under way keeps its own
+// deadline (CallTimeout, within ctx's deadline) whatever happens to ctx,
+// so what it did on the server comes back to the caller.
+func (m *Manager) retryDetached(ctx context.Context, again func() error, call func(ctx context.Context) error) error {
+	return m.attempts(ctx, context.WithoutCancel(ctx), again, call)
+}
+
+// attempts is the loop of retryIf and retryDetached: each attempt's
+// context derives from parent, the wait between attempts from ctx. The
+// overall end is computed once, not set as a context of its own: one
+// context (and one timer) per attempt is all a call on the lease path
+// pays, acquire and release alike.
+func (m *Manager) attempts(ctx, parent context.Context, again func() error, call func(ctx context.Context) error) error {
+	end, ok := ctx.Deadline()
+	if !ok {
+		end = time.Now().Add(m.cfg.TTL)
 	}
 	backoff := m.cfg.CallTimeout / 8
 	for attempt := 1; ; attempt++ {
-		cctx, cancel := m.callContext(ctx)
+		cctx, cancel := context.WithDeadline(parent, earlier(time.Now().Add(m.cfg.CallTimeout), end))
 		err := call(cctx)
 		cancel()
 		if err == nil || !retryable(err) {
 			return err
 		}
-		wait := time.NewTimer(backoff/2 + rand.N(backoff/2+1))
-		select {
-		case <-ctx.Done():
-			wait.Stop()
+		if !backOff(ctx, end, backoff/2+rand.N(backoff/2+1)) {
 			if attempt > 1 {
 				return fmt.Errorf("%w (%d attempts)", err, attempt)
 			}
 			return err
-		case <-wait.C:
 		}
 		backoff = min(backoff*2, m.cfg.CallTimeout)
 		if again != nil {
@@ -63,6 +75,29 @@ func (m *Manager) retryIf(ctx context.Context, again func() error, call func(ctx
 			}
 		}
 	}
+}
+
+// backOff waits d, and reports false if ctx ends or end passes first.
+func backOff(ctx context.Context, end time.Time, d time.Duration) bool {
+	left := time.Until(end)
+	if left <= 0 {
+		return false
+	}
+	wait := time.NewTimer(min(d, left))
+	defer wait.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-wait.C:
+		return d < left
+	}
+}
+
+func earlier(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
 }
 
 // retryable reports whether err may pass on another attempt: the attempt

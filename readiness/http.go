@@ -26,12 +26,13 @@ func (r *Registry) Mount(mux *http.ServeMux) {
 
 func (r *Registry) readyHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		rep := r.Ready(req.Context())
+		verbose := isVerbose(req)
+		rep := r.ready(req.Context(), verbose)
 		code := http.StatusOK
 		if rep.Status == StatusFail {
 			code = http.StatusServiceUnavailable
 		}
-		write(w, req, &rep, code)
+		write(w, req, &rep, code, verbose)
 	})
 }
 
@@ -42,26 +43,30 @@ func (r *Registry) liveHandler() http.Handler {
 		if rep.Status == StatusFail {
 			code = http.StatusInternalServerError
 		}
-		write(w, req, &rep, code)
+		write(w, req, &rep, code, isVerbose(req))
 	})
 }
 
-func write(w http.ResponseWriter, req *http.Request, rep *Report, code int) {
-	verbose := false
-	if req.URL.RawQuery != "" { // most probes carry none: skip the parse
-		v := req.URL.Query().Get("verbose")
-		verbose = v == "1" || v == "true"
+// isVerbose reports ?verbose=1 (or true): list every check, not only the
+// failing ones.
+func isVerbose(req *http.Request) bool {
+	if req.URL.RawQuery == "" { // most probes carry none: skip the parse
+		return false
 	}
-	b, err := rep.marshal(verbose)
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusInternalServerError)
-		return
-	}
+	v := req.URL.Query().Get("verbose")
+	return v == "1" || v == "true"
+}
+
+func write(w http.ResponseWriter, req *http.Request, rep *Report, code int, verbose bool) {
+	b := rep.marshal(verbose)
+	// Header.Set would allocate one slice per value; the keys are already
+	// canonical, so one backing array serves both, owned by this response.
+	vals := [2]string{"application/json", "no-store"}
 	h := w.Header()
-	h.Set("Content-Type", "application/json")
-	h.Set("Cache-Control", "no-store")
+	h["Content-Type"] = vals[0:1:1]
+	h["Cache-Control"] = vals[1:2:2]
 	w.WriteHeader(code)
 	if req.Method != http.MethodHead {
-		w.Write(append(b, '\n'))
+		w.Write(b)
 	}
 }

@@ -11,7 +11,12 @@ import (
 // that is not Running, or whose registry is closed, is not ready, whatever
 // its checks said a moment ago, and no check runs. Otherwise it answers from results no older than CacheTTL
 // (see [Registry] for when it waits). ctx bounds only this caller's wait.
-func (r *Registry) Ready(ctx context.Context) Report {
+func (r *Registry) Ready(ctx context.Context) Report { return r.ready(ctx, true) }
+
+// ready is Ready; with all false, Checks holds only the failing checks:
+// what a probe's body lists without ?verbose, and all that the
+// transition log reads, so a healthy probe builds no list at all.
+func (r *Registry) ready(ctx context.Context, all bool) Report {
 	if rep, ok := r.stateReport(); ok {
 		return rep
 	}
@@ -28,8 +33,13 @@ func (r *Registry) Ready(ctx context.Context) Report {
 		return rep
 	}
 	rep.Status = StatusOK
-	rep.Checks = make([]CheckResult, len(ev.results))
-	for i, res := range ev.results {
+	if all {
+		rep.Checks = make([]CheckResult, 0, len(ev.results))
+	}
+	for _, res := range ev.results {
+		if res.err == nil && !all {
+			continue
+		}
 		c := CheckResult{Name: res.name, Tier: res.tier.String(), Status: StatusOK,
 			Duration: res.duration, Age: now.Sub(res.at)}
 		if res.err != nil {
@@ -41,7 +51,7 @@ func (r *Registry) Ready(ctx context.Context) Report {
 				rep.Status = StatusDegraded
 			}
 		}
-		rep.Checks[i] = c
+		rep.Checks = append(rep.Checks, c)
 	}
 	r.readyTransition(&rep, lifecycle.Running, ev.duration)
 	return rep

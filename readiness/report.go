@@ -2,6 +2,7 @@ package readiness
 
 import (
 	"encoding/json"
+	"strconv"
 	"time"
 )
 
@@ -53,47 +54,77 @@ func (r *Report) failed() []string {
 
 const tierLiveness = "liveness"
 
-// body is the JSON shape of a Report: the fields probers and operators read.
-type body struct {
-	Status     Status      `json:"status"`
-	Reason     string      `json:"reason,omitempty"`
-	Service    string      `json:"service"`
-	NodeID     string      `json:"node_id"`
-	TimeUnixMS int64       `json:"time_unix_ms"`
-	Checks     []checkBody `json:"checks,omitempty"`
-}
-
-type checkBody struct {
-	Name       string `json:"name"`
-	Tier       string `json:"tier"`
-	Status     Status `json:"status"`
-	Message    string `json:"message,omitempty"`
-	DurationMS int64  `json:"duration_ms"`
-	AgeMS      int64  `json:"age_ms"`
-}
-
-// marshal encodes the report; without verbose only failing checks are listed
-// (a failure is never hidden, a success is not repeated on every probe).
-func (r *Report) marshal(verbose bool) ([]byte, error) {
-	b := body{
-		Status:     r.Status,
-		Reason:     r.Reason,
-		Service:    r.Service,
-		NodeID:     r.NodeID,
-		TimeUnixMS: r.Time.UnixMilli(),
+// marshal encodes the report as JSON, with a trailing newline; without
+// verbose only failing checks are listed (a failure is never hidden, a
+// success is not repeated on every probe). The fields, in order:
+//
+//	status, reason (omitted when empty), service, node_id, time_unix_ms,
+//	checks (omitted when none): name, tier, status, message (omitted
+//	when empty), duration_ms, age_ms
+//
+// It appends to one buffer instead of calling json.Marshal on a struct:
+// the probe is answered many times a second on every replica, and
+// reflection was half of its in-process cost. Strings are written as
+// json.Marshal writes them (appendString), so the bytes are the same.
+func (r *Report) marshal(verbose bool) []byte {
+	b := make([]byte, 0, 160)
+	b = append(b, `{"status":`...)
+	b = appendString(b, string(r.Status))
+	if r.Reason != "" {
+		b = append(b, `,"reason":`...)
+		b = appendString(b, r.Reason)
 	}
+	b = append(b, `,"service":`...)
+	b = appendString(b, r.Service)
+	b = append(b, `,"node_id":`...)
+	b = appendString(b, r.NodeID)
+	b = append(b, `,"time_unix_ms":`...)
+	b = strconv.AppendInt(b, r.Time.UnixMilli(), 10)
+	listed := 0
 	for _, c := range r.Checks {
 		if !verbose && c.Status != StatusFail {
 			continue
 		}
-		b.Checks = append(b.Checks, checkBody{
-			Name:       c.Name,
-			Tier:       c.Tier,
-			Status:     c.Status,
-			Message:    c.Message,
-			DurationMS: c.Duration.Milliseconds(),
-			AgeMS:      c.Age.Milliseconds(),
-		})
+		if listed == 0 {
+			b = append(b, `,"checks":[`...)
+		} else {
+			b = append(b, ',')
+		}
+		listed++
+		b = append(b, `{"name":`...)
+		b = appendString(b, c.Name)
+		b = append(b, `,"tier":`...)
+		b = appendString(b, c.Tier)
+		b = append(b, `,"status":`...)
+		b = appendString(b, string(c.Status))
+		if c.Message != "" {
+			b = append(b, `,"message":`...)
+			b = appendString(b, c.Message)
+		}
+		b = append(b, `,"duration_ms":`...)
+		b = strconv.AppendInt(b, c.Duration.Milliseconds(), 10)
+		b = append(b, `,"age_ms":`...)
+		b = strconv.AppendInt(b, c.Age.Milliseconds(), 10)
+		b = append(b, '}')
 	}
-	return json.Marshal(b)
+	if listed > 0 {
+		b = append(b, ']')
+	}
+	return append(b, "}\n"...)
+}
+
+// appendString appends s as a JSON string. Printable ASCII that
+// json.Marshal writes unchanged is copied; anything else (quotes,
+// backslashes, control bytes, <, > and &, which json.Marshal escapes for
+// HTML, non-ASCII) goes through json.Marshal itself.
+func appendString(b []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			q, _ := json.Marshal(s) // a string always encodes
+			return append(b, q...)
+		}
+	}
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"')
 }

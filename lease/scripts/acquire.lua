@@ -6,8 +6,12 @@
 -- (a retry after a lost reply, or a lease the holder already gave up
 -- locally: nobody acts on the old fence, so the room is ours at once with a
 -- new one), {0, value} held by someone else.
+-- One MGET reads the route and the fence counter (one hash tag, so one
+-- slot): every redis.call costs the server's single thread, on every
+-- room's acquisition.
 local code = 1
-local cur = redis.call('GET', KEYS[1])
+local both = redis.call('MGET', KEYS[1], KEYS[2])
+local cur, counter = both[1], tonumber(both[2])
 if cur then
   local node, holder = string.match(cur, '^([^|]*)|([^|]*)|%d+$')
   if node ~= ARGV[1] or holder ~= ARGV[2] then
@@ -26,7 +30,6 @@ end
 -- microseconds since 1970); '%.0f' prints all digits.
 local t = redis.call('TIME')
 local fence = tonumber(t[1]) * 1000000 + tonumber(t[2])
-local counter = tonumber(redis.call('GET', KEYS[2]))
 if counter and counter > fence then
   fence = counter
 end

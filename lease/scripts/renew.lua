@@ -8,7 +8,16 @@
 -- One MGET instead of a GET per key: the cost of a batch is mostly the
 -- redis.call overhead. unpack() takes up to 8000 values; the caller sends
 -- at most 500 keys.
-local ttl = ARGV[1]
+-- PEXPIREAT at one deadline computed here, not PEXPIRE per key: the
+-- server rewrites every PEXPIRE into a PEXPIREAT (two new argument
+-- objects per key) before running it, and that was a fifth of the
+-- server's time per renewed key. From Redis 7 on, the clock stands still
+-- inside a script, so this is the deadline PEXPIRE would have set; before
+-- it, TIME runs first, so the deadline is earlier by at most the script's
+-- run time, never later, and the key never outlives what the renewal's
+-- send time promises the holder.
+local t = redis.call('TIME')
+local at = string.format('%.0f', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) + tonumber(ARGV[1]))
 local cur = redis.call('MGET', unpack(KEYS))
 local res = {}
 for i = 1, #KEYS do
@@ -18,7 +27,7 @@ for i = 1, #KEYS do
   elseif v ~= ARGV[i + 1] then
     res[i] = -1
   else
-    redis.call('PEXPIRE', KEYS[i], ttl)
+    redis.call('PEXPIREAT', KEYS[i], at)
     res[i] = 1
   end
 end

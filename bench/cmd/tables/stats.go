@@ -144,3 +144,16 @@ func valid(vs ...float64) bool {
 	}
 	return true
 }
+
+// heap formats a heap figure in B, KB or MB.
+func heap(v float64) string {
+	switch {
+	case math.IsNaN(v):
+		return "n/a"
+	case v >= 1<<20:
+		return fmt.Sprintf("%.1f MB", v/(1<<20))
+	case v >= 10<<10:
+		return fmt.Sprintf("%.0f KB", v/(1<<10))
+	}
+	return fmt.Sprintf("%.0f B", v)
+}
