@@ -18,23 +18,32 @@ func steady(t *testing.T, ctx context.Context, c *e2e.Cluster) {
 }
 
 // Load around a rolling update: it runs from before the update until
-// loadAfterRoll after the update returned (maxLoad at most, a bound, not
-// the expected length), so the last old instance exits under load and the
+// loadAfterRoll after the update returned (at most the update's bound, not
+// its expected length), so the last old instance exits under load and the
 // new ones serve some on their own.
-const (
-	loadAfterRoll = time.Second
-	maxLoad       = 60 * time.Second
-)
+const loadAfterRoll = time.Second
+
+// rollBound is the longest a rolling update of rooms room-services and
+// gateways gateways may take: each instance's drain budget (a gateway's
+// is DRAIN_TIMEOUT plus its request deadline) and startAllowance for its
+// replacement to start and turn ready. Streams closed paced use most of
+// the budget by design, so an update with subscribers comes near it.
+func rollBound(rooms, gateways int) time.Duration {
+	const startAllowance = 10 * time.Second
+	return time.Duration(rooms)*(e2e.DefaultDrainTimeout+startAllowance) +
+		time.Duration(gateways)*(e2e.DefaultDrainTimeout+e2e.DefaultRequestTimeout+startAllowance)
+}
 
 // rollUnderLoad starts the load, waits until every room is owned, runs
 // roll, keeps the load going for loadAfterRoll, and returns the load's
 // result and what roll drained. It fails the test unless the load was
-// still sending when the last old instance exited.
-func rollUnderLoad(t *testing.T, c *e2e.Cluster, roll func(context.Context) ([]e2e.Drained, error)) (*e2e.LoadResult, []e2e.Drained, e2e.Window) {
+// still sending when the last old instance exited; within is rollBound of
+// what roll replaces.
+func rollUnderLoad(t *testing.T, c *e2e.Cluster, within time.Duration, roll func(context.Context) ([]e2e.Drained, error)) (*e2e.LoadResult, []e2e.Drained, e2e.Window) {
 	t.Helper()
 	stop := make(chan struct{})
-	wait := load(t, c, e2e.Load{Duration: maxLoad, Until: stop})
-	ctx, cancel := context.WithTimeout(context.Background(), bound)
+	wait := load(t, c, e2e.Load{Duration: within + loadAfterRoll, Until: stop})
+	ctx, cancel := context.WithTimeout(context.Background(), bound+within) // steady, then the roll
 	defer cancel()
 	steady(t, ctx, c)
 	w := e2e.Window{From: time.Now()}
@@ -56,7 +65,7 @@ func rollUnderLoad(t *testing.T, c *e2e.Cluster, roll func(context.Context) ([]e
 
 func TestRollingUpdateRoomService(t *testing.T) {
 	c, _ := startCluster(t, e2e.Config{})
-	res, drained, w := rollUnderLoad(t, c, c.RollRooms)
+	res, drained, w := rollUnderLoad(t, c, rollBound(e2e.DefaultRooms, 0), c.RollRooms)
 	r := check(t, c, res, drained, w)
 
 	requireCleanRoll(t, drained, e2e.DefaultRooms, e2e.DefaultDrainTimeout)
@@ -76,7 +85,7 @@ func firstFailure(res *e2e.LoadResult) string {
 
 func TestRollingUpdateGateway(t *testing.T) {
 	c, _ := startCluster(t, e2e.Config{})
-	res, drained, w := rollUnderLoad(t, c, c.RollGateways)
+	res, drained, w := rollUnderLoad(t, c, rollBound(0, e2e.DefaultGateways), c.RollGateways)
 	check(t, c, res, drained, w)
 	requireCleanRoll(t, drained, e2e.DefaultGateways, e2e.DefaultDrainTimeout+e2e.DefaultRequestTimeout)
 }

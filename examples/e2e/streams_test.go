@@ -124,7 +124,7 @@ func TestSubscribersFollowRollingUpdates(t *testing.T) {
 		}
 	}
 
-	res, drained, w := rollUnderLoad(t, c, func(ctx context.Context) ([]e2e.Drained, error) {
+	res, drained, w := rollUnderLoad(t, c, rollBound(e2e.DefaultRooms, e2e.DefaultGateways), func(ctx context.Context) ([]e2e.Drained, error) {
 		rooms, err := c.RollRooms(ctx)
 		if err != nil {
 			return rooms, err
