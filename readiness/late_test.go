@@ -1,0 +1,61 @@
+package readiness_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/drainkit/drainkit/lifecycle"
+	"github.com/drainkit/drainkit/readiness"
+)
+
+// A check's Timeout bounds the check, counted from when its goroutine
+// calls Probe: a goroutine the scheduler runs late (a starved process)
+// does not fail a check that answers at once, while ReadyTimeout still
+// bounds the whole evaluation, late start included.
+func TestCheckTimeoutCountsFromProbeCall(t *testing.T) {
+	tests := []struct {
+		name       string
+		late       time.Duration // how late the check's goroutine runs
+		slow       time.Duration // how long Probe takes once called
+		wantStatus readiness.Status
+		wantMsg    string
+	}{
+		{name: "on time", wantStatus: readiness.StatusOK},
+		{name: "started late, answers at once", late: 3 * readiness.DefaultListenerTimeout / 2, wantStatus: readiness.StatusOK},
+		{name: "slow probe", slow: 2 * readiness.DefaultListenerTimeout, wantStatus: readiness.StatusFail, wantMsg: "deadline exceeded"},
+		{name: "not started by ReadyTimeout", late: 2 * readiness.DefaultReadyTimeout, wantStatus: readiness.StatusFail, wantMsg: "deadline exceeded (not started)"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				restore := readiness.SetProbeStarting(func(name string) {
+					if name == "listener" {
+						time.Sleep(tt.late)
+					}
+				})
+				r := newRegistry(t, newState(lifecycle.Running), nil)
+				mustAdd(t, r, readiness.Check{Name: "listener", Timeout: readiness.DefaultListenerTimeout,
+					Probe: func(ctx context.Context) error {
+						select {
+						case <-time.After(tt.slow):
+							return nil
+						case <-ctx.Done():
+							return ctx.Err()
+						}
+					}})
+				rep := r.Ready(t.Context())
+				synctest.Wait() // let a late goroutine finish before the hook is restored
+				time.Sleep(tt.late)
+				synctest.Wait()
+				restore()
+				c, _ := findCheck(rep, "listener")
+				if rep.Status != tt.wantStatus || !strings.HasPrefix(c.Message, tt.wantMsg) {
+					t.Errorf("got %s (%q); want %s (%q)", rep.Status, c.Message, tt.wantStatus, tt.wantMsg)
+				}
+			})
+		})
+	}
+}
