@@ -2,6 +2,8 @@ package readiness_test
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -58,4 +60,41 @@ func TestCheckTimeoutCountsFromProbeCall(t *testing.T) {
 			})
 		})
 	}
+}
+
+// A prober that gives up while the first results are still being
+// evaluated gets a failure, but the registry logs no transition to fail
+// (and back): it learned nothing about the process.
+func TestProberGivingUpIsNoTransition(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := &logs{}
+		r := newRegistry(t, newState(lifecycle.Running), l)
+		slow := readiness.DefaultReadyTimeout / 2
+		mustAdd(t, r, readiness.Check{Name: "redis", Timeout: readiness.DefaultReadyTimeout, Probe: func(ctx context.Context) error {
+			select {
+			case <-time.After(slow):
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}})
+		ctx, cancel := context.WithTimeout(t.Context(), slow/2)
+		defer cancel()
+		if rep := r.Ready(ctx); rep.Status != readiness.StatusFail {
+			t.Errorf("prober that gave up: got %s; want fail", rep.Status)
+		}
+		time.Sleep(slow)
+		if rep := r.Ready(t.Context()); rep.Status != readiness.StatusOK {
+			t.Errorf("after the evaluation landed: got %s (%s); want ok", rep.Status, rep.Reason)
+		}
+		var got []string
+		for _, rec := range l.records(t) {
+			if rec["msg"] == "readiness changed" {
+				got = append(got, fmt.Sprintf("%v->%v", rec["old_status"], rec["new_status"]))
+			}
+		}
+		if want := []string{"unknown->ok"}; !slices.Equal(got, want) {
+			t.Errorf("transitions logged: got %v; want %v", got, want)
+		}
+	})
 }
