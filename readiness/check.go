@@ -38,7 +38,8 @@ type Check struct {
 	Name string
 	// Tier says whether a failure gates readiness.
 	Tier Tier
-	// Timeout bounds one run of Probe. Zero means [Config.CheckTimeout];
+	// Timeout bounds one run of Probe, counted from when Probe is called
+	// (not from when the evaluation began). Zero means [Config.CheckTimeout];
 	// a negative timeout is rejected. The whole evaluation is further bounded
 	// by [Config.ReadyTimeout].
 	Timeout time.Duration

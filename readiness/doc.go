@@ -34,9 +34,11 @@
 // # Timeouts, caching and hung checks
 //
 // Checks run concurrently, each under its own timeout ([DefaultCheckTimeout]
-// unless set), the whole evaluation under [Config.ReadyTimeout]. A check that
-// overruns is reported failed with "deadline exceeded" and hides no other
-// check's result. A panicking check is a failure, not a crash.
+// unless set) counted from the moment its Probe is called, the whole
+// evaluation under [Config.ReadyTimeout], which also bounds a check whose
+// goroutine a starved process runs late. A check that overruns is reported
+// failed with "deadline exceeded" and hides no other check's result. A
+// panicking check is a failure, not a crash.
 //
 // Results are reused for [Config.CacheTTL]. Concurrent probes share one
 // evaluation, which the registry owns: a prober that disconnects does not

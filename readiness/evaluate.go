@@ -19,11 +19,18 @@ type entry struct {
 
 // execution is one call of a check's Probe.
 type execution struct {
-	started time.Time
+	created time.Time     // when an evaluation asked for it; guarded by Registry.mu
+	begun   chan struct{} // closed once started is set
+	started time.Time     // when its goroutine called Probe
 	done    chan struct{} // closed after err and finished are set
 	err     error
 	finish  time.Time
 }
+
+// probeStarting runs in an execution's goroutine just before it reads the
+// clock and calls Probe; tests replace it to model a goroutine that the
+// scheduler runs late.
+var probeStarting = func(name string) {}
 
 // evaluation is the result of running every check once.
 type evaluation struct {
@@ -82,18 +89,22 @@ func (r *Registry) start(ctx context.Context, e *entry) *execution {
 	if r.closed.Load() {
 		return nil
 	}
-	ex := &execution{started: time.Now(), done: make(chan struct{})}
+	ex := &execution{created: time.Now(), begun: make(chan struct{}), done: make(chan struct{})}
 	e.running = ex
-	// The check's context ends at its own deadline (capped by the
-	// evaluation's) or at Close, never when the evaluation returns: that
-	// happens the moment it stops waiting, a hair before the check's own
-	// timer, and a probe that joins this execution must then read a
-	// timeout, not "canceled" (drivers return the context's error).
-	deadline := ex.started.Add(e.check.Timeout)
-	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
-		deadline = d
-	}
 	r.wg.Go(func() {
+		probeStarting(e.check.Name)
+		ex.started = time.Now()
+		close(ex.begun)
+		// The check's context ends at its own deadline, counted from
+		// here (capped by the evaluation's), or at Close, never when the
+		// evaluation returns: that happens the moment it stops waiting, a
+		// hair before the check's own timer, and a probe that joins this
+		// execution must then read a timeout, not "canceled" (drivers
+		// return the context's error).
+		deadline := ex.started.Add(e.check.Timeout)
+		if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+			deadline = d
+		}
 		cctx, cancel := context.WithDeadline(r.base, deadline)
 		defer cancel()
 		ex.err = probe(cctx, e.check.Probe)
@@ -116,15 +127,29 @@ func probe(ctx context.Context, fn func(context.Context) error) (err error) {
 	return fn(ctx)
 }
 
-// await waits for ex until the check's timeout, counted from the start of
-// this evaluation, or the evaluation's deadline, whichever is first.
+// await waits for ex until the check's timeout, counted from when its
+// goroutine called Probe, or the evaluation's deadline, whichever is first.
+//
+// Counting from the call rather than from the start of the evaluation
+// keeps the check's budget for the check: on a starved machine the
+// goroutines of an evaluation may run tens of milliseconds late, and a
+// check that reads in-process state in microseconds then failed a 100 ms
+// budget it never used, failing readiness for a whole CacheTTL while the
+// process was busiest. The evaluation's deadline (ReadyTimeout) still
+// bounds the whole wait, late scheduling included.
 func (r *Registry) await(ctx context.Context, start time.Time, e *entry, ex *execution) result {
 	res := result{name: e.check.Name, tier: e.check.Tier}
 	if ex == nil {
 		res.err, res.at = ErrClosed, time.Now()
 		return res
 	}
-	wctx, cancel := context.WithDeadline(ctx, start.Add(e.check.Timeout))
+	if !finished(ctx, ex.begun) {
+		res.at = time.Now()
+		res.duration = res.at.Sub(start)
+		res.err = errors.New("deadline exceeded (not started)")
+		return res
+	}
+	wctx, cancel := context.WithDeadline(ctx, ex.started.Add(e.check.Timeout))
 	defer cancel()
 	deadline, _ := wctx.Deadline()
 	if !finished(wctx, ex.done) || ex.finish.After(deadline) {

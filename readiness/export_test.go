@@ -10,3 +10,11 @@ func (r *Registry) LiveHandler() http.Handler  { return r.liveHandler() }
 func (r *Report) Failed() []string             { return r.failed() }
 
 var Redact = redact
+
+// SetProbeStarting replaces the hook an execution's goroutine runs before
+// it calls Probe, until the returned function restores it.
+func SetProbeStarting(f func(name string)) (restore func()) {
+	old := probeStarting
+	probeStarting = f
+	return func() { probeStarting = old }
+}

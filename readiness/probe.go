@@ -28,8 +28,11 @@ func (r *Registry) ready(ctx context.Context, all bool) Report {
 	now := time.Now()
 	rep := Report{Service: r.cfg.Service, NodeID: r.cfg.NodeID, Time: now}
 	if err != nil {
+		// Only this caller's wait ended (the prober gave up before the
+		// first results, or the first after a quiet spell, landed): it
+		// gets a failure, but nothing was learned about the process, so
+		// no transition is logged or counted.
 		rep.Status, rep.Reason = StatusFail, shortMessage(err)
-		r.readyTransition(&rep, lifecycle.Running, 0)
 		return rep
 	}
 	rep.Status = StatusOK

@@ -138,7 +138,7 @@ func (r *Registry) stuck() []string {
 	var names []string
 	for _, e := range r.entries {
 		if e.running != nil {
-			names = append(names, fmt.Sprintf("%s (running %v)", e.check.Name, time.Since(e.running.started).Round(time.Millisecond)))
+			names = append(names, fmt.Sprintf("%s (running %v)", e.check.Name, time.Since(e.running.created).Round(time.Millisecond)))
 		}
 	}
 	return names

@@ -126,10 +126,9 @@ func (a *api) apply(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, err)
 		return
 	}
-	// A DUPLICATE is room-service's answer to a resend, the gateway's own
-	// after an unknown outcome or the client's: either way the command was
-	// applied once, at Seq, and the client gets exactly the answer the
-	// first application produced.
+	// room-service answers a resend (the gateway's own after an unknown
+	// outcome, or the client's) exactly as it answered the first
+	// application, at the same Seq: the client cannot tell.
 	writeJSON(w, http.StatusOK, applied{Status: "applied", Seq: resp.GetSeq()})
 }
 

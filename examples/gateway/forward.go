@@ -56,7 +56,7 @@ func (a *api) applyOnce(ctx context.Context, req *roompb.ApplyRequest) (*roompb.
 		return nil, err
 	}
 	switch resp.GetStatus() {
-	case roompb.ApplyResponse_APPLIED, roompb.ApplyResponse_DUPLICATE:
+	case roompb.ApplyResponse_APPLIED:
 		return resp, nil
 	}
 	return nil, status.Errorf(codes.Internal, "room %s: room-service answered status %s", req.GetRoomId(), resp.GetStatus())

@@ -14,7 +14,7 @@
 //	health := grpchealth.NewServer(reg)
 //	health.Register(srv)
 //	m.OnDrain(health.Drain) // NOT_SERVING at the flip
-//	go health.Run(ctx)      // SERVING once ready
+//	go health.Run(ctx)      // SERVING once ready, and again soon after a recovery
 //	// at stop intake:
 //	health.Close()          // ends Watch streams
 //	srv.GracefulStop()

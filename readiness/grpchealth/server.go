@@ -31,7 +31,7 @@ import (
 type Server struct {
 	reg     *readiness.Registry
 	service string
-	every   time.Duration // the registry's CacheTTL: polling faster finds nothing new
+	every   time.Duration // the registry's CacheTTL: while SERVING, polling faster finds nothing new
 	hs      *health.Server
 
 	drainOnce sync.Once
@@ -67,14 +67,23 @@ func (s *Server) Register(r grpc.ServiceRegistrar) {
 	healthpb.RegisterHealthServer(r, healthService{s: s})
 }
 
-// Run updates the serving status every CacheTTL of the registry until ctx
-// ends or the server is drained. It shares the registry's cached
-// evaluations with HTTP probes, so it adds no check executions.
+// Run updates the serving status until ctx ends or the server is drained:
+// every CacheTTL of the registry while SERVING, and every CacheTTL/10 while
+// NOT_SERVING, so that a recovery is served as soon as the registry's next
+// evaluation lands rather than up to two CacheTTLs later, when every
+// client held back by NOT_SERVING arrives at once. Polling faster runs no
+// check more often: the registry still evaluates at most once per
+// CacheTTL, answering from its last result meanwhile, and it shares those
+// evaluations with HTTP probes.
 func (s *Server) Run(ctx context.Context) error {
-	t := time.NewTicker(s.every)
+	t := time.NewTimer(s.every)
 	defer t.Stop()
 	for {
-		s.update(ctx)
+		next := s.every
+		if !s.update(ctx) {
+			next = s.every / recheckDivisor
+		}
+		t.Reset(next)
 		select {
 		case <-ctx.Done():
 			return nil
@@ -85,16 +94,25 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 }
 
-// update sets the serving status from one ready probe of the registry.
-func (s *Server) update(ctx context.Context) {
+// recheckDivisor divides CacheTTL into the polling interval while
+// NOT_SERVING: a recovery is served at most a tenth of CacheTTL after the
+// evaluation that saw it.
+const recheckDivisor = 10
+
+// update sets the serving status from one ready probe of the registry and
+// reports whether it is SERVING.
+func (s *Server) update(ctx context.Context) bool {
 	rep := s.reg.Ready(ctx)
 	switch {
 	case rep.Reason == lifecycle.Draining.String() || rep.Reason == lifecycle.Stopped.String():
 		s.Drain()
+		return false
 	case rep.Status == readiness.StatusFail:
 		s.set(healthpb.HealthCheckResponse_NOT_SERVING)
+		return false
 	default:
 		s.set(healthpb.HealthCheckResponse_SERVING)
+		return true
 	}
 }
 

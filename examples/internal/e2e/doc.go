@@ -15,7 +15,9 @@
 //
 // # Balancer
 //
-// HAProxy (probe GET /healthz/ready every [ProbeInterval], fall 1, rise 1;
+// HAProxy (probe GET /healthz/ready every [ProbeInterval], [ProbeFall]
+// failures in a row take a gateway out, as the deploy manifests' readiness
+// failureThreshold does, one success puts it back;
 // retries only a connection failure before the request was sent,
 // redispatched to another gateway, never a gateway's 503; its own 503
 // carries Retry-After), or, for the demo when HAProxy is not installed, a

@@ -47,9 +47,24 @@ func startBalancer(ctx context.Context, cfg Config, front string, slots []string
 // in-process one) probes each gateway's /healthz/ready.
 const ProbeInterval = 200 * time.Millisecond
 
+// ProbeFall is how many probes in a row must fail (a 503, a refused
+// connection, or no answer within the balancer's 1 s check timeout) before
+// the balancer takes a gateway out: the deploy manifests' readiness
+// failureThreshold (2, with timeoutSeconds 1). With one, a single probe
+// answered late took a gateway out: when a fault ends, both gateways
+// answer their held requests at the same moment, and on a machine whose
+// run queue is many times its two cores, each missed one 1 s check
+// timeout at once (HAProxy: "Layer7 timeout, check duration: 1001ms" with
+// 169 sessions active) and HAProxy answered 503 "no gateway available".
+// A balancer stricter than any production configuration measures the
+// machine, not the product. Two failures still take a draining gateway out
+// within 2 × ProbeInterval of its flip, well inside DRAIN_DELAY.
+const ProbeFall = 2
+
 // haproxyConfig is HAProxy in front of the gateways as a production
 // ingress would be, with test-speed timers: a probe of /healthz/ready
-// every ProbeInterval, one failure marks a gateway down, one success up.
+// every ProbeInterval, ProbeFall failures in a row mark a gateway down,
+// one success up.
 //
 // HAProxy retries only a connection that failed before the request was
 // sent (conn-failure), up to 3 times, on another gateway (redispatch), as
@@ -90,7 +105,7 @@ backend gateways
     balance roundrobin
     option httpchk GET /healthz/ready
     http-check expect status 200
-    default-server inter {{.Inter}} fall 1 rise 1
+    default-server inter {{.Inter}} fall {{.Fall}} rise 1
 {{- range $i, $s := .Slots}}
     server gw{{$i}} {{$s}} check
 {{- end}}
@@ -112,8 +127,9 @@ func startHAProxy(ctx context.Context, path, dir, front string, slots []string) 
 	err = haproxyConfig.Execute(f, struct {
 		Socket, Front string
 		Inter         string
+		Fall          int
 		Slots         []string
-	}{h.socket, h.front, fmt.Sprintf("%dms", ProbeInterval.Milliseconds()), slots})
+	}{h.socket, h.front, fmt.Sprintf("%dms", ProbeInterval.Milliseconds()), ProbeFall, slots})
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}

@@ -84,6 +84,12 @@ func (b *inProcess) probeLoop() {
 	probe := &http.Client{Timeout: time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
 	t := time.NewTicker(ProbeInterval)
 	defer t.Stop()
+	// failed counts, per slot, probes failed in a row: ProbeFall of them
+	// take a slot out, one success puts it back. A slot starts out.
+	failed := make([]int, len(b.slots))
+	for i := range failed {
+		failed[i] = ProbeFall
+	}
 	for {
 		for i, s := range b.slots {
 			resp, err := probe.Get("http://" + s + "/healthz/ready")
@@ -91,7 +97,10 @@ func (b *inProcess) probeLoop() {
 			if err == nil {
 				resp.Body.Close()
 			}
-			b.up[i].Store(ok)
+			if failed[i]++; ok {
+				failed[i] = 0
+			}
+			b.up[i].Store(failed[i] < ProbeFall)
 		}
 		select {
 		case <-b.stop:

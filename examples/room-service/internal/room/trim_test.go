@@ -61,7 +61,7 @@ func TestSnapshotTrimsCommandsAndKeepsDedup(t *testing.T) {
 		cmd  string
 		want int64
 	}{{"c2", 3}, {"c6", 7}} {
-		if got := mustApply(t, a.svc, "r1", give.cmd, roompb.ApplyResponse_DUPLICATE).GetSeq(); got != give.want {
+		if got := mustApply(t, a.svc, "r1", give.cmd, roompb.ApplyResponse_APPLIED).GetSeq(); got != give.want {
 			t.Fatalf("retry of %s on the owner: got seq %d; want %d", give.cmd, got, give.want)
 		}
 	}
@@ -75,7 +75,7 @@ func TestSnapshotTrimsCommandsAndKeepsDedup(t *testing.T) {
 		cmd  string
 		want int64
 	}{{"c0", 1}, {"c4", 5}, {"c7", 8}} {
-		if got := mustApply(t, b.svc, "r1", give.cmd, roompb.ApplyResponse_DUPLICATE).GetSeq(); got != give.want {
+		if got := mustApply(t, b.svc, "r1", give.cmd, roompb.ApplyResponse_APPLIED).GetSeq(); got != give.want {
 			t.Fatalf("retry of %s on the next owner: got seq %d; want %d", give.cmd, got, give.want)
 		}
 	}
@@ -99,7 +99,7 @@ func TestSnapshotTrimsCommandsAndKeepsDedup(t *testing.T) {
 	}
 	sizes(0, 0)
 	readsBack(9, 9, ids(0, 9))
-	if got := mustApply(t, b.svc, "r1", "c6", roompb.ApplyResponse_DUPLICATE).GetSeq(); got != 7 {
+	if got := mustApply(t, b.svc, "r1", "c6", roompb.ApplyResponse_APPLIED).GetSeq(); got != 7 {
 		t.Fatalf("retry of c6 after the second snapshot: got seq %d; want 7", got)
 	}
 }

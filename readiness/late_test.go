@@ -1,0 +1,100 @@
+package readiness_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/drainkit/drainkit/lifecycle"
+	"github.com/drainkit/drainkit/readiness"
+)
+
+// A check's Timeout bounds the check, counted from when its goroutine
+// calls Probe: a goroutine the scheduler runs late (a starved process)
+// does not fail a check that answers at once, while ReadyTimeout still
+// bounds the whole evaluation, late start included.
+func TestCheckTimeoutCountsFromProbeCall(t *testing.T) {
+	tests := []struct {
+		name       string
+		late       time.Duration // how late the check's goroutine runs
+		slow       time.Duration // how long Probe takes once called
+		wantStatus readiness.Status
+		wantMsg    string
+	}{
+		{name: "on time", wantStatus: readiness.StatusOK},
+		{name: "started late, answers at once", late: 3 * readiness.DefaultListenerTimeout / 2, wantStatus: readiness.StatusOK},
+		{name: "slow probe", slow: 2 * readiness.DefaultListenerTimeout, wantStatus: readiness.StatusFail, wantMsg: "deadline exceeded"},
+		{name: "not started by ReadyTimeout", late: 2 * readiness.DefaultReadyTimeout, wantStatus: readiness.StatusFail, wantMsg: "deadline exceeded (not started)"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				restore := readiness.SetProbeStarting(func(name string) {
+					if name == "listener" {
+						time.Sleep(tt.late)
+					}
+				})
+				r := newRegistry(t, newState(lifecycle.Running), nil)
+				mustAdd(t, r, readiness.Check{Name: "listener", Timeout: readiness.DefaultListenerTimeout,
+					Probe: func(ctx context.Context) error {
+						select {
+						case <-time.After(tt.slow):
+							return nil
+						case <-ctx.Done():
+							return ctx.Err()
+						}
+					}})
+				rep := r.Ready(t.Context())
+				synctest.Wait() // let a late goroutine finish before the hook is restored
+				time.Sleep(tt.late)
+				synctest.Wait()
+				restore()
+				c, _ := findCheck(rep, "listener")
+				if rep.Status != tt.wantStatus || !strings.HasPrefix(c.Message, tt.wantMsg) {
+					t.Errorf("got %s (%q); want %s (%q)", rep.Status, c.Message, tt.wantStatus, tt.wantMsg)
+				}
+			})
+		})
+	}
+}
+
+// A prober that gives up while the first results are still being
+// evaluated gets a failure, but the registry logs no transition to fail
+// (and back): it learned nothing about the process.
+func TestProberGivingUpIsNoTransition(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := &logs{}
+		r := newRegistry(t, newState(lifecycle.Running), l)
+		slow := readiness.DefaultReadyTimeout / 2
+		mustAdd(t, r, readiness.Check{Name: "redis", Timeout: readiness.DefaultReadyTimeout, Probe: func(ctx context.Context) error {
+			select {
+			case <-time.After(slow):
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}})
+		ctx, cancel := context.WithTimeout(t.Context(), slow/2)
+		defer cancel()
+		if rep := r.Ready(ctx); rep.Status != readiness.StatusFail {
+			t.Errorf("prober that gave up: got %s; want fail", rep.Status)
+		}
+		time.Sleep(slow)
+		if rep := r.Ready(t.Context()); rep.Status != readiness.StatusOK {
+			t.Errorf("after the evaluation landed: got %s (%s); want ok", rep.Status, rep.Reason)
+		}
+		var got []string
+		for _, rec := range l.records(t) {
+			if rec["msg"] == "readiness changed" {
+				got = append(got, fmt.Sprintf("%v->%v", rec["old_status"], rec["new_status"]))
+			}
+		}
+		if want := []string{"unknown->ok"}; !slices.Equal(got, want) {
+			t.Errorf("transitions logged: got %v; want %v", got, want)
+		}
+	})
+}
