@@ -53,6 +53,11 @@ type Config struct {
 	// SnapshotInterval is how often Run snapshots changed rooms; zero
 	// means [DefaultSnapshotInterval].
 	SnapshotInterval time.Duration
+	// SnapshotTurn bounds one of Run's snapshot turns, so that a database
+	// that hangs cannot stall the loop (and its heartbeat, and so
+	// liveness); zero means SnapshotInterval. Tests that turn the loop
+	// every millisecond give the turns a budget they can finish in.
+	SnapshotTurn time.Duration
 	// ErrHeld is the error (matched with errors.Is) Leases.Acquire returns
 	// when another node holds the room, e.g. lease.ErrHeld. Required.
 	ErrHeld error
@@ -79,6 +84,8 @@ func (c Config) Validate() error {
 	switch {
 	case c.SnapshotInterval < 0:
 		return fmt.Errorf("room: SnapshotInterval %s is negative", c.SnapshotInterval)
+	case c.SnapshotTurn < 0:
+		return fmt.Errorf("room: SnapshotTurn %s is negative", c.SnapshotTurn)
 	case c.ErrHeld == nil:
 		return errors.New("room: ErrHeld is nil; set it to the lease package's held error")
 	case c.ErrDraining == nil:
@@ -90,6 +97,9 @@ func (c Config) Validate() error {
 func (c Config) withDefaults() Config {
 	if c.SnapshotInterval == 0 {
 		c.SnapshotInterval = DefaultSnapshotInterval
+	}
+	if c.SnapshotTurn == 0 {
+		c.SnapshotTurn = c.SnapshotInterval
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

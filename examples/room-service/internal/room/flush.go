@@ -106,9 +106,10 @@ func (s *Service) Run(ctx context.Context) error {
 			return nil
 		case <-t.C:
 		}
-		// One turn gets one interval: a database that hangs must not
-		// stall the loop until its heartbeat, and so liveness, fails.
-		tctx, cancel := context.WithTimeout(ctx, s.cfg.SnapshotInterval)
+		// A turn is bounded (one interval by default): a database that
+		// hangs must not stall the loop until its heartbeat, and so
+		// liveness, fails.
+		tctx, cancel := context.WithTimeout(ctx, s.cfg.SnapshotTurn)
 		_ = s.SnapshotAll(tctx) // logged per room; the next turn retries
 		cancel()
 	}

@@ -199,7 +199,7 @@ func TestRunKeepsBeatingWhileMySQLHangs(t *testing.T) {
 	}
 	a := newSQLNode(t, rdb, snaps, "a")
 	b := newBeats()
-	a.svc.cfg.Heartbeat, a.svc.cfg.SnapshotInterval = b, 50*time.Millisecond
+	a.svc.cfg.Heartbeat, a.svc.cfg.SnapshotInterval, a.svc.cfg.SnapshotTurn = b, 50*time.Millisecond, 50*time.Millisecond
 	mustApply(t, a.svc, "r1", "c1", roompb.ApplyResponse_APPLIED)
 	srv.Pause()
 	t.Cleanup(srv.Resume) // after the loop stopped (cleanups run last first)
