@@ -115,7 +115,7 @@ func testRenewGone(t *testing.T, b backend) {
 		t.Fatalf("Acquire: %v", err)
 	}
 	expireNow(t, c, l.key)
-	if err := m.RenewAll(ctx); err != nil {
+	if err := m.renewAll(ctx); err != nil {
 		t.Fatalf("RenewAll: %v", err)
 	}
 	select {
@@ -140,7 +140,7 @@ func testRenewStolen(t *testing.T, b backend) {
 		t.Fatalf("Acquire: %v", err)
 	}
 	c.Set(ctx, l.key, "thief|x|1", 0)
-	if err := m.RenewAll(ctx); err != nil {
+	if err := m.renewAll(ctx); err != nil {
 		t.Fatalf("RenewAll: %v", err)
 	}
 	if cause := context.Cause(l.Context()); !errors.Is(cause, ErrLost) || !strings.Contains(cause.Error(), "taken") {
@@ -209,7 +209,7 @@ func testFenceIncreases(t *testing.T, b backend) {
 	_ = l.Release(ctx)
 	l = next("after release")
 	expireNow(t, c, l.key)
-	_ = m.RenewAll(ctx) // notices the expiry
+	_ = m.renewAll(ctx) // notices the expiry
 	l = next("after expiry")
 	c.Del(ctx, m.fenceKey("fence"))
 	_ = l.Release(ctx)
@@ -252,7 +252,7 @@ func testRenewMany(t *testing.T, b backend) {
 	for i, l := range ls {
 		before[i] = l.lastOK.Load()
 	}
-	if err := m.RenewAll(ctx); err != nil {
+	if err := m.renewAll(ctx); err != nil {
 		t.Fatalf("RenewAll: %v", err)
 	}
 	for i, l := range ls {

@@ -100,7 +100,7 @@ func (m *Manager) goOn(f *flight) func() error {
 		m.mu.Lock()
 		defer m.mu.Unlock()
 		switch {
-		case m.Draining():
+		case m.gateClosed():
 			return ErrDraining
 		case !m.running:
 			return ErrNotRunning
@@ -150,7 +150,7 @@ func (m *Manager) register(ctx context.Context, l *Lease, f *flight) (*Lease, er
 	m.mu.Lock()
 	var err error
 	switch {
-	case m.Draining():
+	case m.gateClosed():
 		err = ErrDraining
 	case !m.running:
 		err = ErrNotRunning

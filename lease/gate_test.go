@@ -31,8 +31,8 @@ func TestExternalDrainingGate(t *testing.T) {
 	if _, err := m.Acquire(ctx, "after"); !errors.Is(err, ErrDraining) {
 		t.Fatalf("Acquire after the flip, before BeginDrain: got %v; want ErrDraining", err)
 	}
-	if !m.Draining() {
-		t.Error("Draining() = false after the flip; want true")
+	if !m.gateClosed() {
+		t.Error("gateClosed() = false after the flip; want true")
 	}
 }
 
@@ -137,7 +137,7 @@ func TestNoAcquireScriptAfterTheFlip(t *testing.T) {
 		if !isAcquire(cmd) {
 			return next(ctx, cmd)
 		}
-		if mgr.Load().Draining() {
+		if mgr.Load().gateClosed() {
 			afterFlip.Add(1)
 		}
 		if attempts.Add(1) == 1 {

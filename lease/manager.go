@@ -234,9 +234,9 @@ func (m *Manager) BeginDrain() {
 	}
 }
 
-// Draining reports whether the gate is closed: BeginDrain ran, or
+// gateClosed reports whether the gate is closed: BeginDrain ran, or
 // [Config].Draining reports true.
-func (m *Manager) Draining() bool {
+func (m *Manager) gateClosed() bool {
 	return m.draining.Load() || (m.cfg.Draining != nil && m.cfg.Draining())
 }
 
@@ -264,7 +264,7 @@ func (m *Manager) Acquire(ctx context.Context, id string) (*Lease, error) {
 	if err := ValidateID(id); err != nil {
 		return nil, err
 	}
-	if m.Draining() {
+	if m.gateClosed() {
 		return nil, ErrDraining
 	}
 	if l, err := m.local(id); l != nil || err != nil {

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/drainkit/drainkit/internal/leaseinternal"
 )
 
 // Heartbeat states, as written to the heartbeat hash's "state" field.
@@ -85,9 +87,13 @@ func (m *Manager) tick(ctx context.Context, earliest time.Time) {
 	}
 	ctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
-	if err := m.RenewAll(ctx); err != nil && ctx.Err() == nil {
+	if err := m.renewAll(ctx); err != nil && ctx.Err() == nil {
 		m.cfg.Logger.Debug("lease renewal round failed", "error", err)
 	}
+}
+
+func init() {
+	leaseinternal.RenewAll = func(m any, ctx context.Context) error { return m.(*Manager).renewAll(ctx) }
 }
 
 // heartbeatTick writes the heartbeat alone (the drain mark), in one call:
@@ -98,15 +104,15 @@ func (m *Manager) heartbeatTick(ctx context.Context) {
 	m.noteHeartbeat(m.writeHeartbeat(ctx, false))
 }
 
-// RenewAll renews every held lease and the node heartbeat in one pipeline:
+// renewAll renews every held lease and the node heartbeat in one pipeline:
 // one round trip per Redis node. Leases go in batches of up to 500 per
 // script call (on Cluster, batches of one hash slot). A lease Redis reports
 // gone or taken is lost at once; a lease whose renewal failed keeps its
 // last confirmed time and is lost when that grows older than TTL·2/3. The
-// renewer calls it each tick; it is exported for benchmarks and for
-// callers that drive renewal themselves. ctx bounds the call (the caller's
-// deadline, not CallTimeout, applies).
-func (m *Manager) RenewAll(ctx context.Context) error {
+// renewer calls it each tick; the bench module's benchmarks call it through
+// internal/leaseinternal. ctx bounds the call (the caller's deadline, not
+// CallTimeout, applies).
+func (m *Manager) renewAll(ctx context.Context) error {
 	leases := m.snapshot(false)
 	sent := m.now()
 	start := time.Now()
@@ -174,7 +180,7 @@ func isNoScript(err error) bool { return err != nil && redis.HasErrorPrefix(err,
 // drain gate, so every write after BeginDrain says draining.
 func (m *Manager) heartbeatArgs() []any {
 	state := stateActive
-	if m.Draining() {
+	if m.gateClosed() {
 		state = stateDraining
 	}
 	return []any{m.holder, state, m.cfg.Addr, m.ttlArg.Milliseconds()}
