@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -34,13 +35,24 @@ const notReadyWithin = readiness.DefaultCacheTTL + readiness.DefaultReadyTimeout
 // every lease is lost.
 const outage = 3 * time.Second
 
-// probes polls the room-services' health endpoints until stop is closed:
-// when each first answered not-ready, and every liveness answer not 200.
+// probes polls the room-services' verbose ready bodies and liveness until
+// stop is closed: when each first answered not-ready (or not at all),
+// every ready answer other than 200 with the gating checks it named, and
+// every liveness answer other than 200.
 type probes struct {
 	mu       sync.Mutex
 	notReady map[string]time.Time
+	bodies   []notReadyBody
 	liveBad  []string
 	wg       sync.WaitGroup
+}
+
+// notReadyBody is one ready answer other than 200 and the gating checks it
+// named.
+type notReadyBody struct {
+	node    string
+	code    int
+	failing []string
 }
 
 func watchProbes(nodes []*e2e.Node, stop <-chan struct{}) *probes {
@@ -49,13 +61,15 @@ func watchProbes(nodes []*e2e.Node, stop <-chan struct{}) *probes {
 	for _, n := range nodes {
 		p.wg.Go(func() {
 			for {
-				if code := get(client, "http://"+n.Admin+"/healthz/ready"); code != http.StatusOK {
-					p.mu.Lock()
-					if _, ok := p.notReady[n.Name]; !ok {
-						p.notReady[n.Name] = time.Now()
-					}
-					p.mu.Unlock()
+				code, failing, err := readyAnswer(client, n)
+				p.mu.Lock()
+				if _, ok := p.notReady[n.Name]; !ok && code != http.StatusOK {
+					p.notReady[n.Name] = time.Now()
 				}
+				if code != 0 && (code != http.StatusOK || err != nil) {
+					p.bodies = append(p.bodies, notReadyBody{n.Name, code, failing})
+				}
+				p.mu.Unlock()
 				if code := get(client, "http://"+n.Admin+"/healthz/live"); code != http.StatusOK {
 					p.mu.Lock()
 					p.liveBad = append(p.liveBad, n.Name+": "+http.StatusText(code))
@@ -70,6 +84,20 @@ func watchProbes(nodes []*e2e.Node, stop <-chan struct{}) *probes {
 		})
 	}
 	return p
+}
+
+// readyAnswer is n's verbose ready answer: its status code (0 if none
+// came), the gating checks it names failing, and an error if no answer
+// came or its body was not a report.
+func readyAnswer(c *http.Client, n *e2e.Node) (int, []string, error) {
+	resp, err := c.Get("http://" + n.Admin + "/healthz/ready?verbose=1")
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	var b struct{ Checks []readyCheck }
+	err = json.NewDecoder(resp.Body).Decode(&b)
+	return resp.StatusCode, failingGating(b.Checks), err
 }
 
 func get(c *http.Client, url string) int {

@@ -10,7 +10,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -99,55 +98,6 @@ func metric(t *testing.T, n *e2e.Node, name, labels string) float64 {
 		}
 	}
 	return 0 // a counter never incremented is not exported yet
-}
-
-// notReadyBody is one answer other than 200 and the gating checks it
-// named.
-type notReadyBody struct {
-	node    string
-	code    int
-	failing []string
-}
-
-// bodyProbes polls the room-services' verbose ready bodies and liveness
-// until stop is closed, keeping every answer other than 200.
-type bodyProbes struct {
-	mu      sync.Mutex
-	bodies  []notReadyBody
-	liveBad []string
-	wg      sync.WaitGroup
-}
-
-func watchReadyBodies(nodes []*e2e.Node, stop <-chan struct{}) *bodyProbes {
-	p := &bodyProbes{}
-	client := &http.Client{Timeout: time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
-	for _, n := range nodes {
-		p.wg.Go(func() {
-			for {
-				if resp, err := client.Get("http://" + n.Admin + "/healthz/ready?verbose=1"); err == nil {
-					var b struct{ Checks []readyCheck }
-					err := json.NewDecoder(resp.Body).Decode(&b)
-					resp.Body.Close()
-					if resp.StatusCode != http.StatusOK || err != nil {
-						p.mu.Lock()
-						p.bodies = append(p.bodies, notReadyBody{n.Name, resp.StatusCode, failingGating(b.Checks)})
-						p.mu.Unlock()
-					}
-				}
-				if code := get(client, "http://"+n.Admin+"/healthz/live"); code != http.StatusOK {
-					p.mu.Lock()
-					p.liveBad = append(p.liveBad, n.Name+": "+http.StatusText(code))
-					p.mu.Unlock()
-				}
-				select {
-				case <-stop:
-					return
-				case <-time.After(50 * time.Millisecond): // probing external processes
-				}
-			}
-		})
-	}
-	return p
 }
 
 // awaitNotReady polls n's ready probe until it answers other than 200.
@@ -432,7 +382,7 @@ func TestAnalyticsDownOnEveryReplica(t *testing.T) {
 	stop := make(chan struct{})
 	stoppedAt := time.Now()
 	analytics.Stop()
-	p := watchReadyBodies(nodes, stop)
+	p := watchProbes(nodes, stop)
 	<-time.After(outage) // the fault's length is the scenario, not a wait for a condition
 	for _, n := range nodes {
 		code, checks, _ := probeReady(t, n)
