@@ -30,21 +30,7 @@ func TestNoReadyBackendIsWaitedOut(t *testing.T) {
 	for s := conn.GetState(); s != connectivity.TransientFailure; s = conn.GetState() {
 		require.True(t, conn.WaitForStateChange(ctx, s), "balanced connection stuck in %s", s)
 	}
-	entered := make(chan struct{})
-	api := a.routes()
-	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		close(entered)
-		api.ServeHTTP(w, r)
-	})
-	type answer struct {
-		code int
-		got  map[string]any
-	}
-	done := make(chan answer, 1)
-	go func() {
-		rec, got := doWithin(t, h, "20s", "POST", "/api/v1/rooms/r1/commands", `{"command_id":"c1","op":"join"}`)
-		done <- answer{rec.Code, got}
-	}()
+	entered, done := joinInBackground(t, a)
 	<-entered // the request is in the gateway while no backend is ready
 	b.setServing(true)
 	ans := <-done
@@ -59,21 +45,7 @@ func TestNoReadyBackendIsWaitedOut(t *testing.T) {
 func TestNoConnectableBackendIsWaitedOut(t *testing.T) {
 	addr := deadAddr(t)
 	a := startAPI(t, addr)
-	entered := make(chan struct{})
-	api := a.routes()
-	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		close(entered)
-		api.ServeHTTP(w, r)
-	})
-	type answer struct {
-		code int
-		got  map[string]any
-	}
-	done := make(chan answer, 1)
-	go func() {
-		rec, got := doWithin(t, h, "20s", "POST", "/api/v1/rooms/r1/commands", `{"command_id":"c1","op":"join"}`)
-		done <- answer{rec.Code, got}
-	}()
+	entered, done := joinInBackground(t, a)
 	<-entered // the request is in the gateway while nothing listens at addr
 	ln, err := net.Listen("tcp", addr)
 	require.NoError(t, err, "the address freed by deadAddr was taken meanwhile")
@@ -82,6 +54,30 @@ func TestNoConnectableBackendIsWaitedOut(t *testing.T) {
 	require.Equal(t, http.StatusOK, ans.code, "%v", ans.got)
 	assert.Equal(t, map[string]any{"status": "applied", "seq": 3.0}, ans.got)
 	assert.Equal(t, int64(1), b.rooms.applies.Load())
+}
+
+// answer is what a request sent in the background got.
+type answer struct {
+	code int
+	got  map[string]any
+}
+
+// joinInBackground sends a join of room r1 through a's routes with a 20 s
+// deadline; entered is closed once the request is inside the gateway, and
+// done receives its answer.
+func joinInBackground(t *testing.T, a *api) (entered <-chan struct{}, done <-chan answer) {
+	in := make(chan struct{})
+	api := a.routes()
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		close(in)
+		api.ServeHTTP(w, r)
+	})
+	out := make(chan answer, 1)
+	go func() {
+		rec, got := doWithin(t, h, "20s", "POST", "/api/v1/rooms/r1/commands", `{"command_id":"c1","op":"join"}`)
+		out <- answer{rec.Code, got}
+	}()
+	return in, out
 }
 
 // deadAddr is a loopback address that refuses connections.
