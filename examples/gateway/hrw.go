@@ -2,11 +2,12 @@ package main
 
 import (
 	"context"
-	"hash/fnv"
 	"sync/atomic"
 
 	"google.golang.org/grpc/balancer"
 	"google.golang.org/grpc/balancer/base"
+
+	"github.com/drainkit/drainkit/examples/internal/hrw"
 )
 
 // hrwBalancer is the name of the gateway's balancer for room commands:
@@ -71,32 +72,7 @@ func (p *hrwPicker) addrs() []string {
 	return a
 }
 
-// preferred returns the index of room's rendezvous-hash node among addrs:
-// the one with the highest weight hash(room, addr). Every gateway computes
-// the same answer from the same ready set, and when a node leaves only
-// its rooms move.
-func preferred(room string, addrs []string) int {
-	best, bestW := 0, uint64(0)
-	for i, a := range addrs {
-		if w := weight(room, a); i == 0 || w > bestW {
-			best, bestW = i, w
-		}
-	}
-	return best
-}
-
-// weight is FNV-1a of room and addr, finished with a 64-bit mixer so that
-// addresses differing in one digit get unrelated weights.
-func weight(room, addr string) uint64 {
-	h := fnv.New64a()
-	_, _ = h.Write([]byte(room))
-	_, _ = h.Write([]byte{0})
-	_, _ = h.Write([]byte(addr))
-	x := h.Sum64()
-	x ^= x >> 33
-	x *= 0xff51afd7ed558ccd
-	x ^= x >> 33
-	x *= 0xc4ceb9fe1a85ec53
-	x ^= x >> 33
-	return x
-}
+// preferred returns the index of room's rendezvous-hash node among addrs
+// (see hrw.Preferred): room-service ranks nodes with the same function when
+// it moves rooms towards their preferred nodes.
+func preferred(room string, addrs []string) int { return hrw.Preferred(room, addrs) }
