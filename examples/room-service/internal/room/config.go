@@ -37,6 +37,15 @@ type Leases interface {
 	Owner(ctx context.Context, id string) (node, addr string, fence int64, err error)
 }
 
+// Placement is asked before this node acquires a room that has no owner.
+// It answers the node the room should be opened on instead (its id and
+// gRPC address; [Service.Apply] answers REDIRECT to it), empty strings to
+// open it here, or an error to refuse the command (nothing written; a
+// retry is safe): the room is being handed off by this node right now.
+type Placement interface {
+	Place(ctx context.Context, id string) (node, addr string, err error)
+}
+
 // Heartbeat is a liveness watchdog: a loop calls Beat on every turn, and
 // liveness fails when the beats stop (readiness.Heartbeat satisfies it).
 type Heartbeat interface {
@@ -74,6 +83,9 @@ type Config struct {
 	SnapshotFailures prometheus.Counter
 	// Logger receives cell and snapshot logs; nil means slog.Default().
 	Logger *slog.Logger
+	// Placement, when set, may send a room without an owner to another
+	// node before this one acquires it; nil means acquire here.
+	Placement Placement
 	// Snapshots, when set, keeps snapshots in MySQL instead of Redis; the
 	// command log stays in Redis. Nil means Redis.
 	Snapshots *SQLSnapshots

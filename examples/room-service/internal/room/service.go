@@ -154,6 +154,11 @@ func (s *Service) open(ctx context.Context, id string) (*cell, error) {
 			continue
 		}
 		if c.lease == nil {
+			if err := s.place(ctx, id); err != nil {
+				s.drop(c, "placed elsewhere")
+				c.unlock()
+				return nil, err
+			}
 			l, err := s.leases.Acquire(ctx, id)
 			if err != nil {
 				s.drop(c, "not acquired")
@@ -170,6 +175,30 @@ func (s *Service) open(ctx context.Context, id string) (*cell, error) {
 		}
 		return c, nil
 	}
+}
+
+// placedError names the node a room without an owner is to be opened on.
+type placedError struct{ node, addr string }
+
+func (e *placedError) Error() string {
+	return fmt.Sprintf("room: to be opened on %s at %s", e.node, e.addr)
+}
+
+// place asks Config.Placement whether the room belongs elsewhere: a
+// *placedError if so. A Placement that cannot tell (Redis unreachable)
+// lets this node acquire, which then fails or succeeds on its own.
+func (s *Service) place(ctx context.Context, id string) error {
+	if s.cfg.Placement == nil {
+		return nil
+	}
+	node, addr, err := s.cfg.Placement.Place(ctx, id)
+	switch {
+	case err != nil:
+		return err
+	case node != "" && addr != "":
+		return &placedError{node: node, addr: addr}
+	}
+	return nil
 }
 
 // recover loads the room's snapshot and replays the log after it. Events a
@@ -216,7 +245,10 @@ func (s *Service) drop(c *cell, reason string) {
 // refuse turns a failure to open a cell into the answer a client can act
 // on: the owner's address, or Unavailable when a retry is safe.
 func (s *Service) refuse(ctx context.Context, id string, err error) (*roompb.ApplyResponse, error) {
+	var placed *placedError
 	switch {
+	case errors.As(err, &placed):
+		return &roompb.ApplyResponse{Status: roompb.ApplyResponse_REDIRECT, OwnerNode: placed.node, OwnerAddr: placed.addr}, nil
 	case errors.Is(err, s.cfg.ErrHeld):
 		node, addr, _, oerr := s.leases.Owner(ctx, id)
 		if oerr != nil || node == "" || addr == "" {
