@@ -26,6 +26,10 @@ type config struct {
 	LeaseTTL   time.Duration
 	HandOffMax int        // HANDOFF_CONCURRENCY, default 8: rooms flushed at once during a drain
 	SQL        sqlTargets // MYSQL_DSN (snapshots), ANALYTICS_DSN (reported only); mysql.go
+	// BalanceInterval is BALANCE_INTERVAL, default DefaultBalanceInterval:
+	// how often this node publishes its load and may hand one room off to
+	// a better node (balance.go); 0 turns balancing off.
+	BalanceInterval time.Duration
 }
 
 func getenv(k, def string) string {
@@ -53,6 +57,8 @@ func loadConfig() (config, lifecycle.Config, error) {
 		AdminAddr:  getenv("ADMIN_ADDR", ":13002"),
 		LeaseTTL:   lease.DefaultTTL,
 		HandOffMax: 8,
+
+		BalanceInterval: DefaultBalanceInterval,
 	}
 	for _, a := range []struct{ env, v string }{{"GRPC_ADDR", c.GRPCAddr}, {"ADMIN_ADDR", c.AdminAddr}} {
 		if _, _, err := net.SplitHostPort(a.v); err != nil {
@@ -76,6 +82,13 @@ func loadConfig() (config, lifecycle.Config, error) {
 		if _, err := fmt.Sscanf(v, "%d", &c.HandOffMax); err != nil || c.HandOffMax < 1 {
 			return config{}, lifecycle.Config{}, &lifecycle.ConfigError{Field: "HANDOFF_CONCURRENCY", Value: v, Problem: "want a positive integer"}
 		}
+	}
+	if v := os.Getenv("BALANCE_INTERVAL"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || (d != 0 && d < minBalanceInterval) {
+			return config{}, lifecycle.Config{}, &lifecycle.ConfigError{Field: "BALANCE_INTERVAL", Value: v, Problem: fmt.Sprintf("want 0 (off) or a duration of at least %s", minBalanceInterval)}
+		}
+		c.BalanceInterval = d
 	}
 	c.Advertise = os.Getenv("ADVERTISE_ADDR")
 	if c.Advertise == "" {

@@ -15,6 +15,7 @@ import (
 	"github.com/drainkit/drainkit/drain"
 	"github.com/drainkit/drainkit/examples/room-service/internal/room"
 	"github.com/drainkit/drainkit/lease"
+	"github.com/drainkit/drainkit/lifecycle"
 	"github.com/drainkit/drainkit/readiness"
 )
 
@@ -52,18 +53,21 @@ func (a leaseAdapter) Owner(ctx context.Context, id string) (string, string, int
 	return o.Node, o.Addr, o.Fence, err
 }
 
-// rooms is the room service with its two loops (snapshots, outbox).
+// rooms is the room service with its three loops (snapshots, outbox,
+// balance).
 type rooms struct {
 	svc    *room.Service
 	outbox *room.Outbox
 	leases *lease.Manager
+	bal    *balancer
 
 	cancel context.CancelFunc
 	loops  *errgroup.Group
 	once   sync.Once
 }
 
-func newRooms(rdb redis.UniversalClient, snaps *room.SQLSnapshots, leases *lease.Manager, reg *readiness.Registry, pr prometheus.Registerer, log *slog.Logger) (*rooms, error) {
+func newRooms(rdb redis.UniversalClient, snaps *room.SQLSnapshots, leases *lease.Manager, reg *readiness.Registry, pr prometheus.Registerer,
+	lm *lifecycle.Manager, c config, log *slog.Logger) (*rooms, error) {
 	roomHB, err := reg.Heartbeat("room_loop", 3*room.DefaultSnapshotInterval)
 	if err != nil {
 		return nil, err
@@ -90,15 +94,18 @@ func newRooms(rdb redis.UniversalClient, snaps *room.SQLSnapshots, leases *lease
 		return 0
 	})
 	pr.MustRegister(flushFailures, alive)
+	bal := newBalancer(rdb, leases, lm, c, log)
 	svc, err := room.New(rdb, leaseAdapter{leases, log}, room.Config{
-		ErrHeld: lease.ErrHeld, ErrDraining: lease.ErrDraining,
+		Placement: bal,
+		ErrHeld:   lease.ErrHeld, ErrDraining: lease.ErrDraining,
 		Heartbeat: roomHB, Outbox: outbox, SnapshotFailures: flushFailures, Logger: log,
 		Snapshots: snaps, // nil without MYSQL_DSN: snapshots in Redis
 	})
 	if err != nil {
 		return nil, err
 	}
-	return &rooms{svc: svc, outbox: outbox, leases: leases}, nil
+	bal.svc = svc
+	return &rooms{svc: svc, outbox: outbox, leases: leases, bal: bal}, nil
 }
 
 // callBudget is a generous bound for one Redis call in a loop turn.
@@ -112,6 +119,7 @@ func (r *rooms) start() {
 	r.loops = &errgroup.Group{}
 	r.loops.Go(func() error { return r.svc.Run(ctx) })
 	r.loops.Go(func() error { return r.outbox.Run(ctx) })
+	r.loops.Go(func() error { return r.bal.Run(ctx) })
 }
 
 func (r *rooms) stop(context.Context) error {
