@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"time"
 
@@ -68,6 +69,14 @@ type balancer struct {
 
 	mu     sync.Mutex
 	moving map[string]bool // rooms being handed off by this node
+	sent   []sent          // recent hand-offs, for loads the table does not show yet
+}
+
+// sent is a room this node handed off towards node at a moment, and when
+// this node first saw it owned again.
+type sent struct {
+	room, node  string
+	at, ownedAt time.Time
 }
 
 // newBalancer returns the balancer of this node; set svc before Run.
@@ -134,10 +143,47 @@ func (b *balancer) turn(ctx context.Context) {
 	if st != lifecycle.Running {
 		return
 	}
-	if mv, ok := planMove(me.Node, held, table); ok {
+	if mv, ok := planMove(me.Node, held, b.inTransit(ctx, table)); ok {
 		b.handOff(ctx, mv)
 	}
 }
+
+// inTransit adds to each node's load the rooms this node handed it that
+// its entry does not count yet: those nobody has acquired since, and those
+// acquired after the entry was written. Without them a node would count
+// the same spare room of a target at several turns in a row and overfill
+// it. A room nobody acquired while its next-node note lasted is dropped.
+func (b *balancer) inTransit(ctx context.Context, table []nodeLoad) []nodeLoad {
+	b.mu.Lock()
+	pending := slices.Clone(b.sent)
+	b.mu.Unlock()
+	var keep []sent
+	for _, s := range pending {
+		if s.ownedAt.IsZero() {
+			n, err := b.rdb.Exists(ctx, lease.DefaultRoutePrefix+"{"+s.room+"}").Result()
+			switch {
+			case err != nil:
+			case n == 1:
+				s.ownedAt = time.Now()
+			case time.Since(s.at) > b.placeTTL():
+				continue // never arrived
+			}
+		}
+		i := slices.IndexFunc(table, func(n nodeLoad) bool { return n.Node == s.node })
+		if i < 0 || (!s.ownedAt.IsZero() && table[i].AtUnixMs > s.ownedAt.UnixMilli()) {
+			continue // gone, or its entry counts the room
+		}
+		table[i].Rooms++
+		keep = append(keep, s)
+	}
+	b.mu.Lock()
+	b.sent = append(keep, b.sent[len(pending):]...)
+	b.mu.Unlock()
+	return table
+}
+
+// placeTTL is how long a next-node note lasts.
+func (b *balancer) placeTTL() time.Duration { return max(3*b.interval, 2*time.Second) }
 
 // held returns the rooms this node holds.
 func (b *balancer) held() []string {
@@ -153,7 +199,7 @@ func (b *balancer) held() []string {
 // publish writes me and returns the live entries, removing expired ones.
 func (b *balancer) publish(ctx context.Context, me nodeLoad) ([]nodeLoad, error) {
 	now := time.Now()
-	me.UntilUnixMs = now.Add(3 * b.interval).UnixMilli()
+	me.AtUnixMs, me.UntilUnixMs = now.UnixMilli(), now.Add(3*b.interval).UnixMilli()
 	v, err := json.Marshal(me)
 	if err != nil {
 		return nil, err
@@ -205,10 +251,13 @@ func (b *balancer) handOff(ctx context.Context, mv move) {
 	if err != nil || to.Draining {
 		return // gone or draining since the table was read: next turn
 	}
-	if err := b.rdb.Set(ctx, placeKey(mv.Room), mv.To.Node, max(3*b.interval, 2*time.Second)).Err(); err != nil {
+	if err := b.rdb.Set(ctx, placeKey(mv.Room), mv.To.Node, b.placeTTL()).Err(); err != nil {
 		b.log.Warn("room not handed off: next node not written", "room_id", mv.Room, "to", mv.To.Node, "err", err)
 		return
 	}
+	b.mu.Lock()
+	b.sent = append(b.sent, sent{room: mv.Room, node: mv.To.Node, at: time.Now()})
+	b.mu.Unlock()
 	if err := b.svc.FlushRoom(ctx, l); err != nil {
 		_ = b.rdb.Del(context.WithoutCancel(ctx), placeKey(mv.Room)).Err() // it stays here
 		b.log.Warn("room not handed off: snapshot not flushed", "room_id", mv.Room, "to", mv.To.Node, "err", err)

@@ -12,8 +12,10 @@ type nodeLoad struct {
 	Addr     string `json:"addr"`
 	Rooms    int    `json:"rooms"`
 	Draining bool   `json:"draining"`
-	// UntilUnixMs is when the entry stops counting unless renewed: a node
-	// that crashed drops out of the table by itself.
+	// AtUnixMs is when the entry was written, UntilUnixMs when it stops
+	// counting unless renewed: a node that crashed drops out of the table
+	// by itself.
+	AtUnixMs    int64 `json:"at_unix_ms"`
 	UntilUnixMs int64 `json:"until_unix_ms"`
 }
 

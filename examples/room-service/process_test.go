@@ -35,6 +35,9 @@ func startNode(t *testing.T, redisURL, id string, env ...string) *node {
 	n.Proc = proctest.Start(t, id, proctest.Build(t, "."), append([]string{
 		"NODE_ID=" + id, "REDIS_URL=" + redisURL, "GRPC_ADDR=" + n.grpc, "ADMIN_ADDR=" + n.admin,
 		"DRAIN_DELAY=300ms", "DRAIN_TIMEOUT=10s", "LEASE_TTL=2s",
+		// Rooms stay where a test put them unless it turns balancing on
+		// (the last of a variable's values wins).
+		"BALANCE_INTERVAL=0",
 	}, env...)...)
 	n.Await(t, `"new_status":"running"`)
 	return n
