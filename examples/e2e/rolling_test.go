@@ -8,13 +8,26 @@ import (
 	"github.com/drainkit/drainkit/examples/internal/e2e"
 )
 
-// steady waits until the load has reached every room, so an update
-// happens under steady load with every room owned.
+// steady waits until the load has reached every room and the
+// room-services have spread the rooms within the bound (ceil(rooms/nodes)
+// +1 on a node), so a fault or an update happens under steady load.
 func steady(t *testing.T, ctx context.Context, c *e2e.Cluster) {
 	t.Helper()
 	if err := c.AwaitOwned(ctx, e2e.DefaultLoadRooms); err != nil {
 		t.Fatal(err)
 	}
+	balanced(t, ctx, c, "after the load's warm-up")
+}
+
+// balanced waits until the rooms are spread within the bound, failing the
+// test if they are not by ctx's end, and logs the rooms per node.
+func balanced(t *testing.T, ctx context.Context, c *e2e.Cluster, when string) {
+	t.Helper()
+	per, err := c.AwaitBalanced(ctx, e2e.DefaultLoadRooms)
+	if err != nil {
+		t.Fatalf("rooms per node %s: %v", when, err)
+	}
+	t.Logf("rooms per node %s: %s", when, e2e.Spread(per))
 }
 
 // Load around a rolling update: it runs from before the update until
@@ -53,6 +66,11 @@ func rollUnderLoad(t *testing.T, c *e2e.Cluster, within time.Duration, roll func
 		close(stop)
 		t.Fatal(err)
 	}
+	// The rooms the update left where they landed move to their nodes,
+	// paced, under the same load.
+	bctx, bcancel := context.WithTimeout(context.Background(), bound)
+	balanced(t, bctx, c, "at the end of the update")
+	bcancel()
 	<-time.After(loadAfterRoll) // the load's length after the update is the scenario, not a wait for a condition
 	close(stop)
 	res := wait()

@@ -30,7 +30,7 @@ func (r *Report) Table() string {
 	row("rooms handed over", fmt.Sprintf("%d (%d hand-overs, %d leases lost)", r.RoomsHandedOver, len(r.Gaps), r.LeasesLost))
 	row("hand-over gap p50 / p99 / max", r.Gap)
 	if len(r.RoomsPerNode) > 0 {
-		row("rooms per node as the fault began", spread(r.RoomsPerNode))
+		row("rooms per node as the fault began", Spread(r.RoomsPerNode))
 	}
 	for _, d := range r.Drained {
 		row("drained "+d.Name, fmt.Sprintf("exit %d after %s", d.ExitCode, d.DrainTime.Round(time.Millisecond)))
@@ -63,6 +63,61 @@ func (c *Cluster) AwaitOwned(ctx context.Context, n int) error {
 		case <-time.After(20 * time.Millisecond): // the logs of external processes
 		}
 	}
+}
+
+// AwaitBalanced waits until rooms rooms are owned and no running
+// room-service holds more than ceil(rooms/nodes)+1 of them (the bound the
+// room-services' balancing keeps at steady state), and returns the rooms
+// per running node it saw then, zeros included.
+func (c *Cluster) AwaitBalanced(ctx context.Context, rooms int) (map[string]int, error) {
+	for {
+		per, owned := c.roomsPerRunningNode()
+		if owned >= rooms && mostRooms(per) <= BalanceBound(owned, len(per)) {
+			return per, nil
+		}
+		select {
+		case <-ctx.Done():
+			return per, fmt.Errorf("e2e: rooms per node %s; want every one of %d rooms owned and at most ceil(rooms/nodes)+1 on a node: %w",
+				Spread(per), rooms, ctx.Err())
+		case <-time.After(20 * time.Millisecond): // the logs of external processes
+		}
+	}
+}
+
+// roomsPerRunningNode counts the rooms each running room-service holds now,
+// and the rooms held in all.
+func (c *Cluster) roomsPerRunningNode() (map[string]int, int) {
+	per := map[string]int{}
+	for _, n := range c.Rooms() {
+		per[n.Name] = 0
+	}
+	owned := 0
+	for _, hs := range c.Ownership().Holds {
+		if h := hs[len(hs)-1]; h.Open {
+			if _, running := per[h.Node]; running {
+				per[h.Node]++
+				owned++
+			}
+		}
+	}
+	return per, owned
+}
+
+// BalanceBound is the most rooms one of nodes may hold at steady state:
+// ceil(rooms/nodes)+1.
+func BalanceBound(rooms, nodes int) int {
+	if nodes == 0 {
+		return 0
+	}
+	return (rooms+nodes-1)/nodes + 1
+}
+
+func mostRooms(per map[string]int) int {
+	most := 0
+	for _, n := range per {
+		most = max(most, n)
+	}
+	return most
 }
 
 // AwaitOwnedBy waits until the node named node holds at least one room.
@@ -126,9 +181,9 @@ func (c *Cluster) AwaitTakenOver(ctx context.Context, node string) error {
 	}
 }
 
-// spread renders rooms per node, "room-1: 7, room-2: 6, room-3: 7 (max
+// Spread renders rooms per node, "room-1: 7, room-2: 6, room-3: 7 (max
 // 7; ceil(20/3)+1 = 8)".
-func spread(perNode map[string]int) string {
+func Spread(perNode map[string]int) string {
 	var parts []string
 	total, most := 0, 0
 	for _, node := range slices.Sorted(maps.Keys(perNode)) {
@@ -138,5 +193,5 @@ func spread(perNode map[string]int) string {
 		most = max(most, n)
 	}
 	nodes := len(perNode)
-	return fmt.Sprintf("%s (max %d; ceil(%d/%d)+1 = %d)", strings.Join(parts, ", "), most, total, nodes, (total+nodes-1)/nodes+1)
+	return fmt.Sprintf("%s (max %d; ceil(%d/%d)+1 = %d)", strings.Join(parts, ", "), most, total, nodes, BalanceBound(total, nodes))
 }
