@@ -67,6 +67,10 @@ type balancer struct {
 	drained chan struct{} // closed at the flip to draining
 	once    sync.Once
 
+	// calm counts the turns in a row that reached Redis; moves wait for
+	// settleTurns of them (see turn).
+	calm int
+
 	mu     sync.Mutex
 	moving map[string]bool // rooms being handed off by this node
 	sent   []sent          // recent hand-offs, for loads the table does not show yet
@@ -136,8 +140,10 @@ func (b *balancer) turn(ctx context.Context) {
 	st := b.state()
 	me.Rooms, me.Draining = len(held), st == lifecycle.Draining || st == lifecycle.Stopped
 	table, err := b.publish(ctx, me)
-	if err != nil {
-		b.log.Warn("balance table not updated", "err", err)
+	if !b.settled(err == nil) {
+		if err != nil {
+			b.log.Warn("balance table not updated", "err", err)
+		}
 		return
 	}
 	if st != lifecycle.Running {
@@ -146,6 +152,23 @@ func (b *balancer) turn(ctx context.Context) {
 	if mv, ok := planMove(me.Node, held, b.inTransit(ctx, table)); ok {
 		b.handOff(ctx, mv)
 	}
+}
+
+// settled records whether a turn reached Redis and reports whether moves
+// may be made.
+func (b *balancer) settled(reached bool) bool {
+	// After a start or a Redis fault the table lacks entries that expired
+	// meanwhile, and the rooms are being re-acquired wherever their
+	// commands land, under the backlog of requests that waited the fault
+	// out: a move then would add a hand-off to that backlog and be made on
+	// a partial table. Moves wait until every node has had a few turns to
+	// publish.
+	if !reached {
+		b.calm = 0
+		return false
+	}
+	b.calm++
+	return b.calm > settleTurns
 }
 
 // inTransit adds to each node's load the rooms this node handed it that
@@ -347,6 +370,11 @@ func (b *balancer) leave() {
 		b.log.Warn("balance entry not removed (it expires)", "err", err)
 	}
 }
+
+// settleTurns is how many turns in a row must reach Redis before a move:
+// every live node publishes within three of them (an entry lasts three
+// intervals).
+const settleTurns = 3
 
 // minBalanceInterval keeps the table's reads and writes (two per node per
 // turn) cheap.

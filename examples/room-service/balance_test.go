@@ -66,3 +66,27 @@ func TestPaceJittersTurnsAndWakesOnce(t *testing.T) {
 		}
 	})
 }
+
+// Moves wait for settleTurns turns in a row that reached Redis, after a
+// start and after every failed turn.
+func TestSettledWaitsForTurnsInARow(t *testing.T) {
+	tests := []struct {
+		name string
+		give []bool // whether each turn reached Redis
+		want []bool
+	}{
+		{"after a start", []bool{true, true, true, true, true}, []bool{false, false, false, true, true}},
+		{"after a fault", []bool{true, true, true, true, false, true, true, true, true}, []bool{false, false, false, true, false, false, false, false, true}},
+		{"never while failing", []bool{false, false, false, false}, []bool{false, false, false, false}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b := &balancer{}
+			for i, reached := range tt.give {
+				if got := b.settled(reached); got != tt.want[i] {
+					t.Fatalf("turn %d (reached %v): got %v; want %v", i, reached, got, tt.want[i])
+				}
+			}
+		})
+	}
+}
