@@ -56,6 +56,7 @@ type api struct {
 	timeout time.Duration // REQUEST_TIMEOUT
 	pending *pending      // nil: no cap
 	calls   *semaphore.Weighted
+	owners  roomOwners // rooms whose owner a REDIRECT named
 	log     *slog.Logger
 }
 

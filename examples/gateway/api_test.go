@@ -145,14 +145,55 @@ func TestRedirectIsFollowedOnce(t *testing.T) {
 	owner := startBackend(t, &testRooms{apply: applyAnswer(roompb.ApplyResponse_APPLIED, 11)})
 	first := startBackend(t, &testRooms{apply: redirectTo("node-b", owner.addr)})
 	h := startAPI(t, first.addr).routes() // the owner is not in the balanced list
-	// The second and third requests reuse the cached owner connection.
+	// The second and third requests go to the owner the first one learned.
 	for i := range 3 {
 		rec, got := do(t, h, "POST", "/api/v1/rooms/r1/commands", `{"command_id":"c1","op":"join"}`)
 		require.Equal(t, 200, rec.Code, rec.Body.String())
 		assert.Equal(t, map[string]any{"status": "applied", "seq": 11.0}, got)
-		assert.Equal(t, int64(i+1), first.rooms.applies.Load(), "calls to the first backend")
+		assert.Equal(t, int64(1), first.rooms.applies.Load(), "calls to the first backend")
 		assert.Equal(t, int64(i+1), owner.rooms.applies.Load(), "calls to the owner")
 	}
+	// Another room is not sent to r1's owner.
+	rec, _ := do(t, h, "POST", "/api/v1/rooms/r2/commands", `{"command_id":"c2","op":"join"}`)
+	require.Equal(t, 200, rec.Code, rec.Body.String())
+	assert.Equal(t, int64(2), first.rooms.applies.Load(), "calls to the first backend")
+}
+
+// A remembered owner that refuses (it handed the room off, or is
+// draining) is forgotten, and the same attempt goes through the balanced
+// connection: no backoff, one answer.
+func TestRememberedOwnerThatRefusesIsForgotten(t *testing.T) {
+	var refuse atomic.Bool
+	owner := startBackend(t, &testRooms{apply: func(ctx context.Context, req *roompb.ApplyRequest) (*roompb.ApplyResponse, error) {
+		if refuse.Load() {
+			return refuses(ctx, req)
+		}
+		return applyAnswer(roompb.ApplyResponse_APPLIED, 1)(ctx, req)
+	}})
+	var redirect atomic.Bool
+	redirect.Store(true)
+	first := startBackend(t, &testRooms{apply: func(ctx context.Context, req *roompb.ApplyRequest) (*roompb.ApplyResponse, error) {
+		if redirect.Load() {
+			return redirectTo("node-b", owner.addr)(ctx, req)
+		}
+		return applyAnswer(roompb.ApplyResponse_APPLIED, 2)(ctx, req)
+	}})
+	h := startAPI(t, first.addr).routes()
+	rec, _ := do(t, h, "POST", "/api/v1/rooms/r1/commands", `{"command_id":"c1","op":"join"}`)
+	require.Equal(t, 200, rec.Code, rec.Body.String())
+
+	refuse.Store(true)
+	redirect.Store(false) // the room now lives on the first backend
+	rec, got := do(t, h, "POST", "/api/v1/rooms/r1/commands", `{"command_id":"c2","op":"join"}`)
+	require.Equal(t, 200, rec.Code, rec.Body.String())
+	assert.Equal(t, map[string]any{"status": "applied", "seq": 2.0}, got)
+	assert.Equal(t, int64(2), owner.rooms.applies.Load(), "calls to the old owner: one applied, one refused")
+	assert.Equal(t, int64(2), first.rooms.applies.Load(), "calls to the first backend: the redirect, then the command")
+
+	rec, _ = do(t, h, "POST", "/api/v1/rooms/r1/commands", `{"command_id":"c3","op":"join"}`)
+	require.Equal(t, 200, rec.Code, rec.Body.String())
+	assert.Equal(t, int64(2), owner.rooms.applies.Load(), "the old owner is not called again")
+	assert.Equal(t, int64(3), first.rooms.applies.Load())
 }
 
 func TestSecondRedirectIsFollowed(t *testing.T) {
@@ -381,7 +422,9 @@ func TestOwnerCacheEvictsIdleConnections(t *testing.T) {
 		cmd     string
 		wantSeq float64
 	}{{"to-a", 1}, {"to-b", 2}, {"to-a", 1}} {
-		rec, got := do(t, h, "POST", "/api/v1/rooms/r1/commands", `{"command_id":"`+tt.cmd+`","op":"join"}`)
+		// One room per owner: the gateway sends a room's later commands to
+		// the owner its first one was redirected to.
+		rec, got := do(t, h, "POST", "/api/v1/rooms/"+tt.cmd+"/commands", `{"command_id":"`+tt.cmd+`","op":"join"}`)
 		require.Equal(t, 200, rec.Code, rec.Body.String())
 		assert.Equal(t, tt.wantSeq, got["seq"], tt.cmd)
 		a.b.mu.Lock()

@@ -31,25 +31,31 @@ func (a *api) forwardApply(ctx context.Context, req *roompb.ApplyRequest) (*room
 	})
 }
 
-// applyOnce is one attempt of forwardApply.
+// applyOnce is one attempt of forwardApply: to the room's owner if a
+// REDIRECT named it before, else through the balanced connection.
 func (a *api) applyOnce(ctx context.Context, req *roompb.ApplyRequest) (*roompb.ApplyResponse, error) {
 	release, err := a.slot(ctx)
 	if err != nil {
 		return nil, err
 	}
 	defer release()
-	rooms, err := a.b.rooms()
-	if err != nil {
-		return nil, err
+	room := req.GetRoomId()
+	resp, addr, err := a.applyToOwner(ctx, req)
+	if resp == nil && err == nil {
+		var rooms roompb.RoomsClient
+		if rooms, err = a.b.rooms(); err != nil {
+			return nil, err
+		}
+		resp, err = call(func(opts ...grpc.CallOption) (*roompb.ApplyResponse, error) {
+			return rooms.Apply(withRoom(ctx, room), req, append(opts, grpc.WaitForReady(true))...)
+		})
 	}
-	resp, err := call(func(opts ...grpc.CallOption) (*roompb.ApplyResponse, error) {
-		return rooms.Apply(withRoom(ctx, req.GetRoomId()), req, append(opts, grpc.WaitForReady(true))...)
-	})
 	for hop := 0; err == nil && resp.GetStatus() == roompb.ApplyResponse_REDIRECT; hop++ {
 		if hop == maxRedirects {
 			return nil, errRefusedf("room %s: still moving after %d redirects (now %s at %s)",
-				req.GetRoomId(), hop, resp.GetOwnerNode(), resp.GetOwnerAddr())
+				room, hop, resp.GetOwnerNode(), resp.GetOwnerAddr())
 		}
+		addr = resp.GetOwnerAddr()
 		resp, err = a.followRedirect(ctx, req, resp)
 	}
 	if err != nil {
@@ -57,9 +63,36 @@ func (a *api) applyOnce(ctx context.Context, req *roompb.ApplyRequest) (*roompb.
 	}
 	switch resp.GetStatus() {
 	case roompb.ApplyResponse_APPLIED:
+		if addr != "" {
+			a.owners.set(room, addr)
+		}
 		return resp, nil
 	}
-	return nil, status.Errorf(codes.Internal, "room %s: room-service answered status %s", req.GetRoomId(), resp.GetStatus())
+	return nil, status.Errorf(codes.Internal, "room %s: room-service answered status %s", room, resp.GetStatus())
+}
+
+// applyToOwner sends req to the room's remembered owner, if any, and
+// returns its answer and address. An owner that refuses (nothing applied:
+// it lost or is handing off the room, is draining, or is gone) is
+// forgotten and nil, "", nil returned, so the attempt goes on through the
+// balanced connection at once; any other failure forgets it too and ends
+// the attempt.
+func (a *api) applyToOwner(ctx context.Context, req *roompb.ApplyRequest) (*roompb.ApplyResponse, string, error) {
+	room := req.GetRoomId()
+	addr, ok := a.owners.get(room)
+	if !ok {
+		return nil, "", nil
+	}
+	resp, err := a.followRedirect(ctx, req, &roompb.ApplyResponse{OwnerAddr: addr})
+	switch {
+	case err == nil:
+		return resp, addr, nil
+	case status.Code(err) == codes.Unavailable && ctx.Err() == nil:
+		a.owners.drop(room, addr)
+		return nil, "", nil
+	}
+	a.owners.drop(room, addr)
+	return nil, "", err
 }
 
 // followRedirect sends the command to the owner named by redirect, without
