@@ -151,8 +151,11 @@ func TestRedisOutage(t *testing.T) {
 			}
 			held++
 			switch {
-			case h.Open || !strings.Contains(h.EndedCause, "lost"):
-				t.Errorf("room %s on %s: held at the outage, ended %q; want lost", room, h.Node, h.EndedCause)
+			// A lease is lost, or released by a balance hand-off whose
+			// flush came just before Redis stopped (the lease ends where
+			// it is held before the release reaches Redis).
+			case h.Open || !strings.Contains(h.EndedCause, "lost") && !strings.Contains(h.EndedCause, "released"):
+				t.Errorf("room %s on %s: held at the outage, ended %q; want lost (or released)", room, h.Node, h.EndedCause)
 			case h.To.Sub(pausedAt) >= e2e.DefaultLeaseTTL:
 				t.Errorf("room %s on %s: reported lost %s after Redis stopped; want before the TTL (%s)",
 					room, h.Node, h.To.Sub(pausedAt), e2e.DefaultLeaseTTL)
