@@ -16,8 +16,10 @@ import (
 // command reaches, so sending every room's commands to the room's
 // preferred ready node spreads ownership about evenly, the same way from
 // every gateway, and a crash affects about 1/N of the rooms. A room owned
-// elsewhere (it moved while its preferred node drained) answers REDIRECT,
-// which the gateway follows. Calls without a room (reads) go round robin.
+// elsewhere (it moved while its preferred node drained, or room-service
+// moved it to even out the load) answers REDIRECT, which the gateway
+// follows, and its next commands go to that owner directly (roomOwners).
+// Calls without a room (reads) go round robin.
 const hrwBalancer = "room_hrw"
 
 func init() {
