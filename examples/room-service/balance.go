@@ -363,8 +363,10 @@ func (b *balancer) Place(ctx context.Context, id string) (node, addr string, err
 }
 
 // leave removes this node's entry, so the others stop counting it at once.
+// It runs in the drain's Close phase, so it waits briefly: an entry left
+// behind expires within three intervals anyway.
 func (b *balancer) leave() {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 250*time.Millisecond)
 	defer cancel()
 	if err := b.rdb.HDel(ctx, balanceKey, b.self.Node).Err(); err != nil {
 		b.log.Warn("balance entry not removed (it expires)", "err", err)
