@@ -27,12 +27,30 @@ type leaseAdapter struct {
 }
 
 func (a leaseAdapter) Acquire(ctx context.Context, id string) (room.Lease, error) {
+	held := a.held(id)
 	l, err := a.m.Acquire(ctx, id)
 	if err != nil {
 		return nil, err // a nil interface, not a typed nil pointer
 	}
-	leaseEvent(a.log, "acquired", l, nil)
+	// Acquire returns the lease this node holds already, if any: a room
+	// whose cell was dropped while its lease was kept (a balance hand-off
+	// whose flush failed) is reopened under the same lease, which is no
+	// new ownership to audit.
+	if l != held {
+		leaseEvent(a.log, "acquired", l, nil)
+	}
 	return l, nil
+}
+
+// held returns the lease this node holds for id, or nil. The room's cell
+// lock keeps another acquisition of id on this node from racing it.
+func (a leaseAdapter) held(id string) *lease.Lease {
+	for _, l := range a.m.Leases() {
+		if l.ID() == id && l.Held() {
+			return l
+		}
+	}
+	return nil
 }
 
 // leaseEvent writes the audit line from which the end-to-end checker
