@@ -1,0 +1,29 @@
+package e2e
+
+import "testing"
+
+func TestBalanceBound(t *testing.T) {
+	tests := []struct {
+		rooms, nodes, want int
+	}{
+		{20, 3, 8}, // ceil(20/3) = 7, plus one
+		{21, 3, 8},
+		{22, 3, 9},
+		{1, 3, 2},
+		{0, 3, 1},
+		{5, 0, 0}, // no node: nothing may hold a room
+	}
+	for _, tt := range tests {
+		if got := BalanceBound(tt.rooms, tt.nodes); got != tt.want {
+			t.Errorf("BalanceBound(%d, %d): got %d; want %d", tt.rooms, tt.nodes, got, tt.want)
+		}
+	}
+}
+
+func TestSpreadNamesTheBound(t *testing.T) {
+	got := Spread(map[string]int{"room-2": 6, "room-1": 9, "room-3": 5})
+	want := "room-1: 9, room-2: 6, room-3: 5 (max 9; ceil(20/3)+1 = 8)"
+	if got != want {
+		t.Errorf("got %q; want %q", got, want)
+	}
+}
