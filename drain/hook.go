@@ -68,8 +68,10 @@ type Hook struct {
 	streams func() *StreamReport
 }
 
-// Validate reports the first problem that would make the hook unusable.
-func (h Hook) Validate() error {
+// validate reports the first problem that would make the hook unusable.
+// [Run] calls it for every hook and reports a hook that fails it as
+// [Failed] without running it.
+func (h Hook) validate() error {
 	switch {
 	case h.Name == "":
 		return fmt.Errorf("drain: hook Name is empty")

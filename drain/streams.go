@@ -39,8 +39,8 @@ type StreamsConfig struct {
 	Registerer prometheus.Registerer
 }
 
-// Validate reports the first field with a bad value.
-func (c StreamsConfig) Validate() error {
+// validate reports the first field with a bad value.
+func (c StreamsConfig) validate() error {
 	switch {
 	case c.Name == "":
 		return errors.New(`drain: StreamsConfig.Name is empty; want a name such as "sse"`)
@@ -113,7 +113,7 @@ type Streams struct {
 // NewStreams returns Streams for cfg, or cfg's validation error. It
 // registers the metrics with cfg.Registerer and starts nothing.
 func NewStreams(cfg StreamsConfig) (*Streams, error) {
-	if err := cfg.Validate(); err != nil {
+	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()

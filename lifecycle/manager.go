@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/drainkit/drainkit/drain"
+	"github.com/drainkit/drainkit/internal/draininternal"
 )
 
 // Manager owns the process's state and runs its drain. It is the single
@@ -155,8 +156,9 @@ func (m *Manager) OnStart(fn func(ctx context.Context) error) {
 	m.starts = append(m.starts, fn)
 }
 
-// AddHook registers drain hooks. A hook that fails [drain.Hook.Validate],
-// or whose name is taken, is refused with an error and none of hooks is
+// AddHook registers drain hooks. A hook that [drain.Run] would refuse
+// (empty Name, a Phase that is not one of the five, a negative Timeout, a
+// nil Run), or whose name is taken, is refused with an error and none of hooks is
 // added; so are hooks added once the drain has begun.
 func (m *Manager) AddHook(hooks ...drain.Hook) error {
 	m.mu.Lock()
@@ -169,7 +171,7 @@ func (m *Manager) AddHook(hooks ...drain.Hook) error {
 		seen[h.Name] = true
 	}
 	for _, h := range hooks {
-		if err := h.Validate(); err != nil {
+		if err := draininternal.ValidateHook(h); err != nil {
 			return err
 		}
 		if seen[h.Name] {
@@ -307,10 +309,10 @@ func (m *Manager) shutdown(ctx context.Context, reason string, startErr error) *
 	if wasRunning { // never ready, never in a load balancer: nothing to wait for
 		m.delay(dctx)
 	}
-	rep := drain.Run(dctx, reason, hooks, drain.OnPhase(func(p drain.Phase, n int) {
+	rep := drain.Run(draininternal.WithOnPhase(dctx, func(p string, n int) {
 		m.log.Info("drain phase", slog.String("service", m.cfg.Service), slog.String("node_id", m.cfg.NodeID),
-			slog.String("stage", p.String()), slog.Int("hooks", n), slog.Float64("elapsed_ms", msOf(time.Since(m.stopAt))))
-	}))
+			slog.String("stage", p), slog.Int("hooks", n), slog.Float64("elapsed_ms", msOf(time.Since(m.stopAt))))
+	}), reason, hooks)
 	rep.Start = m.stopAt // the report covers the whole budget, delay included
 	rep.Duration = time.Since(m.stopAt)
 	_ = m.transitionWith(Stopped, "drained", rep)
@@ -366,7 +368,7 @@ func (m *Manager) delay(ctx context.Context) {
 // arrivals seen so far: floor, or a quiet window after the last arrival.
 func (m *Manager) adaptiveEnd(start time.Time) time.Time {
 	at := start.Add(m.cfg.DelayFloor)
-	if q := m.tracker.LastArrival().Add(m.cfg.QuietWindow); q.After(at) {
+	if q := draininternal.LastArrival(m.tracker).Add(m.cfg.QuietWindow); q.After(at) {
 		at = q
 	}
 	return at
