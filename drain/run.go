@@ -34,7 +34,7 @@ import (
 func Run(ctx context.Context, reason string, hooks []Hook) *Report {
 	onPhase := draininternal.OnPhase(ctx)
 	r := &Report{Reason: reason, Start: time.Now(), Hooks: make([]HookResult, 0, len(hooks))}
-	for p := StopIntake; p <= Close; p++ {
+	for _, p := range phases {
 		var batch []Hook
 		for _, h := range hooks {
 			if h.Phase == p {
@@ -51,7 +51,7 @@ func Run(ctx context.Context, reason string, hooks []Hook) *Report {
 			continue
 		}
 		if onPhase != nil {
-			onPhase(p.String(), len(batch))
+			onPhase(string(p), len(batch))
 		}
 		r.Hooks = append(r.Hooks, runPhase(ctx, batch)...)
 	}

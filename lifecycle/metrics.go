@@ -49,6 +49,6 @@ func (mt *metrics) transition(t Transition) {
 func (mt *metrics) drained(r *Report) {
 	mt.duration.Set(msOf(r.Duration))
 	for _, h := range r.Hooks {
-		mt.outcomes.WithLabelValues(h.Phase.String(), string(h.Outcome)).Inc()
+		mt.outcomes.WithLabelValues(string(h.Phase), string(h.Outcome)).Inc()
 	}
 }

@@ -102,7 +102,7 @@ func TestHooksWithTimeoutsAnswerInFlightCall(t *testing.T) {
 	waiting := make(chan struct{})
 	go func() {
 		report <- drain.Run(draininternal.WithOnPhase(ctx, func(p string, _ int) {
-			if p == drain.WaitInFlight.String() {
+			if p == string(drain.WaitInFlight) {
 				close(waiting)
 			}
 		}), "test", hooks)
