@@ -79,28 +79,29 @@ func (e *events) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		after = n
 	}
-	st, ok := e.streams.Open(r.Context())
+	ctx, end, ok := e.streams.Open(r.Context())
 	if !ok {
 		w.Header().Set("Retry-After", drain.RetryAfter)
 		writeError(w, http.StatusServiceUnavailable, "draining: subscribe on another instance")
 		return
 	}
-	defer st.End()
+	defer end()
 	rc := http.NewResponseController(w)
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
 	w.WriteHeader(http.StatusOK)
 	_ = rc.Flush()
-	if err := e.follow(st, id, after, w, rc); err != nil && st.Context().Err() == nil {
+	if err := e.follow(ctx, id, after, w, rc); err != nil && ctx.Err() == nil {
 		fmt.Fprintf(w, "event: error\ndata: %s\n\n", jsonString(err.Error()))
 		_ = rc.Flush()
 	}
 }
 
 // follow relays the room's events after seq after until the stream is
-// closed (its context ends) or a backend refuses the watch for good.
-func (e *events) follow(st *drain.Stream, id string, after int64, w http.ResponseWriter, rc *http.ResponseController) error {
-	ctx, told := st.Context(), st.Told()
+// closed (ctx, the stream's context, ends) or a backend refuses the watch
+// for good.
+func (e *events) follow(ctx context.Context, id string, after int64, w http.ResponseWriter, rc *http.ResponseController) error {
+	told := e.streams.Told()
 	for {
 		got, err := e.watch(ctx, id, after, func(ev *roompb.RoomEvent) error {
 			data, _ := json.Marshal(event{RoomID: ev.GetRoomId(), Seq: ev.GetSeq(), CommandID: ev.GetCommandId()})
