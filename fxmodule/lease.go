@@ -9,6 +9,7 @@ import (
 	"go.uber.org/fx"
 
 	"github.com/drainkit/drainkit/drain"
+	"github.com/drainkit/drainkit/internal/leaseinternal"
 	"github.com/drainkit/drainkit/lease"
 	"github.com/drainkit/drainkit/lifecycle"
 	"github.com/drainkit/drainkit/readiness"
@@ -58,7 +59,7 @@ func newLeaseManager(p leaseParams) (*lease.Manager, error) {
 	if err != nil {
 		return nil, err
 	}
-	p.Manager.OnDrain(l.BeginDrain)
+	p.Manager.OnDrain(func() { leaseinternal.BeginDrain(l) }) // the heartbeat says draining at once
 	p.Lifecycle.Append(fx.Hook{
 		OnStart: Abortable(p.Manager, l.Start), // a signal or StartTimeout ends its retries
 		OnStop:  func(ctx context.Context) error { return l.Stop(ctx) },

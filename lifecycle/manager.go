@@ -139,7 +139,7 @@ func (m *Manager) OnTransition(fn func(Transition)) {
 
 // OnDrain registers fn to run synchronously at the flip to Draining, with
 // the same rules as a listener of OnTransition: the one transition most
-// listeners care about, read at its call site (m.OnDrain(l.BeginDrain)).
+// listeners care about, read at its call site (m.OnDrain(poller.Stop)).
 func (m *Manager) OnDrain(fn func()) {
 	m.OnTransition(func(t Transition) {
 		if t.To == Draining {

@@ -21,8 +21,9 @@ type Lease interface {
 	ID() string
 	// Token is the fencing token, the last field of room:route:{ID}.
 	Token() int64
-	// Lost is closed when the lease is lost (not renewed in time, or stolen).
-	Lost() <-chan struct{}
+	// Context is cancelled when the lease ends: lost (not renewed in time,
+	// or stolen), left to expire, or released.
+	Context() context.Context
 }
 
 // Leases acquires rooms and names their owners. A thin adapter over
