@@ -187,4 +187,23 @@
 // keys) therefore share a Registerer and a drain; a second Manager with
 // the same RoutePrefix on one Registerer is refused by [New], and the
 // drain refuses a hook name added twice.
+//
+// # Conventions
+//
+//   - Configuration is a [Config] whose zero fields mean the documented
+//     defaults (the Default… constants); [New] refuses a bad one, naming
+//     the field and the value, before anything else happens, and does no
+//     I/O. [Config.Validate] is the same check, for configuration read
+//     early.
+//   - Work starts in [Manager.Start] and ends in [Manager.Stop] or the
+//     Release hook; the renewer goroutine is the Manager's, and Stop waits
+//     for it.
+//   - Every blocking call takes a context first, and it bounds the wait.
+//   - Errors are sentinels with the package prefix ("lease: …"), matched
+//     with errors.Is and wrapped with the key they concern. How a lease
+//     ended is its context's cause: one channel, [Lease.Context], for every
+//     end.
+//   - The drain is hooks ([Manager.HandOff], [Manager.ReleaseHook]) for
+//     package drain; the Manager learns of the flip from
+//     [Config].Draining.
 package lease
