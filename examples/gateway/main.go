@@ -140,7 +140,7 @@ func options(lcfg lifecycle.Config, cfg Config, log *slog.Logger, notice func(ad
 			newServer,
 			newEvents,
 			fxmodule.AsHooks(func(s *server, t *drain.Tracker) []drain.Hook { return s.hooks(t) }),
-			fxmodule.AsHooks(func(e *events) []drain.Hook { return e.streams.Hooks() }),
+			fxmodule.AsHooks((*events).hooks),
 			fxmodule.AsHook(func(b *backends) drain.Hook {
 				return drain.Hook{Name: "rooms.close", Phase: drain.Close, Run: b.Close}
 			}),
