@@ -23,6 +23,11 @@ const eventsRoute = "GET /api/v1/rooms/{id}/events"
 // another backend after one ended its stream (it is draining).
 const rewatchBackoff = 100 * time.Millisecond
 
+// closeAtDeadline is the close rate of SSE_MAX_CLOSE_RATE=off: one close
+// in thirty years, so no paced close ever falls due and drain.Streams
+// closes every subscriber at once when only its margin is left.
+const closeAtDeadline = 1e-9
+
 // events serves a room's events as Server-Sent Events: "id: <seq>",
 // "event: command", "data: {...}". A client resumes after the last event
 // it received with the Last-Event-ID header, as EventSource does on its
@@ -42,12 +47,17 @@ type events struct {
 type eventsParams struct {
 	fx.In
 	Backends   *backends
+	Config     Config `optional:"true"`
 	Logger     *slog.Logger
 	Registerer prometheus.Registerer `optional:"true"`
 }
 
 func newEvents(p eventsParams) (*events, error) {
-	s, err := drain.NewStreams(drain.StreamsConfig{Name: "sse", Registerer: p.Registerer})
+	rate := p.Config.SSEMaxCloseRate
+	if p.Config.SSECloseAtDeadline {
+		rate = closeAtDeadline
+	}
+	s, err := drain.NewStreams(drain.StreamsConfig{Name: "sse", MaxCloseRate: rate, Registerer: p.Registerer})
 	if err != nil {
 		return nil, err
 	}
