@@ -21,13 +21,21 @@ import (
 // EventSource does: when a response ends it reconnects, with
 // Last-Event-ID, after a short jittered wait.
 type subscriber struct {
-	room     string
-	progress chan struct{} // has a value after each event received
+	room      string
+	progress  chan struct{} // has a value after each event received
+	connected chan struct{} // closed at the first response 200
 
 	mu         sync.Mutex
-	got        []string // command ids, one per seq from 1
+	got        []string    // command ids, one per seq from 1
+	ended      []time.Time // when each response 200 ended, closed by the server
 	reconnects int
 	problem    string // the first event out of order, skipped or repeated
+
+	wasConnected bool
+}
+
+func newSubscriber(room string) *subscriber {
+	return &subscriber{room: room, progress: make(chan struct{}, 1), connected: make(chan struct{})}
 }
 
 func (s *subscriber) run(ctx context.Context, url string) {
@@ -68,6 +76,19 @@ func (s *subscriber) follow(ctx context.Context, client *http.Client, url string
 		_, _ = io.Copy(io.Discard, resp.Body)
 		return
 	}
+	s.mu.Lock()
+	if !s.wasConnected {
+		s.wasConnected = true
+		close(s.connected)
+	}
+	s.mu.Unlock()
+	defer func() {
+		if ctx.Err() == nil {
+			s.mu.Lock()
+			s.ended = append(s.ended, time.Now())
+			s.mu.Unlock()
+		}
+	}()
 	var id int64
 	sc := bufio.NewScanner(resp.Body)
 	for sc.Scan() {
@@ -103,12 +124,39 @@ func (s *subscriber) seen() (int, string) {
 	return len(s.got), s.problem
 }
 
+// Subscribers, per room of the load, in the rolling-update scenario: 2,000
+// in all, so each gateway holds about 1,000 when it drains.
+const subscribersPerRoom = 100
+
+// sseCloseCap is the paced gateway's SSE_MAX_CLOSE_RATE: above its
+// subscribers ÷ pacing window (about 1,000 ÷ 13 s), so the cap is never
+// what forces a burst.
+const sseCloseCap = 200
+
+// streamsRequestTimeout is the gateways' REQUEST_TIMEOUT here: well above
+// a hand-over, and short enough that a gateway's drain budget
+// (DRAIN_TIMEOUT = DefaultDrainTimeout + it), over which its subscribers
+// are closed, keeps the scenario near a minute.
+const streamsRequestTimeout = 6 * time.Second
+
 // Subscribers follow every room through HAProxy while room-service and
 // then the gateway are replaced under the command load: each receives
 // every event of its room once and in order, as the room's log has them.
+// Of the two gateways replaced, the first closes its subscribers paced
+// (SSE_MAX_CLOSE_RATE=sseCloseCap), the second all at once near its
+// deadline (off): the naive close, measured in the same run. HAProxy
+// balances by least connections, so the second holds about as many
+// subscribers when it drains as the first did, most of the first's having
+// gone to the gateway that replaced it.
 func TestSubscribersFollowRollingUpdates(t *testing.T) {
-	const perRoom = 1 // see WatchRoom: each subscriber costs its room-service ten room reads a second
-	c, _ := startCluster(t, e2e.Config{})
+	raiseFileLimit(t, 4*subscribersPerRoom*e2e.DefaultLoadRooms)
+	gwEnv := func(name string) []string {
+		if name == "gateway-2" {
+			return []string{"SSE_MAX_CLOSE_RATE=off"}
+		}
+		return []string{fmt.Sprintf("SSE_MAX_CLOSE_RATE=%d", sseCloseCap)}
+	}
+	c, _ := startCluster(t, e2e.Config{Balance: "leastconn", GatewayEnv: gwEnv, RequestTimeout: streamsRequestTimeout})
 	prefix := strings.ReplaceAll(t.Name(), "/", "_") + "-"
 	ctx, cancel := context.WithCancel(context.Background())
 	var (
@@ -117,28 +165,78 @@ func TestSubscribersFollowRollingUpdates(t *testing.T) {
 	)
 	defer func() { cancel(); wg.Wait() }()
 	for i := range e2e.DefaultLoadRooms {
-		for range perRoom {
-			s := &subscriber{room: fmt.Sprintf("%sroom-%02d", prefix, i), progress: make(chan struct{}, 1)}
+		for range subscribersPerRoom {
+			s := newSubscriber(fmt.Sprintf("%sroom-%02d", prefix, i))
 			subs = append(subs, s)
 			wg.Go(func() { s.run(ctx, c.URL()) })
 		}
 	}
+	cctx, ccancel := context.WithTimeout(ctx, bound)
+	defer ccancel()
+	for _, s := range subs {
+		select {
+		case <-s.connected:
+		case <-cctx.Done():
+			t.Fatalf("not every subscriber connected within %s", bound)
+		}
+	}
+	t.Logf("%d subscribers connected; %s", len(subs), usage(c))
 
+	gwTimeout := e2e.DefaultDrainTimeout + streamsRequestTimeout
 	res, drained, w := rollUnderLoad(t, c, rollBound(e2e.DefaultRooms, e2e.DefaultGateways), func(ctx context.Context) ([]e2e.Drained, error) {
 		rooms, err := c.RollRooms(ctx)
 		if err != nil {
 			return rooms, err
 		}
+		t.Logf("room-services replaced; %s", usage(c))
 		gws, err := c.RollGateways(ctx)
 		return append(rooms, gws...), err
 	})
 	check(t, c, res, drained, w)
-	requireCleanRoll(t, drained, e2e.DefaultRooms+e2e.DefaultGateways, e2e.DefaultDrainTimeout+e2e.DefaultRequestTimeout) // the gateways' budget, the longer
+	requireCleanRoll(t, drained[:e2e.DefaultRooms], e2e.DefaultRooms, e2e.DefaultDrainTimeout)
+	requireCleanRoll(t, drained[e2e.DefaultRooms:], e2e.DefaultGateways, gwTimeout)
 
-	// Once the subscribers have caught up with each room's log, compare.
+	compareWithLogs(t, c, subs)
+	reconnects := 0
+	for _, s := range subs {
+		s.mu.Lock()
+		reconnects += s.reconnects
+		s.mu.Unlock()
+	}
+	t.Logf("%d subscribers over %d rooms; %d reconnects in all; every event once and in order", len(subs), e2e.DefaultLoadRooms, reconnects)
+
+	// The closes each gateway's drain sent to the others.
+	var all []time.Time
+	for _, s := range subs {
+		s.mu.Lock()
+		all = append(all, s.ended...)
+		s.mu.Unlock()
+	}
+	for _, d := range drained[e2e.DefaultRooms:] {
+		cl := closesIn(all, d.Exited.Add(-d.DrainTime), d.Exited)
+		paced := d.Name != "gateway-2"
+		how := fmt.Sprintf("paced, cap %d/s", sseCloseCap)
+		if !paced {
+			how = "all at the deadline"
+		}
+		t.Logf("%s (%s): %s", d.Name, how, cl)
+		if cl.n < subscribersPerRoom*e2e.DefaultLoadRooms/4 {
+			t.Errorf("%s closed %d subscribers; want about half of %d: the comparison needs both gateways loaded", d.Name, cl.n, len(subs))
+		}
+		if paced && cl.perSecond > sseCloseCap {
+			t.Errorf("%s: peak closes in one second: got %d; want at most its cap, %d", d.Name, cl.perSecond, sseCloseCap)
+		}
+	}
+}
+
+// compareWithLogs waits until every subscriber has caught up with its
+// room's log, read through the balancer, and compares.
+func compareWithLogs(t *testing.T, c *e2e.Cluster, subs []*subscriber) {
+	t.Helper()
 	wctx, wcancel := context.WithTimeout(context.Background(), bound)
 	defer wcancel()
 	client := &http.Client{Timeout: 10 * time.Second}
+	defer client.CloseIdleConnections()
 	logs := map[string][]string{}
 	for _, s := range subs {
 		want, ok := logs[s.room]
@@ -182,11 +280,4 @@ func TestSubscribersFollowRollingUpdates(t *testing.T) {
 			}
 		}
 	}
-	reconnects := 0
-	for _, s := range subs {
-		s.mu.Lock()
-		reconnects += s.reconnects
-		s.mu.Unlock()
-	}
-	t.Logf("%d subscribers over %d rooms; %d reconnects in all; every event once and in order", len(subs), len(logs), reconnects)
 }
