@@ -91,7 +91,19 @@ func usage(c *e2e.Cluster) string {
 				}
 			}
 		}
-		parts = append(parts, fmt.Sprintf("%s %s %d fds", name, rss, len(fds)))
+		cpu := "?"
+		if stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err == nil {
+			// Fields after the command's closing parenthesis: utime and
+			// stime are the 12th and 13th, in clock ticks (100 a second).
+			if _, rest, ok := strings.Cut(string(stat), ") "); ok {
+				if f := strings.Fields(rest); len(f) > 12 {
+					u, _ := strconv.Atoi(f[11])
+					s, _ := strconv.Atoi(f[12])
+					cpu = fmt.Sprintf("%.0fs", float64(u+s)/100)
+				}
+			}
+		}
+		parts = append(parts, fmt.Sprintf("%s %s %d fds %s CPU", name, rss, len(fds), cpu))
 	}
 	describe("test", os.Getpid())
 	for _, n := range c.All() {

@@ -97,16 +97,17 @@ func (s *subscriber) follow(ctx context.Context, client *http.Client, url string
 		case strings.HasPrefix(line, "id: "):
 			id, _ = strconv.ParseInt(strings.TrimPrefix(line, "id: "), 10, 64)
 		case strings.HasPrefix(line, "data: ") && id > 0:
-			var ev struct {
-				CommandID string `json:"command_id"`
-			}
-			_ = json.Unmarshal([]byte(strings.TrimPrefix(line, "data: ")), &ev)
+			// {"room_id":…,"seq":…,"command_id":"…"}: ids are [A-Za-z0-9_-],
+			// so a cut reads it as a JSON decoder would, at a fraction of
+			// the cost for two thousand subscribers.
+			_, cmd, _ := strings.Cut(line, `"command_id":"`)
+			cmd, _, _ = strings.Cut(cmd, `"`)
 			s.mu.Lock()
 			if want := int64(len(s.got)) + 1; id != want && s.problem == "" {
 				s.problem = fmt.Sprintf("room %s: event %d after %d", s.room, id, want-1)
 			}
 			if id == int64(len(s.got))+1 {
-				s.got = append(s.got, ev.CommandID)
+				s.got = append(s.got, cmd)
 			}
 			s.mu.Unlock()
 			select {
@@ -192,6 +193,7 @@ func TestSubscribersFollowRollingUpdates(t *testing.T) {
 		gws, err := c.RollGateways(ctx)
 		return append(rooms, gws...), err
 	})
+	t.Logf("gateways replaced; %s", usage(c))
 	check(t, c, res, drained, w)
 	requireCleanRoll(t, drained[:e2e.DefaultRooms], e2e.DefaultRooms, e2e.DefaultDrainTimeout)
 	requireCleanRoll(t, drained[e2e.DefaultRooms:], e2e.DefaultGateways, gwTimeout)

@@ -115,15 +115,14 @@ func (e *events) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // (ctx, the stream's context, ends) or its position is refused.
 func (e *events) follow(ctx context.Context, id string, after int64, w http.ResponseWriter, rc *http.ResponseController) error {
 	told := e.streams.Told()
-	send := func(ids []string) error {
-		for _, cmd := range ids {
-			after++
-			data, _ := json.Marshal(event{RoomID: id, Seq: after, CommandID: cmd})
-			if _, err := fmt.Fprintf(w, "id: %d\nevent: command\ndata: %s\n\n", after, data); err != nil {
+	send := func(frames [][]byte) error {
+		for _, fr := range frames {
+			if _, err := w.Write(fr); err != nil {
 				return err
 			}
 		}
-		if len(ids) == 0 {
+		after += int64(len(frames))
+		if len(frames) == 0 {
 			return nil
 		}
 		return rc.Flush()
@@ -132,7 +131,7 @@ func (e *events) follow(ctx context.Context, id string, after int64, w http.Resp
 	defer func() { e.feeds.leave(id, f) }()
 	checked := false // a position ahead of the feed was checked against the log
 	for {
-		ids, behind, ferr, changed := f.since(after)
+		frames, behind, ferr, changed := f.since(after)
 		if behind || (!checked && after > f.head()) {
 			// Behind the feed's buffer, or ahead of a feed that is itself
 			// catching up: read what is missing from the room's log.
@@ -144,12 +143,16 @@ func (e *events) follow(ctx context.Context, id string, after int64, w http.Resp
 			if after > int64(len(log)) {
 				return errPastEnd(id, after, len(log))
 			}
-			if err := send(log[after:]); err != nil {
+			frames := make([][]byte, 0, int64(len(log))-after)
+			for i := after; i < int64(len(log)); i++ {
+				frames = append(frames, frame(id, i+1, log[i]))
+			}
+			if err := send(frames); err != nil {
 				return err
 			}
 			continue
 		}
-		if err := send(ids); err != nil {
+		if err := send(frames); err != nil {
 			return err
 		}
 		if ferr != nil {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -60,7 +61,7 @@ type feed struct {
 
 	mu      sync.Mutex
 	first   int64    // seq of buf[0]
-	buf     []string // command ids of seqs first, first+1, …
+	buf     [][]byte // the SSE frames of seqs first, first+1, …, made once for every subscriber
 	err     error    // the watch was refused for good (a position past the room's end)
 	changed chan struct{}
 }
@@ -174,19 +175,19 @@ func (fs *feeds) watch(ctx context.Context, id string, after int64, f *feed) (in
 		if ev.GetSeq() != after+1 { // a backend must not skip or repeat
 			return after, status.Errorf(codes.Internal, "room %s: event seq %d after %d", id, ev.GetSeq(), after)
 		}
-		f.add(ev.GetCommandId(), fs.capacity)
 		after++
+		f.add(frame(id, after, ev.GetCommandId()), fs.capacity)
 	}
 }
 
 // add appends the next event, dropping the oldest once the buffer holds
 // twice capacity (so it is copied once per capacity events, not per event).
-func (f *feed) add(commandID string, capacity int) {
+func (f *feed) add(frame []byte, capacity int) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.buf = append(f.buf, commandID)
+	f.buf = append(f.buf, frame)
 	if len(f.buf) >= 2*capacity {
-		keep := make([]string, capacity, 2*capacity)
+		keep := make([][]byte, capacity, 2*capacity)
 		drop := copy(keep, f.buf[len(f.buf)-capacity:])
 		drop = len(f.buf) - drop
 		f.buf, f.first = keep, f.first+int64(drop)
@@ -203,19 +204,26 @@ func (f *feed) fail(err error) {
 	f.changed = make(chan struct{})
 }
 
-// since returns the command ids of the events after seq after that the
-// buffer holds; behind when it no longer holds seq after+1; the error that
-// ended the feed; and a channel closed at the next change.
-func (f *feed) since(after int64) (ids []string, behind bool, err error, changed <-chan struct{}) {
+// since returns the frames of the events after seq after that the buffer
+// holds (shared: not to be changed); behind when it no longer holds seq
+// after+1; the error that ended the feed; and a channel closed at the next
+// change.
+func (f *feed) since(after int64) (frames [][]byte, behind bool, err error, changed <-chan struct{}) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if after+1 < f.first {
 		return nil, true, f.err, f.changed
 	}
 	if i := after + 1 - f.first; i < int64(len(f.buf)) {
-		ids = append([]string(nil), f.buf[i:]...)
+		frames = f.buf[i:len(f.buf):len(f.buf)] // add appends past it or copies: never writes into it
 	}
-	return ids, false, f.err, f.changed
+	return frames, false, f.err, f.changed
+}
+
+// frame is the SSE event of a room's command at seq.
+func frame(id string, seq int64, commandID string) []byte {
+	data, _ := json.Marshal(event{RoomID: id, Seq: seq, CommandID: commandID})
+	return fmt.Appendf(nil, "id: %d\nevent: command\ndata: %s\n\n", seq, data)
 }
 
 // head is the last seq the feed has.
