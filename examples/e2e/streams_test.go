@@ -129,16 +129,16 @@ func (s *subscriber) seen() (int, string) {
 // in all, so each gateway holds about 1,000 when it drains.
 const subscribersPerRoom = 100
 
-// sseCloseCap is the paced gateway's SSE_MAX_CLOSE_RATE: above its
-// subscribers ÷ pacing window (about 1,000 ÷ 13 s), so the cap is never
+// sseCloseCap is the paced gateway's SSE_MAX_CLOSE_RATE: well above its
+// subscribers ÷ pacing window (about 1,000 ÷ 18 s), so the cap is not
 // what forces a burst.
 const sseCloseCap = 200
 
-// streamsRequestTimeout is the gateways' REQUEST_TIMEOUT here: well above
-// a hand-over, and short enough that a gateway's drain budget
-// (DRAIN_TIMEOUT = DefaultDrainTimeout + it), over which its subscribers
-// are closed, keeps the scenario near a minute.
-const streamsRequestTimeout = 6 * time.Second
+// streamsDrainTimeout is the room-services' DRAIN_TIMEOUT here (the
+// gateways' is it plus DefaultRequestTimeout): a room-service closes its
+// gateways' watches paced over its budget, so a shorter one keeps the
+// scenario shorter; the Redis-during-drain scenario drains in 4 s.
+const streamsDrainTimeout = 6 * time.Second
 
 // Subscribers follow every room through HAProxy while room-service and
 // then the gateway are replaced under the command load: each receives
@@ -157,7 +157,7 @@ func TestSubscribersFollowRollingUpdates(t *testing.T) {
 		}
 		return []string{fmt.Sprintf("SSE_MAX_CLOSE_RATE=%d", sseCloseCap)}
 	}
-	c, _ := startCluster(t, e2e.Config{Balance: "leastconn", GatewayEnv: gwEnv, RequestTimeout: streamsRequestTimeout})
+	c, _ := startCluster(t, e2e.Config{Balance: "leastconn", GatewayEnv: gwEnv, DrainTimeout: streamsDrainTimeout})
 	prefix := strings.ReplaceAll(t.Name(), "/", "_") + "-"
 	ctx, cancel := context.WithCancel(context.Background())
 	var (
@@ -183,7 +183,7 @@ func TestSubscribersFollowRollingUpdates(t *testing.T) {
 	}
 	t.Logf("%d subscribers connected; %s", len(subs), usage(c))
 
-	gwTimeout := e2e.DefaultDrainTimeout + streamsRequestTimeout
+	gwTimeout := streamsDrainTimeout + e2e.DefaultRequestTimeout
 	res, drained, w := rollUnderLoad(t, c, rollBound(e2e.DefaultRooms, e2e.DefaultGateways), func(ctx context.Context) ([]e2e.Drained, error) {
 		rooms, err := c.RollRooms(ctx)
 		if err != nil {
@@ -195,7 +195,7 @@ func TestSubscribersFollowRollingUpdates(t *testing.T) {
 	})
 	t.Logf("gateways replaced; %s", usage(c))
 	check(t, c, res, drained, w)
-	requireCleanRoll(t, drained[:e2e.DefaultRooms], e2e.DefaultRooms, e2e.DefaultDrainTimeout)
+	requireCleanRoll(t, drained[:e2e.DefaultRooms], e2e.DefaultRooms, streamsDrainTimeout)
 	requireCleanRoll(t, drained[e2e.DefaultRooms:], e2e.DefaultGateways, gwTimeout)
 
 	compareWithLogs(t, c, subs)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"os"
 	"os/exec"
 	"slices"
 	"strings"
@@ -248,6 +249,9 @@ func ms(d time.Duration) string { return d.String() }
 
 func (c *Cluster) commonEnv(name string) []string {
 	return []string{
+		// A race-built binary sleeps a second at exit by default, for
+		// other goroutines to report races: not the service's drain time.
+		"GORACE=" + strings.TrimSpace(os.Getenv("GORACE")+" atexit_sleep_ms=0"),
 		"NODE_ID=" + name,
 		"TMPDIR=" + c.cfg.Dir,
 		"DRAIN_DELAY=" + ms(c.cfg.DrainDelay),
