@@ -134,6 +134,10 @@ const subscribersPerRoom = 100
 // what forces a burst.
 const sseCloseCap = 200
 
+// naiveGateway is the gateway that closes its subscribers all at once near
+// its deadline (SSE_MAX_CLOSE_RATE=off): the second of the two replaced.
+const naiveGateway = "gateway-2"
+
 // streamsDrainTimeout is the room-services' DRAIN_TIMEOUT here (the
 // gateways' is it plus DefaultRequestTimeout): a room-service closes its
 // gateways' watches paced over its budget, so a shorter one keeps the
@@ -152,7 +156,7 @@ const streamsDrainTimeout = 6 * time.Second
 func TestSubscribersFollowRollingUpdates(t *testing.T) {
 	raiseFileLimit(t, 4*subscribersPerRoom*e2e.DefaultLoadRooms)
 	gwEnv := func(name string) []string {
-		if name == "gateway-2" {
+		if name == naiveGateway {
 			return []string{"SSE_MAX_CLOSE_RATE=off"}
 		}
 		return []string{fmt.Sprintf("SSE_MAX_CLOSE_RATE=%d", sseCloseCap)}
@@ -195,8 +199,22 @@ func TestSubscribersFollowRollingUpdates(t *testing.T) {
 	})
 	t.Logf("gateways replaced; %s", usage(c))
 	check(t, c, res, drained, w)
+	if len(drained) != e2e.DefaultRooms+e2e.DefaultGateways {
+		t.Fatalf("instances replaced: got %d; want %d", len(drained), e2e.DefaultRooms+e2e.DefaultGateways)
+	}
 	requireCleanRoll(t, drained[:e2e.DefaultRooms], e2e.DefaultRooms, streamsDrainTimeout)
-	requireCleanRoll(t, drained[e2e.DefaultRooms:], e2e.DefaultGateways, gwTimeout)
+	// The paced gateway is held to its DRAIN_TIMEOUT like every service.
+	// The naive one is the baseline being measured: closing a thousand
+	// streams at once, its margin before the deadline, is what it does
+	// wrong, so only its drain (exit code 0: every hook in time) is
+	// required; how late it exited is reported below.
+	for _, d := range drained[e2e.DefaultRooms:] {
+		if d.Name != naiveGateway {
+			requireCleanRoll(t, []e2e.Drained{d}, 1, gwTimeout)
+		} else if d.ExitCode != 0 {
+			t.Errorf("%s: exit %d after %s; want 0 (its drain in time)", d.Name, d.ExitCode, d.DrainTime)
+		}
+	}
 
 	compareWithLogs(t, c, subs)
 	reconnects := 0
@@ -216,12 +234,12 @@ func TestSubscribersFollowRollingUpdates(t *testing.T) {
 	}
 	for _, d := range drained[e2e.DefaultRooms:] {
 		cl := closesIn(all, d.Exited.Add(-d.DrainTime), d.Exited)
-		paced := d.Name != "gateway-2"
+		paced := d.Name != naiveGateway
 		how := fmt.Sprintf("paced, cap %d/s", sseCloseCap)
 		if !paced {
 			how = "all at the deadline"
 		}
-		t.Logf("%s (%s): %s", d.Name, how, cl)
+		t.Logf("%s (%s): %s; exit %d after %s (DRAIN_TIMEOUT %s)", d.Name, how, cl, d.ExitCode, d.DrainTime.Round(time.Millisecond), gwTimeout)
 		if cl.n < subscribersPerRoom*e2e.DefaultLoadRooms/4 {
 			t.Errorf("%s closed %d subscribers; want about half of %d: the comparison needs both gateways loaded", d.Name, cl.n, len(subs))
 		}
