@@ -39,7 +39,8 @@ func main() {
 		log.Error("bad configuration", "err", fmt.Errorf("SLOW=%q: %w", os.Getenv("SLOW"), err))
 		os.Exit(lifecycle.ExitConfig)
 	}
-	m, err := lifecycle.New(cfg, lifecycle.WithLogger(log))
+	cfg.Logger = log
+	m, err := lifecycle.New(cfg)
 	if err != nil {
 		log.Error("bad configuration", "err", err)
 		os.Exit(lifecycle.ExitConfig)

@@ -23,7 +23,11 @@ func ExampleServer() {
 	health := grpchealth.NewServer(reg)
 	health.Register(srv)
 	// With a lifecycle.Manager m:
-	//	m.OnDrain(health.Drain) // NOT_SERVING at the flip, latched
+	//	m.OnTransition(func(t lifecycle.Transition) {
+	//		if t.To == lifecycle.Draining {
+	//			health.Drain() // NOT_SERVING at the flip, latched
+	//		}
+	//	})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go health.Run(ctx) // SERVING once the process is ready

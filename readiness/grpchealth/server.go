@@ -117,8 +117,9 @@ func (s *Server) update(ctx context.Context) bool {
 }
 
 // Drain latches NOT_SERVING for good and pushes it to every watcher. It is
-// synchronous and does not block: register it as the lifecycle manager's
-// OnDrain listener so that gRPC health flips with the state.
+// synchronous and does not block: call it from a lifecycle manager's
+// OnTransition listener at the transition to Draining, so that gRPC health
+// flips with the state.
 func (s *Server) Drain() {
 	s.drainOnce.Do(func() {
 		s.hs.Shutdown()

@@ -59,7 +59,7 @@ func (b *backend) ready(t *testing.T) {
 }
 
 // drain flips the backend the way the lifecycle manager does: state first,
-// then the OnDrain listener.
+// then the listener of the transition to Draining.
 func (b *backend) drain() {
 	b.state.set(lifecycle.Draining)
 	b.health.Drain()
