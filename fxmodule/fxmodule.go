@@ -28,7 +28,7 @@ const (
 // ([FromEnv] or fx.Supply); a *slog.Logger and a prometheus.Registerer are
 // used when provided.
 var Module = fx.Module("drainkit",
-	fx.Provide(newManager, newTracker, newRegistry, newState),
+	fx.Provide(newManager, newTracker, newRegistry),
 	fx.Invoke(wire),
 )
 
@@ -91,10 +91,6 @@ func managerConfig(m *lifecycle.Manager) lifecycle.Config {
 
 func newTracker(m *lifecycle.Manager) *drain.Tracker { return m.Tracker() }
 
-// newState hands readiness (and anything else that only reads the state)
-// the small interface instead of the manager.
-func newState(m *lifecycle.Manager) readiness.StateSource { return m }
-
 type registryParams struct {
 	fx.In
 	Manager    *lifecycle.Manager
@@ -107,7 +103,7 @@ func newRegistry(p registryParams) (*readiness.Registry, error) {
 	reg, err := readiness.New(readiness.Config{
 		Service: c.Service, NodeID: c.NodeID, ReadyTimeout: c.ReadyTimeout,
 		Logger: p.Logger, Registerer: p.Registerer,
-	}, p.Manager)
+	}, p.Manager.State)
 	if err != nil {
 		return nil, err
 	}

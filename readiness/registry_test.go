@@ -80,7 +80,7 @@ func TestReadyStatus(t *testing.T) {
 		name       string
 		gating     error
 		info       error
-		wantStatus readiness.Status
+		wantStatus string
 		wantFailed []string
 	}{
 		{"all ok", nil, nil, readiness.StatusOK, nil},
@@ -292,7 +292,7 @@ func TestDisconnectedProberDoesNotCancelEvaluation(t *testing.T) {
 
 func TestCloseWaitsForChecks(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		r, err := readiness.New(readiness.Config{Service: "s", NodeID: "n", Logger: (&logs{}).logger()}, newState(lifecycle.Running))
+		r, err := readiness.New(readiness.Config{Service: "s", NodeID: "n", Logger: (&logs{}).logger()}, newState(lifecycle.Running).State)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -322,7 +322,7 @@ func TestCloseWaitsForChecks(t *testing.T) {
 // phase), but its checks can no longer run.
 func TestClosedRegistryAnswersStoppedFromCache(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		r, err := readiness.New(readiness.Config{Service: "s", NodeID: "n", Logger: (&logs{}).logger()}, newState(lifecycle.Running))
+		r, err := readiness.New(readiness.Config{Service: "s", NodeID: "n", Logger: (&logs{}).logger()}, newState(lifecycle.Running).State)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -355,7 +355,7 @@ func TestClosedRegistryAnswersStoppedFromCache(t *testing.T) {
 func TestTimedOutCheckReadsDeadlineExceeded(t *testing.T) {
 	// CacheTTL of a nanosecond: every probe evaluates again.
 	r, err := readiness.New(readiness.Config{Service: "room-service", NodeID: "room-1",
-		CacheTTL: time.Nanosecond, Logger: (&logs{}).logger()}, newState(lifecycle.Running))
+		CacheTTL: time.Nanosecond, Logger: (&logs{}).logger()}, newState(lifecycle.Running).State)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -56,7 +56,7 @@ func main() {
 		}
 	})
 	health, err := readiness.New(readiness.Config{Service: envOr("SERVICE_NAME", "basic"), NodeID: cfg.NodeID,
-		ReadyTimeout: cfg.ReadyTimeout, Logger: log}, m)
+		ReadyTimeout: cfg.ReadyTimeout, Logger: log}, m.State)
 	if err != nil {
 		log.Error("bad configuration", "err", err)
 		os.Exit(lifecycle.ExitConfig)

@@ -13,7 +13,7 @@ import (
 
 func ExampleServer() {
 	st := newState(lifecycle.Starting) // in a service: the lifecycle.Manager m
-	reg, err := readiness.New(readiness.Config{Service: "room-service", NodeID: "room-1"}, st)
+	reg, err := readiness.New(readiness.Config{Service: "room-service", NodeID: "room-1"}, st.State)
 	if err != nil {
 		panic(err)
 	}
