@@ -25,8 +25,9 @@ const (
 // *readiness.Registry reading the manager's state, and registers every
 // drain hook and readiness check contributed to the groups; [Run] drains
 // before fx stops anything. It needs a lifecycle.Config in the graph
-// ([FromEnv] or fx.Supply); a *slog.Logger and a prometheus.Registerer are
-// used when provided.
+// ([FromEnv] or fx.Supply); a *slog.Logger and a prometheus.Registerer in
+// the graph are used by the registry, and by the manager when the config's
+// own Logger or Registerer is nil.
 var Module = fx.Module("drainkit",
 	fx.Provide(newManager, newTracker, newRegistry),
 	fx.Invoke(wire),

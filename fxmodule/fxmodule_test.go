@@ -507,3 +507,40 @@ func TestRunHonoursShutdowner(t *testing.T) {
 		assert.Equal(t, []string{"flushed", "client closed while stopped"}, tr.list())
 	})
 }
+
+// The manager logs to lifecycle.Config.Logger when it is set, and to the
+// graph's *slog.Logger otherwise.
+func TestManagerLoggerFromConfigOrGraph(t *testing.T) {
+	tests := []struct {
+		name       string
+		inConfig   bool
+		wantGraph  bool
+		wantConfig bool
+	}{
+		{name: "config has none: the graph's", inConfig: false, wantGraph: true},
+		{name: "config has one: the config's", inConfig: true, wantConfig: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			graph, own := &lockedBuffer{}, &lockedBuffer{}
+			cfg := lifecycle.Config{Service: "svc", NodeID: "n1"}
+			if tt.inConfig {
+				cfg.Logger = slog.New(slog.NewTextHandler(own, nil))
+			}
+			var m *lifecycle.Manager
+			app := fxtest.New(t, fxmodule.Module, fx.Supply(cfg, slog.New(slog.NewTextHandler(graph, nil))), fx.Populate(&m))
+			defer app.RequireStop()
+			m.Shutdown(context.Background(), "test") // a drain logs its transitions
+			graph.mu.Lock()
+			own.mu.Lock()
+			defer graph.mu.Unlock()
+			defer own.mu.Unlock()
+			if got := strings.Contains(graph.b.String(), "state transition"); got != tt.wantGraph {
+				t.Errorf("graph logger has the transitions: got %v; want %v", got, tt.wantGraph)
+			}
+			if got := strings.Contains(own.b.String(), "state transition"); got != tt.wantConfig {
+				t.Errorf("config logger has the transitions: got %v; want %v", got, tt.wantConfig)
+			}
+		})
+	}
+}
