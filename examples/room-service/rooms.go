@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -64,14 +65,23 @@ type rooms struct {
 }
 
 func newRooms(rdb redis.UniversalClient, snaps *room.SQLSnapshots, leases *lease.Manager, reg *readiness.Registry, pr prometheus.Registerer, log *slog.Logger) (*rooms, error) {
-	roomHB, err := reg.Heartbeat("room_loop", 3*room.DefaultSnapshotInterval)
+	roomBeat, err := reg.Heartbeat("room_loop", 3*room.DefaultSnapshotInterval)
 	if err != nil {
 		return nil, err
 	}
-	outboxHB, err := reg.Heartbeat("outbox_worker", 10*room.DefaultOutboxInterval+2*callBudget)
+	const outboxGap = 10*room.DefaultOutboxInterval + 2*callBudget
+	outboxBeat, err := reg.Heartbeat("outbox_worker", outboxGap)
 	if err != nil {
 		return nil, err
 	}
+	// The outbox's last beat, for room_outbox_worker_alive: a scrape reads
+	// it and never evaluates liveness.
+	var outboxLast atomic.Int64
+	outboxLast.Store(time.Now().UnixNano())
+	outboxHB := beatFunc(func() {
+		outboxBeat()
+		outboxLast.Store(time.Now().UnixNano())
+	})
 	flushFailures := prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "room_snapshot_flush_failures_total",
 		Help: "Snapshot writes that failed, periodic or on drain.",
@@ -84,7 +94,7 @@ func newRooms(rdb redis.UniversalClient, snaps *room.SQLSnapshots, leases *lease
 		Name: "room_outbox_worker_alive",
 		Help: "1 while the outbox worker's heartbeat is fresh.",
 	}, func() float64 {
-		if outboxHB.Fresh() { // a scrape reads the heartbeat; it never evaluates liveness
+		if time.Since(time.Unix(0, outboxLast.Load())) <= outboxGap {
 			return 1
 		}
 		return 0
@@ -92,7 +102,7 @@ func newRooms(rdb redis.UniversalClient, snaps *room.SQLSnapshots, leases *lease
 	pr.MustRegister(flushFailures, alive)
 	svc, err := room.New(rdb, leaseAdapter{leases, log}, room.Config{
 		ErrHeld: lease.ErrHeld, ErrDraining: lease.ErrDraining,
-		Heartbeat: roomHB, Outbox: outbox, SnapshotFailures: flushFailures, Logger: log,
+		Heartbeat: beatFunc(roomBeat), Outbox: outbox, SnapshotFailures: flushFailures, Logger: log,
 		Snapshots: snaps, // nil without MYSQL_DSN: snapshots in Redis
 	})
 	if err != nil {
@@ -158,3 +168,9 @@ func serve(lc fx.Lifecycle, r *rooms) {
 		OnStop: r.stop, // a no-op after the drain ran it
 	})
 }
+
+// beatFunc is a readiness heartbeat's beat as the room.Heartbeat the
+// loops call.
+type beatFunc func()
+
+func (f beatFunc) Beat() { f() }

@@ -39,7 +39,7 @@ type Leases interface {
 }
 
 // Heartbeat is a liveness watchdog: a loop calls Beat on every turn, and
-// liveness fails when the beats stop (readiness.Heartbeat satisfies it).
+// liveness fails when the beats stop (a readiness heartbeat's beat, wrapped, satisfies it).
 type Heartbeat interface {
 	Beat()
 }
