@@ -65,7 +65,7 @@ func buildDrainkit(b *testing.B, checks []namedCheck) (http.Handler, func()) {
 		CacheTTL:     cacheTTL,     // results reused this long; refreshed single-flight
 		CheckTimeout: checkTimeout, // each check's own budget
 		Logger:       slog.New(slog.NewTextHandler(io.Discard, nil)),
-	}, running{})
+	}, running{}.State)
 	if err != nil {
 		b.Fatal(err)
 	}

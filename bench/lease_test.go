@@ -212,7 +212,7 @@ func BenchmarkLeaseRenew(b *testing.B) {
 		b.Run("leases="+strconv.Itoa(n)+"/c=drainkit", func(b *testing.B) {
 			f := drainkitHeld(b, n)
 			renewals(b, f.c, n, func() error { return leaseinternal.RenewAll(f.m, ctx) })
-			if got := len(f.m.Leases()); got != n {
+			if got := leaseinternal.Held(f.m); got != n {
 				b.Fatalf("%d leases held after renewing; want %d", got, n)
 			}
 		})
@@ -265,7 +265,7 @@ func BenchmarkLeaseRenewScale(b *testing.B) {
 }
 
 // BenchmarkLeaseReleaseAll: giving up every held lease at drain, wall time
-// and round trips. drainkit's Release hook (Manager.ReleaseAll) stops the
+// and round trips. drainkit's Release hook (Manager.ReleaseHook) stops the
 // renewer, releases all in one pipeline and deletes the node heartbeat;
 // with redislock the drain calls Lock.Release per lock, one by one or from
 // 16 goroutines. Each op acquires the leases first, off the clock.
@@ -287,7 +287,8 @@ func BenchmarkLeaseReleaseAll(b *testing.B) {
 				}); err != nil {
 					b.Fatal(err)
 				}
-				return func() error { return m.ReleaseAll(ctx) }
+				release := m.ReleaseHook()
+				return func() error { return release.Run(ctx) }
 			})
 		})
 		for _, w := range []int{1, 16} {
@@ -336,7 +337,7 @@ func releases(b *testing.B, c *counted, setup func(op int) func() error) {
 }
 
 // BenchmarkLeaseHandOff: the drain of a node holding 10,000 rooms whose
-// state is flushed before each room moves. drainkit: BeginDrain, the
+// state is flushed before each room moves. drainkit: the gate closed at the flip, the
 // HandOff hook (flush, then release, up to 16 rooms at a time; released
 // rooms share pipelines) and the Release hook (renewer stopped, heartbeat
 // deleted). redislock: flush then Lock.Release per lock, one by one or
@@ -376,15 +377,16 @@ func BenchmarkLeaseHandOff(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
+			release := m.ReleaseHook()
 			return func() error {
-				m.BeginDrain()
+				leaseinternal.BeginDrain(m) // what fxmodule does at the flip
 				if err := handOff.Run(ctx); err != nil {
 					return err
 				}
-				if err := m.ReleaseAll(ctx); err != nil {
+				if err := release.Run(ctx); err != nil {
 					return err
 				}
-				if left := len(m.Leases()); left != 0 {
+				if left := leaseinternal.Held(m); left != 0 {
 					return fmt.Errorf("%d leases left after the hand-off", left)
 				}
 				return nil

@@ -54,4 +54,22 @@
 // finish it never ran. Hooks learn of the drain only through the context
 // and Abort; nothing reaches them through context values, so they behave
 // the same called by [Run] or by hand.
+//
+// # Conventions
+//
+//   - Zero values are ready where they can be: a zero [Tracker] counts
+//     with intake open; zero fields of [StreamsConfig] mean the documented
+//     defaults (the Default… constants).
+//   - Bad input is refused where it enters, naming the field and the
+//     value: [NewStreams] refuses a bad StreamsConfig, and [Run] reports a
+//     hook with an empty Name, an unknown Phase, a negative Timeout or a
+//     nil Run as [Failed] without running it.
+//   - [Phase] and [Outcome] are strings whose values are the names that
+//     reports, logs and metric labels show.
+//   - Every blocking call takes a context first, and it bounds the wait;
+//     a stream's context is returned by [Streams.Open] as
+//     context.WithCancel returns one, with the function that ends it.
+//   - [Run] returns a [Report], never an error: [Report.Err] joins one
+//     error per hook that did not end [OK]. Errors of the package's own
+//     start with its name ("drain: …").
 package drain

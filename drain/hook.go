@@ -6,39 +6,39 @@ import (
 	"time"
 )
 
-// Phase orders drain hooks. Hooks of one phase run concurrently; phases run in
-// the order of their values, StopIntake first.
-type Phase int
+// Phase says when a hook runs. Hooks of one phase run concurrently; the
+// five phases run in the order below, StopIntake first. A Phase is its
+// name, as reports, logs and metric labels show it; like [Outcome], it is
+// a string so that it prints and marshals as itself. Every hook names its
+// phase: the zero Phase is not one of them.
+type Phase string
 
 // The phases of a drain, in the order they run.
 const (
 	// StopIntake closes listeners, sends gRPC GOAWAY and stops fetching new work.
-	StopIntake Phase = iota
+	StopIntake Phase = "stop_intake"
 	// WaitInFlight waits for in-flight requests, RPCs, batches and messages.
-	WaitInFlight
+	WaitInFlight Phase = "wait_in_flight"
 	// Flush writes what must survive the process, such as room snapshots.
-	Flush
+	Flush Phase = "flush"
 	// Release gives up what others may take over, such as leases.
-	Release
+	Release Phase = "release"
 	// Close closes clients (Redis, databases) once nothing uses them.
-	Close
+	Close Phase = "close"
 )
 
-var phaseNames = [...]string{"stop_intake", "wait_in_flight", "flush", "release", "close"}
-
-// String returns the phase's name as used in reports, logs and metric labels.
-func (p Phase) String() string {
-	if p < 0 || int(p) >= len(phaseNames) {
-		return fmt.Sprintf("phase(%d)", int(p))
-	}
-	return phaseNames[p]
-}
+// phases are the phases in the order they run.
+var phases = [...]Phase{StopIntake, WaitInFlight, Flush, Release, Close}
 
 // valid reports whether p is one of the defined phases.
-func (p Phase) valid() bool { return p >= StopIntake && p <= Close }
-
-// MarshalText encodes the phase by name.
-func (p Phase) MarshalText() ([]byte, error) { return []byte(p.String()), nil }
+func (p Phase) valid() bool {
+	for _, q := range phases {
+		if p == q {
+			return true
+		}
+	}
+	return false
+}
 
 // Hook is one piece of drain work contributed by a service.
 //
@@ -68,13 +68,15 @@ type Hook struct {
 	streams func() *StreamReport
 }
 
-// Validate reports the first problem that would make the hook unusable.
-func (h Hook) Validate() error {
+// validate reports the first problem that would make the hook unusable.
+// [Run] calls it for every hook and reports a hook that fails it as
+// [Failed] without running it.
+func (h Hook) validate() error {
 	switch {
 	case h.Name == "":
 		return fmt.Errorf("drain: hook Name is empty")
 	case !h.Phase.valid():
-		return fmt.Errorf("drain: hook %q: Phase %d is not a defined phase", h.Name, int(h.Phase))
+		return fmt.Errorf("drain: hook %q: Phase %q is not one of %q", h.Name, h.Phase, phases)
 	case h.Timeout < 0:
 		return fmt.Errorf("drain: hook %q: Timeout %s is negative", h.Name, h.Timeout)
 	case h.Run == nil:

@@ -27,7 +27,8 @@ const (
 	Panicked Outcome = "panic"
 )
 
-// HookResult is the report of one hook.
+// HookResult is the report of one hook. It marshals to JSON as part of
+// its [Report].
 type HookResult struct {
 	// Name and Phase are the hook's.
 	Name  string `json:"name"`
@@ -45,15 +46,6 @@ type HookResult struct {
 	Stack string `json:"stack,omitempty"`
 	// Streams is what the close hook of [Streams] did with its streams.
 	Streams *StreamReport `json:"streams,omitempty"`
-}
-
-// MarshalJSON adds duration_ms, the form logs and dashboards read.
-func (h HookResult) MarshalJSON() ([]byte, error) {
-	type plain HookResult
-	return json.Marshal(struct {
-		plain
-		DurationMS float64 `json:"duration_ms"`
-	}{plain(h), ms(h.Duration)})
 }
 
 // Report says what a drain did. It marshals to one JSON object.
@@ -74,13 +66,26 @@ type Report struct {
 	Hooks []HookResult `json:"hooks"`
 }
 
-// MarshalJSON adds duration_ms.
+// MarshalJSON encodes the report as one object whose fields are the
+// json tags above, with each duration in milliseconds as duration_ms (a
+// float, microsecond precision), the form logs and dashboards read; a
+// hook's Start is left out.
 func (r *Report) MarshalJSON() ([]byte, error) {
+	type plainHook HookResult
+	type hookJSON struct {
+		plainHook
+		DurationMS float64 `json:"duration_ms"`
+	}
 	type plain Report
+	hooks := make([]hookJSON, len(r.Hooks))
+	for i, h := range r.Hooks {
+		hooks[i] = hookJSON{plainHook(h), ms(h.Duration)}
+	}
 	return json.Marshal(struct {
 		*plain
-		DurationMS float64 `json:"duration_ms"`
-	}{(*plain)(r), ms(r.Duration)})
+		Hooks      []hookJSON `json:"hooks"` // shadows plain's: one marshaller for the whole line
+		DurationMS float64    `json:"duration_ms"`
+	}{(*plain)(r), hooks, ms(r.Duration)})
 }
 
 // Hook returns the result of the hook named name.

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"golang.org/x/sync/errgroup"
+
+	"github.com/drainkit/drainkit/internal/draininternal"
 )
 
 // Run runs hooks phase by phase and returns what happened.
@@ -22,19 +24,17 @@ import (
 // by ctx's deadline whatever the hooks do.
 //
 // Cancelling ctx forces the drain: running hooks see their contexts cancelled
-// and are given up on at once, and hooks of later phases are Skipped. Hooks
-// that fail Validate are reported Failed and never run. When the drain was
+// and are given up on at once, and hooks of later phases are Skipped. A hook
+// with an empty Name, a Phase that is not one of the five, a negative
+// Timeout or a nil Run is reported Failed, naming the field, and never runs. When the drain was
 // cut short (forced or out of time), Run calls every hook's Abort, in
 // reverse order, before it returns. Run does not stop at
 // a failed hook: a hook's error says nothing about whether the next phase
 // should run, and leaving a phase out (say, closing clients) is worse.
-func Run(ctx context.Context, reason string, hooks []Hook, opts ...Option) *Report {
-	var o options
-	for _, opt := range opts {
-		opt(&o)
-	}
+func Run(ctx context.Context, reason string, hooks []Hook) *Report {
+	onPhase := draininternal.OnPhase(ctx)
 	r := &Report{Reason: reason, Start: time.Now(), Hooks: make([]HookResult, 0, len(hooks))}
-	for p := StopIntake; p <= Close; p++ {
+	for _, p := range phases {
 		var batch []Hook
 		for _, h := range hooks {
 			if h.Phase == p {
@@ -50,14 +50,14 @@ func Run(ctx context.Context, reason string, hooks []Hook, opts ...Option) *Repo
 			}
 			continue
 		}
-		if o.onPhase != nil {
-			o.onPhase(p, len(batch))
+		if onPhase != nil {
+			onPhase(string(p), len(batch))
 		}
 		r.Hooks = append(r.Hooks, runPhase(ctx, batch)...)
 	}
 	for _, h := range hooks { // hooks of an undefined phase would otherwise vanish from the report
 		if !h.Phase.valid() {
-			r.Hooks = append(r.Hooks, HookResult{Name: h.Name, Phase: h.Phase, Outcome: Failed, Error: h.Validate().Error()})
+			r.Hooks = append(r.Hooks, HookResult{Name: h.Name, Phase: h.Phase, Outcome: Failed, Error: h.validate().Error()})
 		}
 	}
 	if ctx.Err() != nil {
@@ -70,16 +70,16 @@ func Run(ctx context.Context, reason string, hooks []Hook, opts ...Option) *Repo
 	return r
 }
 
-// Option adjusts a Run.
-type Option func(*options)
-
-type options struct {
-	onPhase func(Phase, int)
+// The parts of drain that other packages of this module reach through
+// draininternal: lifecycle validates hooks as they are added, logs each
+// phase as it begins and ends its adaptive delay on the last arrival, and
+// grpcdrain ends untracked streams when intake closes. None of it is part
+// of a drain a service writes.
+func init() {
+	draininternal.ValidateHook = func(h any) error { return h.(Hook).validate() }
+	draininternal.LastArrival = func(t any) time.Time { return t.(*Tracker).lastArrival() }
+	draininternal.IntakeClosed = func(t any) <-chan struct{} { return t.(*Tracker).intakeClosed() }
 }
-
-// OnPhase calls fn as each phase that has hooks begins, with the number of
-// its hooks; lifecycle logs it so an operator can follow a drain live.
-func OnPhase(fn func(p Phase, hooks int)) Option { return func(o *options) { o.onPhase = fn } }
 
 func cutReason(ctx context.Context) string {
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
@@ -144,7 +144,7 @@ type done struct {
 
 func runHook(parent context.Context, h Hook) HookResult {
 	res := HookResult{Name: h.Name, Phase: h.Phase}
-	if err := h.Validate(); err != nil {
+	if err := h.validate(); err != nil {
 		res.Outcome, res.Error = Failed, err.Error()
 		return res
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -142,7 +141,8 @@ func TestRunOutcomes(t *testing.T) {
 			{Name: "panics", Phase: drain.Flush, Run: func(context.Context) error { panic("boom") }},
 			{Name: "after", Phase: drain.Close, Run: func(context.Context) error { return nil }},
 			{Name: "", Phase: drain.Close, Run: func(context.Context) error { return nil }},
-			{Name: "badphase", Phase: drain.Phase(9), Run: func(context.Context) error { return nil }},
+			{Name: "badphase", Phase: drain.Phase("teardown"), Run: func(context.Context) error { return nil }},
+			{Name: "nophase", Run: func(context.Context) error { return nil }},
 		})
 		tests := []struct {
 			give    string
@@ -154,7 +154,8 @@ func TestRunOutcomes(t *testing.T) {
 			{"panics", drain.Panicked, "boom"},
 			{"after", drain.OK, ""},
 			{"", drain.Failed, "Name is empty"},
-			{"badphase", drain.Failed, "Phase 9 is not a defined phase"},
+			{"badphase", drain.Failed, `Phase "teardown" is not one of ["stop_intake" "wait_in_flight" "flush" "release" "close"]`},
+			{"nophase", drain.Failed, `Phase "" is not one of`},
 		}
 		for _, tt := range tests {
 			h, ok := r.Hook(tt.give)
@@ -191,16 +192,25 @@ func TestRunForcedSkipsTheRest(t *testing.T) {
 	})
 }
 
+// The report line's fields, their order and their forms are what logs and
+// dashboards read: durations as duration_ms, phases and outcomes by name,
+// a hook's Start left out, empty error, stack and streams omitted.
 func TestReportJSON(t *testing.T) {
 	r := &drain.Report{Reason: "signal: terminated", Start: time.Unix(0, 0).UTC(), Duration: 1500 * time.Microsecond,
-		Hooks: []drain.HookResult{{Name: "h", Phase: drain.Flush, Outcome: drain.OK, Duration: 2 * time.Millisecond}}}
+		Hooks: []drain.HookResult{
+			{Name: "h", Phase: drain.Flush, Outcome: drain.OK, Duration: 2 * time.Millisecond},
+			{Name: "s", Phase: drain.Release, Outcome: drain.TimedOut, Error: "abandoned", Stack: "goroutine 7",
+				Start: time.Unix(1, 0), Duration: time.Second, Streams: &drain.StreamReport{Told: 2, PeakRate: 1.5}},
+		}}
 	b, err := json.Marshal(r)
 	require.NoError(t, err)
-	got := string(b)
-	for _, want := range []string{`"reason":"signal: terminated"`, `"duration_ms":1.5`, `"phase":"flush"`, `"outcome":"ok"`, `"duration_ms":2`} {
-		if !strings.Contains(got, want) {
-			t.Errorf("report JSON %s lacks %s", got, want)
-		}
+	want := `{"reason":"signal: terminated","start":"1970-01-01T00:00:00Z","forced":false,"deadline_exceeded":false,` +
+		`"hooks":[{"name":"h","phase":"flush","outcome":"ok","duration_ms":2},` +
+		`{"name":"s","phase":"release","outcome":"timeout","error":"abandoned","stack":"goroutine 7",` +
+		`"streams":{"told":2,"ended":0,"paced":0,"hard":0,"unended":0,"refused":0,"peak_rate":1.5},"duration_ms":1000}],` +
+		`"duration_ms":1.5}`
+	if got := string(b); got != want {
+		t.Errorf("got %s; want %s", got, want)
 	}
 }
 

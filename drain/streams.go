@@ -39,8 +39,8 @@ type StreamsConfig struct {
 	Registerer prometheus.Registerer
 }
 
-// Validate reports the first field with a bad value.
-func (c StreamsConfig) Validate() error {
+// validate reports the first field with a bad value.
+func (c StreamsConfig) validate() error {
 	switch {
 	case c.Name == "":
 		return errors.New(`drain: StreamsConfig.Name is empty; want a name such as "sse"`)
@@ -67,13 +67,15 @@ func (c StreamsConfig) withDefaults() StreamsConfig {
 // hold a drain to its deadline and then all drop at the same instant,
 // sending every client to the remaining nodes at once.
 //
-// A handler registers its stream with [Streams.Open] and ends it with
-// [Stream.End]. The drain, through the hooks of [Streams.Hooks]:
+// A handler registers its stream with [Streams.Open], which returns the
+// stream's context and the function that ends it. The drain, through the
+// hooks of [Streams.Hooks]:
 //
-//  1. at StopIntake tells every stream ([Stream.Told] is closed), so that it
-//     may say goodbye in its protocol, and refuses new ones;
+//  1. at StopIntake tells every stream ([Streams.Told] is closed), so that
+//     it may say goodbye in its protocol, and refuses new ones;
 //  2. from then on, while the phases up to Release do their work, closes
-//     the streams still open one by one (cancels [Stream.Context]) at
+//     the streams still open one by one (cancels the context Open
+//     returned) at
 //     rate = open streams ÷ (time left − Margin), recomputed after every
 //     close, capped at MaxCloseRate, each interval jittered by ±50% (never
 //     under 1/MaxCloseRate);
@@ -91,14 +93,14 @@ func (c StreamsConfig) withDefaults() StreamsConfig {
 //
 // It does not close connections itself: a handler closes what its context
 // guards (an SSE handler returns; a hijacked connection is closed with
-// context.AfterFunc(stream.Context(), conn.Close)).
+// context.AfterFunc(ctx, conn.Close) on the context Open returned).
 type Streams struct {
 	cfg StreamsConfig
 	met *streamMetrics
 
 	mu      sync.Mutex
-	open    []*Stream     // not yet closed by the drain; each knows its index
-	closing int           // closed by the drain, End not yet called
+	open    []*stream     // not yet closed by the drain; each knows its index
+	closing int           // closed by the drain, not yet ended
 	told    chan struct{} // closed at StopIntake
 	isTold  bool
 	empty   chan struct{} // closed once told and nothing is open or closing
@@ -113,7 +115,7 @@ type Streams struct {
 // NewStreams returns Streams for cfg, or cfg's validation error. It
 // registers the metrics with cfg.Registerer and starts nothing.
 func NewStreams(cfg StreamsConfig) (*Streams, error) {
-	if err := cfg.Validate(); err != nil {
+	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
@@ -124,52 +126,55 @@ func NewStreams(cfg StreamsConfig) (*Streams, error) {
 	return &Streams{cfg: cfg, met: met, told: make(chan struct{}), empty: make(chan struct{}), paced: make(chan struct{})}, nil
 }
 
-// Stream is one long-lived stream registered with [Streams.Open].
-type Stream struct {
+// stream is one long-lived stream registered with [Streams.Open].
+type stream struct {
 	s      *Streams
-	ctx    context.Context
 	cancel context.CancelFunc
 	idx    int  // index in s.open; -1 once closed by the drain (guarded by s.mu)
-	ended  bool // End was called (guarded by s.mu)
+	ended  bool // end was called (guarded by s.mu)
 }
 
-// Open registers a stream that lasts until End. Its context is ctx's
-// (usually the request's), also cancelled when the drain closes the stream.
-// It returns false, and registers nothing, once the drain has begun: the
-// handler should refuse the stream (503 and Retry-After, gRPC UNAVAILABLE)
-// so the client connects elsewhere.
-func (s *Streams) Open(ctx context.Context) (*Stream, bool) {
+// Open registers a stream and returns its context and the function that
+// ends it, as context.WithCancel returns a context and its cancel.
+//
+// The stream's context is ctx's (usually the request's), also cancelled
+// when the drain closes the stream: its turn has come, or the drain is
+// ending. The handler should then say goodbye if it has not, and return.
+// Call end once the handler is done with the stream (defer it right after
+// Open); it is idempotent.
+//
+// Open returns ok false, and registers nothing, once the drain has begun:
+// the handler should refuse the stream (503 and Retry-After, gRPC
+// UNAVAILABLE) so the client connects elsewhere. It then returns ctx
+// itself and an end that does nothing.
+func (s *Streams) Open(ctx context.Context) (sctx context.Context, end func(), ok bool) {
 	sctx, cancel := context.WithCancel(ctx)
-	st := &Stream{s: s, ctx: sctx, cancel: cancel}
+	st := &stream{s: s, cancel: cancel}
 	s.mu.Lock()
 	if s.isTold {
 		s.rep.Refused++
 		s.mu.Unlock()
 		cancel()
 		s.met.refused.Inc()
-		return nil, false
+		return ctx, noEnd, false
 	}
 	st.idx = len(s.open)
 	s.open = append(s.open, st)
 	s.mu.Unlock()
 	s.met.open.Inc()
-	return st, true
+	return sctx, st.end, true
 }
 
-// Context returns the stream's context: cancelled when the drain closes the
-// stream (its turn has come, or the drain is ending), or when the context
-// given to Open ends. The handler should then say goodbye if it has not
-// and return.
-func (st *Stream) Context() context.Context { return st.ctx }
+// noEnd is the end of a refused stream.
+func noEnd() {}
 
-// Told returns a channel closed when the drain begins (StopIntake): the
-// stream will be closed before the drain deadline, and may say so to its
-// client now (an SSE retry: field, a gRPC message) or end itself.
-func (st *Stream) Told() <-chan struct{} { return st.s.told }
+// Told returns a channel closed when the drain begins (StopIntake): every
+// open stream will be closed before the drain deadline, and may say so to
+// its client now (an SSE retry: field, a gRPC message) or end itself.
+func (s *Streams) Told() <-chan struct{} { return s.told }
 
-// End unregisters the stream; call it once the handler is done with it
-// (defer it right after Open). It is idempotent.
-func (st *Stream) End() {
+// end unregisters the stream; idempotent.
+func (st *stream) end() {
 	s := st.s
 	s.mu.Lock()
 	if st.ended {
@@ -197,7 +202,7 @@ func (st *Stream) End() {
 }
 
 // remove takes st out of s.open in O(1). s.mu must be held.
-func (s *Streams) remove(st *Stream) {
+func (s *Streams) remove(st *stream) {
 	last := len(s.open) - 1
 	moved := s.open[last]
 	s.open[st.idx], moved.idx = moved, st.idx

@@ -64,11 +64,10 @@ func BenchmarkStreamsDrain(b *testing.B) {
 					for range benchStreams {
 						ctx, end := parent, func() {}
 						if s != nil {
-							st, ok := s.Open(parent)
-							if !ok {
+							var ok bool
+							if ctx, end, ok = s.Open(parent); !ok {
 								b.Fatal("Open refused before the drain")
 							}
-							ctx, end = st.Context(), st.End
 						}
 						wg.Go(func() {
 							<-ctx.Done()
@@ -117,19 +116,19 @@ func BenchmarkStreamMemory(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		open := make([]*drain.Stream, 0, benchStreams) // the handlers' references, not counted
+		open := make([]func(), 0, benchStreams) // the handlers' references, not counted
 		var before, after runtime.MemStats
 		runtime.GC()
 		runtime.ReadMemStats(&before)
 		for range benchStreams {
-			st, _ := s.Open(context.Background())
-			open = append(open, st)
+			_, end, _ := s.Open(context.Background())
+			open = append(open, end)
 		}
 		runtime.GC()
 		runtime.ReadMemStats(&after)
 		perStream = float64(after.HeapAlloc-before.HeapAlloc) / benchStreams
-		for _, st := range open {
-			st.End()
+		for _, end := range open {
+			end()
 		}
 	}
 	b.ReportMetric(perStream, "B/stream")

@@ -18,16 +18,16 @@ func ExampleStreams() {
 	events := make(chan string) // the application's events, elsewhere
 	var tracker drain.Tracker
 	srv := &http.Server{Handler: tracker.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		st, ok := streams.Open(r.Context())
+		ctx, end, ok := streams.Open(r.Context())
 		if !ok { // the drain has begun: connect elsewhere
 			w.Header().Set("Retry-After", drain.RetryAfter)
 			http.Error(w, "draining", http.StatusServiceUnavailable)
 			return
 		}
-		defer st.End()
+		defer end()
 		w.Header().Set("Content-Type", "text/event-stream")
 		rc := http.NewResponseController(w)
-		told := st.Told()
+		told := streams.Told()
 		for {
 			select {
 			case ev := <-events:
@@ -35,7 +35,7 @@ func ExampleStreams() {
 			case <-told: // this node is leaving; reconnect after a second
 				fmt.Fprint(w, "retry: 1000\n\n")
 				told = nil
-			case <-st.Context().Done(): // our turn: return, the server closes the response
+			case <-ctx.Done(): // our turn: return, the server closes the response
 				return
 			}
 			_ = rc.Flush()

@@ -24,24 +24,24 @@ import (
 // to close comes.
 func sse(s *drain.Streams) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		st, ok := s.Open(r.Context())
+		ctx, end, ok := s.Open(r.Context())
 		if !ok {
 			w.Header().Set("Retry-After", drain.RetryAfter)
 			http.Error(w, "draining", http.StatusServiceUnavailable)
 			return
 		}
-		defer st.End()
+		defer end()
 		rc := http.NewResponseController(w)
 		w.Header().Set("Content-Type", "text/event-stream")
 		send := func(s string) { _, _ = io.WriteString(w, s); _ = rc.Flush() }
 		send("event: hello\ndata: hi\n\n")
-		told := st.Told()
+		told := s.Told()
 		for {
 			select {
 			case <-told:
 				send("retry: 1000\n\n")
 				told = nil
-			case <-st.Context().Done():
+			case <-ctx.Done():
 				if told != nil {
 					select { // both may be ready: tell first
 					case <-told:
@@ -61,12 +61,12 @@ func sse(s *drain.Streams) http.HandlerFunc {
 // when its turn comes.
 func hijacked(s *drain.Streams) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		st, ok := s.Open(r.Context())
+		ctx, end, ok := s.Open(r.Context())
 		if !ok {
 			http.Error(w, "draining", http.StatusServiceUnavailable)
 			return
 		}
-		defer st.End()
+		defer end()
 		conn, buf, err := http.NewResponseController(w).Hijack()
 		if err != nil {
 			return
@@ -83,20 +83,20 @@ func hijacked(s *drain.Streams) http.HandlerFunc {
 		go func() {
 			defer close(told)
 			select {
-			case <-st.Told():
-			case <-st.Context().Done(): // the client's context ended, or both are ready
+			case <-s.Told():
+			case <-ctx.Done(): // the client's context ended, or both are ready
 				select {
-				case <-st.Told():
+				case <-s.Told():
 				default:
 					return
 				}
 			}
 			write("going-away\n")
 		}()
-		stop := context.AfterFunc(st.Context(), func() { <-told; write("bye\n"); _ = conn.Close() })
+		stop := context.AfterFunc(ctx, func() { <-told; write("bye\n"); _ = conn.Close() })
 		defer stop()
 		_, _ = io.Copy(io.Discard, buf) // until the close above, or the client's
-		st.End()                        // ends the context, so the told goroutine ends too
+		end()                           // ends the context, so the told goroutine ends too
 		<-told
 		_ = conn.Close()
 	}

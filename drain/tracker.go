@@ -24,12 +24,12 @@ type Tracker struct {
 	last    atomic.Int64 // milliseconds since epoch of the last arrival, +1; 0 = none yet
 	// epoch is the first arrival, set by it so that the zero Tracker needs
 	// no constructor. A time.Time rather than a Unix time: time.Since reads
-	// the monotonic clock, so a wall-clock step cannot move LastArrival.
+	// the monotonic clock, so a wall-clock step cannot move lastArrival.
 	epoch atomic.Pointer[time.Time]
 
 	mu     sync.Mutex
 	idle   chan struct{} // closed when the count reaches zero; nil when nobody waits
-	closed chan struct{} // closed by CloseIntake; made by whichever of it and IntakeClosed comes first
+	closed chan struct{} // closed by CloseIntake; made by whichever of it and intakeClosed comes first
 }
 
 // Begin records the arrival of one piece of work. It returns false, and
@@ -71,8 +71,7 @@ func (t *Tracker) End() {
 	}
 }
 
-// CloseIntake makes every later Begin fail and closes the channel
-// IntakeClosed returns. Work already begun goes on.
+// CloseIntake makes every later Begin fail. Work already begun goes on.
 func (t *Tracker) CloseIntake() {
 	for {
 		v := t.state.Load()
@@ -86,17 +85,17 @@ func (t *Tracker) CloseIntake() {
 		t.closed = make(chan struct{})
 	}
 	select {
-	case <-t.closed: // an earlier CloseIntake, or IntakeClosed after the bit was set
+	case <-t.closed: // an earlier CloseIntake, or intakeClosed after the bit was set
 	default:
 		close(t.closed)
 	}
 }
 
-// IntakeClosed returns a channel that is closed once CloseIntake has been
+// intakeClosed returns a channel that is closed once CloseIntake has been
 // called. Work that is not counted, because it lasts as long as its client
-// (a health Watch stream), uses it to end when the drain begins instead of
-// holding the drain to its deadline.
-func (t *Tracker) IntakeClosed() <-chan struct{} {
+// (a health Watch stream of grpcdrain), uses it to end when the drain
+// begins instead of holding the drain to its deadline.
+func (t *Tracker) intakeClosed() <-chan struct{} {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.closed == nil {
@@ -111,9 +110,10 @@ func (t *Tracker) IntakeClosed() <-chan struct{} {
 // inFlight returns the number of pieces of work begun and not yet ended.
 func (t *Tracker) inFlight() int { return int(t.state.Load() &^ closedBit) }
 
-// LastArrival returns when Begin was last called (to the millisecond,
-// rounded down), or the zero time if never.
-func (t *Tracker) LastArrival() time.Time {
+// lastArrival returns when Begin was last called (to the millisecond,
+// rounded down), or the zero time if never. Package lifecycle ends its
+// adaptive propagation delay on it.
+func (t *Tracker) lastArrival() time.Time {
 	n := t.last.Load() // after epoch was set: Begin sets epoch first
 	if n == 0 {
 		return time.Time{}

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/drainkit/drainkit/drain"
+	"github.com/drainkit/drainkit/internal/draininternal"
 )
 
 func TestTrackerWaitIsNotified(t *testing.T) {
@@ -55,16 +56,16 @@ func TestTrackerWaitHonoursContext(t *testing.T) {
 func TestTrackerCloseIntake(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var tr drain.Tracker // the zero value is ready to use
-		assert.True(t, tr.LastArrival().IsZero())
+		assert.True(t, draininternal.LastArrival(&tr).IsZero())
 		require.True(t, tr.Begin())
-		first := tr.LastArrival()
+		first := draininternal.LastArrival(&tr)
 		assert.False(t, first.IsZero())
 		tr.CloseIntake()
 		tr.CloseIntake() // idempotent
 		select {
-		case <-tr.IntakeClosed():
+		case <-draininternal.IntakeClosed(&tr):
 		default:
-			t.Error("IntakeClosed's channel is open after CloseIntake")
+			t.Error("the intake-closed channel is open after CloseIntake")
 		}
 		assert.False(t, tr.Begin(), "Begin after CloseIntake must refuse")
 		assert.Equal(t, 1, tr.InFlight(), "refused work must not be counted")
@@ -94,18 +95,19 @@ func TestMiddlewareRefusesAfterCloseIntake(t *testing.T) {
 	assert.Equal(t, 0, tr.InFlight())
 }
 
-// IntakeClosed's channel is closed by CloseIntake whether it was asked for
-// before or after, so work that watches it cannot miss the drain.
+// The intake-closed channel (grpcdrain ends untracked streams on it) is
+// closed by CloseIntake whether it was asked for before or after, so work
+// that watches it cannot miss the drain.
 func TestIntakeClosedChannel(t *testing.T) {
 	var tr drain.Tracker
-	before := tr.IntakeClosed()
+	before := draininternal.IntakeClosed(&tr)
 	select {
 	case <-before:
-		t.Fatal("IntakeClosed's channel is closed while intake is open")
+		t.Fatal("the intake-closed channel is closed while intake is open")
 	default:
 	}
 	tr.CloseIntake()
 	<-before
-	<-tr.IntakeClosed()
+	<-draininternal.IntakeClosed(&tr)
 	tr.CloseIntake() // a second close must not close the channel again
 }

@@ -15,6 +15,9 @@
 // *readiness.Registry; drain hooks and readiness checks are contributed
 // through value groups with [AsHook], [AsHooks] and [AsCheck].
 // [LeaseModule] adds a *lease.Manager for a redis.UniversalClient.
+// Settings are the Config structs of the wired packages (lifecycle.Config,
+// lease.Config) supplied to the graph, as everywhere in drainkit: there
+// are no functional options.
 //
 // # Ordering
 //

@@ -9,26 +9,27 @@ import (
 	"go.uber.org/fx"
 
 	"github.com/drainkit/drainkit/drain"
+	"github.com/drainkit/drainkit/internal/lifecycleinternal"
 	"github.com/drainkit/drainkit/lifecycle"
 	"github.com/drainkit/drainkit/readiness"
 )
 
-// Value group names; contributors use [AsHook], [AsHooks], [AsCheck] and
-// [AsOption] rather than spelling the tags.
+// Value group names; contributors use [AsHook], [AsHooks] and [AsCheck]
+// rather than spelling the tags.
 const (
-	hookGroup   = "drainkit.hooks"
-	checkGroup  = "drainkit.checks"
-	optionGroup = "drainkit.options"
+	hookGroup  = "drainkit.hooks"
+	checkGroup = "drainkit.checks"
 )
 
 // Module provides a *lifecycle.Manager, its *drain.Tracker and a
 // *readiness.Registry reading the manager's state, and registers every
 // drain hook and readiness check contributed to the groups; [Run] drains
 // before fx stops anything. It needs a lifecycle.Config in the graph
-// ([FromEnv] or fx.Supply); a *slog.Logger and a prometheus.Registerer are
-// used when provided.
+// ([FromEnv] or fx.Supply); a *slog.Logger and a prometheus.Registerer in
+// the graph are used by the registry, and by the manager when the config's
+// own Logger or Registerer is nil.
 var Module = fx.Module("drainkit",
-	fx.Provide(newManager, newTracker, newRegistry, newState),
+	fx.Provide(newManager, newTracker, newRegistry),
 	fx.Invoke(wire),
 )
 
@@ -53,36 +54,43 @@ func AsCheck(constructor any) any {
 	return fx.Annotate(constructor, fx.ResultTags(`group:"`+checkGroup+`"`))
 }
 
-// AsOption annotates a constructor returning a lifecycle.Option, applied
-// when the manager is built (tests use it for lifecycle.WithSignals).
-func AsOption(constructor any) any {
-	return fx.Annotate(constructor, fx.ResultTags(`group:"`+optionGroup+`"`))
-}
-
 type managerParams struct {
 	fx.In
 	Config     lifecycle.Config
 	Logger     *slog.Logger          `optional:"true"`
 	Registerer prometheus.Registerer `optional:"true"`
-	Options    []lifecycle.Option    `group:"drainkit.options"`
 }
 
+// newManager builds the manager from the config in the graph; the graph's
+// logger and registerer fill the config's when it has none. A config the
+// manager refuses is a configError, so that Run exits with ExitConfig.
 func newManager(p managerParams) (*lifecycle.Manager, error) {
-	var opts []lifecycle.Option
-	if p.Logger != nil {
-		opts = append(opts, lifecycle.WithLogger(p.Logger))
+	cfg := p.Config
+	if cfg.Logger == nil {
+		cfg.Logger = p.Logger
 	}
-	if p.Registerer != nil {
-		opts = append(opts, lifecycle.WithRegisterer(p.Registerer))
+	if cfg.Registerer == nil {
+		cfg.Registerer = p.Registerer
 	}
-	return lifecycle.New(p.Config, append(opts, p.Options...)...)
+	m, err := lifecycle.New(cfg)
+	if err != nil {
+		return nil, &configError{err}
+	}
+	return m, nil
+}
+
+// configError is a lifecycle.Config that lifecycle.New refused.
+type configError struct{ err error }
+
+func (e *configError) Error() string { return e.err.Error() }
+func (e *configError) Unwrap() error { return e.err }
+
+// managerConfig is the configuration m runs with, defaults applied.
+func managerConfig(m *lifecycle.Manager) lifecycle.Config {
+	return lifecycleinternal.Config(m).(lifecycle.Config)
 }
 
 func newTracker(m *lifecycle.Manager) *drain.Tracker { return m.Tracker() }
-
-// newState hands readiness (and anything else that only reads the state)
-// the small interface instead of the manager.
-func newState(m *lifecycle.Manager) readiness.StateSource { return m }
 
 type registryParams struct {
 	fx.In
@@ -92,11 +100,11 @@ type registryParams struct {
 }
 
 func newRegistry(p registryParams) (*readiness.Registry, error) {
-	c := p.Manager.Config()
+	c := managerConfig(p.Manager)
 	reg, err := readiness.New(readiness.Config{
 		Service: c.Service, NodeID: c.NodeID, ReadyTimeout: c.ReadyTimeout,
 		Logger: p.Logger, Registerer: p.Registerer,
-	}, p.Manager)
+	}, p.Manager.State)
 	if err != nil {
 		return nil, err
 	}
@@ -125,7 +133,7 @@ func wire(p wireParams) error {
 	// Bounded: a check that ignores its context would otherwise hold the
 	// whole drain to its deadline; its name is in the hook's error.
 	closeHook := drain.Hook{Name: "readiness.close", Phase: drain.Close,
-		Timeout: p.Manager.Config().ReadyTimeout, Run: p.Registry.Close}
+		Timeout: managerConfig(p.Manager).ReadyTimeout, Run: p.Registry.Close}
 	if err := p.Manager.AddHook(closeHook); err != nil {
 		return err
 	}

@@ -25,6 +25,7 @@ import (
 	"github.com/drainkit/drainkit/drain"
 	"github.com/drainkit/drainkit/fxmodule"
 	"github.com/drainkit/drainkit/fxmodule/fxmoduletest"
+	"github.com/drainkit/drainkit/internal/lifecycleinternal"
 	"github.com/drainkit/drainkit/lifecycle"
 	"github.com/drainkit/drainkit/readiness"
 )
@@ -130,7 +131,7 @@ func TestRunDrainsBeforeAnyOnStop(t *testing.T) {
 	code := make(chan int, 1)
 	go func() {
 		code <- fxmodule.Run(baseOptions(tr, late, running,
-			fx.Provide(fxmodule.AsOption(func() lifecycle.Option { return lifecycle.WithSignals(sig) })))...)
+			fx.Invoke(func(m *lifecycle.Manager) { lifecycleinternal.SetSignals(m, sig) }))...)
 	}()
 	<-isRunning
 	sig <- syscall.SIGTERM
@@ -184,7 +185,7 @@ func TestRunSignalDuringStart(t *testing.T) {
 	code := make(chan int, 1)
 	go func() {
 		code <- fxmodule.Run(baseOptions(tr, slowStart,
-			fx.Provide(fxmodule.AsOption(func() lifecycle.Option { return lifecycle.WithSignals(sig) })))...)
+			fx.Invoke(func(m *lifecycle.Manager) { lifecycleinternal.SetSignals(m, sig) }))...)
 	}()
 	<-starting
 	sig <- syscall.SIGTERM
@@ -208,7 +209,7 @@ func TestRunSecondSignalForces(t *testing.T) {
 	code := make(chan int, 1)
 	go func() {
 		code <- fxmodule.Run(baseOptions(tr, hang, running,
-			fx.Provide(fxmodule.AsOption(func() lifecycle.Option { return lifecycle.WithSignals(sig) })))...)
+			fx.Invoke(func(m *lifecycle.Manager) { lifecycleinternal.SetSignals(m, sig) }))...)
 	}()
 	<-isRunning
 	sig <- syscall.SIGTERM
@@ -340,7 +341,7 @@ func TestRunStartTimeoutRollsBack(t *testing.T) {
 			})})
 		})
 		sig := make(chan os.Signal) // none comes: the timeout alone stops the start
-		signals := fx.Provide(fxmodule.AsOption(func() lifecycle.Option { return lifecycle.WithSignals(sig) }))
+		signals := fx.Invoke(func(m *lifecycle.Manager) { lifecycleinternal.SetSignals(m, sig) })
 		code := fxmodule.Run(baseOptions(tr, warm, signals, fx.StartTimeout(2*time.Second))...)
 		assert.Equal(t, lifecycle.ExitStartFailed, code)
 		assert.Equal(t, []string{"flushed", "client closed while stopped"}, tr.list(),
@@ -374,7 +375,7 @@ func TestRunStartFailureIsExitStartFailed(t *testing.T) {
 			lc.Append(fx.Hook{OnStart: func(context.Context) error { return errors.New("warm cache: no such table") }})
 		})
 		sig := make(chan os.Signal)
-		signals := fx.Provide(fxmodule.AsOption(func() lifecycle.Option { return lifecycle.WithSignals(sig) }))
+		signals := fx.Invoke(func(m *lifecycle.Manager) { lifecycleinternal.SetSignals(m, sig) })
 		logs := &lockedBuffer{}
 		log := fx.Decorate(func() *slog.Logger { return slog.New(slog.NewJSONHandler(logs, nil)) })
 		code := fxmodule.Run(baseOptions(tr, failing, signals, log)...)
@@ -465,7 +466,7 @@ func TestHTTPServesAndDrains(t *testing.T) {
 func TestHTTPBadAddressFailsStart(t *testing.T) {
 	handler := func() http.Handler { return http.NotFoundHandler() }
 	sig := make(chan os.Signal)
-	signals := fx.Provide(fxmodule.AsOption(func() lifecycle.Option { return lifecycle.WithSignals(sig) }))
+	signals := fx.Invoke(func(m *lifecycle.Manager) { lifecycleinternal.SetSignals(m, sig) })
 	code := fxmodule.Run(baseOptions(&trace{}, signals, fxmodule.HTTP("api", "256.0.0.1:80", handler))...)
 	assert.Equal(t, lifecycle.ExitStartFailed, code)
 }
@@ -485,7 +486,7 @@ func TestRunDrainsBeforeRollbackClosesClients(t *testing.T) {
 			return drain.Hook{Name: "warmed", Phase: drain.Close, Run: func(context.Context) error { return nil }}
 		}))
 		sig := make(chan os.Signal)
-		signals := fx.Provide(fxmodule.AsOption(func() lifecycle.Option { return lifecycle.WithSignals(sig) }))
+		signals := fx.Invoke(func(m *lifecycle.Manager) { lifecycleinternal.SetSignals(m, sig) })
 		code := fxmodule.Run(baseOptions(tr, failing, needsWarmer, signals)...)
 		assert.Equal(t, lifecycle.ExitStartFailed, code)
 		assert.Equal(t, []string{"flushed", "client closed while stopped"}, tr.list(),
@@ -505,4 +506,41 @@ func TestRunHonoursShutdowner(t *testing.T) {
 		assert.Contains(t, r.Reason, "fx.Shutdowner")
 		assert.Equal(t, []string{"flushed", "client closed while stopped"}, tr.list())
 	})
+}
+
+// The manager logs to lifecycle.Config.Logger when it is set, and to the
+// graph's *slog.Logger otherwise.
+func TestManagerLoggerFromConfigOrGraph(t *testing.T) {
+	tests := []struct {
+		name       string
+		inConfig   bool
+		wantGraph  bool
+		wantConfig bool
+	}{
+		{name: "config has none: the graph's", inConfig: false, wantGraph: true},
+		{name: "config has one: the config's", inConfig: true, wantConfig: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			graph, own := &lockedBuffer{}, &lockedBuffer{}
+			cfg := lifecycle.Config{Service: "svc", NodeID: "n1"}
+			if tt.inConfig {
+				cfg.Logger = slog.New(slog.NewTextHandler(own, nil))
+			}
+			var m *lifecycle.Manager
+			app := fxtest.New(t, fxmodule.Module, fx.Supply(cfg, slog.New(slog.NewTextHandler(graph, nil))), fx.Populate(&m))
+			defer app.RequireStop()
+			m.Shutdown(context.Background(), "test") // a drain logs its transitions
+			graph.mu.Lock()
+			own.mu.Lock()
+			defer graph.mu.Unlock()
+			defer own.mu.Unlock()
+			if got := strings.Contains(graph.b.String(), "state transition"); got != tt.wantGraph {
+				t.Errorf("graph logger has the transitions: got %v; want %v", got, tt.wantGraph)
+			}
+			if got := strings.Contains(own.b.String(), "state transition"); got != tt.wantConfig {
+				t.Errorf("config logger has the transitions: got %v; want %v", got, tt.wantConfig)
+			}
+		})
+	}
 }

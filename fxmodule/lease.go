@@ -9,6 +9,7 @@ import (
 	"go.uber.org/fx"
 
 	"github.com/drainkit/drainkit/drain"
+	"github.com/drainkit/drainkit/internal/leaseinternal"
 	"github.com/drainkit/drainkit/lease"
 	"github.com/drainkit/drainkit/lifecycle"
 	"github.com/drainkit/drainkit/readiness"
@@ -43,7 +44,7 @@ type leaseParams struct {
 func newLeaseManager(p leaseParams) (*lease.Manager, error) {
 	cfg := p.Config
 	if cfg.Node == "" {
-		cfg.Node = p.Manager.Config().NodeID
+		cfg.Node = managerConfig(p.Manager).NodeID
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = p.Logger
@@ -58,7 +59,11 @@ func newLeaseManager(p leaseParams) (*lease.Manager, error) {
 	if err != nil {
 		return nil, err
 	}
-	p.Manager.OnDrain(l.BeginDrain)
+	p.Manager.OnTransition(func(t lifecycle.Transition) { // the heartbeat says draining at once
+		if t.To == lifecycle.Draining {
+			leaseinternal.BeginDrain(l)
+		}
+	})
 	p.Lifecycle.Append(fx.Hook{
 		OnStart: Abortable(p.Manager, l.Start), // a signal or StartTimeout ends its retries
 		OnStop:  func(ctx context.Context) error { return l.Stop(ctx) },

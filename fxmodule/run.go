@@ -11,6 +11,7 @@ import (
 	"go.uber.org/fx"
 
 	"github.com/drainkit/drainkit/drain"
+	"github.com/drainkit/drainkit/internal/lifecycleinternal"
 	"github.com/drainkit/drainkit/lifecycle"
 )
 
@@ -69,23 +70,23 @@ func Run(opts ...fx.Option) int {
 	ctx, stop := context.WithCancelCause(context.Background())
 	defer stop(nil)
 	afterDrain := func() []drain.HookResult {
-		return stopApp(app, rec, app.StopTimeout()-m.Config().DrainTimeout)
+		return stopApp(app, rec, app.StopTimeout()-managerConfig(m).DrainTimeout)
 	}
 	app = fx.New(append([]fx.Option{rec.option()}, append(opts,
 		fx.Supply(d),
 		fx.Decorate(func(fx.Shutdowner) fx.Shutdowner { return shutdowner{stop} }),
-		fx.Provide(AsOption(func() lifecycle.Option { return lifecycle.WithAfterDrain(afterDrain) })),
 		fx.Populate(&m),
 	)...)...)
 	if err := app.Err(); err != nil {
 		slog.Error("fxmodule: cannot build the app", "err", err)
-		var ce *lifecycle.ConfigError
+		var ce *configError
 		if errors.As(err, &ce) {
 			return lifecycle.ExitConfig
 		}
 		return lifecycle.ExitStartFailed
 	}
-	if stop, drainT := app.StopTimeout(), m.Config().DrainTimeout; stop < drainT+StopMargin {
+	lifecycleinternal.SetAfterDrain(m, afterDrain)
+	if stop, drainT := app.StopTimeout(), managerConfig(m).DrainTimeout; stop < drainT+StopMargin {
 		slog.Error("fxmodule: refusing to start", "err", fmt.Errorf(
 			"fxmodule: fx StopTimeout %s is shorter than DRAIN_TIMEOUT %s + StopMargin %s: raise it with fx.StopTimeout at the top level of fx.New (fxmodule.StopTimeoutFor), or lower DRAIN_TIMEOUT",
 			stop, drainT, StopMargin))
@@ -172,7 +173,7 @@ func (d *driver) start(ctx context.Context) error {
 	d.abort = abort
 	d.mu.Unlock()
 
-	budget := d.app.StartTimeout() + d.m.Config().DrainTimeout + StopMargin
+	budget := d.app.StartTimeout() + managerConfig(d.m).DrainTimeout + StopMargin
 	fxCtx, cancelFx := context.WithTimeout(context.Background(), budget)
 	defer cancelFx()
 	done := make(chan error, 1)

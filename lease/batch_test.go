@@ -155,25 +155,25 @@ func testRenewBatch(t *testing.T, b backend, ids []string) {
 		cause := context.Cause(l.Context())
 		switch outcomeOf(i, len(ls)) {
 		case keep:
-			if !l.Held() || l.lastOK.Load() <= before[i] {
-				t.Fatalf("%s (kept): held %v, renewed %v, cause %v; want held and renewed", l, l.Held(), l.lastOK.Load() > before[i], cause)
+			if !l.held() || l.lastOK.Load() <= before[i] {
+				t.Fatalf("%s (kept): held %v, renewed %v, cause %v; want held and renewed", l.label(), l.held(), l.lastOK.Load() > before[i], cause)
 			}
 			if pttl := c.PTTL(ctx, l.key).Val(); pttl <= 0 {
-				t.Fatalf("%s (kept): PTTL %s; want positive", l, pttl)
+				t.Fatalf("%s (kept): PTTL %s; want positive", l.label(), pttl)
 			}
 		case expire:
 			if !errors.Is(cause, ErrLost) || !strings.Contains(cause.Error(), "expired") {
-				t.Fatalf("%s (deleted): cause %v; want ErrLost: expired", l, cause)
+				t.Fatalf("%s (deleted): cause %v; want ErrLost: expired", l.label(), cause)
 			}
 			if n := c.Exists(ctx, l.key).Val(); n != 0 {
-				t.Fatalf("%s (deleted): key re-created by the renewal", l)
+				t.Fatalf("%s (deleted): key re-created by the renewal", l.label())
 			}
 		case steal:
 			if !errors.Is(cause, ErrLost) || !strings.Contains(cause.Error(), "taken") {
-				t.Fatalf("%s (stolen): cause %v; want ErrLost: taken by another holder", l, cause)
+				t.Fatalf("%s (stolen): cause %v; want ErrLost: taken by another holder", l.label(), cause)
 			}
 			if pttl := c.PTTL(ctx, l.key).Val(); pttl >= 0 {
-				t.Fatalf("%s (stolen): the thief's key got a TTL %s from our renewal; want none", l, pttl)
+				t.Fatalf("%s (stolen): the thief's key got a TTL %s from our renewal; want none", l.label(), pttl)
 			}
 		}
 	}
@@ -184,8 +184,8 @@ func testReleaseBatch(t *testing.T, b backend, ids []string) {
 	m := startManager(t, c, testConfig())
 	ctx := context.Background()
 	ls := acquireAll(t, m, c, ids)
-	if err := m.ReleaseAll(ctx); err != nil {
-		t.Fatalf("ReleaseAll: %v", err)
+	if err := m.releaseAll(ctx); err != nil {
+		t.Fatalf("releaseAll: %v", err)
 	}
 	for i, l := range ls {
 		// A key deleted or stolen before the batch may be noticed first by
@@ -193,17 +193,17 @@ func testReleaseBatch(t *testing.T, b backend, ids []string) {
 		// lost, which is as right as the batch's release.
 		cause := context.Cause(l.Context())
 		if !errors.Is(cause, ErrReleased) && (outcomeOf(i, len(ls)) == keep || !errors.Is(cause, ErrLost)) {
-			t.Fatalf("%s: cause %v; want ErrReleased (or ErrLost for a key deleted or stolen)", l, cause)
+			t.Fatalf("%s: cause %v; want ErrReleased (or ErrLost for a key deleted or stolen)", l.label(), cause)
 		}
 		got, err := c.Get(ctx, l.key).Result()
 		switch outcomeOf(i, len(ls)) {
 		case keep, expire:
 			if !errors.Is(err, redis.Nil) {
-				t.Fatalf("%s: key holds %q, %v after release; want deleted", l, got, err)
+				t.Fatalf("%s: key holds %q, %v after release; want deleted", l.label(), got, err)
 			}
 		case steal:
 			if want := "thief|x|" + fmt.Sprint(i+1); got != want {
-				t.Fatalf("%s: stolen key holds %q, %v after release; want the thief's %q", l, got, err, want)
+				t.Fatalf("%s: stolen key holds %q, %v after release; want the thief's %q", l.label(), got, err, want)
 			}
 		}
 	}

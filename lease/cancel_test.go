@@ -76,8 +76,8 @@ func TestAcquireCancelledAtEveryStep(t *testing.T) {
 				waitClosed(t, ran, "the acquire script's reply")
 			}
 			if err == nil {
-				if !l.Held() || len(m.Leases()) != 1 || c.Exists(context.Background(), m.routeKey(id)).Val() != 1 {
-					t.Fatalf("Acquire returned %v, held %v, registered %d; want held, registered and in Redis", l, l.Held(), len(m.Leases()))
+				if !l.held() || len(m.snapshot(false)) != 1 || c.Exists(context.Background(), m.routeKey(id)).Val() != 1 {
+					t.Fatalf("Acquire returned %v, held %v, registered %d; want held, registered and in Redis", l, l.held(), len(m.snapshot(false)))
 				}
 				return
 			}
@@ -87,7 +87,7 @@ func TestAcquireCancelledAtEveryStep(t *testing.T) {
 			// The acquisition may still finish in the background; it must
 			// end with the room free and nothing registered.
 			waitFor(t, "the unheld lease to be released", func() bool {
-				return len(m.Leases()) == 0 && c.Exists(context.Background(), m.routeKey(id)).Val() == 0
+				return len(m.snapshot(false)) == 0 && c.Exists(context.Background(), m.routeKey(id)).Val() == 0
 			})
 		})
 	}
@@ -145,8 +145,8 @@ func TestAcquireSharedFlightOutlivesOneCaller(t *testing.T) {
 	if r.err != nil {
 		t.Fatalf("remaining caller: %v; want the lease", r.err)
 	}
-	if !r.l.Held() || len(m.Leases()) != 1 || c.Exists(context.Background(), r.l.key).Val() != 1 {
-		t.Fatalf("lease %v held %v, registered %d; want held, registered and in Redis", r.l, r.l.Held(), len(m.Leases()))
+	if !r.l.held() || len(m.snapshot(false)) != 1 || c.Exists(context.Background(), r.l.key).Val() != 1 {
+		t.Fatalf("lease %v held %v, registered %d; want held, registered and in Redis", r.l, r.l.held(), len(m.snapshot(false)))
 	}
 }
 
@@ -197,8 +197,8 @@ func TestAcquireJoinsAfterEveryCallerLeft(t *testing.T) {
 	if r.err != nil {
 		t.Fatalf("second caller, ctx live: %v; want the lease", r.err)
 	}
-	if !r.l.Held() || len(m.Leases()) != 1 || c.Exists(context.Background(), r.l.key).Val() != 1 {
-		t.Fatalf("lease %v held %v, registered %d; want held, registered and in Redis", r.l, r.l.Held(), len(m.Leases()))
+	if !r.l.held() || len(m.snapshot(false)) != 1 || c.Exists(context.Background(), r.l.key).Val() != 1 {
+		t.Fatalf("lease %v held %v, registered %d; want held, registered and in Redis", r.l, r.l.held(), len(m.snapshot(false)))
 	}
 	settled(t, m)
 }

@@ -59,7 +59,7 @@ type Config struct {
 	RoutePrefix, FencePrefix, NodePrefix string
 	// OnLost, if set, is called once for each lease that ends without its
 	// holder choosing to (lost, or left to expire by the drain or Stop),
-	// after its context is cancelled and Lost() is closed. It runs on the
+	// after its context is cancelled. It runs on the
 	// goroutine that ended the lease: usually the renewer; an Acquire
 	// caller's (or its shared acquisition's) when Acquire finds the room's
 	// lease overdue and ends it before taking the room again; the drain's
@@ -112,12 +112,14 @@ type Config struct {
 	// not a side effect of building the hook, so that what the Release hook
 	// does is fixed when the Manager is made.
 	HandOff bool
-	// Draining, if set, reports whether the process has started draining,
-	// read straight from the process's state (fxmodule passes the
-	// lifecycle state, which is published before the flip's listeners
-	// run). Acquire checks it as well as BeginDrain, so no acquisition
-	// completes after the flip even before the listener that calls
-	// BeginDrain has run. It must be cheap and must not block.
+	// Draining reports whether the process has started draining, read
+	// straight from the process's state (fxmodule passes the lifecycle
+	// state). It is how the Manager learns of the flip: once it reports
+	// true, Acquire returns [ErrDraining], an acquisition in progress
+	// starts no further attempt and one whose script raced the flip is
+	// released, and every heartbeat written says draining. It must be
+	// cheap and must not block. Left nil, the gate closes only when the
+	// drain's lease hooks begin, after the propagation delay: set it.
 	Draining func() bool
 	// Logger receives warnings (heartbeat failures, lost leases); default
 	// slog.Default().
@@ -232,10 +234,10 @@ func checkClient(c redis.UniversalClient, callTimeout time.Duration) error {
 	return nil
 }
 
-// ValidateID reports whether id can name a room: not empty, at most
+// validateID reports whether id can name a room: not empty, at most
 // [MaxIDLen] bytes, no '{', '}' (the id is the key's hash tag) and no
 // whitespace.
-func ValidateID(id string) error {
+func validateID(id string) error {
 	switch {
 	case id == "":
 		return fmt.Errorf("lease: room id is empty")

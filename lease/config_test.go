@@ -54,9 +54,9 @@ func TestValidateID(t *testing.T) {
 		{strings.Repeat("x", MaxIDLen+1), "129 bytes"},
 	}
 	for _, tt := range tests {
-		err := ValidateID(tt.give)
+		err := validateID(tt.give)
 		if (tt.want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tt.want)) {
-			t.Errorf("ValidateID(%.20q) = %v; want error containing %q", tt.give, err, tt.want)
+			t.Errorf("validateID(%.20q) = %v; want error containing %q", tt.give, err, tt.want)
 		}
 	}
 }

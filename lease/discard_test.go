@@ -140,7 +140,7 @@ func TestLostAcquireReplyIsUndone(t *testing.T) {
 	if v := c.Get(context.Background(), m.routeKey("lost-reply")).Val(); v != "" {
 		t.Errorf("route key holds %q after the failed acquisition; want it deleted", v)
 	}
-	if n := len(m.Leases()); n != 0 {
+	if n := len(m.snapshot(false)); n != 0 {
 		t.Errorf("Held() has %d leases; want 0", n)
 	}
 }

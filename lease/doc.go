@@ -24,7 +24,8 @@
 // Acquire runs one Lua script: if the route key is missing it issues a
 // fence and sets the key with the TTL; if the key holds this Manager's
 // value it takes it over with a new fence; anything else, parseable or not,
-// is someone else's and is never overwritten ([*HeldError]).
+// is someone else's and is never overwritten (Acquire's error matches
+// [ErrHeld]).
 //
 // The fence is INCR on the counter with a floor: before the INCR the
 // counter is raised to the server's TIME in microseconds. If the counter is
@@ -84,8 +85,8 @@
 //
 // Redis keeps the key at least TTL after the moment a confirmed renewal
 // (or the acquire) was sent, because the server applies the PEXPIRE after
-// that moment. The holder gives the lease up (context cancelled, then
-// Lost() closed, then [Config].OnLost) on a reply of 0 or -1 at once, and
+// that moment. The holder gives the lease up (context cancelled with
+// [ErrLost], then [Config].OnLost) on a reply of 0 or -1 at once, and
 // otherwise when the last confirmed renewal was sent TTL·2/3 ago. The
 // renewer wakes at that deadline even while a call hangs, because each
 // call's deadline is capped at it. So the holder stops at least TTL/3
@@ -143,11 +144,13 @@
 //
 // # Draining
 //
-// [Manager.BeginDrain] closes the gate at the lifecycle flip: Acquire
-// returns [ErrDraining] from then on, an acquisition in progress starts
-// no further attempt, and one whose script raced the flip is released and
-// returns ErrDraining. The renewer marks the
-// heartbeat draining right after.
+// The gate closes at the lifecycle flip, the moment [Config].Draining
+// reports true: Acquire returns [ErrDraining] from then on, an
+// acquisition in progress starts no further attempt, and one whose script
+// raced the flip is released and returns ErrDraining. The heartbeat is
+// marked draining by the next write after that (at once under fxmodule,
+// which tells the renewer at the flip; otherwise at the first Acquire
+// refused or the next renewal round, within RenewInterval).
 //
 // The hook from [Manager.HandOff] (phase Flush) runs a function per held
 // lease (flush its snapshot) with bounded concurrency and releases each
@@ -184,4 +187,23 @@
 // keys) therefore share a Registerer and a drain; a second Manager with
 // the same RoutePrefix on one Registerer is refused by [New], and the
 // drain refuses a hook name added twice.
+//
+// # Conventions
+//
+//   - Configuration is a [Config] whose zero fields mean the documented
+//     defaults (the Default… constants); [New] refuses a bad one, naming
+//     the field and the value, before anything else happens, and does no
+//     I/O. [Config.Validate] is the same check, for configuration read
+//     early.
+//   - Work starts in [Manager.Start] and ends in [Manager.Stop] or the
+//     Release hook; the renewer goroutine is the Manager's, and Stop waits
+//     for it.
+//   - Every blocking call takes a context first, and it bounds the wait.
+//   - Errors are sentinels with the package prefix ("lease: …"), matched
+//     with errors.Is and wrapped with the key they concern. How a lease
+//     ended is its context's cause: one channel, [Lease.Context], for every
+//     end.
+//   - The drain is hooks ([Manager.HandOff], [Manager.ReleaseHook]) for
+//     package drain; the Manager learns of the flip from
+//     [Config].Draining.
 package lease

@@ -66,6 +66,7 @@ func (m *Manager) HandOff(fn func(ctx context.Context, l *Lease) error, concurre
 		Name:  m.hookName("lease-handoff"),
 		Phase: drain.Flush,
 		Run: func(ctx context.Context) error {
+			m.beginDrain() // in case the flip did not reach us: no lease may arrive now
 			_, err := m.runHandOff(ctx, fn, concurrency)
 			return err
 		},
@@ -82,7 +83,7 @@ func (m *Manager) HandOff(fn func(ctx context.Context, l *Lease) error, concurre
 //
 // fn gets a context that ends with ctx or when the lease is lost. The
 // returned error is a *handOffError when any lease was left to expire.
-// Call runHandOff after [Manager.BeginDrain], so no lease arrives during it.
+// It closes the gate first (beginDrain), so no lease arrives during it.
 func (m *Manager) runHandOff(ctx context.Context, fn func(ctx context.Context, l *Lease) error, concurrency int) (handOffResult, error) {
 	var (
 		mu   sync.Mutex
@@ -154,7 +155,7 @@ func (m *Manager) flushOne(ctx context.Context, l *Lease, fn func(context.Contex
 		stop()
 		cancel(nil)
 	}
-	if err == nil && !l.Held() {
+	if err == nil && !l.held() {
 		// Lost (or overdue for renewal) while fn ran: its work is not
 		// trustworthy, and the room may have moved already.
 		if err = context.Cause(lctx); err == nil {
@@ -183,7 +184,7 @@ func (m *Manager) flushOne(ctx context.Context, l *Lease, fn func(context.Contex
 // hand-off did not release was not flushed, so it is left to expire, never
 // released: the next owner recovers it from snapshot and log.
 func (m *Manager) ReleaseHook() drain.Hook {
-	return drain.Hook{Name: m.hookName("lease-release"), Phase: drain.Release, Run: m.ReleaseAll}
+	return drain.Hook{Name: m.hookName("lease-release"), Phase: drain.Release, Run: m.releaseAll}
 }
 
 // hookName names one of this Manager's hooks after its RoutePrefix, so
@@ -193,9 +194,9 @@ func (m *Manager) hookName(kind string) string {
 	return kind + "(" + m.cfg.RoutePrefix + ")"
 }
 
-// ReleaseAll is the Release hook's work; see [Manager.ReleaseHook].
-func (m *Manager) ReleaseAll(ctx context.Context) error {
-	m.BeginDrain() // in case the flip did not reach us: nothing may be acquired now
+// releaseAll is the Release hook's work; see [Manager.ReleaseHook].
+func (m *Manager) releaseAll(ctx context.Context) error {
+	m.beginDrain() // in case the flip did not reach us: nothing may be acquired now
 	stopErr := errors.Join(m.stopRenewer(ctx), m.waitFlights(ctx))
 	var release []*Lease
 	for _, l := range m.snapshot(false) {
@@ -231,11 +232,11 @@ func (m *Manager) releaseBatch(ctx context.Context, leases []*Lease) error {
 	calls, pending, err := m.sendReleases(ctx, leases)
 	var errs []error
 	if err != nil && len(pending) > 0 {
-		errs = append(errs, fmt.Errorf("lease: release %d leases from %s: %w", countLeases(pending), pending[0][0], err))
+		errs = append(errs, fmt.Errorf("lease: release %d leases from %s: %w", countLeases(pending), pending[0][0].label(), err))
 	}
 	for _, c := range calls {
 		if c.err != nil {
-			errs = append(errs, fmt.Errorf("lease: release %d leases from %s: %w", len(c.leases), c.leases[0], c.err))
+			errs = append(errs, fmt.Errorf("lease: release %d leases from %s: %w", len(c.leases), c.leases[0].label(), c.err))
 			continue
 		}
 		for i, l := range c.leases {

@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/drainkit/drainkit/drain"
+	"github.com/drainkit/drainkit/internal/draininternal"
 )
 
 func TestDrainGate(t *testing.T) {
@@ -22,9 +23,9 @@ func TestDrainGate(t *testing.T) {
 	m := startManager(t, c, testConfig())
 	ctx := context.Background()
 
-	m.BeginDrain()
+	m.beginDrain()
 	if _, err := m.Acquire(ctx, "after-flip"); !errors.Is(err, ErrDraining) {
-		t.Fatalf("Acquire after BeginDrain: got %v; want ErrDraining", err)
+		t.Fatalf("Acquire after beginDrain: got %v; want ErrDraining", err)
 	}
 	if n := c.Exists(ctx, m.routeKey("after-flip")).Val(); n != 0 {
 		t.Fatalf("route key written after the flip; want none")
@@ -44,7 +45,7 @@ func TestDrainRace(t *testing.T) {
 		err := next(ctx, cmd)
 		m := mp.Load()
 		if args := cmd.Args(); m != nil && len(args) > 3 && args[3] == m.routeKey("race") {
-			m.BeginDrain() // the flip lands between the script and the registration
+			m.beginDrain() // the flip lands between the script and the registration
 		}
 		return err
 	}}
@@ -59,7 +60,7 @@ func TestDrainRace(t *testing.T) {
 	if n := c.Exists(ctx, m.routeKey("race")).Val(); n != 0 {
 		t.Fatalf("lease acquired across the flip still in Redis; want released")
 	}
-	if n := len(m.Leases()); n != 0 {
+	if n := len(m.snapshot(false)); n != 0 {
 		t.Fatalf("manager holds %d leases; want 0", n)
 	}
 }
@@ -104,7 +105,7 @@ func TestHandOff(t *testing.T) {
 		}
 		leases[id] = l
 	}
-	m.BeginDrain()
+	m.beginDrain()
 
 	hook, err := m.HandOff(func(ctx context.Context, l *Lease) error {
 		switch {
@@ -122,8 +123,8 @@ func TestHandOff(t *testing.T) {
 	if err != nil {
 		t.Fatalf("HandOff: %v", err)
 	}
-	if err := hook.Validate(); err != nil || hook.Phase != drain.Flush {
-		t.Fatalf("HandOff hook: phase %s, Validate %v; want flush, nil", hook.Phase, err)
+	if err := draininternal.ValidateHook(hook); err != nil || hook.Phase != drain.Flush {
+		t.Fatalf("HandOff hook: phase %s, validation %v; want flush, nil", hook.Phase, err)
 	}
 	err = hook.Run(ctx)
 	var he *handOffError
@@ -219,12 +220,12 @@ func TestReleaseHookWithoutHandOff(t *testing.T) {
 	mu.Lock()
 	order = nil
 	mu.Unlock()
-	if err := m.ReleaseAll(ctx); err != nil {
-		t.Fatalf("ReleaseAll: %v", err)
+	if err := m.releaseAll(ctx); err != nil {
+		t.Fatalf("releaseAll: %v", err)
 	}
 	for _, l := range ls {
 		if n := c.Exists(ctx, l.key).Val(); n != 0 {
-			t.Errorf("%s still in Redis after ReleaseAll; want released", l)
+			t.Errorf("%s still in Redis after releaseAll; want released", l.label())
 		}
 	}
 	mu.Lock()
@@ -233,7 +234,7 @@ func TestReleaseHookWithoutHandOff(t *testing.T) {
 		t.Fatalf("calls %v; want %v", order, want)
 	}
 	if _, err := m.Acquire(ctx, "late"); !errors.Is(err, ErrDraining) {
-		t.Fatalf("Acquire after ReleaseAll: got %v; want ErrDraining", err)
+		t.Fatalf("Acquire after releaseAll: got %v; want ErrDraining", err)
 	}
 }
 
@@ -251,10 +252,8 @@ func TestStopLeavesLeasesToExpire(t *testing.T) {
 	if err := m.Stop(ctx); err != nil {
 		t.Fatalf("Stop: %v", err)
 	}
-	select {
-	case <-l.Lost():
-	default:
-		t.Fatalf("Lost() open after Stop; want closed")
+	if !isLost(l) {
+		t.Fatalf("lease not lost after Stop (cause %v); want lost", context.Cause(l.Context()))
 	}
 	if n := c.Exists(ctx, l.key).Val(); n != 1 {
 		t.Fatalf("lease key deleted by Stop; want left to expire")

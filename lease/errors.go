@@ -8,9 +8,13 @@ import (
 // Sentinel errors. Causes of a lease's end are available through
 // context.Cause(l.Context()).
 var (
-	// ErrDraining is returned by Acquire once [Manager.BeginDrain] ran.
+	// ErrDraining is returned by Acquire once the process drains: from
+	// the moment [Config].Draining reports true, or the drain's lease hooks
+	// began.
 	ErrDraining = errors.New("lease: draining")
-	// ErrHeld matches a [*HeldError]: someone else holds the room.
+	// ErrHeld is matched (errors.Is) by Acquire's error when someone else
+	// holds the room; the error's text names the holder's node and fence,
+	// and [Manager.Owner] returns the holder's address.
 	ErrHeld = errors.New("lease: held by another holder")
 	// ErrNotHeld reports that a lease (or a room's route) is not ours in
 	// Redis: it expired or was taken. Release returns it for information;
@@ -33,9 +37,10 @@ var (
 	ErrLeftToExpire = errors.New("lease: left to expire")
 )
 
-// HeldError reports the current holder of a room that Acquire could not
-// take. errors.Is(err, ErrHeld) is true.
-type HeldError struct {
+// heldError reports the current holder of a room that Acquire could not
+// take. errors.Is(err, ErrHeld) is true. It is not exported: a caller who
+// needs the holder asks [Manager.Owner], which also has its address.
+type heldError struct {
 	// ID is the room id.
 	ID string
 	// Node is the holder's node id; empty if the route value could not be
@@ -45,7 +50,7 @@ type HeldError struct {
 	Fence int64
 }
 
-func (e *HeldError) Error() string {
+func (e *heldError) Error() string {
 	if e.Node == "" {
 		return fmt.Sprintf("lease: room %q held by an unrecognised value", e.ID)
 	}
@@ -53,7 +58,7 @@ func (e *HeldError) Error() string {
 }
 
 // Is makes errors.Is(err, ErrHeld) true.
-func (e *HeldError) Is(target error) bool { return target == ErrHeld }
+func (e *heldError) Is(target error) bool { return target == ErrHeld }
 
 // lostError is a lease's cause when lost; it wraps ErrLost with the reason.
 func lostError(reason string) error { return fmt.Errorf("%w: %s", ErrLost, reason) }

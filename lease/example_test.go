@@ -30,9 +30,8 @@ func ExampleManager_Acquire() {
 	defer m.Stop(ctx)
 
 	l, err := m.Acquire(ctx, "42")
-	var held *lease.HeldError
 	switch {
-	case errors.As(err, &held):
+	case errors.Is(err, lease.ErrHeld):
 		owner, _ := m.Owner(ctx, "42")
 		fmt.Println("forward to", owner.Addr)
 	case err != nil:
@@ -44,8 +43,9 @@ func ExampleManager_Acquire() {
 	}
 }
 
-// Wiring the drain: close the gate at the flip, flush and hand rooms over,
-// release the rest and delete the heartbeat last.
+// Wiring the drain: the gate closes at the flip (Config.Draining reads the
+// process's state), rooms are flushed and handed over, the rest released
+// and the heartbeat deleted last.
 func ExampleManager_HandOff() {
 	var m *lease.Manager // from lease.New, started
 	flush := func(ctx context.Context, l *lease.Lease) error {
@@ -54,5 +54,4 @@ func ExampleManager_HandOff() {
 	handOff, err := m.HandOff(flush, 8) // needs Config.HandOff; add the hook with AddHook
 	_, _ = handOff, err
 	_ = m.ReleaseHook() // AddHook as well
-	// lifecycle.OnDrain(m.BeginDrain) closes the gate at the flip.
 }

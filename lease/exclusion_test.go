@@ -179,11 +179,11 @@ func compete(ctx context.Context, m *Manager, c redis.UniversalClient, rooms []s
 			rec.writes++
 			rec.checkEnough()
 			if ok == 0 && l.Context().Err() == nil {
-				rec.refused = append(rec.refused, fmt.Sprintf("%s by %s", l, who))
+				rec.refused = append(rec.refused, fmt.Sprintf("%s by %s", l.label(), who))
 			}
 			rec.mu.Unlock()
 		}
-		if l.Held() && rand.IntN(2) == 0 {
+		if l.held() && rand.IntN(2) == 0 {
 			rec.stop(l, time.Now())
 			_ = l.Release(context.Background())
 		}

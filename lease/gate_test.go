@@ -14,7 +14,7 @@ import (
 )
 
 // The process's state closes the gate by itself: the flip is published
-// before its listeners (BeginDrain) run, and no acquisition may complete in
+// before its listeners (beginDrain) run, and no acquisition may complete in
 // between.
 func TestExternalDrainingGate(t *testing.T) {
 	b := standalone(t)
@@ -29,10 +29,42 @@ func TestExternalDrainingGate(t *testing.T) {
 	}
 	flipped.Store(true)
 	if _, err := m.Acquire(ctx, "after"); !errors.Is(err, ErrDraining) {
-		t.Fatalf("Acquire after the flip, before BeginDrain: got %v; want ErrDraining", err)
+		t.Fatalf("Acquire after the flip, before beginDrain: got %v; want ErrDraining", err)
 	}
 	if !m.gateClosed() {
 		t.Error("gateClosed() = false after the flip; want true")
+	}
+	// The refused Acquire told the renewer, so the heartbeat says draining
+	// now rather than at the next renewal round.
+	if !m.draining.Load() {
+		t.Error("Acquire refused by Config.Draining did not close the Manager's own gate; want the renewer told")
+	}
+	waitFor(t, "heartbeat marked draining", func() bool {
+		return c.HGet(ctx, m.nodeKey(), "state").Val() == stateDraining
+	})
+}
+
+// The hand-off hook closes the gate itself: a Manager whose Config.Draining
+// is not set hands no room over to a lease acquired during its hand-off.
+func TestHandOffClosesTheGate(t *testing.T) {
+	b := standalone(t)
+	c := b.client()
+	cfg := testConfig()
+	cfg.HandOff = true
+	m := startManager(t, c, cfg)
+	ctx := context.Background()
+	if _, err := m.Acquire(ctx, "before"); err != nil {
+		t.Fatalf("Acquire before the drain: %v", err)
+	}
+	handOff, err := m.HandOff(func(context.Context, *Lease) error { return nil }, 1)
+	if err != nil {
+		t.Fatalf("HandOff: %v", err)
+	}
+	if err := handOff.Run(ctx); err != nil {
+		t.Fatalf("hand-off: %v", err)
+	}
+	if _, err := m.Acquire(ctx, "during"); !errors.Is(err, ErrDraining) {
+		t.Fatalf("Acquire after the hand-off began: got %v; want ErrDraining", err)
 	}
 }
 
@@ -62,7 +94,7 @@ func TestAbandonedHandOffReleasesNothingUnflushed(t *testing.T) {
 		t.Fatal(err)
 	}
 	handOff.Timeout = 100 * time.Millisecond
-	m.BeginDrain()
+	m.beginDrain()
 	rep := drain.Run(ctx, "test", []drain.Hook{handOff, m.ReleaseHook()})
 	if h, _ := rep.Hook(handOff.Name); h.Outcome != drain.TimedOut {
 		t.Fatalf("hand-off outcome %s; want timeout", h.Outcome)
@@ -76,7 +108,7 @@ func TestAbandonedHandOffReleasesNothingUnflushed(t *testing.T) {
 			t.Errorf("%s: PTTL %v; want the unflushed lease left in Redis to expire", id, pttl)
 		}
 	}
-	if n := len(m.Leases()); n != 0 {
+	if n := len(m.snapshot(false)); n != 0 {
 		t.Errorf("manager still holds %d leases after the Release hook; want 0", n)
 	}
 }
@@ -93,8 +125,8 @@ func TestReleaseHookLeavesUnflushedWithHandOff(t *testing.T) {
 	if _, err := m.Acquire(ctx, "room-x"); err != nil {
 		t.Fatal(err)
 	}
-	m.BeginDrain() // the hand-off's hook never runs
-	if err := m.ReleaseAll(ctx); err != nil {
+	m.beginDrain() // the hand-off's hook never runs
+	if err := m.releaseAll(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if pttl := c.PTTL(ctx, m.routeKey("room-x")).Val(); pttl <= 0 {
@@ -111,14 +143,14 @@ func TestHeldDistrustsAnOverdueLease(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !l.Held() {
+	if !l.held() {
 		t.Fatal("fresh lease: Held() = false; want true")
 	}
 	if err := m.stopRenewer(context.Background()); err != nil { // a renewer that stopped getting CPU
 		t.Fatal(err)
 	}
 	l.lastOK.Store(time.Now().Add(-m.lostAfter).UnixNano()) // its last confirmed renewal, TTL·2/3 ago
-	if l.Held() {
+	if l.held() {
 		t.Error("overdue lease: Held() = true; want false")
 	}
 }
@@ -141,7 +173,7 @@ func TestNoAcquireScriptAfterTheFlip(t *testing.T) {
 			afterFlip.Add(1)
 		}
 		if attempts.Add(1) == 1 {
-			mgr.Load().BeginDrain() // the flip comes while the first attempt is lost
+			mgr.Load().beginDrain() // the flip comes while the first attempt is lost
 			return context.DeadlineExceeded
 		}
 		return next(ctx, cmd)
@@ -157,8 +189,8 @@ func TestNoAcquireScriptAfterTheFlip(t *testing.T) {
 	if n := afterFlip.Load(); n != 0 {
 		t.Errorf("%d acquire scripts sent after the flip; want 0", n)
 	}
-	if n := c.Exists(context.Background(), m.routeKey("flip")).Val(); n != 0 || len(m.Leases()) != 0 {
-		t.Errorf("after the flip: key exists %d, held %d; want neither", n, len(m.Leases()))
+	if n := c.Exists(context.Background(), m.routeKey("flip")).Val(); n != 0 || len(m.snapshot(false)) != 0 {
+		t.Errorf("after the flip: key exists %d, held %d; want neither", n, len(m.snapshot(false)))
 	}
 }
 

@@ -32,15 +32,13 @@ type Lease struct {
 	slot   uint16 // Cluster hash slot of key, for batching (fills state's padding)
 }
 
-// signals are a lease's context and Lost channel. They are made when
-// first asked for (Context, Lost, or the lease's end), not with the
-// lease: a node holds up to hundreds of thousands of leases, most of
-// whose holders never ask, and the two cost about 200 bytes a lease,
-// half of what a held lease cost in all.
+// signals are a lease's context. They are made when first asked for
+// (Context, or the lease's end), not with the lease: a node holds up to
+// hundreds of thousands of leases, most of whose holders never ask, and a
+// context costs about 100 bytes a lease.
 type signals struct {
 	ctx    context.Context
 	cancel context.CancelCauseFunc
-	lost   chan struct{}
 }
 
 // signals returns l's signals, making them if nobody has yet. Callers
@@ -50,7 +48,7 @@ func (l *Lease) signals() *signals {
 	if s := l.sig.Load(); s != nil {
 		return s
 	}
-	s := &signals{lost: make(chan struct{})}
+	s := new(signals)
 	s.ctx, s.cancel = context.WithCancelCause(context.Background())
 	if !l.sig.CompareAndSwap(nil, s) {
 		s.cancel(nil)
@@ -81,22 +79,27 @@ func (l *Lease) ID() string {
 // earlier acquisition of this room.
 func (l *Lease) Token() int64 { return l.fence }
 
-// Context returns a context that is cancelled when the lease ends: lost,
-// released or left to expire. context.Cause tells which ([ErrLost],
-// [ErrReleased], [ErrLeftToExpire]). Work done as the room's owner should
-// run under it.
+// Context returns a context that is cancelled when the lease ends, and
+// context.Cause says how:
+//   - [ErrLost] (wrapped, with the reason): Redis reported the lease gone
+//     or taken, or no renewal was confirmed for TTL·2/3, so it is given up
+//     before Redis could expire it;
+//   - [ErrLeftToExpire]: the drain left it to expire unreleased (its
+//     hand-off failed, or the manager stopped holding it);
+//   - [ErrReleased]: [Lease.Release] or the drain released it.
+//
+// Work done as the room's owner should run under it; a holder that did
+// not end the lease itself tells a loss from its own release by the cause
+// not being ErrReleased. While the context is not cancelled the lease is
+// held, as far as this process can know: pass [Lease.Token] with every
+// write so that storage rejects a stale owner in the window before the
+// renewer notices a loss.
 func (l *Lease) Context() context.Context { return l.signals().ctx }
 
-// Lost returns a channel closed when the lease is lost: Redis reported it
-// gone or taken, or renewal stayed overdue for TTL·2/3, before Redis could
-// expire it. Context() is cancelled first. The channel is not closed on
-// Release.
-func (l *Lease) Lost() <-chan struct{} { return l.signals().lost }
-
-// Held reports whether the lease has not ended and its last confirmed
+// held reports whether the lease has not ended and its last confirmed
 // renewal is recent enough (TTL·2/3) to trust: a renewer starved of CPU
 // cannot make a lease look held after its TTL could have passed.
-func (l *Lease) Held() bool {
+func (l *Lease) held() bool {
 	return l.state.Load() != stateEnded && !l.overdue(l.m.now(), l.m.lostAfter)
 }
 
@@ -156,7 +159,7 @@ func (l *Lease) discard(ctx context.Context) error {
 		s.cancel(ErrReleased)
 	}
 	if _, err := l.releaseKey(context.WithoutCancel(ctx)); err != nil {
-		return fmt.Errorf("lease: release unregistered %s: %w", l, err)
+		return fmt.Errorf("lease: release unregistered %s: %w", l.label(), err)
 	}
 	return nil
 }
@@ -168,7 +171,7 @@ func (l *Lease) beginHandOff() bool {
 
 // end ends the lease once: it leaves the manager's set, its context is
 // cancelled with cause, then (if lost: the holder did not choose to end it,
-// so it must stop) Lost() is closed and OnLost runs.
+// so it must stop) OnLost runs.
 // It reports whether this call ended it.
 func (l *Lease) end(cause error, lost bool) bool {
 	for {
@@ -184,7 +187,6 @@ func (l *Lease) end(cause error, lost bool) bool {
 	sig := l.signals()
 	sig.cancel(cause)
 	if lost {
-		close(sig.lost)
 		if errors.Is(cause, ErrLost) { // left to expire is counted by the drain
 			l.m.met.lost.Inc()
 			l.m.cfg.Logger.Warn("lease lost", "room", l.ID(), "fence", l.fence, "cause", cause.Error())
@@ -211,5 +213,5 @@ func (l *Lease) deadline(lostAfter time.Duration) time.Time {
 	return time.Unix(0, l.lastOK.Load()+int64(lostAfter))
 }
 
-// String returns the route key and fence, for logs.
-func (l *Lease) String() string { return fmt.Sprintf("%s@%d", l.key, l.fence) }
+// label returns the route key and fence, for errors and logs.
+func (l *Lease) label() string { return fmt.Sprintf("%s@%d", l.key, l.fence) }

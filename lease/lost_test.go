@@ -37,13 +37,7 @@ func TestLostBeforeExpiry(t *testing.T) {
 			called := make(chan seen, 1)
 			cfg := testConfig()
 			cfg.OnLost = func(l *Lease, cause error) {
-				s := seen{ctxDone: l.Context().Err() != nil}
-				select {
-				case <-l.Lost():
-					s.lostClosed = true
-				default:
-				}
-				called <- s
+				called <- seen{ctxDone: l.Context().Err() != nil, lostClosed: isLost(l)}
 			}
 			m := startManager(t, c, cfg)
 			ctx := context.Background()
@@ -54,18 +48,21 @@ func TestLostBeforeExpiry(t *testing.T) {
 			blocking.Store(true)
 
 			select {
-			case <-l.Lost():
+			case <-l.Context().Done():
 			case <-time.After(cfg.TTL * 2):
-				t.Fatalf("Lost() still open %s after renewals stopped; want closed within TTL·2/3", cfg.TTL*2)
+				t.Fatalf("lease context still open %s after renewals stopped; want cancelled within TTL·2/3", cfg.TTL*2)
+			}
+			if !isLost(l) {
+				t.Fatalf("lease ended with cause %v; want lost", context.Cause(l.Context()))
 			}
 			if pttl := c.PTTL(ctx, l.key).Val(); pttl <= 0 {
 				t.Fatalf("PTTL when Lost() closed = %s; want positive: the holder must stop before Redis expires the key", pttl)
 			}
 			if ctxErr := l.Context().Err(); ctxErr == nil {
-				t.Fatalf("Context().Err() = nil after Lost(); want cancelled")
+				t.Fatalf("Context().Err() = nil after the loss; want cancelled")
 			}
 			if s := <-called; !s.ctxDone || !s.lostClosed {
-				t.Fatalf("in OnLost: context done %v, Lost() closed %v; want both true", s.ctxDone, s.lostClosed)
+				t.Fatalf("in OnLost: context done %v, lost %v; want both true", s.ctxDone, s.lostClosed)
 			}
 			if cause := context.Cause(l.Context()); !errors.Is(cause, ErrLost) {
 				t.Fatalf("cause %v; want ErrLost", cause)

@@ -2,6 +2,7 @@ package lease
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync/atomic"
 	"testing"
@@ -116,4 +117,10 @@ func (h cmdHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 }
 func (cmdHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return next
+}
+
+// isLost reports what a holder reads from its lease's context: ended, and
+// not by a release (lost, or left to expire by the drain or by Stop).
+func isLost(l *Lease) bool {
+	return l.Context().Err() != nil && !errors.Is(context.Cause(l.Context()), ErrReleased)
 }

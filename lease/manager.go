@@ -214,11 +214,13 @@ func (m *Manager) abandonAll() {
 	}
 }
 
-// BeginDrain closes the acquisition gate: from its return on, Acquire
+// beginDrain closes the acquisition gate: from its return on, Acquire
 // returns [ErrDraining]. It does no I/O and never blocks, so it can run in
-// a lifecycle listener at the flip; the renewer marks the heartbeat
-// draining promptly after.
-func (m *Manager) BeginDrain() {
+// a lifecycle listener at the flip (fxmodule calls it there, through
+// internal/leaseinternal); the renewer marks the heartbeat draining
+// promptly after. The drain's lease hooks call it too, in case the flip
+// did not reach the Manager.
+func (m *Manager) beginDrain() {
 	// Under mu, so an acquisition registering a lease either finished
 	// before this (and its lease is handed over with the rest) or sees the
 	// gate closed and releases what it got.
@@ -234,7 +236,7 @@ func (m *Manager) BeginDrain() {
 	}
 }
 
-// gateClosed reports whether the gate is closed: BeginDrain ran, or
+// gateClosed reports whether the gate is closed: beginDrain ran, or
 // [Config].Draining reports true.
 func (m *Manager) gateClosed() bool {
 	return m.draining.Load() || (m.cfg.Draining != nil && m.cfg.Draining())
@@ -247,13 +249,15 @@ func (m *Manager) gateClosed() bool {
 // retry after a reply was lost, or a lease it already gave up as lost),
 // the room is taken over at once with a new fence rather than reported
 // held: nobody acts on the old fence. A lease of this Manager whose
-// renewal is overdue (not [Lease.Held]) is ended as lost, its context
-// cancelled and Lost() closed, before the new lease is handed out.
+// renewal is overdue (no renewal confirmed for TTL·2/3) is ended as lost,
+// its context cancelled with [ErrLost], before the new lease is handed out.
 //
-// Errors: a validation error for a bad id (before Redis is touched),
-// [ErrDraining] after BeginDrain (also when the acquisition raced it: the
-// lease is then released), [ErrNotRunning] outside Start/Stop, a
-// [*HeldError] (errors.Is ErrHeld) when someone else holds it, the Redis
+// Errors: an error naming the id for one that is empty, longer than
+// [MaxIDLen], or holds '{', '}' or whitespace (before Redis is touched),
+// [ErrDraining] once the process drains (also when the acquisition raced
+// the flip: the lease is then released), [ErrNotRunning] outside
+// Start/Stop, an error matching [ErrHeld] (errors.Is) that names the
+// holder's node and fence when someone else holds the room, the Redis
 // error, or ctx's error when ctx ended first.
 //
 // ctx bounds the caller's wait, not the script call, which other callers
@@ -261,10 +265,13 @@ func (m *Manager) gateClosed() bool {
 // already decided) or does not; a lease that every caller gave up on is
 // released as soon as the script returns, never registered or renewed.
 func (m *Manager) Acquire(ctx context.Context, id string) (*Lease, error) {
-	if err := ValidateID(id); err != nil {
+	if err := validateID(id); err != nil {
 		return nil, err
 	}
 	if m.gateClosed() {
+		if !m.draining.Load() { // Config.Draining saw the flip first: mark the heartbeat now
+			m.beginDrain()
+		}
 		return nil, ErrDraining
 	}
 	if l, err := m.local(id); l != nil || err != nil {
@@ -301,7 +308,7 @@ func (m *Manager) local(id string) (*Lease, error) {
 	if !running {
 		return nil, ErrNotRunning
 	}
-	if l == nil || l.Held() {
+	if l == nil || l.held() {
 		return l, nil
 	}
 	l.end(m.overdueError(), true)
@@ -352,7 +359,7 @@ func (m *Manager) acquire(ctx context.Context, id string, goOn func() error) (*L
 	}
 	if code == 0 {
 		node, fence, _ := parseValue(val)
-		return nil, &HeldError{ID: id, Node: node, Fence: fence}
+		return nil, &heldError{ID: id, Node: node, Fence: fence}
 	}
 	fence, err := strconv.ParseInt(val, 10, 64)
 	if err != nil {
@@ -492,12 +499,12 @@ type Owner struct {
 }
 
 // Owner returns the current holder of room id: [ErrNotHeld] if nobody
-// holds it, a [*HeldError] with an empty Node if the route value cannot be
+// holds it, an error matching [ErrHeld] if the route value cannot be
 // parsed. It reads the route, then the holder's heartbeat (two keys, two
 // slots, two calls, each with its own CallTimeout and retried while ctx
 // lasts).
 func (m *Manager) Owner(ctx context.Context, id string) (Owner, error) {
-	if err := ValidateID(id); err != nil {
+	if err := validateID(id); err != nil {
 		return Owner{}, err
 	}
 	var v string
@@ -513,7 +520,7 @@ func (m *Manager) Owner(ctx context.Context, id string) (Owner, error) {
 	}
 	node, fence, ok := parseValue(v)
 	if !ok {
-		return Owner{}, &HeldError{ID: id}
+		return Owner{}, &heldError{ID: id}
 	}
 	var hb []any
 	err = m.retry(ctx, func(ctx context.Context) (err error) {
@@ -529,10 +536,6 @@ func (m *Manager) Owner(ctx context.Context, id string) (Owner, error) {
 	o.Draining = state == stateDraining
 	return o, nil
 }
-
-// Leases returns the leases this Manager holds, in no particular order.
-// (Lease.Held is the one answer to "is this lease still mine?".)
-func (m *Manager) Leases() []*Lease { return m.snapshot(false) }
 
 // snapshot copies the lease set; onlyHeld skips leases in hand-off.
 func (m *Manager) snapshot(onlyHeld bool) []*Lease {
@@ -564,9 +567,9 @@ func (m *Manager) releaseResult(l *Lease, n int64) error {
 		m.met.released.Inc()
 		return nil
 	case 0:
-		return fmt.Errorf("lease: release %s: expired: %w", l, ErrNotHeld)
+		return fmt.Errorf("lease: release %s: expired: %w", l.label(), ErrNotHeld)
 	default:
-		return fmt.Errorf("lease: release %s: taken by another holder: %w", l, ErrNotHeld)
+		return fmt.Errorf("lease: release %s: taken by another holder: %w", l.label(), ErrNotHeld)
 	}
 }
 

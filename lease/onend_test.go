@@ -39,7 +39,7 @@ func TestOnEndRunsBeforeRedisIsTold(t *testing.T) {
 	if err := one.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := m.ReleaseAll(ctx); err != nil {
+	if err := m.releaseAll(ctx); err != nil {
 		t.Fatal(err)
 	}
 	mu.Lock()

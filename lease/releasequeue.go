@@ -75,13 +75,13 @@ func (m *Manager) releaseEach(ctx context.Context, leases []*Lease) []error {
 	calls, failed, err := m.sendReleases(ctx, leases)
 	for _, b := range failed {
 		for _, l := range b {
-			errs[at[l]] = fmt.Errorf("lease: release %s: %w", l, err)
+			errs[at[l]] = fmt.Errorf("lease: release %s: %w", l.label(), err)
 		}
 	}
 	for _, c := range calls {
 		for i, l := range c.leases {
 			if c.err != nil {
-				errs[at[l]] = fmt.Errorf("lease: release %s: %w", l, c.err)
+				errs[at[l]] = fmt.Errorf("lease: release %s: %w", l.label(), c.err)
 				continue
 			}
 			errs[at[l]] = m.releaseResult(l, int64(c.status[i]))

@@ -66,20 +66,20 @@ func TestReleaseQueueBatches(t *testing.T) {
 	for i, l := range leases {
 		wantNotHeld := i == n-1
 		if len(errs[l]) != 1 {
-			t.Errorf("release %s: %d results; want 1", l, len(errs[l]))
+			t.Errorf("release %s: %d results; want 1", l.label(), len(errs[l]))
 			continue
 		}
 		if err := errs[l][0]; errors.Is(err, ErrNotHeld) != wantNotHeld || (!wantNotHeld && err != nil) {
-			t.Errorf("release %s: got %v; want not-held %v", l, err, wantNotHeld)
+			t.Errorf("release %s: got %v; want not-held %v", l.label(), err, wantNotHeld)
 		}
 		if n := c.Exists(ctx, l.key).Val(); n != 0 {
-			t.Errorf("%s still in Redis after its release", l)
+			t.Errorf("%s still in Redis after its release", l.label())
 		}
 		if cause := context.Cause(l.Context()); !errors.Is(cause, ErrReleased) {
-			t.Errorf("%s: cause %v; want %v", l, cause, ErrReleased)
+			t.Errorf("%s: cause %v; want %v", l.label(), cause, ErrReleased)
 		}
 	}
-	if got := len(m.Leases()); got != 0 {
+	if got := len(m.snapshot(false)); got != 0 {
 		t.Errorf("%d leases still held after their release; want 0", got)
 	}
 }

@@ -92,8 +92,13 @@ func (m *Manager) tick(ctx context.Context, earliest time.Time) {
 	}
 }
 
+// The parts of a Manager that other packages of this module reach through
+// leaseinternal: fxmodule tells it of the flip from a lifecycle listener,
+// the benchmarks drive one renewal round and count the leases held.
 func init() {
 	leaseinternal.RenewAll = func(m any, ctx context.Context) error { return m.(*Manager).renewAll(ctx) }
+	leaseinternal.BeginDrain = func(m any) { m.(*Manager).beginDrain() }
+	leaseinternal.Held = func(m any) int { return len(m.(*Manager).snapshot(false)) }
 }
 
 // heartbeatTick writes the heartbeat alone (the drain mark), in one call:
@@ -177,7 +182,7 @@ func (m *Manager) renewPipeline(ctx context.Context, leases []*Lease) ([]batchCa
 func isNoScript(err error) bool { return err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") }
 
 // heartbeatArgs are the heartbeat script's ARGV; the state follows the
-// drain gate, so every write after BeginDrain says draining.
+// drain gate, so every write after the flip says draining.
 func (m *Manager) heartbeatArgs() []any {
 	state := stateActive
 	if m.gateClosed() {

@@ -131,8 +131,8 @@ func TestWaitReplicas(t *testing.T) {
 	if _, err := m2.Acquire(ctx, "short"); err == nil || !strings.Contains(err.Error(), "WaitReplicas 2") {
 		t.Fatalf("Acquire with WaitReplicas 2 and one replica: got %v; want an error naming WaitReplicas 2", err)
 	}
-	if n := c.Exists(ctx, m2.routeKey("short")).Val(); n != 0 || len(m2.Leases()) != 0 {
-		t.Fatalf("after a short WAIT: key exists %d, held %d; want the lease released", n, len(m2.Leases()))
+	if n := c.Exists(ctx, m2.routeKey("short")).Val(); n != 0 || len(m2.snapshot(false)) != 0 {
+		t.Fatalf("after a short WAIT: key exists %d, held %d; want the lease released", n, len(m2.snapshot(false)))
 	}
 }
 
@@ -187,20 +187,40 @@ func TestWaitReplicasFollowsAMovedSlot(t *testing.T) {
 	if err != nil {
 		t.Fatalf("CLUSTER MYID: %v", err)
 	}
-	// Move the (empty) slot: the new owner first, then the others.
-	servers := []*redistest.Server{target}
+	// Move the (empty) slot: the new owner first, then the others. The new
+	// owner's claim carries its config epoch, which may be below the old
+	// owner's: gossip the old owner sent before its own SETSLOT would then
+	// take the slot back on the new owner, and the two would answer MOVED
+	// to each other for good. So the new owner bumps its epoch, and claims
+	// the slot again until every node agrees on it.
+	claim := func() {
+		for _, args := range [][]any{{"CLUSTER", "SETSLOT", keySlot(key), "NODE", targetID}, {"CLUSTER", "BUMPEPOCH"}} {
+			if err := tc.Do(ctx, args...).Err(); err != nil {
+				t.Fatalf("%v on %s: %v", args, target.Addr, err)
+			}
+		}
+	}
+	claim()
+	var others []*redis.Client
 	for _, s := range cl.Servers {
 		if s != target {
-			servers = append(servers, s)
+			if err := s.Client().Do(ctx, "CLUSTER", "SETSLOT", keySlot(key), "NODE", targetID).Err(); err != nil {
+				t.Fatalf("CLUSTER SETSLOT on %s: %v", s.Addr, err)
+			}
+			others = append(others, s.Client())
 		}
 	}
-	for _, s := range servers {
-		if err := s.Client().Do(ctx, "CLUSTER", "SETSLOT", keySlot(key), "NODE", targetID).Err(); err != nil {
-			t.Fatalf("CLUSTER SETSLOT on %s: %v", s.Addr, err)
+	waitFor(t, "every node to agree on the slot's new owner", func() bool {
+		if err := tc.Get(ctx, key).Err(); !errors.Is(err, redis.Nil) {
+			claim() // taken back by stale gossip
+			return false
 		}
-	}
-	waitFor(t, "the old owner to redirect", func() bool {
-		return redis.HasErrorPrefix(owner.Get(ctx, key).Err(), "MOVED")
+		for _, o := range others {
+			if err := o.Get(ctx, key).Err(); err == nil || !redis.HasErrorPrefix(err, "MOVED") || !strings.HasSuffix(err.Error(), " "+target.Addr) {
+				return false
+			}
+		}
+		return true
 	})
 
 	_, err = m.Acquire(ctx, "moved")

@@ -84,7 +84,7 @@ func TestSlowRedis(t *testing.T) {
 				t.Fatalf("Acquire: %v", err)
 			}
 			return func(ctx context.Context) error {
-				if err := m.ReleaseAll(ctx); err != nil {
+				if err := m.releaseAll(ctx); err != nil {
 					return err
 				}
 				if n := admin.Exists(context.Background(), m.routeKey("slow-hook"), m.nodeKey()).Val(); n != 0 {

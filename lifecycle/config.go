@@ -3,8 +3,11 @@ package lifecycle
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Defaults for [Config].
@@ -24,10 +27,12 @@ const (
 	DefaultDelayFloor = time.Second
 )
 
-// Config is what a [Manager] needs to know; [ConfigFromEnv] reads it from
-// the environment. A zero budget (DrainTimeout, ReadyTimeout, DelayFloor)
+// Config is what a [Manager] needs to know; [ConfigFromEnv] reads its
+// durations and names from the environment, and the caller sets Logger
+// and Registerer. A zero budget (DrainTimeout, ReadyTimeout, DelayFloor)
 // means its default, since no drain can work with none; a zero optional
-// behaviour (DrainDelay, QuietWindow) means off. ConfigFromEnv turns the
+// behaviour (DrainDelay, QuietWindow) means off, and a nil Logger or
+// Registerer means slog.Default() or no export. ConfigFromEnv turns the
 // delay on by default (DRAIN_DELAY unset is [DefaultDrainDelay]): behind a
 // load balancer a process needs one, so set DrainDelay when you build a
 // Config by hand.
@@ -55,16 +60,25 @@ type Config struct {
 	// default [DefaultReadyTimeout]). Kept here so all environment parsing
 	// lives in one place; package readiness uses it.
 	ReadyTimeout time.Duration
+
+	// Logger receives the transition, phase and report lines (default
+	// slog.Default()). Not read from the environment.
+	Logger *slog.Logger
+	// Registerer, when set, receives the manager's metrics:
+	// service_draining, service_shutdown_duration_ms and
+	// drain_hook_outcomes_total{phase,outcome}. When nil they are kept but
+	// not exported. Not read from the environment.
+	Registerer prometheus.Registerer
 }
 
-// ConfigError names a configuration field (or environment variable) and the
-// value it could not accept.
-type ConfigError struct {
-	Field, Value, Problem string
+// fieldError names a configuration field (or environment variable) and
+// the value it could not accept: the error of Validate and ConfigFromEnv.
+type fieldError struct {
+	field, value, problem string
 }
 
-func (e *ConfigError) Error() string {
-	return fmt.Sprintf("lifecycle: %s=%q: %s", e.Field, e.Value, e.Problem)
+func (e *fieldError) Error() string {
+	return fmt.Sprintf("lifecycle: %s=%q: %s", e.field, e.value, e.problem)
 }
 
 // withDefaults returns c with every unset budget at its default.
@@ -84,10 +98,12 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-// Validate reports the first field that cannot work, naming it and its value.
+// Validate reports the first field that cannot work, in an error that
+// names the field and its value, e.g. lifecycle: DrainDelay="40s": must be
+// shorter than DrainTimeout (30s), or no time is left to drain.
 func (c Config) Validate() error {
 	bad := func(field string, v time.Duration, problem string) error {
-		return &ConfigError{Field: field, Value: v.String(), Problem: problem}
+		return &fieldError{field: field, value: v.String(), problem: problem}
 	}
 	switch {
 	case c.DrainTimeout <= 0:
@@ -111,7 +127,8 @@ func (c Config) Validate() error {
 // ConfigFromEnv reads the configuration from the environment through
 // getenv (os.Getenv when nil), applies defaults and validates it. A value
 // that does not parse is an error naming the variable and the value:
-// nothing falls back silently to a default.
+// nothing falls back silently to a default. Logger and Registerer are left
+// for the caller to set.
 func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	if getenv == nil {
 		getenv = os.Getenv
@@ -134,13 +151,13 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		}
 		parsed, err := time.ParseDuration(v)
 		if err != nil {
-			return Config{}, &ConfigError{Field: d.env, Value: v, Problem: "not a duration (want e.g. 30s, 500ms)"}
+			return Config{}, &fieldError{field: d.env, value: v, problem: "not a duration (want e.g. 30s, 500ms)"}
 		}
 		if parsed <= 0 && d.env != "DRAIN_DELAY" {
-			return Config{}, &ConfigError{Field: d.env, Value: v, Problem: "must be positive"}
+			return Config{}, &fieldError{field: d.env, value: v, problem: "must be positive"}
 		}
 		if parsed < 0 {
-			return Config{}, &ConfigError{Field: d.env, Value: v, Problem: "must not be negative"}
+			return Config{}, &fieldError{field: d.env, value: v, problem: "must not be negative"}
 		}
 		*d.dst = parsed
 	}
@@ -153,9 +170,9 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	c = c.withDefaults()
 	if err := c.Validate(); err != nil {
 		// Name the variable, not the field: that is what the operator set.
-		var ce *ConfigError
-		if errors.As(err, &ce) {
-			ce.Field = envName(ce.Field)
+		var fe *fieldError
+		if errors.As(err, &fe) {
+			fe.field = envName(fe.field)
 		}
 		return Config{}, err
 	}

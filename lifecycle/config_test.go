@@ -80,3 +80,12 @@ func TestNewRejectsBadConfig(t *testing.T) {
 	_, err := lifecycle.New(lifecycle.Config{DrainTimeout: time.Second, DrainDelay: 2 * time.Second})
 	assert.ErrorContains(t, err, `DrainDelay="2s"`)
 }
+
+// The environment sets durations and names only: the logger and the
+// registerer are the caller's to set.
+func TestConfigFromEnvLeavesLoggerAndRegistererUnset(t *testing.T) {
+	got, err := lifecycle.ConfigFromEnv(env(map[string]string{"SERVICE_NAME": "svc"}))
+	require.NoError(t, err)
+	assert.Nil(t, got.Logger, "Logger")
+	assert.Nil(t, got.Registerer, "Registerer")
+}

@@ -28,7 +28,11 @@
 // names the variable and the value; nothing falls back silently. In a
 // [Config] built by hand, a zero budget means its default and a zero
 // DrainDelay or QuietWindow means off (ConfigFromEnv defaults the delay to
-// [DefaultDrainDelay]).
+// [DefaultDrainDelay]). Every setting is a field of Config, the logger and
+// the metrics registerer included, as in each drainkit package: there are
+// no functional options. [Config.Validate] (and [New], which calls it)
+// refuses a value that cannot work with an error naming the field and the
+// value.
 //
 // # Running
 //
@@ -36,9 +40,7 @@
 // runs the [Manager.OnStart] steps, marks the process Running, waits for a
 // signal (or for its context to end), drains, and returns the [Report]
 // whose ExitCode goes to os.Exit. [Manager.Shutdown] is the drain alone,
-// for a framework that must drain from inside its own stop. Work that must
-// happen even after a forced or late drain, such as closing clients, goes
-// in [WithAfterDrain]; its results join the report.
+// for a framework that must drain from inside its own stop.
 //
 // # Observability
 //

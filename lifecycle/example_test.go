@@ -39,8 +39,8 @@ func ExampleManager_Run() {
 // Listeners run at every transition, the flip included, before the
 // propagation delay and the hooks.
 func ExampleManager_OnTransition() {
-	m, _ := lifecycle.New(lifecycle.Config{Service: "room-service"},
-		lifecycle.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	m, _ := lifecycle.New(lifecycle.Config{Service: "room-service",
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	m.OnTransition(func(t lifecycle.Transition) { fmt.Println(t.From, "→", t.To) })
 	_ = m.AddHook(drain.Hook{Name: "flush", Phase: drain.Flush, Run: func(context.Context) error {
 		fmt.Println("flushing")

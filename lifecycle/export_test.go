@@ -2,8 +2,8 @@ package lifecycle
 
 // What only this package's tests reach: the steps Run takes, one at a time.
 
-// WithExit replaces os.Exit for the third signal.
-func WithExit(exit func(code int)) Option { return func(m *Manager) { m.exit = exit } }
+// SetExit replaces os.Exit for the third signal; call it before Run.
+func (m *Manager) SetExit(exit func(code int)) { m.exit = exit }
 
 // MarkRunning is Run's move to Running once start-up has finished.
 func (m *Manager) MarkRunning() error { return m.markRunning() }

@@ -11,11 +11,13 @@ import (
 	"time"
 
 	"github.com/drainkit/drainkit/drain"
+	"github.com/drainkit/drainkit/internal/draininternal"
+	"github.com/drainkit/drainkit/internal/lifecycleinternal"
 )
 
 // Manager owns the process's state and runs its drain. It is the single
 // source of truth for "are we draining?": readiness reads [Manager.State] on
-// every probe and the lease gate is a listener of [Manager.OnDrain].
+// every probe and the lease gate is a listener of [Manager.OnTransition].
 //
 // [Manager.Run] is the whole life of a process. [Manager.Shutdown] is the
 // drain alone: for a framework that must drain from inside its own
@@ -26,7 +28,7 @@ type Manager struct {
 	log     *slog.Logger
 	metrics *metrics
 	tracker *drain.Tracker
-	signals <-chan os.Signal // nil: the process's own SIGTERM and SIGINT
+	signals <-chan os.Signal // nil: the process's own SIGTERM and SIGINT; tests set it through internal/lifecycleinternal
 	exit    func(int)
 
 	state     atomic.Int32
@@ -36,75 +38,59 @@ type Manager struct {
 	// every listener sees the transitions in the order the state changed.
 	// A channel rather than a mutex: a transition waiting its turn is then
 	// durably blocked, which testing/synctest can wait for.
-	turn chan struct{}
-	// afterDrain runs after the drain, even a forced or late one; its
-	// results join the report (see WithAfterDrain).
-	afterDrain func() []drain.HookResult
-
-	mu        sync.Mutex // guards the fields below; never held while a hook or listener runs I/O
-	listeners []func(Transition)
-	hooks     []drain.Hook
-	starts    []func(context.Context) error
-	stopReq   context.Context // cancelled by the first stop request; never by anything else
-	stopNow   context.CancelFunc
-	stopAt    time.Time
-	stopWhy   string
-	forced    bool
-	forceNow  context.CancelFunc
+	turn       chan struct{}
+	mu         sync.Mutex                // guards the fields below; never held while a hook or listener runs I/O
+	afterDrain func() []drain.HookResult // runs after the drain, even a forced or late one; its results join the report
+	listeners  []func(Transition)
+	hooks      []drain.Hook
+	starts     []func(context.Context) error
+	stopReq    context.Context // cancelled by the first stop request; never by anything else
+	stopNow    context.CancelFunc
+	stopAt     time.Time
+	stopWhy    string
+	forced     bool
+	forceNow   context.CancelFunc
 
 	once   sync.Once // the one Shutdown
 	report *Report
 }
 
-// Option configures a Manager beyond its Config.
-type Option func(*Manager)
-
-// WithLogger sets the logger (default slog.Default()).
-func WithLogger(l *slog.Logger) Option { return func(m *Manager) { m.log = l } }
-
-// WithSignals makes [Manager.Run] read ch instead of subscribing to the
-// process's SIGTERM and SIGINT. Tests use it; so can a program that owns
-// signal handling itself.
-func WithSignals(ch <-chan os.Signal) Option { return func(m *Manager) { m.signals = ch } }
-
-// WithAfterDrain runs fn once the drain has finished and the state is
-// Stopped — also when the drain was forced or ran out of time — and before
-// the report is made: its results
-// join the report (and decide the exit code) like the drain's own hooks.
-// fn bounds its own work; it is for what must run even after a hard stop,
-// such as closing clients and flushing telemetry. Package fxmodule uses it
-// to run fx's OnStop hooks.
-func WithAfterDrain(fn func() []drain.HookResult) Option {
-	return func(m *Manager) { m.afterDrain = fn }
+func init() {
+	lifecycleinternal.SetSignals = func(m any, ch <-chan os.Signal) { m.(*Manager).signals = ch }
+	lifecycleinternal.SetAfterDrain = func(m any, fn func() []drain.HookResult) {
+		mm := m.(*Manager)
+		mm.mu.Lock()
+		defer mm.mu.Unlock()
+		mm.afterDrain = fn
+	}
+	lifecycleinternal.Config = func(m any) any { return m.(*Manager).cfg }
 }
 
 // New validates cfg (after applying defaults) and returns a Manager in
-// state Starting. It starts nothing.
-func New(cfg Config, opts ...Option) (*Manager, error) {
+// state Starting. It starts nothing. It registers the manager's metrics
+// with cfg.Registerer, and panics if their names are already registered
+// there, as prometheus.MustRegister does: that is a wiring bug, not a
+// runtime state.
+func New(cfg Config) (*Manager, error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	m := &Manager{
-		cfg:  cfg,
-		log:  slog.Default(),
-		exit: os.Exit,
-		turn: make(chan struct{}, 1),
+		cfg:     cfg,
+		log:     cfg.Logger,
+		exit:    os.Exit,
+		turn:    make(chan struct{}, 1),
+		tracker: new(drain.Tracker),
+		metrics: newMetrics(cfg.Registerer),
+	}
+	if m.log == nil {
+		m.log = slog.Default()
 	}
 	m.stopReq, m.stopNow = context.WithCancel(context.Background())
-	for _, o := range opts {
-		o(m)
-	}
-	m.tracker = new(drain.Tracker)
-	if m.metrics == nil {
-		m.metrics = newMetrics(nil)
-	}
 	m.enteredAt.Store(time.Now().UnixNano())
 	return m, nil
 }
-
-// Config returns the configuration in force, defaults applied.
-func (m *Manager) Config() Config { return m.cfg }
 
 // Tracker returns the in-flight tracker for the servers and hooks to share;
 // the adaptive delay watches its arrivals.
@@ -136,17 +122,6 @@ func (m *Manager) OnTransition(fn func(Transition)) {
 	m.listeners = append(m.listeners, fn)
 }
 
-// OnDrain registers fn to run synchronously at the flip to Draining, with
-// the same rules as a listener of OnTransition: the one transition most
-// listeners care about, read at its call site (m.OnDrain(l.BeginDrain)).
-func (m *Manager) OnDrain(fn func()) {
-	m.OnTransition(func(t Transition) {
-		if t.To == Draining {
-			fn()
-		}
-	})
-}
-
 // OnStart registers a start step for [Manager.Run]. Steps run in order;
 // their context is cancelled when a stop is requested during start-up.
 func (m *Manager) OnStart(fn func(ctx context.Context) error) {
@@ -155,8 +130,9 @@ func (m *Manager) OnStart(fn func(ctx context.Context) error) {
 	m.starts = append(m.starts, fn)
 }
 
-// AddHook registers drain hooks. A hook that fails [drain.Hook.Validate],
-// or whose name is taken, is refused with an error and none of hooks is
+// AddHook registers drain hooks. A hook that [drain.Run] would refuse
+// (empty Name, a Phase that is not one of the five, a negative Timeout, a
+// nil Run), or whose name is taken, is refused with an error and none of hooks is
 // added; so are hooks added once the drain has begun.
 func (m *Manager) AddHook(hooks ...drain.Hook) error {
 	m.mu.Lock()
@@ -169,7 +145,7 @@ func (m *Manager) AddHook(hooks ...drain.Hook) error {
 		seen[h.Name] = true
 	}
 	for _, h := range hooks {
-		if err := h.Validate(); err != nil {
+		if err := draininternal.ValidateHook(h); err != nil {
 			return err
 		}
 		if seen[h.Name] {
@@ -299,6 +275,7 @@ func (m *Manager) shutdown(ctx context.Context, reason string, startErr error) *
 	m.forceNow = cancel
 	forced := m.forced
 	hooks := append([]drain.Hook{}, m.hooks...)
+	afterDrain := m.afterDrain
 	m.mu.Unlock()
 	if forced {
 		cancel()
@@ -307,15 +284,15 @@ func (m *Manager) shutdown(ctx context.Context, reason string, startErr error) *
 	if wasRunning { // never ready, never in a load balancer: nothing to wait for
 		m.delay(dctx)
 	}
-	rep := drain.Run(dctx, reason, hooks, drain.OnPhase(func(p drain.Phase, n int) {
+	rep := drain.Run(draininternal.WithOnPhase(dctx, func(p string, n int) {
 		m.log.Info("drain phase", slog.String("service", m.cfg.Service), slog.String("node_id", m.cfg.NodeID),
-			slog.String("stage", p.String()), slog.Int("hooks", n), slog.Float64("elapsed_ms", msOf(time.Since(m.stopAt))))
-	}))
+			slog.String("stage", p), slog.Int("hooks", n), slog.Float64("elapsed_ms", msOf(time.Since(m.stopAt))))
+	}), reason, hooks)
 	rep.Start = m.stopAt // the report covers the whole budget, delay included
 	rep.Duration = time.Since(m.stopAt)
 	_ = m.transitionWith(Stopped, "drained", rep)
-	if m.afterDrain != nil { // the drain is over: what runs now only closes
-		rep.Hooks = append(rep.Hooks, m.afterDrain()...)
+	if afterDrain != nil { // the drain is over: what runs now only closes
+		rep.Hooks = append(rep.Hooks, afterDrain()...)
 		rep.Duration = time.Since(m.stopAt)
 	}
 	r := &Report{Report: rep, Service: m.cfg.Service, NodeID: m.cfg.NodeID}
@@ -366,7 +343,7 @@ func (m *Manager) delay(ctx context.Context) {
 // arrivals seen so far: floor, or a quiet window after the last arrival.
 func (m *Manager) adaptiveEnd(start time.Time) time.Time {
 	at := start.Add(m.cfg.DelayFloor)
-	if q := m.tracker.LastArrival().Add(m.cfg.QuietWindow); q.After(at) {
+	if q := draininternal.LastArrival(m.tracker).Add(m.cfg.QuietWindow); q.After(at) {
 		at = q
 	}
 	return at
@@ -379,7 +356,7 @@ func (m *Manager) logReport(r *Report) {
 	}
 	m.log.Log(context.Background(), level, "drain report",
 		slog.String("service", r.Service), slog.String("node_id", r.NodeID),
-		slog.Int("exit_code", r.ExitCode), slog.Any("report", r))
+		slog.Int("exit_code", r.ExitCode), slog.Attr{Key: "report", Value: r.logValue()})
 }
 
 // errStartAborted marks a start step cut short by a stop request.

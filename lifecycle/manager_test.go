@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/drainkit/drainkit/drain"
+	"github.com/drainkit/drainkit/internal/lifecycleinternal"
 	"github.com/drainkit/drainkit/lifecycle"
 )
 
@@ -33,9 +34,11 @@ func newHarness(t *testing.T, cfg lifecycle.Config) *harness {
 	t.Helper()
 	h := &harness{sig: make(chan os.Signal, 3), logs: &bytes.Buffer{}, exits: make(chan int, 1)}
 	log := slog.New(slog.NewJSONHandler(&lockedWriter{w: h.logs}, nil))
-	m, err := lifecycle.New(cfg, lifecycle.WithSignals(h.sig), lifecycle.WithLogger(log),
-		lifecycle.WithExit(func(code int) { h.exits <- code }))
+	cfg.Logger = log
+	m, err := lifecycle.New(cfg)
 	require.NoError(t, err)
+	lifecycleinternal.SetSignals(m, h.sig)
+	m.SetExit(func(code int) { h.exits <- code })
 	h.Manager = m
 	return h
 }
@@ -337,8 +340,7 @@ func TestLogsOneLinePerTransitionAndOneReport(t *testing.T) {
 // still see the transitions in the order the state changed, once each.
 func TestListenersSeeTransitionsInOrder(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		m, err := lifecycle.New(lifecycle.Config{Service: "svc", NodeID: "n1"},
-			lifecycle.WithLogger(slog.New(slog.DiscardHandler)))
+		m, err := lifecycle.New(lifecycle.Config{Service: "svc", NodeID: "n1", Logger: slog.New(slog.DiscardHandler)})
 		require.NoError(t, err)
 		var (
 			mu   sync.Mutex
@@ -398,13 +400,12 @@ func TestAfterDrainRunsAndIsReported(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				ran := 0
-				m, err := lifecycle.New(lifecycle.Config{Service: "svc", NodeID: "n1"},
-					lifecycle.WithLogger(slog.New(slog.DiscardHandler)),
-					lifecycle.WithAfterDrain(func() []drain.HookResult {
-						ran++
-						return []drain.HookResult{{Name: "close-client", Phase: drain.Close, Outcome: tt.give}}
-					}))
+				m, err := lifecycle.New(lifecycle.Config{Service: "svc", NodeID: "n1", Logger: slog.New(slog.DiscardHandler)})
 				require.NoError(t, err)
+				lifecycleinternal.SetAfterDrain(m, func() []drain.HookResult {
+					ran++
+					return []drain.HookResult{{Name: "close-client", Phase: drain.Close, Outcome: tt.give}}
+				})
 				require.NoError(t, m.MarkRunning())
 				if tt.force {
 					m.Force("second signal")
@@ -424,13 +425,12 @@ func TestAfterDrainRunsAndIsReported(t *testing.T) {
 func TestStoppedTransitionCarriesTheDrainReport(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		afterRan := false
-		m, err := lifecycle.New(lifecycle.Config{Service: "svc", NodeID: "n1", DrainDelay: time.Second},
-			lifecycle.WithLogger(slog.New(slog.DiscardHandler)),
-			lifecycle.WithAfterDrain(func() []drain.HookResult {
-				afterRan = true
-				return []drain.HookResult{{Name: "fx.OnStop close", Phase: drain.Close, Outcome: drain.OK}}
-			}))
+		m, err := lifecycle.New(lifecycle.Config{Service: "svc", NodeID: "n1", DrainDelay: time.Second, Logger: slog.New(slog.DiscardHandler)})
 		require.NoError(t, err)
+		lifecycleinternal.SetAfterDrain(m, func() []drain.HookResult {
+			afterRan = true
+			return []drain.HookResult{{Name: "fx.OnStop close", Phase: drain.Close, Outcome: drain.OK}}
+		})
 		var got []lifecycle.Transition
 		var hooks []string
 		m.OnTransition(func(tr lifecycle.Transition) {

@@ -10,15 +10,6 @@ type metrics struct {
 	outcomes *prometheus.CounterVec
 }
 
-// WithRegisterer registers the manager's metrics with reg:
-// service_draining, service_shutdown_duration_ms and
-// drain_hook_outcomes_total{phase,outcome}. Without it they are kept but
-// not exported. It panics if the names are already registered with reg,
-// as prometheus.MustRegister does: that is a wiring bug, not a runtime state.
-func WithRegisterer(reg prometheus.Registerer) Option {
-	return func(m *Manager) { m.metrics = newMetrics(reg) }
-}
-
 func newMetrics(reg prometheus.Registerer) *metrics {
 	mt := &metrics{
 		draining: prometheus.NewGauge(prometheus.GaugeOpts{
@@ -49,6 +40,6 @@ func (mt *metrics) transition(t Transition) {
 func (mt *metrics) drained(r *Report) {
 	mt.duration.Set(msOf(r.Duration))
 	for _, h := range r.Hooks {
-		mt.outcomes.WithLabelValues(h.Phase.String(), string(h.Outcome)).Inc()
+		mt.outcomes.WithLabelValues(string(h.Phase), string(h.Outcome)).Inc()
 	}
 }

@@ -18,8 +18,7 @@ import (
 
 func TestMetrics(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	m, err := lifecycle.New(lifecycle.Config{NodeID: "n1"},
-		lifecycle.WithRegisterer(reg), lifecycle.WithLogger(slog.New(slog.DiscardHandler)))
+	m, err := lifecycle.New(lifecycle.Config{NodeID: "n1", Registerer: reg, Logger: slog.New(slog.DiscardHandler)})
 	require.NoError(t, err)
 	require.NoError(t, m.AddHook(
 		drain.Hook{Name: "ok", Phase: drain.Flush, Run: func(context.Context) error { return nil }},

@@ -81,9 +81,9 @@ func exitCode(r *Report) int {
 	return ExitClean
 }
 
-// LogValue logs the report as one JSON object: nested under a JSON handler,
-// a quoted JSON string under a text handler.
-func (r *Report) LogValue() slog.Value {
+// logValue is the report as one JSON object in a log line: nested under a
+// JSON handler, a quoted JSON string under a text handler.
+func (r *Report) logValue() slog.Value {
 	b, err := json.Marshal(r)
 	if err != nil {
 		return slog.StringValue("unmarshalable report: " + err.Error())

@@ -10,7 +10,7 @@ import (
 	"syscall"
 )
 
-// handleSignals subscribes to SIGTERM and SIGINT (or the WithSignals
+// handleSignals subscribes to SIGTERM and SIGINT (or the test's
 // channel) and escalates: the first signal requests a stop, the second
 // forces the drain, the third ends the process at once with [ExitForced].
 // It returns a function that unsubscribes and waits for the watching

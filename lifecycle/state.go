@@ -30,9 +30,6 @@ func (s State) String() string {
 	return stateNames[s]
 }
 
-// MarshalText encodes the state by name.
-func (s State) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
-
 // canMove reports whether the state machine allows from → to.
 func canMove(from, to State) bool {
 	switch from {
@@ -55,7 +52,8 @@ type Transition struct {
 	At time.Time
 	// Report is set on the transition to Stopped: what the drain did, from
 	// the stop request (the propagation delay included) to its last hook.
-	// What runs after the drain (WithAfterDrain) is not in it yet. It is the
+	// What runs after the drain (fx's OnStop hooks, under package
+	// fxmodule) is not in it yet. It is the
 	// hook for exporting the drain, to a tracer say, before the process
 	// closes its telemetry; read it during the call, do not keep it.
 	Report *drain.Report

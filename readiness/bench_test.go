@@ -20,7 +20,7 @@ import (
 // of its requests per second).
 func BenchmarkReadyHTTP(b *testing.B) {
 	r, err := readiness.New(readiness.Config{Service: "room-service", NodeID: "room-1",
-		CacheTTL: time.Hour, Logger: (&logs{}).logger()}, newState(lifecycle.Running))
+		CacheTTL: time.Hour, Logger: (&logs{}).logger()}, newState(lifecycle.Running).State)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -80,7 +80,7 @@ func BenchmarkStampede(b *testing.B) {
 	// benchmark measures the stampede, not the machine's overload.
 	r, err := readiness.New(readiness.Config{Service: "room-service", NodeID: "room-1",
 		CacheTTL: ttl, ReadyTimeout: 5 * time.Second, CheckTimeout: 5 * time.Second,
-		Logger: (&logs{}).logger()}, newState(lifecycle.Running))
+		Logger: (&logs{}).logger()}, newState(lifecycle.Running).State)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -29,9 +29,6 @@ func (t Tier) String() string {
 	return fmt.Sprintf("tier(%d)", int(t))
 }
 
-// MarshalText encodes the tier by name.
-func (t Tier) MarshalText() ([]byte, error) { return []byte(t.String()), nil }
-
 // Check is one readiness probe of a dependency.
 type Check struct {
 	// Name identifies the check in bodies, logs and metric labels; unique.
@@ -63,15 +60,14 @@ func (c Check) validate() error {
 	return nil
 }
 
-// Status is the outcome of a probe or of one check.
-type Status string
-
-// The statuses reported in bodies and logs.
+// The statuses of a [Report] and of each [CheckResult], as they appear in
+// bodies and logs. Like CheckResult.Tier they are plain strings: a report
+// is read, compared and printed, never built by the caller.
 const (
 	// StatusOK: ready (or live), every check passes.
-	StatusOK Status = "ok"
+	StatusOK = "ok"
 	// StatusDegraded: ready, but an informational check fails.
-	StatusDegraded Status = "degraded"
+	StatusDegraded = "degraded"
 	// StatusFail: not ready (or not live).
-	StatusFail Status = "fail"
+	StatusFail = "fail"
 )

@@ -9,16 +9,17 @@
 //
 // # Liveness
 //
-// [Registry.Live] looks only at the process itself: [Heartbeat] watchdogs
-// that main loops (room manager, outbox worker, consumer) beat. It never
-// checks a dependency: a restart cannot fix a dead database, and restarting
-// every replica during its outage is a restart storm. Liveness stays 200
-// while the process drains.
+// The live probe looks only at the process itself: watchdogs that main
+// loops (room manager, outbox worker, consumer) beat, registered with
+// [Registry.Heartbeat]. It never checks a dependency: a restart cannot fix
+// a dead database, and restarting every replica during its outage is a
+// restart storm. Liveness stays 200 while the process drains.
 //
 // # Readiness and tiers
 //
-// [Registry.Ready] is ok only when the lifecycle state is Running and every
-// [Gating] check passes. Starting and Draining answer 503 at once, without
+// [Registry.Ready] is ok only when the lifecycle state (read through the
+// function given to [New], such as a lifecycle.Manager's State method) is
+// Running and every [Gating] check passes. Starting and Draining answer 503 at once, without
 // running a check: the state is read on every probe, so the first probe
 // after the flip already fails, even with a fresh cached "ok".
 //
@@ -39,6 +40,11 @@
 // goroutine a starved process runs late. A check that overruns is reported
 // failed with "deadline exceeded" and hides no other check's result. A
 // panicking check is a failure, not a crash.
+//
+// Every setting is a field of [Config], the logger and the metrics
+// registerer included, as in each drainkit package: there are no
+// functional options, and [Config.Validate] names the field and the value
+// it refuses.
 //
 // Results are reused for [Config.CacheTTL]. Concurrent probes share one
 // evaluation, which the registry owns: a prober that disconnects does not

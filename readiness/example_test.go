@@ -17,7 +17,7 @@ func quietLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
 
 func Example() {
 	st := newState(lifecycle.Running) // in a service: the lifecycle.Manager
-	reg, err := readiness.New(readiness.Config{Service: "room-service", NodeID: "room-1", Logger: quietLogger()}, st)
+	reg, err := readiness.New(readiness.Config{Service: "room-service", NodeID: "room-1", Logger: quietLogger()}, st.State)
 	if err != nil {
 		panic(err)
 	}
@@ -47,7 +47,7 @@ func Example() {
 
 func ExampleRegistry_Mount() {
 	reg, _ := readiness.New(readiness.Config{Service: "gateway-service", NodeID: "gw-1", Logger: quietLogger()},
-		newState(lifecycle.Starting))
+		newState(lifecycle.Starting).State)
 	defer reg.Close(context.Background())
 	mux := http.NewServeMux()
 	reg.Mount(mux)
@@ -65,13 +65,17 @@ func ExampleRegistry_Mount() {
 
 func ExampleRegistry_Heartbeat() {
 	reg, _ := readiness.New(readiness.Config{Service: "room-service", NodeID: "room-1", Logger: quietLogger()},
-		newState(lifecycle.Running))
+		newState(lifecycle.Running).State)
 	defer reg.Close(context.Background())
-	hb, _ := reg.Heartbeat("outbox", 5*time.Second)
+	beat, _ := reg.Heartbeat("outbox", 5*time.Second)
 
 	// In the outbox worker's loop:
-	hb.Beat()
+	beat()
 
-	fmt.Println(reg.Live().Status)
-	// Output: ok
+	mux := http.NewServeMux()
+	reg.Mount(mux)
+	rec := httptest.NewRecorder()
+	mux.ServeHTTP(rec, httptest.NewRequest("GET", readiness.LivePath, nil))
+	fmt.Println(rec.Code)
+	// Output: 200
 }

@@ -7,6 +7,7 @@ import "net/http"
 
 func (r *Registry) ReadyHandler() http.Handler { return r.readyHandler() }
 func (r *Registry) LiveHandler() http.Handler  { return r.liveHandler() }
+func (r *Registry) Live() Report               { return r.live() }
 func (r *Report) Failed() []string             { return r.failed() }
 
 var Redact = redact

@@ -40,23 +40,32 @@ func TestOnTransitionLogsTheFlip(t *testing.T) {
 	})
 }
 
+// A heartbeat is fresh when registered, stale once silent for longer than
+// its gap, and fresh again after a beat: what the live probe lists for it.
 func TestHeartbeatFresh(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := newRegistry(t, newState(lifecycle.Running), &logs{})
-		h, err := r.Heartbeat("outbox_worker", time.Second)
+		beat, err := r.Heartbeat("outbox_worker", time.Second)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !h.Fresh() {
-			t.Error("new heartbeat: Fresh() = false; want true")
+		fresh := func() bool {
+			c, ok := findCheck(r.Live(), "outbox_worker")
+			if !ok {
+				t.Fatal("heartbeat outbox_worker not listed by the live probe")
+			}
+			return c.Status == readiness.StatusOK
+		}
+		if !fresh() {
+			t.Error("new heartbeat: not fresh; want fresh")
 		}
 		time.Sleep(2 * time.Second) // fake time: the loop has been silent
-		if h.Fresh() {
-			t.Error("silent for 2s with a 1s gap: Fresh() = true; want false")
+		if fresh() {
+			t.Error("silent for 2s with a 1s gap: fresh; want stale")
 		}
-		h.Beat()
-		if !h.Fresh() {
-			t.Error("after Beat: Fresh() = false; want true")
+		beat()
+		if !fresh() {
+			t.Error("after a beat: not fresh; want fresh")
 		}
 	})
 }
@@ -115,7 +124,7 @@ func TestNoOldResultWhileAQuietSpellRefreshes(t *testing.T) {
 		r.Ready(t.Context()) // ok, an hour ago
 		down.Store(true)
 		time.Sleep(time.Hour)
-		got := make(chan readiness.Status, 2)
+		got := make(chan string, 2)
 		for range 2 { // the first starts the refresh, the second arrives during it
 			go func() { got <- r.Ready(t.Context()).Status }()
 			synctest.Wait()

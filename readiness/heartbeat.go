@@ -6,43 +6,38 @@ import (
 	"time"
 )
 
-// Heartbeat is a liveness watchdog for one main loop (a room manager, an
-// outbox worker, a consumer). The loop calls [Heartbeat.Beat] each time round;
-// liveness fails when the last beat is older than the heartbeat's gap.
-//
-// A Heartbeat counts as beaten when it is created, so a loop has one gap to
-// start.
-type Heartbeat struct {
+// heartbeat is a liveness watchdog for one main loop; see
+// [Registry.Heartbeat].
+type heartbeat struct {
 	name   string
 	maxGap time.Duration
 	epoch  time.Time    // monotonic reference for last
 	last   atomic.Int64 // nanoseconds since epoch of the last beat
 }
 
-// Beat records that the loop is alive. It is safe for concurrent use and does
-// not allocate.
-func (h *Heartbeat) Beat() { h.last.Store(int64(time.Since(h.epoch))) }
-
-// Fresh reports whether the last beat is within the heartbeat's maxGap, the
-// test liveness applies, without evaluating liveness (no transition log, no
-// metric): for a gauge such as room_outbox_worker_alive.
-func (h *Heartbeat) Fresh() bool { return h.age(time.Now()) <= h.maxGap }
+// beat records that the loop is alive.
+func (h *heartbeat) beat() { h.last.Store(int64(time.Since(h.epoch))) }
 
 // age is how long ago the last beat was.
-func (h *Heartbeat) age(now time.Time) time.Duration {
+func (h *heartbeat) age(now time.Time) time.Duration {
 	return now.Sub(h.epoch) - time.Duration(h.last.Load())
 }
 
-// Heartbeat registers a liveness watchdog named name that fails liveness once
-// it has not beaten for longer than maxGap. Names are unique among heartbeats.
-func (r *Registry) Heartbeat(name string, maxGap time.Duration) (*Heartbeat, error) {
+// Heartbeat registers a liveness watchdog for one main loop (a room
+// manager, an outbox worker, a consumer) and returns the function the loop
+// calls each time round. Liveness fails once the last call is older than
+// maxGap; registering counts as a beat, so a loop has one gap to start.
+// The beat is safe for concurrent use and does not allocate. Names are
+// unique among heartbeats; an empty name or a maxGap that is not positive
+// is refused.
+func (r *Registry) Heartbeat(name string, maxGap time.Duration) (beat func(), err error) {
 	if name == "" {
 		return nil, fmt.Errorf("readiness: heartbeat name is empty")
 	}
 	if maxGap <= 0 {
 		return nil, fmt.Errorf("readiness: heartbeat %q: maxGap is %v; want a positive duration", name, maxGap)
 	}
-	h := &Heartbeat{name: name, maxGap: maxGap, epoch: time.Now()}
+	h := &heartbeat{name: name, maxGap: maxGap, epoch: time.Now()}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, o := range r.heartbeats {
@@ -51,5 +46,5 @@ func (r *Registry) Heartbeat(name string, maxGap time.Duration) (*Heartbeat, err
 		}
 	}
 	r.heartbeats = append(r.heartbeats, h)
-	return h, nil
+	return h.beat, nil
 }

@@ -38,7 +38,7 @@ func (r *Registry) readyHandler() http.Handler {
 
 func (r *Registry) liveHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		rep := r.Live()
+		rep := r.live()
 		code := http.StatusOK
 		if rep.Status == StatusFail {
 			code = http.StatusInternalServerError

@@ -22,7 +22,7 @@ func TestCheckTimeoutCountsFromProbeCall(t *testing.T) {
 		name       string
 		late       time.Duration // how late the check's goroutine runs
 		slow       time.Duration // how long Probe takes once called
-		wantStatus readiness.Status
+		wantStatus string
 		wantMsg    string
 	}{
 		{name: "on time", wantStatus: readiness.StatusOK},

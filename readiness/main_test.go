@@ -19,7 +19,7 @@ import (
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // state is a settable lifecycle state, standing in for lifecycle.Manager,
-// which is what readiness.StateSource abstracts.
+// whose State method readiness.New is given.
 type state struct{ v atomic.Int32 }
 
 func newState(s lifecycle.State) *state {
@@ -67,12 +67,12 @@ func (l *logs) logger() *slog.Logger {
 
 // newRegistry returns a registry for tests, closed at the end of the test.
 // Inside a synctest bubble it must be called from the bubble.
-func newRegistry(t *testing.T, st readiness.StateSource, l *logs) *readiness.Registry {
+func newRegistry(t *testing.T, st *state, l *logs) *readiness.Registry {
 	t.Helper()
 	if l == nil {
 		l = &logs{}
 	}
-	r, err := readiness.New(readiness.Config{Service: "room-service", NodeID: "room-1", Logger: l.logger()}, st)
+	r, err := readiness.New(readiness.Config{Service: "room-service", NodeID: "room-1", Logger: l.logger()}, st.State)
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}

@@ -63,7 +63,7 @@ func (r *Registry) ready(ctx context.Context, all bool) Report {
 // stateReport answers for any state but Running, and once the registry is
 // closed, without running a check.
 func (r *Registry) stateReport() (Report, bool) {
-	st := r.state.State()
+	st := r.state()
 	if st == lifecycle.Running && !r.closed.Load() {
 		return Report{}, false
 	}
@@ -76,18 +76,18 @@ func (r *Registry) stateReport() (Report, bool) {
 	return rep, true
 }
 
-// Live answers a liveness probe from the heartbeats alone: no dependency is
+// live answers a liveness probe from the heartbeats alone: no dependency is
 // ever checked, since a restart cannot fix one and restarting every replica
 // during its outage is a restart storm. While the process drains (or has
 // stopped) liveness stays ok: loops stop on purpose then, and the process is
 // on its way out anyway; stale heartbeats are still listed.
-func (r *Registry) Live() Report {
+func (r *Registry) live() Report {
 	now := time.Now()
-	st := r.state.State()
+	st := r.state()
 	enforced := st == lifecycle.Starting || st == lifecycle.Running
 	rep := Report{Status: StatusOK, Service: r.cfg.Service, NodeID: r.cfg.NodeID, Time: now}
 	r.mu.Lock()
-	hbs := append([]*Heartbeat(nil), r.heartbeats...)
+	hbs := append([]*heartbeat(nil), r.heartbeats...)
 	r.mu.Unlock()
 	rep.Checks = make([]CheckResult, len(hbs))
 	for i, h := range hbs {

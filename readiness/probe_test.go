@@ -42,7 +42,7 @@ func TestLivenessIgnoresDependencies(t *testing.T) {
 		if c, _ := findCheck(rep, "outbox"); rep.Status != readiness.StatusFail || !strings.HasPrefix(c.Message, "no heartbeat for 6s") {
 			t.Errorf("stale heartbeat: got %s %q; want fail \"no heartbeat for 6s…\"", rep.Status, c.Message)
 		}
-		hb.Beat()
+		hb()
 		if rep := r.Live(); rep.Status != readiness.StatusOK {
 			t.Errorf("after Beat: got %s; want ok", rep.Status)
 		}
@@ -151,7 +151,7 @@ func TestTransitionLogs(t *testing.T) {
 func TestMetrics(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		reg := prometheus.NewRegistry()
-		r, err := readiness.New(readiness.Config{Service: "s", NodeID: "n", Logger: (&logs{}).logger(), Registerer: reg}, newState(lifecycle.Running))
+		r, err := readiness.New(readiness.Config{Service: "s", NodeID: "n", Logger: (&logs{}).logger(), Registerer: reg}, newState(lifecycle.Running).State)
 		if err != nil {
 			t.Fatal(err)
 		}

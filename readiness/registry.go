@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/drainkit/drainkit/internal/readinessinternal"
 	"github.com/drainkit/drainkit/lifecycle"
 )
 
@@ -21,19 +22,13 @@ var (
 	ErrClosed = errors.New("readiness: closed")
 )
 
-// StateSource reports the process's lifecycle state; *lifecycle.Manager
-// satisfies it. It is read on every ready probe and never cached.
-type StateSource interface {
-	State() lifecycle.State
-}
-
 // Registry holds the checks and heartbeats of one process and answers live
 // and ready probes. Create it with [New]; it starts no goroutine until a
 // probe needs an evaluation, and [Registry.Close] waits for every goroutine
 // it started.
 type Registry struct {
 	cfg     Config
-	state   StateSource
+	state   func() lifecycle.State
 	metrics *metrics
 
 	// base is the parent of every check's context; Close cancels it.
@@ -46,7 +41,7 @@ type Registry struct {
 
 	mu         sync.Mutex
 	entries    []*entry
-	heartbeats []*Heartbeat
+	heartbeats []*heartbeat
 	refreshing chan struct{} // non-nil while an evaluation runs; closed when it lands
 	// closed is set under mu (so no check starts after Close has begun
 	// waiting) and read without it on the path of a cached probe.
@@ -57,14 +52,19 @@ type Registry struct {
 	liveStatus  transitions
 }
 
-// New returns a Registry for the service described by cfg, reading the
-// lifecycle state from state.
-func New(cfg Config, state StateSource) (*Registry, error) {
+func init() {
+	readinessinternal.Config = func(r any) any { return r.(*Registry).cfg }
+}
+
+// New returns a Registry for the service described by cfg. state reports
+// the process's lifecycle state, such as a lifecycle.Manager's State
+// method; it is called on every ready probe and its answer never cached.
+func New(cfg Config, state func() lifecycle.State) (*Registry, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	if state == nil {
-		return nil, errors.New("readiness: state source is nil")
+		return nil, errors.New("readiness: state is nil; want a function such as a lifecycle.Manager's State method")
 	}
 	cfg = cfg.withDefaults()
 	m, err := newMetrics(cfg.Registerer)
@@ -76,11 +76,6 @@ func New(cfg Config, state StateSource) (*Registry, error) {
 	r.base, r.cancel = context.WithCancel(context.Background())
 	return r, nil
 }
-
-// Config returns the configuration the registry runs with, defaults filled
-// in: the service name its reports carry and the CacheTTL that a poller of
-// [Registry.Ready] (such as the grpc.health.v1 server) paces itself by.
-func (r *Registry) Config() Config { return r.cfg }
 
 // Add registers a check. A check with an empty name, a nil Probe, a negative
 // Timeout or a name already taken is rejected. A zero Timeout means

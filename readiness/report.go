@@ -8,8 +8,8 @@ import (
 
 // Report is the answer to one live or ready probe.
 type Report struct {
-	// Status is ok, degraded or fail.
-	Status Status
+	// Status is StatusOK, StatusDegraded or StatusFail.
+	Status string
 	// Reason says why a probe failed without running checks, e.g.
 	// "draining" or "starting"; empty otherwise.
 	Reason string
@@ -28,8 +28,9 @@ type CheckResult struct {
 	Name string
 	// Tier is "gating", "informational" or, for heartbeats, "liveness".
 	Tier string
-	// Status is ok or fail (degraded for a stale heartbeat while draining).
-	Status Status
+	// Status is StatusOK or StatusFail (StatusDegraded for a stale
+	// heartbeat while draining).
+	Status string
 	// Message is a short, credential-free error text; empty when ok.
 	Message string
 	// Duration is how long the check ran (or was waited for).
@@ -69,7 +70,7 @@ const tierLiveness = "liveness"
 func (r *Report) marshal(verbose bool) []byte {
 	b := make([]byte, 0, 160)
 	b = append(b, `{"status":`...)
-	b = appendString(b, string(r.Status))
+	b = appendString(b, r.Status)
 	if r.Reason != "" {
 		b = append(b, `,"reason":`...)
 		b = appendString(b, r.Reason)
@@ -96,7 +97,7 @@ func (r *Report) marshal(verbose bool) []byte {
 		b = append(b, `,"tier":`...)
 		b = appendString(b, c.Tier)
 		b = append(b, `,"status":`...)
-		b = appendString(b, string(c.Status))
+		b = appendString(b, c.Status)
 		if c.Message != "" {
 			b = append(b, `,"message":`...)
 			b = appendString(b, c.Message)

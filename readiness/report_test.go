@@ -9,7 +9,7 @@ import (
 // jsonBody is the shape Report.marshal writes, encoded by encoding/json
 // as the reference.
 type jsonBody struct {
-	Status     Status          `json:"status"`
+	Status     string          `json:"status"`
 	Reason     string          `json:"reason,omitempty"`
 	Service    string          `json:"service"`
 	NodeID     string          `json:"node_id"`
@@ -20,7 +20,7 @@ type jsonBody struct {
 type jsonCheckBody struct {
 	Name       string `json:"name"`
 	Tier       string `json:"tier"`
-	Status     Status `json:"status"`
+	Status     string `json:"status"`
 	Message    string `json:"message,omitempty"`
 	DurationMS int64  `json:"duration_ms"`
 	AgeMS      int64  `json:"age_ms"`

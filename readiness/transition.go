@@ -13,11 +13,11 @@ import (
 // transitions remembers the last status answered, so that exactly one log
 // line is written per change however many probes see it at once.
 type transitions struct {
-	status atomic.Pointer[Status]
+	status atomic.Pointer[string]
 }
 
 // swap records status and returns the previous one and whether it changed.
-func (t *transitions) swap(s Status) (old Status, changed bool) {
+func (t *transitions) swap(s string) (old string, changed bool) {
 	for {
 		p := t.status.Load()
 		if p != nil && *p == s {
@@ -33,7 +33,7 @@ func (t *transitions) swap(s Status) (old Status, changed bool) {
 }
 
 func (r *Registry) readyTransition(rep *Report, st lifecycle.State, took time.Duration) {
-	if rep.Status != StatusFail && r.state.State() != lifecycle.Running {
+	if rep.Status != StatusFail && r.state() != lifecycle.Running {
 		// The flip came while this probe evaluated: recording its "ok" now
 		// would log a fail→ok that never was. The state answer wins.
 		return
@@ -55,7 +55,7 @@ func (r *Registry) liveTransition(rep *Report, st lifecycle.State) {
 	r.logTransition("liveness changed", rep, old, st, 0)
 }
 
-func (r *Registry) logTransition(msg string, rep *Report, old Status, st lifecycle.State, took time.Duration) {
+func (r *Registry) logTransition(msg string, rep *Report, old string, st lifecycle.State, took time.Duration) {
 	failed := rep.failed()
 	reason := rep.Reason
 	if reason == "" && len(failed) > 0 {
@@ -68,8 +68,8 @@ func (r *Registry) logTransition(msg string, rep *Report, old Status, st lifecyc
 	r.cfg.Logger.LogAttrs(context.Background(), transitionLevel(rep.Status, st), msg,
 		slog.String("service", r.cfg.Service),
 		slog.String("node_id", r.cfg.NodeID),
-		slog.String("old_status", string(old)),
-		slog.String("new_status", string(rep.Status)),
+		slog.String("old_status", old),
+		slog.String("new_status", rep.Status),
 		slog.String("failed_check", strings.Join(failed, ",")),
 		slog.String("reason", reason),
 		slog.Int64("duration_ms", took.Milliseconds()),
@@ -78,7 +78,7 @@ func (r *Registry) logTransition(msg string, rep *Report, old Status, st lifecyc
 
 // transitionLevel keeps Error for failures an operator must look at: while
 // starting or draining, not ready is expected and logged at Info.
-func transitionLevel(s Status, st lifecycle.State) slog.Level {
+func transitionLevel(s string, st lifecycle.State) slog.Level {
 	switch {
 	case st != lifecycle.Running:
 		return slog.LevelInfo
@@ -91,7 +91,7 @@ func transitionLevel(s Status, st lifecycle.State) slog.Level {
 }
 
 // statusValue is the gauge value of a status: 1 serving, 0 not.
-func statusValue(s Status) float64 {
+func statusValue(s string) float64 {
 	if s == StatusFail {
 		return 0
 	}

@@ -31,14 +31,14 @@ func Record(ctx context.Context, tracer trace.Tracer, r *drain.Report) {
 	last := r.Start // where a hook that never ran is placed
 	for _, hooks := range byPhase(r.Hooks) {
 		from, to := bounds(hooks, last)
-		pctx, phase := tracer.Start(ctx, "drain."+hooks[0].Phase.String(), trace.WithTimestamp(from))
+		pctx, phase := tracer.Start(ctx, "drain."+string(hooks[0].Phase), trace.WithTimestamp(from))
 		for _, h := range hooks {
 			start := h.Start
 			if start.IsZero() {
 				start = from
 			}
 			_, span := tracer.Start(pctx, "drain.hook "+h.Name, trace.WithTimestamp(start), trace.WithAttributes(
-				attribute.String("drain.hook.phase", h.Phase.String()),
+				attribute.String("drain.hook.phase", string(h.Phase)),
 				attribute.String("drain.hook.outcome", string(h.Outcome)),
 				attribute.Float64("drain.hook.duration_ms", float64(h.Duration)/float64(time.Millisecond)),
 			))

@@ -23,8 +23,8 @@ func ExampleRecord() {
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
 	defer tp.Shutdown(context.Background())
 
-	m, _ := lifecycle.New(lifecycle.Config{Service: "svc", NodeID: "n1"},
-		lifecycle.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	m, _ := lifecycle.New(lifecycle.Config{Service: "svc", NodeID: "n1",
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	m.OnTransition(func(t lifecycle.Transition) {
 		if t.Report != nil {
 			draintrace.Record(context.Background(), tp.Tracer("drainkit"), t.Report)

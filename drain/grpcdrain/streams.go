@@ -18,13 +18,13 @@ var errStreamClosed = Refused("grpcdrain: server is draining; reconnect to anoth
 // serveStream runs a server stream registered with s: refused once the
 // drain has begun, its context cancelled when its turn to close comes.
 func serveStream(s *drain.Streams, srv any, ss grpc.ServerStream, handler grpc.StreamHandler) error {
-	st, ok := s.Open(ss.Context())
+	ctx, end, ok := s.Open(ss.Context())
 	if !ok {
 		return errIntakeClosed
 	}
-	defer st.End()
-	err := handler(srv, ctxStream{ss, st.Context()})
-	if st.Context().Err() != nil && ss.Context().Err() == nil && endedByContext(err) {
+	defer end()
+	err := handler(srv, ctxStream{ss, ctx})
+	if ctx.Err() != nil && ss.Context().Err() == nil && endedByContext(err) {
 		return errStreamClosed // the drain closed it, not the client
 	}
 	return err

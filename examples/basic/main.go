@@ -39,7 +39,8 @@ func main() {
 		log.Error("bad configuration", "err", fmt.Errorf("SLOW=%q: %w", os.Getenv("SLOW"), err))
 		os.Exit(lifecycle.ExitConfig)
 	}
-	m, err := lifecycle.New(cfg, lifecycle.WithLogger(log))
+	cfg.Logger = log
+	m, err := lifecycle.New(cfg)
 	if err != nil {
 		log.Error("bad configuration", "err", err)
 		os.Exit(lifecycle.ExitConfig)
@@ -55,7 +56,7 @@ func main() {
 		}
 	})
 	health, err := readiness.New(readiness.Config{Service: envOr("SERVICE_NAME", "basic"), NodeID: cfg.NodeID,
-		ReadyTimeout: cfg.ReadyTimeout, Logger: log}, m)
+		ReadyTimeout: cfg.ReadyTimeout, Logger: log}, m.State)
 	if err != nil {
 		log.Error("bad configuration", "err", err)
 		os.Exit(lifecycle.ExitConfig)

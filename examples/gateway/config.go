@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"math"
 	"net"
 	"strconv"
 	"strings"
@@ -58,6 +59,13 @@ type Config struct {
 	// a request is shed: 503 with Retry-After at once.
 	MaxPending      int
 	MaxPendingBytes int64
+	// SSEMaxCloseRate caps how many event subscribers per second the drain
+	// closes, paced over its budget (SSE_MAX_CLOSE_RATE; zero: drain's
+	// default). SSECloseAtDeadline (SSE_MAX_CLOSE_RATE=off) paces nothing:
+	// every subscriber is closed at once near the drain deadline, as a
+	// server that closes everything at its deadline does, for comparison.
+	SSEMaxCloseRate    float64
+	SSECloseAtDeadline bool
 }
 
 // ConfigError names an environment variable and the value refused.
@@ -106,6 +114,15 @@ func configFromEnv(getenv func(string) string, lcfg lifecycle.Config) (Config, e
 			return Config{}, &ConfigError{Var: "MAX_PENDING_BYTES", Value: v, Problem: fmt.Sprintf("want a number of bytes of at least %d (one request)", minPendingBytes)}
 		}
 		c.MaxPendingBytes = n
+	}
+	if v := getenv("SSE_MAX_CLOSE_RATE"); v == "off" {
+		c.SSECloseAtDeadline = true
+	} else if v != "" {
+		r, err := strconv.ParseFloat(v, 64)
+		if err != nil || !(r > 0) || math.IsInf(r, 0) {
+			return Config{}, &ConfigError{Var: "SSE_MAX_CLOSE_RATE", Value: v, Problem: "want a positive number of closes per second, or off"}
+		}
+		c.SSEMaxCloseRate = r
 	}
 	raw := getenv("ROOM_GRPC_ADDRS")
 	if strings.HasPrefix(strings.TrimSpace(raw), "dns:///") {

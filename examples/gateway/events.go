@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
@@ -13,11 +12,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/fx"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"github.com/drainkit/drainkit/drain"
-	"github.com/drainkit/drainkit/examples/room-service/roompb"
 )
 
 // eventsRoute is the Server-Sent Events route of a room.
@@ -27,17 +23,23 @@ const eventsRoute = "GET /api/v1/rooms/{id}/events"
 // another backend after one ended its stream (it is draining).
 const rewatchBackoff = 100 * time.Millisecond
 
+// closeAtDeadline is the close rate of SSE_MAX_CLOSE_RATE=off: one close
+// in thirty years, so no paced close ever falls due and drain.Streams
+// closes every subscriber at once when only its margin is left.
+const closeAtDeadline = 1e-9
+
 // events serves a room's events as Server-Sent Events: "id: <seq>",
 // "event: command", "data: {...}". A client resumes after the last event
 // it received with the Last-Event-ID header, as EventSource does on its
 // own when a connection ends. The gateway follows the room over
 // room-service's RoomEvents.WatchRoom, which any backend answers from
-// Redis: when a backend drains and ends the watch, the gateway watches
-// again on another from the last seq it sent, and its client sees nothing
-// of it. When the gateway itself drains, each subscriber is told (a
+// Redis, one watch per room for all its subscribers here (feeds): when a
+// backend drains and ends the watch, the gateway watches again on another
+// from the last seq it received, and its clients see nothing of it. When
+// the gateway itself drains, each subscriber is told (a
 // retry: field) and its stream closed paced, by drain.Streams.
 type events struct {
-	b       *backends
+	feeds   *feeds
 	streams *drain.Streams
 	log     *slog.Logger
 }
@@ -45,16 +47,27 @@ type events struct {
 type eventsParams struct {
 	fx.In
 	Backends   *backends
+	Config     Config `optional:"true"`
 	Logger     *slog.Logger
 	Registerer prometheus.Registerer `optional:"true"`
 }
 
 func newEvents(p eventsParams) (*events, error) {
-	s, err := drain.NewStreams(drain.StreamsConfig{Name: "sse", Registerer: p.Registerer})
+	rate := p.Config.SSEMaxCloseRate
+	if p.Config.SSECloseAtDeadline {
+		rate = closeAtDeadline
+	}
+	s, err := drain.NewStreams(drain.StreamsConfig{Name: "sse", MaxCloseRate: rate, Registerer: p.Registerer})
 	if err != nil {
 		return nil, err
 	}
-	return &events{b: p.Backends, streams: s, log: p.Logger}, nil
+	return &events{feeds: newFeeds(p.Backends, defaultFeedEvents), streams: s, log: p.Logger}, nil
+}
+
+// hooks drain the subscribers (drain.Streams) and, in the Close phase,
+// once they have ended, stop the feeds.
+func (e *events) hooks() []drain.Hook {
+	return append(e.streams.Hooks(), drain.Hook{Name: "sse.feeds", Phase: drain.Close, Run: e.feeds.Close})
 }
 
 // event is the data of one SSE event.
@@ -79,115 +92,87 @@ func (e *events) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		after = n
 	}
-	st, ok := e.streams.Open(r.Context())
+	ctx, end, ok := e.streams.Open(r.Context())
 	if !ok {
 		w.Header().Set("Retry-After", drain.RetryAfter)
 		writeError(w, http.StatusServiceUnavailable, "draining: subscribe on another instance")
 		return
 	}
-	defer st.End()
+	defer end()
 	rc := http.NewResponseController(w)
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
 	w.WriteHeader(http.StatusOK)
 	_ = rc.Flush()
-	if err := e.follow(st, id, after, w, rc); err != nil && st.Context().Err() == nil {
+	if err := e.follow(ctx, id, after, w, rc); err != nil && ctx.Err() == nil {
 		fmt.Fprintf(w, "event: error\ndata: %s\n\n", jsonString(err.Error()))
 		_ = rc.Flush()
 	}
 }
 
-// follow relays the room's events after seq after until the stream is
-// closed (its context ends) or a backend refuses the watch for good.
-func (e *events) follow(st *drain.Stream, id string, after int64, w http.ResponseWriter, rc *http.ResponseController) error {
-	ctx, told := st.Context(), st.Told()
-	for {
-		got, err := e.watch(ctx, id, after, func(ev *roompb.RoomEvent) error {
-			data, _ := json.Marshal(event{RoomID: ev.GetRoomId(), Seq: ev.GetSeq(), CommandID: ev.GetCommandId()})
-			if _, err := fmt.Fprintf(w, "id: %d\nevent: command\ndata: %s\n\n", ev.GetSeq(), data); err != nil {
+// follow relays the room's events after seq after, from the room's feed
+// shared with the gateway's other subscribers, until the stream is closed
+// (ctx, the stream's context, ends) or its position is refused.
+func (e *events) follow(ctx context.Context, id string, after int64, w http.ResponseWriter, rc *http.ResponseController) error {
+	told := e.streams.Told()
+	send := func(frames [][]byte) error {
+		for _, fr := range frames {
+			if _, err := w.Write(fr); err != nil {
 				return err
 			}
-			return rc.Flush()
-		}, &told, func() {
+		}
+		after += int64(len(frames))
+		if len(frames) == 0 {
+			return nil
+		}
+		return rc.Flush()
+	}
+	f := e.feeds.join(id, after)
+	defer func() { e.feeds.leave(id, f) }()
+	checked := false // a position ahead of the feed was checked against the log
+	for {
+		frames, behind, ferr, changed := f.since(after)
+		if behind || (!checked && after > f.head()) {
+			// Behind the feed's buffer, or ahead of a feed that is itself
+			// catching up: read what is missing from the room's log.
+			checked = true
+			log, err := e.feeds.readLog(ctx, id)
+			if err != nil {
+				return err
+			}
+			if after > int64(len(log)) {
+				return errPastEnd(id, after, len(log))
+			}
+			frames := make([][]byte, 0, int64(len(log))-after)
+			for i := after; i < int64(len(log)); i++ {
+				frames = append(frames, frame(id, i+1, log[i]))
+			}
+			if err := send(frames); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := send(frames); err != nil {
+			return err
+		}
+		if ferr != nil {
+			if after >= f.start { // past the room's end, as the feed's start was
+				return ferr
+			}
+			e.feeds.leave(id, f) // another subscriber's position failed it
+			f = e.feeds.join(id, after)
+			continue
+		}
+		select {
+		case <-ctx.Done():
+			return nil // closed by the drain or left by the client
+		case <-told:
 			// This gateway is leaving: reconnect in about a second (the
 			// close itself comes paced, before the drain deadline).
+			told = nil
 			fmt.Fprintf(w, "retry: %d\n\n", 500+rand.IntN(1000))
 			_ = rc.Flush()
-		})
-		after = got
-		switch code := status.Code(err); {
-		case ctx.Err() != nil:
-			return nil // closed by the drain or left by the client
-		case code == codes.InvalidArgument || code == codes.OutOfRange:
-			return err
-		case errors.Is(err, errNotStarted) || code == codes.Unavailable || code == codes.Canceled:
-			// The backend drained (UNAVAILABLE with RetryInfo) or broke:
-			// watch again from the last seq sent, on the next backend.
-			wait := time.Duration(float64(rewatchBackoff) * (0.5 + rand.Float64()))
-			select {
-			case <-ctx.Done():
-				return nil
-			case <-time.After(wait):
-			}
-		default:
-			return err
-		}
-	}
-}
-
-// watch watches the room on the balanced connection from after and calls
-// send for each event, and onTold once *told is closed (then sets it nil);
-// it returns the last seq sent and why the watch ended.
-func (e *events) watch(ctx context.Context, id string, after int64, send func(*roompb.RoomEvent) error, told *<-chan struct{}, onTold func()) (int64, error) {
-	conn := e.b.conn()
-	if conn == nil {
-		return after, errNotStarted
-	}
-	wctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	stream, err := roompb.NewRoomEventsClient(conn).WatchRoom(wctx, &roompb.WatchRoomRequest{RoomId: id, AfterSeq: after})
-	if err != nil {
-		return after, err
-	}
-	type recv struct {
-		ev  *roompb.RoomEvent
-		err error
-	}
-	next := make(chan recv)
-	done := make(chan struct{})
-	defer func() { cancel(); <-done }() // the receiving goroutine is this call's
-	go func() {
-		defer close(done)
-		for {
-			ev, err := stream.Recv()
-			select {
-			case next <- recv{ev, err}:
-			case <-wctx.Done():
-				return
-			}
-			if err != nil {
-				return
-			}
-		}
-	}()
-	for {
-		select {
-		case <-*told:
-			*told = nil
-			onTold()
-		case r := <-next:
-			if r.err != nil {
-				return after, r.err
-			}
-			if r.ev.GetSeq() != after+1 { // a backend must not skip or repeat
-				return after, status.Errorf(codes.Internal, "room %s: event seq %d after %d", id, r.ev.GetSeq(), after)
-			}
-			if err := send(r.ev); err != nil {
-				return after, err
-			}
-			after = r.ev.GetSeq()
-		case <-ctx.Done():
-			return after, ctx.Err()
+		case <-changed:
 		}
 	}
 }

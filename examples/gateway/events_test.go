@@ -10,14 +10,17 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
 
 	"github.com/drainkit/drainkit/drain"
 	"github.com/drainkit/drainkit/drain/grpcdrain"
@@ -51,11 +54,16 @@ func (l *roomLog) since(after int64) ([]string, <-chan struct{}) {
 // testEvents serves WatchRoom from a roomLog, as room-service does from Redis.
 type testEvents struct {
 	roompb.UnimplementedRoomEventsServer
-	log *roomLog
+	log     *roomLog
+	watches atomic.Int64 // WatchRoom calls received
 }
 
 func (e *testEvents) WatchRoom(req *roompb.WatchRoomRequest, stream roompb.RoomEvents_WatchRoomServer) error {
+	e.watches.Add(1)
 	after := req.GetAfterSeq()
+	if ids, _ := e.log.since(0); after > int64(len(ids)) {
+		return status.Errorf(codes.OutOfRange, "after_seq %d: room %s is at seq %d", after, req.GetRoomId(), len(ids))
+	}
 	for {
 		ids, changed := e.log.since(after)
 		for _, id := range ids {
@@ -78,6 +86,8 @@ type eventsBackend struct {
 	addr   string
 	health *health.Server
 	hooks  []drain.Hook
+	events *testEvents
+	rooms  *testRooms // GetRoom answers from the log
 }
 
 func startEventsBackend(t *testing.T, log *roomLog, serving bool) *eventsBackend {
@@ -93,13 +103,20 @@ func startEventsBackend(t *testing.T, log *roomLog, serving bool) *eventsBackend
 	}
 	hs.SetServingStatus(HealthService, st)
 	healthpb.RegisterHealthServer(srv, hs)
-	roompb.RegisterRoomEventsServer(srv, &testEvents{log: log})
+	events := &testEvents{log: log}
+	roompb.RegisterRoomEventsServer(srv, events)
+	rooms := &testRooms{get: func(_ context.Context, req *roompb.GetRoomRequest) (*roompb.Room, error) {
+		ids, _ := log.since(0)
+		return &roompb.Room{RoomId: req.GetRoomId(), Seq: int64(len(ids)), CommandIds: ids}, nil
+	}}
+	roompb.RegisterRoomsServer(srv, rooms)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	done := make(chan struct{})
 	go func() { defer close(done); _ = srv.Serve(ln) }()
 	t.Cleanup(func() { srv.Stop(); <-done })
-	return &eventsBackend{addr: ln.Addr().String(), health: hs, hooks: append(grpcdrain.Hooks("grpc", srv, tr), s.Hooks()...)}
+	return &eventsBackend{addr: ln.Addr().String(), health: hs, hooks: append(grpcdrain.Hooks("grpc", srv, tr), s.Hooks()...),
+		events: events, rooms: rooms}
 }
 
 // drainFor runs hooks as a drain with budget and requires it clean.
@@ -114,26 +131,35 @@ func drainFor(t *testing.T, budget time.Duration, hooks []drain.Hook) {
 // drain hooks.
 func gatewayServer(t *testing.T, b *backends) (string, []drain.Hook) {
 	t.Helper()
+	return gatewayServerKeeping(t, b, defaultFeedEvents)
+}
+
+// gatewayServerKeeping is gatewayServer with feeds that keep capacity
+// events per room.
+func gatewayServerKeeping(t *testing.T, b *backends, capacity int) (string, []drain.Hook) {
+	t.Helper()
 	ev, err := newEvents(eventsParams{Backends: b, Logger: quiet()})
 	require.NoError(t, err)
+	ev.feeds.capacity = capacity
 	var tr drain.Tracker
 	mux := http.NewServeMux()
 	mux.Handle(eventsRoute, tr.Middleware(ev))
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: time.Second}
-	hooks := append(drain.HTTPHooks("http", srv, &tr), ev.streams.Hooks()...) // before Serve: it wraps ConnState
+	hooks := append(drain.HTTPHooks("http", srv, &tr), ev.hooks()...) // before Serve: it wraps ConnState
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	done := make(chan struct{})
 	go func() { defer close(done); _ = srv.Serve(ln) }()
-	t.Cleanup(func() { _ = srv.Close(); <-done })
+	t.Cleanup(func() { _ = srv.Close(); <-done; require.NoError(t, ev.feeds.Close(context.Background())) })
 	return ln.Addr().String(), hooks
 }
 
 // sseEvent is one event or field a subscriber read.
 type sseEvent struct {
-	id    int64
-	data  event
-	retry bool
+	id     int64
+	data   event
+	retry  bool
+	failed string // the data of an "event: error"
 }
 
 // subscribe follows the room's events through the gateway at addr after
@@ -161,6 +187,10 @@ func subscribe(t *testing.T, addr string, lastID int64) <-chan sseEvent {
 			switch {
 			case strings.HasPrefix(line, "id: "):
 				ev.id, _ = strconv.ParseInt(strings.TrimPrefix(line, "id: "), 10, 64)
+			case line == "event: error":
+				ev.failed = "?"
+			case strings.HasPrefix(line, "data: ") && ev.failed != "":
+				_ = json.Unmarshal([]byte(strings.TrimPrefix(line, "data: ")), &ev.failed)
 			case strings.HasPrefix(line, "data: "):
 				_ = json.Unmarshal([]byte(strings.TrimPrefix(line, "data: ")), &ev.data)
 			case strings.HasPrefix(line, "retry: "):

@@ -75,7 +75,9 @@
 // ROOM_GRPC_ADDRS (required: host:port,host:port or one dns:///host:port;
 // the process exits 78 naming it when missing or malformed), HTTP_ADDR
 // (:13000), REQUEST_TIMEOUT (15s; less than DRAIN_TIMEOUT minus
-// DRAIN_DELAY), MAX_PENDING, MAX_PENDING_BYTES, SERVICE_NAME
+// DRAIN_DELAY), MAX_PENDING, MAX_PENDING_BYTES, SSE_MAX_CLOSE_RATE (the
+// most event subscribers closed per second while draining, 200; off: all
+// at once near the deadline, for comparison), SERVICE_NAME
 // (gateway-service), NODE_ID, DRAIN_TIMEOUT, DRAIN_DELAY,
 // HEALTH_READY_TIMEOUT. Logs are JSON on stderr; once the
 // listener is up a plain line "listening on <addr>" goes to stdout.
@@ -140,7 +142,7 @@ func options(lcfg lifecycle.Config, cfg Config, log *slog.Logger, notice func(ad
 			newServer,
 			newEvents,
 			fxmodule.AsHooks(func(s *server, t *drain.Tracker) []drain.Hook { return s.hooks(t) }),
-			fxmodule.AsHooks(func(e *events) []drain.Hook { return e.streams.Hooks() }),
+			fxmodule.AsHooks((*events).hooks),
 			fxmodule.AsHook(func(b *backends) drain.Hook {
 				return drain.Hook{Name: "rooms.close", Phase: drain.Close, Run: b.Close}
 			}),

@@ -57,7 +57,7 @@ var errMoving = errors.New("room is being handed off to another node; retry")
 // whose clocks differ by much more than a turn see each other come and go.
 type balancer struct {
 	rdb      redis.UniversalClient
-	leases   *lease.Manager
+	leases   *heldLeases
 	svc      *room.Service
 	state    func() lifecycle.State
 	self     nodeLoad
@@ -83,11 +83,12 @@ type sent struct {
 	at, ownedAt time.Time
 }
 
-// newBalancer returns the balancer of this node; set svc before Run.
-func newBalancer(rdb redis.UniversalClient, leases *lease.Manager, lm *lifecycle.Manager, c config, log *slog.Logger) *balancer {
+// newBalancer returns the balancer of node, over the leases it holds; set
+// svc before Run.
+func newBalancer(rdb redis.UniversalClient, leases *heldLeases, lm *lifecycle.Manager, node string, c config, log *slog.Logger) *balancer {
 	b := &balancer{
 		rdb: rdb, leases: leases, state: lm.State,
-		self:     nodeLoad{Node: lm.Config().NodeID, Addr: c.Advertise},
+		self:     nodeLoad{Node: node, Addr: c.Advertise},
 		interval: c.BalanceInterval,
 		log:      log,
 		drained:  make(chan struct{}),
@@ -95,7 +96,11 @@ func newBalancer(rdb redis.UniversalClient, leases *lease.Manager, lm *lifecycle
 	}
 	// Publish draining at once, so no node hands this one a room; the
 	// listener runs at the flip and must not block on Redis.
-	lm.OnDrain(func() { b.once.Do(func() { close(b.drained) }) })
+	lm.OnTransition(func(t lifecycle.Transition) {
+		if t.To == lifecycle.Draining {
+			b.once.Do(func() { close(b.drained) })
+		}
+	})
 	return b
 }
 
@@ -209,15 +214,7 @@ func (b *balancer) inTransit(ctx context.Context, table []nodeLoad) []nodeLoad {
 func (b *balancer) placeTTL() time.Duration { return max(3*b.interval, 2*time.Second) }
 
 // held returns the rooms this node holds.
-func (b *balancer) held() []string {
-	var ids []string
-	for _, l := range b.leases.Leases() {
-		if l.Held() {
-			ids = append(ids, l.ID())
-		}
-	}
-	return ids
-}
+func (b *balancer) held() []string { return b.leases.ids() }
 
 // publish writes me and returns the live entries, removing expired ones.
 func (b *balancer) publish(ctx context.Context, me nodeLoad) ([]nodeLoad, error) {
@@ -293,14 +290,7 @@ func (b *balancer) handOff(ctx context.Context, mv move) {
 	b.log.Info("room handed off for balance", "room_id", mv.Room, "to", mv.To.Node, "fence", l.Token())
 }
 
-func (b *balancer) lease(id string) *lease.Lease {
-	for _, l := range b.leases.Leases() {
-		if l.ID() == id && l.Held() {
-			return l
-		}
-	}
-	return nil
-}
+func (b *balancer) lease(id string) *lease.Lease { return b.leases.get(id) }
 
 func (b *balancer) begin(id string) bool {
 	b.mu.Lock()

@@ -47,6 +47,17 @@ func envWithDefaults(k string) string {
 	return os.Getenv(k)
 }
 
+// configError names an environment variable and the value refused; main
+// exits with lifecycle.ExitConfig on it. A credential in the value is
+// redacted before it gets here.
+type configError struct {
+	Field, Value, Problem string
+}
+
+func (e *configError) Error() string {
+	return fmt.Sprintf("room-service: %s=%q: %s", e.Field, e.Value, e.Problem)
+}
+
 func loadConfig() (config, lifecycle.Config, error) {
 	lc, err := lifecycle.ConfigFromEnv(envWithDefaults)
 	if err != nil {
@@ -62,7 +73,7 @@ func loadConfig() (config, lifecycle.Config, error) {
 	}
 	for _, a := range []struct{ env, v string }{{"GRPC_ADDR", c.GRPCAddr}, {"ADMIN_ADDR", c.AdminAddr}} {
 		if _, _, err := net.SplitHostPort(a.v); err != nil {
-			return config{}, lifecycle.Config{}, &lifecycle.ConfigError{Field: a.env, Value: a.v, Problem: "not host:port"}
+			return config{}, lifecycle.Config{}, &configError{Field: a.env, Value: a.v, Problem: "not host:port"}
 		}
 	}
 	if c.Redis, err = redisFromEnv(os.Getenv); err != nil {
@@ -74,19 +85,19 @@ func loadConfig() (config, lifecycle.Config, error) {
 	if v := os.Getenv("LEASE_TTL"); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil || d < lease.MinTTL {
-			return config{}, lifecycle.Config{}, &lifecycle.ConfigError{Field: "LEASE_TTL", Value: v, Problem: fmt.Sprintf("want a duration of at least %s", lease.MinTTL)}
+			return config{}, lifecycle.Config{}, &configError{Field: "LEASE_TTL", Value: v, Problem: fmt.Sprintf("want a duration of at least %s", lease.MinTTL)}
 		}
 		c.LeaseTTL = d
 	}
 	if v := os.Getenv("HANDOFF_CONCURRENCY"); v != "" {
 		if _, err := fmt.Sscanf(v, "%d", &c.HandOffMax); err != nil || c.HandOffMax < 1 {
-			return config{}, lifecycle.Config{}, &lifecycle.ConfigError{Field: "HANDOFF_CONCURRENCY", Value: v, Problem: "want a positive integer"}
+			return config{}, lifecycle.Config{}, &configError{Field: "HANDOFF_CONCURRENCY", Value: v, Problem: "want a positive integer"}
 		}
 	}
 	if v := os.Getenv("BALANCE_INTERVAL"); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil || (d != 0 && d < minBalanceInterval) {
-			return config{}, lifecycle.Config{}, &lifecycle.ConfigError{Field: "BALANCE_INTERVAL", Value: v, Problem: fmt.Sprintf("want 0 (off) or a duration of at least %s", minBalanceInterval)}
+			return config{}, lifecycle.Config{}, &configError{Field: "BALANCE_INTERVAL", Value: v, Problem: fmt.Sprintf("want 0 (off) or a duration of at least %s", minBalanceInterval)}
 		}
 		c.BalanceInterval = d
 	}

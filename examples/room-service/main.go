@@ -75,7 +75,8 @@ func options(c config, lc lifecycle.Config, log *slog.Logger) []fx.Option {
 		fx.Supply(lease.Config{Addr: c.Advertise, TTL: c.LeaseTTL, HandOff: true, OnEnd: func(l *lease.Lease, cause error) {
 			leaseEvent(log, "ended", l, cause)
 		}}),
-		fx.Provide(newRedis, newRooms),
+		fx.Provide(newRedis, newRooms, newWatcher),
+		fx.Provide(fxmodule.AsHook((*watcher).hook)),
 		fx.Provide(fxmodule.AsCheck(redisCheck)),
 		sqlOptions(c), // MYSQL_DSN, ANALYTICS_DSN
 		fx.Provide(fxmodule.AsHooks(roomHooks)),
@@ -88,7 +89,7 @@ func options(c config, lc lifecycle.Config, log *slog.Logger) []fx.Option {
 
 // registerRooms puts the Rooms API on the gRPC server that fxgrpc.Server
 // wires (in-flight tracking, grpc.health.v1, listener, drain hooks).
-func registerRooms(s *grpc.Server, r *rooms) {
+func registerRooms(s *grpc.Server, r *rooms, w *watcher) {
 	roompb.RegisterRoomsServer(s, r.svc)
-	registerEvents(s, r)
+	registerEvents(s, w)
 }

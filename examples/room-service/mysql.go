@@ -57,7 +57,7 @@ func sqlFromEnv(getenv func(string) string) (sqlTargets, error) {
 	if v := getenv("MYSQL_MAX_OPEN_CONNS"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 {
-			return sqlTargets{}, &lifecycle.ConfigError{Field: "MYSQL_MAX_OPEN_CONNS", Value: v, Problem: "want a positive integer"}
+			return sqlTargets{}, &configError{Field: "MYSQL_MAX_OPEN_CONNS", Value: v, Problem: "want a positive integer"}
 		}
 		ts.MaxOpen = n
 	}
@@ -72,7 +72,7 @@ func sqlFromEnv(getenv func(string) string) (sqlTargets, error) {
 		}
 		cfg, err := mysql.ParseDSN(v)
 		if err != nil {
-			return sqlTargets{}, &lifecycle.ConfigError{Field: x.env, Value: redactDSN(v), Problem: "not a MySQL DSN (user:password@tcp(host:3306)/db): " + err.Error()}
+			return sqlTargets{}, &configError{Field: x.env, Value: redactDSN(v), Problem: "not a MySQL DSN (user:password@tcp(host:3306)/db): " + err.Error()}
 		}
 		if cfg.Timeout == 0 {
 			cfg.Timeout = sqlStartBudget // dial timeout; the driver's default is the OS's

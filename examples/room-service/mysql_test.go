@@ -44,7 +44,7 @@ func TestSQLFromEnv(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			got, err := sqlFromEnv(func(k string) string { return tt.env[k] })
 			if tt.wantErr != "" {
-				var ce *lifecycle.ConfigError
+				var ce *configError
 				require.ErrorAs(t, err, &ce)
 				assert.Contains(t, err.Error(), tt.wantErr)
 				assert.NotContains(t, err.Error(), "s3cret")

@@ -9,8 +9,6 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-
-	"github.com/drainkit/drainkit/lifecycle"
 )
 
 // The variables that say where Redis is, one per topology, each parsed by
@@ -72,7 +70,7 @@ func (t redisTarget) String() string {
 // setting it fails at start and says what to set instead.
 func redisFromEnv(getenv func(string) string) (redisTarget, error) {
 	if v := getenv(envAddr); v != "" {
-		return redisTarget{}, &lifecycle.ConfigError{Field: envAddr, Value: v,
+		return redisTarget{}, &configError{Field: envAddr, Value: v,
 			Problem: fmt.Sprintf("no longer read: set %s=redis://%s (with user:password@ before the host if Redis wants them)", envURL, v)}
 	}
 	var set []string
@@ -87,7 +85,7 @@ func redisFromEnv(getenv func(string) string) (redisTarget, error) {
 	case 1:
 		return parseRedis(set[0], getenv(set[0]))
 	}
-	return redisTarget{}, &lifecycle.ConfigError{Field: set[1], Value: redact(getenv(set[1])),
+	return redisTarget{}, &configError{Field: set[1], Value: redact(getenv(set[1])),
 		Problem: fmt.Sprintf("%s is set too: set one Redis variable", set[0])}
 }
 
@@ -97,7 +95,7 @@ func redisFromEnv(getenv func(string) string) (redisTarget, error) {
 func parseRedis(env, raw string) (redisTarget, error) {
 	t := redisTarget{env: env, redacted: redact(raw), secrets: secrets(raw)}
 	bad := func(problem string) error {
-		return &lifecycle.ConfigError{Field: env, Value: t.redacted, Problem: t.scrub(problem)}
+		return &configError{Field: env, Value: t.redacted, Problem: t.scrub(problem)}
 	}
 	// net/url's errors quote the URL, and some quote a piece of it that,
 	// in a malformed URL, may be part of the password: say only what is

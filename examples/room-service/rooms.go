@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -27,7 +28,23 @@ type leaseAdapter struct {
 }
 
 func (a leaseAdapter) Acquire(ctx context.Context, id string) (room.Lease, error) {
-	held := a.held(id)
+	l, err := a.m.Acquire(ctx, id)
+	if err != nil {
+		return nil, err // a nil interface, not a typed nil pointer
+	}
+	leaseEvent(a.log, "acquired", l, nil)
+	return l, nil
+}
+
+// trackedLeases is leaseAdapter keeping the leases it hands out in held,
+// for the balancer.
+type trackedLeases struct {
+	leaseAdapter
+	held *heldLeases
+}
+
+func (a trackedLeases) Acquire(ctx context.Context, id string) (room.Lease, error) {
+	held := a.held.get(id)
 	l, err := a.m.Acquire(ctx, id)
 	if err != nil {
 		return nil, err // a nil interface, not a typed nil pointer
@@ -38,19 +55,53 @@ func (a leaseAdapter) Acquire(ctx context.Context, id string) (room.Lease, error
 	// new ownership to audit.
 	if l != held {
 		leaseEvent(a.log, "acquired", l, nil)
+		a.held.add(l)
 	}
 	return l, nil
 }
 
-// held returns the lease this node holds for id, or nil. The room's cell
-// lock keeps another acquisition of id on this node from racing it.
-func (a leaseAdapter) held(id string) *lease.Lease {
-	for _, l := range a.m.Leases() {
-		if l.ID() == id && l.Held() {
-			return l
-		}
+// heldLeases is the leases this node acquired whose context is not done:
+// those it holds. Ended leases are dropped as they are come across. The
+// zero value is ready.
+type heldLeases struct {
+	mu sync.Mutex
+	m  map[string]*lease.Lease
+}
+
+func (h *heldLeases) add(l *lease.Lease) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.m == nil {
+		h.m = make(map[string]*lease.Lease)
 	}
-	return nil
+	h.m[l.ID()] = l
+}
+
+// get returns the lease held for id, or nil.
+func (h *heldLeases) get(id string) *lease.Lease {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	l := h.m[id]
+	if l != nil && l.Context().Err() != nil {
+		delete(h.m, id)
+		return nil
+	}
+	return l
+}
+
+// ids returns the rooms held.
+func (h *heldLeases) ids() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var ids []string
+	for id, l := range h.m {
+		if l.Context().Err() != nil {
+			delete(h.m, id)
+			continue
+		}
+		ids = append(ids, id)
+	}
+	return ids
 }
 
 // leaseEvent writes the audit line from which the end-to-end checker
@@ -85,15 +136,24 @@ type rooms struct {
 }
 
 func newRooms(rdb redis.UniversalClient, snaps *room.SQLSnapshots, leases *lease.Manager, reg *readiness.Registry, pr prometheus.Registerer,
-	lm *lifecycle.Manager, c config, log *slog.Logger) (*rooms, error) {
-	roomHB, err := reg.Heartbeat("room_loop", 3*room.DefaultSnapshotInterval)
+	lm *lifecycle.Manager, lc lifecycle.Config, c config, log *slog.Logger) (*rooms, error) {
+	roomBeat, err := reg.Heartbeat("room_loop", 3*room.DefaultSnapshotInterval)
 	if err != nil {
 		return nil, err
 	}
-	outboxHB, err := reg.Heartbeat("outbox_worker", 10*room.DefaultOutboxInterval+2*callBudget)
+	const outboxGap = 10*room.DefaultOutboxInterval + 2*callBudget
+	outboxBeat, err := reg.Heartbeat("outbox_worker", outboxGap)
 	if err != nil {
 		return nil, err
 	}
+	// The outbox's last beat, for room_outbox_worker_alive: a scrape reads
+	// it and never evaluates liveness.
+	var outboxLast atomic.Int64
+	outboxLast.Store(time.Now().UnixNano())
+	outboxHB := beatFunc(func() {
+		outboxBeat()
+		outboxLast.Store(time.Now().UnixNano())
+	})
 	flushFailures := prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "room_snapshot_flush_failures_total",
 		Help: "Snapshot writes that failed, periodic or on drain.",
@@ -106,17 +166,18 @@ func newRooms(rdb redis.UniversalClient, snaps *room.SQLSnapshots, leases *lease
 		Name: "room_outbox_worker_alive",
 		Help: "1 while the outbox worker's heartbeat is fresh.",
 	}, func() float64 {
-		if outboxHB.Fresh() { // a scrape reads the heartbeat; it never evaluates liveness
+		if time.Since(time.Unix(0, outboxLast.Load())) <= outboxGap {
 			return 1
 		}
 		return 0
 	})
 	pr.MustRegister(flushFailures, alive)
-	bal := newBalancer(rdb, leases, lm, c, log)
-	svc, err := room.New(rdb, leaseAdapter{leases, log}, room.Config{
+	held := &heldLeases{}
+	bal := newBalancer(rdb, held, lm, lc.NodeID, c, log)
+	svc, err := room.New(rdb, trackedLeases{leaseAdapter{leases, log}, held}, room.Config{
 		Placement: bal,
 		ErrHeld:   lease.ErrHeld, ErrDraining: lease.ErrDraining,
-		Heartbeat: roomHB, Outbox: outbox, SnapshotFailures: flushFailures, Logger: log,
+		Heartbeat: beatFunc(roomBeat), Outbox: outbox, SnapshotFailures: flushFailures, Logger: log,
 		Snapshots: snaps, // nil without MYSQL_DSN: snapshots in Redis
 	})
 	if err != nil {
@@ -184,3 +245,9 @@ func serve(lc fx.Lifecycle, r *rooms) {
 		OnStop: r.stop, // a no-op after the drain ran it
 	})
 }
+
+// beatFunc is a readiness heartbeat's beat as the room.Heartbeat the
+// loops call.
+type beatFunc func()
+
+func (f beatFunc) Beat() { f() }

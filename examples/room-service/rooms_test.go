@@ -30,7 +30,7 @@ func TestLeaseAdapterAuditsEachOwnershipOnce(t *testing.T) {
 	require.NoError(t, m.Start(ctx))
 	t.Cleanup(func() { _ = m.Stop(context.Background()) })
 	var out bytes.Buffer
-	a := leaseAdapter{m: m, log: slog.New(slog.NewJSONHandler(&out, nil))}
+	a := trackedLeases{leaseAdapter{m, slog.New(slog.NewJSONHandler(&out, nil))}, &heldLeases{}}
 
 	first, err := a.Acquire(ctx, "r1")
 	require.NoError(t, err)

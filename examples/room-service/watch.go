@@ -9,12 +9,15 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/drainkit/drainkit/drain"
+	"github.com/drainkit/drainkit/examples/room-service/internal/room"
 	"github.com/drainkit/drainkit/examples/room-service/roompb"
 )
 
-// watchEvery is how often a WatchRoom stream reads its room again. A room's
-// read is one Redis transaction; a tenth of a second keeps events prompt
-// without a subscriber costing more than ten reads a second.
+// watchEvery is how often a watched room is read again. A room's read is
+// one Redis transaction, shared by every stream of this node watching it
+// (feeds); a tenth of a second keeps events prompt at ten reads a second
+// per watched room.
 const watchEvery = 100 * time.Millisecond
 
 // roomReader reads a room's state as recorded in Redis.
@@ -24,42 +27,52 @@ type roomReader interface {
 
 // watcher serves RoomEvents: WatchRoom reads the room from Redis, as
 // GetRoom does, so any node answers for any room, and a room's hand-over
-// or its owner's drain does not interrupt its watchers. The drain of the
-// watcher's own node ends the stream: fxgrpc.Server registers it with
-// drain.Streams, which cancels its context when its paced turn comes and
-// answers UNAVAILABLE with RetryInfo for it.
+// or its owner's drain does not interrupt its watchers. The streams of one
+// room share one read (feeds). The drain of the watcher's own node ends
+// the stream: fxgrpc.Server registers it with drain.Streams, which cancels
+// its context when its paced turn comes and answers UNAVAILABLE with
+// RetryInfo for it.
 type watcher struct {
 	roompb.UnimplementedRoomEventsServer
-	rooms roomReader
-	every time.Duration
+	feeds *feeds
 }
 
 // registerEvents puts RoomEvents on the gRPC server beside Rooms.
-func registerEvents(s *grpc.Server, r *rooms) {
-	roompb.RegisterRoomEventsServer(s, &watcher{rooms: r.svc, every: watchEvery})
+func registerEvents(s *grpc.Server, w *watcher) {
+	roompb.RegisterRoomEventsServer(s, w)
+}
+
+// newWatcher returns the RoomEvents service; it starts nothing.
+func newWatcher(r *rooms) *watcher {
+	return &watcher{feeds: newFeeds(r.svc, watchEvery)}
+}
+
+// hook stops the pollers in the Close phase, after the streams that use
+// them have ended (in Release) and before Redis is closed.
+func (w *watcher) hook() drain.Hook {
+	return drain.Hook{Name: "room.feeds", Phase: drain.Close, Run: w.feeds.Close}
 }
 
 // WatchRoom sends the room's events after after_seq, in order and each
 // once, then each new one, until its context ends.
 func (w *watcher) WatchRoom(req *roompb.WatchRoomRequest, stream roompb.RoomEvents_WatchRoomServer) error {
-	last := req.GetAfterSeq()
+	last, id := req.GetAfterSeq(), req.GetRoomId()
 	if last < 0 {
 		return status.Error(codes.InvalidArgument, fmt.Sprintf("after_seq %d: want 0 or a seq received before", last))
 	}
+	if err := room.ValidateRoomID(id); err != nil {
+		return status.Error(codes.InvalidArgument, err.Error())
+	}
+	f := w.feeds.join(id)
+	defer w.feeds.leave(id, f)
 	ctx := stream.Context()
-	tick := time.NewTicker(w.every)
-	defer tick.Stop()
 	for {
-		room, err := w.rooms.GetRoom(ctx, &roompb.GetRoomRequest{RoomId: req.GetRoomId()})
-		if err != nil {
-			return err
+		ids, loaded, changed := f.view() // seq n is ids[n-1]: the log has no gaps
+		if loaded && last > int64(len(ids)) {
+			return status.Error(codes.OutOfRange, fmt.Sprintf("after_seq %d: room %s is at seq %d", last, id, len(ids)))
 		}
-		ids := room.GetCommandIds() // seq n is ids[n-1]: the log has no gaps
-		if last > int64(len(ids)) {
-			return status.Error(codes.OutOfRange, fmt.Sprintf("after_seq %d: room %s is at seq %d", last, req.GetRoomId(), len(ids)))
-		}
-		for ; last < int64(len(ids)); last++ {
-			ev := &roompb.RoomEvent{RoomId: req.GetRoomId(), Seq: last + 1, CommandId: ids[last]}
+		for ; loaded && last < int64(len(ids)); last++ {
+			ev := &roompb.RoomEvent{RoomId: id, Seq: last + 1, CommandId: ids[last]}
 			if err := stream.Send(ev); err != nil {
 				return err
 			}
@@ -67,7 +80,7 @@ func (w *watcher) WatchRoom(req *roompb.WatchRoomRequest, stream roompb.RoomEven
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-tick.C:
+		case <-changed:
 		}
 	}
 }

@@ -100,7 +100,11 @@ func serve(name, addr string, p params) error {
 	}
 	health := grpchealth.NewServer(p.Registry)
 	health.Register(p.Server)
-	p.Manager.OnDrain(health.Drain) // NOT_SERVING at the flip, latched
+	p.Manager.OnTransition(func(t lifecycle.Transition) { // NOT_SERVING at the flip, latched
+		if t.To == lifecycle.Draining {
+			health.Drain()
+		}
+	})
 
 	var (
 		bound  listener.Bound

@@ -31,6 +31,7 @@ import (
 	"go.uber.org/fx"
 
 	"github.com/drainkit/drainkit/fxmodule"
+	"github.com/drainkit/drainkit/internal/lifecycleinternal"
 	"github.com/drainkit/drainkit/lifecycle"
 )
 
@@ -61,7 +62,7 @@ func Start(t testing.TB, opts ...fx.Option) *App {
 			}
 		})
 	})
-	signals := fx.Provide(fxmodule.AsOption(func() lifecycle.Option { return lifecycle.WithSignals(a.signals) }))
+	signals := fx.Invoke(func(m *lifecycle.Manager) { lifecycleinternal.SetSignals(m, a.signals) })
 	go func() { a.exited <- fxmodule.Run(append(opts, watch, signals)...) }()
 	select {
 	case <-running:

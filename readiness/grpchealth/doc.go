@@ -13,10 +13,14 @@
 //
 //	health := grpchealth.NewServer(reg)
 //	health.Register(srv)
-//	m.OnDrain(health.Drain) // NOT_SERVING at the flip
-//	go health.Run(ctx)      // SERVING once ready, and again soon after a recovery
+//	m.OnTransition(func(t lifecycle.Transition) {
+//		if t.To == lifecycle.Draining {
+//			health.Drain() // NOT_SERVING at the flip
+//		}
+//	})
+//	go health.Run(ctx) // SERVING once ready, and again soon after a recovery
 //	// at stop intake:
-//	health.Close()          // ends Watch streams
+//	health.Close() // ends Watch streams
 //	srv.GracefulStop()
 //
 // Close comes before GracefulStop because GracefulStop waits for every open

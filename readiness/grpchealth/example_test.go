@@ -13,7 +13,7 @@ import (
 
 func ExampleServer() {
 	st := newState(lifecycle.Starting) // in a service: the lifecycle.Manager m
-	reg, err := readiness.New(readiness.Config{Service: "room-service", NodeID: "room-1"}, st)
+	reg, err := readiness.New(readiness.Config{Service: "room-service", NodeID: "room-1"}, st.State)
 	if err != nil {
 		panic(err)
 	}
@@ -23,7 +23,11 @@ func ExampleServer() {
 	health := grpchealth.NewServer(reg)
 	health.Register(srv)
 	// With a lifecycle.Manager m:
-	//	m.OnDrain(health.Drain) // NOT_SERVING at the flip, latched
+	//	m.OnTransition(func(t lifecycle.Transition) {
+	//		if t.To == lifecycle.Draining {
+	//			health.Drain() // NOT_SERVING at the flip, latched
+	//		}
+	//	})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go health.Run(ctx) // SERVING once the process is ready

@@ -29,9 +29,9 @@ func (s *state) set(v lifecycle.State)  { s.v.Store(int32(v)) }
 func quietLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
 
 // newRegistry returns a registry for tests, closed at the end of the test.
-func newRegistry(t *testing.T, st readiness.StateSource) *readiness.Registry {
+func newRegistry(t *testing.T, st *state) *readiness.Registry {
 	t.Helper()
-	r, err := readiness.New(readiness.Config{Service: "room-service", NodeID: "room-1", Logger: quietLogger()}, st)
+	r, err := readiness.New(readiness.Config{Service: "room-service", NodeID: "room-1", Logger: quietLogger()}, st.State)
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}

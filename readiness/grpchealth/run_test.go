@@ -22,7 +22,7 @@ import (
 func TestRunServesRecoveryPromptly(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		reg := newRegistry(t, newState(lifecycle.Running))
-		ttl := reg.Config().CacheTTL
+		ttl := readiness.DefaultCacheTTL // newRegistry leaves it unset
 		var down atomic.Bool
 		var runs atomic.Int64
 		down.Store(true)

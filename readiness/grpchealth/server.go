@@ -11,6 +11,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 
+	"github.com/drainkit/drainkit/internal/readinessinternal"
 	"github.com/drainkit/drainkit/lifecycle"
 	"github.com/drainkit/drainkit/readiness"
 )
@@ -46,7 +47,7 @@ type Server struct {
 // NewServer returns a Server for reg's service, answering NOT_SERVING
 // until [Server.Run] sees the process ready.
 func NewServer(reg *readiness.Registry) *Server {
-	cfg := reg.Config()
+	cfg := readinessinternal.Config(reg).(readiness.Config)
 	s := &Server{
 		reg:     reg,
 		service: cfg.Service,
@@ -117,8 +118,9 @@ func (s *Server) update(ctx context.Context) bool {
 }
 
 // Drain latches NOT_SERVING for good and pushes it to every watcher. It is
-// synchronous and does not block: register it as the lifecycle manager's
-// OnDrain listener so that gRPC health flips with the state.
+// synchronous and does not block: call it from a lifecycle manager's
+// OnTransition listener at the transition to Draining, so that gRPC health
+// flips with the state.
 func (s *Server) Drain() {
 	s.drainOnce.Do(func() {
 		s.hs.Shutdown()

@@ -13,6 +13,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
@@ -59,7 +60,7 @@ func (b *backend) ready(t *testing.T) {
 }
 
 // drain flips the backend the way the lifecycle manager does: state first,
-// then the OnDrain listener.
+// then the listener of the transition to Draining.
 func (b *backend) drain() {
 	b.state.set(lifecycle.Draining)
 	b.health.Drain()
@@ -72,6 +73,19 @@ func dial(t *testing.T, target string, opts ...grpc.DialOption) *grpc.ClientConn
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { conn.Close() })
+	return conn
+}
+
+// connected returns conn once it is connected (grpc.NewClient dials on
+// first use), or fails the test when the test's context ends first.
+func connected(t *testing.T, conn *grpc.ClientConn) *grpc.ClientConn {
+	t.Helper()
+	conn.Connect()
+	for s := conn.GetState(); s != connectivity.Ready; s = conn.GetState() {
+		if !conn.WaitForStateChange(t.Context(), s) {
+			t.Fatalf("connecting to %s: still %s when the test ended", conn.Target(), s)
+		}
+	}
 	return conn
 }
 
@@ -134,7 +148,10 @@ func TestRunStopsAtDrain(t *testing.T) {
 
 func TestCheck(t *testing.T) {
 	b := startBackend(t)
-	c := grpchealth.Check(dial(t, b.addr), "room-service")
+	// Connected first: the check's 300 ms are for the Check RPC, and a
+	// first dial on a loaded machine can take longer than that.
+	conn := connected(t, dial(t, b.addr))
+	c := grpchealth.Check(conn, "room-service")
 	if err := runCheck(t, c); err == nil || !strings.Contains(err.Error(), "NOT_SERVING") {
 		t.Errorf("starting downstream: %v; want an error naming NOT_SERVING", err)
 	}

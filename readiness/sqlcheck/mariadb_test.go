@@ -25,7 +25,7 @@ import (
 func newRegistry(t *testing.T, db *sql.DB) *readiness.Registry {
 	t.Helper()
 	r, err := readiness.New(readiness.Config{Service: "room-service", NodeID: "room-1",
-		CacheTTL: time.Nanosecond, Logger: slog.New(slog.DiscardHandler)}, running{})
+		CacheTTL: time.Nanosecond, Logger: slog.New(slog.DiscardHandler)}, running{}.State)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,7 +41,7 @@ func newRegistry(t *testing.T, db *sql.DB) *readiness.Registry {
 // by its own deadline, not by the caller giving up.
 func probe(t *testing.T, r *readiness.Registry) (readiness.Report, readiness.CheckResult) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), r.Config().ReadyTimeout+5*time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), readiness.DefaultReadyTimeout+5*time.Second)
 	defer cancel()
 	rep := r.Ready(ctx)
 	if len(rep.Checks) != 1 {
@@ -109,8 +109,8 @@ func TestPingMariaDBHungTimesOut(t *testing.T) {
 			if rep.Status != readiness.StatusFail || !strings.Contains(c.Message, timedOut) {
 				t.Errorf("server hung: got %s %q; want fail, %q", rep.Status, c.Message, timedOut)
 			}
-			if c.Duration > r.Config().ReadyTimeout {
-				t.Errorf("server hung: check took %v; want at most the total budget %v", c.Duration, r.Config().ReadyTimeout)
+			if c.Duration > readiness.DefaultReadyTimeout {
+				t.Errorf("server hung: check took %v; want at most the total budget %v", c.Duration, readiness.DefaultReadyTimeout)
 			}
 		})
 	}

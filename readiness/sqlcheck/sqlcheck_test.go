@@ -63,7 +63,7 @@ func TestPing(t *testing.T) {
 	defer db.Close()
 	// CacheTTL: the second probe must run the check again, not reuse the first.
 	r, err := readiness.New(readiness.Config{Service: "room-service", NodeID: "room-1",
-		CacheTTL: time.Nanosecond, Logger: slog.New(slog.DiscardHandler)}, running{})
+		CacheTTL: time.Nanosecond, Logger: slog.New(slog.DiscardHandler)}, running{}.State)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -197,7 +197,7 @@ func (w *writer) leaseRelease() {
 			dur(get("redislock-16", "sec/op")), ratio(get("redislock-16", "sec/op") / ours),
 			num(get("redislock-16", "round-trips/op")), heap(get("redislock-16", "B/op") / nf), num(get("redislock-16", "allocs/op") / nf)})
 	}
-	w.table([]string{"held leases", "drainkit ReleaseAll", "round trips", "heap per lease", "allocs per lease", "redislock one by one", "drainkit faster by", "redislock, 16 goroutines", "drainkit faster by", "round trips", "heap per lease", "allocs per lease"}, rows)
+	w.table([]string{"held leases", "drainkit Release hook", "round trips", "heap per lease", "allocs per lease", "redislock one by one", "drainkit faster by", "redislock, 16 goroutines", "drainkit faster by", "round trips", "heap per lease", "allocs per lease"}, rows)
 	w.p("drainkit's Release hook stops the renewer, sends every compare-and-DEL in one pipeline, then deletes the node heartbeat: a constant number of round trips whatever the count. What limits it: redis-server's compare-and-DEL work per lease; for redislock, one round trip per lock.")
 	w.p("")
 }
@@ -214,7 +214,7 @@ func (w *writer) leaseHandOff() {
 			heap(get(c, "B/op") / n), num(get(c, "allocs/op") / n)})
 	}
 	w.table([]string{"contender", "drain of 10,000 rooms", "÷ drainkit", "round trips", "heap per lease", "allocs per lease"}, rows)
-	w.p("drainkit: BeginDrain, the HandOff hook (flush, then release, 16 rooms at a time; a room whose flush is done joins the next release pipeline, so it moves within one round trip of its flush) and the Release hook (renewer stopped, heartbeat deleted). redislock: flush then Lock.Release per lock, one by one or from 16 goroutines. The flush is the service's own work, the same for all, and returns at once here. What limits it: for drainkit, the per-room work on the client (a goroutine, the room's context for the flush, its result) and redis-server's compare-and-DEL; for redislock, one round trip per room.")
+	w.p("drainkit: the gate closed at the flip, the HandOff hook (flush, then release, 16 rooms at a time; a room whose flush is done joins the next release pipeline, so it moves within one round trip of its flush) and the Release hook (renewer stopped, heartbeat deleted). redislock: flush then Lock.Release per lock, one by one or from 16 goroutines. The flush is the service's own work, the same for all, and returns at once here. What limits it: for drainkit, the per-room work on the client (a goroutine, the room's context for the flush, its result) and redis-server's compare-and-DEL; for redislock, one round trip per room.")
 	w.p("")
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"os"
 	"os/exec"
 	"slices"
 	"strings"
@@ -50,6 +51,13 @@ type Config struct {
 	RequestTimeout time.Duration
 	// RoomEnv is added to every room-service's environment.
 	RoomEnv []string
+	// GatewayEnv, when set, returns what is added to the environment of
+	// the gateway named name ("gateway-1", "gateway-2", … in start order).
+	GatewayEnv func(name string) []string
+	// Balance is HAProxy's balance algorithm for the gateways:
+	// "roundrobin" (the default) or "leastconn", which suits long-lived
+	// connections (event subscribers). The in-process balancer ignores it.
+	Balance string
 	// Balancer picks the load balancer in front of the gateways:
 	// "haproxy" (the default; an error when it is not installed),
 	// "inprocess", or "auto" (HAProxy when installed).
@@ -241,6 +249,9 @@ func ms(d time.Duration) string { return d.String() }
 
 func (c *Cluster) commonEnv(name string) []string {
 	return []string{
+		// A race-built binary sleeps a second at exit by default, for
+		// other goroutines to report races: not the service's drain time.
+		"GORACE=" + strings.TrimSpace(os.Getenv("GORACE")+" atexit_sleep_ms=0"),
 		"NODE_ID=" + name,
 		"TMPDIR=" + c.cfg.Dir,
 		"DRAIN_DELAY=" + ms(c.cfg.DrainDelay),
@@ -283,6 +294,9 @@ func (c *Cluster) startGateway(ctx context.Context, slot int) (*Node, error) {
 	n := &Node{Kind: "gateway", Slot: slot, Addr: c.gwSlot[slot], Admin: c.gwSlot[slot]}
 	env := append(c.commonEnv(name), "HTTP_ADDR="+n.Addr, "ROOM_GRPC_ADDRS="+strings.Join(c.roomSlot, ","),
 		"REQUEST_TIMEOUT="+ms(c.cfg.RequestTimeout), "DRAIN_TIMEOUT="+ms(c.cfg.DrainTimeout+c.cfg.RequestTimeout)) // the last DRAIN_TIMEOUT wins
+	if c.cfg.GatewayEnv != nil {
+		env = append(env, c.cfg.GatewayEnv(name)...)
+	}
 	var err error
 	if n.Proc, err = StartProc(name, c.cfg.Bin.Gateway, env); err != nil {
 		return nil, err

@@ -40,7 +40,7 @@ func startBalancer(ctx context.Context, cfg Config, front string, slots []string
 	case err != nil:
 		return nil, fmt.Errorf("e2e: haproxy not found (scripts/test installs it): %w", err)
 	}
-	return startHAProxy(ctx, path, cfg.Dir, front, slots)
+	return startHAProxy(ctx, path, cfg.Dir, front, slots, cfg.Balance)
 }
 
 // ProbeInterval is how often the balancer (HAProxy's inter, or the
@@ -79,7 +79,7 @@ const ProbeFall = 2
 // processed the request, so it carries Retry-After too (http-error).
 var haproxyConfig = template.Must(template.New("haproxy").Parse(`global
     stats socket {{.Socket}} mode 600 level admin
-    maxconn 2000
+    maxconn 6000
     log stdout format raw local0 info
 
 defaults
@@ -91,6 +91,7 @@ defaults
     timeout client 30s
     timeout server 30s
     timeout check 1s
+    maxconn 6000
     retries 3
     option redispatch 1
     retry-on conn-failure
@@ -102,7 +103,7 @@ frontend rooms
     default_backend gateways
 
 backend gateways
-    balance roundrobin
+    balance {{.Balance}}
     option httpchk GET /healthz/ready
     http-check expect status 200
     default-server inter {{.Inter}} fall {{.Fall}} rise 1
@@ -117,7 +118,10 @@ type haproxy struct {
 	socket string
 }
 
-func startHAProxy(ctx context.Context, path, dir, front string, slots []string) (*haproxy, error) {
+func startHAProxy(ctx context.Context, path, dir, front string, slots []string, balance string) (*haproxy, error) {
+	if balance == "" {
+		balance = "roundrobin"
+	}
 	h := &haproxy{front: front, socket: filepath.Join(dir, "haproxy.sock")}
 	cfgPath := filepath.Join(dir, "haproxy.cfg")
 	f, err := os.Create(cfgPath)
@@ -128,8 +132,9 @@ func startHAProxy(ctx context.Context, path, dir, front string, slots []string) 
 		Socket, Front string
 		Inter         string
 		Fall          int
+		Balance       string
 		Slots         []string
-	}{h.socket, h.front, fmt.Sprintf("%dms", ProbeInterval.Milliseconds()), ProbeFall, slots})
+	}{h.socket, h.front, fmt.Sprintf("%dms", ProbeInterval.Milliseconds()), ProbeFall, balance, slots})
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}

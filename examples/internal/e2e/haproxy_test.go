@@ -92,7 +92,7 @@ func TestHAProxyFall(t *testing.T) {
 	front.Close() // HAProxy binds it
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
-	h, err := startHAProxy(ctx, path, t.TempDir(), frontAddr, []string{ln.Addr().String()})
+	h, err := startHAProxy(ctx, path, t.TempDir(), frontAddr, []string{ln.Addr().String()}, "")
 	if err != nil {
 		t.Fatal(err)
 	}

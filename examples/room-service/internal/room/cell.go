@@ -60,17 +60,11 @@ func (c *cell) apply(seq int64, commandID string) error {
 // dirty reports whether commands were applied since the last snapshot.
 func (c *cell) dirty() bool { return c.loaded && c.state.Seq > c.snapSeq }
 
-// lost reports whether the cell's lease was lost. Checked on every use, so
-// a lost lease drops the cell without a watcher goroutine per room; the
+// lost reports whether the cell's lease has ended: lost, or given up by
+// the drain (a flushed cell is dropped before its lease is released, so a
+// live cell's lease only ends by a loss). Checked on every use, so an
+// ended lease drops the cell without a watcher goroutine per room; the
 // fenced scripts keep writes safe in the window before the check.
 func (c *cell) lost() bool {
-	if c.lease == nil {
-		return false
-	}
-	select {
-	case <-c.lease.Lost():
-		return true
-	default:
-		return false
-	}
+	return c.lease != nil && c.lease.Context().Err() != nil
 }

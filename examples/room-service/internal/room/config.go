@@ -21,8 +21,9 @@ type Lease interface {
 	ID() string
 	// Token is the fencing token, the last field of room:route:{ID}.
 	Token() int64
-	// Lost is closed when the lease is lost (not renewed in time, or stolen).
-	Lost() <-chan struct{}
+	// Context is cancelled when the lease ends: lost (not renewed in time,
+	// or stolen), left to expire, or released.
+	Context() context.Context
 }
 
 // Leases acquires rooms and names their owners. A thin adapter over
@@ -47,7 +48,7 @@ type Placement interface {
 }
 
 // Heartbeat is a liveness watchdog: a loop calls Beat on every turn, and
-// liveness fails when the beats stop (readiness.Heartbeat satisfies it).
+// liveness fails when the beats stop (a readiness heartbeat's beat, wrapped, satisfies it).
 type Heartbeat interface {
 	Beat()
 }

@@ -40,12 +40,13 @@ type testLeases struct {
 type testLease struct {
 	id    string
 	token int64
-	lost  chan struct{}
+	ctx   context.Context
+	lose  context.CancelFunc
 }
 
-func (l *testLease) ID() string            { return l.id }
-func (l *testLease) Token() int64          { return l.token }
-func (l *testLease) Lost() <-chan struct{} { return l.lost }
+func (l *testLease) ID() string               { return l.id }
+func (l *testLease) Token() int64             { return l.token }
+func (l *testLease) Context() context.Context { return l.ctx }
 
 func newTestLeases(rdb *redis.Client, node string) *testLeases {
 	return &testLeases{rdb: rdb, node: node, held: make(map[string]*testLease)}
@@ -74,7 +75,8 @@ func (t *testLeases) Acquire(ctx context.Context, id string) (Lease, error) {
 	if !ok {
 		return nil, fmt.Errorf("acquire %s: %w", id, errHeld)
 	}
-	l := &testLease{id: id, token: fence, lost: make(chan struct{})}
+	l := &testLease{id: id, token: fence}
+	l.ctx, l.lose = context.WithCancel(context.Background())
 	t.held[id] = l
 	return l, nil
 }
@@ -96,14 +98,14 @@ func (t *testLeases) lease(id string) *testLease {
 	return t.held[id]
 }
 
-// lose signals a lost lease by closing Lost. The route key is left alone
-// (see expire).
+// lose signals a lost lease by cancelling its context. The route key is
+// left alone (see expire).
 func (t *testLeases) lose(id string) {
 	t.mu.Lock()
 	l := t.held[id]
 	delete(t.held, id)
 	t.mu.Unlock()
-	close(l.lost)
+	l.lose()
 }
 
 // expire deletes the route key, as Redis does when a lease's TTL runs out.

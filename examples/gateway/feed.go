@@ -1,0 +1,266 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/drainkit/drainkit/examples/room-service/roompb"
+)
+
+// defaultFeedEvents is how many of a room's latest events a feed keeps for
+// its subscribers (between once and twice as many): one that falls further
+// behind catches up from the room's log instead.
+const defaultFeedEvents = 1024
+
+// catchUpTimeout bounds one read of a room's log for a subscriber that is
+// behind its feed.
+const catchUpTimeout = 5 * time.Second
+
+// feeds shares one upstream WatchRoom per room among the subscribers of
+// this gateway: two thousand subscribers of twenty rooms cost twenty
+// streams to room-service, not two thousand.
+//
+// A feed keeps the room's latest events in a bounded buffer and wakes its
+// subscribers (a closed channel) as events arrive; it never waits for a
+// subscriber. Each subscriber sends from its own position at its own pace,
+// so a slow one holds up no other; one that falls behind the buffer, or
+// joins with an older position, reads the events it lacks from the room's
+// log (GetRoom) and carries on from the buffer: nothing is lost or
+// repeated. When a backend ends the watch (it drains), the feed watches
+// again on another from its last event.
+//
+// A room's feed starts with its first subscriber and stops when its last
+// one leaves; Close stops the rest and waits for them.
+type feeds struct {
+	b        *backends
+	capacity int
+
+	ctx    context.Context // the upstream watches' lifetime
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu     sync.Mutex
+	byID   map[string]*feed
+	closed bool // no feed starts after Close
+}
+
+// feed is the shared upstream watch of one room.
+type feed struct {
+	start int64 // the seq the first watch started after
+	refs  int   // guarded by feeds.mu
+	stop  context.CancelFunc
+
+	mu      sync.Mutex
+	first   int64    // seq of buf[0]
+	buf     [][]byte // the SSE frames of seqs first, first+1, …, made once for every subscriber
+	err     error    // the watch was refused for good (a position past the room's end)
+	changed chan struct{}
+}
+
+func newFeeds(b *backends, capacity int) *feeds {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &feeds{b: b, capacity: capacity, ctx: ctx, cancel: cancel, byID: map[string]*feed{}}
+}
+
+// join returns the room's feed, starting one that watches after after when
+// the room has none; the caller calls leave once with it when done.
+func (fs *feeds) join(id string, after int64) *feed {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	f := fs.byID[id]
+	if f == nil {
+		ctx, stop := context.WithCancel(fs.ctx)
+		f = &feed{start: after, stop: stop, first: after + 1, changed: make(chan struct{})}
+		fs.byID[id] = f
+		if fs.closed {
+			stop()
+		} else {
+			fs.wg.Go(func() { fs.run(ctx, id, f) })
+		}
+	}
+	f.refs++
+	return f
+}
+
+// leave drops one subscriber of the room; the last one stops its watch.
+func (fs *feeds) leave(id string, f *feed) {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	if f.refs--; f.refs == 0 {
+		if fs.byID[id] == f {
+			delete(fs.byID, id)
+		}
+		f.stop()
+	}
+}
+
+// forget removes a failed feed, so the next subscriber starts a new one.
+func (fs *feeds) forget(id string, f *feed) {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	if fs.byID[id] == f {
+		delete(fs.byID, id)
+	}
+}
+
+// Close stops every feed and waits for them, or for ctx.
+func (fs *feeds) Close(ctx context.Context) error {
+	fs.mu.Lock()
+	fs.closed = true
+	fs.mu.Unlock()
+	fs.cancel()
+	done := make(chan struct{})
+	go func() { defer close(done); fs.wg.Wait() }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// run watches the room from f.start until ctx ends, again from its last
+// event on the next backend whenever a backend ends the watch.
+func (fs *feeds) run(ctx context.Context, id string, f *feed) {
+	after := f.start
+	for {
+		var err error
+		after, err = fs.watch(ctx, id, after, f)
+		switch code := status.Code(err); {
+		case ctx.Err() != nil:
+			return
+		case code == codes.InvalidArgument || code == codes.OutOfRange:
+			fs.forget(id, f)
+			f.fail(err)
+			return
+		}
+		// The backend drained (UNAVAILABLE with RetryInfo) or broke: watch
+		// again from the last seq received, on the next backend.
+		wait := time.Duration(float64(rewatchBackoff) * (0.5 + rand.Float64()))
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+	}
+}
+
+// watch watches the room on the balanced connection from after, adding
+// each event to f; it returns the last seq received and why it ended.
+func (fs *feeds) watch(ctx context.Context, id string, after int64, f *feed) (int64, error) {
+	conn := fs.b.conn()
+	if conn == nil {
+		return after, errNotStarted
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stream, err := roompb.NewRoomEventsClient(conn).WatchRoom(wctx, &roompb.WatchRoomRequest{RoomId: id, AfterSeq: after}, grpc.WaitForReady(true))
+	if err != nil {
+		return after, err
+	}
+	for {
+		ev, err := stream.Recv()
+		if err != nil {
+			return after, err
+		}
+		if ev.GetSeq() != after+1 { // a backend must not skip or repeat
+			return after, status.Errorf(codes.Internal, "room %s: event seq %d after %d", id, ev.GetSeq(), after)
+		}
+		after++
+		f.add(frame(id, after, ev.GetCommandId()), fs.capacity)
+	}
+}
+
+// add appends the next event, dropping the oldest once the buffer holds
+// twice capacity (so it is copied once per capacity events, not per event).
+func (f *feed) add(frame []byte, capacity int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.buf = append(f.buf, frame)
+	if len(f.buf) >= 2*capacity {
+		keep := make([][]byte, capacity, 2*capacity)
+		drop := copy(keep, f.buf[len(f.buf)-capacity:])
+		drop = len(f.buf) - drop
+		f.buf, f.first = keep, f.first+int64(drop)
+	}
+	close(f.changed)
+	f.changed = make(chan struct{})
+}
+
+func (f *feed) fail(err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.err = err
+	close(f.changed)
+	f.changed = make(chan struct{})
+}
+
+// since returns the frames of the events after seq after that the buffer
+// holds (shared: not to be changed); behind when it no longer holds seq
+// after+1; the error that ended the feed; and a channel closed at the next
+// change.
+func (f *feed) since(after int64) (frames [][]byte, behind bool, err error, changed <-chan struct{}) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if after+1 < f.first {
+		return nil, true, f.err, f.changed
+	}
+	if i := after + 1 - f.first; i < int64(len(f.buf)) {
+		frames = f.buf[i:len(f.buf):len(f.buf)] // add appends past it or copies: never writes into it
+	}
+	return frames, false, f.err, f.changed
+}
+
+// frame is the SSE event of a room's command at seq.
+func frame(id string, seq int64, commandID string) []byte {
+	data, _ := json.Marshal(event{RoomID: id, Seq: seq, CommandID: commandID})
+	return fmt.Appendf(nil, "id: %d\nevent: command\ndata: %s\n\n", seq, data)
+}
+
+// head is the last seq the feed has.
+func (f *feed) head() int64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.first + int64(len(f.buf)) - 1
+}
+
+// readLog reads the room's whole log (seq n is ids[n-1]) from any backend,
+// trying again until ctx ends.
+func (fs *feeds) readLog(ctx context.Context, id string) ([]string, error) {
+	for {
+		conn := fs.b.conn()
+		err := errNotStarted
+		if conn != nil {
+			var room *roompb.Room
+			cctx, cancel := context.WithTimeout(ctx, catchUpTimeout)
+			room, err = roompb.NewRoomsClient(conn).GetRoom(cctx, &roompb.GetRoomRequest{RoomId: id}, grpc.WaitForReady(true))
+			cancel()
+			if err == nil {
+				return room.GetCommandIds(), nil
+			}
+		}
+		if code := status.Code(err); code == codes.InvalidArgument || ctx.Err() != nil {
+			return nil, errors.Join(err, ctx.Err())
+		}
+		wait := time.Duration(float64(rewatchBackoff) * (0.5 + rand.Float64()))
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(wait):
+		}
+	}
+}
+
+// errPastEnd is a subscriber's position past the room's last event.
+func errPastEnd(id string, after int64, seq int) error {
+	return status.Error(codes.OutOfRange, fmt.Sprintf("after_seq %d: room %s is at seq %d", after, id, seq))
+}
