@@ -63,15 +63,18 @@ type Config struct {
 	// goroutine that ended the lease: usually the renewer; an Acquire
 	// caller's (or its shared acquisition's) when Acquire finds the room's
 	// lease overdue and ends it before taking the room again; the drain's
-	// or Stop's for leases left to expire. It must not block: on the
-	// renewer it delays every renewal, on Acquire the caller.
+	// or Stop's for leases left to expire. It must return promptly: on the
+	// renewer it delays every renewal, on Acquire the caller, and an
+	// Acquire of the same room on this Manager waits until OnLost and
+	// OnEnd have returned (so it must not Acquire the lease's own room).
 	OnLost func(l *Lease, cause error)
 	// OnEnd, if set, is called once for every lease when this node stops
 	// holding it (released, lost, left to expire, or the manager stopped),
 	// right after its context is cancelled (and OnLost, if lost), before
 	// Redis is told: a release's DEL comes after it. An audit log written
 	// here can therefore never show the next owner's acquisition first. It
-	// runs on the goroutine that ended the lease: it must not block. A
+	// runs on the goroutine that ended the lease: it must not block, nor
+	// Acquire the lease's own room, which waits for it to return. A
 	// lease acquired in Redis but never handed to a caller (every caller
 	// gave up, the gate closed or Stop ran meanwhile, a short WAIT) is
 	// released without OnEnd: it never started.

@@ -121,7 +121,7 @@ func (m *Manager) fly(id string, f *flight) {
 		f.cancel()
 		close(f.done)
 	}()
-	l, err := m.local(id) // a flight that just ended may have registered it
+	l, err := m.local(f.ctx, id) // a flight that just ended may have registered it
 	if l == nil && err == nil {
 		if l, err = m.acquire(f.ctx, id, m.goOn(f)); err == nil {
 			l, err = m.register(context.WithoutCancel(f.ctx), l, f)

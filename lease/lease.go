@@ -169,9 +169,12 @@ func (l *Lease) beginHandOff() bool {
 	return l.state.CompareAndSwap(stateHeld, stateHandingOff)
 }
 
-// end ends the lease once: it leaves the manager's set, its context is
-// cancelled with cause, then (if lost: the holder did not choose to end it,
-// so it must stop) OnLost runs.
+// end ends the lease once: its context is cancelled with cause, then (if
+// lost: the holder did not choose to end it, so it must stop) OnLost runs,
+// then OnEnd, and only then does the lease leave the manager's set. An
+// Acquire of the room on this Manager that finds the ended lease still in
+// the set waits for it to leave (see local), so no new lease of the room
+// is handed out before the old holder was told to stop.
 // It reports whether this call ended it.
 func (l *Lease) end(cause error, lost bool) bool {
 	for {
@@ -183,7 +186,7 @@ func (l *Lease) end(cause error, lost bool) bool {
 			break
 		}
 	}
-	l.m.forget(l)
+	defer l.m.forget(l)
 	sig := l.signals()
 	sig.cancel(cause)
 	if lost {

@@ -44,6 +44,11 @@ type Manager struct {
 	stopRun  context.CancelFunc // cancels the renewer's calls when Stop's ctx runs out
 	done     chan struct{}
 	hbFailed bool // renewer-only: last heartbeat write failed (logs on change)
+	// ended is closed (and cleared) when a lease leaves the set; made by an
+	// Acquire that finds the room's lease ended but still in the set, its
+	// holder not yet stopped, and waits for it to leave. One per Manager,
+	// not one per lease: waits are rare, leases many.
+	ended chan struct{}
 }
 
 // New returns a Manager for client. It validates cfg and the client's
@@ -250,7 +255,9 @@ func (m *Manager) gateClosed() bool {
 // the room is taken over at once with a new fence rather than reported
 // held: nobody acts on the old fence. A lease of this Manager whose
 // renewal is overdue (no renewal confirmed for TTL·2/3) is ended as lost,
-// its context cancelled with [ErrLost], before the new lease is handed out.
+// its context cancelled with [ErrLost], before the new lease is handed out;
+// a lease of the room that is ending on another goroutine is waited for
+// until its [Config].OnLost and OnEnd have returned, within ctx.
 //
 // Errors: an error naming the id for one that is empty, longer than
 // [MaxIDLen], or holds '{', '}' or whitespace (before Redis is touched),
@@ -274,7 +281,7 @@ func (m *Manager) Acquire(ctx context.Context, id string) (*Lease, error) {
 		}
 		return nil, ErrDraining
 	}
-	if l, err := m.local(id); l != nil || err != nil {
+	if l, err := m.local(ctx, id); l != nil || err != nil {
 		return l, err
 	}
 	if err := ctx.Err(); err != nil {
@@ -300,19 +307,36 @@ func (m *Manager) Acquire(ctx context.Context, id string) (*Lease, error) {
 // whose renewal is overdue, and which the renewer has not ended yet (it
 // may be starved of CPU), is ended here as lost: the script about to run
 // would give the room a new fence, and the old lease's holder must stop
-// before anyone holds the new one.
-func (m *Manager) local(id string) (*Lease, error) {
-	m.mu.Lock()
-	l, running := m.leases[id], m.running
-	m.mu.Unlock()
-	if !running {
-		return nil, ErrNotRunning
+// before anyone holds the new one. For the same reason, a lease that
+// another goroutine is ending (it stays in the set until its OnLost and
+// OnEnd returned) is waited for, within ctx.
+func (m *Manager) local(ctx context.Context, id string) (*Lease, error) {
+	for {
+		m.mu.Lock()
+		l := m.leases[id]
+		switch {
+		case !m.running:
+			m.mu.Unlock()
+			return nil, ErrNotRunning
+		case l == nil || l.held():
+			m.mu.Unlock()
+			return l, nil
+		case l.state.Load() != stateEnded:
+			m.mu.Unlock()
+			l.end(m.overdueError(), true) // leaves the set on return, unless another goroutine ended it first
+			continue
+		}
+		if m.ended == nil {
+			m.ended = make(chan struct{})
+		}
+		ended := m.ended
+		m.mu.Unlock()
+		select {
+		case <-ended:
+		case <-ctx.Done():
+			return nil, fmt.Errorf("lease: acquire %s: waiting for the lost lease to end: %w", m.routeKey(id), ctx.Err())
+		}
 	}
-	if l == nil || l.held() {
-		return l, nil
-	}
-	l.end(m.overdueError(), true)
-	return nil, nil
 }
 
 // acquire runs the acquire script and returns the new lease, not yet
@@ -537,25 +561,32 @@ func (m *Manager) Owner(ctx context.Context, id string) (Owner, error) {
 	return o, nil
 }
 
-// snapshot copies the lease set; onlyHeld skips leases in hand-off.
+// snapshot copies the lease set, without the leases that ended but have
+// not left it yet (their OnLost or OnEnd is running): they are not
+// renewed. onlyHeld skips leases in hand-off too.
 func (m *Manager) snapshot(onlyHeld bool) []*Lease {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	out := make([]*Lease, 0, len(m.leases))
 	for _, l := range m.leases {
-		if !onlyHeld || l.state.Load() == stateHeld {
+		if s := l.state.Load(); s == stateHeld || (!onlyHeld && s == stateHandingOff) {
 			out = append(out, l)
 		}
 	}
 	return out
 }
 
-// forget removes l from the lease set if it is still there.
+// forget removes l from the lease set if it is still there, and wakes
+// the Acquire calls waiting for an ended lease to leave it.
 func (m *Manager) forget(l *Lease) {
 	m.mu.Lock()
 	if m.leases[l.ID()] == l {
 		delete(m.leases, l.ID())
 		m.met.held.Set(float64(len(m.leases)))
+	}
+	if m.ended != nil {
+		close(m.ended)
+		m.ended = nil
 	}
 	m.mu.Unlock()
 }

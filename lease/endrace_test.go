@@ -1,0 +1,155 @@
+package lease
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// endingLease is a lease the renewer found gone and is ending: its OnLost
+// blocks until the test calls proceed, so the holder has not stopped yet.
+type endingLease struct {
+	m    *Manager
+	old  *Lease
+	room string
+	// early is set if the acquire script ran for room before the old
+	// lease's OnLost and OnEnd returned: the room was taken with a new
+	// fence while the old holder had not stopped.
+	early   *atomic.Bool
+	stopped *atomic.Bool // OnEnd of the old lease returned
+	proceed func()       // lets OnLost return
+}
+
+// waiting reports whether an Acquire waits for an ended lease to leave
+// the set.
+func (e *endingLease) waiting() bool {
+	e.m.mu.Lock()
+	defer e.m.mu.Unlock()
+	return e.m.ended != nil
+}
+
+// startEnding acquires room, deletes its key and returns once the renewer,
+// having found the key gone, is inside the lease's OnLost.
+func startEnding(t *testing.T, room string) *endingLease {
+	t.Helper()
+	var (
+		old            atomic.Pointer[Lease]
+		early, stopped atomic.Bool
+		entered        = make(chan struct{})
+		release        = make(chan struct{})
+		once           sync.Once
+	)
+	sawAcquire := cmdHook{fn: func(ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error {
+		a := cmd.Args()
+		if len(a) > 3 && a[0] == "evalsha" && a[1] == acquireScript.Hash() && a[3] == "room:route:{"+room+"}" &&
+			old.Load() != nil && !stopped.Load() {
+			early.Store(true)
+		}
+		return next(ctx, cmd)
+	}}
+	c := standalone(t).client(sawAcquire)
+	cfg := testConfig()
+	cfg.OnLost = func(l *Lease, _ error) {
+		if l == old.Load() {
+			close(entered)
+			<-release
+		}
+	}
+	cfg.OnEnd = func(l *Lease, _ error) {
+		if l == old.Load() {
+			stopped.Store(true)
+		}
+	}
+	m := startManager(t, c, cfg)
+	proceed := func() { once.Do(func() { close(release) }) }
+	t.Cleanup(proceed) // before Stop (cleanups run last first): the renewer must not stay blocked
+	l, err := m.Acquire(context.Background(), room)
+	if err != nil {
+		t.Fatalf("Acquire: %v", err)
+	}
+	old.Store(l)
+	if err := c.Del(context.Background(), l.key).Err(); err != nil {
+		t.Fatalf("DEL %s: %v", l.key, err)
+	}
+	<-entered // the next renewal round finds the key gone
+	if l.Context().Err() == nil {
+		t.Fatal("OnLost ran before the lease's context was cancelled")
+	}
+	return &endingLease{m: m, old: l, room: room, early: &early, stopped: &stopped, proceed: proceed}
+}
+
+type acquired struct {
+	l       *Lease
+	err     error
+	stopped bool // the old lease's OnEnd had returned when Acquire did
+}
+
+// acquireAsync runs Acquire on its own goroutine; the result arrives on
+// the returned channel, and done reports whether it has.
+func (e *endingLease) acquireAsync(ctx context.Context) (<-chan acquired, func() bool) {
+	ch := make(chan acquired, 1)
+	var done atomic.Bool
+	go func() {
+		l, err := e.m.Acquire(ctx, e.room)
+		ch <- acquired{l: l, err: err, stopped: e.stopped.Load()}
+		done.Store(true)
+	}()
+	return ch, done.Load
+}
+
+// An Acquire of a room whose lease on this Manager is ending (lost, its
+// OnLost still running) waits until the old holder has stopped: it neither
+// takes the room in Redis nor returns a new lease before OnLost and OnEnd
+// returned.
+func TestAcquireWaitsForTheEndOfALostLease(t *testing.T) {
+	e := startEnding(t, "end-wait")
+	res, done := e.acquireAsync(context.Background())
+	waitFor(t, "Acquire to wait or to go on", func() bool { return e.waiting() || e.early.Load() || done() })
+	if e.early.Load() || done() {
+		e.proceed()
+		got := <-res
+		t.Fatalf("Acquire took the room before the old lease's OnLost returned (script sent: %v; returned %v, %v)",
+			e.early.Load(), got.l != nil, got.err)
+	}
+	e.proceed()
+	got := <-res
+	if got.err != nil {
+		t.Fatalf("Acquire: %v", got.err)
+	}
+	if !got.stopped {
+		t.Error("Acquire returned before the old lease's OnEnd returned")
+	}
+	if e.early.Load() {
+		t.Error("the acquire script ran before the old lease's OnEnd returned")
+	}
+	if got.l == e.old || got.l.Token() <= e.old.Token() {
+		t.Errorf("got lease with fence %d; want a new lease, fence above %d", got.l.Token(), e.old.Token())
+	}
+	if got.l.Context().Err() != nil {
+		t.Errorf("new lease's context ended: %v", context.Cause(got.l.Context()))
+	}
+}
+
+// The wait for an ending lease is bounded by the caller's ctx.
+func TestAcquireWaitForALostLeaseEndsWithCtx(t *testing.T) {
+	e := startEnding(t, "end-ctx")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	res, done := e.acquireAsync(ctx)
+	waitFor(t, "Acquire to wait or to go on", func() bool { return e.waiting() || e.early.Load() || done() })
+	cancel()
+	got := <-res
+	if !errors.Is(got.err, context.Canceled) || got.l != nil {
+		t.Errorf("got %v, %v; want no lease and context.Canceled", got.l != nil, got.err)
+	}
+	if e.early.Load() {
+		t.Error("the acquire script ran before the old lease's OnEnd returned")
+	}
+	if e.stopped.Load() {
+		t.Error("OnEnd returned while OnLost was blocked")
+	}
+}
