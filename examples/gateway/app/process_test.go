@@ -1,4 +1,4 @@
-package main
+package app
 
 import (
 	"context"
@@ -23,7 +23,7 @@ import (
 // startProc runs the gateway on a free port and returns it with its address.
 func startProc(t *testing.T, env ...string) (*proctest.Proc, string) {
 	t.Helper()
-	p := proctest.Start(t, "gateway", proctest.Build(t, "."),
+	p := proctest.Start(t, "gateway", proctest.Build(t, "github.com/drainkit/drainkit/examples/gateway"),
 		append([]string{"HTTP_ADDR=127.0.0.1:0", "NODE_ID=gw-proc"}, env...)...)
 	line := p.Await(t, "listening on ")
 	return p, strings.TrimSpace(line[strings.Index(line, "listening on ")+len("listening on "):])
