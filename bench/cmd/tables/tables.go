@@ -351,7 +351,7 @@ func (w *writer) gatewayOverhead() {
 	before, now := w.b("GatewayOverhead", "before-sec/cmd"), w.b("GatewayOverhead", "now-sec/cmd")
 	ov := w.b("GatewayOverhead", "now/before")
 	w.table([]string{"interleaved, request by request", "before (ns/command)", "now (ns/command)", "now ÷ before"},
-		[][]string{{"GatewayOverhead", num(before*1e9), num(now*1e9), ratio(ov)}})
+		[][]string{{"GatewayOverhead", num(before * 1e9), num(now * 1e9), ratio(ov)}})
 	w.p("One command (POST /api/v1/rooms/r1/commands) through the example gateway's room API handler, in process, to the same room backend over loopback gRPC (a real grpc-go server reporting room-service SERVING and applying every command at once), at steady state: nothing to wait out. rpc is the bare Apply call both handlers wrap; before is the handler before the request-deadline change (bench/internal/gatewaybefore, that commit's files); now is the handler the gateway serves (examples/gateway/app.Handler: the request deadline, waiting within it, call slots, the pending cap and its metrics, rendezvous-hash routing). The second table runs the two handlers alternately (before, now, now, before) in one loop, so the machine's noise lands on both alike; its ratio is the one the target reads. What limits it: the gRPC round trip on loopback, about two thirds of either handler; the JSON decoding and encoding around it are the same in both.")
 	w.p("")
 	w.p("Target: the change costs at most 5%% at steady state — %s (now ÷ before %.3f interleaved; %+d allocations per command).", verdict(ov <= 1.05, valid(ov)), ov,
