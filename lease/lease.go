@@ -33,28 +33,62 @@ type Lease struct {
 }
 
 // signals are a lease's context. They are made when first asked for
-// (Context, or the lease's end), not with the lease: a node holds up to
-// hundreds of thousands of leases, most of whose holders never ask, and a
-// context costs about 100 bytes a lease.
+// (Context), not with the lease: a node holds up to hundreds of thousands
+// of leases, most of whose holders never ask, and a context costs about
+// 100 bytes a lease. A lease that ends before anyone asked stores only
+// how it ended (ctx nil, cause set), from which a context asked for later
+// is made already cancelled: a Release of a lease nobody watched then
+// makes nothing at all.
 type signals struct {
-	ctx    context.Context
+	ctx    context.Context // nil: ended before anyone asked
 	cancel context.CancelCauseFunc
+	cause  error // how an unasked lease ended (ctx nil)
 }
 
+// releasedUnasked is the end of every lease released before anyone asked
+// for its context, shared: the common end of a lease needs no allocation.
+var releasedUnasked = &signals{cause: ErrReleased}
+
 // signals returns l's signals, making them if nobody has yet. Callers
-// racing here all get the one that was stored first; end makes them too
-// before it cancels, so a context asked for after the end is cancelled.
+// racing here all get the one that was stored first. After an unasked
+// end they are made cancelled with the end's cause.
 func (l *Lease) signals() *signals {
-	if s := l.sig.Load(); s != nil {
-		return s
+	for {
+		old := l.sig.Load()
+		if old != nil && old.ctx != nil {
+			return old
+		}
+		s := new(signals)
+		s.ctx, s.cancel = context.WithCancelCause(context.Background())
+		if old != nil {
+			s.cancel(old.cause)
+		}
+		if l.sig.CompareAndSwap(old, s) {
+			return s
+		}
+		s.cancel(nil) // another caller's, or the end's, was stored first
 	}
-	s := new(signals)
-	s.ctx, s.cancel = context.WithCancelCause(context.Background())
-	if !l.sig.CompareAndSwap(nil, s) {
-		s.cancel(nil)
-		return l.sig.Load()
+}
+
+// endSignals ends l's signals with cause: it cancels them if anyone made
+// them, or records the end for signals made later. The end runs once.
+func (l *Lease) endSignals(cause error) {
+	var unasked *signals
+	for {
+		if s := l.sig.Load(); s != nil { // made (only the end stores an unasked one)
+			s.cancel(cause)
+			return
+		}
+		if unasked == nil {
+			unasked = releasedUnasked
+			if cause != ErrReleased {
+				unasked = &signals{cause: cause}
+			}
+		}
+		if l.sig.CompareAndSwap(nil, unasked) {
+			return
+		}
 	}
-	return s
 }
 
 func (m *Manager) newLease(id string, fence int64, value string, sent time.Time) *Lease {
@@ -155,7 +189,7 @@ var errPastExpiry = errors.New("past the key's expiry by the last confirmed rene
 // TTL. It returns only a Redis error: a key gone or taken is fine.
 func (l *Lease) discard(ctx context.Context) error {
 	l.state.Store(stateEnded)
-	if s := l.sig.Load(); s != nil { // nobody saw this lease, so nobody else makes them
+	if s := l.sig.Load(); s != nil && s.ctx != nil { // nobody saw this lease, so nobody else makes them
 		s.cancel(ErrReleased)
 	}
 	if _, err := l.releaseKey(context.WithoutCancel(ctx)); err != nil {
@@ -187,8 +221,7 @@ func (l *Lease) end(cause error, lost bool) bool {
 		}
 	}
 	defer l.m.forget(l)
-	sig := l.signals()
-	sig.cancel(cause)
+	l.endSignals(cause)
 	if lost {
 		if errors.Is(cause, ErrLost) { // left to expire is counted by the drain
 			l.m.met.lost.Inc()
