@@ -88,7 +88,7 @@ var errNotServing = errors.New("gateway: HTTP server stopped serving")
 
 // listenerCheck is the gating "http_listener" check: the listener is bound
 // and the server serves it. It reads that state rather than dialling the
-// listener: a dial with the guide's 100 ms budget measures how busy the
+// listener: a dial within the usual 100 ms listener budget measures how busy the
 // machine is, and when a fault ends and a backlog of held requests is
 // answered at once, it timed out on a small machine and took every
 // gateway out of the balancer at the moment they had work to finish.
@@ -107,7 +107,7 @@ func (s *server) listenerCheck() readiness.Check {
 		}}
 }
 
-// roomCheck is the gating "room_grpc" check (the guide's name): the
+// roomCheck is the gating "room_grpc" check: the
 // room-service gRPC address is connectable, i.e. grpc-go holds a
 // connection to some configured address (for a dns:/// target, some
 // address the name resolves to) on a balanced connection that requests do
@@ -135,6 +135,6 @@ func (b *backends) roomCheck() readiness.Check {
 		}}
 }
 
-// roomCheckTimeout bounds the room_grpc check: the guide's budget for a
-// downstream gRPC service.
+// roomCheckTimeout bounds the room_grpc check: 300 ms, the usual
+// budget for a check of a downstream gRPC service.
 const roomCheckTimeout = 300 * time.Millisecond
