@@ -160,7 +160,9 @@ func (p *Proc) Wait(ctx context.Context) (int, error) {
 
 // Exited reports whether the process has exited, and when: the time its
 // exit was reported by the kernel, which may come before its last output
-// was read (see [Proc.Done]).
+// was read (see [Proc.Done]). The kernel reports it once the whole process
+// is gone, its memory freed included: for a race-built binary with a large
+// heap on a busy machine that can be a second or more after it called exit.
 func (p *Proc) Exited() (time.Time, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
