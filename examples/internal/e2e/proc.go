@@ -20,7 +20,7 @@ type Proc struct {
 	Name string
 
 	cmd  *exec.Cmd
-	done chan struct{} // closed once the process exited and its output was read
+	done chan struct{} // closed once the process exited and its output was read to its end
 
 	mu      sync.Mutex
 	lines   []string
@@ -32,32 +32,50 @@ type Proc struct {
 // StartProc runs bin with the current environment plus env. Its output
 // (stdout and stderr) is read until it exits; the caller must Kill or wait
 // for it.
+//
+// The child writes into an [os.Pipe] of its own, so exec starts no copy
+// goroutine and the process is waited for while its output is read: the
+// exit time is taken when the kernel reports the exit, not after a backlog
+// of output was read by a busy test. The pipe is enlarged so that a burst
+// of log lines does not block the child on a reader that lags.
 func StartProc(name, bin string, env []string, args ...string) (*Proc, error) {
-	cmd := exec.Command(bin, args...)
-	cmd.Env = append(os.Environ(), env...)
-	dieWithParent(cmd)
-	out, err := cmd.StdoutPipe()
+	r, w, err := os.Pipe()
 	if err != nil {
 		return nil, fmt.Errorf("e2e: %s: %w", name, err)
 	}
-	cmd.Stderr = cmd.Stdout
-	if err := cmd.Start(); err != nil {
+	growPipe(w)
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), env...)
+	dieWithParent(cmd)
+	cmd.Stdout, cmd.Stderr = w, w
+	err = cmd.Start()
+	_ = w.Close() // the child holds the write end now: EOF once it is gone
+	if err != nil {
+		_ = r.Close()
 		return nil, fmt.Errorf("e2e: start %s: %w", name, err)
 	}
 	p := &Proc{Name: name, cmd: cmd, done: make(chan struct{}), changed: make(chan struct{})}
+	exited := make(chan struct{})
 	go func() {
-		sc := bufio.NewScanner(out)
+		defer close(exited)
+		_ = cmd.Wait()
+		p.mu.Lock()
+		p.exitAt = time.Now()
+		p.mu.Unlock()
+	}()
+	go func() {
+		defer close(p.done)
+		sc := bufio.NewScanner(r)
 		sc.Buffer(make([]byte, 1<<20), 1<<24)
 		for sc.Scan() {
 			p.add(sc.Text())
 		}
-		_ = cmd.Wait() // after the pipe is read to its end, as exec requires
+		_ = r.Close()
+		<-exited
 		p.mu.Lock()
-		p.exitAt = time.Now()
 		close(p.changed)
 		p.changed = nil
 		p.mu.Unlock()
-		close(p.done)
 	}()
 	return p, nil
 }
@@ -125,7 +143,8 @@ func (p *Proc) Kill() {
 	<-p.done
 }
 
-// Done is closed once the process has exited.
+// Done is closed once the process has exited and its output was read to
+// its end.
 func (p *Proc) Done() <-chan struct{} { return p.done }
 
 // Wait waits for the process to exit and returns its exit code (-1 when a
@@ -139,7 +158,11 @@ func (p *Proc) Wait(ctx context.Context) (int, error) {
 	}
 }
 
-// Exited reports whether the process has exited, and when.
+// Exited reports whether the process has exited, and when: the time its
+// exit was reported by the kernel, which may come before its last output
+// was read (see [Proc.Done]). The kernel reports it once the whole process
+// is gone, its memory freed included: for a race-built binary with a large
+// heap on a busy machine that can be a second or more after it called exit.
 func (p *Proc) Exited() (time.Time, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -55,4 +56,41 @@ func alive(pid int) bool {
 	s := string(b)
 	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
 	return len(f) > 0 && f[0] != "Z"
+}
+
+// A process's exit is timed when it exits, not when its output has been
+// read to its end: here a grandchild holds the output pipe open after the
+// process exited, as a backlog of unread output would.
+func TestProcExitTimedBeforeOutputEnds(t *testing.T) {
+	p, err := StartProc("sh", "/bin/sh", nil, "-c", "sleep 600 & echo $!; exit 0")
+	require.NoError(t, err)
+	line, err := p.Await(context.Background(), "")
+	require.NoError(t, err)
+	grandchild, err := strconv.Atoi(strings.TrimSpace(line))
+	require.NoError(t, err, "sh said %q", line)
+	t.Cleanup(func() {
+		_ = syscall.Kill(grandchild, syscall.SIGKILL)
+		<-p.Done()
+	})
+
+	var exitAt time.Time
+	require.Eventually(t, func() bool {
+		var ok bool
+		exitAt, ok = p.Exited()
+		return ok
+	}, 10*time.Second, time.Millisecond, "sh exited, but its exit is not seen while its output is open")
+	select {
+	case <-p.Done():
+		t.Fatal("Done closed while the output pipe is still open")
+	default:
+	}
+
+	require.NoError(t, syscall.Kill(grandchild, syscall.SIGKILL))
+	<-p.Done()
+	after, ok := p.Exited()
+	require.True(t, ok)
+	require.Equal(t, exitAt, after, "the exit time stays when the output ends")
+	code, err := p.Wait(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, 0, code)
 }
