@@ -469,6 +469,23 @@ func TestDrainWhileMySQLSlow(t *testing.T) {
 	if code != 0 && code != 1 && code != 3 {
 		t.Errorf("%s exit code %d; want 0, 1 or 3", d.Name, code)
 	}
+	// The flush must have run: a command held behind a snapshot write
+	// that waits on the locked table must not keep wait_in_flight busy
+	// until the deadline, or the flush, which guards the rooms, is skipped.
+	hooks := drainHooks(t, victim)
+	flushed := false
+	for _, h := range hooks {
+		if h.Phase != "wait_in_flight" && h.Phase != "flush" {
+			continue
+		}
+		t.Logf("%s drain hook %s (%s): %s after %.0f ms %s", victim.Name, h.Name, h.Phase, h.Outcome, h.DurationMS, h.Error)
+		if strings.HasPrefix(h.Name, "lease-handoff") {
+			flushed = h.Outcome != "skipped"
+		}
+	}
+	if !flushed {
+		t.Errorf("%s: the flush (lease-handoff) did not run during the drain; want it run, its slow writes failed and their leases left to expire", victim.Name)
+	}
 	// A room whose flush failed must not be released: only left to
 	// expire, then taken over from the last snapshot plus the log.
 	unflushed := map[string]bool{}
@@ -502,4 +519,26 @@ func TestDrainWhileMySQLSlow(t *testing.T) {
 		}
 	}
 	t.Logf("%d rooms %s could not flush, left to expire (or lost), recovered by their next owners", expired, victim.Name)
+}
+
+// drainHook is one hook of a drain report line.
+type drainHook struct {
+	Name, Phase, Outcome, Error string
+	DurationMS                  float64 `json:"duration_ms"`
+}
+
+// drainHooks reads the hooks of n's drain report line.
+func drainHooks(t *testing.T, n *e2e.Node) []drainHook {
+	t.Helper()
+	for _, line := range strings.Split(n.Output(), "\n") {
+		var e struct {
+			Msg    string
+			Report struct{ Hooks []drainHook }
+		}
+		if json.Unmarshal([]byte(line), &e) == nil && e.Msg == "drain report" {
+			return e.Report.Hooks
+		}
+	}
+	t.Fatalf("%s logged no drain report:\n%s", n.Name, lastLines(n.Output(), 10))
+	return nil
 }
