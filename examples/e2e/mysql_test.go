@@ -278,11 +278,13 @@ func TestMySQLHung(t *testing.T) {
 
 // MySQL's connection pool exhausted by slow queries: each room-service
 // may open one connection (MYSQL_MAX_OPEN_CONNS=1), and with the snapshot
-// table locked its snapshot writes hold it, waiting, for a whole loop turn.
+// table locked its snapshot writes hold it one after another, each
+// waiting out its own budget (room.DefaultSnapshotWriteTimeout, a second).
 // A ready probe's PingContext then waits for a free connection: it must
 // give up at the check's own timeout, the probe must answer within the
-// total budget. (Between two turns the one connection is free for a moment, and a ping
-// waiting then gets it: such a probe answers ok, and is counted.)
+// total budget. (Between two writes the one connection is free for a
+// moment, and a ping waiting then gets it: such a probe answers ok, and is
+// counted.)
 func TestMySQLPoolExhausted(t *testing.T) {
 	c, db := startMySQLCluster(t, e2e.Config{RoomEnv: []string{"MYSQL_MAX_OPEN_CONNS=1"}})
 	wait := load(t, c, e2e.Load{Duration: 8 * time.Second})
