@@ -278,11 +278,13 @@ func TestMySQLHung(t *testing.T) {
 
 // MySQL's connection pool exhausted by slow queries: each room-service
 // may open one connection (MYSQL_MAX_OPEN_CONNS=1), and with the snapshot
-// table locked its snapshot writes hold it, waiting, for a whole loop turn.
+// table locked its snapshot writes hold it one after another, each
+// waiting out its own budget (room.DefaultSnapshotWriteTimeout, a second).
 // A ready probe's PingContext then waits for a free connection: it must
 // give up at the check's own timeout, the probe must answer within the
-// total budget. (Between two turns the one connection is free for a moment, and a ping
-// waiting then gets it: such a probe answers ok, and is counted.)
+// total budget. (Between two writes the one connection is free for a
+// moment, and a ping waiting then gets it: such a probe answers ok, and is
+// counted.)
 func TestMySQLPoolExhausted(t *testing.T) {
 	c, db := startMySQLCluster(t, e2e.Config{RoomEnv: []string{"MYSQL_MAX_OPEN_CONNS=1"}})
 	wait := load(t, c, e2e.Load{Duration: 8 * time.Second})
@@ -424,7 +426,13 @@ func TestAnalyticsDownOnEveryReplica(t *testing.T) {
 func TestDrainWhileMySQLSlow(t *testing.T) {
 	const drainTimeout = 4 * time.Second
 	c, db := startMySQLCluster(t, e2e.Config{DrainTimeout: drainTimeout})
-	wait := load(t, c, e2e.Load{Duration: 8 * time.Second})
+	// The load runs until every room is owned by a running node again
+	// (closed below): a room the victim could not flush is taken over only
+	// by a command sent after its lease expired, a lease TTL after the
+	// exit. A load of fixed length could end inside the drain when the
+	// warm-up was slow, and leave such rooms without a next owner.
+	stop := make(chan struct{})
+	wait := load(t, c, e2e.Load{Duration: bound, Until: stop})
 	ctx, cancel := context.WithTimeout(context.Background(), bound)
 	defer cancel()
 	steady(t, ctx, c)
@@ -454,6 +462,8 @@ func TestDrainWhileMySQLSlow(t *testing.T) {
 			t.Fatalf("readiness did not recover: %v", err)
 		}
 	}
+	balanced(t, ctx, c, "after the drain")
+	close(stop)
 	res := wait()
 	r := check(t, c, res, []e2e.Drained{d}, fault)
 	t.Logf("failed requests: %d; %s exited %d after %s", r.Failed, d.Name, code, d.DrainTime.Round(time.Millisecond))
@@ -468,6 +478,23 @@ func TestDrainWhileMySQLSlow(t *testing.T) {
 	// released, checked below.
 	if code != 0 && code != 1 && code != 3 {
 		t.Errorf("%s exit code %d; want 0, 1 or 3", d.Name, code)
+	}
+	// The flush must have run: a command held behind a snapshot write
+	// that waits on the locked table must not keep wait_in_flight busy
+	// until the deadline, or the flush, which guards the rooms, is skipped.
+	hooks := drainHooks(t, victim)
+	flushed := false
+	for _, h := range hooks {
+		if h.Phase != "wait_in_flight" && h.Phase != "flush" {
+			continue
+		}
+		t.Logf("%s drain hook %s (%s): %s after %.0f ms %s", victim.Name, h.Name, h.Phase, h.Outcome, h.DurationMS, h.Error)
+		if strings.HasPrefix(h.Name, "lease-handoff") {
+			flushed = h.Outcome != "skipped"
+		}
+	}
+	if !flushed {
+		t.Errorf("%s: the flush (lease-handoff) did not run during the drain; want it run, its slow writes failed and their leases left to expire", victim.Name)
 	}
 	// A room whose flush failed must not be released: only left to
 	// expire, then taken over from the last snapshot plus the log.
@@ -502,4 +529,26 @@ func TestDrainWhileMySQLSlow(t *testing.T) {
 		}
 	}
 	t.Logf("%d rooms %s could not flush, left to expire (or lost), recovered by their next owners", expired, victim.Name)
+}
+
+// drainHook is one hook of a drain report line.
+type drainHook struct {
+	Name, Phase, Outcome, Error string
+	DurationMS                  float64 `json:"duration_ms"`
+}
+
+// drainHooks reads the hooks of n's drain report line.
+func drainHooks(t *testing.T, n *e2e.Node) []drainHook {
+	t.Helper()
+	for _, line := range strings.Split(n.Output(), "\n") {
+		var e struct {
+			Msg    string
+			Report struct{ Hooks []drainHook }
+		}
+		if json.Unmarshal([]byte(line), &e) == nil && e.Msg == "drain report" {
+			return e.Report.Hooks
+		}
+	}
+	t.Fatalf("%s logged no drain report:\n%s", n.Name, lastLines(n.Output(), 10))
+	return nil
 }

@@ -14,6 +14,10 @@ import (
 // that changed since their last snapshot.
 const DefaultSnapshotInterval = 5 * time.Second
 
+// DefaultSnapshotWriteTimeout bounds one room's periodic snapshot write,
+// and so how long a command for that room can wait behind it.
+const DefaultSnapshotWriteTimeout = time.Second
+
 // Lease is this node's hold on one room, as handed out by [Leases]. A thin
 // adapter over the lease package's *lease.Lease satisfies it.
 type Lease interface {
@@ -68,6 +72,15 @@ type Config struct {
 	// liveness); zero means SnapshotInterval. Tests that turn the loop
 	// every millisecond give the turns a budget they can finish in.
 	SnapshotTurn time.Duration
+	// SnapshotWriteTimeout bounds each room's write within a snapshot
+	// turn (SnapshotAll); zero means [DefaultSnapshotWriteTimeout]. The
+	// write holds the room, so commands for it wait behind the write: with
+	// the database slow or a table locked, a write bounded only by the turn
+	// would hold them for the whole turn, longer than a drain gives its
+	// in-flight requests, and the drain's flush would never run. A write
+	// that gives up is logged and retried at the next turn; the command log
+	// keeps every acknowledged command meanwhile.
+	SnapshotWriteTimeout time.Duration
 	// ErrHeld is the error (matched with errors.Is) Leases.Acquire returns
 	// when another node holds the room, e.g. lease.ErrHeld. Required.
 	ErrHeld error
@@ -99,6 +112,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("room: SnapshotInterval %s is negative", c.SnapshotInterval)
 	case c.SnapshotTurn < 0:
 		return fmt.Errorf("room: SnapshotTurn %s is negative", c.SnapshotTurn)
+	case c.SnapshotWriteTimeout < 0:
+		return fmt.Errorf("room: SnapshotWriteTimeout %s is negative", c.SnapshotWriteTimeout)
 	case c.ErrHeld == nil:
 		return errors.New("room: ErrHeld is nil; set it to the lease package's held error")
 	case c.ErrDraining == nil:
@@ -113,6 +128,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.SnapshotTurn == 0 {
 		c.SnapshotTurn = c.SnapshotInterval
+	}
+	if c.SnapshotWriteTimeout == 0 {
+		c.SnapshotWriteTimeout = DefaultSnapshotWriteTimeout
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

@@ -108,4 +108,11 @@
 //
 // [Service.Run] and [Outbox.Run] are the loops behind the liveness
 // heartbeats; both beat on every turn, also while draining.
+//
+// A snapshot write holds its room, so commands for the room wait behind
+// it. Each periodic write is bounded on its own by
+// [Config.SnapshotWriteTimeout] (1 s by default), not only by the turn: with
+// the database slow or its table locked, a command waits at most that
+// long, so a drain's in-flight commands end in time for the flush. A write
+// that gives up is logged and retried at the next turn.
 package room

@@ -44,8 +44,9 @@ func (s *Service) FlushRoom(ctx context.Context, l Lease) error {
 }
 
 // SnapshotAll snapshots every room that changed since its last snapshot,
-// keeping the cells. A room whose lease was lost or whose snapshot was
-// fenced is dropped instead. It returns the failures joined.
+// keeping the cells, one room at a time, each write bounded by
+// [Config.SnapshotWriteTimeout]. A room whose lease was lost or whose
+// snapshot was fenced is dropped instead. It returns the failures joined.
 func (s *Service) SnapshotAll(ctx context.Context) error {
 	s.mu.Lock()
 	cells := make([]*cell, 0, len(s.cells))
@@ -77,7 +78,11 @@ func (s *Service) snapshotCell(ctx context.Context, c *cell) error {
 	case !c.dirty():
 		return nil
 	}
-	err := s.store.snapshot(ctx, c.id, c.lease.Token(), c.state.clone())
+	// The write holds the room: bound it on its own, so that a command for
+	// the room waits at most this long behind it, not the rest of the turn.
+	wctx, cancel := context.WithTimeout(ctx, s.cfg.SnapshotWriteTimeout)
+	defer cancel()
+	err := s.store.snapshot(wctx, c.id, c.lease.Token(), c.state.clone())
 	if errors.Is(err, ErrFenced) {
 		s.drop(c, "fenced")
 		return nil
