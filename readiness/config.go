@@ -33,6 +33,8 @@ type Config struct {
 	// ReadyTimeout bounds one ready evaluation; default [DefaultReadyTimeout].
 	ReadyTimeout time.Duration
 	// CacheTTL is how long results are reused; default [DefaultCacheTTL].
+	// Results in which a gating check failed are reused for a fifth of it,
+	// so that a recovery is seen promptly.
 	CacheTTL time.Duration
 	// CheckTimeout is the timeout of checks added without one; default
 	// [DefaultCheckTimeout]. It may not exceed ReadyTimeout.

@@ -46,7 +46,11 @@
 // functional options, and [Config.Validate] names the field and the value
 // it refuses.
 //
-// Results are reused for [Config.CacheTTL]. Concurrent probes share one
+// Results are reused for [Config.CacheTTL], or a fifth of it when a gating
+// check failed: while the replica is out of the balancer and requests wait
+// for it, its dependency's recovery is seen within 200 ms (by default)
+// rather than up to a second later, at the price of at most five checks a
+// second of the failing dependency while something probes. Concurrent probes share one
 // evaluation, which the registry owns: a prober that disconnects does not
 // cancel it. When results expire, the probe that notices starts a refresh
 // and answers from the previous results, with their age; so do probes

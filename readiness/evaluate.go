@@ -37,6 +37,7 @@ type evaluation struct {
 	at       time.Time // when it completed
 	duration time.Duration
 	results  []result
+	failing  bool // a gating check failed: the results are kept for less long
 }
 
 type result struct {
@@ -65,6 +66,7 @@ func (r *Registry) evaluate() *evaluation {
 	ev := &evaluation{results: make([]result, len(entries))}
 	for i, e := range entries {
 		ev.results[i] = r.await(ctx, start, e, execs[i])
+		ev.failing = ev.failing || (ev.results[i].err != nil && ev.results[i].tier == Gating)
 	}
 	ev.at = time.Now()
 	ev.duration = ev.at.Sub(start)

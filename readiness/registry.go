@@ -150,7 +150,7 @@ func (r *Registry) stuck() []string {
 // neither.
 func (r *Registry) results(ctx context.Context) (*evaluation, error) {
 	last := r.last.Load()
-	if last != nil && time.Since(last.at) < r.cfg.CacheTTL {
+	if r.fresh(last) {
 		return last, nil
 	}
 	r.mu.Lock()
@@ -160,7 +160,7 @@ func (r *Registry) results(ctx context.Context) (*evaluation, error) {
 	}
 	// Re-read under the lock: another probe may have just landed a refresh.
 	last = r.last.Load()
-	if last != nil && time.Since(last.at) < r.cfg.CacheTTL {
+	if r.fresh(last) {
 		r.mu.Unlock()
 		return last, nil
 	}
@@ -187,6 +187,29 @@ func (r *Registry) results(ctx context.Context) (*evaluation, error) {
 	case <-ctx.Done():
 		return nil, ctx.Err() // nothing recent to answer from: an old result would lie
 	}
+}
+
+// failingDivisor divides CacheTTL into how long a failing evaluation (a
+// gating check failed) is reused. A failure is kept for less long than a
+// success so that a dependency's recovery is seen within a fifth of the
+// cache (200 ms by default) rather than up to a whole one, while the process
+// is out of the balancer and requests wait for it; the price is at most
+// five checks a second of a failing dependency, and only while something
+// probes (checks that are still running are joined, never started again).
+const failingDivisor = 5
+
+// fresh reports whether ev may answer a probe without a refresh: it is
+// younger than CacheTTL, or than CacheTTL/failingDivisor when a gating
+// check failed.
+func (r *Registry) fresh(ev *evaluation) bool {
+	if ev == nil {
+		return false
+	}
+	ttl := r.cfg.CacheTTL
+	if ev.failing {
+		ttl /= failingDivisor
+	}
+	return time.Since(ev.at) < ttl
 }
 
 // refresh starts one evaluation; r.mu is held.

@@ -395,3 +395,37 @@ func TestTimedOutCheckReadsDeadlineExceeded(t *testing.T) {
 		}
 	}
 }
+
+// TestFailingResultsKeptForAFifth: an evaluation in which a gating check
+// failed answers probes for CacheTTL/5, so a recovery is seen within 200 ms
+// of it; a passing one, or one where only an informational check failed,
+// for the whole CacheTTL. Probes come every 10 ms for 2 s of fake time.
+func TestFailingResultsKeptForAFifth(t *testing.T) {
+	tests := []struct {
+		name     string
+		tier     readiness.Tier
+		err      error
+		wantRuns int32
+	}{
+		{name: "gating failing", tier: readiness.Gating, err: errors.New("refused"), wantRuns: 10},
+		{name: "gating ok", tier: readiness.Gating, wantRuns: 2},
+		{name: "informational failing", tier: readiness.Informational, err: errors.New("refused"), wantRuns: 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				r := newRegistry(t, newState(lifecycle.Running), nil)
+				c := &counter{err: tt.err}
+				mustAdd(t, r, readiness.Check{Name: "dep", Tier: tt.tier, Probe: c.probe})
+				for range 200 {
+					r.Ready(context.Background())
+					synctest.Wait() // a refresh a probe started lands before the next probe
+					time.Sleep(10 * time.Millisecond)
+				}
+				if got := c.runs.Load(); got != tt.wantRuns {
+					t.Errorf("check ran %d times in 2 s; want %d", got, tt.wantRuns)
+				}
+			})
+		})
+	}
+}

@@ -71,10 +71,11 @@ func (s *Server) Register(r grpc.ServiceRegistrar) {
 // Run updates the serving status until ctx ends or the server is drained:
 // every CacheTTL of the registry while SERVING, and every CacheTTL/10 while
 // NOT_SERVING, so that a recovery is served as soon as the registry's next
-// evaluation lands rather than up to two CacheTTLs later, when every
-// client held back by NOT_SERVING arrives at once. Polling faster runs no
-// check more often: the registry still evaluates at most once per
-// CacheTTL, answering from its last result meanwhile, and it shares those
+// evaluation lands (it keeps a failing evaluation for a fifth of CacheTTL)
+// rather than up to two CacheTTLs later, when every client held back by
+// NOT_SERVING arrives at once. Polling faster runs no check more often:
+// the registry still evaluates at most once per fifth of CacheTTL while
+// failing, answering from its last result meanwhile, and it shares those
 // evaluations with HTTP probes.
 func (s *Server) Run(ctx context.Context) error {
 	t := time.NewTimer(s.every)
