@@ -212,10 +212,13 @@ func TestRedisStopsDuringDrain(t *testing.T) {
 	if code != 3 && code != 1 {
 		t.Errorf("%s exit code %d; want 3 (deadline) or 1 (a hook failed): a drain that could not flush is not clean", d.Name, code)
 	}
+	// Only the holds that ended once Redis stopped: before that, the
+	// victim may have handed rooms off towards their balanced node, each
+	// flushed and then released, as it should.
 	released := 0
 	for _, hs := range r.Holds {
 		for _, h := range hs {
-			if h.Node == victim.Name && strings.Contains(h.EndedCause, "released") {
+			if h.Node == victim.Name && !h.To.Before(fault.From) && strings.Contains(h.EndedCause, "released") {
 				released++
 			}
 		}
