@@ -111,7 +111,7 @@ func get(c *http.Client, url string) int {
 
 func TestRedisOutage(t *testing.T) {
 	c, rs := startCluster(t, e2e.Config{})
-	wait := load(t, c, e2e.Load{Duration: 8 * time.Second})
+	wait := loadPastSteady(t, c, 6*time.Second)
 	ctx, cancel := context.WithTimeout(context.Background(), bound)
 	defer cancel()
 	steady(t, ctx, c)
@@ -170,7 +170,7 @@ func TestRedisOutage(t *testing.T) {
 func TestRedisStopsDuringDrain(t *testing.T) {
 	const drainTimeout = 4 * time.Second
 	c, rs := startCluster(t, e2e.Config{DrainTimeout: drainTimeout})
-	wait := load(t, c, e2e.Load{Duration: 8 * time.Second})
+	wait := loadPastSteady(t, c, 6*time.Second)
 	ctx, cancel := context.WithTimeout(context.Background(), bound)
 	defer cancel()
 	steady(t, ctx, c)
@@ -244,7 +244,7 @@ const steadyWindow = 2 * time.Second
 
 func crashTakenOver(t *testing.T, ttl time.Duration) {
 	c, rs := startCluster(t, e2e.Config{LeaseTTL: ttl})
-	wait := load(t, c, e2e.Load{Duration: 8*time.Second + steadyWindow})
+	wait := loadPastSteady(t, c, 6*time.Second+steadyWindow)
 	ctx, cancel := context.WithTimeout(context.Background(), bound)
 	defer cancel()
 	steady(t, ctx, c)
@@ -339,7 +339,7 @@ func commandRate(ctx context.Context, rdb *redis.Client, window time.Duration) (
 // another node takes them over after the TTL. Requests for them wait.
 func TestTwoSIGTERMs(t *testing.T) {
 	c, _ := startCluster(t, e2e.Config{})
-	wait := load(t, c, e2e.Load{Duration: 8 * time.Second})
+	wait := loadPastSteady(t, c, 6*time.Second)
 	ctx, cancel := context.WithTimeout(context.Background(), bound)
 	defer cancel()
 	steady(t, ctx, c)

@@ -134,7 +134,7 @@ func startMySQLCluster(t *testing.T, cfg e2e.Config) (*e2e.Cluster, *mariadbtest
 
 func TestMySQLOutage(t *testing.T) {
 	c, db := startMySQLCluster(t, e2e.Config{})
-	wait := load(t, c, e2e.Load{Duration: 8 * time.Second})
+	wait := loadPastSteady(t, c, 6*time.Second)
 	ctx, cancel := context.WithTimeout(context.Background(), bound)
 	defer cancel()
 	steady(t, ctx, c)
@@ -204,7 +204,7 @@ func TestMySQLOutage(t *testing.T) {
 // acquire timeout).
 func TestMySQLHung(t *testing.T) {
 	c, db := startMySQLCluster(t, e2e.Config{})
-	wait := load(t, c, e2e.Load{Duration: 8 * time.Second})
+	wait := loadPastSteady(t, c, 6*time.Second)
 	ctx, cancel := context.WithTimeout(context.Background(), bound)
 	defer cancel()
 	steady(t, ctx, c)
@@ -287,7 +287,7 @@ func TestMySQLHung(t *testing.T) {
 // counted.)
 func TestMySQLPoolExhausted(t *testing.T) {
 	c, db := startMySQLCluster(t, e2e.Config{RoomEnv: []string{"MYSQL_MAX_OPEN_CONNS=1"}})
-	wait := load(t, c, e2e.Load{Duration: 8 * time.Second})
+	wait := loadPastSteady(t, c, 6*time.Second)
 	ctx, cancel := context.WithTimeout(context.Background(), bound)
 	defer cancel()
 	steady(t, ctx, c)
@@ -375,7 +375,7 @@ func TestMySQLPoolExhausted(t *testing.T) {
 func TestAnalyticsDownOnEveryReplica(t *testing.T) {
 	analytics := mariadbtest.Start(t)
 	c, _ := startMySQLCluster(t, e2e.Config{RoomEnv: []string{"ANALYTICS_DSN=" + analytics.DSN}})
-	wait := load(t, c, e2e.Load{Duration: 6 * time.Second})
+	wait := loadPastSteady(t, c, 4*time.Second)
 	ctx, cancel := context.WithTimeout(context.Background(), bound)
 	defer cancel()
 	steady(t, ctx, c)
