@@ -111,10 +111,9 @@ func get(c *http.Client, url string) int {
 
 func TestRedisOutage(t *testing.T) {
 	c, rs := startCluster(t, e2e.Config{})
-	wait := loadPastSteady(t, c, 6*time.Second)
 	ctx, cancel := context.WithTimeout(context.Background(), bound)
 	defer cancel()
-	steady(t, ctx, c)
+	wait := loadPastSteady(t, ctx, c, 6*time.Second)
 
 	nodes := c.Rooms()
 	stop := make(chan struct{})
@@ -170,10 +169,9 @@ func TestRedisOutage(t *testing.T) {
 func TestRedisStopsDuringDrain(t *testing.T) {
 	const drainTimeout = 4 * time.Second
 	c, rs := startCluster(t, e2e.Config{DrainTimeout: drainTimeout})
-	wait := loadPastSteady(t, c, 6*time.Second)
 	ctx, cancel := context.WithTimeout(context.Background(), bound)
 	defer cancel()
-	steady(t, ctx, c)
+	wait := loadPastSteady(t, ctx, c, 6*time.Second)
 
 	victim := c.Busiest()
 	if err := victim.Signal(syscall.SIGTERM); err != nil {
@@ -244,10 +242,9 @@ const steadyWindow = 2 * time.Second
 
 func crashTakenOver(t *testing.T, ttl time.Duration) {
 	c, rs := startCluster(t, e2e.Config{LeaseTTL: ttl})
-	wait := loadPastSteady(t, c, 6*time.Second+steadyWindow)
 	ctx, cancel := context.WithTimeout(context.Background(), bound)
 	defer cancel()
-	steady(t, ctx, c)
+	wait := loadPastSteady(t, ctx, c, 6*time.Second+steadyWindow)
 	rate, err := commandRate(ctx, rs.Client(), steadyWindow)
 	if err != nil {
 		t.Fatal(err)
@@ -339,10 +336,9 @@ func commandRate(ctx context.Context, rdb *redis.Client, window time.Duration) (
 // another node takes them over after the TTL. Requests for them wait.
 func TestTwoSIGTERMs(t *testing.T) {
 	c, _ := startCluster(t, e2e.Config{})
-	wait := loadPastSteady(t, c, 6*time.Second)
 	ctx, cancel := context.WithTimeout(context.Background(), bound)
 	defer cancel()
-	steady(t, ctx, c)
+	wait := loadPastSteady(t, ctx, c, 6*time.Second)
 	victim := c.Busiest()
 	fault := e2e.Window{From: time.Now()}
 	if err := victim.Signal(syscall.SIGTERM); err != nil {

@@ -134,10 +134,9 @@ func startMySQLCluster(t *testing.T, cfg e2e.Config) (*e2e.Cluster, *mariadbtest
 
 func TestMySQLOutage(t *testing.T) {
 	c, db := startMySQLCluster(t, e2e.Config{})
-	wait := loadPastSteady(t, c, 6*time.Second)
 	ctx, cancel := context.WithTimeout(context.Background(), bound)
 	defer cancel()
-	steady(t, ctx, c)
+	wait := loadPastSteady(t, ctx, c, 6*time.Second)
 
 	nodes := c.Rooms()
 	stop := make(chan struct{})
@@ -204,10 +203,9 @@ func TestMySQLOutage(t *testing.T) {
 // acquire timeout).
 func TestMySQLHung(t *testing.T) {
 	c, db := startMySQLCluster(t, e2e.Config{})
-	wait := loadPastSteady(t, c, 6*time.Second)
 	ctx, cancel := context.WithTimeout(context.Background(), bound)
 	defer cancel()
-	steady(t, ctx, c)
+	wait := loadPastSteady(t, ctx, c, 6*time.Second)
 
 	pausedAt := time.Now()
 	db.Pause()
@@ -287,10 +285,9 @@ func TestMySQLHung(t *testing.T) {
 // counted.)
 func TestMySQLPoolExhausted(t *testing.T) {
 	c, db := startMySQLCluster(t, e2e.Config{RoomEnv: []string{"MYSQL_MAX_OPEN_CONNS=1"}})
-	wait := loadPastSteady(t, c, 6*time.Second)
 	ctx, cancel := context.WithTimeout(context.Background(), bound)
 	defer cancel()
-	steady(t, ctx, c)
+	wait := loadPastSteady(t, ctx, c, 6*time.Second)
 
 	conn, err := db.DB().Conn(ctx) // LOCK TABLES holds for the session
 	if err != nil {
@@ -375,10 +372,9 @@ func TestMySQLPoolExhausted(t *testing.T) {
 func TestAnalyticsDownOnEveryReplica(t *testing.T) {
 	analytics := mariadbtest.Start(t)
 	c, _ := startMySQLCluster(t, e2e.Config{RoomEnv: []string{"ANALYTICS_DSN=" + analytics.DSN}})
-	wait := loadPastSteady(t, c, 4*time.Second)
 	ctx, cancel := context.WithTimeout(context.Background(), bound)
 	defer cancel()
-	steady(t, ctx, c)
+	wait := loadPastSteady(t, ctx, c, 4*time.Second)
 
 	nodes := c.Rooms()
 	stop := make(chan struct{})

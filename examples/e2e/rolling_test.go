@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,68 +17,22 @@ func steady(t *testing.T, ctx context.Context, c *e2e.Cluster) {
 		t.Fatal(err)
 	}
 	balanced(t, ctx, c, "after the load's warm-up")
-	s := steadiedFor(c)
-	s.once.Do(func() { close(s.ch) })
 }
 
-// steadiedAt is closed by steady once a cluster reached its steady state,
-// so that a load started before can count its length from then.
-type steadiedAt struct {
-	once sync.Once
-	ch   chan struct{}
-}
-
-var (
-	steadiedMu sync.Mutex
-	steadied   = map[*e2e.Cluster]*steadiedAt{}
-)
-
-func steadiedFor(c *e2e.Cluster) *steadiedAt {
-	steadiedMu.Lock()
-	defer steadiedMu.Unlock()
-	s, ok := steadied[c]
-	if !ok {
-		s = &steadiedAt{ch: make(chan struct{})}
-		steadied[c] = s
-	}
-	return s
-}
-
-// loadPastSteady starts a fault scenario's load: it runs through the
-// warm-up, however long steady takes, and for d after the steady state. A
-// load of fixed length could end during a slow warm-up: a room that
-// balancing hands off is owned again only when a command reaches it, so
-// steady would then wait for an owner that never comes, and the fault
-// would find no load.
-func loadPastSteady(t *testing.T, c *e2e.Cluster, d time.Duration) func() *e2e.LoadResult {
+// loadPastSteady starts a fault scenario's load and waits for the steady
+// state: the load runs through the warm-up, however long, and for d after
+// the steady state. A load of fixed length could end during a slow
+// warm-up: a room that balancing hands off is owned again only when a
+// command reaches it, so steady would then wait for an owner that never
+// comes, and the fault would find no load.
+func loadPastSteady(t *testing.T, ctx context.Context, c *e2e.Cluster, d time.Duration) func() *e2e.LoadResult {
 	t.Helper()
-	s := steadiedFor(c)
 	until := make(chan struct{})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		defer close(until)
-		select {
-		case <-s.ch:
-		case <-ctx.Done():
-			return
-		}
-		tm := time.NewTimer(d)
-		defer tm.Stop()
-		select {
-		case <-tm.C:
-		case <-ctx.Done():
-		}
-	}()
-	t.Cleanup(func() {
-		cancel()
-		<-done
-		steadiedMu.Lock()
-		delete(steadied, c)
-		steadiedMu.Unlock()
-	})
-	return load(t, c, e2e.Load{Duration: bound + d, Until: until})
+	wait := load(t, c, e2e.Load{Duration: bound + d, Until: until})
+	steady(t, ctx, c)
+	tm := time.AfterFunc(d, func() { close(until) })
+	t.Cleanup(func() { tm.Stop() })
+	return wait
 }
 
 // balanced waits until the rooms are spread within the bound, failing the
