@@ -1,6 +1,6 @@
 // Command gateway is drainkit's example HTTP front of room-service: a JSON
-// API forwarded over gRPC to a health-checked, round-robin set of
-// room-service backends, with readiness and a drain from drainkit.
+// API forwarded over gRPC to a health-checked set of room-service
+// backends, with readiness and a drain from drainkit.
 //
 //	ROOM_GRPC_ADDRS=127.0.0.1:13001 go run ./examples/gateway
 //	curl -XPOST localhost:13000/api/v1/rooms/lobby/commands -d '{"command_id":"c1","op":"hello"}'
@@ -62,8 +62,8 @@
 //
 // /healthz/live and /healthz/ready are served on HTTP_ADDR. Ready needs the
 // HTTP listener up ("http_listener") and a room-service address
-// connectable ("room_grpc": some address accepts a TCP connection), not a
-// room-service SERVING: a Redis outage makes every room-service not ready
+// connectable ("room_grpc": grpc-go holds a ready connection to some
+// address), not a room-service SERVING: a Redis outage makes every room-service not ready
 // at once, and must not take every gateway out of the balancer too; the
 // gateway holds requests until one is ready again. The configuration is
 // checked before anything starts. On SIGTERM readiness flips, the server

@@ -106,10 +106,19 @@ func (a *api) deadline(w http.ResponseWriter, r *http.Request) (context.Context,
 	return ctx, cancel, true
 }
 
-func (a *api) apply(w http.ResponseWriter, r *http.Request) {
+// roomID returns the request's room id, or answers 400 naming it.
+func roomID(w http.ResponseWriter, r *http.Request) (string, bool) {
 	id := r.PathValue("id")
 	if !idPattern.MatchString(id) {
 		writeError(w, http.StatusBadRequest, fmt.Sprintf("room id %s: want 1 to 64 characters of [A-Za-z0-9_-]", quote(id)))
+		return "", false
+	}
+	return id, true
+}
+
+func (a *api) apply(w http.ResponseWriter, r *http.Request) {
+	id, ok := roomID(w, r)
+	if !ok {
 		return
 	}
 	cmd, code, err := decodeCommand(w, r)
@@ -134,9 +143,8 @@ func (a *api) apply(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *api) getRoom(w http.ResponseWriter, r *http.Request) {
-	id := r.PathValue("id")
-	if !idPattern.MatchString(id) {
-		writeError(w, http.StatusBadRequest, fmt.Sprintf("room id %s: want 1 to 64 characters of [A-Za-z0-9_-]", quote(id)))
+	id, ok := roomID(w, r)
+	if !ok {
 		return
 	}
 	ctx, cancel, ok := a.deadline(w, r)

@@ -78,9 +78,8 @@ type event struct {
 }
 
 func (e *events) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	id := r.PathValue("id")
-	if !idPattern.MatchString(id) {
-		writeError(w, http.StatusBadRequest, fmt.Sprintf("room id %s: want 1 to 64 characters of [A-Za-z0-9_-]", quote(id)))
+	id, ok := roomID(w, r)
+	if !ok {
 		return
 	}
 	var after int64

@@ -145,12 +145,22 @@ func (fs *feeds) run(ctx context.Context, id string, f *feed) {
 		}
 		// The backend drained (UNAVAILABLE with RetryInfo) or broke: watch
 		// again from the last seq received, on the next backend.
-		wait := time.Duration(float64(rewatchBackoff) * (0.5 + rand.Float64()))
-		select {
-		case <-ctx.Done():
+		if !pause(ctx) {
 			return
-		case <-time.After(wait):
 		}
+	}
+}
+
+// pause waits rewatchBackoff, jittered by ±half, and reports whether ctx
+// was still live at its end.
+func pause(ctx context.Context) bool {
+	t := time.NewTimer(time.Duration(float64(rewatchBackoff) * (0.5 + rand.Float64())))
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
 	}
 }
 
@@ -251,11 +261,8 @@ func (fs *feeds) readLog(ctx context.Context, id string) ([]string, error) {
 		if code := status.Code(err); code == codes.InvalidArgument || ctx.Err() != nil {
 			return nil, errors.Join(err, ctx.Err())
 		}
-		wait := time.Duration(float64(rewatchBackoff) * (0.5 + rand.Float64()))
-		select {
-		case <-ctx.Done():
+		if !pause(ctx) {
 			return nil, ctx.Err()
-		case <-time.After(wait):
 		}
 	}
 }

@@ -44,34 +44,25 @@ func (hrwPickerBuilder) Build(info base.PickerBuildInfo) balancer.Picker {
 	}
 	p := &hrwPicker{}
 	for sc, sci := range info.ReadySCs {
-		p.nodes = append(p.nodes, hrwNode{sc: sc, addr: sci.Address.Addr})
+		p.scs = append(p.scs, sc)
+		p.addrs = append(p.addrs, sci.Address.Addr)
 	}
 	return p
 }
 
-type hrwNode struct {
-	sc   balancer.SubConn
-	addr string
-}
-
+// hrwPicker picks among the ready SubConns; scs[i] serves addrs[i]. Both
+// are fixed when the picker is built, so a pick allocates nothing.
 type hrwPicker struct {
-	nodes []hrwNode
+	scs   []balancer.SubConn
+	addrs []string
 	next  atomic.Uint32 // round robin for calls without a room
 }
 
 func (p *hrwPicker) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
 	if id, ok := info.Ctx.Value(roomKey{}).(string); ok {
-		return balancer.PickResult{SubConn: p.nodes[preferred(id, p.addrs())].sc}, nil
+		return balancer.PickResult{SubConn: p.scs[preferred(id, p.addrs)]}, nil
 	}
-	return balancer.PickResult{SubConn: p.nodes[int(p.next.Add(1))%len(p.nodes)].sc}, nil
-}
-
-func (p *hrwPicker) addrs() []string {
-	a := make([]string, len(p.nodes))
-	for i, n := range p.nodes {
-		a[i] = n.addr
-	}
-	return a
+	return balancer.PickResult{SubConn: p.scs[int(p.next.Add(1))%len(p.scs)]}, nil
 }
 
 // preferred returns the index of room's rendezvous-hash node among addrs

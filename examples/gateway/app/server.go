@@ -119,7 +119,7 @@ func (s *server) listenerCheck() readiness.Check {
 // take every gateway out of the balancer at once. The gateway instead
 // holds requests within their deadline until a room-service is ready again.
 func (b *backends) roomCheck() readiness.Check {
-	return readiness.Check{Name: "room_grpc", Tier: readiness.Gating, Timeout: roomCheckTimeout,
+	return readiness.Check{Name: "room_grpc", Tier: readiness.Gating, Timeout: readiness.DefaultCheckTimeout,
 		Probe: func(context.Context) error {
 			conn := b.reach.Load()
 			if conn == nil {
@@ -134,7 +134,3 @@ func (b *backends) roomCheck() readiness.Check {
 			}
 		}}
 }
-
-// roomCheckTimeout bounds the room_grpc check: 300 ms, the usual
-// budget for a check of a downstream gRPC service.
-const roomCheckTimeout = 300 * time.Millisecond

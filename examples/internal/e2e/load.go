@@ -165,7 +165,7 @@ func (l Load) Run(ctx context.Context) *LoadResult {
 	if l.RequestDeadline == 0 {
 		l.RequestDeadline = DefaultRequestDeadline
 	}
-	// A fresh connection per attempt: see "Retries" on [Load].
+	// A fresh connection per request: see "No retries" on [Load].
 	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
 
 	n := int(l.Duration.Seconds() * float64(l.Rate))
