@@ -72,9 +72,15 @@ func (s *Streams) Hooks() []Hook {
 func (s *Streams) start(ctx context.Context) {
 	s.tell()
 	s.startOnce.Do(func() {
-		pctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+		base := context.WithoutCancel(ctx)
+		var (
+			pctx context.Context
+			stop context.CancelFunc
+		)
 		if d, ok := ctx.Deadline(); ok {
-			pctx, stop = context.WithDeadline(context.WithoutCancel(ctx), d)
+			pctx, stop = context.WithDeadline(base, d)
+		} else {
+			pctx, stop = context.WithCancel(base)
 		}
 		s.stopMu.Lock()
 		s.stop = stop

@@ -196,6 +196,9 @@ func (r *Registry) results(ctx context.Context) (*evaluation, error) {
 // is out of the balancer and requests wait for it; the price is at most
 // five checks a second of a failing dependency, and only while something
 // probes (checks that are still running are joined, never started again).
+//
+// grpchealth polls at half this while NOT_SERVING (its recheckDivisor):
+// change both together.
 const failingDivisor = 5
 
 // fresh reports whether ev may answer a probe without a refresh: it is

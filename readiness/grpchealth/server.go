@@ -97,7 +97,9 @@ func (s *Server) Run(ctx context.Context) error {
 }
 
 // recheckDivisor divides CacheTTL into the polling interval while
-// NOT_SERVING: a recovery is served at most a tenth of CacheTTL after the
+// NOT_SERVING, half of how long the registry keeps a failing evaluation
+// (CacheTTL/failingDivisor in readiness/registry.go, a fifth; change both
+// together): a recovery is served at most a tenth of CacheTTL after the
 // evaluation that saw it.
 const recheckDivisor = 10
 
