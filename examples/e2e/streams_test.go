@@ -26,8 +26,8 @@ type subscriber struct {
 	connected chan struct{} // closed at the first response 200
 
 	mu         sync.Mutex
-	got        []string    // command ids, one per seq from 1
-	ended      []time.Time // when each response 200 ended, closed by the server
+	got        []string // command ids, one per seq from 1
+	ended      []ending // each response 200 that ended, closed by the server
 	reconnects int
 	problem    string // the first event out of order, skipped or repeated
 
@@ -82,10 +82,12 @@ func (s *subscriber) follow(ctx context.Context, client *http.Client, url string
 		close(s.connected)
 	}
 	s.mu.Unlock()
+	e := ending{by: resp.Header.Get(e2e.ServedBy), start: time.Now()}
 	defer func() {
 		if ctx.Err() == nil {
+			e.end = time.Now()
 			s.mu.Lock()
-			s.ended = append(s.ended, time.Now())
+			s.ended = append(s.ended, e)
 			s.mu.Unlock()
 		}
 	}()
@@ -226,14 +228,14 @@ func TestSubscribersFollowRollingUpdates(t *testing.T) {
 	t.Logf("%d subscribers over %d rooms; %d reconnects in all; every event once and in order", len(subs), e2e.DefaultLoadRooms, reconnects)
 
 	// The closes each gateway's drain sent to the others.
-	var all []time.Time
+	var all []ending
 	for _, s := range subs {
 		s.mu.Lock()
 		all = append(all, s.ended...)
 		s.mu.Unlock()
 	}
 	for _, d := range drained[e2e.DefaultRooms:] {
-		cl := closesIn(all, d.Exited.Add(-d.DrainTime), d.Exited)
+		cl := closesBy(all, d)
 		paced := d.Name != naiveGateway
 		how := fmt.Sprintf("paced, cap %d/s", sseCloseCap)
 		if !paced {

@@ -107,12 +107,26 @@ type Node struct {
 
 // Drained is what became of one instance a rolling update replaced.
 type Drained struct {
-	Name      string
+	Name string
+	// Slot is the slot the instance listened on; a gateway's responses
+	// through the balancer carry [GatewaySlot](Slot) in [ServedBy].
+	Slot      int
 	ExitCode  int
 	DrainTime time.Duration
 	// Exited is when the process exit was seen.
 	Exited time.Time
 }
+
+// ServedBy is the response header in which the balancer names the gateway
+// slot that answered (see [GatewaySlot]). A client can so tell which
+// gateway ended its stream even when the end reaches it after that
+// gateway's exit, as it does on a loaded machine: a time window around the
+// drain would count such ends for no one.
+const ServedBy = "X-Served-By"
+
+// GatewaySlot is the balancer's name for gateway slot i, as [ServedBy]
+// carries it.
+func GatewaySlot(i int) string { return fmt.Sprintf("gw%d", i) }
 
 // Cluster runs room-service and gateway instances on fixed slots behind a
 // load balancer.
@@ -339,7 +353,7 @@ func (c *Cluster) Stop(ctx context.Context, n *Node) (Drained, error) {
 	c.vacate(c.rooms, n)
 	c.vacate(c.gws, n)
 	exited, _ := n.Exited()
-	return Drained{Name: n.Name, ExitCode: code, DrainTime: n.DrainTime(), Exited: exited}, err
+	return Drained{Name: n.Name, Slot: n.Slot, ExitCode: code, DrainTime: n.DrainTime(), Exited: exited}, err
 }
 
 // LastExit is the latest exit among drained: the end of a rolling update.

@@ -107,6 +107,7 @@ backend gateways
     option httpchk GET /healthz/ready
     http-check expect status 200
     default-server inter {{.Inter}} fall {{.Fall}} rise 1
+    http-response set-header X-Served-By %s
 {{- range $i, $s := .Slots}}
     server gw{{$i}} {{$s}} check
 {{- end}}

@@ -55,7 +55,7 @@ func chkdown(t *testing.T, h *haproxy, slot int) int {
 		t.Fatal(err)
 	}
 	for _, r := range rows {
-		if r["pxname"] == "gateways" && r["svname"] == "gw"+strconv.Itoa(slot) {
+		if r["pxname"] == "gateways" && r["svname"] == GatewaySlot(slot) {
 			n, err := strconv.Atoi(r["chkdown"])
 			if err != nil {
 				t.Fatalf("chkdown %q: %v", r["chkdown"], err)
@@ -101,6 +101,16 @@ func TestHAProxyFall(t *testing.T) {
 		t.Fatal(err)
 	}
 	base := chkdown(t, h, 0)
+
+	// A response names the slot that answered it.
+	resp, err := http.Get("http://" + frontAddr + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if got := resp.Header.Get(ServedBy); got != GatewaySlot(0) {
+		t.Errorf("%s: got %q; want %q", ServedBy, got, GatewaySlot(0))
+	}
 
 	// One late answer, then an answer in time.
 	g.setStall(1)
