@@ -34,11 +34,15 @@ import (
 func Run(ctx context.Context, reason string, hooks []Hook) *Report {
 	onPhase := draininternal.OnPhase(ctx)
 	r := &Report{Reason: reason, Start: time.Now(), Hooks: make([]HookResult, 0, len(hooks))}
+	// from[i] is the index in hooks of r.Hooks[i]'s hook: names need not
+	// be unique here, so results are matched to hooks by position.
+	from := make([]int, 0, len(hooks))
 	for _, p := range phases {
 		var batch []Hook
-		for _, h := range hooks {
+		for i, h := range hooks {
 			if h.Phase == p {
 				batch = append(batch, h)
+				from = append(from, i)
 			}
 		}
 		if len(batch) == 0 {
@@ -55,15 +59,16 @@ func Run(ctx context.Context, reason string, hooks []Hook) *Report {
 		}
 		r.Hooks = append(r.Hooks, runPhase(ctx, batch)...)
 	}
-	for _, h := range hooks { // hooks of an undefined phase would otherwise vanish from the report
+	for i, h := range hooks { // hooks of an undefined phase would otherwise vanish from the report
 		if !h.Phase.valid() {
 			r.Hooks = append(r.Hooks, HookResult{Name: h.Name, Phase: h.Phase, Outcome: Failed, Error: h.validate().Error()})
+			from = append(from, i)
 		}
 	}
 	if ctx.Err() != nil {
 		abort(hooks, r)
 	}
-	streamReports(hooks, r)
+	streamReports(hooks, from, r)
 	r.Duration = time.Since(r.Start)
 	r.DeadlineExceeded = errors.Is(ctx.Err(), context.DeadlineExceeded)
 	r.Forced = errors.Is(ctx.Err(), context.Canceled)
@@ -107,17 +112,13 @@ func abort(hooks []Hook, r *Report) {
 	}
 }
 
-// streamReports copies each stream hook's report into its result, after
-// Abort, so that streams closed by it are counted.
-func streamReports(hooks []Hook, r *Report) {
-	for _, h := range hooks {
-		if h.streams == nil {
-			continue
-		}
-		for i := range r.Hooks {
-			if r.Hooks[i].Name == h.Name {
-				r.Hooks[i].Streams = h.streams()
-			}
+// streamReports copies each stream hook's report into its result (hook
+// from[i] is result i's), after Abort, so that streams closed by it are
+// counted.
+func streamReports(hooks []Hook, from []int, r *Report) {
+	for i, hi := range from {
+		if h := hooks[hi]; h.streams != nil {
+			r.Hooks[i].Streams = h.streams()
 		}
 	}
 }

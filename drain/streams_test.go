@@ -359,3 +359,26 @@ func TestStreamsPacedWhileLaterPhasesRun(t *testing.T) {
 		assert.GreaterOrEqual(t, closed, last, "close ran at %v, before the last stream ended at %v", closed, last)
 	})
 }
+
+// Two Streams of one name (nothing refuses that without a Registerer):
+// each close hook's result carries its own Streams' report, not the other
+// one's, which a match by name gave both.
+func TestStreamsReportsOfTwoStreamsOfOneName(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := newStreams(t, drain.StreamsConfig{Name: "sse"})
+		b := newStreams(t, drain.StreamsConfig{Name: "sse"})
+		openHandlers(t, a, 2, false)
+		openHandlers(t, b, 3, false)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		r := drain.Run(ctx, "test", append(a.Hooks(), b.Hooks()...))
+		require.NoError(t, r.Err())
+		var told []int
+		for _, h := range r.Hooks {
+			if h.Streams != nil {
+				told = append(told, h.Streams.Told)
+			}
+		}
+		assert.Equal(t, []int{2, 3}, told, "streams told, per close hook in the report")
+	})
+}
