@@ -150,3 +150,16 @@ func TestStreamsInterceptorPassesHandlerErrorsOn(t *testing.T) {
 	err = cs.RecvMsg(new(wrapperspb.StringValue))
 	assert.ErrorContains(t, err, "no such room")
 }
+
+// A server has one Streams: a second would be left undrained, so it is
+// refused where the server is built.
+func TestServerOptionsRefusesASecondStreams(t *testing.T) {
+	a, err := drain.NewStreams(drain.StreamsConfig{Name: "a"})
+	require.NoError(t, err)
+	b, err := drain.NewStreams(drain.StreamsConfig{Name: "b"})
+	require.NoError(t, err)
+	assert.PanicsWithValue(t, "grpcdrain: ServerOptions given 2 Streams; want at most one per server", func() {
+		grpcdrain.ServerOptions(new(drain.Tracker), a, b)
+	})
+	assert.Len(t, grpcdrain.ServerOptions(new(drain.Tracker), a), 3)
+}

@@ -2,6 +2,7 @@ package grpcdrain
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync/atomic"
 
@@ -19,7 +20,7 @@ import (
 //
 //	grpc.NewServer(append(grpcdrain.ServerOptions(t), yourOptions...)...)
 //
-// Given a [drain.Streams] (at most one), server-streaming and bidirectional
+// Given a [drain.Streams], server-streaming and bidirectional
 // RPCs are registered with it instead of counted, so that neither
 // WaitInFlight nor GracefulStop holds the drain's later phases until they
 // end: the streams' own hooks close them paced over the drain budget. When
@@ -27,9 +28,16 @@ import (
 // handler returns, nil or a context error, the client gets [Refused]
 // (UNAVAILABLE with RetryInfo): reconnect elsewhere, from your position. A
 // handler's own error is passed on as it is.
+//
+// A server registers its streams with one Streams: ServerOptions panics,
+// at the server's construction, when given more than one, rather than
+// leave all but one of them silently undrained.
 func ServerOptions(t *drain.Tracker, streams ...*drain.Streams) []grpc.ServerOption {
+	if len(streams) > 1 {
+		panic(fmt.Sprintf("grpcdrain: ServerOptions given %d Streams; want at most one per server", len(streams)))
+	}
 	var s *drain.Streams
-	if len(streams) > 0 {
+	if len(streams) == 1 {
 		s = streams[0]
 	}
 	return []grpc.ServerOption{
