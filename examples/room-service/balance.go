@@ -67,13 +67,12 @@ type balancer struct {
 	drained chan struct{} // closed at the flip to draining
 	once    sync.Once
 
-	// calm counts the turns in a row that reached Redis; moves wait for
-	// settleTurns of them (see turn).
-	calm int
+	// Owned by Run's goroutine (turn and handOff run there, one at a time).
+	calm int    // turns in a row that reached Redis; moves wait for settleTurns of them
+	sent []sent // recent hand-offs, for loads the table does not show yet
 
 	mu     sync.Mutex
-	moving map[string]bool // rooms being handed off by this node
-	sent   []sent          // recent hand-offs, for loads the table does not show yet
+	moving map[string]bool // rooms being handed off by this node; Place reads it
 }
 
 // sent is a room this node handed off towards node at a moment, and when
@@ -182,13 +181,10 @@ func (b *balancer) settled(reached bool) bool {
 // the same spare room of a target at several turns in a row and overfill
 // it. A room nobody acquired while its next-node note lasted is dropped.
 func (b *balancer) inTransit(ctx context.Context, table []nodeLoad) []nodeLoad {
-	b.mu.Lock()
-	pending := slices.Clone(b.sent)
-	b.mu.Unlock()
 	var keep []sent
-	for _, s := range pending {
+	for _, s := range b.sent {
 		if s.ownedAt.IsZero() {
-			n, err := b.rdb.Exists(ctx, lease.DefaultRoutePrefix+"{"+s.room+"}").Result()
+			n, err := b.rdb.Exists(ctx, room.RouteKey(s.room)).Result()
 			switch {
 			case err != nil:
 			case n == 1:
@@ -204,9 +200,7 @@ func (b *balancer) inTransit(ctx context.Context, table []nodeLoad) []nodeLoad {
 		table[i].Rooms++
 		keep = append(keep, s)
 	}
-	b.mu.Lock()
-	b.sent = append(keep, b.sent[len(pending):]...)
-	b.mu.Unlock()
+	b.sent = keep
 	return table
 }
 
@@ -224,13 +218,14 @@ func (b *balancer) publish(ctx context.Context, me nodeLoad) ([]nodeLoad, error)
 	if err != nil {
 		return nil, err
 	}
-	if err := b.rdb.HSet(ctx, balanceKey, me.Node, v).Err(); err != nil {
+	// One round trip: the write, then the table with it.
+	pipe := b.rdb.Pipeline()
+	pipe.HSet(ctx, balanceKey, me.Node, v)
+	get := pipe.HGetAll(ctx, balanceKey)
+	if _, err := pipe.Exec(ctx); err != nil {
 		return nil, err
 	}
-	all, err := b.rdb.HGetAll(ctx, balanceKey).Result()
-	if err != nil {
-		return nil, err
-	}
+	all := get.Val()
 	var live []nodeLoad
 	for node, v := range all {
 		n, ok := parseLoad(node, v, now)
@@ -275,14 +270,15 @@ func (b *balancer) handOff(ctx context.Context, mv move) {
 		b.log.Warn("room not handed off: next node not written", "room_id", mv.Room, "to", mv.To.Node, "err", err)
 		return
 	}
-	b.mu.Lock()
-	b.sent = append(b.sent, sent{room: mv.Room, node: mv.To.Node, at: time.Now()})
-	b.mu.Unlock()
+	at := time.Now()
 	if err := b.svc.FlushRoom(ctx, l); err != nil {
 		_ = b.rdb.Del(context.WithoutCancel(ctx), placeKey(mv.Room)).Err() // it stays here
 		b.log.Warn("room not handed off: snapshot not flushed", "room_id", mv.Room, "to", mv.To.Node, "err", err)
 		return
 	}
+	// In transit from here on (released or left to expire), not before:
+	// a room whose flush failed stays here and must not count for mv.To.
+	b.sent = append(b.sent, sent{room: mv.Room, node: mv.To.Node, at: at})
 	if err := l.Release(ctx); err != nil {
 		b.log.Warn("room handed off, lease release failed (it expires)", "room_id", mv.Room, "to", mv.To.Node, "err", err)
 		return
