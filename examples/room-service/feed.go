@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/drainkit/drainkit/examples/internal/keyed"
 	"github.com/drainkit/drainkit/examples/room-service/roompb"
 )
 
@@ -24,23 +25,13 @@ import (
 // gets its first watcher and stop when its last one leaves; Close stops
 // the rest and waits for every poller.
 type feeds struct {
-	rooms roomReader
-	every time.Duration
-
-	ctx    context.Context // the pollers' lifetime
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-
-	mu     sync.Mutex
-	byID   map[string]*feed
-	closed bool // no poller starts after Close
+	rooms   roomReader
+	every   time.Duration
+	pollers *keyed.Workers[feed]
 }
 
 // feed is the shared read of one room.
 type feed struct {
-	refs int                // streams watching; guarded by feeds.mu
-	stop context.CancelFunc // ends the poller
-
 	mu      sync.Mutex
 	ids     []string // the log as last read: seq n is ids[n-1]; never changed in place
 	loaded  bool
@@ -49,53 +40,21 @@ type feed struct {
 
 // newFeeds returns feeds reading rooms every interval. It starts nothing.
 func newFeeds(rooms roomReader, every time.Duration) *feeds {
-	ctx, cancel := context.WithCancel(context.Background())
-	return &feeds{rooms: rooms, every: every, ctx: ctx, cancel: cancel, byID: map[string]*feed{}}
+	return &feeds{rooms: rooms, every: every, pollers: keyed.New[feed]()}
 }
 
 // join returns the room's feed, starting its poller if it has none; the
 // caller calls leave once with it when done.
 func (fs *feeds) join(id string) *feed {
-	fs.mu.Lock()
-	defer fs.mu.Unlock()
-	f := fs.byID[id]
-	if f == nil {
-		ctx, stop := context.WithCancel(fs.ctx)
-		f = &feed{stop: stop, changed: make(chan struct{})}
-		fs.byID[id] = f
-		if !fs.closed {
-			fs.wg.Go(func() { fs.poll(ctx, id, f) })
-		}
-	}
-	f.refs++
-	return f
+	return fs.pollers.Join(id, func() *feed { return &feed{changed: make(chan struct{})} },
+		func(ctx context.Context, f *feed) { fs.poll(ctx, id, f) })
 }
 
 // leave drops one watcher of the room; the last one stops its poller.
-func (fs *feeds) leave(id string, f *feed) {
-	fs.mu.Lock()
-	defer fs.mu.Unlock()
-	if f.refs--; f.refs == 0 {
-		delete(fs.byID, id)
-		f.stop()
-	}
-}
+func (fs *feeds) leave(id string, f *feed) { fs.pollers.Leave(id, f) }
 
 // Close stops every poller and waits for them, or for ctx.
-func (fs *feeds) Close(ctx context.Context) error {
-	fs.mu.Lock()
-	fs.closed = true
-	fs.mu.Unlock()
-	fs.cancel()
-	done := make(chan struct{})
-	go func() { defer close(done); fs.wg.Wait() }()
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
+func (fs *feeds) Close(ctx context.Context) error { return fs.pollers.Close(ctx) }
 
 // poll reads the room now and every fs.every until ctx ends. A failed read
 // is tried again at the next tick: the watchers see no new events

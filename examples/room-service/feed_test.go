@@ -55,12 +55,14 @@ func TestFeedsShareOnePollerPerRoom(t *testing.T) {
 
 	var wg sync.WaitGroup
 	got := make([][]string, watchers)
+	feedsSeen := make([]*feed, watchers)
 	joined := make(chan struct{}, watchers)
 	began := time.Now()
 	for i := range watchers {
 		wg.Go(func() {
 			f := fs.join("f1")
 			defer fs.leave("f1", f)
+			feedsSeen[i] = f
 			joined <- struct{}{}
 			for {
 				ids, _, changed := f.view()
@@ -88,9 +90,11 @@ func TestFeedsShareOnePollerPerRoom(t *testing.T) {
 	polls := int64(elapsed/(20*time.Millisecond)) + 1
 	assert.LessOrEqual(t, reader.reads.Load(), polls+1, "room reads in %s for %d watchers: one poller, one read per poll", elapsed, watchers)
 
-	fs.mu.Lock()
-	left := len(fs.byID)
-	fs.mu.Unlock()
-	assert.Zero(t, left, "feeds kept after their last watcher left")
+	for _, f := range feedsSeen {
+		require.Same(t, feedsSeen[0], f, "one feed for every watcher of the room")
+	}
+	again := fs.join("f1")
+	assert.NotSame(t, feedsSeen[0], again, "a feed kept after its last watcher left")
+	fs.leave("f1", again)
 	require.NoError(t, fs.Close(ctx))
 }

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/drainkit/drainkit/examples/internal/keyed"
 	"github.com/drainkit/drainkit/examples/room-service/roompb"
 )
 
@@ -43,21 +44,12 @@ const catchUpTimeout = 5 * time.Second
 type feeds struct {
 	b        *backends
 	capacity int
-
-	ctx    context.Context // the upstream watches' lifetime
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-
-	mu     sync.Mutex
-	byID   map[string]*feed
-	closed bool // no feed starts after Close
+	watches  *keyed.Workers[feed]
 }
 
 // feed is the shared upstream watch of one room.
 type feed struct {
 	start int64 // the seq the first watch started after
-	refs  int   // guarded by feeds.mu
-	stop  context.CancelFunc
 
 	mu      sync.Mutex
 	first   int64    // seq of buf[0]
@@ -67,66 +59,24 @@ type feed struct {
 }
 
 func newFeeds(b *backends, capacity int) *feeds {
-	ctx, cancel := context.WithCancel(context.Background())
-	return &feeds{b: b, capacity: capacity, ctx: ctx, cancel: cancel, byID: map[string]*feed{}}
+	return &feeds{b: b, capacity: capacity, watches: keyed.New[feed]()}
 }
 
 // join returns the room's feed, starting one that watches after after when
 // the room has none; the caller calls leave once with it when done.
 func (fs *feeds) join(id string, after int64) *feed {
-	fs.mu.Lock()
-	defer fs.mu.Unlock()
-	f := fs.byID[id]
-	if f == nil {
-		ctx, stop := context.WithCancel(fs.ctx)
-		f = &feed{start: after, stop: stop, first: after + 1, changed: make(chan struct{})}
-		fs.byID[id] = f
-		if fs.closed {
-			stop()
-		} else {
-			fs.wg.Go(func() { fs.run(ctx, id, f) })
-		}
-	}
-	f.refs++
-	return f
+	return fs.watches.Join(id, func() *feed { return &feed{start: after, first: after + 1, changed: make(chan struct{})} },
+		func(ctx context.Context, f *feed) { fs.run(ctx, id, f) })
 }
 
 // leave drops one subscriber of the room; the last one stops its watch.
-func (fs *feeds) leave(id string, f *feed) {
-	fs.mu.Lock()
-	defer fs.mu.Unlock()
-	if f.refs--; f.refs == 0 {
-		if fs.byID[id] == f {
-			delete(fs.byID, id)
-		}
-		f.stop()
-	}
-}
+func (fs *feeds) leave(id string, f *feed) { fs.watches.Leave(id, f) }
 
 // forget removes a failed feed, so the next subscriber starts a new one.
-func (fs *feeds) forget(id string, f *feed) {
-	fs.mu.Lock()
-	defer fs.mu.Unlock()
-	if fs.byID[id] == f {
-		delete(fs.byID, id)
-	}
-}
+func (fs *feeds) forget(id string, f *feed) { fs.watches.Forget(id, f) }
 
 // Close stops every feed and waits for them, or for ctx.
-func (fs *feeds) Close(ctx context.Context) error {
-	fs.mu.Lock()
-	fs.closed = true
-	fs.mu.Unlock()
-	fs.cancel()
-	done := make(chan struct{})
-	go func() { defer close(done); fs.wg.Wait() }()
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
+func (fs *feeds) Close(ctx context.Context) error { return fs.watches.Close(ctx) }
 
 // run watches the room from f.start until ctx ends, again from its last
 // event on the next backend whenever a backend ends the watch.
