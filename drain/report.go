@@ -111,15 +111,11 @@ func (r *Report) Err() error {
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
-// abortPanicked notes on the named hook's result that its Abort panicked.
-func (r *Report) abortPanicked(name, v string) {
-	for i := range r.Hooks {
-		if h := &r.Hooks[i]; h.Name == name {
-			if h.Outcome == OK {
-				h.Outcome = Failed
-			}
-			h.Error = strings.TrimPrefix(h.Error+"; abort panicked: "+v, "; ")
-			return
-		}
+// abortPanicked notes on result i that its hook's Abort panicked.
+func (r *Report) abortPanicked(i int, v string) {
+	h := &r.Hooks[i]
+	if h.Outcome == OK {
+		h.Outcome = Failed
 	}
+	h.Error = strings.TrimPrefix(h.Error+"; abort panicked: "+v, "; ")
 }

@@ -66,7 +66,7 @@ func Run(ctx context.Context, reason string, hooks []Hook) *Report {
 		}
 	}
 	if ctx.Err() != nil {
-		abort(hooks, r)
+		abort(hooks, from, r)
 	}
 	streamReports(hooks, from, r)
 	r.Duration = time.Since(r.Start)
@@ -94,8 +94,13 @@ func cutReason(ctx context.Context) string {
 }
 
 // abort calls the Abort of every hook, last first, recording a panic in
-// the hook's result rather than letting it end the drain.
-func abort(hooks []Hook, r *Report) {
+// the hook's result (hook from[i] is result i's) rather than letting it
+// end the drain.
+func abort(hooks []Hook, from []int, r *Report) {
+	result := make([]int, len(hooks))
+	for i, hi := range from {
+		result[hi] = i
+	}
 	for i := len(hooks) - 1; i >= 0; i-- {
 		h := hooks[i]
 		if h.Abort == nil {
@@ -104,7 +109,7 @@ func abort(hooks []Hook, r *Report) {
 		func() {
 			defer func() {
 				if v := recover(); v != nil {
-					r.abortPanicked(h.Name, fmt.Sprint(v))
+					r.abortPanicked(result[i], fmt.Sprint(v))
 				}
 			}()
 			h.Abort()

@@ -259,3 +259,18 @@ func TestRunAbortPanicIsReported(t *testing.T) {
 	assert.Contains(t, rep.Hooks[1].Error, "abort panicked: oops")
 	assert.True(t, second, "the other hook's Abort still ran")
 }
+
+// Of two hooks of one name, the one whose Abort panicked is the one
+// reported; matched by name, the first result of the name got it.
+func TestRunAbortPanicOnTheRightHookOfTwoOfOneName(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	noop := func(context.Context) error { return nil }
+	rep := drain.Run(ctx, "test", []drain.Hook{
+		{Name: "x", Phase: drain.StopIntake, Run: noop, Abort: func() {}},
+		{Name: "x", Phase: drain.Close, Run: noop, Abort: func() { panic("oops") }},
+	})
+	require.Len(t, rep.Hooks, 2)
+	assert.NotContains(t, rep.Hooks[0].Error, "abort panicked", "the hook whose Abort returned")
+	assert.Contains(t, rep.Hooks[1].Error, "abort panicked: oops")
+}

@@ -47,11 +47,11 @@ type closes struct {
 	perSecond   int           // most closes in any one second
 	per100ms    int           // most closes in any 100 ms
 	first, last time.Duration // after the SIGTERM
-	afterExit   int           // seen by the subscriber after the exit
+	afterExit   int           // seen by the subscriber after the drain report
 }
 
 func (c closes) String() string {
-	return fmt.Sprintf("%d closes, peak %d in one second (%d in 100 ms: %d/s), first %s and last %s after SIGTERM (%d seen after the exit)",
+	return fmt.Sprintf("%d closes, peak %d in one second (%d in 100 ms: %d/s), first %s and last %s after SIGTERM (%d seen after its drain report)",
 		c.n, c.perSecond, c.per100ms, 10*c.per100ms, c.first.Round(time.Millisecond), c.last.Round(time.Millisecond), c.afterExit)
 }
 
@@ -61,14 +61,14 @@ func (c closes) String() string {
 // on a loaded machine may be after d's exit; attributing it by time
 // instead once counted 378 of a gateway's 1,000 closes.
 func closesBy(all []ending, d e2e.Drained) closes {
-	from := d.Exited.Add(-d.DrainTime)
+	from, exit := d.Signalled, d.Signalled.Add(d.DrainTime)
 	slot := e2e.GatewaySlot(d.Slot)
 	var in []time.Time
 	c := closes{}
 	for _, e := range all {
 		if e.by == slot && e.start.Before(d.Exited) && !e.end.Before(from) {
 			in = append(in, e.end)
-			if e.end.After(d.Exited) {
+			if e.end.After(exit) {
 				c.afterExit++
 			}
 		}

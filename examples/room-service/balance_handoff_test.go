@@ -1,10 +1,11 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
-	"io"
 	"log/slog"
+	"sync"
 	"testing"
 	"time"
 
@@ -28,7 +29,8 @@ func TestHandOffWhoseFlushFailedIsNotInTransit(t *testing.T) {
 	rs := redistest.Start(t)
 	rdb := redis.NewClient(&redis.Options{Addr: rs.Addr, MaxRetries: 1, ContextTimeoutEnabled: true})
 	t.Cleanup(func() { rdb.Close() })
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	var out syncBuffer
+	log := slog.New(slog.NewTextHandler(&out, nil))
 	m, err := lease.New(rdb, lease.Config{Node: "node-a", Addr: "127.0.0.1:1", TTL: 2 * time.Second})
 	require.NoError(t, err)
 	require.NoError(t, m.Start(ctx))
@@ -52,7 +54,26 @@ func TestHandOffWhoseFlushFailedIsNotInTransit(t *testing.T) {
 	require.NoError(t, rdb.Set(ctx, room.RouteKey("r1"), "node-x|other|1", 0).Err())
 
 	b.handOff(ctx, move{Room: "r1", To: target})
+	require.Contains(t, out.String(), "room not handed off: snapshot not flushed", "the hand-off reached its flush, which failed")
 	assert.Empty(t, b.sent, "rooms in transit after a hand-off whose flush failed")
 	table := b.inTransit(ctx, []nodeLoad{target})
 	assert.Equal(t, 0, table[0].Rooms, "rooms counted for the target")
+}
+
+// syncBuffer is a bytes.Buffer that a logger may write from any goroutine.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

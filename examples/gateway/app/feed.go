@@ -89,6 +89,8 @@ func (fs *feeds) run(ctx context.Context, id string, f *feed) {
 		case ctx.Err() != nil:
 			return
 		case code == codes.InvalidArgument || code == codes.OutOfRange:
+			// Forget first: a subscriber that sees the failure joins
+			// again (events.go), and must get a new feed, not this one.
 			fs.forget(id, f)
 			f.fail(err)
 			return

@@ -146,6 +146,9 @@ func Check(ctx context.Context, c *Cluster, res *LoadResult, drained []Drained, 
 }
 
 // Ownership checks the lease events of every room-service the cluster ran.
+// A hold that no event ended ends at its process's exit as the harness saw
+// it, late by the harness's latency: a hold can only look longer than it
+// was, so a second owner is never hidden, at worst reported falsely.
 func (c *Cluster) Ownership() Ownership {
 	var rooms []*Node
 	exits := map[string]time.Time{}

@@ -110,10 +110,15 @@ type Drained struct {
 	Name string
 	// Slot is the slot the instance listened on; a gateway's responses
 	// through the balancer carry [GatewaySlot](Slot) in [ServedBy].
-	Slot      int
-	ExitCode  int
+	Slot     int
+	ExitCode int
+	// DrainTime is [Proc.DrainTime]: to the drain report, by the process's
+	// clock.
 	DrainTime time.Duration
-	// Exited is when the process exit was seen.
+	// Signalled is when the harness sent the SIGTERM.
+	Signalled time.Time
+	// Exited is when the harness saw the process exit: late by the
+	// harness's own latency, never early (see [Proc.Exited]).
 	Exited time.Time
 }
 
@@ -353,7 +358,7 @@ func (c *Cluster) Stop(ctx context.Context, n *Node) (Drained, error) {
 	c.vacate(c.rooms, n)
 	c.vacate(c.gws, n)
 	exited, _ := n.Exited()
-	return Drained{Name: n.Name, Slot: n.Slot, ExitCode: code, DrainTime: n.DrainTime(), Exited: exited}, err
+	return Drained{Name: n.Name, Slot: n.Slot, ExitCode: code, DrainTime: n.DrainTime(), Signalled: n.Signalled(), Exited: exited}, err
 }
 
 // LastExit is the latest exit among drained: the end of a rolling update.

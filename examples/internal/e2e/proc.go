@@ -27,7 +27,7 @@ type Proc struct {
 	changed chan struct{} // closed and replaced on every new line
 	exitAt  time.Time
 	termAt  time.Time // first SIGTERM sent by the harness
-	lastLog time.Time // the time in the last JSON log line, the process's own clock
+	report  time.Time // the time in its drain report line, by the process's own clock
 }
 
 // StartProc runs bin with the current environment plus env. Its output
@@ -82,11 +82,11 @@ func StartProc(name, bin string, env []string, args ...string) (*Proc, error) {
 }
 
 func (p *Proc) add(line string) {
-	at, logged := logTime(line)
+	at, isReport := reportTime(line)
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if logged {
-		p.lastLog = at
+	if isReport {
+		p.report = at
 	}
 	p.lines = append(p.lines, line)
 	close(p.changed)
@@ -178,28 +178,51 @@ func (p *Proc) Exited() (time.Time, bool) {
 
 // DrainTime is the time from the first SIGTERM to the exit; zero if either
 // did not happen. The exit is timed by the process's own clock where it
-// can be: the time in its last JSON log line (the drain report, written
-// just before it exits), if that came after the SIGTERM. Otherwise (no
-// such line: killed, or exited before logging) it is the harness's
+// can be: the time of its drain report line, the last thing a drainkit
+// service does before it exits, if that came after the SIGTERM. Otherwise
+// (no report: killed, crashed, refused to start) it is the harness's
 // [Proc.Exited], late by the harness's latency. Call it once the process
 // is done ([Proc.Wait]), so that every line has been read.
+//
+// A process that lingered after its report would be timed short: where
+// that is what a test checks, use [Proc.ExitSeenAfter].
 func (p *Proc) DrainTime() time.Duration {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.termAt.IsZero() || p.exitAt.IsZero() {
 		return 0
 	}
-	if p.lastLog.After(p.termAt) && p.lastLog.Before(p.exitAt) {
-		return p.lastLog.Sub(p.termAt)
+	if p.report.After(p.termAt) && p.report.Before(p.exitAt) {
+		return p.report.Sub(p.termAt)
 	}
 	return p.exitAt.Sub(p.termAt)
 }
 
-// logTime is the time of a JSON log line, as slog's JSON handler writes it
-// first: {"time":"<RFC 3339>", ….
-func logTime(line string) (time.Time, bool) {
+// ExitSeenAfter is the time from the first SIGTERM to the exit the harness
+// saw; zero if either did not happen. It is never early, only late by the
+// harness's latency (see [Proc.Exited]).
+func (p *Proc) ExitSeenAfter() time.Duration {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.termAt.IsZero() || p.exitAt.IsZero() {
+		return 0
+	}
+	return p.exitAt.Sub(p.termAt)
+}
+
+// Signalled is when the harness sent the first SIGTERM; zero if it did
+// not.
+func (p *Proc) Signalled() time.Time {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.termAt
+}
+
+// reportTime is the time of a drain report line, as slog's JSON handler
+// writes it: {"time":"<RFC 3339>",…,"msg":"drain report",….
+func reportTime(line string) (time.Time, bool) {
 	rest, ok := strings.CutPrefix(line, `{"time":"`)
-	if !ok {
+	if !ok || !strings.Contains(line, `"msg":"drain report"`) {
 		return time.Time{}, false
 	}
 	v, _, ok := strings.Cut(rest, `"`)

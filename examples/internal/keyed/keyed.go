@@ -1,8 +1,3 @@
-// Package keyed runs one worker per key for as long as the key has users:
-// the first Join of a key makes its value and starts its worker, the last
-// Leave stops the worker, and Close stops every worker and waits for them.
-// The example services share one read of a room among all its watchers
-// with it (room-service's pollers, the gateway's upstream watches).
 package keyed
 
 import (
@@ -19,8 +14,8 @@ type Workers[V any] struct {
 
 	mu     sync.Mutex
 	byKey  map[string]*V
-	uses   map[*V]*use
-	closed bool // no worker starts after Close
+	uses   map[*V]*use // by value: V must not be a zero-size type, whose values may share an address
+	closed bool        // no worker starts after Close
 }
 
 // use is one value's count of users and its worker's stop.
@@ -58,7 +53,9 @@ func (w *Workers[V]) Join(key string, create func() *V, run func(ctx context.Con
 	return v
 }
 
-// Leave drops one user of v, key's value; the last one stops its worker.
+// Leave drops one user of v, a value Join returned for key; the last one
+// stops its worker. Each Join is matched by exactly one Leave: a Leave of
+// a value with no users left panics.
 func (w *Workers[V]) Leave(key string, v *V) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -74,7 +71,8 @@ func (w *Workers[V]) Leave(key string, v *V) {
 }
 
 // Forget makes the next Join of key make a new value, while v's users
-// keep v until they leave.
+// keep v until they leave. It does nothing when key's value is no longer
+// v. A worker may call it for its own value.
 func (w *Workers[V]) Forget(key string, v *V) {
 	w.mu.Lock()
 	defer w.mu.Unlock()

@@ -94,7 +94,12 @@ func TestForget(t *testing.T) {
 		assert.Equal(t, 0, running, "the forgotten value's worker stops with its last user")
 		running, _ = fresh.counts()
 		assert.Equal(t, 1, running, "the new value's worker runs on")
-		w.Leave("a", fresh)
+		assert.Same(t, fresh, join(w, "a"), "the forgotten value's last Leave keeps the new one the key's")
+		w.Forget("a", old) // no longer the key's: nothing changes
+		assert.Same(t, fresh, join(w, "a"), "a Forget of a value no longer the key's keeps the key's")
+		for range 3 {
+			w.Leave("a", fresh)
+		}
 		require.NoError(t, w.Close(context.Background()))
 	})
 }

@@ -18,7 +18,7 @@ func TestOutboxCapsEventStream(t *testing.T) {
 	const node, maxLen, events = 10, 20, 100
 	rdb := redistest.Start(t, "--stream-node-max-entries", strconv.Itoa(node)).Client()
 	ctx := context.Background()
-	rdb.Set(ctx, routeKey("r1"), "a|l|1", 0)
+	rdb.Set(ctx, RouteKey("r1"), "a|l|1", 0)
 	st := store{rdb: rdb}
 	for i := range events {
 		if _, _, err := st.append(ctx, "r1", 1, fmt.Sprintf("c%d", i), "join"); err != nil {

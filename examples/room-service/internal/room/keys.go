@@ -10,17 +10,16 @@ import (
 
 // The Redis keys of one room. Every key carries the room id as its hash tag
 // ({ID}), so each script touches a single slot and runs on Redis Cluster.
-// room:route:{ID} belongs to the lease package (value node|leaseID|fence);
-// this package only reads it inside its fenced scripts.
-func routeKey(id string) string  { return RouteKey(id) }
+// [RouteKey] belongs to the lease package (value node|leaseID|fence); this
+// package only reads it inside its fenced scripts.
 func logKey(id string) string    { return "room:log:{" + id + "}" }
 func cmdsKey(id string) string   { return "room:cmds:{" + id + "}" }
 func seqKey(id string) string    { return "room:seq:{" + id + "}" }
 func snapKey(id string) string   { return "room:snap:{" + id + "}" }
 func outboxKey(id string) string { return "room:outbox:{" + id + "}" }
 
-// RouteKey is the lease key of room id, as a lease.Manager with the
-// default lease.Config.RoutePrefix names it: room-service leaves the prefix
+// RouteKey is the lease key of room id, as a [lease.Manager] with the
+// default [lease.Config.RoutePrefix] names it: room-service leaves the prefix
 // at its default, and this is the one place that builds the key outside
 // the lease package.
 func RouteKey(id string) string { return lease.DefaultRoutePrefix + "{" + id + "}" }

@@ -68,7 +68,7 @@ func (t *testLeases) Acquire(ctx context.Context, id string) (Lease, error) {
 		return nil, err
 	}
 	val := fmt.Sprintf("%s|lease-%d|%d", t.node, fence, fence)
-	ok, err := t.rdb.SetNX(ctx, routeKey(id), val, 0).Result()
+	ok, err := t.rdb.SetNX(ctx, RouteKey(id), val, 0).Result()
 	if err != nil {
 		return nil, err
 	}
@@ -82,7 +82,7 @@ func (t *testLeases) Acquire(ctx context.Context, id string) (Lease, error) {
 }
 
 func (t *testLeases) Owner(ctx context.Context, id string) (string, string, int64, error) {
-	v, err := t.rdb.Get(ctx, routeKey(id)).Result()
+	v, err := t.rdb.Get(ctx, RouteKey(id)).Result()
 	if err != nil {
 		return "", "", 0, err
 	}
@@ -111,7 +111,7 @@ func (t *testLeases) lose(id string) {
 // expire deletes the route key, as Redis does when a lease's TTL runs out.
 func expire(t *testing.T, rdb *redis.Client, id string) {
 	t.Helper()
-	if err := rdb.Del(context.Background(), routeKey(id)).Err(); err != nil {
+	if err := rdb.Del(context.Background(), RouteKey(id)).Err(); err != nil {
 		t.Fatalf("expire %s: %v", id, err)
 	}
 }

@@ -61,7 +61,7 @@ func TestApplyAsksPlacementBeforeAcquiring(t *testing.T) {
 			if got := resp.GetOwnerNode(); got != tt.wantOwner {
 				t.Errorf("owner: got %q; want %q", got, tt.wantOwner)
 			}
-			held, err := rdb.Exists(context.Background(), routeKey("r1")).Result()
+			held, err := rdb.Exists(context.Background(), RouteKey("r1")).Result()
 			if err != nil {
 				t.Fatal(err)
 			}

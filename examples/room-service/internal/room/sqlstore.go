@@ -160,7 +160,7 @@ func (s *store) snapshotSQL(ctx context.Context, id string, fence int64, st Stat
 	if err := s.sql.put(ctx, id, fence, st); err != nil {
 		return err
 	}
-	keys := []string{routeKey(id), logKey(id), cmdsKey(id)}
+	keys := []string{RouteKey(id), logKey(id), cmdsKey(id)}
 	res, err := trimScript.Run(ctx, s.rdb, keys, strconv.FormatInt(fence, 10), st.Seq).Text()
 	if err != nil {
 		return fmt.Errorf("trim %s after snapshot: %w", logKey(id), err)

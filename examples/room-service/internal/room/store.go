@@ -57,7 +57,7 @@ type store struct {
 // ErrFenced and changes nothing. The caller checks the commands folded into
 // the snapshot first.
 func (s *store) append(ctx context.Context, id string, fence int64, commandID, op string) (outcome, int64, error) {
-	keys := []string{routeKey(id), cmdsKey(id), seqKey(id), logKey(id), outboxKey(id)}
+	keys := []string{RouteKey(id), cmdsKey(id), seqKey(id), logKey(id), outboxKey(id)}
 	res, err := appendScript.Run(ctx, s.rdb, keys, strconv.FormatInt(fence, 10), commandID, op, id).Slice()
 	if err != nil {
 		return 0, 0, fmt.Errorf("append to %s: %w", logKey(id), err)
@@ -91,7 +91,7 @@ func (s *store) snapshot(ctx context.Context, id string, fence int64, st State) 
 	if err != nil {
 		return fmt.Errorf("snapshot %s: %w", snapKey(id), err)
 	}
-	keys := []string{routeKey(id), snapKey(id), logKey(id), cmdsKey(id)}
+	keys := []string{RouteKey(id), snapKey(id), logKey(id), cmdsKey(id)}
 	res, err := snapshotScript.Run(ctx, s.rdb, keys, strconv.FormatInt(fence, 10), st.Seq, data).Text()
 	if err != nil {
 		return fmt.Errorf("snapshot %s: %w", snapKey(id), err)

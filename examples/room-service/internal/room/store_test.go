@@ -25,7 +25,7 @@ func TestStoreAppendFence(t *testing.T) {
 			rdb := startRedis(t)
 			ctx := context.Background()
 			if tt.route != "" {
-				rdb.Set(ctx, routeKey("r1"), tt.route, 0)
+				rdb.Set(ctx, RouteKey("r1"), tt.route, 0)
 			}
 			st := store{rdb: rdb}
 			out, seq, err := st.append(ctx, "r1", tt.fence, "c1", "op")
@@ -52,7 +52,7 @@ func TestStoreAppendFence(t *testing.T) {
 func TestStoreDuplicateHasNoEffect(t *testing.T) {
 	rdb := startRedis(t)
 	ctx := context.Background()
-	rdb.Set(ctx, routeKey("r1"), "n1|l|3", 0)
+	rdb.Set(ctx, RouteKey("r1"), "n1|l|3", 0)
 	st := store{rdb: rdb}
 	for i, give := range []struct {
 		cmd      string
@@ -87,7 +87,7 @@ func TestStoreDuplicateHasNoEffect(t *testing.T) {
 func TestStoreSnapshotTrimsLog(t *testing.T) {
 	rdb := startRedis(t)
 	ctx := context.Background()
-	rdb.Set(ctx, routeKey("r1"), "n1|l|5", 0)
+	rdb.Set(ctx, RouteKey("r1"), "n1|l|5", 0)
 	st := store{rdb: rdb}
 	var state State
 	for _, cmd := range []string{"a", "b", "c"} {
