@@ -34,42 +34,38 @@ func raiseFileLimit(t *testing.T, want uint64) {
 	}
 }
 
-// ending is one response 200 of a subscriber that the server ended.
-type ending struct {
-	by         string // the gateway slot that served it (e2e.ServedBy)
-	start, end time.Time
-}
-
-// closes summarises the stream closes one gateway's drain made, as its
-// subscribers saw them.
+// closes summarises the stream closes one gateway's drain made, as the
+// balancer relayed them.
 type closes struct {
 	n           int
 	perSecond   int           // most closes in any one second
 	per100ms    int           // most closes in any 100 ms
 	first, last time.Duration // after the SIGTERM
-	afterExit   int           // seen by the subscriber after the drain report
+	afterReport int           // ended after the gateway's drain report
 }
 
 func (c closes) String() string {
-	return fmt.Sprintf("%d closes, peak %d in one second (%d in 100 ms: %d/s), first %s and last %s after SIGTERM (%d seen after its drain report)",
-		c.n, c.perSecond, c.per100ms, 10*c.per100ms, c.first.Round(time.Millisecond), c.last.Round(time.Millisecond), c.afterExit)
+	return fmt.Sprintf("%d closes, peak %d in one second (%d in 100 ms: %d/s), first %s and last %s after SIGTERM (%d after its drain report)",
+		c.n, c.perSecond, c.per100ms, 10*c.per100ms, c.first.Round(time.Millisecond), c.last.Round(time.Millisecond), c.afterReport)
 }
 
-// closesBy summarises the responses gateway d served that ended after its
-// SIGTERM: its slot's, begun before it exited (its successor on the slot
-// starts after that). A close is timed when the subscriber saw it, which
-// on a loaded machine may be after d's exit; attributing it by time
-// instead once counted 378 of a gateway's 1,000 closes.
-func closesBy(all []ending, d e2e.Drained) closes {
-	from, exit := d.Signalled, d.Signalled.Add(d.DrainTime)
+// closesBy summarises the event streams gateway d served that ended after
+// its SIGTERM: those of its slot begun before it exited (its successor on
+// the slot starts after that). Each is attributed by the balancer's log
+// and timed by the balancer, not by the subscribers: the test process,
+// running two thousand of them, waits for a CPU for a second and more at
+// times. Counting the closes the subscribers saw between a gateway's
+// SIGTERM and its exit once counted 378 of a gateway's 1,000.
+func closesBy(ends []e2e.StreamEnd, d e2e.Drained) closes {
+	from, report := d.Signalled, d.Signalled.Add(d.DrainTime)
 	slot := e2e.GatewaySlot(d.Slot)
 	var in []time.Time
 	c := closes{}
-	for _, e := range all {
-		if e.by == slot && e.start.Before(d.Exited) && !e.end.Before(from) {
-			in = append(in, e.end)
-			if e.end.After(exit) {
-				c.afterExit++
+	for _, e := range ends {
+		if e.Slot == slot && e.Start.Before(d.Exited) && !e.End.Before(from) {
+			in = append(in, e.End)
+			if e.End.After(report) {
+				c.afterReport++
 			}
 		}
 	}

@@ -27,7 +27,6 @@ type subscriber struct {
 
 	mu         sync.Mutex
 	got        []string // command ids, one per seq from 1
-	ended      []ending // each response 200 that ended, closed by the server
 	reconnects int
 	problem    string // the first event out of order, skipped or repeated
 
@@ -82,15 +81,6 @@ func (s *subscriber) follow(ctx context.Context, client *http.Client, url string
 		close(s.connected)
 	}
 	s.mu.Unlock()
-	e := ending{by: resp.Header.Get(e2e.ServedBy), start: time.Now()}
-	defer func() {
-		if ctx.Err() == nil {
-			e.end = time.Now()
-			s.mu.Lock()
-			s.ended = append(s.ended, e)
-			s.mu.Unlock()
-		}
-	}()
 	var id int64
 	sc := bufio.NewScanner(resp.Body)
 	for sc.Scan() {
@@ -227,15 +217,11 @@ func TestSubscribersFollowRollingUpdates(t *testing.T) {
 	}
 	t.Logf("%d subscribers over %d rooms; %d reconnects in all; every event once and in order", len(subs), e2e.DefaultLoadRooms, reconnects)
 
-	// The closes each gateway's drain sent to the others.
-	var all []ending
-	for _, s := range subs {
-		s.mu.Lock()
-		all = append(all, s.ended...)
-		s.mu.Unlock()
-	}
+	// The closes each gateway's drain sent to the others, as the balancer
+	// relayed them.
+	ends := c.StreamEnds()
 	for _, d := range drained[e2e.DefaultRooms:] {
-		cl := closesBy(all, d)
+		cl := closesBy(ends, d)
 		paced := d.Name != naiveGateway
 		how := fmt.Sprintf("paced, cap %d/s", sseCloseCap)
 		if !paced {

@@ -108,8 +108,8 @@ type Node struct {
 // Drained is what became of one instance a rolling update replaced.
 type Drained struct {
 	Name string
-	// Slot is the slot the instance listened on; a gateway's responses
-	// through the balancer carry [GatewaySlot](Slot) in [ServedBy].
+	// Slot is the slot the instance listened on; the balancer names a
+	// gateway's slot [GatewaySlot](Slot).
 	Slot     int
 	ExitCode int
 	// DrainTime is [Proc.DrainTime]: to the drain report, by the process's
@@ -122,15 +122,8 @@ type Drained struct {
 	Exited time.Time
 }
 
-// ServedBy is the response header in which the balancer names the gateway
-// slot that answered (see [GatewaySlot]). A client can so tell which
-// gateway ended its stream even when the end reaches it after that
-// gateway's exit, as it does on a loaded machine: a time window around the
-// drain would count such ends for no one.
-const ServedBy = "X-Served-By"
-
-// GatewaySlot is the balancer's name for gateway slot i, as [ServedBy]
-// carries it.
+// GatewaySlot is the balancer's name for gateway slot i, as its log
+// ([Cluster.StreamEnds]) carries it.
 func GatewaySlot(i int) string { return fmt.Sprintf("gw%d", i) }
 
 // Cluster runs room-service and gateway instances on fixed slots behind a

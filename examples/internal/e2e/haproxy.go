@@ -100,6 +100,12 @@ defaults
 
 frontend rooms
     bind {{.Front}}
+    # Event streams are logged when they end, ended well or not, so that
+    # their ends are timed by the balancer (StreamEnds); other requests
+    # only when they failed.
+    no option dontlog-normal
+    http-request set-var(txn.sse) bool(true) if { path_end /events }
+    http-response set-log-level silent if { status 200 } !{ var(txn.sse) -m bool }
     default_backend gateways
 
 backend gateways
@@ -107,7 +113,6 @@ backend gateways
     option httpchk GET /healthz/ready
     http-check expect status 200
     default-server inter {{.Inter}} fall {{.Fall}} rise 1
-    http-response set-header X-Served-By %s
 {{- range $i, $s := .Slots}}
     server gw{{$i}} {{$s}} check
 {{- end}}

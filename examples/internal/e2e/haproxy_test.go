@@ -2,12 +2,17 @@ package e2e
 
 import (
 	"context"
+	"io"
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // stallingGateway is a real HTTP server whose /healthz/ready answers 200,
@@ -102,16 +107,6 @@ func TestHAProxyFall(t *testing.T) {
 	}
 	base := chkdown(t, h, 0)
 
-	// A response names the slot that answered it.
-	resp, err := http.Get("http://" + frontAddr + "/")
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if got := resp.Header.Get(ServedBy); got != GatewaySlot(0) {
-		t.Errorf("%s: got %q; want %q", ServedBy, got, GatewaySlot(0))
-	}
-
 	// One late answer, then an answer in time.
 	g.setStall(1)
 	<-g.stalled
@@ -128,4 +123,71 @@ func TestHAProxyFall(t *testing.T) {
 	if err := h.waitServer(ctx, 0, false); err != nil {
 		t.Errorf("%d probes in a row answered late: %v", ProbeFall, err)
 	}
+}
+
+// An event stream is in the balancer's log when it ends, with its slot and
+// the balancer's own timing of it; a command answered 200 is not logged.
+func TestHAProxyLogsStreamEnds(t *testing.T) {
+	path, err := haproxyPath()
+	if err != nil {
+		t.Fatalf("haproxy not found (scripts/test installs it): %v", err)
+	}
+	release := make(chan struct{})
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz/ready", func(http.ResponseWriter, *http.Request) {})
+	mux.HandleFunc("POST /api/v1/rooms/r/commands", func(http.ResponseWriter, *http.Request) {})
+	mux.HandleFunc("GET /api/v1/rooms/r/events", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.WriteHeader(http.StatusOK)
+		_ = http.NewResponseController(w).Flush()
+		<-release
+	})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	srv := &http.Server{Handler: mux}
+	served := make(chan struct{})
+	go func() { defer close(served); _ = srv.Serve(ln) }()
+	defer func() { _ = srv.Close(); <-served }()
+	front, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	frontAddr := front.Addr().String()
+	front.Close() // HAProxy binds it
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	h, err := startHAProxy(ctx, path, t.TempDir(), frontAddr, []string{ln.Addr().String()}, "")
+	require.NoError(t, err)
+	defer h.close()
+	require.NoError(t, h.waitServer(ctx, 0, true))
+
+	resp, err := http.Post("http://"+frontAddr+"/api/v1/rooms/r/commands", "application/json", strings.NewReader("{}"))
+	require.NoError(t, err)
+	resp.Body.Close()
+	before := time.Now().Add(-time.Millisecond) // %tr has milliseconds
+	resp, err = http.Get("http://" + frontAddr + "/api/v1/rooms/r/events")
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	const held = 300 * time.Millisecond
+	<-time.After(held) // the stream's length is the case, not a wait for a condition
+	close(release)
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	after := time.Now()
+
+	var ends []StreamEnd
+	for ends == nil && ctx.Err() == nil {
+		ends = parseStreamEnds(h.output())
+		if ends == nil {
+			select {
+			case <-ctx.Done():
+			case <-time.After(20 * time.Millisecond): // polling an external process's log
+			}
+		}
+	}
+	require.Len(t, ends, 1, "streams in the log:\n%s", h.output())
+	e := ends[0]
+	assert.Equal(t, GatewaySlot(0), e.Slot)
+	assert.False(t, e.Start.Before(before), "start %s before the request at %s", e.Start, before)
+	assert.GreaterOrEqual(t, e.End.Sub(e.Start), held, "the stream lasted")
+	assert.False(t, e.End.After(after.Add(time.Millisecond)), "end %s after the client saw it at %s", e.End, after)
+	assert.NotContains(t, h.output(), "/commands", "a command answered 200 is not logged")
 }

@@ -182,7 +182,6 @@ func (b *inProcess) serve(w http.ResponseWriter, r *http.Request) {
 		for k, v := range resp.Header {
 			w.Header()[k] = v
 		}
-		w.Header().Set(ServedBy, GatewaySlot(i))
 		w.WriteHeader(resp.StatusCode)
 		_, _ = io.Copy(w, resp.Body)
 		resp.Body.Close()
