@@ -9,13 +9,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/drainkit/drainkit/examples/room-service/internal/room"
 	"github.com/drainkit/drainkit/examples/room-service/roompb"
-	"github.com/drainkit/drainkit/internal/redistest"
 	"github.com/drainkit/drainkit/lease"
 	"github.com/drainkit/drainkit/lifecycle"
 )
@@ -26,15 +24,9 @@ import (
 // than it was.
 func TestHandOffWhoseFlushFailedIsNotInTransit(t *testing.T) {
 	ctx := context.Background()
-	rs := redistest.Start(t)
-	rdb := redis.NewClient(&redis.Options{Addr: rs.Addr, MaxRetries: 1, ContextTimeoutEnabled: true})
-	t.Cleanup(func() { rdb.Close() })
+	rdb, m := startLeases(t)
 	var out syncBuffer
 	log := slog.New(slog.NewTextHandler(&out, nil))
-	m, err := lease.New(rdb, lease.Config{Node: "node-a", Addr: "127.0.0.1:1", TTL: 2 * time.Second})
-	require.NoError(t, err)
-	require.NoError(t, m.Start(ctx))
-	t.Cleanup(func() { _ = m.Stop(context.Background()) })
 	lm, err := lifecycle.New(lifecycle.Config{Service: "room-service", NodeID: "node-a"})
 	require.NoError(t, err)
 	held := &heldLeases{}

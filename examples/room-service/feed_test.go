@@ -10,14 +10,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
 	"github.com/drainkit/drainkit/examples/room-service/internal/room"
 	"github.com/drainkit/drainkit/examples/room-service/roompb"
-	"github.com/drainkit/drainkit/internal/redistest"
 	"github.com/drainkit/drainkit/lease"
 )
 
@@ -39,15 +37,9 @@ func TestFeedsShareOnePollerPerRoom(t *testing.T) {
 	const watchers, commands = 20, 5
 	ignore := goleak.IgnoreCurrent()
 	t.Cleanup(func() { goleak.VerifyNone(t, ignore) }) // the last cleanup: after Redis has stopped
-	rs := redistest.Start(t)
 	ctx := context.Background()
-	rdb := redis.NewClient(&redis.Options{Addr: rs.Addr, MaxRetries: 1, ContextTimeoutEnabled: true}) // as the lease manager wants
-	defer rdb.Close()
+	rdb, m := startLeases(t)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	m, err := lease.New(rdb, lease.Config{Node: "node-a", Addr: "127.0.0.1:1", TTL: 2 * time.Second})
-	require.NoError(t, err)
-	require.NoError(t, m.Start(ctx))
-	defer func() { require.NoError(t, m.Stop(ctx)) }()
 	svc, err := room.New(rdb, leaseAdapter{m, log}, room.Config{ErrHeld: lease.ErrHeld, ErrDraining: lease.ErrDraining, Logger: log})
 	require.NoError(t, err)
 	reader := &countingReader{roomReader: svc}

@@ -16,19 +16,27 @@ import (
 	"github.com/drainkit/drainkit/lease"
 )
 
+// startLeases starts a redis-server and the lease manager of node-a on it,
+// with a client configured as the manager wants; both stop at cleanup.
+func startLeases(t *testing.T) (*redis.Client, *lease.Manager) {
+	t.Helper()
+	rs := redistest.Start(t)
+	rdb := redis.NewClient(&redis.Options{Addr: rs.Addr, MaxRetries: 1, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { rdb.Close() })
+	m, err := lease.New(rdb, lease.Config{Node: "node-a", Addr: "127.0.0.1:1", TTL: 2 * time.Second})
+	require.NoError(t, err)
+	require.NoError(t, m.Start(context.Background()))
+	t.Cleanup(func() { assert.NoError(t, m.Stop(context.Background())) })
+	return rdb, m
+}
+
 // The audit line "acquired" is written once per ownership: acquiring a
 // room this node holds already (a room reopened after a balance hand-off
 // whose flush failed) returns the same lease and writes none, or the
 // end-to-end checker would see the room owned twice at once.
 func TestLeaseAdapterAuditsEachOwnershipOnce(t *testing.T) {
 	ctx := context.Background()
-	rs := redistest.Start(t)
-	rdb := redis.NewClient(&redis.Options{Addr: rs.Addr, MaxRetries: 1, ContextTimeoutEnabled: true})
-	t.Cleanup(func() { rdb.Close() })
-	m, err := lease.New(rdb, lease.Config{Node: "node-a", Addr: "127.0.0.1:1", TTL: 2 * time.Second})
-	require.NoError(t, err)
-	require.NoError(t, m.Start(ctx))
-	t.Cleanup(func() { _ = m.Stop(context.Background()) })
+	_, m := startLeases(t)
 	var out bytes.Buffer
 	a := trackedLeases{leaseAdapter{m, slog.New(slog.NewJSONHandler(&out, nil))}, &heldLeases{}}
 
