@@ -33,8 +33,15 @@ var Module = fx.Module("drainkit",
 	fx.Invoke(wire),
 )
 
-// FromEnv provides the lifecycle.Config read by lifecycle.ConfigFromEnv.
-var FromEnv = fx.Provide(func() (lifecycle.Config, error) { return lifecycle.ConfigFromEnv(nil) })
+// FromEnv provides the lifecycle.Config read by lifecycle.ConfigFromEnv; a
+// bad variable makes Run exit with lifecycle.ExitConfig.
+var FromEnv = fx.Provide(func() (lifecycle.Config, error) {
+	cfg, err := lifecycle.ConfigFromEnv(nil)
+	if err != nil {
+		return cfg, &configError{err}
+	}
+	return cfg, nil
+})
 
 // AsHook annotates a constructor returning a drain.Hook so that its hook
 // joins the drain: fx.Provide(fxmodule.AsHook(newSnapshotFlusher)).
@@ -79,7 +86,8 @@ func newManager(p managerParams) (*lifecycle.Manager, error) {
 	return m, nil
 }
 
-// configError is a lifecycle.Config that lifecycle.New refused.
+// configError is a lifecycle.Config that lifecycle.New or ConfigFromEnv
+// refused.
 type configError struct{ err error }
 
 func (e *configError) Error() string { return e.err.Error() }

@@ -170,6 +170,14 @@ func TestRunBadConfigIsExitConfig(t *testing.T) {
 	assert.Equal(t, lifecycle.ExitConfig, code)
 }
 
+// A bad environment variable read by FromEnv is a bad configuration too,
+// refused before anything starts.
+func TestRunBadEnvironmentIsExitConfig(t *testing.T) {
+	t.Setenv("DRAIN_TIMEOUT", "abc")
+	code := fxmodule.Run(fxmodule.Module, fx.Supply(quiet()), fxmodule.FromEnv)
+	assert.Equal(t, lifecycle.ExitConfig, code)
+}
+
 func TestRunSignalDuringStart(t *testing.T) {
 	tr := &trace{}
 	sig := make(chan os.Signal, 3)
