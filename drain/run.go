@@ -33,16 +33,17 @@ import (
 // should run, and leaving a phase out (say, closing clients) is worse.
 func Run(ctx context.Context, reason string, hooks []Hook) *Report {
 	onPhase := draininternal.OnPhase(ctx)
+	ctx = draininternal.WithOnPhase(ctx, nil) // the caller's, not its hooks'
 	r := &Report{Reason: reason, Start: time.Now(), Hooks: make([]HookResult, 0, len(hooks))}
-	// from[i] is the index in hooks of r.Hooks[i]'s hook: names need not
-	// be unique here, so results are matched to hooks by position.
-	from := make([]int, 0, len(hooks))
+	// result[i] is the index in r.Hooks of hooks[i]'s result: names need
+	// not be unique here, so results are matched to hooks by position.
+	result := make([]int, len(hooks))
 	for _, p := range phases {
 		var batch []Hook
 		for i, h := range hooks {
 			if h.Phase == p {
+				result[i] = len(r.Hooks) + len(batch)
 				batch = append(batch, h)
-				from = append(from, i)
 			}
 		}
 		if len(batch) == 0 {
@@ -61,14 +62,14 @@ func Run(ctx context.Context, reason string, hooks []Hook) *Report {
 	}
 	for i, h := range hooks { // hooks of an undefined phase would otherwise vanish from the report
 		if !h.Phase.valid() {
+			result[i] = len(r.Hooks)
 			r.Hooks = append(r.Hooks, HookResult{Name: h.Name, Phase: h.Phase, Outcome: Failed, Error: h.validate().Error()})
-			from = append(from, i)
 		}
 	}
 	if ctx.Err() != nil {
-		abort(hooks, from, r)
+		abort(hooks, result, r)
 	}
-	streamReports(hooks, from, r)
+	streamReports(hooks, result, r)
 	r.Duration = time.Since(r.Start)
 	r.DeadlineExceeded = errors.Is(ctx.Err(), context.DeadlineExceeded)
 	r.Forced = errors.Is(ctx.Err(), context.Canceled)
@@ -94,13 +95,9 @@ func cutReason(ctx context.Context) string {
 }
 
 // abort calls the Abort of every hook, last first, recording a panic in
-// the hook's result (hook from[i] is result i's) rather than letting it
-// end the drain.
-func abort(hooks []Hook, from []int, r *Report) {
-	result := make([]int, len(hooks))
-	for i, hi := range from {
-		result[hi] = i
-	}
+// the hook's result (hooks[i]'s is r.Hooks[result[i]]) rather than letting
+// it end the drain.
+func abort(hooks []Hook, result []int, r *Report) {
 	for i := len(hooks) - 1; i >= 0; i-- {
 		h := hooks[i]
 		if h.Abort == nil {
@@ -117,13 +114,13 @@ func abort(hooks []Hook, from []int, r *Report) {
 	}
 }
 
-// streamReports copies each stream hook's report into its result (hook
-// from[i] is result i's), after Abort, so that streams closed by it are
-// counted.
-func streamReports(hooks []Hook, from []int, r *Report) {
-	for i, hi := range from {
-		if h := hooks[hi]; h.streams != nil {
-			r.Hooks[i].Streams = h.streams()
+// streamReports copies each stream hook's report into its result
+// (hooks[i]'s is r.Hooks[result[i]]), after Abort, so that streams closed
+// by it are counted.
+func streamReports(hooks []Hook, result []int, r *Report) {
+	for i, h := range hooks {
+		if h.streams != nil {
+			r.Hooks[result[i]].Streams = h.streams()
 		}
 	}
 }

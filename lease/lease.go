@@ -189,9 +189,7 @@ var errPastExpiry = errors.New("past the key's expiry by the last confirmed rene
 // TTL. It returns only a Redis error: a key gone or taken is fine.
 func (l *Lease) discard(ctx context.Context) error {
 	l.state.Store(stateEnded)
-	if s := l.sig.Load(); s != nil && s.ctx != nil { // nobody saw this lease, so nobody else makes them
-		s.cancel(ErrReleased)
-	}
+	l.endSignals(ErrReleased)
 	if _, err := l.releaseKey(context.WithoutCancel(ctx)); err != nil {
 		return fmt.Errorf("lease: release unregistered %s: %w", l.label(), err)
 	}

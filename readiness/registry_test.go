@@ -360,6 +360,7 @@ func TestTimedOutCheckReadsDeadlineExceeded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { _ = r.Close(context.Background()) })
 	const probes = 20
 	// One result per run of the check, and not one per probe: a probe can
 	// join the run of the probe before it, which has returned from Probe
