@@ -14,7 +14,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/drainkit/drainkit/examples/room-service/internal/room"
-	"github.com/drainkit/drainkit/lease"
 	"github.com/drainkit/drainkit/lifecycle"
 )
 
@@ -64,8 +63,7 @@ type balancer struct {
 	interval time.Duration
 	log      *slog.Logger
 
-	drained chan struct{} // closed at the flip to draining
-	once    sync.Once
+	drained chan struct{} // closed at the flip to draining, which happens once
 
 	// Owned by Run's goroutine (turn and handOff run there, one at a time).
 	calm int    // turns in a row that reached Redis; moves wait for settleTurns of them
@@ -97,7 +95,7 @@ func newBalancer(rdb redis.UniversalClient, leases *heldLeases, lm *lifecycle.Ma
 	// listener runs at the flip and must not block on Redis.
 	lm.OnTransition(func(t lifecycle.Transition) {
 		if t.To == lifecycle.Draining {
-			b.once.Do(func() { close(b.drained) })
+			close(b.drained)
 		}
 	})
 	return b
@@ -139,7 +137,7 @@ func pace(ctx context.Context, interval time.Duration, wake <-chan struct{}, tur
 func (b *balancer) turn(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, b.interval)
 	defer cancel()
-	held := b.held()
+	held := b.leases.ids()
 	me := b.self
 	st := b.state()
 	me.Rooms, me.Draining = len(held), st == lifecycle.Draining || st == lifecycle.Stopped
@@ -207,9 +205,6 @@ func (b *balancer) inTransit(ctx context.Context, table []nodeLoad) []nodeLoad {
 // placeTTL is how long a next-node note lasts.
 func (b *balancer) placeTTL() time.Duration { return max(3*b.interval, 2*time.Second) }
 
-// held returns the rooms this node holds.
-func (b *balancer) held() []string { return b.leases.ids() }
-
 // publish writes me and returns the live entries, removing expired ones.
 func (b *balancer) publish(ctx context.Context, me nodeLoad) ([]nodeLoad, error) {
 	now := time.Now()
@@ -254,7 +249,7 @@ func parseLoad(node, v string, now time.Time) (nodeLoad, bool) {
 // (Place). If the flush fails the lease is kept, and the next command
 // recovers the room here from its snapshot and log.
 func (b *balancer) handOff(ctx context.Context, mv move) {
-	l := b.lease(mv.Room)
+	l := b.leases.get(mv.Room)
 	if l == nil {
 		return
 	}
@@ -285,8 +280,6 @@ func (b *balancer) handOff(ctx context.Context, mv move) {
 	}
 	b.log.Info("room handed off for balance", "room_id", mv.Room, "to", mv.To.Node, "fence", l.Token())
 }
-
-func (b *balancer) lease(id string) *lease.Lease { return b.leases.get(id) }
 
 func (b *balancer) begin(id string) bool {
 	b.mu.Lock()
@@ -328,7 +321,7 @@ func (b *balancer) Place(ctx context.Context, id string) (node, addr string, err
 	if moving {
 		return "", "", fmt.Errorf("room %s: %w", id, errMoving)
 	}
-	if b.lease(id) != nil {
+	if b.leases.get(id) != nil {
 		return "", "", nil // held here already (acquire is idempotent)
 	}
 	to, err := b.rdb.Get(ctx, placeKey(id)).Result()

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
-	"sync"
 	"testing"
 	"time"
 
@@ -25,13 +24,13 @@ import (
 func TestHandOffWhoseFlushFailedIsNotInTransit(t *testing.T) {
 	ctx := context.Background()
 	rdb, m := startLeases(t)
-	var out syncBuffer
+	var out bytes.Buffer // everything here logs on the test's goroutine
 	log := slog.New(slog.NewTextHandler(&out, nil))
 	lm, err := lifecycle.New(lifecycle.Config{Service: "room-service", NodeID: "node-a"})
 	require.NoError(t, err)
 	held := &heldLeases{}
 	b := newBalancer(rdb, held, lm, "node-a", config{Advertise: "127.0.0.1:1", BalanceInterval: time.Second}, log)
-	svc, err := room.New(rdb, trackedLeases{leaseAdapter{m, log}, held}, room.Config{ErrHeld: lease.ErrHeld, ErrDraining: lease.ErrDraining, Logger: log})
+	svc, err := room.New(rdb, leaseAdapter{m, log, held}, room.Config{ErrHeld: lease.ErrHeld, ErrDraining: lease.ErrDraining, Logger: log})
 	require.NoError(t, err)
 	b.svc = svc
 
@@ -50,22 +49,4 @@ func TestHandOffWhoseFlushFailedIsNotInTransit(t *testing.T) {
 	assert.Empty(t, b.sent, "rooms in transit after a hand-off whose flush failed")
 	table := b.inTransit(ctx, []nodeLoad{target})
 	assert.Equal(t, 0, table[0].Rooms, "rooms counted for the target")
-}
-
-// syncBuffer is a bytes.Buffer that a logger may write from any goroutine.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

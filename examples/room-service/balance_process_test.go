@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/drainkit/drainkit/drain/grpcdrain"
+	"github.com/drainkit/drainkit/examples/room-service/internal/room"
 	"github.com/drainkit/drainkit/examples/room-service/roompb"
 	"github.com/drainkit/drainkit/internal/redistest"
 )
@@ -56,7 +57,7 @@ func owners(t *testing.T, ctx context.Context, rs *redistest.Server, rooms []str
 	t.Helper()
 	per := map[string]int{}
 	for _, id := range rooms {
-		v, err := rs.Client().Get(ctx, "room:route:{"+id+"}").Result()
+		v, err := rs.Client().Get(ctx, room.RouteKey(id)).Result()
 		if err == nil {
 			per[strings.SplitN(v, "|", 2)[0]]++
 		}

@@ -40,7 +40,7 @@ func TestFeedsShareOnePollerPerRoom(t *testing.T) {
 	ctx := context.Background()
 	rdb, m := startLeases(t)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	svc, err := room.New(rdb, leaseAdapter{m, log}, room.Config{ErrHeld: lease.ErrHeld, ErrDraining: lease.ErrDraining, Logger: log})
+	svc, err := room.New(rdb, leaseAdapter{m, log, &heldLeases{}}, room.Config{ErrHeld: lease.ErrHeld, ErrDraining: lease.ErrDraining, Logger: log})
 	require.NoError(t, err)
 	reader := &countingReader{roomReader: svc}
 	fs := newFeeds(reader, 20*time.Millisecond)

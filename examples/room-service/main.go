@@ -91,5 +91,5 @@ func options(c config, lc lifecycle.Config, log *slog.Logger) []fx.Option {
 // wires (in-flight tracking, grpc.health.v1, listener, drain hooks).
 func registerRooms(s *grpc.Server, r *rooms, w *watcher) {
 	roompb.RegisterRoomsServer(s, r.svc)
-	registerEvents(s, w)
+	roompb.RegisterRoomEventsServer(s, w)
 }

@@ -21,29 +21,15 @@ import (
 )
 
 // leaseAdapter lets the room service use the lease manager through its own
-// small interface.
+// small interface, keeping the leases it hands out in held, for the
+// balancer.
 type leaseAdapter struct {
-	m   *lease.Manager
-	log *slog.Logger
-}
-
-func (a leaseAdapter) Acquire(ctx context.Context, id string) (room.Lease, error) {
-	l, err := a.m.Acquire(ctx, id)
-	if err != nil {
-		return nil, err // a nil interface, not a typed nil pointer
-	}
-	leaseEvent(a.log, "acquired", l, nil)
-	return l, nil
-}
-
-// trackedLeases is leaseAdapter keeping the leases it hands out in held,
-// for the balancer.
-type trackedLeases struct {
-	leaseAdapter
+	m    *lease.Manager
+	log  *slog.Logger
 	held *heldLeases
 }
 
-func (a trackedLeases) Acquire(ctx context.Context, id string) (room.Lease, error) {
+func (a leaseAdapter) Acquire(ctx context.Context, id string) (room.Lease, error) {
 	held := a.held.get(id)
 	l, err := a.m.Acquire(ctx, id)
 	if err != nil {
@@ -174,7 +160,7 @@ func newRooms(rdb redis.UniversalClient, snaps *room.SQLSnapshots, leases *lease
 	pr.MustRegister(flushFailures, alive)
 	held := &heldLeases{}
 	bal := newBalancer(rdb, held, lm, lc.NodeID, c, log)
-	svc, err := room.New(rdb, trackedLeases{leaseAdapter{leases, log}, held}, room.Config{
+	svc, err := room.New(rdb, leaseAdapter{leases, log, held}, room.Config{
 		Placement: bal,
 		ErrHeld:   lease.ErrHeld, ErrDraining: lease.ErrDraining,
 		Heartbeat: beatFunc(roomBeat), Outbox: outbox, SnapshotFailures: flushFailures, Logger: log,

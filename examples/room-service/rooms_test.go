@@ -38,7 +38,7 @@ func TestLeaseAdapterAuditsEachOwnershipOnce(t *testing.T) {
 	ctx := context.Background()
 	_, m := startLeases(t)
 	var out bytes.Buffer
-	a := trackedLeases{leaseAdapter{m, slog.New(slog.NewJSONHandler(&out, nil))}, &heldLeases{}}
+	a := leaseAdapter{m, slog.New(slog.NewJSONHandler(&out, nil)), &heldLeases{}}
 
 	first, err := a.Acquire(ctx, "r1")
 	require.NoError(t, err)

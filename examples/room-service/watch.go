@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -35,11 +34,6 @@ type roomReader interface {
 type watcher struct {
 	roompb.UnimplementedRoomEventsServer
 	feeds *feeds
-}
-
-// registerEvents puts RoomEvents on the gRPC server beside Rooms.
-func registerEvents(s *grpc.Server, w *watcher) {
-	roompb.RegisterRoomEventsServer(s, w)
 }
 
 // newWatcher returns the RoomEvents service; it starts nothing.

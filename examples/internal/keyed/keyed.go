@@ -12,10 +12,9 @@ type Workers[V any] struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	mu     sync.Mutex
-	byKey  map[string]*V
-	uses   map[*V]*use // by value: V must not be a zero-size type, whose values may share an address
-	closed bool        // no worker starts after Close
+	mu    sync.Mutex
+	byKey map[string]*V
+	uses  map[*V]*use // by value: V must not be a zero-size type, whose values may share an address
 }
 
 // use is one value's count of users and its worker's stop.
@@ -43,7 +42,7 @@ func (w *Workers[V]) Join(key string, create func() *V, run func(ctx context.Con
 		v = create()
 		w.byKey[key] = v
 		w.uses[v] = &use{stop: stop}
-		if w.closed {
+		if w.ctx.Err() != nil { // closed: no worker starts
 			stop()
 		} else {
 			w.wg.Go(func() { run(ctx, v) })
@@ -84,9 +83,8 @@ func (w *Workers[V]) Forget(key string, v *V) {
 // Close stops every worker and waits for them, or for ctx.
 func (w *Workers[V]) Close(ctx context.Context) error {
 	w.mu.Lock()
-	w.closed = true
+	w.cancel() // under mu: no Join starts a worker once Close waits
 	w.mu.Unlock()
-	w.cancel()
 	done := make(chan struct{})
 	go func() { defer close(done); w.wg.Wait() }()
 	select {
