@@ -15,15 +15,10 @@ import (
 )
 
 // Main runs the gateway as its command does, with its environment read
-// through getenv, and returns the process's exit code.
-func Main(getenv func(string) string, stdout, stderr io.Writer) int {
-	return run(getenv, stdout, stderr)
-}
-
-// run reads the configuration, refusing a bad one with
+// through getenv: it reads the configuration, refusing a bad one with
 // lifecycle.ExitConfig, and runs the app until it has drained; it returns
-// the exit code.
-func run(getenv func(string) string, stdout, stderr io.Writer, extra ...fx.Option) int {
+// the process's exit code.
+func Main(getenv func(string) string, stdout, stderr io.Writer) int {
 	log := slog.New(slog.NewJSONHandler(stderr, nil))
 	slog.SetDefault(log)
 	// Both configurations are read before fx.New: fx.StopTimeout must be
@@ -42,7 +37,7 @@ func run(getenv func(string) string, stdout, stderr io.Writer, extra ...fx.Optio
 		fmt.Fprintf(stdout, "listening on %s\n", addr) // the e2e harness reads this line
 		log.Info("listening", "addr", addr, "room_backends", cfg.Backends, "room_target", cfg.DNSTarget)
 	}
-	return fxmodule.Run(append(options(lcfg, cfg, log, notice), extra...)...)
+	return fxmodule.Run(options(lcfg, cfg, log, notice)...)
 }
 
 // options is the whole app, for run and for in-process tests.

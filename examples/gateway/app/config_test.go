@@ -84,7 +84,7 @@ func TestBadConfigExitsWithConfigCode(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var stdout, stderr bytes.Buffer
-			code := run(env(tt.give), &stdout, &stderr)
+			code := Main(env(tt.give), &stdout, &stderr)
 			assert.Equal(t, lifecycle.ExitConfig, code, "got exit %d; want %d", code, lifecycle.ExitConfig)
 			assert.Contains(t, stderr.String(), tt.want)
 			assert.Empty(t, stdout.String(), "nothing listened")

@@ -50,12 +50,13 @@ func (a *api) applyOnce(ctx context.Context, req *roompb.ApplyRequest) (*roompb.
 			return rooms.Apply(withRoom(ctx, room), req, append(opts, grpc.WaitForReady(true))...)
 		})
 	}
+	learned := false // addr came from a REDIRECT, not from a.owners
 	for hop := 0; err == nil && resp.GetStatus() == roompb.ApplyResponse_REDIRECT; hop++ {
 		if hop == maxRedirects {
 			return nil, errRefusedf("room %s: still moving after %d redirects (now %s at %s)",
 				room, hop, resp.GetOwnerNode(), resp.GetOwnerAddr())
 		}
-		addr = resp.GetOwnerAddr()
+		addr, learned = resp.GetOwnerAddr(), true
 		resp, err = a.followRedirect(ctx, req, resp)
 	}
 	if err != nil {
@@ -63,7 +64,7 @@ func (a *api) applyOnce(ctx context.Context, req *roompb.ApplyRequest) (*roompb.
 	}
 	switch resp.GetStatus() {
 	case roompb.ApplyResponse_APPLIED:
-		if addr != "" {
+		if learned {
 			a.owners.set(room, addr)
 		}
 		return resp, nil
@@ -83,15 +84,14 @@ func (a *api) applyToOwner(ctx context.Context, req *roompb.ApplyRequest) (*room
 	if !ok {
 		return nil, "", nil
 	}
-	resp, err := a.followRedirect(ctx, req, &roompb.ApplyResponse{OwnerAddr: addr})
-	switch {
-	case err == nil:
+	resp, err := a.applyAt(ctx, req, addr)
+	if err == nil {
 		return resp, addr, nil
-	case status.Code(err) == codes.Unavailable && ctx.Err() == nil:
-		a.owners.drop(room, addr)
-		return nil, "", nil
 	}
 	a.owners.drop(room, addr)
+	if status.Code(err) == codes.Unavailable && ctx.Err() == nil {
+		return nil, "", nil
+	}
 	return nil, "", err
 }
 
@@ -103,6 +103,12 @@ func (a *api) followRedirect(ctx context.Context, req *roompb.ApplyRequest, redi
 	if err := checkHostPort(addr); err != nil {
 		return nil, status.Errorf(codes.Internal, "room %s: owner %s has address %q: %v", req.GetRoomId(), redirect.GetOwnerNode(), addr, err)
 	}
+	return a.applyAt(ctx, req, addr)
+}
+
+// applyAt sends the command to the room-service at addr, an address
+// already checked.
+func (a *api) applyAt(ctx context.Context, req *roompb.ApplyRequest, addr string) (*roompb.ApplyResponse, error) {
 	var resp *roompb.ApplyResponse
 	err := a.b.withOwner(addr, func(c roompb.RoomsClient) error {
 		var err error
