@@ -71,6 +71,7 @@ func startCluster(t *testing.T, cfg e2e.Config) (*e2e.Cluster, *redistest.Server
 	if err != nil {
 		t.Fatal(err)
 	}
+	markSched(c)
 	t.Cleanup(func() {
 		if t.Failed() {
 			for _, n := range c.All() {
@@ -123,6 +124,7 @@ func check(t *testing.T, c *e2e.Cluster, res *e2e.LoadResult, drained []e2e.Drai
 		t.Fatal(err)
 	}
 	t.Logf("\n%s", r.Table())
+	t.Log(schedWait(c))
 	shown := 0
 	for kind, n := range res.FailureKinds() {
 		if shown++; shown <= 5 {

@@ -24,13 +24,12 @@ type subscriber struct {
 	room      string
 	progress  chan struct{} // has a value after each event received
 	connected chan struct{} // closed at the first response 200
+	connect   sync.Once     // closes connected
 
 	mu         sync.Mutex
 	got        []string // command ids, one per seq from 1
 	reconnects int
 	problem    string // the first event out of order, skipped or repeated
-
-	wasConnected bool
 }
 
 func newSubscriber(room string) *subscriber {
@@ -75,12 +74,7 @@ func (s *subscriber) follow(ctx context.Context, client *http.Client, url string
 		_, _ = io.Copy(io.Discard, resp.Body)
 		return
 	}
-	s.mu.Lock()
-	if !s.wasConnected {
-		s.wasConnected = true
-		close(s.connected)
-	}
-	s.mu.Unlock()
+	s.connect.Do(func() { close(s.connected) })
 	var id int64
 	sc := bufio.NewScanner(resp.Body)
 	for sc.Scan() {
@@ -227,7 +221,8 @@ func TestSubscribersFollowRollingUpdates(t *testing.T) {
 		if !paced {
 			how = "all at the deadline"
 		}
-		t.Logf("%s (%s): %s; exit %d after %s (DRAIN_TIMEOUT %s)", d.Name, how, cl, d.ExitCode, d.DrainTime.Round(time.Millisecond), gwTimeout)
+		t.Logf("%s (%s): %s; exit %d after %s by its drain report, seen by the harness after %s (DRAIN_TIMEOUT %s)",
+			d.Name, how, cl, d.ExitCode, d.DrainTime.Round(time.Millisecond), d.Exited.Sub(d.Signalled).Round(time.Millisecond), gwTimeout)
 		if cl.n < subscribersPerRoom*e2e.DefaultLoadRooms/4 {
 			t.Errorf("%s closed %d subscribers; want about half of %d: the comparison needs both gateways loaded", d.Name, cl.n, len(subs))
 		}

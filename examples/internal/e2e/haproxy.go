@@ -77,7 +77,7 @@ const ProbeFall = 2
 // having no definite answer. HAProxy's own 503 (no gateway
 // up, or the connection failed on every try) comes before any gateway
 // processed the request, so it carries Retry-After too (http-error).
-var haproxyConfig = template.Must(template.New("haproxy").Parse(`global
+var haproxyConfig = template.Must(template.New("haproxy").Funcs(template.FuncMap{"slot": GatewaySlot}).Parse(`global
     stats socket {{.Socket}} mode 600 level admin
     maxconn 6000
     log stdout format raw local0 info
@@ -114,7 +114,7 @@ backend gateways
     http-check expect status 200
     default-server inter {{.Inter}} fall {{.Fall}} rise 1
 {{- range $i, $s := .Slots}}
-    server gw{{$i}} {{$s}} check
+    server {{slot $i}} {{$s}} check
 {{- end}}
 `))
 
@@ -216,7 +216,7 @@ func (h *haproxy) stat(ctx context.Context) ([]map[string]string, error) {
 func (h *haproxy) waitServer(ctx context.Context, slot int, up bool) error {
 	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
-	name, want := "gw"+strconv.Itoa(slot), "DOWN"
+	name, want := GatewaySlot(slot), "DOWN"
 	if up {
 		want = "UP"
 	}

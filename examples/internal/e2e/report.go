@@ -87,18 +87,12 @@ func (c *Cluster) AwaitBalanced(ctx context.Context, rooms int) (map[string]int,
 // roomsPerRunningNode counts the rooms each running room-service holds now,
 // and the rooms held in all.
 func (c *Cluster) roomsPerRunningNode() (map[string]int, int) {
+	held := c.Ownership().RoomsPerNode(time.Now())
 	per := map[string]int{}
-	for _, n := range c.Rooms() {
-		per[n.Name] = 0
-	}
 	owned := 0
-	for _, hs := range c.Ownership().Holds {
-		if h := hs[len(hs)-1]; h.Open {
-			if _, running := per[h.Node]; running {
-				per[h.Node]++
-				owned++
-			}
-		}
+	for _, n := range c.Rooms() {
+		per[n.Name] = held[n.Name]
+		owned += held[n.Name]
 	}
 	return per, owned
 }
