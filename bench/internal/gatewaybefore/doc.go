@@ -5,5 +5,6 @@
 // backends.go are that commit's files with the package clause changed and
 // the retired status DUPLICATE named by a local constant (applyDuplicate);
 // config.go keeps the part of its configuration they read. It is the
-// baseline of BenchmarkGatewayApply and nothing else.
+// baseline of BenchmarkGatewayApply and BenchmarkGatewayOverhead and
+// nothing else.
 package gatewaybefore
