@@ -246,8 +246,8 @@ func parseLoad(node, v string, now time.Time) (nodeLoad, bool) {
 // handOff moves mv.Room to mv.To: the target is read again (never a
 // draining one), the room's next node written, the room flushed, then its
 // lease released. While it runs this node refuses to reacquire the room
-// (Place). If the flush fails the lease is kept, and the next command
-// recovers the room here from its snapshot and log.
+// (Place). If the flush fails the room stays here, its lease and state
+// kept (room.Service.MoveRoom), and the drain flushes it again.
 func (b *balancer) handOff(ctx context.Context, mv move) {
 	l := b.leases.get(mv.Room)
 	if l == nil {
@@ -266,7 +266,7 @@ func (b *balancer) handOff(ctx context.Context, mv move) {
 		return
 	}
 	at := time.Now()
-	if err := b.svc.FlushRoom(ctx, l); err != nil {
+	if err := b.svc.MoveRoom(ctx, l); err != nil {
 		_ = b.rdb.Del(context.WithoutCancel(ctx), placeKey(mv.Room)).Err() // it stays here
 		b.log.Warn("room not handed off: snapshot not flushed", "room_id", mv.Room, "to", mv.To.Node, "err", err)
 		return

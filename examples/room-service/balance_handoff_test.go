@@ -8,11 +8,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/drainkit/drainkit/examples/room-service/internal/room"
 	"github.com/drainkit/drainkit/examples/room-service/roompb"
+	"github.com/drainkit/drainkit/internal/mariadbtest"
+	"github.com/drainkit/drainkit/internal/redistest"
 	"github.com/drainkit/drainkit/lease"
 	"github.com/drainkit/drainkit/lifecycle"
 )
@@ -49,4 +52,60 @@ func TestHandOffWhoseFlushFailedIsNotInTransit(t *testing.T) {
 	assert.Empty(t, b.sent, "rooms in transit after a hand-off whose flush failed")
 	table := b.inTransit(ctx, []nodeLoad{target})
 	assert.Equal(t, 0, table[0].Rooms, "rooms counted for the target")
+}
+
+// A hand-off for balance whose flush fails keeps the room here, state and
+// all, so the drain's hand-off flushes it before releasing it. The balance
+// flush used to drop the room's cell even when it failed; the drain's
+// hand-off then found a held lease without a cell, took it for a room with
+// nothing to flush, and released it unflushed (caught by the e2e
+// TestDrainWhileMySQLSlow, whose table lock failed a balance flush).
+func TestDrainFlushesRoomWhoseBalanceFlushFailed(t *testing.T) {
+	ctx := context.Background()
+	rs := redistest.Start(t)
+	rdb := redis.NewClient(&redis.Options{Addr: rs.Addr, MaxRetries: 1, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { rdb.Close() })
+	m, err := lease.New(rdb, lease.Config{Node: "node-a", Addr: "127.0.0.1:1", TTL: 2 * time.Second, HandOff: true})
+	require.NoError(t, err)
+	require.NoError(t, m.Start(ctx))
+	t.Cleanup(func() { assert.NoError(t, m.Stop(context.Background())) })
+	db := mariadbtest.Start(t).DB()
+	snaps, err := room.NewSQLSnapshots(db)
+	require.NoError(t, err)
+	require.NoError(t, snaps.Migrate(ctx))
+
+	var out bytes.Buffer // everything here logs on the test's goroutine
+	log := slog.New(slog.NewTextHandler(&out, nil))
+	lm, err := lifecycle.New(lifecycle.Config{Service: "room-service", NodeID: "node-a"})
+	require.NoError(t, err)
+	held := &heldLeases{}
+	b := newBalancer(rdb, held, lm, "node-a", config{Advertise: "127.0.0.1:1", BalanceInterval: time.Second}, log)
+	svc, err := room.New(rdb, leaseAdapter{m, log, held}, room.Config{ErrHeld: lease.ErrHeld, ErrDraining: lease.ErrDraining, Logger: log, Snapshots: snaps})
+	require.NoError(t, err)
+	b.svc = svc
+	for _, cmd := range []string{"c1", "c2"} {
+		_, err = svc.Apply(ctx, &roompb.ApplyRequest{RoomId: "r1", CommandId: cmd, Op: "join"})
+		require.NoError(t, err)
+	}
+	target := nodeLoad{Node: "node-b", Addr: "127.0.0.1:2", UntilUnixMs: time.Now().Add(time.Minute).UnixMilli()}
+	v, err := json.Marshal(target)
+	require.NoError(t, err)
+	require.NoError(t, rdb.HSet(ctx, balanceKey, target.Node, v).Err())
+
+	// The snapshot table is away for the balance flush: its write fails at
+	// once and for certain (a timed-out write could still land later).
+	_, err = db.ExecContext(ctx, "RENAME TABLE room_snapshots TO room_snapshots_away")
+	require.NoError(t, err)
+	b.handOff(ctx, move{Room: "r1", To: target})
+	_, err = db.ExecContext(ctx, "RENAME TABLE room_snapshots_away TO room_snapshots")
+	require.NoError(t, err)
+	require.Contains(t, out.String(), "room not handed off: snapshot not flushed", "the hand-off reached its flush, which failed")
+
+	hook, err := m.HandOff(func(ctx context.Context, l *lease.Lease) error { return svc.FlushRoom(ctx, l) }, 1)
+	require.NoError(t, err)
+	require.NoError(t, hook.Run(ctx), "the drain's hand-off, with the table back")
+	var seq int64
+	require.NoError(t, db.QueryRowContext(ctx, "SELECT seq FROM room_snapshots WHERE room_id = 'r1'").Scan(&seq),
+		"r1's snapshot after the drain's hand-off released it")
+	assert.EqualValues(t, 2, seq, "the snapshot of a released room holds every command applied")
 }

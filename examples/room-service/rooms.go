@@ -36,9 +36,9 @@ func (a leaseAdapter) Acquire(ctx context.Context, id string) (room.Lease, error
 		return nil, err // a nil interface, not a typed nil pointer
 	}
 	// Acquire returns the lease this node holds already, if any: a room
-	// whose cell was dropped while its lease was kept (a balance hand-off
-	// whose flush failed) is reopened under the same lease, which is no
-	// new ownership to audit.
+	// whose cell was dropped while this node still held its lease (its
+	// snapshot write fenced before the renewal saw the lease lost) is
+	// reopened under the same lease, which is no new ownership to audit.
 	if l != held {
 		leaseEvent(a.log, "acquired", l, nil)
 		a.held.add(l)

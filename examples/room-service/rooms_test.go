@@ -31,8 +31,8 @@ func startLeases(t *testing.T) (*redis.Client, *lease.Manager) {
 }
 
 // The audit line "acquired" is written once per ownership: acquiring a
-// room this node holds already (a room reopened after a balance hand-off
-// whose flush failed) returns the same lease and writes none, or the
+// room this node holds already (a room whose cell was dropped while its
+// lease was still held) returns the same lease and writes none, or the
 // end-to-end checker would see the room owned twice at once.
 func TestLeaseAdapterAuditsEachOwnershipOnce(t *testing.T) {
 	ctx := context.Background()

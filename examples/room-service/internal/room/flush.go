@@ -13,11 +13,32 @@ import (
 // and is refused while the node drains). The cell is dropped even when the
 // snapshot fails: the command log already holds every acknowledged command,
 // and the caller must then leave the lease to expire instead of releasing
-// it. A room this node has no cell for needs no flush.
+// it. A room this node has no cell for needs no flush: a cell is only ever
+// dropped with its lease still held once its state is in a snapshot, or
+// here, with an error.
 //
 // The lease package's hand-off hook calls it for each held lease before
 // releasing that lease.
 func (s *Service) FlushRoom(ctx context.Context, l Lease) error {
+	return s.flush(ctx, l, true)
+}
+
+// MoveRoom is FlushRoom for a room handed to another node while this one
+// goes on running (balance). The cell is dropped only once the snapshot is
+// written, or when the write was fenced (the room is no longer this
+// node's). A room whose snapshot fails otherwise keeps its cell and its
+// state and goes on here; its lease must be kept. Dropping the cell, as
+// FlushRoom does, would leave a held lease without a cell, which the
+// drain's hand-off takes for a room with nothing to flush and releases
+// unflushed.
+func (s *Service) MoveRoom(ctx context.Context, l Lease) error {
+	return s.flush(ctx, l, false)
+}
+
+// flush writes the room's snapshot if it changed and drops its cell; a
+// failed write drops the cell only if dropOnFailure or the write was
+// fenced.
+func (s *Service) flush(ctx context.Context, l Lease, dropOnFailure bool) error {
 	s.mu.Lock()
 	c := s.cells[l.ID()]
 	s.mu.Unlock()
@@ -31,15 +52,17 @@ func (s *Service) FlushRoom(ctx context.Context, l Lease) error {
 	if c.dropped {
 		return nil
 	}
-	defer s.drop(c, "flushed")
-	if !c.dirty() {
-		return nil
+	if c.dirty() {
+		if err := s.store.snapshot(ctx, c.id, l.Token(), c.state.clone()); err != nil {
+			s.snapshotFailed(c.id, "room snapshot flush failed", err)
+			if dropOnFailure || errors.Is(err, ErrFenced) {
+				s.drop(c, "not flushed")
+			}
+			return err
+		}
+		c.snapSeq = c.state.Seq
 	}
-	if err := s.store.snapshot(ctx, c.id, l.Token(), c.state.clone()); err != nil {
-		s.snapshotFailed(c.id, "room snapshot flush failed", err)
-		return err
-	}
-	c.snapSeq = c.state.Seq
+	s.drop(c, "flushed")
 	return nil
 }
 
