@@ -28,6 +28,7 @@ type drainServer struct {
 	release      chan struct{}  // closing it lets every handler return
 	shuttingDown chan struct{}  // closed once the drain has closed the listeners
 	lastEnd      atomic.Int64   // UnixNano of the latest handler return
+	lastClose    atomic.Int64   // UnixNano of the latest connection closed
 	client       *http.Client   // in-process clients
 	clients      sync.WaitGroup //
 	proc         *exec.Cmd      // or a client process
@@ -55,14 +56,15 @@ func startDrainServer(b *testing.B, n int, hold time.Duration, external bool) *d
 			<-s.release
 		}
 		_, _ = w.Write([]byte("done"))
-		end := time.Now().UnixNano()
-		for {
-			last := s.lastEnd.Load()
-			if end <= last || s.lastEnd.CompareAndSwap(last, end) {
-				break
-			}
-		}
+		latest(&s.lastEnd, time.Now().UnixNano())
 	}))}
+	// Set before HTTPHooks, which chains it: net/http calls it from each
+	// connection's goroutine once the connection is closed.
+	s.srv.ConnState = func(_ net.Conn, st http.ConnState) {
+		if st == http.StateClosed {
+			latest(&s.lastClose, time.Now().UnixNano())
+		}
+	}
 	s.hooks = drain.HTTPHooks("http", s.srv, tr) // before Serve: it wraps ConnState
 	// Both drainers go through Shutdown, which runs this once its listeners
 	// are closed: from then on the drain is waiting for the requests.
@@ -158,9 +160,27 @@ func runClients(url string, n int) int {
 	return 0
 }
 
+// latest stores t in v unless v holds a later time.
+func latest(v *atomic.Int64, t int64) {
+	for {
+		last := v.Load()
+		if t <= last || v.CompareAndSwap(last, t) {
+			return
+		}
+	}
+}
+
 // lag is how long after the last handler returned the drain finished.
 func (s *drainServer) lag(done time.Time) time.Duration {
 	return done.Sub(time.Unix(0, s.lastEnd.Load()))
+}
+
+// afterClose is how long after net/http closed the last connection the
+// drain finished, or 0 if a connection closed after it (Shutdown closes
+// idle connections itself and returns without waiting for their
+// goroutines to notice).
+func (s *drainServer) afterClose(done time.Time) time.Duration {
+	return max(done.Sub(time.Unix(0, s.lastClose.Load())), 0)
 }
 
 var drainers = []string{"shutdown", "drainkit"}
@@ -208,8 +228,11 @@ func BenchmarkDrainLag(b *testing.B) {
 // BenchmarkDrainInFlight: n requests in flight (each on its own
 // connection) when the drain starts; once it has closed the listeners all
 // their handlers return at once. Reported: time from the last handler's return to the
-// server stopped (lag-ms), and the server's live heap and stacks per
-// in-flight request before the drain (B/request). Shows how each drain
+// server stopped (lag-ms); of it, the time after net/http closed the last
+// connection (after-close-ms: the drainer's own part, the rest is net/http
+// finishing responses on goroutines the scheduler has not run yet); and the
+// server's live heap and stacks per in-flight request before the drain
+// (B/request). Shows how each drain
 // scales with the work it waits for. The clients run in a child process; each side needs about
 // n+1,000 open files (raised up to the hard limit if need be).
 //
@@ -221,7 +244,7 @@ func BenchmarkDrainInFlight(b *testing.B) {
 				if err := raiseFileLimit(uint64(n + 1024)); err != nil {
 					b.Fatal(err)
 				}
-				var lag time.Duration
+				var lag, afterClose time.Duration
 				var held int64
 				b.StopTimer()
 				for range b.N {
@@ -236,11 +259,14 @@ func BenchmarkDrainInFlight(b *testing.B) {
 					}()
 					<-s.shuttingDown // the drain is now waiting
 					close(s.release)
-					lag += s.lag(<-stopped)
+					done := <-stopped
+					lag += s.lag(done)
 					b.StopTimer()
-					s.finish(b)
+					s.finish(b) // every connection closed: the last close is known
+					afterClose += s.afterClose(done)
 				}
 				b.ReportMetric(ms(lag)/float64(b.N), "lag-ms")
+				b.ReportMetric(ms(afterClose)/float64(b.N), "after-close-ms")
 				b.ReportMetric(float64(held)/float64(b.N*n), "B/request")
 			})
 		}
