@@ -265,3 +265,51 @@ func TestStopLeavesLeasesToExpire(t *testing.T) {
 		t.Fatalf("Acquire after Stop: got %v; want ErrNotRunning", err)
 	}
 }
+
+// A holder that releases its lease after the drain left it to expire (a
+// deferred Release in the room's worker, whose context the drain just
+// cancelled) must not delete the key: the room was not flushed, and the
+// next owner must wait for the TTL. Release used to delete it.
+func TestReleaseKeepsALeaseLeftToExpire(t *testing.T) {
+	b := standalone(t)
+	c := b.client()
+	ctx := context.Background()
+	t.Run("by the hand-off", func(t *testing.T) {
+		cfg := testConfig()
+		cfg.HandOff = true
+		m := startManager(t, c, cfg)
+		l, err := m.Acquire(ctx, "unflushed")
+		if err != nil {
+			t.Fatalf("Acquire: %v", err)
+		}
+		hook, err := m.HandOff(func(context.Context, *Lease) error { return errors.New("snapshot store down") }, 1)
+		if err != nil {
+			t.Fatalf("HandOff: %v", err)
+		}
+		if err := hook.Run(ctx); err == nil {
+			t.Fatal("HandOff with a failing flush: got nil; want the room left to expire")
+		}
+		if err := l.Release(ctx); !errors.Is(err, ErrLeftToExpire) {
+			t.Errorf("Release after the hand-off left the lease to expire: got %v; want ErrLeftToExpire", err)
+		}
+		if n := c.Exists(ctx, l.key).Val(); n != 1 {
+			t.Errorf("key of an unflushed room deleted by a later Release; want left to expire")
+		}
+	})
+	t.Run("by Stop", func(t *testing.T) {
+		m := startManager(t, c, testConfig())
+		l, err := m.Acquire(ctx, "stopped")
+		if err != nil {
+			t.Fatalf("Acquire: %v", err)
+		}
+		if err := m.Stop(ctx); err != nil {
+			t.Fatalf("Stop: %v", err)
+		}
+		if err := l.Release(ctx); !errors.Is(err, ErrLeftToExpire) {
+			t.Errorf("Release after Stop: got %v; want ErrLeftToExpire", err)
+		}
+		if n := c.Exists(ctx, l.key).Val(); n != 1 {
+			t.Errorf("key deleted by a Release after Stop; want left to expire")
+		}
+	})
+}

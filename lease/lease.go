@@ -147,12 +147,20 @@ func (l *Lease) held() bool {
 // Failed calls are retried while ctx lasts, but no retry starts after the
 // moment Redis would have expired the key by the confirmed renewals.
 //
+// A lease the drain or Stop left to expire (its context's cause is
+// [ErrLeftToExpire]) is not released: its room may not be flushed, and the
+// next owner must wait for the key's TTL, so a holder's deferred Release
+// cannot undo that decision. Release then touches nothing and returns an
+// error wrapping ErrLeftToExpire.
+//
 // Release returns nil if it deleted the key, an error wrapping [ErrNotHeld]
 // if the key had expired or belongs to someone else (nothing to undo: do
 // not fail a drain on it), or the Redis error. In every case the lease has
 // ended locally and is no longer renewed.
 func (l *Lease) Release(ctx context.Context) error {
-	l.end(ErrReleased, false)
+	if !l.end(ErrReleased, false) && errors.Is(l.endCause(), ErrLeftToExpire) {
+		return fmt.Errorf("lease: release %s: %w", l.key, ErrLeftToExpire)
+	}
 	status, err := l.releaseKey(ctx)
 	if err != nil {
 		return fmt.Errorf("lease: release %s: %w", l.key, err)
@@ -194,6 +202,16 @@ func (l *Lease) discard(ctx context.Context) error {
 		return fmt.Errorf("lease: release unregistered %s: %w", l.label(), err)
 	}
 	return nil
+}
+
+// endCause returns how an ended lease ended. The goroutine that ended it
+// records the cause just after marking it ended; the context made here, if
+// nobody had made one, is cancelled by that goroutine with the cause, so
+// waiting for it never misses the record. Call it only once state is ended.
+func (l *Lease) endCause() error {
+	ctx := l.Context()
+	<-ctx.Done()
+	return context.Cause(ctx)
 }
 
 // begin moves a held lease into hand-off; false if it is not held.
