@@ -58,14 +58,17 @@ func startDrainServer(b *testing.B, n int, hold time.Duration, external bool) *d
 		_, _ = w.Write([]byte("done"))
 		latest(&s.lastEnd, time.Now().UnixNano())
 	}))}
-	// Set before HTTPHooks, which chains it: net/http calls it from each
-	// connection's goroutine once the connection is closed.
-	s.srv.ConnState = func(_ net.Conn, st http.ConnState) {
+	s.hooks = drain.HTTPHooks("http", s.srv, tr) // before Serve: it wraps ConnState
+	// Wrapped around the hooks' ConnState, so a close is recorded before
+	// drainkit counts it: the drain cannot end before its last close is
+	// known. net/http calls it on the connection's goroutine.
+	counted := s.srv.ConnState
+	s.srv.ConnState = func(c net.Conn, st http.ConnState) {
 		if st == http.StateClosed {
 			latest(&s.lastClose, time.Now().UnixNano())
 		}
+		counted(c, st)
 	}
-	s.hooks = drain.HTTPHooks("http", s.srv, tr) // before Serve: it wraps ConnState
 	// Both drainers go through Shutdown, which runs this once its listeners
 	// are closed: from then on the drain is waiting for the requests.
 	// Shutdown runs it on every call, and drainkit's hooks call Shutdown
@@ -176,9 +179,11 @@ func (s *drainServer) lag(done time.Time) time.Duration {
 }
 
 // afterClose is how long after net/http closed the last connection the
-// drain finished, or 0 if a connection closed after it (Shutdown closes
-// idle connections itself and returns without waiting for their
-// goroutines to notice).
+// drain finished. For drainkit, which waits for every connection's close,
+// it is exact once the drain returned. Shutdown closes idle connections
+// itself and returns without waiting for their goroutines to record the
+// close, so its figure may miss late ones, or be 0 if one closed after it
+// returned.
 func (s *drainServer) afterClose(done time.Time) time.Duration {
 	return max(done.Sub(time.Unix(0, s.lastClose.Load())), 0)
 }
@@ -262,7 +267,7 @@ func BenchmarkDrainInFlight(b *testing.B) {
 					done := <-stopped
 					lag += s.lag(done)
 					b.StopTimer()
-					s.finish(b) // every connection closed: the last close is known
+					s.finish(b)
 					afterClose += s.afterClose(done)
 				}
 				b.ReportMetric(ms(lag)/float64(b.N), "lag-ms")

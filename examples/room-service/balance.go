@@ -271,6 +271,14 @@ func (b *balancer) handOff(ctx context.Context, mv move) {
 		b.log.Warn("room not handed off: snapshot not flushed", "room_id", mv.Room, "to", mv.To.Node, "err", err)
 		return
 	}
+	// From the flip on, the drain's hand-off owns every lease: it releases
+	// a room it flushed and leaves one it could not flush to expire.
+	// MoveRoom returns nil for a cell the drain's FlushRoom dropped after
+	// a failed write, so releasing here could undo that. The flip comes before the
+	// drain's flush, so a node still running here had not begun it.
+	if b.state() != lifecycle.Running {
+		return
+	}
 	// In transit from here on (released or left to expire), not before:
 	// a room whose flush failed stays here and must not count for mv.To.
 	b.sent = append(b.sent, sent{room: mv.Room, node: mv.To.Node, at: at})

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -74,7 +75,7 @@ func TestDrainFlushesRoomWhoseBalanceFlushFailed(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, snaps.Migrate(ctx))
 
-	var out bytes.Buffer // everything here logs on the test's goroutine
+	var out bytes.Buffer // written only while the test's goroutine waits
 	log := slog.New(slog.NewTextHandler(&out, nil))
 	lm, err := lifecycle.New(lifecycle.Config{Service: "room-service", NodeID: "node-a"})
 	require.NoError(t, err)
@@ -100,6 +101,11 @@ func TestDrainFlushesRoomWhoseBalanceFlushFailed(t *testing.T) {
 	_, err = db.ExecContext(ctx, "RENAME TABLE room_snapshots_away TO room_snapshots")
 	require.NoError(t, err)
 	require.Contains(t, out.String(), "room not handed off: snapshot not flushed", "the hand-off reached its flush, which failed")
+	// The room goes on here, under the same lease and from the same state.
+	resp, err := svc.Apply(ctx, &roompb.ApplyRequest{RoomId: "r1", CommandId: "c3", Op: "join"})
+	require.NoError(t, err)
+	assert.EqualValues(t, 3, resp.Seq, "the command after the failed move")
+	assert.Equal(t, 1, strings.Count(out.String(), `event=acquired`), "one ownership: %s", out.String())
 
 	hook, err := m.HandOff(func(ctx context.Context, l *lease.Lease) error { return svc.FlushRoom(ctx, l) }, 1)
 	require.NoError(t, err)
@@ -107,5 +113,5 @@ func TestDrainFlushesRoomWhoseBalanceFlushFailed(t *testing.T) {
 	var seq int64
 	require.NoError(t, db.QueryRowContext(ctx, "SELECT seq FROM room_snapshots WHERE room_id = 'r1'").Scan(&seq),
 		"r1's snapshot after the drain's hand-off released it")
-	assert.EqualValues(t, 2, seq, "the snapshot of a released room holds every command applied")
+	assert.EqualValues(t, 3, seq, "the snapshot of a released room holds every command applied")
 }

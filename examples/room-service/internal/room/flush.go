@@ -13,9 +13,10 @@ import (
 // and is refused while the node drains). The cell is dropped even when the
 // snapshot fails: the command log already holds every acknowledged command,
 // and the caller must then leave the lease to expire instead of releasing
-// it. A room this node has no cell for needs no flush: a cell is only ever
-// dropped with its lease still held once its state is in a snapshot, or
-// here, with an error.
+// it. A room this node has no cell for needs no flush: a cell is dropped
+// while its lease is held only once its state is in a snapshot, here with
+// an error, or when a write was fenced (the route is no longer this
+// node's, so a release deletes nothing).
 //
 // The lease package's hand-off hook calls it for each held lease before
 // releasing that lease.
@@ -35,9 +36,9 @@ func (s *Service) MoveRoom(ctx context.Context, l Lease) error {
 	return s.flush(ctx, l, false)
 }
 
-// flush writes the room's snapshot if it changed and drops its cell; a
-// failed write drops the cell only if dropOnFailure or the write was
-// fenced.
+// flush writes the room's snapshot if it changed (reloading a state left
+// unknown first) and drops its cell; a failure drops the cell only if
+// dropOnFailure or the write was fenced.
 func (s *Service) flush(ctx context.Context, l Lease, dropOnFailure bool) error {
 	s.mu.Lock()
 	c := s.cells[l.ID()]
@@ -51,6 +52,17 @@ func (s *Service) flush(ctx context.Context, l Lease, dropOnFailure bool) error 
 	defer c.unlock()
 	if c.dropped {
 		return nil
+	}
+	if c.lease != nil && !c.loaded {
+		// An append whose reply was lost, or a failed reload, left the
+		// state unknown here: the log may hold commands the cell lacks.
+		if err := s.recover(ctx, c); err != nil {
+			s.snapshotFailed(c.id, "room reload before flush failed", err)
+			if dropOnFailure {
+				s.drop(c, "not flushed")
+			}
+			return fmt.Errorf("flush room %s: %w", c.id, err)
+		}
 	}
 	if c.dirty() {
 		if err := s.store.snapshot(ctx, c.id, l.Token(), c.state.clone()); err != nil {

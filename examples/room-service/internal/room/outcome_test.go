@@ -74,3 +74,30 @@ func TestDuplicateBeatsFence(t *testing.T) {
 	mustApply(t, b.svc, "r1", "c2", roompb.ApplyResponse_APPLIED)
 	mustApply(t, a.svc, "r1", "c1", roompb.ApplyResponse_APPLIED) // a still thinks it owns r1
 }
+
+// A room whose last append lost its reply has a state this node no longer
+// knows. Its flush must reload it and snapshot every command in the log:
+// it used to take the room for clean (nothing applied since the last
+// snapshot it knew of), drop it as flushed and let its lease be released.
+func TestFlushAfterUnknownOutcomeSnapshotsTheLog(t *testing.T) {
+	srv := redistest.Start(t)
+	hook := &breakAppend{}
+	rdb := srv.Client()
+	rdb.AddHook(hook)
+	a := newNode(t, rdb, "a", nil)
+	mustApply(t, a.svc, "r1", "c1", roompb.ApplyResponse_APPLIED)
+	hook.on = true
+	_, err := apply(context.Background(), a.svc, "r1", "c2")
+	hook.on = false
+	if got := status.Code(err); got != codes.Unknown {
+		t.Fatalf("Apply with a lost reply: got %v (%v); want Unknown", got, err)
+	}
+
+	a.leases.setDraining()
+	if err := a.svc.FlushRoom(context.Background(), a.leases.lease("r1")); err != nil {
+		t.Fatalf("FlushRoom: %v", err)
+	}
+	if r := getRoom(t, a.svc, "r1"); r.GetSnapshotSeq() != 2 {
+		t.Fatalf("snapshot after the flush: seq %d; want 2 (c2 was applied, its reply lost)", r.GetSnapshotSeq())
+	}
+}
