@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -131,4 +132,29 @@ func (h tripHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Proc
 		}
 		return next(ctx, cmds)
 	}
+}
+
+// serverCPU is the shared redis-server's CPU time so far (user + system,
+// from INFO cpu, which the server reads from getrusage when asked). The
+// INFO call is not counted as a round trip of the workload: callers read
+// the trip counter after the first and before the second reading.
+func (c *counted) serverCPU(b *testing.B) time.Duration {
+	b.Helper()
+	info, err := c.Info(context.Background(), "cpu").Result()
+	if err != nil {
+		b.Fatalf("INFO cpu: %v", err)
+	}
+	var total float64
+	for _, line := range strings.Split(info, "\n") {
+		for _, field := range []string{"used_cpu_sys:", "used_cpu_user:"} {
+			if v, ok := strings.CutPrefix(strings.TrimSpace(line), field); ok {
+				f, err := strconv.ParseFloat(v, 64)
+				if err != nil {
+					b.Fatalf("INFO cpu: %s%q: %v", field, v, err)
+				}
+				total += f
+			}
+		}
+	}
+	return time.Duration(total * float64(time.Second))
 }
