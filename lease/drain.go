@@ -49,7 +49,9 @@ func (e *handOffError) Unwrap() error { return e.Err }
 // expire: its context is cancelled with [ErrLeftToExpire], it is no longer
 // renewed, and its key stays until the TTL passes, so the next owner
 // recovers with a higher fence. fn gets a context that ends with the
-// hook's or when the lease is lost. The hook's name is "lease-handoff(" +
+// hook's or when the lease is lost. From the moment the hook takes a lease
+// until it settles it, [Lease.Release] of that lease returns [ErrDraining]
+// and leaves it to the hook. The hook's name is "lease-handoff(" +
 // RoutePrefix + ")", e.g. "lease-handoff(room:route:)".
 //
 // It needs [Config].HandOff, which tells the Release hook, from the

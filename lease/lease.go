@@ -147,19 +147,29 @@ func (l *Lease) held() bool {
 // Failed calls are retried while ctx lasts, but no retry starts after the
 // moment Redis would have expired the key by the confirmed renewals.
 //
-// A lease the drain or Stop left to expire (its context's cause is
-// [ErrLeftToExpire]) is not released: its room may not be flushed, and the
-// next owner must wait for the key's TTL, so a holder's deferred Release
-// cannot undo that decision. Release then touches nothing and returns an
-// error wrapping ErrLeftToExpire.
+// From the moment the drain's hand-off ([Manager.HandOff]) takes a lease,
+// the hand-off decides: it releases the lease once its room is flushed, or
+// leaves it to expire. Release then touches nothing: it returns an error
+// wrapping [ErrDraining] while the hand-off runs, and one wrapping
+// [ErrLeftToExpire] for a lease the drain or Stop left to expire (its room
+// may not be flushed, and the next owner must wait for the key's TTL), so
+// neither a holder's deferred Release nor one racing the drain can release
+// an unflushed room.
 //
 // Release returns nil if it deleted the key, an error wrapping [ErrNotHeld]
 // if the key had expired or belongs to someone else (nothing to undo: do
 // not fail a drain on it), or the Redis error. In every case the lease has
 // ended locally and is no longer renewed.
 func (l *Lease) Release(ctx context.Context) error {
-	if !l.end(ErrReleased, false) && errors.Is(l.endCause(), ErrLeftToExpire) {
-		return fmt.Errorf("lease: release %s: %w", l.key, ErrLeftToExpire)
+	if !l.endHeld(ErrReleased) {
+		switch {
+		case l.state.Load() == stateHandingOff:
+			return fmt.Errorf("lease: release %s: the drain's hand-off has it: %w", l.key, ErrDraining)
+		case errors.Is(l.endCause(), ErrLeftToExpire):
+			return fmt.Errorf("lease: release %s: %w", l.key, ErrLeftToExpire)
+		}
+		// Released or lost before: the compare-and-DEL below deletes the
+		// key only if it is still ours.
 	}
 	status, err := l.releaseKey(ctx)
 	if err != nil {
@@ -236,6 +246,22 @@ func (l *Lease) end(cause error, lost bool) bool {
 			break
 		}
 	}
+	l.ended(cause, lost)
+	return true
+}
+
+// endHeld is end for a lease that is held, not in a hand-off (whose
+// outcome is the hand-off's) nor ended: it reports false otherwise.
+func (l *Lease) endHeld(cause error) bool {
+	if !l.state.CompareAndSwap(stateHeld, stateEnded) {
+		return false
+	}
+	l.ended(cause, false)
+	return true
+}
+
+// ended does the rest of an end, once the state says ended.
+func (l *Lease) ended(cause error, lost bool) {
 	defer l.m.forget(l)
 	l.endSignals(cause)
 	if lost {
@@ -250,7 +276,6 @@ func (l *Lease) end(cause error, lost bool) bool {
 	if f := l.m.cfg.OnEnd; f != nil {
 		f(l, cause)
 	}
-	return true
 }
 
 // overdue reports whether the last confirmed renewal was sent so long ago
