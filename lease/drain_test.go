@@ -274,56 +274,42 @@ func TestReleaseKeepsALeaseLeftToExpire(t *testing.T) {
 	b := standalone(t)
 	c := b.client()
 	ctx := context.Background()
-	t.Run("by the hand-off", func(t *testing.T) {
-		cfg := testConfig()
-		cfg.HandOff = true
-		m := startManager(t, c, cfg)
-		l, err := m.Acquire(ctx, "unflushed")
-		if err != nil {
-			t.Fatalf("Acquire: %v", err)
-		}
-		hook, err := m.HandOff(func(context.Context, *Lease) error { return errors.New("snapshot store down") }, 1)
-		if err != nil {
-			t.Fatalf("HandOff: %v", err)
-		}
-		if err := hook.Run(ctx); err == nil {
-			t.Fatal("HandOff with a failing flush: got nil; want the room left to expire")
-		}
-		if err := l.Release(ctx); !errors.Is(err, ErrLeftToExpire) {
-			t.Errorf("Release after the hand-off left the lease to expire: got %v; want ErrLeftToExpire", err)
-		}
-		if n := c.Exists(ctx, l.key).Val(); n != 1 {
-			t.Errorf("key of an unflushed room deleted by a later Release; want left to expire")
-		}
-	})
-	t.Run("during the hand-off", func(t *testing.T) {
-		cfg := testConfig()
-		cfg.HandOff = true
-		m := startManager(t, c, cfg)
-		l, err := m.Acquire(ctx, "racing")
-		if err != nil {
-			t.Fatalf("Acquire: %v", err)
-		}
-		// A holder releases the room while the hand-off flushes it (say,
-		// it believed the room flushed); the flush then fails.
-		var during error
-		hook, err := m.HandOff(func(context.Context, *Lease) error {
-			during = l.Release(ctx)
-			return errors.New("snapshot store down")
-		}, 1)
-		if err != nil {
-			t.Fatalf("HandOff: %v", err)
-		}
-		if err := hook.Run(ctx); err == nil {
-			t.Fatal("HandOff with a failing flush: got nil; want the room left to expire")
-		}
-		if !errors.Is(during, ErrDraining) {
-			t.Errorf("Release during the hand-off: got %v; want ErrDraining (the hand-off decides)", during)
-		}
-		if n := c.Exists(ctx, l.key).Val(); n != 1 {
-			t.Errorf("key of an unflushed room deleted by a Release during the hand-off; want left to expire")
-		}
-	})
+	for _, tt := range []struct {
+		name   string
+		during bool // a holder also releases while the hand-off flushes the room
+	}{{"by the hand-off", false}, {"during the hand-off", true}} {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := testConfig()
+			cfg.HandOff = true
+			m := startManager(t, c, cfg)
+			l, err := m.Acquire(ctx, strings.ReplaceAll(tt.name, " ", "-"))
+			if err != nil {
+				t.Fatalf("Acquire: %v", err)
+			}
+			var during error
+			hook, err := m.HandOff(func(context.Context, *Lease) error {
+				if tt.during { // say, the holder believed the room flushed
+					during = l.Release(ctx)
+				}
+				return errors.New("snapshot store down")
+			}, 1)
+			if err != nil {
+				t.Fatalf("HandOff: %v", err)
+			}
+			if err := hook.Run(ctx); err == nil {
+				t.Fatal("HandOff with a failing flush: got nil; want the room left to expire")
+			}
+			if tt.during && !errors.Is(during, ErrDraining) {
+				t.Errorf("Release during the hand-off: got %v; want ErrDraining (the hand-off decides)", during)
+			}
+			if err := l.Release(ctx); !errors.Is(err, ErrLeftToExpire) {
+				t.Errorf("Release after the hand-off left the lease to expire: got %v; want ErrLeftToExpire", err)
+			}
+			if n := c.Exists(ctx, l.key).Val(); n != 1 {
+				t.Errorf("key of an unflushed room deleted by a Release; want left to expire")
+			}
+		})
+	}
 	t.Run("by Stop", func(t *testing.T) {
 		m := startManager(t, c, testConfig())
 		l, err := m.Acquire(ctx, "stopped")

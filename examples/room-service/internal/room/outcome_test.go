@@ -37,7 +37,11 @@ func (h *breakAppend) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 // A write whose reply was lost is not a refusal: the outcome is unknown,
 // and saying "not processed, retry anywhere" would be a lie. A refusal, in
 // turn, carries the detail that says nothing was written.
-func TestApplyOutcomeUnknownIsNotARefusal(t *testing.T) {
+// applyLosingReply starts a node, applies c1 to r1, then applies c2 with
+// its reply lost and returns the node and c2's error, checked to be
+// Unknown.
+func applyLosingReply(t *testing.T) (node, error) {
+	t.Helper()
 	srv := redistest.Start(t)
 	hook := &breakAppend{}
 	rdb := srv.Client()
@@ -51,6 +55,11 @@ func TestApplyOutcomeUnknownIsNotARefusal(t *testing.T) {
 	if got := status.Code(err); got != codes.Unknown {
 		t.Fatalf("Apply with a lost reply: got %v (%v); want Unknown", got, err)
 	}
+	return a, err
+}
+
+func TestApplyOutcomeUnknownIsNotARefusal(t *testing.T) {
+	a, err := applyLosingReply(t)
 	if grpcdrain.IsRefused(err) {
 		t.Fatalf("Apply with a lost reply claims nothing was processed: %v", err)
 	}
@@ -80,19 +89,7 @@ func TestDuplicateBeatsFence(t *testing.T) {
 // it used to take the room for clean (nothing applied since the last
 // snapshot it knew of), drop it as flushed and let its lease be released.
 func TestFlushAfterUnknownOutcomeSnapshotsTheLog(t *testing.T) {
-	srv := redistest.Start(t)
-	hook := &breakAppend{}
-	rdb := srv.Client()
-	rdb.AddHook(hook)
-	a := newNode(t, rdb, "a", nil)
-	mustApply(t, a.svc, "r1", "c1", roompb.ApplyResponse_APPLIED)
-	hook.on = true
-	_, err := apply(context.Background(), a.svc, "r1", "c2")
-	hook.on = false
-	if got := status.Code(err); got != codes.Unknown {
-		t.Fatalf("Apply with a lost reply: got %v (%v); want Unknown", got, err)
-	}
-
+	a, _ := applyLosingReply(t)
 	a.leases.setDraining()
 	if err := a.svc.FlushRoom(context.Background(), a.leases.lease("r1")); err != nil {
 		t.Fatalf("FlushRoom: %v", err)
