@@ -141,8 +141,8 @@ func (l *Lease) held() bool {
 // (compare-and-DEL). The context is cancelled before the key is deleted, so
 // work under it stops before another node can take the room.
 //
-// Release always asks Redis at least once (that call gets CallTimeout,
-// within ctx), even when the last confirmed renewal is more than a TTL
+// Except for a lease the drain has (below), Release asks Redis at least
+// once (that call gets CallTimeout, within ctx), even when the last confirmed renewal is more than a TTL
 // old: renewals whose replies were lost may have kept the key alive.
 // Failed calls are retried while ctx lasts, but no retry starts after the
 // moment Redis would have expired the key by the confirmed renewals.
@@ -150,23 +150,24 @@ func (l *Lease) held() bool {
 // From the moment the drain's hand-off ([Manager.HandOff]) takes a lease,
 // the hand-off decides: it releases the lease once its room is flushed, or
 // leaves it to expire. Release then touches nothing: it returns an error
-// wrapping [ErrDraining] while the hand-off runs, and one wrapping
-// [ErrLeftToExpire] for a lease the drain or Stop left to expire (its room
-// may not be flushed, and the next owner must wait for the key's TTL), so
-// neither a holder's deferred Release nor one racing the drain can release
-// an unflushed room.
+// wrapping [ErrDraining] while the hand-off has the lease (which stays
+// held, renewed and the hand-off's), and one wrapping [ErrLeftToExpire]
+// for a lease the drain or Stop left to expire (its room may not be
+// flushed, and the next owner must wait for the key's TTL). So neither a
+// holder's deferred Release nor one racing the drain releases a lease the
+// drain left to expire.
 //
 // Release returns nil if it deleted the key, an error wrapping [ErrNotHeld]
 // if the key had expired or belongs to someone else (nothing to undo: do
-// not fail a drain on it), or the Redis error. In every case the lease has
-// ended locally and is no longer renewed.
+// not fail a drain on it), or the Redis error. In every case but
+// ErrDraining the lease has ended locally and is no longer renewed.
 func (l *Lease) Release(ctx context.Context) error {
 	if !l.endHeld(ErrReleased) {
 		switch {
 		case l.state.Load() == stateHandingOff:
-			return fmt.Errorf("lease: release %s: the drain's hand-off has it: %w", l.key, ErrDraining)
+			return fmt.Errorf("lease: release %s: the drain's hand-off has it: %w", l.label(), ErrDraining)
 		case errors.Is(l.endCause(), ErrLeftToExpire):
-			return fmt.Errorf("lease: release %s: %w", l.key, ErrLeftToExpire)
+			return fmt.Errorf("lease: release %s: %w", l.label(), ErrLeftToExpire)
 		}
 		// Released or lost before: the compare-and-DEL below deletes the
 		// key only if it is still ours.
@@ -215,10 +216,15 @@ func (l *Lease) discard(ctx context.Context) error {
 }
 
 // endCause returns how an ended lease ended. The goroutine that ended it
-// records the cause just after marking it ended; the context made here, if
-// nobody had made one, is cancelled by that goroutine with the cause, so
-// waiting for it never misses the record. Call it only once state is ended.
+// records the cause just after marking it ended: an unasked end is read as
+// it is, without making a context; otherwise the context, made here if the
+// record is not there yet, is cancelled with the cause by that goroutine,
+// so waiting for it never misses the record. Call it only once state is
+// ended.
 func (l *Lease) endCause() error {
+	if s := l.sig.Load(); s != nil && s.ctx == nil {
+		return s.cause
+	}
 	ctx := l.Context()
 	<-ctx.Done()
 	return context.Cause(ctx)

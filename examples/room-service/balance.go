@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/drainkit/drainkit/examples/room-service/internal/room"
+	"github.com/drainkit/drainkit/lease"
 	"github.com/drainkit/drainkit/lifecycle"
 )
 
@@ -282,7 +283,13 @@ func (b *balancer) handOff(ctx context.Context, mv move) {
 	// In transit from here on (released or left to expire), not before:
 	// a room whose flush failed stays here and must not count for mv.To.
 	b.sent = append(b.sent, sent{room: mv.Room, node: mv.To.Node, at: at})
-	if err := l.Release(ctx); err != nil {
+	switch err := l.Release(ctx); {
+	case errors.Is(err, lease.ErrDraining):
+		// The flip came after the check above: the drain's hand-off has
+		// the lease and releases it, the room being flushed.
+		b.log.Info("room handed off, lease left to the drain", "room_id", mv.Room, "to", mv.To.Node)
+		return
+	case err != nil:
 		b.log.Warn("room handed off, lease release failed (it expires)", "room_id", mv.Room, "to", mv.To.Node, "err", err)
 		return
 	}
