@@ -157,7 +157,9 @@
 // lease as soon as its own function succeeded. A lease whose function
 // failed or ran out of time is left to expire: an unflushed room is never
 // released, so the next owner recovers it from snapshot and command log
-// with a higher fence. The hook from [Manager.ReleaseHook] (phase Release)
+// with a higher fence. The hook decides for every lease it has taken: a
+// holder's [Lease.Release] of such a lease touches nothing and returns
+// ErrDraining, or ErrLeftToExpire once it was left to expire. The hook from [Manager.ReleaseHook] (phase Release)
 // stops the renewer and deletes the heartbeat last. In between, what it does
 // with a lease still held is fixed by [Config].HandOff when the Manager is
 // made, never by which hooks were built: with HandOff (rooms have state,
