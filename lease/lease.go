@@ -150,12 +150,13 @@ func (l *Lease) held() bool {
 // From the moment the drain's hand-off ([Manager.HandOff]) takes a lease,
 // the hand-off decides: it releases the lease once its room is flushed, or
 // leaves it to expire. Release then touches nothing: it returns an error
-// wrapping [ErrDraining] while the hand-off has the lease (which stays
+// wrapping [ErrDraining] while the hand-off flushes the lease (which stays
 // held, renewed and the hand-off's), and one wrapping [ErrLeftToExpire]
 // for a lease the drain or Stop left to expire (its room may not be
 // flushed, and the next owner must wait for the key's TTL). So neither a
 // holder's deferred Release nor one racing the drain releases a lease the
-// drain left to expire.
+// drain left to expire. A lease the hand-off is releasing, or that was
+// lost, is ended already: Release then only repeats the compare-and-DEL.
 //
 // Release returns nil if it deleted the key, an error wrapping [ErrNotHeld]
 // if the key had expired or belongs to someone else (nothing to undo: do
