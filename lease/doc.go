@@ -159,8 +159,7 @@
 // released, so the next owner recovers it from snapshot and command log
 // with a higher fence. The hook decides for every lease it has taken: a
 // holder's [Lease.Release] of such a lease touches nothing and returns
-// ErrDraining while the hook flushes it, or ErrLeftToExpire once it was
-// left to expire. The hook from [Manager.ReleaseHook] (phase Release)
+// ErrLeftToExpire once it was left to expire, ErrDraining otherwise. The hook from [Manager.ReleaseHook] (phase Release)
 // stops the renewer and deletes the heartbeat last. In between, what it does
 // with a lease still held is fixed by [Config].HandOff when the Manager is
 // made, never by which hooks were built: with HandOff (rooms have state,

@@ -49,10 +49,10 @@ func (e *handOffError) Unwrap() error { return e.Err }
 // expire: its context is cancelled with [ErrLeftToExpire], it is no longer
 // renewed, and its key stays until the TTL passes, so the next owner
 // recovers with a higher fence. fn gets a context that ends with the
-// hook's or when the lease is lost. While the hook has a lease and has not
-// begun to release it, [Lease.Release] of that lease returns [ErrDraining]
-// and leaves it to the hook; once the hook left it to expire, Release
-// returns [ErrLeftToExpire]. The hook's name is "lease-handoff(" +
+// hook's or when the lease is lost. From the moment the hook takes a
+// lease, [Lease.Release] of that lease touches nothing: it returns
+// [ErrLeftToExpire] once the hook left it to expire, [ErrDraining]
+// otherwise. The hook's name is "lease-handoff(" +
 // RoutePrefix + ")", e.g. "lease-handoff(room:route:)".
 //
 // It needs [Config].HandOff, which tells the Release hook, from the

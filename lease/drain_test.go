@@ -328,3 +328,56 @@ func TestReleaseKeepsALeaseLeftToExpire(t *testing.T) {
 		}
 	})
 }
+
+// Once the hand-off has taken a lease, a holder's Release sends nothing,
+// also after the hand-off released the lease (a second compare-and-DEL
+// racing the hand-off's own could make it count a flushed room as lost)
+// and after the lease was lost while the hand-off had it (its key, still
+// ours if lost renewal replies kept it alive, must be left to expire).
+func TestReleaseAfterTheHandOffTouchesNothing(t *testing.T) {
+	b := standalone(t)
+	var holderReleases atomic.Int32 // release scripts sent alone, not in the hand-off's pipeline
+	c := b.client(cmdHook{fn: func(ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error {
+		if args := cmd.Args(); len(args) > 1 && (args[1] == releaseScript.Hash() || args[1] == releaseSrc) {
+			holderReleases.Add(1)
+		}
+		return next(ctx, cmd)
+	}})
+	ctx := context.Background()
+	for _, tt := range []struct {
+		name    string
+		lose    bool // the lease is lost while its room is flushed
+		wantKey int64
+	}{{"released by the hand-off", false, 0}, {"lost while the hand-off had it", true, 1}} {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := testConfig()
+			cfg.HandOff = true
+			m := startManager(t, c, cfg)
+			l, err := m.Acquire(ctx, strings.ReplaceAll(tt.name, " ", "-"))
+			if err != nil {
+				t.Fatalf("Acquire: %v", err)
+			}
+			hook, err := m.HandOff(func(context.Context, *Lease) error {
+				if tt.lose { // renewal overdue: the renewer would end it as lost
+					l.lastOK.Store(time.Now().Add(-time.Hour).UnixNano())
+					m.expireOverdue(time.Now())
+				}
+				return nil
+			}, 1)
+			if err != nil {
+				t.Fatalf("HandOff: %v", err)
+			}
+			_ = hook.Run(ctx) // a lost lease is no hand-off error; its outcome is checked below
+			before := holderReleases.Load()
+			if err := l.Release(ctx); !errors.Is(err, ErrDraining) {
+				t.Errorf("Release after the hand-off: got %v; want ErrDraining (the hand-off decided)", err)
+			}
+			if n := holderReleases.Load() - before; n != 0 {
+				t.Errorf("release scripts sent by the holder's Release: got %d; want 0", n)
+			}
+			if n := c.Exists(ctx, l.key).Val(); n != tt.wantKey {
+				t.Errorf("Exists(key) after the hand-off and a Release: got %d; want %d", n, tt.wantKey)
+			}
+		})
+	}
+}

@@ -10,8 +10,8 @@ import (
 var (
 	// ErrDraining is returned by Acquire once the process drains: from
 	// the moment [Config].Draining reports true, or the drain's lease hooks
-	// began. [Lease.Release] returns it while the drain's hand-off flushes
-	// the lease: the hand-off releases it or leaves it to expire.
+	// began. [Lease.Release] returns it for a lease the drain's hand-off
+	// took and did not leave to expire: the hand-off decides.
 	ErrDraining = errors.New("lease: draining")
 	// ErrHeld is matched (errors.Is) by Acquire's error when someone else
 	// holds the room; the error's text names the holder's node and fence,

@@ -29,7 +29,8 @@ type Lease struct {
 	sig    atomic.Pointer[signals] // made on first use; see signals
 	lastOK atomic.Int64            // unix ns when the last confirmed renewal (or the acquire) was sent
 	state  atomic.Int32
-	slot   uint16 // Cluster hash slot of key, for batching (fills state's padding)
+	slot   uint16      // Cluster hash slot of key, for batching (fills state's padding)
+	taken  atomic.Bool // ended while the drain's hand-off had it (the struct stays in its 80-byte size class)
 }
 
 // signals are a lease's context. They are made when first asked for
@@ -149,14 +150,14 @@ func (l *Lease) held() bool {
 //
 // From the moment the drain's hand-off ([Manager.HandOff]) takes a lease,
 // the hand-off decides: it releases the lease once its room is flushed, or
-// leaves it to expire. Release then touches nothing: it returns an error
-// wrapping [ErrDraining] while the hand-off flushes the lease (which stays
-// held, renewed and the hand-off's), and one wrapping [ErrLeftToExpire]
-// for a lease the drain or Stop left to expire (its room may not be
-// flushed, and the next owner must wait for the key's TTL). So neither a
-// holder's deferred Release nor one racing the drain releases a lease the
-// drain left to expire. A lease the hand-off is releasing, or that was
-// lost, is ended already: Release then only repeats the compare-and-DEL.
+// leaves it to expire. Release then touches nothing. It returns an error
+// wrapping [ErrLeftToExpire] for a lease the drain or Stop left to expire
+// (its room may not be flushed, and the next owner must wait for the key's
+// TTL), and one wrapping [ErrDraining] for any other lease the hand-off
+// took: still being flushed (it stays held, renewed and the hand-off's),
+// released by the hand-off, or lost while the hand-off had it. So neither
+// a holder's deferred Release nor one racing the drain undoes what the
+// drain decided.
 //
 // Release returns nil if it deleted the key, an error wrapping [ErrNotHeld]
 // if the key had expired or belongs to someone else (nothing to undo: do
@@ -164,14 +165,17 @@ func (l *Lease) held() bool {
 // ErrDraining the lease has ended locally and is no longer renewed.
 func (l *Lease) Release(ctx context.Context) error {
 	if !l.endHeld(ErrReleased) {
+		// Not held: in the hand-off, or ended (states only move forward).
 		switch {
 		case l.state.Load() == stateHandingOff:
 			return fmt.Errorf("lease: release %s: the drain's hand-off has it: %w", l.label(), ErrDraining)
 		case errors.Is(l.endCause(), ErrLeftToExpire):
 			return fmt.Errorf("lease: release %s: %w", l.label(), ErrLeftToExpire)
+		case l.taken.Load():
+			return fmt.Errorf("lease: release %s: the drain's hand-off had it: %w", l.label(), ErrDraining)
 		}
-		// Released or lost before: the compare-and-DEL below deletes the
-		// key only if it is still ours.
+		// Released or lost before, by its holder or the renewer: the
+		// compare-and-DEL below deletes the key only if it is still ours.
 	}
 	status, err := l.releaseKey(ctx)
 	if err != nil {
@@ -248,6 +252,9 @@ func (l *Lease) end(cause error, lost bool) bool {
 		s := l.state.Load()
 		if s == stateEnded {
 			return false
+		}
+		if s == stateHandingOff {
+			l.taken.Store(true) // before the state says ended: Release reads them in that order
 		}
 		if l.state.CompareAndSwap(s, stateEnded) {
 			break
