@@ -279,13 +279,7 @@ func TestReleaseKeepsALeaseLeftToExpire(t *testing.T) {
 		during bool // a holder also releases while the hand-off flushes the room
 	}{{"by the hand-off", false}, {"during the hand-off", true}} {
 		t.Run(tt.name, func(t *testing.T) {
-			cfg := testConfig()
-			cfg.HandOff = true
-			m := startManager(t, c, cfg)
-			l, err := m.Acquire(ctx, strings.ReplaceAll(tt.name, " ", "-"))
-			if err != nil {
-				t.Fatalf("Acquire: %v", err)
-			}
+			m, l := handOffLease(t, c, strings.ReplaceAll(tt.name, " ", "-"))
 			var during, liveAfter error
 			hook, err := m.HandOff(func(context.Context, *Lease) error {
 				if tt.during { // say, the holder believed the room flushed
@@ -350,13 +344,7 @@ func TestReleaseAfterTheHandOffTouchesNothing(t *testing.T) {
 		wantKey int64
 	}{{"released by the hand-off", false, 0}, {"lost while the hand-off had it", true, 1}} {
 		t.Run(tt.name, func(t *testing.T) {
-			cfg := testConfig()
-			cfg.HandOff = true
-			m := startManager(t, c, cfg)
-			l, err := m.Acquire(ctx, strings.ReplaceAll(tt.name, " ", "-"))
-			if err != nil {
-				t.Fatalf("Acquire: %v", err)
-			}
+			m, l := handOffLease(t, c, strings.ReplaceAll(tt.name, " ", "-"))
 			hook, err := m.HandOff(func(context.Context, *Lease) error {
 				if tt.lose { // renewal overdue: the renewer would end it as lost
 					l.lastOK.Store(time.Now().Add(-time.Hour).UnixNano())
@@ -380,4 +368,17 @@ func TestReleaseAfterTheHandOffTouchesNothing(t *testing.T) {
 			}
 		})
 	}
+}
+
+// handOffLease starts a Manager with Config.HandOff on c and acquires id.
+func handOffLease(t *testing.T, c redis.UniversalClient, id string) (*Manager, *Lease) {
+	t.Helper()
+	cfg := testConfig()
+	cfg.HandOff = true
+	m := startManager(t, c, cfg)
+	l, err := m.Acquire(context.Background(), id)
+	if err != nil {
+		t.Fatalf("Acquire: %v", err)
+	}
+	return m, l
 }
