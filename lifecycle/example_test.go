@@ -41,13 +41,17 @@ func ExampleManager_Run() {
 func ExampleManager_OnTransition() {
 	m, _ := lifecycle.New(lifecycle.Config{Service: "room-service",
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	m.OnTransition(func(t lifecycle.Transition) { fmt.Println(t.From, "→", t.To) })
+	ctx, stop := context.WithCancel(context.Background())
+	m.OnTransition(func(t lifecycle.Transition) {
+		fmt.Println(t.From, "→", t.To)
+		if t.To == lifecycle.Running {
+			stop() // stop as soon as running (a stop during start-up would abort the start)
+		}
+	})
 	_ = m.AddHook(drain.Hook{Name: "flush", Phase: drain.Flush, Run: func(context.Context) error {
 		fmt.Println("flushing")
 		return nil
 	}})
-	ctx, stop := context.WithCancel(context.Background())
-	m.OnStart(func(context.Context) error { stop(); return nil }) // stop as soon as started
 	r := m.Run(ctx)
 	fmt.Println("exit code", r.ExitCode)
 	// Output:
