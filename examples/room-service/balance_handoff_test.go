@@ -16,7 +16,6 @@ import (
 	"github.com/drainkit/drainkit/examples/room-service/internal/room"
 	"github.com/drainkit/drainkit/examples/room-service/roompb"
 	"github.com/drainkit/drainkit/internal/mariadbtest"
-	"github.com/drainkit/drainkit/internal/redistest"
 	"github.com/drainkit/drainkit/lease"
 	"github.com/drainkit/drainkit/lifecycle"
 )
@@ -27,23 +26,10 @@ import (
 // than it was.
 func TestHandOffWhoseFlushFailedIsNotInTransit(t *testing.T) {
 	ctx := context.Background()
-	rdb, m := startLeases(t)
-	var out bytes.Buffer // everything here logs on the test's goroutine
-	log := slog.New(slog.NewTextHandler(&out, nil))
-	lm, err := lifecycle.New(lifecycle.Config{Service: "room-service", NodeID: "node-a"})
+	rdb, m := startLeases(t, false)
+	b, svc, out, target := startBalancer(t, rdb, m, nil)
+	_, err := svc.Apply(ctx, &roompb.ApplyRequest{RoomId: "r1", CommandId: "c1", Op: "join"})
 	require.NoError(t, err)
-	held := &heldLeases{}
-	b := newBalancer(rdb, held, lm, "node-a", config{Advertise: "127.0.0.1:1", BalanceInterval: time.Second}, log)
-	svc, err := room.New(rdb, leaseAdapter{m, log, held}, room.Config{ErrHeld: lease.ErrHeld, ErrDraining: lease.ErrDraining, Logger: log})
-	require.NoError(t, err)
-	b.svc = svc
-
-	_, err = svc.Apply(ctx, &roompb.ApplyRequest{RoomId: "r1", CommandId: "c1", Op: "join"})
-	require.NoError(t, err)
-	target := nodeLoad{Node: "node-b", Addr: "127.0.0.1:2", UntilUnixMs: time.Now().Add(time.Minute).UnixMilli()}
-	v, err := json.Marshal(target)
-	require.NoError(t, err)
-	require.NoError(t, rdb.HSet(ctx, balanceKey, target.Node, v).Err())
 	// Someone else's value under the room's lease key: the snapshot's
 	// fenced write is refused, so the flush fails.
 	require.NoError(t, rdb.Set(ctx, room.RouteKey("r1"), "node-x|other|1", 0).Err())
@@ -63,35 +49,16 @@ func TestHandOffWhoseFlushFailedIsNotInTransit(t *testing.T) {
 // TestDrainWhileMySQLSlow, whose table lock failed a balance flush).
 func TestDrainFlushesRoomWhoseBalanceFlushFailed(t *testing.T) {
 	ctx := context.Background()
-	rs := redistest.Start(t)
-	rdb := redis.NewClient(&redis.Options{Addr: rs.Addr, MaxRetries: 1, ContextTimeoutEnabled: true})
-	t.Cleanup(func() { rdb.Close() })
-	m, err := lease.New(rdb, lease.Config{Node: "node-a", Addr: "127.0.0.1:1", TTL: 2 * time.Second, HandOff: true})
-	require.NoError(t, err)
-	require.NoError(t, m.Start(ctx))
-	t.Cleanup(func() { assert.NoError(t, m.Stop(context.Background())) })
+	rdb, m := startLeases(t, true)
 	db := mariadbtest.Start(t).DB()
 	snaps, err := room.NewSQLSnapshots(db)
 	require.NoError(t, err)
 	require.NoError(t, snaps.Migrate(ctx))
-
-	var out bytes.Buffer // written only while the test's goroutine waits
-	log := slog.New(slog.NewTextHandler(&out, nil))
-	lm, err := lifecycle.New(lifecycle.Config{Service: "room-service", NodeID: "node-a"})
-	require.NoError(t, err)
-	held := &heldLeases{}
-	b := newBalancer(rdb, held, lm, "node-a", config{Advertise: "127.0.0.1:1", BalanceInterval: time.Second}, log)
-	svc, err := room.New(rdb, leaseAdapter{m, log, held}, room.Config{ErrHeld: lease.ErrHeld, ErrDraining: lease.ErrDraining, Logger: log, Snapshots: snaps})
-	require.NoError(t, err)
-	b.svc = svc
+	b, svc, out, target := startBalancer(t, rdb, m, snaps)
 	for _, cmd := range []string{"c1", "c2"} {
 		_, err = svc.Apply(ctx, &roompb.ApplyRequest{RoomId: "r1", CommandId: cmd, Op: "join"})
 		require.NoError(t, err)
 	}
-	target := nodeLoad{Node: "node-b", Addr: "127.0.0.1:2", UntilUnixMs: time.Now().Add(time.Minute).UnixMilli()}
-	v, err := json.Marshal(target)
-	require.NoError(t, err)
-	require.NoError(t, rdb.HSet(ctx, balanceKey, target.Node, v).Err())
 
 	// The snapshot table is away for the balance flush: its write fails at
 	// once and for certain (a timed-out write could still land later).
@@ -114,4 +81,26 @@ func TestDrainFlushesRoomWhoseBalanceFlushFailed(t *testing.T) {
 	require.NoError(t, db.QueryRowContext(ctx, "SELECT seq FROM room_snapshots WHERE room_id = 'r1'").Scan(&seq),
 		"r1's snapshot after the drain's hand-off released it")
 	assert.EqualValues(t, 3, seq, "the snapshot of a released room holds every command applied")
+}
+
+// startBalancer wires node-a's balancer and room service over m (snapshots
+// in snaps, or in Redis if nil), logging as text to the returned buffer,
+// which is written only while the test's goroutine calls in or waits; and
+// publishes node-b as a live, not draining, balance target.
+func startBalancer(t *testing.T, rdb *redis.Client, m *lease.Manager, snaps *room.SQLSnapshots) (*balancer, *room.Service, *bytes.Buffer, nodeLoad) {
+	t.Helper()
+	out := new(bytes.Buffer)
+	log := slog.New(slog.NewTextHandler(out, nil))
+	lm, err := lifecycle.New(lifecycle.Config{Service: "room-service", NodeID: "node-a"})
+	require.NoError(t, err)
+	held := &heldLeases{}
+	b := newBalancer(rdb, held, lm, "node-a", config{Advertise: "127.0.0.1:1", BalanceInterval: time.Second}, log)
+	svc, err := room.New(rdb, leaseAdapter{m, log, held}, room.Config{ErrHeld: lease.ErrHeld, ErrDraining: lease.ErrDraining, Logger: log, Snapshots: snaps})
+	require.NoError(t, err)
+	b.svc = svc
+	target := nodeLoad{Node: "node-b", Addr: "127.0.0.1:2", UntilUnixMs: time.Now().Add(time.Minute).UnixMilli()}
+	v, err := json.Marshal(target)
+	require.NoError(t, err)
+	require.NoError(t, rdb.HSet(context.Background(), balanceKey, target.Node, v).Err())
+	return b, svc, out, target
 }
