@@ -143,8 +143,9 @@ func (l *Lease) held() bool {
 // work under it stops before another node can take the room.
 //
 // Except for a lease the drain has (below), Release asks Redis at least
-// once (that call gets CallTimeout, within ctx), even when the last confirmed renewal is more than a TTL
-// old: renewals whose replies were lost may have kept the key alive.
+// once (that call gets CallTimeout, within ctx), even when the last
+// confirmed renewal is more than a TTL old: renewals whose replies were
+// lost may have kept the key alive.
 // Failed calls are retried while ctx lasts, but no retry starts after the
 // moment Redis would have expired the key by the confirmed renewals.
 //

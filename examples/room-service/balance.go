@@ -272,22 +272,16 @@ func (b *balancer) handOff(ctx context.Context, mv move) {
 		b.log.Warn("room not handed off: snapshot not flushed", "room_id", mv.Room, "to", mv.To.Node, "err", err)
 		return
 	}
-	// From the flip on, the drain's hand-off owns every lease: it releases
-	// a room it flushed and leaves one it could not flush to expire.
-	// MoveRoom returns nil for a cell the drain's FlushRoom dropped after
-	// a failed write, so releasing here could undo that. The flip comes before the
-	// drain's flush, so a node still running here had not begun it.
-	if b.state() != lifecycle.Running {
-		return
-	}
 	// In transit from here on (released or left to expire), not before:
 	// a room whose flush failed stays here and must not count for mv.To.
 	b.sent = append(b.sent, sent{room: mv.Room, node: mv.To.Node, at: at})
+	// A drain that began meanwhile owns the lease from its hand-off on:
+	// MoveRoom returns nil for a cell the drain's FlushRoom dropped after a
+	// failed write, and Release then leaves the lease to the drain, which
+	// releases a room it flushed and leaves one it could not to expire.
 	switch err := l.Release(ctx); {
-	case errors.Is(err, lease.ErrDraining):
-		// The flip came after the check above: the drain's hand-off has
-		// the lease and releases it, the room being flushed.
-		b.log.Info("room handed off, lease left to the drain", "room_id", mv.Room, "to", mv.To.Node)
+	case errors.Is(err, lease.ErrDraining), errors.Is(err, lease.ErrLeftToExpire):
+		b.log.Info("room handed off, lease left to the drain", "room_id", mv.Room, "to", mv.To.Node, "err", err)
 		return
 	case err != nil:
 		b.log.Warn("room handed off, lease release failed (it expires)", "room_id", mv.Room, "to", mv.To.Node, "err", err)
