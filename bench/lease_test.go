@@ -117,17 +117,15 @@ func BenchmarkLeaseAcquireRelease(b *testing.B) {
 }
 
 func pairs(b *testing.B, c *counted, pair func(i int) error) {
-	cpu := c.serverCPU(b)
-	start := c.trips.Load()
-	i := 0
-	for b.Loop() {
-		if err := pair(i); err != nil {
-			b.Fatal(err)
+	trips, cpu := c.serverWork(b, func() {
+		i := 0
+		for b.Loop() {
+			if err := pair(i); err != nil {
+				b.Fatal(err)
+			}
+			i++
 		}
-		i++
-	}
-	trips := c.trips.Load() - start
-	cpu = c.serverCPU(b) - cpu
+	})
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "pairs/s")
 	b.ReportMetric(float64(trips)/float64(b.N), "round-trips/op")
 	b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N), "redis-cpu-ns/op")
@@ -241,15 +239,13 @@ func BenchmarkLeaseRenew(b *testing.B) {
 }
 
 func renewals(b *testing.B, c *counted, n int, renew func() error) {
-	cpu := c.serverCPU(b)
-	start := c.trips.Load()
-	for b.Loop() {
-		if err := renew(); err != nil {
-			b.Fatal(err)
+	trips, cpu := c.serverWork(b, func() {
+		for b.Loop() {
+			if err := renew(); err != nil {
+				b.Fatal(err)
+			}
 		}
-	}
-	trips := c.trips.Load() - start
-	cpu = c.serverCPU(b) - cpu
+	})
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/lease")
 	b.ReportMetric(float64(trips)/float64(b.N), "round-trips/op")
 	b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N*n), "redis-cpu-ns/lease")

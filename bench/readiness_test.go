@@ -15,7 +15,7 @@ import (
 
 // BenchmarkReadyCached: requests per second of a cached ready probe (three
 // healthy checks) over real HTTP on loopback, beside the empty handler and
-// the bare answer the health guide requires (bareReady). 16 client
+// the bare answer the health guide requires (buildBareReady). 16 client
 // goroutines keep both cores busy, so ns/op is the CPU cost of a probe,
 // client included. Target: drainkit at least 95% of empty.
 //

@@ -134,10 +134,20 @@ func (h tripHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Proc
 	}
 }
 
+// serverWork runs loop and returns the round trips it made and the
+// redis-server CPU time it cost. The two INFO calls that measure the CPU
+// are outside the counted trips.
+func (c *counted) serverWork(b *testing.B, loop func()) (trips int64, cpu time.Duration) {
+	b.Helper()
+	cpu = c.serverCPU(b)
+	start := c.trips.Load()
+	loop()
+	trips = c.trips.Load() - start
+	return trips, c.serverCPU(b) - cpu
+}
+
 // serverCPU is the shared redis-server's CPU time so far (user + system,
-// from INFO cpu, which the server reads from getrusage when asked). The
-// INFO call is not counted as a round trip of the workload: callers read
-// the trip counter after the first and before the second reading.
+// from INFO cpu, which the server reads from getrusage when asked).
 func (c *counted) serverCPU(b *testing.B) time.Duration {
 	b.Helper()
 	info, err := c.Info(context.Background(), "cpu").Result()
