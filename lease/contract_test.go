@@ -129,26 +129,41 @@ func testRenewGone(t *testing.T, b backend) {
 	}
 }
 
+// testRenewStolen: a key someone else now holds is neither extended nor
+// renewed, whoever the thief. The renew script compares the holder
+// (node|holder|) at the start of the value, so the thieves include the
+// cases that comparison must still refuse: a process with our node id (a
+// restarted one: same node, another holder), and a value that has our
+// node|holder| anywhere but at its start.
 func testRenewStolen(t *testing.T, b backend) {
 	c := b.client()
 	m := startManager(t, c, testConfig())
 	ctx := context.Background()
-	l, err := m.Acquire(ctx, "stolen")
-	if err != nil {
-		t.Fatalf("Acquire: %v", err)
+	thieves := map[string]string{
+		"another node":            "thief|x|1",
+		"our node, other holder":  m.cfg.Node + "|0123456789abcdef|1",
+		"our holder not at start": "x" + m.prefix + "1",
 	}
-	c.Set(ctx, l.key, "thief|x|1", 0)
-	if err := m.renewAll(ctx); err != nil {
-		t.Fatalf("RenewAll: %v", err)
-	}
-	if cause := context.Cause(l.Context()); !errors.Is(cause, ErrLost) || !strings.Contains(cause.Error(), "taken") {
-		t.Fatalf("cause %v; want ErrLost: taken by another holder", cause)
-	}
-	if got := c.Get(ctx, l.key).Val(); got != "thief|x|1" {
-		t.Fatalf("stolen key became %q; want the thief's value", got)
-	}
-	if pttl := c.PTTL(ctx, l.key).Val(); pttl >= 0 {
-		t.Fatalf("stolen key got a TTL %s from our renewal; want none", pttl)
+	for name, thief := range thieves {
+		t.Run(name, func(t *testing.T) {
+			l, err := m.Acquire(ctx, "stolen-"+strings.ReplaceAll(name, " ", "-"))
+			if err != nil {
+				t.Fatalf("Acquire: %v", err)
+			}
+			c.Set(ctx, l.key, thief, 0)
+			if err := m.renewAll(ctx); err != nil {
+				t.Fatalf("RenewAll: %v", err)
+			}
+			if cause := context.Cause(l.Context()); !errors.Is(cause, ErrLost) || !strings.Contains(cause.Error(), "taken") {
+				t.Fatalf("cause %v; want ErrLost: taken by another holder", cause)
+			}
+			if got := c.Get(ctx, l.key).Val(); got != thief {
+				t.Fatalf("stolen key became %q; want the thief's value %q", got, thief)
+			}
+			if pttl := c.PTTL(ctx, l.key).Val(); pttl >= 0 {
+				t.Fatalf("stolen key got a TTL %s from our renewal; want none", pttl)
+			}
+		})
 	}
 }
 
