@@ -319,6 +319,12 @@ func BenchmarkLeaseRenewScale(b *testing.B) {
 		b.Run("leases="+strconv.Itoa(n)+"/c=drainkit", func(b *testing.B) {
 			f := drainkitHeld(b, n)
 			renewals(b, f.c, n, func() error { return leaseinternal.RenewAll(f.m, ctx) })
+			// RenewAll returns nil for leases Redis reports gone or taken
+			// (it ends them): without this a broken renewal would empty
+			// the shared fixture and time rounds that renew nothing.
+			if got := leaseinternal.Held(f.m); got != n {
+				b.Fatalf("%d leases held after renewing; want %d", got, n)
+			}
 			b.ReportMetric(f.bytesPerLease, "B/lease")
 		})
 		b.Run("leases="+strconv.Itoa(n)+"/c=bare", func(b *testing.B) {

@@ -132,30 +132,23 @@ type batchCall struct {
 }
 
 // queueBatches queues one EVALSHA of script per batch on pipe. KEYS are
-// the batch's route keys; ARGV is argv(batch).
-func queueBatches(ctx context.Context, pipe redis.Pipeliner, script *redis.Script, batches [][]*Lease, argv func([]*Lease) []any) []batchCall {
+// the route keys; ARGV is head followed by each lease's route value, in
+// KEYS order.
+func queueBatches(ctx context.Context, pipe redis.Pipeliner, script *redis.Script, batches [][]*Lease, head ...any) []batchCall {
 	calls := make([]batchCall, len(batches))
 	for i, b := range batches {
 		c := &calls[i]
 		c.leases = b
 		c.keys = make([]string, len(b))
+		c.args = make([]any, len(head), len(head)+len(b))
+		copy(c.args, head)
 		for j, l := range b {
 			c.keys[j] = l.key
+			c.args = append(c.args, l.value)
 		}
-		c.args = argv(b)
 		c.cmd = script.EvalSha(ctx, pipe, c.keys, c.args...)
 	}
 	return calls
-}
-
-// values is the release script's ARGV: each lease's route value, in KEYS
-// order.
-func values(b []*Lease) []any {
-	args := make([]any, len(b))
-	for i, l := range b {
-		args[i] = l.value
-	}
-	return args
 }
 
 // requeueNoScript queues again, as EVAL, every call the server answered

@@ -69,9 +69,10 @@ func BenchmarkRenew(b *testing.B) {
 		m, c, _ := benchManager(b)
 		ls := acquireN(b, m, n)
 		ctx := context.Background()
+		ttl := m.ttlArg.Milliseconds()
 		renewOne := func(l *Lease) {
 			var got [1]int8
-			if err := decodeStatuses(renewScript.Run(ctx, c, []string{l.key}, m.renewArgs...), got[:]); err != nil || got[0] != renewOK {
+			if err := decodeStatuses(renewScript.Run(ctx, c, []string{l.key}, ttl, l.value), got[:]); err != nil || got[0] != renewOK {
 				b.Fatalf("renew %s = %d, %v; want 1, nil", l.label(), got[0], err)
 			}
 		}

@@ -3,6 +3,7 @@ package lease
 import (
 	"context"
 	"errors"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -129,27 +130,33 @@ func testRenewGone(t *testing.T, b backend) {
 	}
 }
 
-// testRenewStolen: a key someone else now holds is neither extended nor
-// renewed, whoever the thief. The renew script compares the holder
-// (node|holder|) at the start of the value, so the thieves include the
-// cases that comparison must still refuse: a process with our node id (a
-// restarted one: same node, another holder), and a value that has our
-// node|holder| anywhere but at its start.
+// testRenewStolen: a key whose value is not the lease's is neither
+// extended nor renewed, and the lease is lost. The thieves include a
+// process with our node id (a restarted one: another holder) and, above
+// all, our own node and holder with another fence: what an acquire
+// attempt whose reply was lost, run by the server after its retry won, or
+// a failover that lost a takeover, leaves on the key while the lease is
+// live. Renewing on node|holder| alone would keep such a lease held
+// forever under a fence the key no longer carries, and every fenced write
+// of the room would be refused; lost, the next Acquire takes the room over
+// with a fresh fence.
 func testRenewStolen(t *testing.T, b backend) {
 	c := b.client()
 	m := startManager(t, c, testConfig())
 	ctx := context.Background()
-	thieves := map[string]string{
-		"another node":            "thief|x|1",
-		"our node, other holder":  m.cfg.Node + "|0123456789abcdef|1",
-		"our holder not at start": "x" + m.prefix + "1",
+	thieves := map[string]func(l *Lease) string{
+		"another node":               func(*Lease) string { return "thief|x|1" },
+		"our node, other holder":     func(*Lease) string { return m.cfg.Node + "|0123456789abcdef|1" },
+		"our holder, another fence":  func(l *Lease) string { return m.prefix + strconv.FormatInt(l.Token()+1, 10) },
+		"our value not at the start": func(l *Lease) string { return "x" + l.value },
 	}
-	for name, thief := range thieves {
+	for name, thiefOf := range thieves {
 		t.Run(name, func(t *testing.T) {
-			l, err := m.Acquire(ctx, "stolen-"+strings.ReplaceAll(name, " ", "-"))
+			l, err := m.Acquire(ctx, "stolen-"+strings.NewReplacer(" ", "-", ",", "").Replace(name))
 			if err != nil {
 				t.Fatalf("Acquire: %v", err)
 			}
+			thief := thiefOf(l)
 			c.Set(ctx, l.key, thief, 0)
 			if err := m.renewAll(ctx); err != nil {
 				t.Fatalf("RenewAll: %v", err)

@@ -67,11 +67,9 @@
 // One renewer goroutine per Manager renews every held lease each
 // RenewInterval (TTL/3) in one pipeline: one round trip per Redis node,
 // with the node heartbeat in the same pipeline. The renew script is a
-// batched compare-and-PEXPIRE: it takes up to 500 route keys and this
-// Manager's node|holder|, extends each key whose value starts with it,
-// and returns one status per key, 1 renewed, 0 gone, -1 taken; it never
-// re-creates a missing key. (A Manager holds at most one lease per room,
-// so its holder names the lease; release compares the whole value.) A standalone or
+// batched compare-and-PEXPIRE: it takes up to 500 route keys with the
+// values this Manager wrote and returns one status per key, 1 renewed,
+// 0 gone, -1 taken; it never re-creates a missing key. A standalone or
 // Sentinel client (*redis.Client) puts any leases in one call; a Cluster
 // client only leases of one hash slot (a script may touch one slot), so on
 // Cluster most calls carry few keys but the pipeline still costs one round

@@ -253,7 +253,7 @@ func (m *Manager) releaseBatch(ctx context.Context, leases []*Lease) error {
 // pipeline and decodes the replies.
 func (m *Manager) releasePipeline(ctx context.Context, batches [][]*Lease) []batchCall {
 	pipe := m.client.Pipeline()
-	calls := queueBatches(ctx, pipe, releaseScript, batches, values)
+	calls := queueBatches(ctx, pipe, releaseScript, batches)
 	if _, err := pipe.Exec(ctx); err != nil {
 		retry := m.client.Pipeline()
 		if requeueNoScript(ctx, retry, releaseScript, calls) {

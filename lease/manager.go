@@ -29,7 +29,6 @@ type Manager struct {
 
 	ttlArg, lostAfter time.Duration
 	acquireArgs       []any // acquire.lua's ARGV, the same for every room: boxed once
-	renewArgs         []any // renew.lua's ARGV, the same for every batch: boxed once
 
 	draining    atomic.Bool
 	drainSignal chan struct{} // size 1: asks the renewer to mark the heartbeat draining
@@ -87,7 +86,6 @@ func New(client redis.UniversalClient, cfg Config) (*Manager, error) {
 		pending:     make(map[*flight]struct{}),
 	}
 	m.acquireArgs = []any{cfg.Node, holder, m.ttlArg.Milliseconds(), fenceRetention.Milliseconds()}
-	m.renewArgs = []any{m.ttlArg.Milliseconds(), m.prefix}
 	if err := m.met.register(cfg.Registerer); err != nil {
 		return nil, fmt.Errorf("lease: register metrics of RoutePrefix %q: %w", cfg.RoutePrefix, err)
 	}

@@ -156,7 +156,7 @@ func (m *Manager) renewAll(ctx context.Context) error {
 // again with EVAL, which also caches them for the next tick.
 func (m *Manager) renewPipeline(ctx context.Context, leases []*Lease) ([]batchCall, error, error) {
 	pipe := m.client.Pipeline()
-	calls := queueBatches(ctx, pipe, renewScript, m.batches(leases), func([]*Lease) []any { return m.renewArgs })
+	calls := queueBatches(ctx, pipe, renewScript, m.batches(leases), m.ttlArg.Milliseconds())
 	hb := heartbeatScript.EvalSha(ctx, pipe, []string{m.nodeKey()}, m.heartbeatArgs()...)
 	_, err := pipe.Exec(ctx)
 
