@@ -202,3 +202,73 @@ func TestAcquireJoinsAfterEveryCallerLeft(t *testing.T) {
 	}
 	settled(t, m)
 }
+
+// TestAcquireWaitsForTheEarlierFlightsCleanUp: an acquisition whose reply
+// was lost and whose callers all gave up deletes whatever value of this
+// Manager the room's key holds (the fence it may have written is
+// unknown). A caller arriving meanwhile must wait for that clean-up, not
+// start an acquisition of its own beside it: the clean-up would delete the
+// new lease's key, leaving a lease held whose room any node can take.
+func TestAcquireWaitsForTheEarlierFlightsCleanUp(t *testing.T) {
+	b := standalone(t)
+	var (
+		acquires, cleanups atomic.Int32
+		firstRan           = make(chan struct{})
+		callerLeft         = make(chan struct{})
+		cleanupStarted     = make(chan struct{})
+		secondRan          = make(chan struct{})
+	)
+	hook := cmdHook{fn: func(ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error {
+		switch {
+		case isAcquire(cmd):
+			n := acquires.Add(1)
+			err := next(ctx, cmd)
+			switch n {
+			case 1: // applied, but its reply is lost once its caller has gone
+				close(firstRan)
+				waitClosed(t, callerLeft, "the first caller to give up")
+				return context.DeadlineExceeded
+			case 2:
+				close(secondRan)
+			}
+			return err
+		case isReleaseHolder(cmd) && cleanups.Add(1) == 1:
+			close(cleanupStarted)
+			// The second caller's acquisition must not run before the
+			// clean-up; if it does, it runs within milliseconds, and the
+			// clean-up below then deletes its key.
+			select {
+			case <-secondRan:
+			case <-time.After(time.Second):
+			}
+		}
+		return next(ctx, cmd)
+	}}
+	c := b.client(hook)
+	m := startManager(t, c, testConfig())
+	ctxA, cancelA := context.WithCancel(context.Background())
+	errA := make(chan error, 1)
+	go func() { _, err := m.Acquire(ctxA, "cleanup"); errA <- err }()
+	waitClosed(t, firstRan, "the first acquire script")
+	cancelA()
+	if err := <-errA; !errors.Is(err, context.Canceled) {
+		t.Fatalf("first caller: got %v; want context.Canceled", err)
+	}
+	close(callerLeft)
+	waitClosed(t, cleanupStarted, "the clean-up of the unseen acquisition")
+
+	l, err := m.Acquire(context.Background(), "cleanup")
+	if err != nil {
+		t.Fatalf("second caller: %v; want the lease", err)
+	}
+	settled(t, m)
+	if got := c.Get(context.Background(), l.key).Val(); !l.held() || got != l.value {
+		t.Fatalf("lease %s held %v, key holds %q; want held and its value %q in Redis", l.label(), l.held(), got, l.value)
+	}
+}
+
+// isReleaseHolder reports whether cmd runs release_holder.lua.
+func isReleaseHolder(cmd redis.Cmder) bool {
+	args := cmd.Args()
+	return len(args) > 1 && (args[1] == releaseHolderScript.Hash() || args[1] == releaseHolderSrc)
+}

@@ -45,9 +45,11 @@
 // under a fence nobody knows, and the room would have no usable owner for
 // a TTL. So a failed acquisition deletes the key if it holds this
 // Manager's node and holder, whatever the fence (compare-holder; safe
-// because one acquisition per room runs at a time and only while this
+// because one acquisition per room runs at a time, its clean-up included:
+// a caller arriving meanwhile waits for it, and it runs only while this
 // Manager holds no lease of the room). If Redis cannot be reached for that
-// either, the key expires within TTL.
+// either, the key expires within TTL, and that caller waits as long, within
+// its ctx.
 //
 // # Budgets
 //

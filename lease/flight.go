@@ -35,9 +35,13 @@ type flight struct {
 	decided bool // the result is fixed: a caller that gives up now still gets it
 }
 
-// join returns the flight for id, starting one if there is none or if
-// the one there is already decided (its result is not this caller's), and
-// counts the caller as its waiter.
+// join returns the flight for id, starting one if there is none, and
+// counts the caller as its waiter. A flight that is already decided (its
+// result is not this caller's) but not done is waited for first, within
+// ctx: it may still be releasing a lease it took unseen (releaseUnknown
+// deletes any value of this Manager on the key, whatever its fence), and a
+// flight started beside it would have its lease's key deleted under it.
+// One acquisition per room at a time, clean-up included.
 //
 // A flight runs on a goroutine of its own, so that a caller whose ctx ends
 // can leave while the script call goes on. A caller whose ctx can never
@@ -48,13 +52,26 @@ type flight struct {
 // acquisition's latency. Callers joining meanwhile wait for it as for any
 // flight.
 func (m *Manager) join(ctx context.Context, id string) (*flight, error) {
+	var f *flight
 	m.mu.Lock()
-	if !m.running {
+	for {
+		if !m.running {
+			m.mu.Unlock()
+			return nil, ErrNotRunning
+		}
+		f = m.flights[id]
+		if f == nil || !f.decided {
+			break
+		}
 		m.mu.Unlock()
-		return nil, ErrNotRunning
+		select {
+		case <-f.done:
+		case <-ctx.Done():
+			return nil, fmt.Errorf("lease: acquire %s: waiting for an earlier acquisition to finish: %w", m.routeKey(id), ctx.Err())
+		}
+		m.mu.Lock()
 	}
-	f := m.flights[id]
-	started := f == nil || f.decided
+	started := f == nil
 	if started {
 		f = &flight{done: make(chan struct{})}
 		f.ctx, f.cancel = context.WithCancel(context.WithoutCancel(ctx))

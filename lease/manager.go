@@ -270,7 +270,8 @@ func (m *Manager) gateClosed() bool {
 // ctx bounds the caller's wait, not the script call, which other callers
 // may share. A caller whose ctx ends either gets the lease (its result was
 // already decided) or does not; a lease that every caller gave up on is
-// released as soon as the script returns, never registered or renewed.
+// released as soon as the script returns, never registered or renewed,
+// and a caller arriving while that release runs waits for it first.
 func (m *Manager) Acquire(ctx context.Context, id string) (*Lease, error) {
 	if err := validateID(id); err != nil {
 		return nil, err
