@@ -203,25 +203,40 @@ func TestAcquireJoinsAfterEveryCallerLeft(t *testing.T) {
 	settled(t, m)
 }
 
-// TestAcquireWaitsForTheEarlierFlightsCleanUp: an acquisition whose reply
-// was lost and whose callers all gave up deletes whatever value of this
-// Manager the room's key holds (the fence it may have written is
-// unknown). A caller arriving meanwhile must wait for that clean-up, not
-// start an acquisition of its own beside it: the clean-up would delete the
-// new lease's key, leaving a lease held whose room any node can take.
-func TestAcquireWaitsForTheEarlierFlightsCleanUp(t *testing.T) {
-	b := standalone(t)
+// cleanupRace is an acquisition of room "cleanup" whose reply was lost
+// and whose only caller gave up, so that it deletes whatever value of this
+// Manager the key holds (the fence it may have written is unknown); the
+// clean-up is held back, for up to a second, until a second acquisition's
+// script has run.
+type cleanupRace struct {
+	m                         *Manager
+	c                         redis.UniversalClient
+	acquires                  atomic.Int32
+	afterFlip                 atomic.Int32 // acquire scripts sent with the gate closed
+	cleanedUp, secondBeforeIt atomic.Bool
+}
+
+// startCleanupRace returns once the clean-up has started.
+func startCleanupRace(t *testing.T) *cleanupRace {
+	r := new(cleanupRace)
 	var (
-		acquires, cleanups atomic.Int32
-		firstRan           = make(chan struct{})
-		callerLeft         = make(chan struct{})
-		cleanupStarted     = make(chan struct{})
-		secondRan          = make(chan struct{})
+		mgr            atomic.Pointer[Manager]
+		cleanups       atomic.Int32
+		firstRan       = make(chan struct{})
+		callerLeft     = make(chan struct{})
+		cleanupStarted = make(chan struct{})
+		secondRan      = make(chan struct{})
 	)
 	hook := cmdHook{fn: func(ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error {
 		switch {
 		case isAcquire(cmd):
-			n := acquires.Add(1)
+			n := r.acquires.Add(1)
+			if mgr.Load().gateClosed() {
+				r.afterFlip.Add(1)
+			}
+			if n == 2 && !r.cleanedUp.Load() {
+				r.secondBeforeIt.Store(true)
+			}
 			err := next(ctx, cmd)
 			switch n {
 			case 1: // applied, but its reply is lost once its caller has gone
@@ -234,21 +249,27 @@ func TestAcquireWaitsForTheEarlierFlightsCleanUp(t *testing.T) {
 			return err
 		case isReleaseHolder(cmd) && cleanups.Add(1) == 1:
 			close(cleanupStarted)
-			// The second caller's acquisition must not run before the
-			// clean-up; if it does, it runs within milliseconds, and the
-			// clean-up below then deletes its key.
+			// A second acquisition must not run before the clean-up.
+			// Without the wait it would run within milliseconds, so the
+			// clean-up holds back up to a second to let it show.
 			select {
 			case <-secondRan:
 			case <-time.After(time.Second):
 			}
+			err := next(ctx, cmd)
+			r.cleanedUp.Store(err == nil)
+			return err
 		}
 		return next(ctx, cmd)
 	}}
-	c := b.client(hook)
-	m := startManager(t, c, testConfig())
+	r.c = standalone(t).client(hook)
+	cfg := testConfig()
+	cfg.TTL = 12 * time.Second // CallTimeout 2 s: the held-back clean-up still runs in its call
+	r.m = startManager(t, r.c, cfg)
+	mgr.Store(r.m)
 	ctxA, cancelA := context.WithCancel(context.Background())
 	errA := make(chan error, 1)
-	go func() { _, err := m.Acquire(ctxA, "cleanup"); errA <- err }()
+	go func() { _, err := r.m.Acquire(ctxA, "cleanup"); errA <- err }()
 	waitClosed(t, firstRan, "the first acquire script")
 	cancelA()
 	if err := <-errA; !errors.Is(err, context.Canceled) {
@@ -256,14 +277,46 @@ func TestAcquireWaitsForTheEarlierFlightsCleanUp(t *testing.T) {
 	}
 	close(callerLeft)
 	waitClosed(t, cleanupStarted, "the clean-up of the unseen acquisition")
+	return r
+}
 
-	l, err := m.Acquire(context.Background(), "cleanup")
+// TestAcquireWaitsForTheEarlierFlightsCleanUp: a caller arriving during
+// the clean-up must wait for it, not start an acquisition of its own
+// beside it: the clean-up would delete the new lease's key, leaving a
+// lease held whose room any node can take.
+func TestAcquireWaitsForTheEarlierFlightsCleanUp(t *testing.T) {
+	r := startCleanupRace(t)
+	l, err := r.m.Acquire(context.Background(), "cleanup")
 	if err != nil {
 		t.Fatalf("second caller: %v; want the lease", err)
 	}
-	settled(t, m)
-	if got := c.Get(context.Background(), l.key).Val(); !l.held() || got != l.value {
+	settled(t, r.m)
+	if r.secondBeforeIt.Load() || !r.cleanedUp.Load() {
+		t.Errorf("second acquisition ran before the clean-up: %v, clean-up done: %v; want after it", r.secondBeforeIt.Load(), r.cleanedUp.Load())
+	}
+	if got := r.c.Get(context.Background(), l.key).Val(); !l.held() || got != l.value {
 		t.Fatalf("lease %s held %v, key holds %q; want held and its value %q in Redis", l.label(), l.held(), got, l.value)
+	}
+}
+
+// TestAcquireWaitingAcrossTheFlipSendsNothing: a caller that waited for
+// the clean-up while the drain flipped gets ErrDraining, and no acquire
+// script is sent after the flip (invariant 2). It calls join, where the
+// caller waits, directly: Acquire's own gate check comes before it.
+func TestAcquireWaitingAcrossTheFlipSendsNothing(t *testing.T) {
+	r := startCleanupRace(t)
+	r.m.beginDrain()
+	f, err := r.m.join(context.Background(), "cleanup")
+	if err == nil {
+		<-f.done
+		err = f.err
+	}
+	if !errors.Is(err, ErrDraining) {
+		t.Errorf("caller waiting across the flip: got %v; want ErrDraining", err)
+	}
+	settled(t, r.m)
+	if n := r.afterFlip.Load(); n != 0 {
+		t.Errorf("%d acquire scripts sent after the flip; want 0", n)
 	}
 }
 

@@ -45,11 +45,12 @@
 // under a fence nobody knows, and the room would have no usable owner for
 // a TTL. So a failed acquisition deletes the key if it holds this
 // Manager's node and holder, whatever the fence (compare-holder; safe
-// because one acquisition per room runs at a time, its clean-up included:
-// a caller arriving meanwhile waits for it, and it runs only while this
-// Manager holds no lease of the room). If Redis cannot be reached for that
-// either, the key expires within TTL, and that caller waits as long, within
-// its ctx.
+// because it runs only while this Manager holds no lease of the room, and
+// one acquisition per room runs at a time, its clean-up included: an
+// Acquire of the room arriving meanwhile waits for it). If Redis cannot be
+// reached for that either, the key expires within TTL; the clean-up stops
+// trying then, so such an Acquire waits at most about a TTL for it (within
+// its ctx) before its own attempts begin.
 //
 // # Budgets
 //

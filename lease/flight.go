@@ -67,7 +67,15 @@ func (m *Manager) join(ctx context.Context, id string) (*flight, error) {
 		select {
 		case <-f.done:
 		case <-ctx.Done():
-			return nil, fmt.Errorf("lease: acquire %s: waiting for an earlier acquisition to finish: %w", m.routeKey(id), ctx.Err())
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("lease: acquire %s: waiting for an earlier acquisition to finish: %w", m.routeKey(id), err)
+		}
+		if m.gateClosed() { // the flip came while this caller waited: no acquire script after it
+			if !m.draining.Load() {
+				m.beginDrain()
+			}
+			return nil, ErrDraining
 		}
 		m.mu.Lock()
 	}
@@ -110,8 +118,8 @@ var errNobodyWaits = errors.New("every caller gave up")
 // starts once the gate closed (no acquire script is sent
 // after the flip), the manager stopped or nobody waits. A flight that
 // stops for want of waiters is decided there and then, under mu, so a
-// caller that arrives later starts a flight of its own instead of taking
-// this error.
+// caller that arrives later does not take this error: it waits for this
+// flight to finish (its clean-up included) and starts one of its own.
 func (m *Manager) goOn(f *flight) func() error {
 	return func() error {
 		m.mu.Lock()
@@ -134,6 +142,9 @@ func (m *Manager) fly(id string, f *flight) {
 	defer func() {
 		m.mu.Lock()
 		delete(m.pending, f)
+		if m.flights[id] == f { // decide's, unless a panic skipped it: a waiting join must not find f again
+			delete(m.flights, id)
+		}
 		m.mu.Unlock()
 		f.cancel()
 		close(f.done)
