@@ -162,13 +162,13 @@
 // released, so the next owner recovers it from snapshot and command log
 // with a higher fence. The hook decides for every lease it has taken: a
 // holder's [Lease.Release] of such a lease touches nothing and returns
-// ErrLeftToExpire once it was left to expire, ErrDraining otherwise. The hook from [Manager.ReleaseHook] (phase Release)
-// stops the renewer and deletes the heartbeat last. In between, what it does
-// with a lease still held is fixed by [Config].HandOff when the Manager is
-// made, never by which hooks were built: with HandOff (rooms have state,
-// and HandOff needs it) such a lease was not flushed and is left to expire;
-// without, it is released, in one pipeline of batched compare-and-DEL
-// calls.
+// ErrLeftToExpire once it was left to expire, ErrDraining otherwise. The
+// hook from [Manager.ReleaseHook] (phase Release) stops the renewer and
+// deletes the heartbeat last. In between, what it does with a lease still
+// held is fixed by [Config].HandOff when the Manager is made, never by
+// which hooks were built: with HandOff (rooms have state, and HandOff
+// needs it) such a lease was not flushed and is left to expire; without,
+// it is released, in one pipeline of batched compare-and-DEL calls.
 //
 // # Readiness
 //

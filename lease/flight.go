@@ -71,11 +71,8 @@ func (m *Manager) join(ctx context.Context, id string) (*flight, error) {
 		if err := ctx.Err(); err != nil {
 			return nil, fmt.Errorf("lease: acquire %s: waiting for an earlier acquisition to finish: %w", m.routeKey(id), err)
 		}
-		if m.gateClosed() { // the flip came while this caller waited: no acquire script after it
-			if !m.draining.Load() {
-				m.beginDrain()
-			}
-			return nil, ErrDraining
+		if err := m.refuseAfterFlip(); err != nil { // the flip came while this caller waited
+			return nil, err
 		}
 		m.mu.Lock()
 	}

@@ -247,6 +247,19 @@ func (m *Manager) gateClosed() bool {
 	return m.draining.Load() || (m.cfg.Draining != nil && m.cfg.Draining())
 }
 
+// refuseAfterFlip returns ErrDraining once the gate is closed, and nil
+// before: no acquisition starts after the flip. If [Config].Draining saw
+// the flip first, it marks the drain (the heartbeat says draining) now.
+func (m *Manager) refuseAfterFlip() error {
+	if !m.gateClosed() {
+		return nil
+	}
+	if !m.draining.Load() {
+		m.beginDrain()
+	}
+	return ErrDraining
+}
+
 // Acquire takes the lease on room id for this node. While this Manager
 // holds the room, Acquire returns the same *Lease without touching Redis,
 // and concurrent calls for one room share one script call. If Redis still
@@ -276,11 +289,8 @@ func (m *Manager) Acquire(ctx context.Context, id string) (*Lease, error) {
 	if err := validateID(id); err != nil {
 		return nil, err
 	}
-	if m.gateClosed() {
-		if !m.draining.Load() { // Config.Draining saw the flip first: mark the heartbeat now
-			m.beginDrain()
-		}
-		return nil, ErrDraining
+	if err := m.refuseAfterFlip(); err != nil {
+		return nil, err
 	}
 	if l, err := m.local(ctx, id); l != nil || err != nil {
 		return l, err
