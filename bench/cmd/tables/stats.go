@@ -136,6 +136,15 @@ func verdict(ok bool, measured bool) string {
 	return "**missed**"
 }
 
+// floorVerdict is verdict for a target that a floor measured in the same
+// run may put out of reach: a miss whose floor also misses says so.
+func floorVerdict(ok, floorMisses, measured bool) string {
+	if measured && !ok && floorMisses {
+		return "**missed**, and so does its floor"
+	}
+	return verdict(ok, measured)
+}
+
 func valid(vs ...float64) bool {
 	for _, v := range vs {
 		if math.IsNaN(v) {
