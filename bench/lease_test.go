@@ -318,13 +318,20 @@ func renewals(b *testing.B, c *counted, n int, renew func() error) {
 //     it: it is the least a renewal round of these keys costs redis-server
 //     and the client. (One PEXPIRE command per key costs more: go-redis's
 //     per-command work, 4 allocations a key, outweighs the script.)
-//   - c=read is bare plus one MGET of the batch's keys, the cheapest way a
-//     script has to read them, and still no compare and no value sent.
-//     A safe renewal must compare each key's value with the lease's, and
-//     Redis 7.0 has no command that compares and extends in one (PEXPIRE's
-//     conditions look at the expiry only; GETEX and SET ... GET change the
-//     key before the value can be looked at), so every such renewal reads
-//     the values into its script: c=read is the least it can cost.
+//   - c=read and c=getex are the two ways a script can look at every
+//     key's value while setting its expiry, still with no compare and no
+//     value sent. c=read is bare after one MGET of the batch's keys, the
+//     cheapest read a script has; it is drainkit's order (look, then
+//     extend). c=getex runs GETEX ... PXAT per key, which extends and
+//     returns the value in one call; a renewal built on it would extend a
+//     key another holder took before seeing that it did (drainkit's
+//     compare-first never touches another holder's key), but as a floor
+//     it counts. A safe renewal must compare each key's value with its
+//     lease's, and no Redis from 5.0 through 7.x has a command that
+//     compares and extends without handing the value to the script
+//     (PEXPIRE's conditions look at the expiry only; SET ... XX GET would
+//     also take each lease's value as an argument and rewrite it): the
+//     cheaper of c=read and c=getex is the least such a renewal costs.
 //
 // bench/run runs this in three processes of -count=1, so that each
 // repetition measures drainkit and its floors back to back.
@@ -347,7 +354,7 @@ func BenchmarkLeaseRenewScale(b *testing.B) {
 		for _, floor := range []struct {
 			name   string
 			script *redis.Script
-		}{{"bare", expireOnly}, {"read", readThenExpire}} {
+		}{{"bare", expireOnly}, {"read", readThenExpire}, {"getex", extendAndRead}} {
 			b.Run("leases="+strconv.Itoa(n)+"/c="+floor.name, func(b *testing.B) {
 				f := drainkitHeld(b, n)
 				keys := make([]string, n)
@@ -390,6 +397,21 @@ local at = string.format('%.0f', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2
 local n = 0
 for i = 1, #KEYS do
   n = n + redis.call('PEXPIREAT', KEYS[i], at)
+end
+return n
+`)
+
+// extendAndRead is c=getex's renewal: GETEX with the same PXAT deadline
+// per key, counting the keys that had a value (GETEX does not create a
+// missing key). It returns how many keys it extended.
+var extendAndRead = redis.NewScript(`
+local t = redis.call('TIME')
+local at = string.format('%.0f', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) + tonumber(ARGV[1]))
+local n = 0
+for i = 1, #KEYS do
+  if redis.call('GETEX', KEYS[i], 'PXAT', at) then
+    n = n + 1
+  end
 end
 return n
 `)

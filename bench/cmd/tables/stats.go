@@ -125,6 +125,14 @@ func pct(v float64) string {
 	return fmt.Sprintf("%.0f%%", v*100)
 }
 
+// pct1 is pct with one decimal, for shares that sit near their target.
+func pct1(v float64) string {
+	if math.IsNaN(v) {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.1f%%", v*100)
+}
+
 // verdict words a target check; NaN inputs make it "not measured".
 func verdict(ok bool, measured bool) string {
 	switch {
@@ -137,10 +145,12 @@ func verdict(ok bool, measured bool) string {
 }
 
 // floorVerdict is verdict for a target that a floor measured in the same
-// run may put out of reach: a miss whose floor also misses says so.
-func floorVerdict(ok, floorMisses, measured bool) string {
+// run may put out of reach: a miss whose floor (measured, and missing the
+// target too) is below it says so. A floor that did not run changes
+// nothing.
+func floorVerdict(ok, measured, floorMisses bool) string {
 	if measured && !ok && floorMisses {
-		return "**missed**, and so does its floor"
+		return "**missed**, as is its floor"
 	}
 	return verdict(ok, measured)
 }
