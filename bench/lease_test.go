@@ -309,15 +309,17 @@ func renewals(b *testing.B, c *counted, n int, renew func() error) {
 // process (target: at most 300 B). At the default 10 s TTL a round must
 // finish well inside the 3.3 s tick.
 //
-// Beside it, two floors, measured in the same process right after it:
+// Beside it, three floors, measured in the same process after it (bare,
+// read, getex):
 //
 //   - c=bare sets the expiry of the same keys and nothing else: a script
 //     per 500 keys, one pipeline, the keys in a random order as drainkit's
-//     renewer has them. It compares nothing, so it is not a safe renewal
-//     (it would extend a key another holder took) and no contender offers
-//     it: it is the least a renewal round of these keys costs redis-server
-//     and the client. (One PEXPIRE command per key costs more: go-redis's
-//     per-command work, 4 allocations a key, outweighs the script.)
+//     renewer has them. It looks at no value, so it is no renewal (it
+//     would extend a key another holder took, and could not tell) and no
+//     contender offers it: it is the least that setting these keys'
+//     expiries costs redis-server and the client. (One PEXPIRE command per
+//     key costs more: go-redis's per-command work, 4 allocations a key,
+//     outweighs the script.)
 //   - c=read and c=getex are the two ways a script can look at every
 //     key's value while setting its expiry, still with no compare and no
 //     value sent. c=read is bare after one MGET of the batch's keys, the
@@ -331,7 +333,8 @@ func renewals(b *testing.B, c *counted, n int, renew func() error) {
 //     compares and extends without handing the value to the script
 //     (PEXPIRE's conditions look at the expiry only; SET ... XX GET would
 //     also take each lease's value as an argument and rewrite it): the
-//     cheaper of c=read and c=getex is the least such a renewal costs.
+//     cheaper of c=read and c=getex is the least such a renewal costs with
+//     this key layout. GETEX needs Redis 6.2 or later.
 //
 // bench/run runs this in three processes of -count=1, so that each
 // repetition measures drainkit and its floors back to back.

@@ -78,12 +78,12 @@
 // Cluster most calls carry few keys but the pipeline still costs one round
 // trip per node; other clients (Ring, custom) send one lease per call. The
 // 500-key cap keeps each script, which blocks the server while it runs,
-// near half a millisecond. A round costs about 2 to 3 µs per lease on
-// loopback (10,000 leases in about 23 ms; 100,000 in 0.27 to 0.30 s, see
-// BENCHMARKS.md), and must fit in CallTimeout (TTL/6): with the 1 s
-// minimum TTL that is roughly 60,000 leases per Manager, with the default
-// 10 s TTL far more. The drain's
-// release is the same batched script with compare-and-DEL.
+// near a millisecond. A round costs about 2 to 3.5 µs per lease on
+// loopback (10,000 leases in about 23 ms; 100,000 in 0.2 to 0.35 s in the
+// benchmarks of BENCHMARKS.md), and must fit in CallTimeout (TTL/6): with
+// the 1 s minimum TTL that leaves room for about 40,000 leases per
+// Manager, with the default 10 s TTL far more. The drain's release is the
+// same batched script with compare-and-DEL.
 //
 // # Safety argument
 //

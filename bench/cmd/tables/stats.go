@@ -155,6 +155,18 @@ func floorVerdict(ok, measured, floorMisses bool) string {
 	return verdict(ok, measured)
 }
 
+// minMeasured is the least of vs that were measured (not NaN); NaN if
+// none was.
+func minMeasured(vs ...float64) float64 {
+	least := math.NaN()
+	for _, v := range vs {
+		if !math.IsNaN(v) && (math.IsNaN(least) || v < least) {
+			least = v
+		}
+	}
+	return least
+}
+
 func valid(vs ...float64) bool {
 	for _, v := range vs {
 		if math.IsNaN(v) {
