@@ -93,10 +93,21 @@ func TestServerServesAndDrains(t *testing.T) {
 	}
 	stopWatch()
 
+	// The signal reaches the app's run loop asynchronously, as a real one
+	// does: the flip is waited for, not assumed once Signal returns.
+	// fxgrpc's listener was registered first, so it has latched
+	// NOT_SERVING by the time this one runs.
+	flipped := make(chan struct{})
+	app.Manager().OnTransition(func(tr lifecycle.Transition) {
+		if tr.To == lifecycle.Draining {
+			close(flipped)
+		}
+	})
 	answered := make(chan error, 1)
 	go func() { answered <- conn.Invoke(ctx, blockMethod, &emptypb.Empty{}, &emptypb.Empty{}) }()
 	<-b.entered
 	app.Signal()
+	<-flipped
 	r, err := health.Check(ctx, &healthpb.HealthCheckRequest{Service: "svc"})
 	require.NoError(t, err, "still serving during the propagation delay")
 	assert.Equal(t, healthpb.HealthCheckResponse_NOT_SERVING, r.Status, "NOT_SERVING from the flip")

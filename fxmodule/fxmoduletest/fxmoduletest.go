@@ -87,6 +87,11 @@ func (a *App) Manager() *lifecycle.Manager { return a.m }
 // Signal sends the app SIGTERM, as an orchestrator would: the first drains,
 // a second forces the drain. A third would end the process at once, the
 // test binary included, so Signal refuses it and fails the test.
+//
+// Like a real signal it is taken by the app's own goroutine: Signal returns
+// once it is sent, possibly before the app has flipped to Draining. A test
+// that asserts what the flip does waits for it, with a listener registered
+// through Manager().OnTransition before the signal.
 func (a *App) Signal() {
 	a.t.Helper()
 	if a.sent == 2 {
