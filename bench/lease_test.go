@@ -391,50 +391,46 @@ func BenchmarkLeaseRenewScale(b *testing.B) {
 	}
 }
 
-// expireOnly is c=bare's renewal: drainkit's renew.lua without the
-// compare (the same TIME, one PEXPIREAT deadline per call). It returns
-// how many keys it extended.
-var expireOnly = redis.NewScript(`
+// floorScript is a floor's renewal script: body runs after the deadline
+// renew.lua computes (the same TIME, one PEXPIREAT deadline per call, in
+// at) and returns how many keys it extended.
+func floorScript(body string) *redis.Script {
+	return redis.NewScript(`
 local t = redis.call('TIME')
 local at = string.format('%.0f', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) + tonumber(ARGV[1]))
 local n = 0
-for i = 1, #KEYS do
-  n = n + redis.call('PEXPIREAT', KEYS[i], at)
-end
+` + body + `
 return n
 `)
+}
 
-// extendAndRead is c=getex's renewal: GETEX with the same PXAT deadline
-// per key, counting the keys that had a value (GETEX does not create a
-// missing key). It returns how many keys it extended.
-var extendAndRead = redis.NewScript(`
-local t = redis.call('TIME')
-local at = string.format('%.0f', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) + tonumber(ARGV[1]))
-local n = 0
+// expireOnly is c=bare's renewal: drainkit's renew.lua without the
+// compare.
+var expireOnly = floorScript(`
+for i = 1, #KEYS do
+  n = n + redis.call('PEXPIREAT', KEYS[i], at)
+end`)
+
+// extendAndRead is c=getex's renewal: GETEX with the deadline per key,
+// counting the keys that had a value (GETEX does not create a missing
+// key).
+var extendAndRead = floorScript(`
 for i = 1, #KEYS do
   if redis.call('GETEX', KEYS[i], 'PXAT', at) then
     n = n + 1
   end
-end
-return n
-`)
+end`)
 
 // readThenExpire is c=read's renewal: expireOnly after one MGET of the
 // batch's keys, extending only the keys that have a value (which PEXPIREAT
-// would find anyway) so that the values read are used. It returns how many
-// keys it extended.
-var readThenExpire = redis.NewScript(`
-local t = redis.call('TIME')
-local at = string.format('%.0f', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) + tonumber(ARGV[1]))
+// would find anyway) so that the values read are used.
+var readThenExpire = floorScript(`
 local cur = redis.call('MGET', unpack(KEYS))
-local n = 0
 for i = 1, #KEYS do
   if cur[i] then
     n = n + redis.call('PEXPIREAT', KEYS[i], at)
   end
-end
-return n
-`)
+end`)
 
 // BenchmarkLeaseReleaseAll: giving up every held lease at drain, wall time
 // and round trips. drainkit's Release hook (Manager.ReleaseHook) stops the
