@@ -15,6 +15,14 @@
 // a dead database, and restarting every replica during its outage is a
 // restart storm. Liveness stays 200 while the process drains.
 //
+// Watchdogs judge progress, not wall time. A heartbeat's gap is counted in
+// the time the registry saw the process run: its clock (one goroutine, from
+// the first live probe until Close or the drain) ticks every 100 ms, and a
+// tick that comes late adds at most 200 ms, so a pause of the whole process
+// is not a stuck loop. A loop waiting on a failing dependency stays alive as
+// long as each call has a deadline shorter than its gap and it beats between
+// attempts.
+//
 // # Readiness and tiers
 //
 // [Registry.Ready] is ok only when the lifecycle state (read through the

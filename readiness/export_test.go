@@ -19,3 +19,11 @@ func SetProbeStarting(f func(name string)) (restore func()) {
 	probeStarting = f
 	return func() { probeStarting = old }
 }
+
+// SetClockTicking replaces the hook the registry's clock runs before each
+// tick, until the returned function restores it.
+func SetClockTicking(f func()) (restore func()) {
+	old := clockTicking
+	clockTicking = f
+	return func() { clockTicking = old }
+}

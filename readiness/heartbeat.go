@@ -11,24 +11,26 @@ import (
 type heartbeat struct {
 	name   string
 	maxGap time.Duration
-	epoch  time.Time    // monotonic reference for last
-	last   atomic.Int64 // nanoseconds since epoch of the last beat
+	clock  *runClock
+	last   atomic.Int64 // the clock's running time at the last beat
 }
 
 // beat records that the loop is alive.
-func (h *heartbeat) beat() { h.last.Store(int64(time.Since(h.epoch))) }
+func (h *heartbeat) beat() { h.last.Store(int64(h.clock.now())) }
 
-// age is how long ago the last beat was.
-func (h *heartbeat) age(now time.Time) time.Duration {
-	return now.Sub(h.epoch) - time.Duration(h.last.Load())
-}
+// age is the running time since the last beat.
+func (h *heartbeat) age() time.Duration { return h.clock.now() - time.Duration(h.last.Load()) }
 
 // Heartbeat registers a liveness watchdog for one main loop (a room
 // manager, an outbox worker, a consumer) and returns the function the loop
-// calls each time round. Liveness fails once the last call is older than
-// maxGap; registering counts as a beat, so a loop has one gap to start.
-// The beat is safe for concurrent use and does not allocate. Names are
-// unique among heartbeats; an empty name or a maxGap that is not positive
+// calls each time round; registering counts as a beat. Liveness fails once
+// the loop has gone maxGap of running time without a beat: time in which the
+// whole process was paused (GC, CPU throttling, a paused VM, SIGSTOP) is not
+// counted, since the loop could not run either. A loop that waits on a
+// dependency gives every call a deadline shorter than maxGap and beats
+// between attempts: waiting on a failing dependency is alive, and shows in
+// readiness. The beat is safe for concurrent use and does not allocate. An
+// empty or taken name, a maxGap that is not positive, or a closed registry
 // is refused.
 func (r *Registry) Heartbeat(name string, maxGap time.Duration) (beat func(), err error) {
 	if name == "" {
@@ -37,14 +39,30 @@ func (r *Registry) Heartbeat(name string, maxGap time.Duration) (beat func(), er
 	if maxGap <= 0 {
 		return nil, fmt.Errorf("readiness: heartbeat %q: maxGap is %v; want a positive duration", name, maxGap)
 	}
-	h := &heartbeat{name: name, maxGap: maxGap, epoch: time.Now()}
+	h := &heartbeat{name: name, maxGap: maxGap, clock: &r.clock}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.closed.Load() {
+		return nil, fmt.Errorf("readiness: heartbeat %q: %w", name, ErrClosed)
+	}
 	for _, o := range r.heartbeats {
 		if o.name == name {
 			return nil, fmt.Errorf("readiness: heartbeat %q: %w", name, ErrDuplicate)
 		}
 	}
+	h.beat()
 	r.heartbeats = append(r.heartbeats, h)
 	return h.beat, nil
+}
+
+// watchClock starts the clock's goroutine on the first live probe that has a
+// heartbeat to judge; r.mu is held. Before it runs, running time is wall
+// time. It stops at Close, or once liveness is no longer enforced.
+func (r *Registry) watchClockLocked() {
+	if r.clockRunning || r.closed.Load() || len(r.heartbeats) == 0 {
+		return
+	}
+	r.clockRunning = true
+	r.clock.start()
+	r.wg.Go(func() { r.clock.run(r.base.Done(), r.enforced) })
 }

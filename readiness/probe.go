@@ -82,16 +82,18 @@ func (r *Registry) stateReport() (Report, bool) {
 // stopped) liveness stays ok: loops stop on purpose then, and the process is
 // on its way out anyway; stale heartbeats are still listed.
 func (r *Registry) live() Report {
-	now := time.Now()
 	st := r.state()
-	enforced := st == lifecycle.Starting || st == lifecycle.Running
-	rep := Report{Status: StatusOK, Service: r.cfg.Service, NodeID: r.cfg.NodeID, Time: now}
+	enforced := enforcedIn(st)
+	rep := Report{Status: StatusOK, Service: r.cfg.Service, NodeID: r.cfg.NodeID, Time: time.Now()}
 	r.mu.Lock()
+	if enforced {
+		r.watchClockLocked()
+	}
 	hbs := append([]*heartbeat(nil), r.heartbeats...)
 	r.mu.Unlock()
 	rep.Checks = make([]CheckResult, len(hbs))
 	for i, h := range hbs {
-		age := h.age(now)
+		age := h.age()
 		c := CheckResult{Name: h.name, Tier: tierLiveness, Status: StatusOK, Age: age}
 		if age > h.maxGap {
 			c.Status = StatusFail
@@ -107,3 +109,9 @@ func (r *Registry) live() Report {
 	r.liveTransition(&rep, st)
 	return rep
 }
+
+// enforcedIn reports whether a stale heartbeat fails liveness in state st.
+func enforcedIn(st lifecycle.State) bool { return st == lifecycle.Starting || st == lifecycle.Running }
+
+// enforced reports whether a stale heartbeat fails liveness now.
+func (r *Registry) enforced() bool { return enforcedIn(r.state()) }

@@ -42,7 +42,10 @@ type Registry struct {
 	mu         sync.Mutex
 	entries    []*entry
 	heartbeats []*heartbeat
-	refreshing chan struct{} // non-nil while an evaluation runs; closed when it lands
+	clock      runClock // the running time heartbeats are judged by
+	// clockRunning is set once a live probe has started the clock's goroutine.
+	clockRunning bool
+	refreshing   chan struct{} // non-nil while an evaluation runs; closed when it lands
 	// closed is set under mu (so no check starts after Close has begun
 	// waiting) and read without it on the path of a cached probe.
 	closed atomic.Bool
@@ -71,7 +74,7 @@ func New(cfg Config, state func() lifecycle.State) (*Registry, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &Registry{cfg: cfg, state: state, metrics: m}
+	r := &Registry{cfg: cfg, state: state, metrics: m, clock: runClock{epoch: time.Now()}}
 	// A context, not a goroutine: cancelling it stops well-behaved checks.
 	r.base, r.cancel = context.WithCancel(context.Background())
 	return r, nil
