@@ -91,7 +91,7 @@ func TestHeartbeatFailsAStuckLoopOnAStarvedProcess(t *testing.T) {
 		if _, err := r.Heartbeat("loop", time.Second); err != nil {
 			t.Fatal(err)
 		}
-		r.Live() // starts the clock
+		r.Live()       // starts the clock
 		for range 20 { // the clock held 250 ms at a time: each late tick counts 200 ms
 			p.pause()
 			time.Sleep(250 * time.Millisecond)
