@@ -42,7 +42,11 @@
 // that refuses connections because it crashed and its lease has not
 // expired yet) is retried with exponential backoff and jitter, looking
 // the owner up again each time; REDIRECTs are followed, up to three in a
-// row; an attempt whose outcome is unknown (a connection that broke after
+// row. One attempt at one backend gets ATTEMPT_TIMEOUT (1s): a backend that
+// lets it pass (a frozen process, a port that accepts while nothing
+// answers) is routed around, and no REDIRECT followed to it, until it
+// answers a health check, so its rooms go to the next node once their
+// leases are free. An attempt whose outcome is unknown (a connection that broke after
 // the request reached room-service) is resent with the same command_id,
 // which room-service applies at most once and answers with the first
 // application's seq. The client gets 200 {"status": "applied", "seq": N}
@@ -75,7 +79,7 @@
 // ROOM_GRPC_ADDRS (required: host:port,host:port or one dns:///host:port;
 // the process exits 78 naming it when missing or malformed), HTTP_ADDR
 // (:13000), REQUEST_TIMEOUT (15s; less than DRAIN_TIMEOUT minus
-// DRAIN_DELAY), MAX_PENDING, MAX_PENDING_BYTES, SSE_MAX_CLOSE_RATE (the
+// DRAIN_DELAY), ATTEMPT_TIMEOUT (1s; less than REQUEST_TIMEOUT), MAX_PENDING, MAX_PENDING_BYTES, SSE_MAX_CLOSE_RATE (the
 // most event subscribers closed per second while draining, 200; off: all
 // at once near the deadline, for comparison), SERVICE_NAME
 // (gateway-service), NODE_ID, DRAIN_TIMEOUT, DRAIN_DELAY,

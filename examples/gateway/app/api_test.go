@@ -23,7 +23,7 @@ import (
 // startAPI returns the API over started backends at addrs.
 func startAPI(t *testing.T, addrs ...string) *api {
 	t.Helper()
-	b := newBackends(Config{Backends: addrs})
+	b := newBackends(Config{Backends: addrs}, quiet())
 	require.NoError(t, b.Start(context.Background()))
 	t.Cleanup(func() { require.NoError(t, b.Close(context.Background())) })
 	return newAPI(b, nil, Config{RequestTimeout: 10 * time.Second}, quiet())

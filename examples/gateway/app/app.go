@@ -68,8 +68,8 @@ func options(lcfg lifecycle.Config, cfg Config, log *slog.Logger, notice func(ad
 
 // newBackendsOnStart connects to the backends when the app starts (before
 // the server, which depends on them); the drain's Close phase closes them.
-func newBackendsOnStart(lc fx.Lifecycle, cfg Config) *backends {
-	b := newBackends(cfg)
+func newBackendsOnStart(lc fx.Lifecycle, cfg Config, log *slog.Logger) *backends {
+	b := newBackends(cfg, log)
 	lc.Append(fx.Hook{OnStart: b.Start})
 	return b
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -54,6 +55,7 @@ type backends struct {
 	maxOwners int
 	lb        atomic.Pointer[grpc.ClientConn] // health-checked, for requests
 	reach     atomic.Pointer[grpc.ClientConn] // unchecked, for readiness
+	stalls    *stalls                         // addresses that stopped answering
 
 	mu     sync.Mutex
 	owners map[string]*owner // by address
@@ -71,8 +73,10 @@ type owner struct {
 // reconnectBackoff is grpc-go's default backoff with the ceiling lowered.
 var reconnectBackoff = backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second}
 
-func newBackends(cfg Config) *backends {
-	return &backends{cfg: cfg, maxOwners: DefaultMaxOwners, owners: make(map[string]*owner)}
+func newBackends(cfg Config, log *slog.Logger) *backends {
+	b := &backends{cfg: cfg, maxOwners: DefaultMaxOwners, owners: make(map[string]*owner)}
+	b.stalls = newStalls(b.healthCheck, log)
+	return b
 }
 
 // Start creates the balanced connections and starts connecting (and
@@ -130,16 +134,16 @@ func (b *backends) rooms() (roompb.RoomsClient, error) {
 // conn returns the balanced connection, nil before Start.
 func (b *backends) conn() *grpc.ClientConn { return b.lb.Load() }
 
-// withOwner calls fn with a client connected directly to addr, reusing a
-// cached connection. When the cache is full and every entry is in use, the
-// connection is made for this call only.
-func (b *backends) withOwner(addr string, fn func(roompb.RoomsClient) error) error {
+// withOwner calls fn with a connection directly to addr, reusing a cached
+// one. When the cache is full and every entry is in use, the connection is
+// made for this call only.
+func (b *backends) withOwner(addr string, fn func(*grpc.ClientConn) error) error {
 	o, oneOff, err := b.acquire(addr)
 	if err != nil {
 		return err
 	}
 	defer b.release(addr, o, oneOff)
-	return fn(roompb.NewRoomsClient(o.conn))
+	return fn(o.conn)
 }
 
 func (b *backends) acquire(addr string) (o *owner, oneOff bool, err error) {
@@ -197,6 +201,7 @@ func (b *backends) release(addr string, o *owner, oneOff bool) {
 // Close closes every connection. The drain runs it in its Close phase,
 // after in-flight requests have finished.
 func (b *backends) Close(context.Context) error {
+	b.stalls.close()
 	b.mu.Lock()
 	b.closed = true
 	owners := b.owners

@@ -54,7 +54,7 @@ func BenchmarkApply(b *testing.B) {
 
 func benchAPI(b *testing.B, addr string, capped bool) *api {
 	b.Helper()
-	be := newBackends(Config{Backends: []string{addr}})
+	be := newBackends(Config{Backends: []string{addr}}, quiet())
 	if err := be.Start(context.Background()); err != nil {
 		b.Fatal(err)
 	}

@@ -30,6 +30,12 @@ const (
 	// DefaultMaxPendingBytes bounds the memory those requests account for
 	// (see [pendingCost]); the next one gets 503 at once.
 	DefaultMaxPendingBytes = 32 << 20
+	// DefaultAttemptTimeout bounds one attempt of a request at one
+	// room-service: a backend that lets it pass is taken for stalled (a
+	// frozen process, a port that accepts while nothing answers) and routed
+	// around until it answers a health check, so its rooms move once their
+	// leases are free. Commands are safe to resend (command_id).
+	DefaultAttemptTimeout = time.Second
 	// HealthService is the grpc.health.v1 service name the room backends
 	// report; round_robin only picks a backend SERVING it.
 	HealthService = "room-service"
@@ -57,6 +63,10 @@ type Config struct {
 	// in number and in accounted memory (MAX_PENDING, MAX_PENDING_BYTES;
 	// defaults [DefaultMaxPending], [DefaultMaxPendingBytes]). Past either,
 	// a request is shed: 503 with Retry-After at once.
+	// AttemptTimeout bounds one attempt at one backend (ATTEMPT_TIMEOUT;
+	// zero means [DefaultAttemptTimeout]); it must be shorter than
+	// RequestTimeout.
+	AttemptTimeout  time.Duration
 	MaxPending      int
 	MaxPendingBytes int64
 	// SSEMaxCloseRate caps how many event subscribers per second the drain
@@ -96,6 +106,17 @@ func configFromEnv(getenv func(string) string, lcfg lifecycle.Config) (Config, e
 			return Config{}, &ConfigError{Var: "REQUEST_TIMEOUT", Value: v, Problem: "want a positive duration such as 15s"}
 		}
 		c.RequestTimeout = d
+	}
+	if v := getenv("ATTEMPT_TIMEOUT"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			return Config{}, &ConfigError{Var: "ATTEMPT_TIMEOUT", Value: v, Problem: "want a positive duration such as 1s"}
+		}
+		c.AttemptTimeout = d
+	}
+	if c.attemptTimeout() >= c.RequestTimeout {
+		return Config{}, &ConfigError{Var: "ATTEMPT_TIMEOUT", Value: c.attemptTimeout().String(),
+			Problem: fmt.Sprintf("want less than REQUEST_TIMEOUT %s, so a stalled backend is left while the request can still be served", c.RequestTimeout)}
 	}
 	if budget := lcfg.DrainTimeout - lcfg.DrainDelay; lcfg.DrainTimeout > 0 && c.RequestTimeout >= budget {
 		return Config{}, &ConfigError{Var: "REQUEST_TIMEOUT", Value: c.RequestTimeout.String(),
@@ -138,6 +159,14 @@ func configFromEnv(getenv func(string) string, lcfg lifecycle.Config) (Config, e
 	}
 	c.Backends = addrs
 	return c, nil
+}
+
+// attemptTimeout is AttemptTimeout or its default.
+func (c Config) attemptTimeout() time.Duration {
+	if c.AttemptTimeout > 0 {
+		return c.AttemptTimeout
+	}
+	return DefaultAttemptTimeout
 }
 
 // parseAddrs splits a comma-separated list of host:port. An empty list, an

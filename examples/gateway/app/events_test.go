@@ -211,7 +211,7 @@ func TestEventsResumeAcrossDrains(t *testing.T) {
 	log := newRoomLog("c1", "c2", "c3")
 	a := startEventsBackend(t, log, true)
 	b := startEventsBackend(t, log, false) // round_robin uses a only, for now
-	bs := newBackends(Config{Backends: []string{a.addr, b.addr}})
+	bs := newBackends(Config{Backends: []string{a.addr, b.addr}}, quiet())
 	require.NoError(t, bs.Start(context.Background()))
 	t.Cleanup(func() { require.NoError(t, bs.Close(context.Background())) })
 	gw1, gw1Hooks := gatewayServer(t, bs)
@@ -265,7 +265,7 @@ func TestEventsResumeAcrossDrains(t *testing.T) {
 }
 
 func TestEventsBadRequests(t *testing.T) {
-	ev, err := newEvents(eventsParams{Backends: newBackends(Config{}), Logger: quiet()})
+	ev, err := newEvents(eventsParams{Backends: newBackends(Config{}, quiet()), Logger: quiet()})
 	require.NoError(t, err)
 	mux := http.NewServeMux()
 	mux.Handle(eventsRoute, ev)

@@ -14,7 +14,7 @@ import (
 func startFeedGateway(t *testing.T, log *roomLog, capacity int) (*eventsBackend, string) {
 	t.Helper()
 	be := startEventsBackend(t, log, true)
-	bs := newBackends(Config{Backends: []string{be.addr}})
+	bs := newBackends(Config{Backends: []string{be.addr}}, quiet())
 	require.NoError(t, bs.Start(context.Background()))
 	t.Cleanup(func() { require.NoError(t, bs.Close(context.Background())) })
 	gw, _ := gatewayServerKeeping(t, bs, capacity)

@@ -46,8 +46,8 @@ func (a *api) applyOnce(ctx context.Context, req *roompb.ApplyRequest) (*roompb.
 		if rooms, err = a.b.rooms(); err != nil {
 			return nil, err
 		}
-		resp, err = call(func(opts ...grpc.CallOption) (*roompb.ApplyResponse, error) {
-			return rooms.Apply(withRoom(ctx, room), req, append(opts, grpc.WaitForReady(true))...)
+		resp, err = call(ctx, a.b, "", func(ctx context.Context, opts ...grpc.CallOption) (*roompb.ApplyResponse, error) {
+			return rooms.Apply(withRoute(ctx, room, a.b.stalls), req, append(opts, grpc.WaitForReady(true))...)
 		})
 	}
 	learned := false // addr came from a REDIRECT, not from a.owners
@@ -84,6 +84,10 @@ func (a *api) applyToOwner(ctx context.Context, req *roompb.ApplyRequest) (*room
 	if !ok {
 		return nil, "", nil
 	}
+	if a.b.stalls.stalled(addr) {
+		a.owners.drop(room, addr)
+		return nil, "", nil
+	}
 	resp, err := a.applyAt(ctx, req, addr)
 	if err == nil {
 		return resp, addr, nil
@@ -103,6 +107,11 @@ func (a *api) followRedirect(ctx context.Context, req *roompb.ApplyRequest, redi
 	if err := checkHostPort(addr); err != nil {
 		return nil, status.Errorf(codes.Internal, "room %s: owner %s has address %q: %v", req.GetRoomId(), redirect.GetOwnerNode(), addr, err)
 	}
+	if a.b.stalls.stalled(addr) {
+		// Not answering: the room is free once its lease expires, and the
+		// next attempt's node takes it then.
+		return nil, errRefusedf("room %s: owner %s at %s is not answering", req.GetRoomId(), redirect.GetOwnerNode(), addr)
+	}
 	return a.applyAt(ctx, req, addr)
 }
 
@@ -110,9 +119,11 @@ func (a *api) followRedirect(ctx context.Context, req *roompb.ApplyRequest, redi
 // already checked.
 func (a *api) applyAt(ctx context.Context, req *roompb.ApplyRequest, addr string) (*roompb.ApplyResponse, error) {
 	var resp *roompb.ApplyResponse
-	err := a.b.withOwner(addr, func(c roompb.RoomsClient) error {
+	err := a.b.withOwner(addr, func(conn *grpc.ClientConn) error {
 		var err error
-		resp, err = call(func(opts ...grpc.CallOption) (*roompb.ApplyResponse, error) { return c.Apply(ctx, req, opts...) })
+		resp, err = call(ctx, a.b, addr, func(ctx context.Context, opts ...grpc.CallOption) (*roompb.ApplyResponse, error) {
+			return roompb.NewRoomsClient(conn).Apply(ctx, req, opts...)
+		})
 		return err
 	})
 	return resp, err
@@ -130,26 +141,39 @@ func (a *api) getOnce(ctx context.Context, id string) (*roompb.Room, error) {
 	if err != nil {
 		return nil, err
 	}
-	return call(func(opts ...grpc.CallOption) (*roompb.Room, error) {
-		return rooms.GetRoom(ctx, &roompb.GetRoomRequest{RoomId: id}, append(opts, grpc.WaitForReady(true))...)
+	return call(ctx, a.b, "", func(ctx context.Context, opts ...grpc.CallOption) (*roompb.Room, error) {
+		return rooms.GetRoom(withRoute(ctx, "", a.b.stalls), &roompb.GetRoomRequest{RoomId: id}, append(opts, grpc.WaitForReady(true))...)
 	})
 }
 
-// call runs one RPC and sorts its failure by what it says about the
-// outcome:
+// call runs one attempt of an RPC, to addr ("" when the balanced
+// connection picks), within the attempt budget, and sorts its failure by
+// what it says about the outcome:
 //
 //   - UNAVAILABLE stays only for a refusal: the server said it processed
 //     nothing (grpcdrain.IsRefused: room-service's and the drain's
 //     answers), or the call never reached a server (no peer: no ready
 //     backend, connection refused).
-//   - A call that reached a server and then broke (UNAVAILABLE) is Unknown:
-//     it may have been processed.
+//   - A call that reached a server and then broke (UNAVAILABLE), or that
+//     the attempt's budget cut short there, is Unknown: it may have been
+//     processed. A server that let the budget pass is marked stalled, so
+//     the next attempt goes elsewhere.
 //   - A call that ran out of time before reaching any server is a refusal
-//     too (UNAVAILABLE); after reaching one, it stays DEADLINE_EXCEEDED.
-func call[T any](fn func(...grpc.CallOption) (T, error)) (T, error) {
+//     too (UNAVAILABLE); after reaching one, the request's own deadline
+//     leaves it DEADLINE_EXCEEDED.
+func call[T any](ctx context.Context, b *backends, addr string, fn func(context.Context, ...grpc.CallOption) (T, error)) (T, error) {
+	budget := b.cfg.attemptTimeout()
+	actx, cancel := context.WithTimeout(ctx, budget)
+	defer cancel()
 	var p peer.Peer
-	v, err := fn(grpc.Peer(&p))
+	v, err := fn(actx, grpc.Peer(&p))
 	switch code := status.Code(err); {
+	case code == codes.DeadlineExceeded && p.Addr != nil && ctx.Err() == nil:
+		if addr == "" {
+			addr = p.Addr.String()
+		}
+		b.stalls.mark(addr)
+		err = status.Errorf(codes.Unknown, "outcome unknown: backend %s did not answer within the attempt budget %s", addr, budget)
 	case code == codes.Unavailable && !grpcdrain.IsRefused(err) && p.Addr != nil:
 		err = status.Errorf(codes.Unknown, "outcome unknown: backend %s failed after the request reached it: %s",
 			p.Addr, status.Convert(err).Message())

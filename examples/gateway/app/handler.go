@@ -13,7 +13,7 @@ import (
 // pending cap (MaxPending, MaxPendingBytes; 0 takes the defaults), with
 // the cap's metrics registered with reg. It connects to cfg's backends
 // now; closeFn closes those connections. Only cfg's Backends or
-// DNSTarget, RequestTimeout and pending caps are read.
+// DNSTarget, RequestTimeout, AttemptTimeout and pending caps are read.
 func Handler(ctx context.Context, cfg Config, reg prometheus.Registerer, log *slog.Logger) (h http.Handler, closeFn func() error, err error) {
 	if cfg.MaxPending == 0 {
 		cfg.MaxPending = DefaultMaxPending
@@ -28,7 +28,7 @@ func Handler(ctx context.Context, cfg Config, reg prometheus.Registerer, log *sl
 	if err != nil {
 		return nil, nil, err
 	}
-	b := newBackends(cfg)
+	b := newBackends(cfg, log)
 	if err := b.Start(ctx); err != nil {
 		return nil, nil, err
 	}

@@ -19,7 +19,8 @@ import (
 // elsewhere (it moved while its preferred node drained, or room-service
 // moved it to even out the load) answers REDIRECT, which the gateway
 // follows, and its next commands go to that owner directly (roomOwners).
-// Calls without a room (reads) go round robin.
+// Calls without a room (reads) go round robin. Both skip the addresses
+// that stopped answering (see stalls).
 const hrwBalancer = "room_hrw"
 
 func init() {
@@ -28,12 +29,20 @@ func init() {
 	balancer.Register(base.NewBalancerBuilder(hrwBalancer, hrwPickerBuilder{}, base.Config{HealthCheck: true}))
 }
 
-type roomKey struct{}
+type routeKey struct{}
 
-// withRoom marks ctx's calls as commands for room id, which hrwBalancer
-// routes to the room's preferred node.
-func withRoom(ctx context.Context, id string) context.Context {
-	return context.WithValue(ctx, roomKey{}, id)
+// route is what a call tells the pickers through its context: the room it
+// is a command for ("" for a read) and the addresses to avoid.
+type route struct {
+	room  string
+	avoid *stalls
+}
+
+// withRoute marks ctx's calls as a command for room (hrwBalancer routes it
+// to the room's preferred node) or, with room "", a read; either avoids
+// the stalled addresses while another is ready.
+func withRoute(ctx context.Context, room string, avoid *stalls) context.Context {
+	return context.WithValue(ctx, routeKey{}, route{room: room, avoid: avoid})
 }
 
 type hrwPickerBuilder struct{}
@@ -51,7 +60,8 @@ func (hrwPickerBuilder) Build(info base.PickerBuildInfo) balancer.Picker {
 }
 
 // hrwPicker picks among the ready SubConns; scs[i] serves addrs[i]. Both
-// are fixed when the picker is built, so a pick allocates nothing.
+// are fixed when the picker is built, so a pick allocates nothing unless
+// an address is stalled.
 type hrwPicker struct {
 	scs   []balancer.SubConn
 	addrs []string
@@ -59,10 +69,32 @@ type hrwPicker struct {
 }
 
 func (p *hrwPicker) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
-	if id, ok := info.Ctx.Value(roomKey{}).(string); ok {
-		return balancer.PickResult{SubConn: p.scs[preferred(id, p.addrs)]}, nil
+	r, _ := info.Ctx.Value(routeKey{}).(route)
+	scs, addrs := p.responsive(r.avoid)
+	if r.room != "" {
+		return balancer.PickResult{SubConn: scs[preferred(r.room, addrs)]}, nil
 	}
-	return balancer.PickResult{SubConn: p.scs[int(p.next.Add(1))%len(p.scs)]}, nil
+	return balancer.PickResult{SubConn: scs[int(p.next.Add(1))%len(scs)]}, nil
+}
+
+// responsive returns the ready SubConns and addresses that are not stalled,
+// or all of them when every one is: the attempt's budget then bounds the
+// wait, and a node that wakes is used at once.
+func (p *hrwPicker) responsive(avoid *stalls) ([]balancer.SubConn, []string) {
+	if !avoid.any() {
+		return p.scs, p.addrs
+	}
+	var scs []balancer.SubConn
+	var addrs []string
+	for i, a := range p.addrs {
+		if !avoid.stalled(a) {
+			scs, addrs = append(scs, p.scs[i]), append(addrs, a)
+		}
+	}
+	if len(scs) == 0 {
+		return p.scs, p.addrs
+	}
+	return scs, addrs
 }
 
 // preferred returns the index of room's rendezvous-hash node among addrs

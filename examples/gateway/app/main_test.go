@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -46,6 +47,11 @@ type backend struct {
 	addr   string
 	rooms  *testRooms
 	health *health.Server
+
+	received atomic.Int64 // Apply calls that reached the server, frozen or not
+
+	mu   sync.Mutex
+	thaw chan struct{} // closed unless frozen
 }
 
 func startBackend(t testing.TB, rooms *testRooms) *backend {
@@ -58,7 +64,9 @@ func startBackend(t testing.TB, rooms *testRooms) *backend {
 // serveBackend is startBackend on ln.
 func serveBackend(t testing.TB, ln net.Listener, rooms *testRooms) *backend {
 	t.Helper()
-	srv := grpc.NewServer()
+	b := &backend{rooms: rooms, thaw: make(chan struct{})}
+	close(b.thaw)
+	srv := grpc.NewServer(grpc.UnaryInterceptor(b.frozen))
 	hs := health.NewServer()
 	hs.SetServingStatus(HealthService, healthpb.HealthCheckResponse_SERVING)
 	healthpb.RegisterHealthServer(srv, hs)
@@ -72,7 +80,34 @@ func serveBackend(t testing.TB, ln net.Listener, rooms *testRooms) *backend {
 		srv.Stop()
 		<-done
 	})
-	return &backend{addr: ln.Addr().String(), rooms: rooms, health: hs}
+	b.addr, b.health = ln.Addr().String(), hs
+	return b
+}
+
+// freeze makes the backend answer no unary call (commands, health checks)
+// until the returned function is called: a stopped process whose port
+// still accepts. Calls held meanwhile then go on.
+func (b *backend) freeze() (thaw func()) {
+	c := make(chan struct{})
+	b.mu.Lock()
+	b.thaw = c
+	b.mu.Unlock()
+	return sync.OnceFunc(func() { close(c) })
+}
+
+func (b *backend) frozen(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	if info.FullMethod == roompb.Rooms_Apply_FullMethodName {
+		b.received.Add(1)
+	}
+	b.mu.Lock()
+	thaw := b.thaw
+	b.mu.Unlock()
+	select {
+	case <-thaw:
+	case <-ctx.Done(): // the test's server stops; a frozen process would not see this
+		return nil, ctx.Err()
+	}
+	return handler(ctx, req)
 }
 
 // setServing flips the backend's health for room-service.

@@ -1,0 +1,147 @@
+package app
+
+import (
+	"context"
+	"log/slog"
+	"maps"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
+)
+
+// Health checks of a stalled address: one every stallRecheck, each given
+// stallCheckTimeout. A node that answers is back within about their sum.
+const (
+	stallRecheck      = 100 * time.Millisecond
+	stallCheckTimeout = 250 * time.Millisecond
+)
+
+// stalls holds the room-service addresses that stopped answering: an attempt
+// that reached one ran out of its budget (a frozen process, a node whose
+// port accepts while nothing answers). The pickers route around them and the
+// gateway follows no REDIRECT to one, so a frozen owner's rooms go to the
+// next node as soon as their leases are free. An address leaves the set
+// once a health check of it answers at all: NOT_SERVING is responsive,
+// only not ready, and the balancer's health watch handles that.
+//
+// The zero value is not usable; see newStalls. Its goroutines (one per
+// stalled address) end at close.
+type stalls struct {
+	check func(ctx context.Context, addr string) error // one health check
+	log   *slog.Logger
+
+	set atomic.Pointer[map[string]struct{}] // copied on write: read on every pick
+
+	mu     sync.Mutex
+	closed bool
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+func newStalls(check func(ctx context.Context, addr string) error, log *slog.Logger) *stalls {
+	s := &stalls{check: check, log: log}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	return s
+}
+
+// stalled reports whether addr is in the set.
+func (s *stalls) stalled(addr string) bool {
+	if s == nil {
+		return false
+	}
+	m := s.set.Load()
+	if m == nil {
+		return false
+	}
+	_, ok := (*m)[addr]
+	return ok
+}
+
+// any reports whether the set is not empty.
+func (s *stalls) any() bool {
+	if s == nil {
+		return false
+	}
+	m := s.set.Load()
+	return m != nil && len(*m) > 0
+}
+
+// mark adds addr to the set and checks its health until it answers.
+func (s *stalls) mark(addr string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed || s.stalled(addr) {
+		return
+	}
+	s.update(func(m map[string]struct{}) { m[addr] = struct{}{} })
+	s.log.Warn("room backend not answering: routing around it", "addr", addr)
+	s.wg.Go(func() { s.recheck(addr) })
+}
+
+// update replaces the set by a changed copy; s.mu is held.
+func (s *stalls) update(change func(map[string]struct{})) {
+	m := make(map[string]struct{})
+	if old := s.set.Load(); old != nil {
+		maps.Copy(m, *old)
+	}
+	change(m)
+	s.set.Store(&m)
+}
+
+// recheck checks addr's health until it answers, then removes it.
+func (s *stalls) recheck(addr string) {
+	since := time.Now()
+	t := time.NewTicker(stallRecheck)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-t.C:
+		}
+		ctx, cancel := context.WithTimeout(s.ctx, stallCheckTimeout)
+		err := s.check(ctx, addr)
+		cancel()
+		if answered(err) {
+			s.mu.Lock()
+			s.update(func(m map[string]struct{}) { delete(m, addr) })
+			s.mu.Unlock()
+			s.log.Info("room backend answering again", "addr", addr, "after_ms", time.Since(since).Milliseconds())
+			return
+		}
+	}
+}
+
+// answered reports whether a health check's outcome came from the server:
+// anything but no connection, a timeout or a cancellation.
+func answered(err error) bool {
+	switch status.Code(err) {
+	case codes.Unavailable, codes.DeadlineExceeded, codes.Canceled:
+		return false
+	}
+	return true
+}
+
+// close stops the health checks and waits for them.
+func (s *stalls) close() {
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
+	s.cancel()
+	s.wg.Wait()
+}
+
+// healthCheck asks addr's room-service for its grpc.health.v1 status over
+// the cached owner connection, the one redirected commands use.
+func (b *backends) healthCheck(ctx context.Context, addr string) error {
+	return b.withOwner(addr, func(c *grpc.ClientConn) error {
+		_, err := healthpb.NewHealthClient(c).Check(ctx, &healthpb.HealthCheckRequest{Service: HealthService})
+		return err
+	})
+}

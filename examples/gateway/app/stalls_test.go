@@ -1,0 +1,159 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc/balancer"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/drainkit/drainkit/examples/room-service/roompb"
+)
+
+// An address stays stalled while its health check times out or is
+// refused, and leaves the set once the check answers at all.
+func TestStalledAddressLeavesOnceItAnswers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var answer atomic.Value // the error the next check returns
+		answer.Store(status.Error(codes.DeadlineExceeded, "frozen"))
+		var checks atomic.Int32
+		s := newStalls(func(context.Context, string) error {
+			checks.Add(1)
+			return answer.Load().(error)
+		}, quiet())
+		defer s.close()
+
+		s.mark("10.0.0.1:13001")
+		time.Sleep(2 * time.Second)
+		assert.True(t, s.stalled("10.0.0.1:13001"), "stalled address left the set while its checks timed out")
+		assert.False(t, s.stalled("10.0.0.2:13001"), "an address never marked is stalled")
+		answer.Store(status.Error(codes.Unavailable, "connection refused"))
+		time.Sleep(time.Second)
+		assert.True(t, s.stalled("10.0.0.1:13001"), "stalled address left the set while refusing connections")
+		assert.GreaterOrEqual(t, checks.Load(), int32(20), "health checks in 3s at one per %s", stallRecheck)
+
+		answer.Store(status.Error(codes.NotFound, "unknown service")) // an answer, if not a health status
+		time.Sleep(stallRecheck)
+		synctest.Wait()
+		assert.False(t, s.stalled("10.0.0.1:13001"), "still stalled after its health check answered")
+		assert.False(t, s.any(), "set not empty")
+	})
+}
+
+// fakeSubConn stands for a ready SubConn; the picker only hands it back.
+type fakeSubConn struct {
+	balancer.SubConn
+	addr string
+}
+
+// A command goes to the room's preferred node unless that node is stalled,
+// then to its next node among the others; with every node stalled the
+// preferred one is picked anyway (the attempt budget bounds the wait).
+func TestPickerRoutesAroundStalledNodes(t *testing.T) {
+	addrs := []string{"10.0.0.1:13001", "10.0.0.2:13001", "10.0.0.3:13001"}
+	p := &hrwPicker{addrs: addrs}
+	for _, a := range addrs {
+		p.scs = append(p.scs, fakeSubConn{addr: a})
+	}
+	s := newStalls(func(context.Context, string) error { return status.Error(codes.DeadlineExceeded, "frozen") }, quiet())
+	defer s.close()
+	pick := func(room string) string {
+		t.Helper()
+		res, err := p.Pick(balancer.PickInfo{Ctx: withRoute(context.Background(), room, s)})
+		require.NoError(t, err)
+		return res.SubConn.(fakeSubConn).addr
+	}
+
+	room := "room-1"
+	first := addrs[preferred(room, addrs)]
+	assert.Equal(t, first, pick(room))
+	s.mark(first)
+	rest := []string{}
+	for _, a := range addrs {
+		if a != first {
+			rest = append(rest, a)
+		}
+	}
+	second := rest[preferred(room, rest)]
+	assert.Equal(t, second, pick(room), "preferred node %s stalled", first)
+	for range 10 {
+		res, err := p.Pick(balancer.PickInfo{Ctx: withRoute(context.Background(), "", s)})
+		require.NoError(t, err)
+		assert.NotEqual(t, first, res.SubConn.(fakeSubConn).addr, "a read went to the stalled node")
+	}
+	for _, a := range addrs {
+		s.mark(a)
+	}
+	assert.Equal(t, first, pick(room), "every node stalled")
+}
+
+// roomPreferring returns a room whose rendezvous-hash node among addrs is
+// addrs[i].
+func roomPreferring(t *testing.T, i int, addrs ...string) string {
+	t.Helper()
+	for r := range 1000 {
+		if room := fmt.Sprintf("room-%d", r); preferred(room, addrs) == i {
+			return room
+		}
+	}
+	t.Fatalf("no room prefers %s", addrs[i])
+	return ""
+}
+
+// startStallAPI is startAPI with a short attempt budget.
+func startStallAPI(t *testing.T, addrs ...string) *api {
+	t.Helper()
+	cfg := Config{Backends: addrs, RequestTimeout: 5 * time.Second, AttemptTimeout: 300 * time.Millisecond}
+	b := newBackends(cfg, quiet())
+	require.NoError(t, b.Start(context.Background()))
+	t.Cleanup(func() { require.NoError(t, b.Close(context.Background())) })
+	return newAPI(b, nil, cfg, quiet())
+}
+
+// A frozen node (its port accepts, nothing answers, its health watch
+// pushes nothing) holds a command for one attempt, not for the request's
+// deadline: the next attempt goes to the room's next node.
+func TestFrozenNodesCommandGoesToTheNextNode(t *testing.T) {
+	a := startBackend(t, &testRooms{apply: applyAnswer(roompb.ApplyResponse_APPLIED, 1)})
+	b := startBackend(t, &testRooms{apply: applyAnswer(roompb.ApplyResponse_APPLIED, 2)})
+	api := startStallAPI(t, a.addr, b.addr)
+	room := roomPreferring(t, 0, a.addr, b.addr)
+	rec, got := do(t, api.routes(), "POST", "/api/v1/rooms/"+room+"/commands", `{"command_id":"c1","op":"join"}`)
+	require.Equal(t, http.StatusOK, rec.Code, "warm-up: %v", got)
+	assert.Equal(t, 1.0, got["seq"], "warm-up went to the room's preferred node")
+
+	defer a.freeze()()
+	rec, got = do(t, api.routes(), "POST", "/api/v1/rooms/"+room+"/commands", `{"command_id":"c2","op":"join"}`)
+	require.Equal(t, http.StatusOK, rec.Code, "got %d %v; want 200 from the next node", rec.Code, got)
+	assert.Equal(t, 2.0, got["seq"], "applied by %v; want the next node", got)
+	assert.True(t, api.b.stalls.stalled(a.addr), "frozen node not marked stalled")
+	assert.Equal(t, int64(2), a.received.Load(), "commands that reached the frozen node (the warm-up and one attempt)")
+}
+
+// A REDIRECT to an owner that stopped answering is not followed: the
+// attempt is a refusal, and the room is taken by the next node once the
+// owner's lease is free (here: as soon as the owner is seen stalled).
+func TestNoRedirectIsFollowedToAStalledOwner(t *testing.T) {
+	owner := startBackend(t, &testRooms{apply: applyAnswer(roompb.ApplyResponse_APPLIED, 1)})
+	var api *api
+	next := startBackend(t, &testRooms{apply: func(context.Context, *roompb.ApplyRequest) (*roompb.ApplyResponse, error) {
+		if api.b.stalls.stalled(owner.addr) {
+			return &roompb.ApplyResponse{Status: roompb.ApplyResponse_APPLIED, Seq: 2}, nil
+		}
+		return &roompb.ApplyResponse{Status: roompb.ApplyResponse_REDIRECT, OwnerNode: "owner", OwnerAddr: owner.addr}, nil
+	}})
+	api = startStallAPI(t, next.addr) // the owner left the balanced set (it is not ready)
+	defer owner.freeze()()
+	rec, got := do(t, api.routes(), "POST", "/api/v1/rooms/r1/commands", `{"command_id":"c1","op":"join"}`)
+	require.Equal(t, http.StatusOK, rec.Code, "got %d %v; want 200 from the next node", rec.Code, got)
+	assert.Equal(t, 2.0, got["seq"])
+	assert.Equal(t, int64(1), owner.received.Load(), "redirected attempts that reached the stalled owner")
+}
