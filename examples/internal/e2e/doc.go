@@ -23,6 +23,14 @@
 // carries Retry-After), or, for the demo when HAProxy is not installed, a
 // small in-process balancer.
 //
+// # One node cut off from Redis
+//
+// [Cluster.StartRedisProxy] starts a [HoldProxy] to the cluster's Redis and
+// [Cluster.StartRoomVia] starts a room-service whose REDIS_URL points at
+// it; HoldProxy.Hold then cuts that node off from Redis (its connections
+// hang, they are neither reset nor refused) while its gRPC and admin ports
+// answer as before, and HoldProxy.Forward heals the partition.
+//
 // # Load and checks
 //
 // [Load] sends a fixed rate for a bounded time, each command once with a
