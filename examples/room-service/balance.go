@@ -48,7 +48,7 @@ var errMoving = errors.New("room is being handed off to another node; retry")
 // gateway sends it, is redirected to that node (Place), which acquires
 // with a higher fence. A live lease is never taken; a room is never sent
 // to a node the table shows draining (nor moved by one: its drain hands
-// rooms off); each node moves at most one room per turn, and turns are
+// rooms off) or whose entry missed its last turn (see answers); each node moves at most one room per turn, and turns are
 // jittered, so a joining node receives rooms paced.
 //
 // The nodes rank each other by their advertised addresses (ADVERTISE_ADDR)
@@ -152,7 +152,7 @@ func (b *balancer) turn(ctx context.Context) {
 	if st != lifecycle.Running {
 		return
 	}
-	if mv, ok := planMove(me.Node, held, b.inTransit(ctx, table)); ok {
+	if mv, ok := planMove(me.Node, held, b.inTransit(ctx, b.answering(table, me.Node))); ok {
 		b.handOff(ctx, mv)
 	}
 }
@@ -259,8 +259,8 @@ func (b *balancer) handOff(ctx context.Context, mv move) {
 	}
 	defer b.end(mv.Room)
 	to, err := b.entry(ctx, mv.To.Node)
-	if err != nil || to.Draining {
-		return // gone or draining since the table was read: next turn
+	if err != nil || to.Draining || !b.answers(to, time.Now()) {
+		return // gone, draining or silent since the table was read: next turn
 	}
 	if err := b.rdb.Set(ctx, placeKey(mv.Room), mv.To.Node, b.placeTTL()).Err(); err != nil {
 		b.log.Warn("room not handed off: next node not written", "room_id", mv.Room, "to", mv.To.Node, "err", err)
@@ -344,10 +344,25 @@ func (b *balancer) Place(ctx context.Context, id string) (node, addr string, err
 		return "", "", nil
 	}
 	n, err := b.entry(ctx, to)
-	if err != nil || n.Draining {
+	if err != nil || n.Draining || !b.answers(n, time.Now()) {
 		return "", "", nil
 	}
 	return n.Node, n.Addr, nil
+}
+
+// answers reports whether n published within its last turn: a node whose
+// turn is late (frozen, cut off from Redis) gets no room, and a room sent
+// to it before it went silent is taken by whichever node is asked first.
+// Turns come at most 1.5 intervals apart; the rest is slack for the write.
+func (b *balancer) answers(n nodeLoad, now time.Time) bool {
+	return now.Sub(time.UnixMilli(n.AtUnixMs)) <= 2*b.interval
+}
+
+// answering returns the entries of the table that answer (see answers),
+// and self's whatever its age: this node is running the turn.
+func (b *balancer) answering(table []nodeLoad, self string) []nodeLoad {
+	now := time.Now()
+	return slices.DeleteFunc(table, func(n nodeLoad) bool { return n.Node != self && !b.answers(n, now) })
 }
 
 // leave removes this node's entry, so the others stop counting it at once.

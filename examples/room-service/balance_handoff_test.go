@@ -98,9 +98,39 @@ func startBalancer(t *testing.T, rdb *redis.Client, m *lease.Manager, snaps *roo
 	svc, err := room.New(rdb, leaseAdapter{m, log, held}, room.Config{ErrHeld: lease.ErrHeld, ErrDraining: lease.ErrDraining, Logger: log, Snapshots: snaps})
 	require.NoError(t, err)
 	b.svc = svc
-	target := nodeLoad{Node: "node-b", Addr: "127.0.0.1:2", UntilUnixMs: time.Now().Add(time.Minute).UnixMilli()}
+	target := nodeLoad{Node: "node-b", Addr: "127.0.0.1:2", AtUnixMs: time.Now().UnixMilli(), UntilUnixMs: time.Now().Add(time.Minute).UnixMilli()}
 	v, err := json.Marshal(target)
 	require.NoError(t, err)
 	require.NoError(t, rdb.HSet(context.Background(), balanceKey, target.Node, v).Err())
 	return b, svc, out, target
+}
+
+// A node whose balance entry missed its last turn (frozen, or cut off
+// from Redis) is sent no room: a room noted for it is acquired by the node
+// asked, and no hand-off starts towards it.
+func TestNoRoomGoesToASilentNode(t *testing.T) {
+	ctx := context.Background()
+	rdb, m := startLeases(t, false)
+	b, svc, _, target := startBalancer(t, rdb, m, nil)
+	_, err := svc.Apply(ctx, &roompb.ApplyRequest{RoomId: "r2", CommandId: "c1", Op: "join"})
+	require.NoError(t, err) // held here, so a hand-off of it would start
+	require.NoError(t, rdb.Set(ctx, placeKey("r1"), target.Node, time.Minute).Err())
+	node, addr, err := b.Place(ctx, "r1")
+	require.NoError(t, err)
+	assert.Equal(t, target.Addr, addr, "room noted for %s while it answers: placed at %q", node, addr)
+
+	silent := target
+	silent.AtUnixMs = time.Now().Add(-3 * b.interval).UnixMilli() // its entry still counts, its turns stopped
+	v, err := json.Marshal(silent)
+	require.NoError(t, err)
+	require.NoError(t, rdb.HSet(ctx, balanceKey, silent.Node, v).Err())
+	node, addr, err = b.Place(ctx, "r1")
+	require.NoError(t, err)
+	assert.Empty(t, node+addr, "room noted for a node silent for 3 turns: placed there; want acquired here")
+
+	b.handOff(ctx, move{Room: "r2", To: silent})
+	n, err := rdb.Exists(ctx, placeKey("r2")).Result()
+	require.NoError(t, err)
+	assert.Zero(t, n, "a hand-off towards a silent node wrote its note")
+	assert.Empty(t, b.answering([]nodeLoad{silent}, "node-a"), "silent node left in the table a move is planned on")
 }
