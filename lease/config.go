@@ -67,6 +67,8 @@ type Config struct {
 	// renewer it delays every renewal, on Acquire the caller, and an
 	// Acquire of the same room on this Manager waits until OnLost and
 	// OnEnd have returned (so it must not Acquire the lease's own room).
+	// A panic in it is recovered and logged with the room id, and the end
+	// goes on (OnEnd runs): on the renewer it would crash the process.
 	OnLost func(l *Lease, cause error)
 	// OnEnd, if set, is called once for every lease when this node stops
 	// holding it (released, lost, left to expire, or the manager stopped),
@@ -77,7 +79,8 @@ type Config struct {
 	// Acquire the lease's own room, which waits for it to return. A
 	// lease acquired in Redis but never handed to a caller (every caller
 	// gave up, the gate closed or Stop ran meanwhile, a short WAIT) is
-	// released without OnEnd: it never started.
+	// released without OnEnd: it never started. A panic in it is recovered
+	// and logged with the room id, and the end goes on, as for OnLost.
 	OnEnd func(l *Lease, cause error)
 	// AcceptEviction lets Start proceed, with a warning, on a server whose
 	// maxmemory-policy is not noeviction. Lease keys have a TTL, so both

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"sync/atomic"
 	"time"
 )
@@ -284,13 +285,26 @@ func (l *Lease) ended(cause error, lost bool) {
 			l.m.met.lost.Inc()
 			l.m.cfg.Logger.Warn("lease lost", "room", l.ID(), "fence", l.fence, "cause", cause.Error())
 		}
-		if f := l.m.cfg.OnLost; f != nil {
-			f(l, cause)
+		l.callHook("OnLost", l.m.cfg.OnLost, cause)
+	}
+	l.callHook("OnEnd", l.m.cfg.OnEnd, cause)
+}
+
+// callHook calls hook, if set, and recovers a panic in it, logging it
+// with the room: hooks run on the Manager's goroutines (the renewer above
+// all), where a panic would crash the process or cut short the end of
+// this lease and of the others ended with it.
+func (l *Lease) callHook(name string, hook func(*Lease, error), cause error) {
+	if hook == nil {
+		return
+	}
+	defer func() {
+		if v := recover(); v != nil {
+			l.m.cfg.Logger.Error("lease hook panicked", "hook", name, "room", l.ID(), "fence", l.fence,
+				"panic", fmt.Sprint(v), "stack", string(debug.Stack()))
 		}
-	}
-	if f := l.m.cfg.OnEnd; f != nil {
-		f(l, cause)
-	}
+	}()
+	hook(l, cause)
 }
 
 // overdue reports whether the last confirmed renewal was sent so long ago
