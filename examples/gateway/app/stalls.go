@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"maps"
 	"sync"
@@ -9,16 +10,16 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
-	"google.golang.org/grpc/status"
 )
 
 // Health checks of a stalled address: one every stallRecheck, each given
-// stallCheckTimeout. A node that answers is back within about their sum.
+// stallCheckTimeout; after stallForget without an answer the address is
+// dropped (it left: its next timed-out attempt marks it again).
 const (
 	stallRecheck      = 100 * time.Millisecond
 	stallCheckTimeout = 250 * time.Millisecond
+	stallForget       = time.Minute
 )
 
 // stalls holds the room-service addresses that stopped answering: an attempt
@@ -26,13 +27,14 @@ const (
 // port accepts while nothing answers). The pickers route around them and the
 // gateway follows no REDIRECT to one, so a frozen owner's rooms go to the
 // next node as soon as their leases are free. An address leaves the set
-// once a health check of it answers at all: NOT_SERVING is responsive,
-// only not ready, and the balancer's health watch handles that.
+// once a health check of it answers SERVING: a node cut off from Redis
+// answers health checks (NOT_SERVING) but no command, so an answer alone
+// would send the next REDIRECT back to it.
 //
 // The zero value is not usable; see newStalls. Its goroutines (one per
 // stalled address) end at close.
 type stalls struct {
-	check func(ctx context.Context, addr string) error // one health check
+	check func(ctx context.Context, addr string) error // one health check: nil if SERVING
 	log   *slog.Logger
 
 	set atomic.Pointer[map[string]struct{}] // copied on write: read on every pick
@@ -94,7 +96,8 @@ func (s *stalls) update(change func(map[string]struct{})) {
 	s.set.Store(&m)
 }
 
-// recheck checks addr's health until it answers, then removes it.
+// recheck checks addr's health until it answers SERVING, or stallForget
+// passes, then removes it.
 func (s *stalls) recheck(addr string) {
 	since := time.Now()
 	t := time.NewTicker(stallRecheck)
@@ -108,24 +111,22 @@ func (s *stalls) recheck(addr string) {
 		ctx, cancel := context.WithTimeout(s.ctx, stallCheckTimeout)
 		err := s.check(ctx, addr)
 		cancel()
-		if answered(err) {
-			s.mu.Lock()
-			s.update(func(m map[string]struct{}) { delete(m, addr) })
-			s.mu.Unlock()
-			s.log.Info("room backend answering again", "addr", addr, "after_ms", time.Since(since).Milliseconds())
-			return
+		if err != nil && time.Since(since) < stallForget {
+			continue
 		}
+		s.mu.Lock()
+		s.update(func(m map[string]struct{}) { delete(m, addr) })
+		s.mu.Unlock()
+		s.log.Info("room backend no longer routed around", "addr", addr, "after_ms", time.Since(since).Milliseconds(), "last_check", errString(err))
+		return
 	}
 }
 
-// answered reports whether a health check's outcome came from the server:
-// anything but no connection, a timeout or a cancellation.
-func answered(err error) bool {
-	switch status.Code(err) {
-	case codes.Unavailable, codes.DeadlineExceeded, codes.Canceled:
-		return false
+func errString(err error) string {
+	if err == nil {
+		return "serving"
 	}
-	return true
+	return err.Error()
 }
 
 // close stops the health checks and waits for them.
@@ -138,10 +139,14 @@ func (s *stalls) close() {
 }
 
 // healthCheck asks addr's room-service for its grpc.health.v1 status over
-// the cached owner connection, the one redirected commands use.
+// the cached owner connection, the one redirected commands use; nil means
+// SERVING.
 func (b *backends) healthCheck(ctx context.Context, addr string) error {
 	return b.withOwner(addr, func(c *grpc.ClientConn) error {
-		_, err := healthpb.NewHealthClient(c).Check(ctx, &healthpb.HealthCheckRequest{Service: HealthService})
+		resp, err := healthpb.NewHealthClient(c).Check(ctx, &healthpb.HealthCheckRequest{Service: HealthService})
+		if err == nil && resp.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+			err = fmt.Errorf("health %s", resp.GetStatus())
+		}
 		return err
 	})
 }

@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"sync/atomic"
@@ -18,33 +19,42 @@ import (
 	"github.com/drainkit/drainkit/examples/room-service/roompb"
 )
 
-// An address stays stalled while its health check times out or is
-// refused, and leaves the set once the check answers at all.
-func TestStalledAddressLeavesOnceItAnswers(t *testing.T) {
+// An address stays stalled while its health check times out, is refused
+// or answers NOT_SERVING (a node cut off from Redis), leaves the set once
+// it answers SERVING, and is forgotten after stallForget without one.
+func TestStalledAddressLeavesOnceItServes(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		var answer atomic.Value // the error the next check returns
-		answer.Store(status.Error(codes.DeadlineExceeded, "frozen"))
+		type outcome struct{ err error }
+		var answer atomic.Value // the outcome of the next check
+		answer.Store(outcome{status.Error(codes.DeadlineExceeded, "frozen")})
 		var checks atomic.Int32
-		s := newStalls(func(context.Context, string) error {
+		s := newStalls(func(_ context.Context, addr string) error {
+			if addr == "10.0.0.9:13001" {
+				return status.Error(codes.Unavailable, "connection refused") // gone for good
+			}
 			checks.Add(1)
-			return answer.Load().(error)
+			return answer.Load().(outcome).err
 		}, quiet())
 		defer s.close()
 
 		s.mark("10.0.0.1:13001")
+		s.mark("10.0.0.9:13001")
 		time.Sleep(2 * time.Second)
 		assert.True(t, s.stalled("10.0.0.1:13001"), "stalled address left the set while its checks timed out")
 		assert.False(t, s.stalled("10.0.0.2:13001"), "an address never marked is stalled")
-		answer.Store(status.Error(codes.Unavailable, "connection refused"))
+		answer.Store(outcome{errors.New("health NOT_SERVING")})
 		time.Sleep(time.Second)
-		assert.True(t, s.stalled("10.0.0.1:13001"), "stalled address left the set while refusing connections")
+		assert.True(t, s.stalled("10.0.0.1:13001"), "stalled address left the set while answering NOT_SERVING")
 		assert.GreaterOrEqual(t, checks.Load(), int32(20), "health checks in 3s at one per %s", stallRecheck)
 
-		answer.Store(status.Error(codes.NotFound, "unknown service")) // an answer, if not a health status
+		answer.Store(outcome{nil})
 		time.Sleep(stallRecheck)
 		synctest.Wait()
-		assert.False(t, s.stalled("10.0.0.1:13001"), "still stalled after its health check answered")
-		assert.False(t, s.any(), "set not empty")
+		assert.False(t, s.stalled("10.0.0.1:13001"), "still stalled after its health check answered SERVING")
+		assert.True(t, s.stalled("10.0.0.9:13001"), "a refusing address forgotten before stallForget")
+		time.Sleep(stallForget)
+		synctest.Wait()
+		assert.False(t, s.any(), "a refusing address still stalled after stallForget")
 	})
 }
 
