@@ -38,10 +38,10 @@ type flight struct {
 // join returns the flight for id, starting one if there is none, and
 // counts the caller as its waiter. A flight that is already decided (its
 // result is not this caller's) but not done is waited for first, within
-// ctx: it may still be releasing a lease it took unseen (releaseUnknown
-// deletes any value of this Manager on the key, whatever its fence), and a
-// flight started beside it would have its lease's key deleted under it.
-// One acquisition per room at a time, clean-up included.
+// ctx and until Stop: it may still be releasing a lease it took unseen
+// (releaseUnknown deletes any value of this Manager on the key, whatever
+// its fence), and a flight started beside it would have its lease's key
+// deleted under it. One acquisition per room at a time, clean-up included.
 //
 // A flight runs on a goroutine of its own, so that a caller whose ctx ends
 // can leave while the script call goes on. A caller whose ctx can never
@@ -63,9 +63,11 @@ func (m *Manager) join(ctx context.Context, id string) (*flight, error) {
 		if f == nil || !f.decided {
 			break
 		}
+		stopping := m.stopReq
 		m.mu.Unlock()
 		select {
 		case <-f.done:
+		case <-stopping: // the loop returns ErrNotRunning (or ErrDraining from the Release hook)
 		case <-ctx.Done():
 		}
 		if err := ctx.Err(); err != nil {

@@ -40,7 +40,7 @@ type Manager struct {
 	running  bool
 	started  bool // Start wrote the heartbeat: only then is there one to delete
 	stopped  bool
-	stopReq  chan struct{}      // closed to ask the renewer to finish its round and exit
+	stopReq  chan struct{}      // closed at stop: the renewer exits, Acquire stops waiting on a clean-up
 	stopRun  context.CancelFunc // cancels the renewer's calls when Stop's ctx runs out
 	done     chan struct{}
 	hbFailed bool // renewer-only: last heartbeat write failed (logs on change)
@@ -270,7 +270,8 @@ func (m *Manager) refuseAfterFlip() error {
 // renewal is overdue (no renewal confirmed for TTL·2/3) is ended as lost,
 // its context cancelled with [ErrLost], before the new lease is handed out;
 // a lease of the room that is ending on another goroutine is waited for
-// until its [Config].OnLost and OnEnd have returned, within ctx.
+// until its [Config].OnLost and OnEnd have returned, within ctx and until
+// Stop.
 //
 // Errors: an error naming the id for one that is empty, longer than
 // [MaxIDLen], or holds '{', '}' or whitespace (before Redis is touched),
@@ -320,7 +321,7 @@ func (m *Manager) Acquire(ctx context.Context, id string) (*Lease, error) {
 // would give the room a new fence, and the old lease's holder must stop
 // before anyone holds the new one. For the same reason, a lease that
 // another goroutine is ending (it stays in the set until its OnLost and
-// OnEnd returned) is waited for, within ctx.
+// OnEnd returned) is waited for, within ctx and until Stop.
 func (m *Manager) local(ctx context.Context, id string) (*Lease, error) {
 	for {
 		m.mu.Lock()
@@ -340,10 +341,11 @@ func (m *Manager) local(ctx context.Context, id string) (*Lease, error) {
 		if m.ended == nil {
 			m.ended = make(chan struct{})
 		}
-		ended := m.ended
+		ended, stopping := m.ended, m.stopReq
 		m.mu.Unlock()
 		select {
 		case <-ended:
+		case <-stopping: // the loop returns ErrNotRunning
 		case <-ctx.Done():
 			return nil, fmt.Errorf("lease: acquire %s: waiting for the lost lease to end: %w", m.routeKey(id), ctx.Err())
 		}
