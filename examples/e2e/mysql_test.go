@@ -142,7 +142,7 @@ func TestMySQLOutage(t *testing.T) {
 	stop := make(chan struct{})
 	stoppedAt := time.Now()
 	db.Stop()
-	p := watchProbes(nodes, stop)
+	p := watchProbes(c, nodes, stop)
 	<-time.After(outage) // the fault's length is the scenario, not a wait for a condition
 	for _, n := range nodes {
 		code, checks, _ := probeReady(t, n)
@@ -380,7 +380,7 @@ func TestAnalyticsDownOnEveryReplica(t *testing.T) {
 	stop := make(chan struct{})
 	stoppedAt := time.Now()
 	analytics.Stop()
-	p := watchProbes(nodes, stop)
+	p := watchProbes(c, nodes, stop)
 	<-time.After(outage) // the fault's length is the scenario, not a wait for a condition
 	for _, n := range nodes {
 		code, checks, _ := probeReady(t, n)

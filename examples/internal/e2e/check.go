@@ -148,7 +148,9 @@ func Check(ctx context.Context, c *Cluster, res *LoadResult, drained []Drained, 
 // Ownership checks the lease events of every room-service the cluster ran.
 // A hold that no event ended ends at its process's exit as the harness saw
 // it, late by the harness's latency: a hold can only look longer than it
-// was, so a second owner is never hidden, at worst reported falsely.
+// was, so a second owner is never hidden, at worst reported falsely. A
+// hold lost while its process was stopped ends at the stop (see
+// [Cluster.Pause]).
 func (c *Cluster) Ownership() Ownership {
 	var rooms []*Node
 	exits := map[string]time.Time{}
@@ -161,7 +163,7 @@ func (c *Cluster) Ownership() Ownership {
 		}
 	}
 	evs, _ := ParseLogs(rooms)
-	return CheckOwnership(evs, exits)
+	return CheckOwnership(evs, exits, c.stopsCopy())
 }
 
 // Timeline returns the state transitions of every node, in time order.

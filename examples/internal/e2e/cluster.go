@@ -151,6 +151,7 @@ type Cluster struct {
 	gws   []*Node
 	all   []*Node // every node ever started, in order
 	seq   map[string]int
+	stops map[string][]Window // by node name: when Pause stopped it
 }
 
 // Start starts cfg.Rooms room-services, then cfg.Gateways gateways, then

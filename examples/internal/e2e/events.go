@@ -104,8 +104,10 @@ type Ownership struct {
 }
 
 // CheckOwnership builds the holds from the events (a hold with no end
-// event ends at its node's exit in exits, or is open) and checks them.
-func CheckOwnership(evs []LeaseEvent, exits map[string]time.Time) Ownership {
+// event ends at its node's exit in exits, or is open; one reported lost
+// after its node was stopped ends at the stop, see [Cluster.Pause]) and
+// checks them.
+func CheckOwnership(evs []LeaseEvent, exits map[string]time.Time, stops map[string][]Window) Ownership {
 	type key struct {
 		node, room string
 		fence      int64
@@ -135,6 +137,12 @@ func CheckOwnership(evs []LeaseEvent, exits map[string]time.Time) Ownership {
 		}
 		if strings.Contains(h.EndedCause, "lost") {
 			o.LeasesLost++
+			for _, w := range stops[h.Node] {
+				if h.From.Before(w.From) && !h.To.Before(w.From) {
+					h.To, h.EndedCause = w.From, h.EndedCause+" (stopped at "+stamp(w.From)+")"
+					break
+				}
+			}
 		}
 		if strings.Contains(h.EndedCause, "left to expire") {
 			o.LeftToExpire++
