@@ -7,8 +7,11 @@
 // A drain follows drainkit's timeline: readiness and gRPC health flip and
 // the lease gate closes at SIGTERM; after DRAIN_DELAY gRPC intake stops and
 // the outbox stops fetching; in-flight RPCs and the outbox batch finish;
-// each room is flushed and its lease released one by one; remaining leases
-// are released and the node heartbeat deleted; the loops and Redis close.
+// each room is flushed and its lease released one by one, for at most half
+// of DRAIN_TIMEOUT − DRAIN_DELAY (a room not flushed by then is left to
+// expire), so that a hung snapshot store leaves the rest of the drain its
+// time; remaining leases are released and the node heartbeat deleted; the
+// loops and Redis close.
 //
 // Environment: SERVICE_NAME (room-service), NODE_ID, GRPC_ADDR (:13001),
 // ADMIN_ADDR (:13002), ADVERTISE_ADDR, one of REDIS_URL,

@@ -194,3 +194,83 @@ func TestDrainFlushesToMySQL(t *testing.T) {
 	assert.NotContains(t, c.Output(), mariadbtest.Password)
 	assert.True(t, strings.Contains(c.Output(), "MYSQL_DSN="), "the error names the variable")
 }
+
+// With the snapshot table locked, every flush blocks: the flush hook must
+// give up at its own budget, so that the release and close phases still run
+// (the node's heartbeat deleted, the clients closed) and the drain ends
+// before DRAIN_TIMEOUT. The unflushed rooms are left to expire, not
+// released.
+func TestDrainWithSnapshotsLockedStillReleasesAndCloses(t *testing.T) {
+	rs := redistest.Start(t)
+	db := mariadbtest.Start(t)
+	ctx := context.Background()
+	a := startNode(t, rs.URL(), "node-a", "MYSQL_DSN="+db.DSN, "DRAIN_TIMEOUT=4s")
+	ca := a.client(t)
+	rooms := []string{"r1", "r2", "r3"}
+	apply := func(cmd string) {
+		for _, id := range rooms {
+			resp, err := ca.Apply(ctx, &roompb.ApplyRequest{RoomId: id, CommandId: id + "-" + cmd, Op: "join"})
+			require.NoError(t, err)
+			require.Equal(t, roompb.ApplyResponse_APPLIED, resp.Status, "room %s command %s", id, cmd)
+		}
+	}
+	apply("c0") // loads each room (a read of room_snapshots) before the lock
+
+	conn, err := db.DB().Conn(ctx) // LOCK TABLES holds for the session
+	require.NoError(t, err)
+	defer conn.Close()
+	_, err = conn.ExecContext(ctx, "LOCK TABLES room_snapshots WRITE")
+	require.NoError(t, err)
+	apply("c1") // Redis only: every room has a change no snapshot holds
+
+	a.Signal(t, syscall.SIGTERM)
+	code := a.ExitCode(t)
+	rep := drainReport(t, a.Output())
+	assert.False(t, rep.DeadlineExceeded, "the drain ran out of DRAIN_TIMEOUT")
+	assert.Equal(t, lifecycle.ExitHookFailed, code, "a flush that gave up is a failed hook, not the deadline\n%s", a.Output())
+	phases := map[string]bool{}
+	for _, h := range rep.Hooks {
+		switch {
+		case strings.HasPrefix(h.Name, "lease-handoff"):
+			assert.NotEqual(t, "ok", h.Outcome, "the hand-off cannot have flushed a locked table")
+		case h.Phase == "release" || h.Phase == "close":
+			phases[h.Phase] = true
+			assert.Equal(t, "ok", h.Outcome, "hook %s (%s): %s", h.Name, h.Phase, h.Error)
+		}
+	}
+	assert.Equal(t, map[string]bool{"release": true, "close": true}, phases, "hooks of the release and close phases in the report")
+
+	n, err := rs.Client().Exists(ctx, "room:node:{node-a}").Result()
+	require.NoError(t, err)
+	assert.Zero(t, n, "the release phase deleted the node heartbeat")
+	n, err = rs.Client().Exists(ctx, "room:route:{r1}", "room:route:{r2}", "room:route:{r3}").Result()
+	require.NoError(t, err)
+	assert.EqualValues(t, len(rooms), n, "unflushed rooms are left to expire, not released")
+}
+
+// drainHook is one hook of a drain report line.
+type drainHook struct {
+	Name, Phase, Outcome, Error string
+}
+
+// drainReportLine is the report of a "drain report" log line.
+type drainReportLine struct {
+	DeadlineExceeded bool `json:"deadline_exceeded"`
+	Hooks            []drainHook
+}
+
+// drainReport reads the report of the drain report line in out.
+func drainReport(t *testing.T, out string) drainReportLine {
+	t.Helper()
+	for line := range strings.Lines(out) {
+		var e struct {
+			Msg    string
+			Report drainReportLine
+		}
+		if json.Unmarshal([]byte(line), &e) == nil && e.Msg == "drain report" {
+			return e.Report
+		}
+	}
+	t.Fatalf("no drain report line:\n%s", out)
+	return drainReportLine{}
+}

@@ -201,14 +201,18 @@ func (r *rooms) stop(context.Context) error {
 	return err
 }
 
-// roomHooks are the room service's part of the drain.
-func roomHooks(r *rooms, c config) ([]drain.Hook, error) {
+// roomHooks are the room service's part of the drain. The flush has a
+// budget of its own, [flushBudget], so that a snapshot store that hangs
+// cannot spend the whole drain: the rooms it did not flush are left to
+// expire, and release and close still run.
+func roomHooks(r *rooms, c config, lc lifecycle.Config) ([]drain.Hook, error) {
 	flush, err := r.leases.HandOff(func(ctx context.Context, l *lease.Lease) error {
 		return r.svc.FlushRoom(ctx, l)
 	}, c.HandOffMax)
 	if err != nil {
 		return nil, err
 	}
+	flush.Timeout = flushBudget(lc)
 	return []drain.Hook{
 		{Name: "outbox.stop_fetching", Phase: drain.StopIntake, Run: func(context.Context) error {
 			r.outbox.StopFetching()
@@ -218,6 +222,16 @@ func roomHooks(r *rooms, c config) ([]drain.Hook, error) {
 		flush,
 		{Name: "room.loops", Phase: drain.Close, Run: r.stop},
 	}, nil
+}
+
+// flushBudget is the flush's share of the drain: half of what is left
+// after the propagation delay, the other half kept for the phases around
+// it (in-flight work before; releasing the leases, deleting the node
+// heartbeat and closing the clients after), which must run even when no
+// snapshot can be written. Zero, for a config without a timeout, leaves
+// only the drain's deadline.
+func flushBudget(lc lifecycle.Config) time.Duration {
+	return max((lc.DrainTimeout-lc.DrainDelay)/2, 0)
 }
 
 // serve starts the loops once fx starts the app (the gRPC and admin

@@ -104,7 +104,8 @@
 //	StopIntake    Outbox.StopFetching
 //	WaitInFlight  Outbox.Pause (the batch in progress finishes)
 //	Flush         lease hand-off calling Service.FlushRoom per held room,
-//	              then releasing that room's lease
+//	              then releasing that room's lease; bounded on its own, so
+//	              a room not flushed in time is left to expire
 //
 // [Service.Run] and [Outbox.Run] are the loops behind the liveness
 // heartbeats; both beat on every turn, also while draining.
