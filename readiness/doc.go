@@ -17,8 +17,9 @@
 //
 // Watchdogs judge progress, not wall time. A heartbeat's gap is counted in
 // the time the registry saw the process run: its clock (one goroutine, from
-// the first live probe until Close or the drain) ticks every 100 ms, and a
-// tick that comes late adds at most 200 ms, so a pause of the whole process
+// the flip to Running or the first live probe until Close or the drain)
+// ticks every 100 ms, and a tick that comes late adds at most 200 ms, so a
+// pause of the whole process
 // is not a stuck loop. A loop waiting on a failing dependency stays alive as
 // long as each call has a deadline shorter than its gap and it beats between
 // attempts.

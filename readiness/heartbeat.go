@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"sync/atomic"
 	"time"
+
+	"github.com/drainkit/drainkit/lifecycle"
 )
 
 // heartbeat is a liveness watchdog for one main loop; see
@@ -52,11 +54,15 @@ func (r *Registry) Heartbeat(name string, maxGap time.Duration) (beat func(), er
 	}
 	h.beat()
 	r.heartbeats = append(r.heartbeats, h)
+	if r.state() == lifecycle.Running {
+		r.watchClockLocked()
+	}
 	return h.beat, nil
 }
 
-// watchClock starts the clock's goroutine on the first live probe that has a
-// heartbeat to judge; r.mu is held. Before it runs, running time is wall
+// watchClockLocked starts the clock's goroutine once there is a heartbeat
+// to judge and the process runs (the flip to Running, or a live probe,
+// whichever is first); r.mu is held. Before it runs, running time is wall
 // time. It stops at Close, or once liveness is no longer enforced.
 func (r *Registry) watchClockLocked() {
 	if r.clockRunning || r.closed.Load() || len(r.heartbeats) == 0 {

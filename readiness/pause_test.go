@@ -80,6 +80,31 @@ func TestHeartbeatDoesNotCountAProcessPause(t *testing.T) {
 	})
 }
 
+// The clock runs from the flip to Running, so a pause before the first
+// live probe is not counted either: orchestrators probe liveness every
+// few seconds, and the first probe may come after the pause.
+func TestHeartbeatDoesNotCountAPauseBeforeTheFirstProbe(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := &pauser{}
+		t.Cleanup(readiness.SetClockTicking(p.tick))
+		st := newState(lifecycle.Starting)
+		r := newRegistry(t, st, nil)
+		if _, err := r.Heartbeat("outbox_worker", 4*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		st.set(lifecycle.Running)
+		r.OnTransition(lifecycle.Transition{From: lifecycle.Starting, To: lifecycle.Running})
+		time.Sleep(time.Second)
+		p.pause()
+		time.Sleep(6 * time.Second)
+		p.resume()
+		if rep := r.Live(); rep.Status != readiness.StatusOK {
+			c, _ := findCheck(rep, "outbox_worker")
+			t.Errorf("first live probe ever, after a 6s pause: got %s %q; want ok", rep.Status, c.Message)
+		}
+	})
+}
+
 // A process that is starved rather than stopped (its clock ticks late, but
 // ticks) still fails a loop that never beats: late ticks count up to
 // their cap each.

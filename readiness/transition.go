@@ -100,8 +100,15 @@ func statusValue(s string) float64 {
 
 // OnTransition records the readiness status a lifecycle transition
 // implies at once (the gauge and the one transition log line), instead of
-// at the next probe. Register it with the lifecycle manager's
-// OnTransition; it does no I/O beyond the log line.
+// at the next probe, and at the flip to Running starts the clock that
+// heartbeats are judged by (see [Registry.Heartbeat]), so that a pause
+// before the first live probe is not counted either. Register it with the
+// lifecycle manager's OnTransition; it does no I/O beyond the log line.
 func (r *Registry) OnTransition(t lifecycle.Transition) {
 	r.stateReport()
+	if t.To == lifecycle.Running {
+		r.mu.Lock()
+		r.watchClockLocked()
+		r.mu.Unlock()
+	}
 }
