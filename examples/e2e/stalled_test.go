@@ -1,0 +1,188 @@
+package e2e
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/drainkit/drainkit/examples/internal/e2e"
+)
+
+// Targets for a node that stalls (stopped, or cut off from Redis): its
+// rooms are served by another node within LEASE_TTL + takeOverSlack of the
+// fault's start, and commands pending during the fault wait at most
+// LEASE_TTL + p99Slack at the 99th percentile. The slack is what detecting
+// the stall (the gateway's attempt budget, 1 s) and the retries' backoff
+// add to the lease's expiry.
+const (
+	takeOverSlack = time.Second
+	p99Slack      = 1500 * time.Millisecond
+)
+
+// probeAll watches the readiness and liveness of every room-service and
+// gateway until the returned function is called, which returns what was
+// seen.
+func probeAll(c *e2e.Cluster) func() *probes {
+	stop := make(chan struct{})
+	p := watchProbes(c, append(c.Rooms(), c.Gateways()...), stop)
+	return func() *probes {
+		close(stop)
+		p.wg.Wait()
+		return p
+	}
+}
+
+// liveThroughout fails the test on any liveness answer but 200, and if
+// nothing was probed.
+func liveThroughout(t *testing.T, p *probes) {
+	t.Helper()
+	if len(p.liveBad) > 0 {
+		t.Errorf("liveness not 200: %v; want 200 on every replica throughout", p.liveBad)
+	}
+	if p.live == 0 {
+		t.Error("no liveness answer checked: the scenario tested nothing")
+	}
+	t.Logf("liveness: %d answers 200, %d unanswered while their process was stopped", p.live, p.exempt)
+}
+
+// heldAt returns the rooms node held at the moment at.
+func heldAt(r *e2e.Report, node string, at time.Time) []string {
+	var rooms []string
+	for room, hs := range r.Holds {
+		for _, h := range hs {
+			// A hold lost while its node was stopped ends at the stop (see
+			// e2e.Cluster.Pause): held at at, too.
+			if h.Node == node && h.From.Before(at) && (h.Open || !h.To.Before(at)) {
+				rooms = append(rooms, room)
+			}
+		}
+	}
+	return rooms
+}
+
+// takenOver checks that each room node held when the fault began was
+// acquired by another node no earlier than a valid lease can have expired
+// (every key had more than TTL·2/3 to live while its owner renewed it) and
+// within ttl + takeOverSlack.
+func takenOver(t *testing.T, r *e2e.Report, node string, fault time.Time, ttl time.Duration) {
+	t.Helper()
+	rooms := heldAt(r, node, fault)
+	if len(rooms) == 0 {
+		t.Fatalf("%s held no room when the fault began: the scenario tested nothing", node)
+	}
+	var slowest time.Duration
+	for _, room := range rooms {
+		var next *e2e.Hold
+		for _, h := range r.Holds[room] {
+			if h.Node != node && h.From.After(fault) {
+				next = &h
+				break
+			}
+		}
+		if next == nil {
+			t.Errorf("room %s: held by %s when the fault began, never acquired by another node", room, node)
+			continue
+		}
+		gap := next.From.Sub(fault)
+		slowest = max(slowest, gap)
+		if gap < ttl*2/3 {
+			t.Errorf("room %s: taken by %s %s after the fault began; want no earlier than TTL·2/3 (%s): a valid lease was taken over", room, next.Node, gap, ttl*2/3)
+		}
+		if gap > ttl+takeOverSlack {
+			t.Errorf("room %s: served again by %s %s after the fault began; want within LEASE_TTL %s + %s", room, next.Node, gap.Round(time.Millisecond), ttl, takeOverSlack)
+		}
+	}
+	t.Logf("%d rooms of %s taken over, the last %s after the fault began", len(rooms), node, slowest.Round(time.Millisecond))
+}
+
+// withinP99 checks the latency of the commands pending during the fault.
+func withinP99(t *testing.T, r *e2e.Report, ttl time.Duration) {
+	t.Helper()
+	if limit := ttl + p99Slack; r.Latency.P99 > limit {
+		t.Errorf("p99 during the fault %s; want at most LEASE_TTL %s + %s", r.Latency.P99, ttl, p99Slack)
+	}
+}
+
+// A room-service stopped (SIGSTOP) for twice its lease TTL, as a paused VM
+// or a throttled container is: its leases expire, the gateways stop
+// sending to it within an attempt, and its rooms are served by the next
+// node; when it wakes its leases are gone and its first liveness answer is
+// 200, since a pause of the whole process is not a stuck loop.
+func TestPausedRoomServicesRoomsMove(t *testing.T) {
+	const ttl = e2e.DefaultLeaseTTL
+	c, _ := startCluster(t, e2e.Config{})
+	ctx, cancel := context.WithTimeout(context.Background(), bound)
+	defer cancel()
+	wait := loadPastSteady(t, ctx, c, 4*ttl+4*time.Second)
+	victim := c.Busiest()
+	probed := probeAll(c)
+	resume, err := c.Pause(victim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { resume() })
+	<-time.After(2 * ttl) // the fault's length is the scenario, not a wait for a condition
+	fault := resume()
+	if err := c.AwaitReady(ctx, victim); err != nil {
+		t.Fatalf("%s not ready again after waking: %v", victim.Name, err)
+	}
+	res := wait()
+	p := probed()
+	r := check(t, c, res, nil, fault)
+
+	liveThroughout(t, p)
+	takenOver(t, r, victim.Name, fault.From, ttl)
+	withinP99(t, r, ttl)
+}
+
+// A room-service cut off from Redis for twice its lease TTL while its gRPC
+// port still answers: a proxy between it and Redis holds every byte. It
+// turns not ready within the TTL, its rooms move, and once the partition
+// heals its late writes are refused (fenced); liveness stays 200.
+func TestRoomServiceCutOffFromRedis(t *testing.T) {
+	const ttl = e2e.DefaultLeaseTTL
+	c, _ := startCluster(t, e2e.Config{Rooms: e2e.DefaultRooms - 1})
+	ctx, cancel := context.WithTimeout(context.Background(), bound)
+	defer cancel()
+	proxy, err := c.StartRedisProxy()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(proxy.Close)
+	victim, err := c.StartRoomVia(ctx, -1, proxy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wait := loadPastSteady(t, ctx, c, 4*ttl+4*time.Second)
+	probed := probeAll(c)
+	fault := e2e.Window{From: time.Now()}
+	proxy.Hold()
+	<-time.After(2 * ttl) // the fault's length is the scenario, not a wait for a condition
+	proxy.Forward()
+	fault.To = time.Now()
+	if err := c.AwaitReady(ctx, victim); err != nil {
+		t.Fatalf("%s not ready again after the partition healed: %v", victim.Name, err)
+	}
+	res := wait()
+	p := probed()
+	r := check(t, c, res, nil, fault)
+
+	liveThroughout(t, p)
+	if at, ok := p.notReady[victim.Name]; !ok || at.Sub(fault.From) > ttl {
+		t.Errorf("%s: not ready %s after the cut (seen: %v); want within LEASE_TTL %s", victim.Name, at.Sub(fault.From), ok, ttl)
+	}
+	takenOver(t, r, victim.Name, fault.From, ttl)
+	withinP99(t, r, ttl)
+	// Running but cut off, the victim must give its rooms up itself
+	// before their keys expire: the ownership check above found no second
+	// owner, and here each of its holds ended lost.
+	for room, hs := range r.Holds {
+		for _, h := range hs {
+			if h.Node == victim.Name && h.From.Before(fault.From) && (h.Open || !h.To.Before(fault.From)) &&
+				(h.Open || !strings.Contains(h.EndedCause, "lost")) {
+				t.Errorf("room %s on %s: held when cut off, ended %q (open: %v); want lost", room, victim.Name, h.EndedCause, h.Open)
+			}
+		}
+	}
+}
