@@ -127,7 +127,9 @@ func newRooms(rdb redis.UniversalClient, snaps *room.SQLSnapshots, leases *lease
 	if err != nil {
 		return nil, err
 	}
-	const outboxGap = 10*room.DefaultOutboxInterval + 2*callBudget
+	// The outbox beats at most an interval plus one batch (callBudget)
+	// apart, whatever Redis does; twice that leaves room for a loaded node.
+	const outboxGap = 2 * (room.DefaultOutboxInterval + callBudget)
 	outboxBeat, err := reg.Heartbeat("outbox_worker", outboxGap)
 	if err != nil {
 		return nil, err
@@ -144,7 +146,7 @@ func newRooms(rdb redis.UniversalClient, snaps *room.SQLSnapshots, leases *lease
 		Name: "room_snapshot_flush_failures_total",
 		Help: "Snapshot writes that failed, periodic or on drain.",
 	})
-	outbox, err := room.NewOutbox(rdb, room.OutboxConfig{Heartbeat: outboxHB, Logger: log})
+	outbox, err := room.NewOutbox(rdb, room.OutboxConfig{BatchTimeout: callBudget, Heartbeat: outboxHB, Logger: log})
 	if err != nil {
 		return nil, err
 	}
@@ -173,7 +175,8 @@ func newRooms(rdb redis.UniversalClient, snaps *room.SQLSnapshots, leases *lease
 	return &rooms{svc: svc, outbox: outbox, leases: leases, bal: bal}, nil
 }
 
-// callBudget is a generous bound for one Redis call in a loop turn.
+// callBudget is a generous bound for one Redis call, or one outbox batch,
+// in a loop turn.
 const callBudget = time.Second
 
 // start runs the loops until stop; they keep running through the drain

@@ -108,7 +108,10 @@
 //	              a room not flushed in time is left to expire
 //
 // [Service.Run] and [Outbox.Run] are the loops behind the liveness
-// heartbeats; both beat on every turn, also while draining.
+// heartbeats; both beat on every turn, also while draining, the outbox
+// after every batch too. Each batch is bounded by
+// [OutboxConfig.BatchTimeout] and one that fails ends its turn, so a Redis
+// that does not answer shows in readiness, never in liveness.
 //
 // A snapshot write holds its room, so commands for the room wait behind
 // it. Each periodic write is bounded on its own by

@@ -19,6 +19,8 @@ const (
 	DefaultOutboxInterval = 200 * time.Millisecond
 	// DefaultOutboxBatch is the most events moved in one batch.
 	DefaultOutboxBatch = 100
+	// DefaultOutboxBatchTimeout bounds one batch's Redis calls.
+	DefaultOutboxBatchTimeout = time.Second
 	// DefaultEventStream is the global stream events are published to.
 	DefaultEventStream = "room:events"
 	// DefaultStreamMaxLen is about how many of the newest events the
@@ -39,6 +41,11 @@ type OutboxConfig struct {
 	// Batch is the most events moved from one room per batch; zero means
 	// [DefaultOutboxBatch].
 	Batch int
+	// BatchTimeout bounds the Redis calls of one batch (read, publish,
+	// ack), so that a Redis that does not answer cannot hold the loop past
+	// its heartbeat; zero means [DefaultOutboxBatchTimeout]. The client must
+	// honour context deadlines (go-redis: ContextTimeoutEnabled).
+	BatchTimeout time.Duration
 	// Stream is the stream events go to; empty means [DefaultEventStream].
 	Stream string
 	// StreamMaxLen is about how many of the newest events the stream keeps
@@ -47,7 +54,9 @@ type OutboxConfig struct {
 	// stream, so the cap never drops an event nobody published; a consumer
 	// must read within this many events.
 	StreamMaxLen int64
-	// Heartbeat is beaten on every turn, also while paused; nil means none.
+	// Heartbeat is beaten after every batch and on every turn, also while
+	// paused, so beats are at most Interval + BatchTimeout apart; nil means
+	// none.
 	Heartbeat Heartbeat
 	// Logger receives batch failures; nil means slog.Default().
 	Logger *slog.Logger
@@ -60,6 +69,8 @@ func (c OutboxConfig) Validate() error {
 		return fmt.Errorf("room: outbox Interval %s is negative", c.Interval)
 	case c.Batch < 0:
 		return fmt.Errorf("room: outbox Batch %d is negative", c.Batch)
+	case c.BatchTimeout < 0:
+		return fmt.Errorf("room: outbox BatchTimeout %s is negative", c.BatchTimeout)
 	case c.StreamMaxLen < 0:
 		return fmt.Errorf("room: outbox StreamMaxLen %d is negative", c.StreamMaxLen)
 	}
@@ -106,6 +117,9 @@ func NewOutbox(rdb redis.UniversalClient, cfg OutboxConfig) (*Outbox, error) {
 	}
 	if cfg.Batch == 0 {
 		cfg.Batch = DefaultOutboxBatch
+	}
+	if cfg.BatchTimeout == 0 {
+		cfg.BatchTimeout = DefaultOutboxBatchTimeout
 	}
 	if cfg.Stream == "" {
 		cfg.Stream = DefaultEventStream
@@ -155,26 +169,48 @@ func (o *Outbox) Pause(ctx context.Context) error {
 	}
 }
 
-// Run is the worker loop: every [OutboxConfig.Interval] it beats the
-// heartbeat and publishes one batch per room with pending events, until
-// ctx ends. It returns nil after the batch in progress; the caller owns the
-// goroutine that runs it.
+// Run is the worker loop: every [OutboxConfig.Interval] it publishes one
+// batch per room with pending events, beating the heartbeat after each
+// batch and each turn, until ctx ends. A batch that fails ends its turn,
+// and the next starts a whole Interval later. It returns nil after the
+// batch in progress; the caller owns the goroutine that runs it.
 func (o *Outbox) Run(ctx context.Context) error {
 	t := time.NewTicker(o.cfg.Interval)
 	defer t.Stop()
 	for {
-		if o.cfg.Heartbeat != nil {
-			o.cfg.Heartbeat.Beat()
-		}
+		o.beat()
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-t.C:
 		}
-		for _, id := range o.takePending() {
-			o.runBatch(ctx, id)
+		if !o.turn(ctx) {
+			t.Reset(o.cfg.Interval) // a tick that came during the failed batch would retry at once
 		}
 	}
+}
+
+func (o *Outbox) beat() {
+	if o.cfg.Heartbeat != nil {
+		o.cfg.Heartbeat.Beat()
+	}
+}
+
+// turn runs one batch per pending room and reports whether each one
+// published. The first that does not ends the turn and the rooms not
+// reached stay pending: against a Redis that does not answer, the loop
+// waits out one batch per turn, not one per room.
+func (o *Outbox) turn(ctx context.Context) bool {
+	ids := o.takePending()
+	for i, id := range ids {
+		ok := o.runBatch(ctx, id)
+		o.beat()
+		if !ok {
+			o.markPending(ids[i+1:])
+			return false
+		}
+	}
+	return true
 }
 
 func (o *Outbox) takePending() []string {
@@ -188,20 +224,31 @@ func (o *Outbox) takePending() []string {
 	return ids
 }
 
-// runBatch publishes one batch of a room's events, unless fetching has
-// stopped. A room that may have more events stays pending.
-func (o *Outbox) runBatch(ctx context.Context, id string) {
+func (o *Outbox) markPending(ids []string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for _, id := range ids {
+		o.pending[id] = struct{}{}
+	}
+}
+
+// runBatch publishes one batch of a room's events within
+// [OutboxConfig.BatchTimeout], unless fetching has stopped, and reports
+// whether it did. A room that may have more events stays pending.
+func (o *Outbox) runBatch(ctx context.Context, id string) bool {
 	o.mu.Lock()
 	if o.stopped {
 		o.pending[id] = struct{}{}
 		o.mu.Unlock()
-		return
+		return false
 	}
 	done := make(chan struct{})
 	o.busy = done
 	o.mu.Unlock()
 
-	more, err := o.publish(ctx, id)
+	bctx, cancel := context.WithTimeout(ctx, o.cfg.BatchTimeout)
+	more, err := o.publish(bctx, id)
+	cancel()
 
 	o.mu.Lock()
 	o.busy = nil
@@ -213,6 +260,7 @@ func (o *Outbox) runBatch(ctx context.Context, id string) {
 	if err != nil && ctx.Err() == nil {
 		o.cfg.Logger.Error("room outbox batch failed", "room_id", id, "err", err)
 	}
+	return err == nil
 }
 
 // event is one outbox entry as the append script encodes it.

@@ -1,0 +1,182 @@
+package room
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/drainkit/drainkit/examples/room-service/roompb"
+	"github.com/drainkit/drainkit/internal/redistest"
+	"github.com/drainkit/drainkit/lifecycle"
+	"github.com/drainkit/drainkit/readiness"
+)
+
+// signalBeat beats a readiness heartbeat and then tells the test, without
+// ever blocking the loop.
+type signalBeat struct {
+	beat  func()
+	beats chan struct{}
+}
+
+func (b signalBeat) Beat() {
+	b.beat()
+	select {
+	case b.beats <- struct{}{}:
+	default:
+	}
+}
+
+// A Redis that stops answering (connections open, nothing answered) must
+// not stall the outbox past its heartbeat: each batch has a deadline and
+// the loop beats after it, so liveness stays ok through an outage three
+// times the heartbeat's budget (a restart cannot fix Redis). The rooms it
+// could not publish stay pending and are published once Redis answers.
+func TestOutboxStaysAliveWhileRedisHangs(t *testing.T) {
+	const maxGap = time.Second
+	reg, err := readiness.New(readiness.Config{Service: "room-test", NodeID: "a", Logger: quiet},
+		func() lifecycle.State { return lifecycle.Running })
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = reg.Close(context.Background()) })
+	beat, err := reg.Heartbeat("outbox_worker", maxGap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	reg.Mount(mux)
+	live := func() (int, string) {
+		rec := httptest.NewRecorder()
+		mux.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, readiness.LivePath, nil))
+		return rec.Code, rec.Body.String()
+	}
+
+	srv := redistest.Start(t)
+	rdb := srv.Client()
+	// As the service's client: deadlines from the context, one retry.
+	obClient := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: 1, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { _ = obClient.Close() })
+	hb := signalBeat{beat: beat, beats: make(chan struct{}, 1)}
+	ob, err := NewOutbox(obClient, OutboxConfig{
+		Interval: 20 * time.Millisecond, BatchTimeout: 200 * time.Millisecond, Heartbeat: hb, Logger: quiet,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := newNode(t, rdb, "a", ob)
+	const rooms = 10 // each pending: one turn would try every one of them
+	for i := range rooms {
+		mustApply(t, a.svc, fmt.Sprintf("r%d", i), "c1", roompb.ApplyResponse_APPLIED)
+	}
+
+	srv.Pause()
+	runLoop(t, nil, ob.Run)
+	resume := sync.OnceFunc(srv.Resume)
+	t.Cleanup(resume) // before the loop is stopped (cleanups run last first)
+	start := time.Now()
+	poll := time.NewTicker(50 * time.Millisecond)
+	defer poll.Stop()
+	for outage := time.After(3 * maxGap); ; {
+		select {
+		case <-outage:
+		case <-poll.C:
+			if code, body := live(); code != http.StatusOK {
+				t.Fatalf("liveness %s into the Redis outage: got %d %s; want 200", time.Since(start).Round(time.Millisecond), code, body)
+			}
+			continue
+		}
+		break
+	}
+	resume()
+
+	giveUp := time.After(10 * time.Second)
+	for {
+		n, err := rdb.XLen(context.Background(), DefaultEventStream).Result()
+		if err == nil && n == rooms {
+			return
+		}
+		select {
+		case <-hb.beats: // a batch or a turn ended
+		case <-giveUp:
+			t.Fatalf("events published after Redis answers again: got %d (%v); want %d", n, err, rooms)
+		}
+	}
+}
+
+// lrangeCount counts the LRANGEs a client sends: one per batch tried.
+type lrangeCount struct{ n atomic.Int64 }
+
+func (c *lrangeCount) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (c *lrangeCount) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if cmd.Name() == "lrange" {
+			c.n.Add(1)
+		}
+		return next(ctx, cmd)
+	}
+}
+func (c *lrangeCount) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// A failed batch ends the turn, the rooms not reached left pending for the
+// next: the loop backs off instead of trying every room against a Redis
+// that is down.
+func TestOutboxTurnEndsAtFailedBatch(t *testing.T) {
+	srv := redistest.Start(t)
+	obClient := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { _ = obClient.Close() })
+	var tried lrangeCount
+	obClient.AddHook(&tried)
+	ob, err := NewOutbox(obClient, OutboxConfig{Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const rooms = 10
+	for i := range rooms {
+		ob.Notify(fmt.Sprintf("r%d", i))
+	}
+	srv.Kill()
+	if ob.turn(context.Background()) {
+		t.Fatal("turn with Redis down: got true; want false")
+	}
+	if n := tried.n.Load(); n != 1 {
+		t.Errorf("batches tried in one turn with Redis down: got %d; want 1", n)
+	}
+	if n := len(ob.takePending()); n != rooms {
+		t.Errorf("rooms pending after the turn: got %d; want %d", n, rooms)
+	}
+}
+
+func TestOutboxConfigValidateNamesField(t *testing.T) {
+	tests := []struct {
+		name string
+		give OutboxConfig
+		want string // "" for valid
+	}{
+		{"defaults", OutboxConfig{}, ""},
+		{"negative interval", OutboxConfig{Interval: -time.Second}, "Interval -1s is negative"},
+		{"negative batch", OutboxConfig{Batch: -1}, "Batch -1 is negative"},
+		{"negative batch timeout", OutboxConfig{BatchTimeout: -time.Millisecond}, "BatchTimeout -1ms is negative"},
+		{"negative stream cap", OutboxConfig{StreamMaxLen: -1}, "StreamMaxLen -1 is negative"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.give.Validate()
+			switch {
+			case tt.want == "" && err != nil:
+				t.Fatalf("got %v; want nil", err)
+			case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
+				t.Fatalf("got %v; want an error containing %q", err, tt.want)
+			}
+		})
+	}
+}
