@@ -6,6 +6,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/drainkit/drainkit/examples/room-service/internal/room"
 	"github.com/drainkit/drainkit/lease"
 	"github.com/drainkit/drainkit/lifecycle"
 )
@@ -30,7 +31,14 @@ type config struct {
 	// how often this node publishes its load and may hand one room off to
 	// a better node (balance.go); 0 turns balancing off.
 	BalanceInterval time.Duration
+	// SnapshotInterval is SNAPSHOT_INTERVAL, default
+	// room.DefaultSnapshotInterval: how often changed rooms are snapshotted.
+	// The room loop's liveness budget is three of them.
+	SnapshotInterval time.Duration
 }
+
+// minSnapshotInterval keeps snapshot writes from crowding out commands.
+const minSnapshotInterval = 100 * time.Millisecond
 
 func getenv(k, def string) string {
 	if v := os.Getenv(k); v != "" {
@@ -69,7 +77,8 @@ func loadConfig() (config, lifecycle.Config, error) {
 		LeaseTTL:   lease.DefaultTTL,
 		HandOffMax: 8,
 
-		BalanceInterval: DefaultBalanceInterval,
+		BalanceInterval:  DefaultBalanceInterval,
+		SnapshotInterval: room.DefaultSnapshotInterval,
 	}
 	for _, a := range []struct{ env, v string }{{"GRPC_ADDR", c.GRPCAddr}, {"ADMIN_ADDR", c.AdminAddr}} {
 		if _, _, err := net.SplitHostPort(a.v); err != nil {
@@ -100,6 +109,13 @@ func loadConfig() (config, lifecycle.Config, error) {
 			return config{}, lifecycle.Config{}, &configError{Field: "BALANCE_INTERVAL", Value: v, Problem: fmt.Sprintf("want 0 (off) or a duration of at least %s", minBalanceInterval)}
 		}
 		c.BalanceInterval = d
+	}
+	if v := os.Getenv("SNAPSHOT_INTERVAL"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < minSnapshotInterval {
+			return config{}, lifecycle.Config{}, &configError{Field: "SNAPSHOT_INTERVAL", Value: v, Problem: fmt.Sprintf("want a duration of at least %s", minSnapshotInterval)}
+		}
+		c.SnapshotInterval = d
 	}
 	c.Advertise = os.Getenv("ADVERTISE_ADDR")
 	if c.Advertise == "" {

@@ -17,7 +17,8 @@
 // ADMIN_ADDR (:13002), ADVERTISE_ADDR, one of REDIS_URL,
 // REDIS_SENTINEL_URL, REDIS_CLUSTER_URL (redisurl.go; none: embedded, for
 // development), LEASE_TTL (10s), HANDOFF_CONCURRENCY (8), BALANCE_INTERVAL
-// (1s; 0 turns off moving rooms towards their preferred nodes), DRAIN_TIMEOUT,
+// (1s; 0 turns off moving rooms towards their preferred nodes),
+// SNAPSHOT_INTERVAL (5s; the room loop's liveness budget is three), DRAIN_TIMEOUT,
 // DRAIN_DELAY, HEALTH_READY_TIMEOUT. go-redis's own log lines join the
 // service's JSON log.
 //

@@ -144,6 +144,7 @@ func TestRefusesToStart(t *testing.T) {
 		{"lease ttl too short", []string{"LEASE_TTL=100ms"}, 78, []string{`LEASE_TTL=\"100ms\"`}},
 		{"balance interval too short", []string{"BALANCE_INTERVAL=10ms"}, 78, []string{`BALANCE_INTERVAL=\"10ms\"`, "want 0 (off) or a duration of at least 100ms"}},
 		{"balance interval not a duration", []string{"BALANCE_INTERVAL=often"}, 78, []string{`BALANCE_INTERVAL=\"often\"`}},
+		{"snapshot interval too short", []string{"SNAPSHOT_INTERVAL=10ms"}, 78, []string{`SNAPSHOT_INTERVAL=\"10ms\"`, "want a duration of at least 100ms"}},
 		{"redis unreachable", []string{"REDIS_URL=redis://app:" + password + "@" + dead},
 			5, []string{`REDIS_URL=\"redis://app:***@` + dead + `\": PING failed`, "connection refused", `"component":"go-redis"`}},
 		{"wrong password", []string{"REDIS_URL=redis://app:wrong-" + password + "@" + rs.Addr},

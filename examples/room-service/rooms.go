@@ -123,7 +123,9 @@ type rooms struct {
 
 func newRooms(rdb redis.UniversalClient, snaps *room.SQLSnapshots, leases *lease.Manager, reg *readiness.Registry, pr prometheus.Registerer,
 	lm *lifecycle.Manager, lc lifecycle.Config, c config, log *slog.Logger) (*rooms, error) {
-	roomBeat, err := reg.Heartbeat("room_loop", 3*room.DefaultSnapshotInterval)
+	// The room loop beats at most an interval plus one bounded turn (an
+	// interval) apart; three intervals leave room for a loaded node.
+	roomBeat, err := reg.Heartbeat("room_loop", 3*c.SnapshotInterval)
 	if err != nil {
 		return nil, err
 	}
@@ -165,7 +167,7 @@ func newRooms(rdb redis.UniversalClient, snaps *room.SQLSnapshots, leases *lease
 	svc, err := room.New(rdb, leaseAdapter{leases, log, held}, room.Config{
 		Placement: bal,
 		ErrHeld:   lease.ErrHeld, ErrDraining: lease.ErrDraining,
-		Heartbeat: beatFunc(roomBeat), Outbox: outbox, SnapshotFailures: flushFailures, Logger: log,
+		SnapshotInterval: c.SnapshotInterval, Heartbeat: beatFunc(roomBeat), Outbox: outbox, SnapshotFailures: flushFailures, Logger: log,
 		Snapshots: snaps, // nil without MYSQL_DSN: snapshots in Redis
 	})
 	if err != nil {
