@@ -227,12 +227,14 @@ func (p Percentiles) String() string {
 	return fmt.Sprintf("%s / %s / %s", r(p.P50), r(p.P99), r(p.Max))
 }
 
-// RoomsPerNode counts the rooms each node held at the instant at.
+// RoomsPerNode counts the rooms each node held at the instant at; a hold
+// ending at at counts (one lost while its node was stopped ends at the
+// stop, see [Cluster.Pause]).
 func (o Ownership) RoomsPerNode(at time.Time) map[string]int {
 	n := map[string]int{}
 	for _, hs := range o.Holds {
 		for _, h := range hs {
-			if !h.From.After(at) && (h.Open || h.To.After(at)) {
+			if !h.From.After(at) && (h.Open || !h.To.Before(at)) {
 				n[h.Node]++
 			}
 		}
