@@ -69,6 +69,16 @@ func Start(t testing.TB, opts ...fx.Option) *App {
 	case code := <-a.exited:
 		t.Fatalf("fxmoduletest: the app exited with code %d before it was running", code)
 	}
+	if g := clockBlocker(); g != "" {
+		// A forced drain waits for no timer: it closes the servers at
+		// once, which ends the wait on the network.
+		a.Signal()
+		a.Signal()
+		a.Wait()
+		t.Fatalf("fxmoduletest: the app cannot run on testing/synctest's fake clock: %s waits on real network I/O inside the bubble, "+
+			"and the bubble's clock stands still while it waits, so the drain would hang; "+
+			"call Start outside synctest.Test (with a short DrainDelay), or leave the servers that listen (fxmodule.HTTP, Admin, fxgrpc) out of a test on the fake clock", g)
+	}
 	t.Cleanup(func() {
 		switch {
 		case a.report != nil:

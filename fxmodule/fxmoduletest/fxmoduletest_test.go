@@ -2,7 +2,10 @@ package fxmoduletest_test
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"net/http"
+	"runtime"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -65,4 +68,49 @@ func TestCleanupStops(t *testing.T) {
 		m = fxmoduletest.Start(t, options()...).Manager()
 	})
 	assert.Equal(t, lifecycle.Stopped, m.State())
+}
+
+// fatalTB records what Start fails the test with, so the test can read it.
+type fatalTB struct {
+	testing.TB
+	failure string
+}
+
+func (f *fatalTB) Fatalf(format string, args ...any) {
+	f.failure = fmt.Sprintf(format, args...)
+	runtime.Goexit() // as FailNow does: Start does not return
+}
+
+// A listener inside a synctest bubble stops the bubble's clock (a goroutine
+// waiting on the network is never durably blocked), so the drain's first
+// timer would wait until the test binary's timeout. Start says so at once
+// instead, names the goroutine, and stops the app.
+func TestAppThatListensFailsAtOnceOnTheFakeClock(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		handler := func() http.Handler { return http.NotFoundHandler() }
+		tb := &fatalTB{TB: t}
+		started := make(chan *fxmoduletest.App, 1)
+		go func() {
+			defer close(started)
+			started <- fxmoduletest.Start(tb, options(fxmodule.HTTP("api", "127.0.0.1:0", handler))...)
+		}()
+		if app := <-started; app != nil { // not failed: force it, or its drain hangs this test
+			app.Signal()
+			app.Signal()
+			app.Wait()
+		}
+		assert.Contains(t, tb.failure, "cannot run on testing/synctest's fake clock")
+		assert.Contains(t, tb.failure, "net/http.(*Server).Serve, started by github.com/drainkit/drainkit/fxmodule.serve")
+		assert.Contains(t, tb.failure, "call Start outside synctest.Test")
+	})
+}
+
+// Outside a bubble the same app runs on the real clock: the check is for
+// the fake clock only.
+func TestAppThatListensRunsOnTheRealClock(t *testing.T) {
+	handler := func() http.Handler { return http.NotFoundHandler() }
+	cfg := lifecycle.Config{Service: "svc", NodeID: "n1", DrainTimeout: 10 * time.Second}
+	app := fxmoduletest.Start(t, fxmodule.Module, fx.Supply(cfg, slog.New(slog.DiscardHandler)),
+		fxmodule.StopTimeoutFor(cfg), fxmodule.HTTP("api", "127.0.0.1:0", handler))
+	assert.Equal(t, lifecycle.ExitClean, app.Stop().ExitCode)
 }
