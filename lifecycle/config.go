@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -36,8 +38,15 @@ const (
 // delay on by default (DRAIN_DELAY unset is [DefaultDrainDelay]): behind a
 // load balancer a process needs one, so set DrainDelay when you build a
 // Config by hand.
+//
+// A missing Service is not refused: it defaults to the executable's base
+// name, which is what ps and a container's command show. The name only
+// labels logs, reports and health bodies (and names the gRPC health
+// service), so refusing to start without it would turn a label into an
+// outage; set SERVICE_NAME when the binary's name is not the service's.
 type Config struct {
-	// Service is the service name in logs and health bodies (SERVICE_NAME).
+	// Service is the service name in logs and health bodies (SERVICE_NAME;
+	// default: the executable's base name).
 	Service string
 	// NodeID identifies this instance (NODE_ID; default: the host name).
 	NodeID string
@@ -71,6 +80,14 @@ type Config struct {
 	Registerer prometheus.Registerer
 }
 
+// ErrConfig is matched, with errors.Is, by every error that refuses a
+// configuration before anything started: those of [Config.Validate],
+// [ConfigFromEnv] and [New]. fxmodule.Run exits with [ExitConfig] when an
+// fx constructor's error matches it, and logs that error's message alone.
+// Another package's validation error matches it by wrapping it (%w) or
+// with an Is method, as errors.ErrUnsupported is matched.
+var ErrConfig = errors.New("lifecycle: bad configuration")
+
 // fieldError names a configuration field (or environment variable) and
 // the value it could not accept: the error of Validate and ConfigFromEnv.
 type fieldError struct {
@@ -81,8 +98,14 @@ func (e *fieldError) Error() string {
 	return fmt.Sprintf("lifecycle: %s=%q: %s", e.field, e.value, e.problem)
 }
 
-// withDefaults returns c with every unset budget at its default.
+// Is makes a fieldError match [ErrConfig] without adding its text.
+func (e *fieldError) Is(target error) bool { return target == ErrConfig }
+
+// withDefaults returns c with every unset name and budget at its default.
 func (c Config) withDefaults() Config {
+	if c.Service == "" {
+		c.Service = executableName()
+	}
 	if c.NodeID == "" {
 		c.NodeID, _ = os.Hostname()
 	}
@@ -177,6 +200,15 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		return Config{}, err
 	}
 	return c, nil
+}
+
+// executableName is the base name of the program as it was started,
+// without a Windows ".exe": "room-service" for /app/room-service.
+func executableName() string {
+	if len(os.Args) == 0 {
+		return ""
+	}
+	return strings.TrimSuffix(filepath.Base(os.Args[0]), ".exe")
 }
 
 func envName(field string) string {

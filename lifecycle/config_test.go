@@ -1,6 +1,10 @@
 package lifecycle_test
 
 import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -31,7 +35,7 @@ func TestConfigFromEnv(t *testing.T) {
 			name: "all set, adaptive",
 			give: map[string]string{"NODE_ID": "n1", "DRAIN_TIMEOUT": "20s", "DRAIN_DELAY": "8s",
 				"DRAIN_QUIET_WINDOW": "2s", "DRAIN_DELAY_FLOOR": "3s", "HEALTH_READY_TIMEOUT": "300ms"},
-			want: lifecycle.Config{NodeID: "n1", DrainTimeout: 20 * time.Second, DrainDelay: 8 * time.Second,
+			want: lifecycle.Config{Service: executable(), NodeID: "n1", DrainTimeout: 20 * time.Second, DrainDelay: 8 * time.Second,
 				QuietWindow: 2 * time.Second, DelayFloor: 3 * time.Second, ReadyTimeout: 300 * time.Millisecond},
 		},
 		{name: "timeout not a duration", give: map[string]string{"DRAIN_TIMEOUT": "abc"}, wantErr: `DRAIN_TIMEOUT="abc": not a duration`},
@@ -50,6 +54,7 @@ func TestConfigFromEnv(t *testing.T) {
 			if tt.wantErr != "" {
 				require.Error(t, err)
 				assert.Contains(t, err.Error(), tt.wantErr)
+				assert.ErrorIs(t, err, lifecycle.ErrConfig, "fxmodule.Run exits 78 on it")
 				return
 			}
 			require.NoError(t, err)
@@ -79,6 +84,32 @@ func TestConfigNodeIDDefaultsToHostname(t *testing.T) {
 func TestNewRejectsBadConfig(t *testing.T) {
 	_, err := lifecycle.New(lifecycle.Config{DrainTimeout: time.Second, DrainDelay: 2 * time.Second})
 	assert.ErrorContains(t, err, `DrainDelay="2s"`)
+	assert.ErrorIs(t, err, lifecycle.ErrConfig)
+}
+
+// executable is the base name of the test binary, the service name when
+// none is given.
+func executable() string { return filepath.Base(os.Args[0]) }
+
+// A service started without SERVICE_NAME runs, named after its
+// executable, whether its Config comes from the environment or is built
+// by hand.
+func TestServiceDefaultsToTheExecutableName(t *testing.T) {
+	fromEnv, err := lifecycle.ConfigFromEnv(env(map[string]string{"NODE_ID": "n1"}))
+	require.NoError(t, err)
+	assert.Equal(t, "lifecycle.test", fromEnv.Service, "ConfigFromEnv")
+
+	m, err := lifecycle.New(lifecycle.Config{NodeID: "n1"})
+	require.NoError(t, err)
+	assert.Equal(t, "lifecycle.test", m.Shutdown(context.Background(), "test").Service, "New")
+}
+
+// ErrConfig marks a refused configuration, and only that.
+func TestErrConfigIsOnlyConfiguration(t *testing.T) {
+	assert.False(t, errors.Is(errors.New("dial tcp: connection refused"), lifecycle.ErrConfig))
+	err := lifecycle.Config{DrainTimeout: -time.Second}.Validate()
+	assert.ErrorIs(t, err, lifecycle.ErrConfig)
+	assert.Equal(t, `lifecycle: DrainTimeout="-1s": must be positive`, err.Error(), "the message is the field's alone")
 }
 
 // The environment sets durations and names only: the logger and the
