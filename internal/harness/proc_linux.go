@@ -1,0 +1,57 @@
+package harness
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"syscall"
+	"unsafe"
+)
+
+// ownGroup puts the process in a group of its own and has the kernel kill
+// it when the harness dies, so that a demo, test or drill killed by
+// Ctrl-\, SIGKILL or a CI timeout leaves nothing behind holding its ports.
+//
+// Pdeathsig fires when the thread that started the child exits, not the
+// process; the Go runtime ends a thread only when a goroutine locked to it
+// exits, and the harness locks none.
+func ownGroup(cmd *exec.Cmd) {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+}
+
+// awaitExit blocks until p has exited, leaving it unreaped (waitid with
+// WNOWAIT, as package os does before it reaps), and reports whether it
+// saw the exit.
+func awaitExit(p *os.Process) bool {
+	const pPID = 1 // P_PID
+	var siginfo [16]uint64
+	for {
+		_, _, errno := syscall.Syscall6(syscall.SYS_WAITID, pPID, uintptr(p.Pid),
+			uintptr(unsafe.Pointer(&siginfo[0])), syscall.WEXITED|syscall.WNOWAIT, 0, 0)
+		if !errors.Is(errno, syscall.EINTR) {
+			return errno == 0
+		}
+	}
+}
+
+// killGroup sends SIGKILL to p's process group. Call it only while p is
+// not reaped: until then its pid, the group's id, cannot be reused.
+func killGroup(p *os.Process) { _ = syscall.Kill(-p.Pid, syscall.SIGKILL) }
+
+// pipeSize is the capacity asked for a child's output pipe: far more than a
+// burst of log lines (the kernel's default is 64 KiB).
+const pipeSize = 1 << 20
+
+// growPipe enlarges the pipe whose write end is w, so that a child never
+// blocks writing its logs while the harness is slow to read them. It is
+// best effort: on failure the pipe keeps its size.
+func growPipe(w *os.File) {
+	const fSetPipeSz = 1031 // F_SETPIPE_SZ, absent from package syscall
+	rc, err := w.SyscallConn()
+	if err != nil {
+		return
+	}
+	_ = rc.Control(func(fd uintptr) {
+		_, _, _ = syscall.Syscall(syscall.SYS_FCNTL, fd, fSetPipeSz, pipeSize)
+	})
+}

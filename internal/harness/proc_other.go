@@ -1,0 +1,20 @@
+//go:build !unix
+
+package harness
+
+import (
+	"os"
+	"os/exec"
+)
+
+// ownGroup does nothing where there are no process groups.
+func ownGroup(*exec.Cmd) {}
+
+// awaitExit does not wait; the exit is seen when the process is reaped.
+func awaitExit(*os.Process) bool { return false }
+
+// killGroup kills p alone.
+func killGroup(p *os.Process) { _ = p.Kill() }
+
+// growPipe leaves the pipe as it is.
+func growPipe(*os.File) {}
