@@ -2,6 +2,7 @@ package lifecycle_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -10,29 +11,38 @@ import (
 
 	"github.com/drainkit/drainkit/drain"
 	"github.com/drainkit/drainkit/lifecycle"
+	"github.com/drainkit/drainkit/readiness"
 )
 
-// A service without fx: the manager handles signals, drains the HTTP
-// server and returns the exit code.
+// An HTTP service without fx. Readiness answers 503 from the flip; the
+// probes have a server of their own, which intake's close leaves open, so
+// liveness answers 200 through the drain; requests in flight finish; Run
+// returns the exit code. Serve binds each port in a start step: one that
+// is taken fails the start before Running (exit 5).
 func ExampleManager_Run() {
-	cfg, err := lifecycle.ConfigFromEnv(nil)
+	cfg, err := lifecycle.ConfigFromEnv(nil) // SERVICE_NAME, DRAIN_TIMEOUT, DRAIN_DELAY, …
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(lifecycle.ExitConfig)
 	}
-	m, err := lifecycle.New(cfg)
+	m, _ := lifecycle.New(cfg) // cannot fail: ConfigFromEnv has validated cfg
+	reg, err := readiness.New(readiness.Config{Service: cfg.Service, NodeID: cfg.NodeID, ReadyTimeout: cfg.ReadyTimeout}, m.State)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(lifecycle.ExitConfig)
 	}
-	srv := &http.Server{Addr: ":8080", Handler: m.Tracker().Middleware(http.DefaultServeMux)}
-	if err := m.AddHook(drain.HTTPHooks("http", srv, m.Tracker())...); err != nil {
-		panic(err)
+	m.OnTransition(reg.OnTransition) // the ready log and gauge flip with the state
+	probes := http.NewServeMux()
+	reg.Mount(probes) // /healthz/live, /healthz/ready
+	api := &http.Server{Addr: ":8080", Handler: m.Tracker().Middleware(http.DefaultServeMux)}
+	if err := errors.Join(
+		m.AddHook(drain.HTTPHooks("api", api, m.Tracker())...), // intake: stops after the delay
+		m.AddHook(drain.Hook{Name: "readiness.close", Phase: drain.Close, Run: reg.Close}),
+		m.Serve("api", api),
+		m.Serve("admin", &http.Server{Addr: ":8081", Handler: probes}),
+	); err != nil {
+		panic(err) // a wiring mistake, such as two hooks of one name
 	}
-	m.OnStart(func(context.Context) error {
-		go func() { _ = srv.ListenAndServe() }()
-		return nil
-	})
 	os.Exit(m.Run(context.Background()).ExitCode)
 }
 
