@@ -24,9 +24,9 @@ func ExampleRun() {
 	fmt.Println(r.Err())
 	// Output:
 	// stop_intake http.stop_intake ok
-	// flush snapshots error
+	// flush snapshots failed
 	// close redis.close ok
-	// flush hook "snapshots": error: disk full
+	// flush hook "snapshots": failed: disk full
 }
 
 // The tracker refuses new work once intake is closed, and Wait returns as

@@ -8,20 +8,28 @@ import (
 	"time"
 )
 
-// Outcome is how one hook ended.
+// Outcome is how one hook ended. Each value says what happened to the
+// hook, so a report never shows a hook that ran as one that did not.
 type Outcome string
 
 // The outcomes a hook can have.
 const (
 	// OK: Run returned nil.
 	OK Outcome = "ok"
-	// Failed: Run returned an error before its context ended.
-	Failed Outcome = "error"
-	// TimedOut: the hook's context ended first (its own Timeout or the drain
-	// deadline); if Run had not returned it was abandoned and Stack says where it was.
+	// Failed: Run returned an error while its context was live, its Abort
+	// panicked, or the hook was refused (empty Name, unknown Phase,
+	// negative Timeout, nil Run) and never ran; Error says which.
+	Failed Outcome = "failed"
+	// TimedOut: the hook's context ended while it ran because a budget ran
+	// out (its own Timeout or the drain deadline); if Run had not returned
+	// it was abandoned and Stack says where it was.
 	TimedOut Outcome = "timeout"
+	// Canceled: the drain was forced (a second signal) while the hook ran:
+	// its context was cancelled and Run is not waited for, so a hook that
+	// had not returned yet is abandoned and Stack says where it was.
+	Canceled Outcome = "canceled"
 	// Skipped: the hook never ran, because the deadline passed or the drain
-	// was forced before its phase began.
+	// was forced before its phase began; Start and Duration are zero.
 	Skipped Outcome = "skipped"
 	// Panicked: Run panicked; the panic was recovered and the drain went on.
 	Panicked Outcome = "panic"

@@ -24,7 +24,8 @@ import (
 // by ctx's deadline whatever the hooks do.
 //
 // Cancelling ctx forces the drain: running hooks see their contexts cancelled
-// and are given up on at once, and hooks of later phases are Skipped. A hook
+// and are given up on at once (Canceled), and hooks of later phases are
+// Skipped. A hook
 // with an empty Name, a Phase that is not one of the five, a negative
 // Timeout or a nil Run is reported Failed, naming the field, and never runs. When the drain was
 // cut short (forced or out of time), Run calls every hook's Abort, in
@@ -171,30 +172,42 @@ func runHook(parent context.Context, h Hook) HookResult {
 		ch <- done{err: h.Run(ctx)}
 	}()
 
+	var d done
 	select {
-	case d := <-ch:
-		res.Duration = time.Since(start)
-		switch {
-		case d.panicked != nil:
-			res.Outcome, res.Error, res.Stack = Panicked, fmt.Sprint(d.panicked), string(d.stack)
-		case d.err == nil:
-			res.Outcome = OK
-		case ctx.Err() != nil:
-			res.Outcome, res.Error = TimedOut, d.err.Error()
-		default:
-			res.Outcome, res.Error = Failed, d.err.Error()
-		}
+	case d = <-ch:
 	case <-ctx.Done():
-		res.Duration = time.Since(start)
-		res.Outcome = TimedOut
-		res.Error = "abandoned: " + context.Cause(ctx).Error()
-		res.Stack = goroutineStack(<-gid)
+		select {
+		case d = <-ch: // it returned as its context ended: say how, not that it was abandoned
+		default:
+			res.Duration = time.Since(start)
+			res.Outcome = cutShort(ctx)
+			res.Error = "abandoned: " + context.Cause(ctx).Error()
+			res.Stack = goroutineStack(<-gid)
+			return res
+		}
 	}
-	if res.Outcome == TimedOut && errors.Is(parent.Err(), context.Canceled) {
-		// Cut short by a forced drain, not by a budget running out.
-		res.Outcome = Skipped
+	res.Duration = time.Since(start)
+	switch {
+	case d.panicked != nil:
+		res.Outcome, res.Error, res.Stack = Panicked, fmt.Sprint(d.panicked), string(d.stack)
+	case d.err == nil:
+		res.Outcome = OK
+	case ctx.Err() != nil:
+		res.Outcome, res.Error = cutShort(ctx), d.err.Error()
+	default:
+		res.Outcome, res.Error = Failed, d.err.Error()
 	}
 	return res
+}
+
+// cutShort is the outcome of a hook whose context ended while it ran:
+// Canceled when the drain was forced, TimedOut when a budget ran out. The
+// hook's own context tells which came first, its Timeout or the force.
+func cutShort(ctx context.Context) Outcome {
+	if errors.Is(ctx.Err(), context.Canceled) {
+		return Canceled
+	}
+	return TimedOut
 }
 
 // goroutineID parses the current goroutine's id from its stack header

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -167,28 +168,65 @@ func TestRunOutcomes(t *testing.T) {
 		}
 		p, _ := r.Hook("panics")
 		assert.Contains(t, p.Stack, "run_test.go")
-		assert.ErrorContains(t, r.Err(), `flush hook "fails": error: disk full`)
+		assert.ErrorContains(t, r.Err(), `flush hook "fails": failed: disk full`)
 	})
 }
 
-func TestRunForcedSkipsTheRest(t *testing.T) {
+// A forced drain cancels the hooks that are running and skips the
+// phases after: a hook that ran and was cut short is Canceled, with how
+// long it ran, whether it returned or was given up on; only a hook that
+// never ran is Skipped.
+func TestRunForcedCancelsRunningHooksAndSkipsTheRest(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
+		release := make(chan struct{})
 		ctx, cancel := context.WithCancel(context.Background())
 		r := drain.Run(ctx, "test", []drain.Hook{
 			{Name: "wait", Phase: drain.WaitInFlight, Run: func(ctx context.Context) error {
-				cancel() // a second signal arrives while this hook runs
+				time.Sleep(500 * time.Millisecond) // in flight for a while (fake clock)
+				cancel()                           // a second signal arrives while this hook runs
 				<-ctx.Done()
 				return ctx.Err()
+			}},
+			{Name: "stubborn", Phase: drain.WaitInFlight, Run: func(context.Context) error {
+				<-release // ignores its context
+				return nil
 			}},
 			{Name: "close", Phase: drain.Close, Run: func(context.Context) error { return nil }},
 		})
 		assert.True(t, r.Forced)
-		for _, name := range []string{"wait", "close"} {
-			h, _ := r.Hook(name)
-			if h.Outcome != drain.Skipped {
-				t.Errorf("hook %q: got %s; want skipped", name, h.Outcome)
+		tests := []struct {
+			give      string
+			want      drain.Outcome
+			wantErr   string
+			wantRan   time.Duration
+			wantStack bool
+		}{
+			// wait returns at once, but Run does not wait for it: either error.
+			{"wait", drain.Canceled, "context canceled", 500 * time.Millisecond, false},
+			{"stubborn", drain.Canceled, "abandoned: context canceled", 500 * time.Millisecond, true},
+			{"close", drain.Skipped, "drain forced before this phase", 0, false},
+		}
+		for _, tt := range tests {
+			h, ok := r.Hook(tt.give)
+			require.True(t, ok, "hook %q missing from report", tt.give)
+			if h.Outcome != tt.want {
+				t.Errorf("hook %q: got outcome %s; want %s", tt.give, h.Outcome, tt.want)
+			}
+			if !strings.HasSuffix(h.Error, tt.wantErr) {
+				t.Errorf("hook %q: got error %q; want one ending in %q", tt.give, h.Error, tt.wantErr)
+			}
+			if h.Duration != tt.wantRan {
+				t.Errorf("hook %q: got duration %v; want %v", tt.give, h.Duration, tt.wantRan)
+			}
+			if tt.wantStack && h.Stack == "" {
+				t.Errorf("hook %q: got no stack; want where it was abandoned", tt.give)
+			}
+			if tt.want == drain.Skipped && !h.Start.IsZero() {
+				t.Errorf("hook %q: skipped with Start %v; want zero, it never ran", tt.give, h.Start)
 			}
 		}
+		close(release)
+		synctest.Wait()
 	})
 }
 

@@ -22,7 +22,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}),
 		outcomes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "drain_hook_outcomes_total",
-			Help: "Drain hooks by phase and outcome (ok, error, timeout, skipped, panic).",
+			Help: "Drain hooks by phase and outcome (ok, failed, timeout, canceled, skipped, panic).",
 		}, []string{"phase", "outcome"}),
 	}
 	if reg != nil {

@@ -35,9 +35,9 @@ service_draining %d
 	m.Shutdown(context.Background(), "test")
 	require.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(strings.Replace(draining, "%d", "1", 1)), "service_draining"))
 	const outcomes = `
-# HELP drain_hook_outcomes_total Drain hooks by phase and outcome (ok, error, timeout, skipped, panic).
+# HELP drain_hook_outcomes_total Drain hooks by phase and outcome (ok, failed, timeout, canceled, skipped, panic).
 # TYPE drain_hook_outcomes_total counter
-drain_hook_outcomes_total{outcome="error",phase="close"} 1
+drain_hook_outcomes_total{outcome="failed",phase="close"} 1
 drain_hook_outcomes_total{outcome="ok",phase="flush"} 1
 `
 	require.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(outcomes), "drain_hook_outcomes_total"))
