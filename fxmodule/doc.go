@@ -38,12 +38,23 @@
 // fx swallows a second signal, gives all OnStop hooks one StopTimeout (15 s
 // by default) and rolls back a start that outlasted StartTimeout with a
 // context that has ended, so that nothing is stopped. [Run] splits
-// StopTimeout between the drain (DRAIN_TIMEOUT) and the OnStop hooks, and
-// refuses to start when they would get less than [StopMargin] (set it with
-// fx.StopTimeout, or [StopTimeoutFor], at the top level: fx refuses it
-// inside a module); it owns SIGTERM/SIGINT so the second signal still
-// forces the drain and the third exits; and it enforces StartTimeout
-// itself, aborting the start as a signal would, so the rollback still
-// stops what had started. A process run by Run exits within StopTimeout of
-// the first signal.
+// StopTimeout between the drain (DRAIN_TIMEOUT) and the OnStop hooks: an
+// app that sets no fx.StopTimeout gets DRAIN_TIMEOUT + [StopMargin], so
+// raising DRAIN_TIMEOUT needs no other change, and one that sets a
+// StopTimeout leaving the OnStop hooks less than StopMargin is refused. It
+// owns SIGTERM/SIGINT so the second signal still forces the drain and the
+// third exits; and it enforces StartTimeout itself, aborting the start as
+// a signal would, so the rollback still stops what had started. A process
+// run by Run exits within StopTimeout of the first signal.
+//
+// # Configuration mistakes
+//
+// Run refuses a mistake found before the start with lifecycle.ExitConfig
+// (78) and one log line saying what to change: a bad variable or
+// lifecycle.Config, fxmodule.Module or the config forgotten, a type that
+// nothing provides, a server or drain hook name taken twice, and any fx
+// constructor's error that matches lifecycle.ErrConfig (wrap it, or give
+// the error an Is method, to have a service's own settings refused so).
+// Exit code 5 (lifecycle.ExitStartFailed) is left for a start that fails
+// on the world: a port taken, a dependency unreachable.
 package fxmodule

@@ -6,7 +6,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"time"
 
 	"go.uber.org/fx"
 
@@ -58,9 +57,6 @@ func Example() {
 	os.Exit(fxmodule.Run(
 		fxmodule.Module,
 		fxmodule.FromEnv, // SERVICE_NAME, NODE_ID, DRAIN_TIMEOUT, DRAIN_DELAY, …
-		// fx's stop budget must cover DRAIN_TIMEOUT (30s by default); Run
-		// refuses to start otherwise, naming both values.
-		fx.StopTimeout(45*time.Second),
 		fx.Provide(
 			newSnapshotFlusher,
 			newServer,
@@ -85,7 +81,6 @@ func ExampleHTTP() {
 	}
 	os.Exit(fxmodule.Run(
 		fxmodule.Module, fxmodule.FromEnv, // SERVICE_NAME, DRAIN_TIMEOUT, DRAIN_DELAY, …
-		fx.StopTimeout(45*time.Second), // at least DRAIN_TIMEOUT (30s) + StopMargin
 		fxmodule.HTTP("api", ":8080", hello),
 	))
 }

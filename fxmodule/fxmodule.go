@@ -3,7 +3,9 @@ package fxmodule
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
+	"os"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/fx"
@@ -29,19 +31,27 @@ const (
 // the graph are used by the registry, and by the manager when the config's
 // own Logger or Registerer is nil.
 var Module = fx.Module("drainkit",
-	fx.Provide(newManager, newTracker, newRegistry),
+	fx.Provide(newManager, newTracker, newRegistry, newTakenNames),
 	fx.Invoke(wire),
 )
 
 // FromEnv provides the lifecycle.Config read by lifecycle.ConfigFromEnv; a
-// bad variable makes Run exit with lifecycle.ExitConfig.
-var FromEnv = fx.Provide(func() (lifecycle.Config, error) {
-	cfg, err := lifecycle.ConfigFromEnv(nil)
-	if err != nil {
-		return cfg, &configError{err}
+// bad variable makes Run exit with lifecycle.ExitConfig, naming it. An
+// unset SERVICE_NAME is logged with the name taken instead.
+var FromEnv = fx.Provide(fromEnv)
+
+func fromEnv(p loggerParams) (lifecycle.Config, error) {
+	unnamed := false
+	cfg, err := lifecycle.ConfigFromEnv(func(k string) string {
+		v := os.Getenv(k)
+		unnamed = unnamed || k == "SERVICE_NAME" && v == ""
+		return v
+	})
+	if err == nil && unnamed {
+		logger(p.Logger).Info("fxmodule: SERVICE_NAME is unset: the service is named after its executable", "service", cfg.Service)
 	}
-	return cfg, nil
-})
+	return cfg, err
+}
 
 // AsHook annotates a constructor returning a drain.Hook so that its hook
 // joins the drain: fx.Provide(fxmodule.AsHook(newSnapshotFlusher)).
@@ -70,7 +80,8 @@ type managerParams struct {
 
 // newManager builds the manager from the config in the graph; the graph's
 // logger and registerer fill the config's when it has none. A config the
-// manager refuses is a configError, so that Run exits with ExitConfig.
+// manager refuses matches lifecycle.ErrConfig, so Run exits with
+// ExitConfig.
 func newManager(p managerParams) (*lifecycle.Manager, error) {
 	cfg := p.Config
 	if cfg.Logger == nil {
@@ -79,19 +90,22 @@ func newManager(p managerParams) (*lifecycle.Manager, error) {
 	if cfg.Registerer == nil {
 		cfg.Registerer = p.Registerer
 	}
-	m, err := lifecycle.New(cfg)
-	if err != nil {
-		return nil, &configError{err}
-	}
-	return m, nil
+	return lifecycle.New(cfg)
 }
 
-// configError is a lifecycle.Config that lifecycle.New or ConfigFromEnv
-// refused.
+// configError marks err as a configuration mistake (it matches
+// lifecycle.ErrConfig) without changing its text: for the errors of
+// fxmodule's own checks and of constructors that fail only on what they
+// are given.
 type configError struct{ err error }
 
-func (e *configError) Error() string { return e.err.Error() }
-func (e *configError) Unwrap() error { return e.err }
+func (e *configError) Error() string        { return e.err.Error() }
+func (e *configError) Unwrap() error        { return e.err }
+func (e *configError) Is(target error) bool { return target == lifecycle.ErrConfig }
+
+func configErrorf(format string, args ...any) error {
+	return &configError{fmt.Errorf(format, args...)}
+}
 
 // managerConfig is the configuration m runs with, defaults applied.
 func managerConfig(m *lifecycle.Manager) lifecycle.Config {
@@ -114,7 +128,7 @@ func newRegistry(p registryParams) (*readiness.Registry, error) {
 		Logger: p.Logger, Registerer: p.Registerer,
 	}, p.Manager.State)
 	if err != nil {
-		return nil, err
+		return nil, &configError{err} // readiness.New has no other failure
 	}
 	p.Manager.OnTransition(reg.OnTransition) // status gauge and log at the flip, not at the next probe
 	return reg, nil
@@ -125,6 +139,7 @@ type wireParams struct {
 	Lifecycle fx.Lifecycle
 	Manager   *lifecycle.Manager
 	Registry  *readiness.Registry
+	Names     *takenNames
 	Hooks     []drain.Hook      `group:"drainkit.hooks"`
 	Checks    []readiness.Check `group:"drainkit.checks"`
 	Driver    *driver           `optional:"true"`
@@ -135,19 +150,19 @@ type wireParams struct {
 // every dependency a hook uses, before this runs: their OnStop hooks are
 // appended earlier and so run later than the drain (fx stops in reverse).
 func wire(p wireParams) error {
-	if err := p.Manager.AddHook(p.Hooks...); err != nil {
+	if err := p.Names.add(p.Manager, byApp, p.Hooks...); err != nil {
 		return err
 	}
 	// Bounded: a check that ignores its context would otherwise hold the
 	// whole drain to its deadline; its name is in the hook's error.
 	closeHook := drain.Hook{Name: "readiness.close", Phase: drain.Close,
 		Timeout: managerConfig(p.Manager).ReadyTimeout, Run: p.Registry.Close}
-	if err := p.Manager.AddHook(closeHook); err != nil {
+	if err := p.Names.add(p.Manager, byModule, closeHook); err != nil {
 		return err
 	}
 	for _, c := range p.Checks {
 		if err := p.Registry.Add(c); err != nil {
-			return err
+			return &configError{err}
 		}
 	}
 	p.Lifecycle.Append(fx.Hook{
@@ -160,6 +175,16 @@ func wire(p wireParams) error {
 		OnStop: moduleStop(p.Manager, p.Driver),
 	})
 	return nil
+}
+
+// logger is the first of loggers that is set, or slog.Default().
+func logger(loggers ...*slog.Logger) *slog.Logger {
+	for _, l := range loggers {
+		if l != nil {
+			return l
+		}
+	}
+	return slog.Default()
 }
 
 // ErrNotRun is returned by Module's OnStart hook when the app is started by

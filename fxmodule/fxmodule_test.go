@@ -146,16 +146,15 @@ func TestRunRefusesStopTimeoutShorterThanDrainAndMargin(t *testing.T) {
 		give time.Duration
 		want string
 	}{
-		{5 * time.Second, "fx StopTimeout 5s is shorter than DRAIN_TIMEOUT 10s + StopMargin 5s"},
-		{10 * time.Second, "fx StopTimeout 10s is shorter"}, // the drain, but no time to close clients
-		{10*time.Second + fxmodule.StopMargin - time.Millisecond, "fx StopTimeout 14.999s is shorter"},
+		{5 * time.Second, "fx.StopTimeout 5s is shorter than DRAIN_TIMEOUT 10s + StopMargin 5s"},
+		{10 * time.Second, "fx.StopTimeout 10s is shorter"}, // the drain, but no time to close clients
+		{10*time.Second + fxmodule.StopMargin - time.Millisecond, "fx.StopTimeout 14.999s is shorter"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.give.String(), func(t *testing.T) {
 			logs := &lockedBuffer{}
-			defer slog.SetDefault(slog.Default())
-			slog.SetDefault(slog.New(slog.NewTextHandler(logs, nil))) // Run logs a refusal there
-			code := fxmodule.Run(baseOptions(&trace{}, fx.StopTimeout(tt.give))...)
+			log := fx.Decorate(func() *slog.Logger { return slog.New(slog.NewTextHandler(logs, nil)) }) // Run logs a refusal there
+			code := fxmodule.Run(baseOptions(&trace{}, log, fx.StopTimeout(tt.give))...)
 			assert.Equal(t, lifecycle.ExitConfig, code)
 			logs.mu.Lock()
 			defer logs.mu.Unlock()

@@ -29,8 +29,9 @@ import (
 //     wait_in_flight) and name+".serve" (close), which waits for Serve;
 //   - a gating readiness check, name+"_listener", dials the bound address.
 //
-// name identifies the server in hook and check names and logs; give each
-// server of a service its own. The handler is private to this server.
+// name identifies the server in hook and check names and logs; two
+// servers with one name are refused. The handler is private to this
+// server.
 func HTTP(name, addr string, handler any) fx.Option {
 	return fx.Module("drainkit.http."+name,
 		fx.Provide(fx.Private, fx.Annotate(handler, fx.As(new(http.Handler)))),
@@ -43,6 +44,7 @@ type httpParams struct {
 	Lifecycle fx.Lifecycle
 	Manager   *lifecycle.Manager
 	Registry  *readiness.Registry
+	Names     *takenNames
 	Handler   http.Handler
 	Logger    *slog.Logger `optional:"true"`
 }
@@ -55,20 +57,22 @@ func serveHTTP(name, addr string, p httpParams) error {
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 
 	var bound listener.Bound
-	hooks := drain.HTTPHooks(name, srv, t)
-	if err := p.Manager.AddHook(hooks...); err != nil {
+	start, served := listenAndServe(p.Logger, name, addr, srv, &bound)
+	option := fmt.Sprintf("fxmodule.HTTP(%q, %q, …)", name, addr)
+	if err := p.Names.addServer(p.Manager, name, option, append(drain.HTTPHooks(name, srv, t), served)...); err != nil {
 		return err
 	}
 	if err := p.Registry.Add(bound.Check(name+"_listener", addr)); err != nil {
-		return err
+		return &configError{err} // the app has a check of that name
 	}
-	return serve(p.Lifecycle, p.Manager, p.Logger, name, addr, srv, &bound)
+	p.Lifecycle.Append(start)
+	return nil
 }
 
-// serve listens on addr in an OnStart hook and serves srv in a goroutine
-// that the close-phase hook name+".serve" waits for; what shuts srv down is
-// the caller's hook.
-func serve(lc fx.Lifecycle, m *lifecycle.Manager, log *slog.Logger, name, addr string, srv *http.Server, bound *listener.Bound) error {
+// listenAndServe returns the OnStart hook that listens on addr and serves
+// srv in a goroutine, and the close-phase hook name+".serve" that waits
+// for that goroutine; what shuts srv down is the caller's hook.
+func listenAndServe(log *slog.Logger, name, addr string, srv *http.Server, bound *listener.Bound) (fx.Hook, drain.Hook) {
 	if log == nil {
 		log = slog.Default()
 	}
@@ -84,10 +88,7 @@ func serve(lc fx.Lifecycle, m *lifecycle.Manager, log *slog.Logger, name, addr s
 			return ctx.Err()
 		}
 	}
-	if err := m.AddHook(drain.Hook{Name: name + ".serve", Phase: drain.Close, Run: wait}); err != nil {
-		return err
-	}
-	lc.Append(fx.Hook{OnStart: func(context.Context) error {
+	start := fx.Hook{OnStart: func(context.Context) error {
 		ln, err := bound.Listen(addr)
 		if err != nil {
 			return fmt.Errorf("fxmodule: HTTP server %q: listen on %s: %w", name, addr, err)
@@ -100,6 +101,6 @@ func serve(lc fx.Lifecycle, m *lifecycle.Manager, log *slog.Logger, name, addr s
 		}()
 		log.Info("listening", "server", name, "addr", ln.Addr().String())
 		return nil
-	}})
-	return nil
+	}}
+	return start, drain.Hook{Name: name + ".serve", Phase: drain.Close, Run: wait}
 }

@@ -30,11 +30,15 @@ type loggerParams struct {
 //	func main() { os.Exit(fxmodule.Run(fxmodule.Module, fxmodule.FromEnv, …)) }
 //
 // Unlike app.Run it:
+//   - refuses a configuration mistake found before the start with
+//     [lifecycle.ExitConfig] and one log line in the mistake's own words:
+//     an fx constructor's error matching lifecycle.ErrConfig, a type that
+//     nothing provides (fxmodule.Module or a lifecycle.Config forgotten),
+//     a server or drain hook name taken twice;
 //   - splits fx's StopTimeout between the drain (DRAIN_TIMEOUT) and fx's
-//     OnStop hooks (the rest), and refuses to start (ExitConfig) when the
-//     rest is shorter than [StopMargin], naming both values: fx.StopTimeout
-//     belongs to the top-level app, so it is read back with
-//     App.StopTimeout() rather than set here;
+//     OnStop hooks (the rest): an app that sets no fx.StopTimeout gets
+//     DRAIN_TIMEOUT + [StopMargin], and one whose rest is shorter than
+//     StopMargin is refused (ExitConfig), naming both values;
 //   - enforces fx's StartTimeout itself, cancelling the OnStart hooks
 //     wrapped with [Abortable] as a signal would, so that fx's rollback of a
 //     start that timed out still has a live context and stops what had
@@ -69,27 +73,29 @@ func Run(opts ...fx.Option) int {
 	)
 	ctx, stop := context.WithCancelCause(context.Background())
 	defer stop(nil)
+	var stopTimeout time.Duration // fx's, or derived from DRAIN_TIMEOUT
 	afterDrain := func() []drain.HookResult {
-		return stopApp(app, rec, app.StopTimeout()-managerConfig(m).DrainTimeout)
+		return stopApp(app, rec, stopTimeout-managerConfig(m).DrainTimeout)
 	}
-	app = fx.New(append([]fx.Option{rec.option()}, append(opts,
+	app = fx.New(append([]fx.Option{eventLogger(rec), fx.StopTimeout(noStopTimeout)}, append(opts,
 		fx.Supply(d),
 		fx.Decorate(func(fx.Shutdowner) fx.Shutdowner { return shutdowner{stop} }),
 		fx.Populate(&m),
 	)...)...)
 	if err := app.Err(); err != nil {
-		slog.Error("fxmodule: cannot build the app", "err", err)
-		var ce *configError
-		if errors.As(err, &ce) {
-			return lifecycle.ExitConfig
+		why, code := buildFailure(err)
+		if code == lifecycle.ExitConfig {
+			slog.Error("fxmodule: refusing to start: bad configuration", "err", why, "exit_code", code)
+		} else {
+			slog.Error("fxmodule: cannot build the app", "err", why, "exit_code", code)
 		}
-		return lifecycle.ExitStartFailed
+		return code
 	}
 	lifecycleinternal.SetAfterDrain(m, afterDrain)
-	if stop, drainT := app.StopTimeout(), managerConfig(m).DrainTimeout; stop < drainT+StopMargin {
-		slog.Error("fxmodule: refusing to start", "err", fmt.Errorf(
-			"fxmodule: fx StopTimeout %s is shorter than DRAIN_TIMEOUT %s + StopMargin %s: raise it with fx.StopTimeout at the top level of fx.New (fxmodule.StopTimeoutFor), or lower DRAIN_TIMEOUT",
-			stop, drainT, StopMargin))
+	var err error
+	if stopTimeout, err = stopTimeoutOf(app, managerConfig(m).DrainTimeout); err != nil {
+		logger(managerConfig(m).Logger).Error("fxmodule: refusing to start: bad configuration",
+			"err", err.Error(), "exit_code", lifecycle.ExitConfig)
 		return lifecycle.ExitConfig
 	}
 	d.app, d.m = app, m
@@ -236,15 +242,39 @@ func stopApp(app *fx.App, rec *stopRecorder, budget time.Duration) []drain.HookR
 
 // StopMargin is the least budget [Run] leaves fx's OnStop hooks after the
 // drain (closing clients, flushing telemetry). Run splits fx's StopTimeout
-// in two: DRAIN_TIMEOUT for the drain, the rest for the OnStop hooks, and
-// refuses to start when the rest is shorter than StopMargin. So a process
-// run by Run exits within StopTimeout of the first signal; set the pod's
-// termination grace period above it.
+// in two: DRAIN_TIMEOUT for the drain, the rest for the OnStop hooks. An
+// app that sets no fx.StopTimeout gets DRAIN_TIMEOUT + StopMargin; one
+// that sets a shorter one is refused. So a process run by Run exits within
+// StopTimeout of the first signal; set the pod's termination grace period
+// above it.
 const StopMargin = 5 * time.Second
 
-// StopTimeoutFor returns fx.StopTimeout(cfg.DrainTimeout + StopMargin), the
-// top-level option [Run] checks for. Read the config before fx.New to use
-// it (lifecycle.ConfigFromEnv), since fx takes the option only there.
+// noStopTimeout is the fx.StopTimeout that Run gives fx before the app's
+// options, so that it can tell an app that set none (fx would report its
+// own default, 15s, as if the app had chosen it); no app sets a negative
+// one.
+const noStopTimeout = -1
+
+// stopTimeoutOf is the stop timeout of app, whose drain takes drainTimeout:
+// DRAIN_TIMEOUT + StopMargin when the app set none, or the app's own if it
+// leaves the OnStop hooks at least StopMargin.
+func stopTimeoutOf(app *fx.App, drainTimeout time.Duration) (time.Duration, error) {
+	least := drainTimeout + StopMargin
+	switch set := app.StopTimeout(); {
+	case set == noStopTimeout:
+		return least, nil
+	case set < least:
+		return 0, fmt.Errorf("fxmodule: fx.StopTimeout %s is shorter than DRAIN_TIMEOUT %s + StopMargin %s: "+
+			"drop fx.StopTimeout (Run then takes %s), raise it to at least %s, or lower DRAIN_TIMEOUT", set, drainTimeout, StopMargin, least, least)
+	default:
+		return set, nil
+	}
+}
+
+// StopTimeoutFor returns fx.StopTimeout(cfg.DrainTimeout + StopMargin):
+// what [Run] takes when the app sets no fx.StopTimeout, so an app needs it
+// only to state the timeout. fx takes the option only at the top level of
+// fx.New, so read the config before it (lifecycle.ConfigFromEnv).
 func StopTimeoutFor(cfg lifecycle.Config) fx.Option {
 	return fx.StopTimeout(drainTimeout(cfg) + StopMargin)
 }

@@ -1,0 +1,240 @@
+package fxmodule_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/fx"
+
+	"github.com/drainkit/drainkit/drain"
+	"github.com/drainkit/drainkit/fxmodule"
+	"github.com/drainkit/drainkit/fxmodule/fxmoduletest"
+	"github.com/drainkit/drainkit/lifecycle"
+)
+
+// record is one line of the default logger, as a JSON handler wrote it.
+type record struct {
+	Level string `json:"level"`
+	Msg   string `json:"msg"`
+	Err   string `json:"err"`
+}
+
+// logDefault sends the default logger, where Run logs what it refuses and
+// where fx logs when the graph has no logger, to a buffer for the test;
+// the returned function reads its records.
+func logDefault(t *testing.T) func() []record {
+	t.Helper()
+	logs := &lockedBuffer{}
+	prev := slog.Default()
+	t.Cleanup(func() { slog.SetDefault(prev) })
+	slog.SetDefault(slog.New(slog.NewJSONHandler(logs, nil)))
+	return func() []record {
+		logs.mu.Lock()
+		defer logs.mu.Unlock()
+		var out []record
+		for _, line := range strings.Split(strings.TrimSpace(logs.b.String()), "\n") {
+			var r record
+			if line != "" && json.Unmarshal([]byte(line), &r) == nil {
+				out = append(out, r)
+			}
+		}
+		return out
+	}
+}
+
+func errorLines(recs []record) []string {
+	var out []string
+	for _, r := range recs {
+		if r.Level == "ERROR" {
+			out = append(out, strings.TrimSpace(r.Msg+" "+r.Err))
+		}
+	}
+	return out
+}
+
+// dbConfig stands for a service's own configuration, read by its own
+// constructor.
+type dbConfig struct{ dsn string }
+
+func newDBConfig() (*dbConfig, error) {
+	return nil, fmt.Errorf("%w: DATABASE_URL is empty; set it to the database's DSN", lifecycle.ErrConfig)
+}
+
+func namedHook(name string) any {
+	return fxmodule.AsHook(func() drain.Hook {
+		return drain.Hook{Name: name, Phase: drain.Flush, Run: func(context.Context) error { return nil }}
+	})
+}
+
+// Every configuration mistake found before the start exits 78 with one
+// line that says what to change, not fx's wrapping of it.
+func TestRunConfigMistakeIsOneLineAndExitConfig(t *testing.T) {
+	hello := func() http.Handler { return http.NotFoundHandler() }
+	cfg := fx.Supply(lifecycle.Config{Service: "svc", NodeID: "n1", DrainTimeout: 10 * time.Second})
+	stop := fx.StopTimeout(10*time.Second + fxmodule.StopMargin)
+	tests := []struct {
+		name string
+		env  map[string]string
+		give []fx.Option
+		want []string // each in the one line
+	}{
+		{
+			name: "a bad variable",
+			env:  map[string]string{"DRAIN_TIMEOUT": "abc"},
+			give: []fx.Option{fxmodule.Module, fxmodule.FromEnv},
+			want: []string{`DRAIN_TIMEOUT="abc": not a duration`},
+		},
+		{
+			name: "a bad lifecycle.Config",
+			give: []fx.Option{fxmodule.Module, fx.Supply(lifecycle.Config{DrainTimeout: time.Second, DrainDelay: 2 * time.Second})},
+			want: []string{`DrainDelay="2s": must be shorter than DrainTimeout (1s)`},
+		},
+		{
+			name: "a constructor's error wrapping lifecycle.ErrConfig",
+			give: []fx.Option{fxmodule.Module, cfg, stop, fx.Provide(newDBConfig), fx.Invoke(func(*dbConfig) {})},
+			want: []string{"DATABASE_URL is empty; set it to the database's DSN"},
+		},
+		{
+			name: "two hooks with one name",
+			give: []fx.Option{fxmodule.Module, cfg, stop, fx.Provide(namedHook("flush"), namedHook("flush"))},
+			want: []string{`two drain hooks named "flush"`},
+		},
+		{
+			name: "the app's hook named like one of HTTP's",
+			give: []fx.Option{fxmodule.Module, cfg, stop, fx.Provide(namedHook("api.serve")), fxmodule.HTTP("api", "127.0.0.1:0", hello)},
+			want: []string{`drain hook "api.serve"`, `fxmodule.HTTP("api", "127.0.0.1:0", …)`},
+		},
+		{
+			name: "HTTP's hook named like the app's, HTTP first",
+			give: []fx.Option{fxmodule.HTTP("api", "127.0.0.1:0", hello), fxmodule.Module, cfg, stop, fx.Provide(namedHook("api.serve"))},
+			want: []string{`drain hook "api.serve"`, `fxmodule.HTTP("api", "127.0.0.1:0", …)`},
+		},
+		{
+			name: "two servers named api",
+			give: []fx.Option{fxmodule.Module, cfg, stop, fxmodule.HTTP("api", "127.0.0.1:0", hello), fxmodule.HTTP("api", "127.0.0.1:0", hello)},
+			want: []string{`two servers named "api"`},
+		},
+		{
+			name: "Admin twice",
+			give: []fx.Option{fxmodule.Module, cfg, stop, fxmodule.Admin("127.0.0.1:0"), fxmodule.Admin("127.0.0.1:0")},
+			want: []string{`two servers named "admin"`},
+		},
+		{
+			name: "fxmodule.Module forgotten",
+			give: []fx.Option{fxmodule.FromEnv, fxmodule.HTTP("api", "127.0.0.1:0", hello)},
+			want: []string{"add fxmodule.Module"},
+		},
+		{
+			name: "the lifecycle.Config forgotten",
+			give: []fx.Option{fxmodule.Module, fxmodule.HTTP("api", "127.0.0.1:0", hello)},
+			want: []string{"lifecycle.Config", "add fxmodule.FromEnv"},
+		},
+		{
+			name: "a type nobody provides",
+			give: []fx.Option{fxmodule.Module, cfg, stop, fx.Invoke(func(*dbConfig) {})},
+			want: []string{"*fxmodule_test.dbConfig", "fx.Provide or fx.Supply"},
+		},
+		{
+			name: "fx.StopTimeout too short",
+			give: []fx.Option{fxmodule.Module, cfg, fx.StopTimeout(5 * time.Second)},
+			want: []string{"fx.StopTimeout 5s is shorter than DRAIN_TIMEOUT 10s + StopMargin 5s"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			for k, v := range tt.env {
+				t.Setenv(k, v)
+			}
+			logs := logDefault(t)
+			code := fxmodule.Run(tt.give...)
+			assert.Equal(t, lifecycle.ExitConfig, code, "exit code")
+			lines := errorLines(logs())
+			require.Len(t, lines, 1, "one error line; got %q", lines)
+			t.Log(lines[0])
+			for _, w := range tt.want {
+				assert.Contains(t, lines[0], w)
+			}
+			for _, wrapping := range []string{"\n", "could not build arguments", "received non-nil error", "did you mean to Provide"} {
+				assert.NotContains(t, lines[0], wrapping, "fx's wrapping")
+			}
+		})
+	}
+}
+
+// A start that fails on the world (here a port already taken) is not a
+// configuration mistake: it exits 5.
+func TestRunStartFailingOnTheWorldIsExitStartFailed(t *testing.T) {
+	taken := freeAddr(t)
+	ln, err := net.Listen("tcp", taken)
+	require.NoError(t, err)
+	defer ln.Close()
+	hello := func() http.Handler { return http.NotFoundHandler() }
+	code := fxmodule.Run(baseOptions(&trace{}, fxmodule.HTTP("api", taken, hello))...)
+	assert.Equal(t, lifecycle.ExitStartFailed, code)
+}
+
+// Started with DRAIN_TIMEOUT=120s and no other setting (no SERVICE_NAME,
+// no fx.StopTimeout), an app runs and drains: Run gives fx a stop timeout
+// of DRAIN_TIMEOUT + StopMargin, so the OnStop hooks get StopMargin.
+func TestRunWithDrainTimeoutAloneRunsAndDrains(t *testing.T) {
+	for _, k := range []string{"SERVICE_NAME", "NODE_ID", "DRAIN_DELAY", "DRAIN_QUIET_WINDOW", "DRAIN_DELAY_FLOOR", "HEALTH_READY_TIMEOUT"} {
+		t.Setenv(k, "")
+	}
+	t.Setenv("DRAIN_TIMEOUT", "120s")
+	synctest.Test(t, func(t *testing.T) {
+		var budget time.Duration
+		measure := fx.Invoke(func(lc fx.Lifecycle) {
+			lc.Append(fx.Hook{OnStop: func(ctx context.Context) error {
+				d, _ := ctx.Deadline()
+				budget = time.Until(d)
+				return nil
+			}})
+		})
+		a := fxmoduletest.Start(t, fxmodule.Module, fxmodule.FromEnv, fx.Supply(quiet()), measure)
+		r := a.Stop()
+		assert.Equal(t, lifecycle.ExitClean, r.ExitCode)
+		assert.Equal(t, "fxmodule.test", r.Service, "named after the executable")
+		assert.Equal(t, fxmodule.StopMargin, budget, "fx's stop timeout is DRAIN_TIMEOUT + StopMargin")
+	})
+}
+
+// An explicit fx.StopTimeout too short for DRAIN_TIMEOUT is still refused,
+// fx's own default of 15s included when the app sets it.
+func TestRunRefusesAnExplicitStopTimeoutTooShortForDrainTimeout(t *testing.T) {
+	t.Setenv("DRAIN_TIMEOUT", "120s")
+	logs := logDefault(t)
+	code := fxmodule.Run(fxmodule.Module, fxmodule.FromEnv, fx.StopTimeout(15*time.Second))
+	assert.Equal(t, lifecycle.ExitConfig, code)
+	lines := errorLines(logs())
+	require.Len(t, lines, 1, "%q", lines)
+	assert.Contains(t, lines[0], "fx.StopTimeout 15s is shorter than DRAIN_TIMEOUT 2m0s + StopMargin 5s")
+}
+
+// A service run without a name is named after its executable, and says
+// so once at the start.
+func TestRunWithoutServiceNameLogsTheDefault(t *testing.T) {
+	t.Setenv("SERVICE_NAME", "")
+	t.Setenv("DRAIN_DELAY", "0s")
+	logs := logDefault(t)
+	a := fxmoduletest.Start(t, fxmodule.Module, fxmodule.FromEnv)
+	r := a.Stop()
+	assert.Equal(t, lifecycle.ExitClean, r.ExitCode)
+	assert.Equal(t, "fxmodule.test", r.Service)
+	var said []string
+	for _, rec := range logs() {
+		if strings.Contains(rec.Msg, "SERVICE_NAME") {
+			said = append(said, rec.Msg)
+		}
+	}
+	assert.Len(t, said, 1, "one line says the name was not given: %q", said)
+}
