@@ -45,7 +45,12 @@
 // # Observability
 //
 // One log line per transition (service node_id old_status new_status
-// reason duration_ms), one per drain phase, and one final line with the
-// [Report] as a JSON object. Metrics: service_draining,
-// service_shutdown_duration_ms and drain_hook_outcomes_total.
+// reason duration_ms), one per drain phase (phase hooks elapsed_ms), one
+// per phase of the work after the drain, "after-drain hooks" (fx's OnStop
+// hooks under fxmodule), and one final line with the [Report] as a JSON
+// object. Under slog's own default handler, which prints text, that line
+// is written as JSON to the same output so the report stays an object; a
+// Logger or slog.SetDefault handler given is used as it is. Metrics:
+// service_draining, service_shutdown_duration_ms and
+// drain_hook_outcomes_total.
 package lifecycle

@@ -285,15 +285,16 @@ func (m *Manager) shutdown(ctx context.Context, reason string, startErr error) *
 		m.delay(dctx)
 	}
 	rep := drain.Run(draininternal.WithOnPhase(dctx, func(p string, n int) {
-		m.log.Info("drain phase", slog.String("service", m.cfg.Service), slog.String("node_id", m.cfg.NodeID),
-			slog.String("stage", p), slog.Int("hooks", n), slog.Float64("elapsed_ms", msOf(time.Since(m.stopAt))))
+		m.logPhase("drain phase", p, n)
 	}), reason, hooks)
 	rep.Start = m.stopAt // the report covers the whole budget, delay included
 	rep.Duration = time.Since(m.stopAt)
 	_ = m.transitionWith(Stopped, "drained", rep)
 	if afterDrain != nil { // the drain is over: what runs now only closes
-		rep.Hooks = append(rep.Hooks, afterDrain()...)
+		after := afterDrain()
+		rep.Hooks = append(rep.Hooks, after...)
 		rep.Duration = time.Since(m.stopAt)
+		m.logAfterDrain(after)
 	}
 	r := &Report{Report: rep, Service: m.cfg.Service, NodeID: m.cfg.NodeID}
 	r.ExitCode = exitCode(r)
@@ -349,12 +350,41 @@ func (m *Manager) adaptiveEnd(start time.Time) time.Time {
 	return at
 }
 
+// logPhase logs the hooks of phase that begin, under msg. The key is
+// "phase", as in the report, so the two can be matched.
+func (m *Manager) logPhase(msg, phase string, hooks int) {
+	m.log.Info(msg, slog.String("service", m.cfg.Service), slog.String("node_id", m.cfg.NodeID),
+		slog.String("phase", phase), slog.Int("hooks", hooks), slog.Float64("elapsed_ms", msOf(time.Since(m.stopAt))))
+}
+
+// logAfterDrain logs, per phase, how many results the work after the
+// drain (fx's OnStop hooks under fxmodule) added to the report: they ran
+// after the drain's own phase lines, and without this line the report
+// would list more hooks of a phase than its line said.
+func (m *Manager) logAfterDrain(results []drain.HookResult) {
+	var phases []drain.Phase
+	count := map[drain.Phase]int{}
+	for _, r := range results {
+		if count[r.Phase] == 0 {
+			phases = append(phases, r.Phase)
+		}
+		count[r.Phase]++
+	}
+	for _, p := range phases {
+		m.logPhase("after-drain hooks", string(p), count[p])
+	}
+}
+
 func (m *Manager) logReport(r *Report) {
 	level := slog.LevelInfo
 	if r.ExitCode != ExitClean {
 		level = slog.LevelError
 	}
-	m.log.Log(context.Background(), level, "drain report",
+	ctx := context.Background()
+	if !m.log.Enabled(ctx, level) {
+		return
+	}
+	reportLogger(m.log).Log(ctx, level, "drain report",
 		slog.String("service", r.Service), slog.String("node_id", r.NodeID),
 		slog.Int("exit_code", r.ExitCode), slog.Attr{Key: "report", Value: r.logValue()})
 }

@@ -2,6 +2,7 @@ package lifecycle
 
 import (
 	"encoding/json"
+	"log"
 	"log/slog"
 
 	"github.com/drainkit/drainkit/drain"
@@ -96,3 +97,19 @@ type rawJSON []byte
 
 func (j rawJSON) MarshalJSON() ([]byte, error) { return j, nil }
 func (j rawJSON) MarshalText() ([]byte, error) { return j, nil }
+
+// builtinHandler is log/slog's own default handler, read before any
+// program's main can replace it with slog.SetDefault.
+var builtinHandler = slog.Default().Handler()
+
+// reportLogger is the logger for the report line: l, unless l writes
+// through slog's built-in default handler. That handler prints text, so
+// the report would be one escaped string, which neither jq nor a log
+// pipeline reads as an object; the line then goes as JSON to the same
+// output. A handler the program chose, text or not, is its choice.
+func reportLogger(l *slog.Logger) *slog.Logger {
+	if l.Handler() != builtinHandler {
+		return l
+	}
+	return slog.New(slog.NewJSONHandler(log.Writer(), nil))
+}

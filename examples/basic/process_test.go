@@ -54,7 +54,7 @@ func TestSlowRequestCompletesAndExitIsClean(t *testing.T) {
 	require.NoError(t, err, "the server keeps serving during the propagation delay")
 	resp.Body.Close()
 	assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode, "ready must fail on the first probe after the flip")
-	p.Await(t, `"stage":"wait_in_flight"`) // intake is closed; the slow request still runs
+	p.Await(t, `"phase":"wait_in_flight","hooks"`) // intake is closed; the slow request still runs
 	resp, err = http.Get("http://" + admin + "/healthz/live")
 	require.NoError(t, err, "health keeps answering after intake stops")
 	resp.Body.Close()
@@ -77,7 +77,7 @@ func TestSecondSignalForces(t *testing.T) {
 	}()
 	p.Await(t, "slow request started")
 	p.Signal(t, syscall.SIGTERM)
-	p.Await(t, `"stage":"wait_in_flight"`) // the drain is waiting for the 60 s request
+	p.Await(t, `"phase":"wait_in_flight","hooks"`) // the drain is waiting for the 60 s request
 	p.Signal(t, syscall.SIGTERM)
 	assert.Equal(t, 4, p.ExitCode(t), p.Output())
 	assert.Contains(t, p.Output(), `"forced":true`)

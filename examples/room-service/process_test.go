@@ -82,7 +82,7 @@ func TestDrainHandsRoomsOver(t *testing.T) {
 	assert.Equal(t, 0, a.ExitCode(t), a.Output())
 
 	out := a.Output()
-	order := []string{`"stage":"stop_intake"`, `"stage":"wait_in_flight"`, `"stage":"flush"`, `"stage":"release"`, `"stage":"close"`}
+	order := []string{`"phase":"stop_intake","hooks"`, `"phase":"wait_in_flight","hooks"`, `"phase":"flush","hooks"`, `"phase":"release","hooks"`, `"phase":"close","hooks"`}
 	last := -1
 	for _, s := range order {
 		i := strings.Index(out, s)

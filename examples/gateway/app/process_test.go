@@ -66,7 +66,7 @@ func TestSIGTERMMidRequestCompletesAndExitsClean(t *testing.T) {
 	<-started
 	p.Signal(t, syscall.SIGTERM)
 	p.Await(t, `"new_status":"draining"`)
-	p.Await(t, `"stage":"wait_in_flight"`) // the drain now waits for our request
+	p.Await(t, `"phase":"wait_in_flight","hooks"`) // the drain now waits for our request
 	close(release)
 
 	a := <-got

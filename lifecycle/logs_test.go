@@ -1,0 +1,101 @@
+package lifecycle_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"log"
+	"strings"
+	"syscall"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/drainkit/drainkit/drain"
+	"github.com/drainkit/drainkit/internal/lifecycleinternal"
+	"github.com/drainkit/drainkit/lifecycle"
+)
+
+// With no Logger and no slog.SetDefault, the lines go through slog's own
+// default handler, which prints text; the report line must still hold
+// the report as a JSON object, as the docs promise, not as an escaped
+// string.
+func TestReportIsAJSONObjectInTheDefaultOutput(t *testing.T) {
+	var out bytes.Buffer
+	prevOut, prevFlags := log.Writer(), log.Flags()
+	log.SetOutput(&out) // where slog's default handler writes
+	t.Cleanup(func() { log.SetOutput(prevOut); log.SetFlags(prevFlags) })
+
+	m, err := lifecycle.New(lifecycle.Config{Service: "api", NodeID: "n1"})
+	require.NoError(t, err)
+	require.NoError(t, m.AddHook(drain.Hook{Name: "api.close", Phase: drain.Close, Run: func(context.Context) error { return nil }}))
+	require.NoError(t, m.MarkRunning())
+	m.Shutdown(context.Background(), "test")
+
+	var line string
+	for _, l := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+		if strings.Contains(l, "drain report") {
+			line = l
+		}
+	}
+	require.NotEmpty(t, line, "no drain report line in:\n%s", out.String())
+	var rec struct {
+		Msg    string         `json:"msg"`
+		Report map[string]any `json:"report"`
+	}
+	if err := json.Unmarshal([]byte(line), &rec); err != nil {
+		t.Fatalf("report line %s: %v; want one JSON object", line, err)
+	}
+	assert.Equal(t, "drain report", rec.Msg)
+	assert.Equal(t, "api", rec.Report["service"])
+	hooks, _ := rec.Report["hooks"].([]any)
+	require.Len(t, hooks, 1, "report %v", rec.Report)
+	assert.Equal(t, "api.close", hooks[0].(map[string]any)["name"])
+	assert.Contains(t, out.String(), "drain phase", "the other lines stay in the default handler's text")
+}
+
+// The phase lines name the phase under the key the report uses, "phase",
+// and together count every entry the report lists for each phase, the
+// results of the work after the drain (fx's OnStop hooks) included.
+func TestPhaseLinesCountWhatTheReportLists(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, lifecycle.Config{Service: "api", NodeID: "n1", DrainDelay: time.Second})
+		noop := func(context.Context) error { return nil }
+		require.NoError(t, h.AddHook(
+			drain.Hook{Name: "api.stop_intake", Phase: drain.StopIntake, Run: noop},
+			drain.Hook{Name: "api.close", Phase: drain.Close, Run: noop},
+			drain.Hook{Name: "readiness.close", Phase: drain.Close, Run: noop},
+		))
+		lifecycleinternal.SetAfterDrain(h.Manager, func() []drain.HookResult {
+			return []drain.HookResult{{Name: "fx.OnStop main.closeRedis", Phase: drain.Close, Outcome: drain.OK}}
+		})
+		reports := h.run()
+		synctest.Wait()
+		h.sig <- syscall.SIGTERM
+		r := <-reports
+
+		want := map[string]int{}
+		for _, hr := range r.Hooks {
+			want[string(hr.Phase)]++
+		}
+		got := map[string]int{}
+		for _, line := range strings.Split(strings.TrimSpace(h.logs.String()), "\n") {
+			var rec map[string]any
+			require.NoError(t, json.Unmarshal([]byte(line), &rec))
+			if msg := rec["msg"]; msg != "drain phase" && msg != "after-drain hooks" {
+				continue
+			}
+			assert.NotContains(t, rec, "stage", "the key is phase, as in the report: %s", line)
+			phase, _ := rec["phase"].(string)
+			n, _ := rec["hooks"].(float64)
+			got[phase] += int(n)
+		}
+		assert.Equal(t, map[string]int{"stop_intake": 1, "close": 3}, want)
+		if !assert.Equal(t, want, got, "hooks per phase: got the log lines' sums; want the report's entries") {
+			t.Logf("log:\n%s", h.logs.String())
+		}
+	})
+}
