@@ -192,10 +192,11 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	}
 	c = c.withDefaults()
 	if err := c.Validate(); err != nil {
-		// Name the variable, not the field: that is what the operator set.
+		// Name the variables, not the fields: that is what the operator set.
 		var fe *fieldError
 		if errors.As(err, &fe) {
 			fe.field = envName(fe.field)
+			fe.problem = fieldsAsEnv.Replace(fe.problem)
 		}
 		return Config{}, err
 	}
@@ -211,18 +212,28 @@ func executableName() string {
 	return strings.TrimSuffix(filepath.Base(os.Args[0]), ".exe")
 }
 
+// envNames maps the fields ConfigFromEnv reads to their variables.
+var envNames = map[string]string{
+	"DrainTimeout": "DRAIN_TIMEOUT",
+	"DrainDelay":   "DRAIN_DELAY",
+	"QuietWindow":  "DRAIN_QUIET_WINDOW",
+	"DelayFloor":   "DRAIN_DELAY_FLOOR",
+	"ReadyTimeout": "HEALTH_READY_TIMEOUT",
+}
+
+// fieldsAsEnv rewrites the fields a Validate problem mentions ("must be
+// shorter than DrainTimeout (30s)") as their variables.
+var fieldsAsEnv = func() *strings.Replacer {
+	var pairs []string
+	for f, v := range envNames {
+		pairs = append(pairs, f, v)
+	}
+	return strings.NewReplacer(pairs...)
+}()
+
 func envName(field string) string {
-	switch field {
-	case "DrainTimeout":
-		return "DRAIN_TIMEOUT"
-	case "DrainDelay":
-		return "DRAIN_DELAY"
-	case "QuietWindow":
-		return "DRAIN_QUIET_WINDOW"
-	case "DelayFloor":
-		return "DRAIN_DELAY_FLOOR"
-	case "ReadyTimeout":
-		return "HEALTH_READY_TIMEOUT"
+	if v, ok := envNames[field]; ok {
+		return v
 	}
 	return field
 }

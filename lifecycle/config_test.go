@@ -43,10 +43,10 @@ func TestConfigFromEnv(t *testing.T) {
 		{name: "timeout bare number", give: map[string]string{"DRAIN_TIMEOUT": "30"}, wantErr: `DRAIN_TIMEOUT="30": not a duration`},
 		{name: "delay negative", give: map[string]string{"DRAIN_DELAY": "-1s"}, wantErr: `DRAIN_DELAY="-1s": must not be negative`},
 		{name: "delay not shorter than timeout", give: map[string]string{"DRAIN_TIMEOUT": "10s", "DRAIN_DELAY": "10s"},
-			wantErr: `DRAIN_DELAY="10s": must be shorter than DrainTimeout (10s)`},
+			wantErr: `DRAIN_DELAY="10s": must be shorter than DRAIN_TIMEOUT (10s)`},
 		{name: "ready timeout zero", give: map[string]string{"HEALTH_READY_TIMEOUT": "0s"}, wantErr: `HEALTH_READY_TIMEOUT="0s": must be positive`},
 		{name: "floor above delay", give: map[string]string{"DRAIN_DELAY": "2s", "DRAIN_QUIET_WINDOW": "1s", "DRAIN_DELAY_FLOOR": "3s"},
-			wantErr: `DRAIN_DELAY_FLOOR="3s": must not exceed DrainDelay (2s)`},
+			wantErr: `DRAIN_DELAY_FLOOR="3s": must not exceed DRAIN_DELAY (2s)`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
