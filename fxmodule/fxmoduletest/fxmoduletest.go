@@ -5,21 +5,27 @@
 //
 // # Usage
 //
-//	app := fxmoduletest.Start(t, fxmodule.Module, fx.Supply(cfg), …)
+//	cfg := lifecycle.Config{Service: "room-service"}
+//	app := fxmoduletest.Start(t, fxmodule.Module, fx.Supply(cfg), fx.Provide(fxmodule.AsHook(newFlushHook)))
 //	// … exercise the running app …
 //	r := app.Stop() // SIGTERM, then the drain
 //	hook, _ := r.Hook("flush")
 //	if hook.Outcome != drain.OK { … }
 //
 // The report says which hooks ran, in which phase and order (phase by
-// phase, StopIntake first), with which outcome and for how long.
+// phase, StopIntake first), with which outcome and for how long. Like
+// fxmodule.Run, Start gives an app that sets no fx.StopTimeout one that
+// fits its DrainTimeout.
 //
 // # Time
 //
 // drainkit and fx read the standard clock only, so a test that calls Start
 // inside testing/synctest.Test runs the whole life of the app on the
 // bubble's fake clock: a DRAIN_DELAY of 5 s or a hook that times out costs
-// no real time.
+// no real time. A goroutine waiting on the real network never lets that
+// clock move, so an app that listens (fxmodule.HTTP, Admin, fxgrpc) cannot
+// run there: Start fails the test at once, naming the goroutine. Test it on
+// the real clock, with a short DrainDelay.
 package fxmoduletest
 
 import (
