@@ -12,6 +12,18 @@ import (
 	"github.com/drainkit/drainkit/lifecycle"
 )
 
+// refuseToBuild logs, in one line, why fx could not build the app, and
+// returns the exit code.
+func refuseToBuild(err error) int {
+	why, code := buildFailure(err)
+	if code == lifecycle.ExitConfig {
+		slog.Error("fxmodule: refusing to start: bad configuration", "err", why, "exit_code", code)
+	} else {
+		slog.Error("fxmodule: cannot build the app", "err", why, "exit_code", code)
+	}
+	return code
+}
+
 // buildFailure says in one line why fx could not build the app, and the
 // exit code: ExitConfig for a configuration mistake, whether a constructor
 // said so (lifecycle.ErrConfig) or fx found the graph itself wrong (a type

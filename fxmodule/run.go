@@ -83,13 +83,7 @@ func Run(opts ...fx.Option) int {
 		fx.Populate(&m),
 	)...)...)
 	if err := app.Err(); err != nil {
-		why, code := buildFailure(err)
-		if code == lifecycle.ExitConfig {
-			slog.Error("fxmodule: refusing to start: bad configuration", "err", why, "exit_code", code)
-		} else {
-			slog.Error("fxmodule: cannot build the app", "err", why, "exit_code", code)
-		}
-		return code
+		return refuseToBuild(err)
 	}
 	lifecycleinternal.SetAfterDrain(m, afterDrain)
 	var err error
