@@ -41,7 +41,7 @@ var Module = fx.Module("drainkit",
 var FromEnv = fx.Provide(fromEnv)
 
 func fromEnv(p loggerParams) (lifecycle.Config, error) {
-	unnamed := false
+	unnamed := false // ConfigFromEnv fills the default in: what it read says it had to
 	cfg, err := lifecycle.ConfigFromEnv(func(k string) string {
 		v := os.Getenv(k)
 		unnamed = unnamed || k == "SERVICE_NAME" && v == ""
