@@ -54,8 +54,9 @@ type App struct {
 // Start runs an app made of opts with fxmodule.Run in the background, with
 // signals sent by the test instead of the process's, and returns once the
 // app is Running (every OnStart hook returned). It fails the test if the
-// app exits first. An app still running when the test ends is stopped by
-// the test's cleanup.
+// app exits first, or if, inside a testing/synctest bubble, it waits on
+// the real network there (see Time). An app still running when the test
+// ends is stopped by the test's cleanup.
 func Start(t testing.TB, opts ...fx.Option) *App {
 	t.Helper()
 	a := &App{t: t, signals: make(chan os.Signal, 3), exited: make(chan int, 1)}
