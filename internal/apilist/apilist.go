@@ -20,7 +20,8 @@ import (
 
 // Packages returns the import-path-relative directories (under root) of
 // every public package: directories with non-test Go files, outside
-// internal/, examples/, e2e/, bench/ and testdata.
+// internal/, examples/, e2e/, bench/, testdata and cmd/ (commands: package
+// main has no API to import).
 func Packages(root string) ([]string, error) {
 	var dirs []string
 	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
@@ -32,7 +33,7 @@ func Packages(root string) ([]string, error) {
 		}
 		rel, _ := filepath.Rel(root, path)
 		switch filepath.Base(rel) {
-		case "internal", "examples", "e2e", "bench", "testdata", "api":
+		case "internal", "examples", "e2e", "bench", "testdata", "api", "cmd":
 			return filepath.SkipDir
 		}
 		if strings.HasPrefix(filepath.Base(rel), ".") && rel != "." {
