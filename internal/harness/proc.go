@@ -200,6 +200,11 @@ func (p *Proc) Done() <-chan struct{} { return p.done }
 // signal ended it).
 func (p *Proc) Wait(ctx context.Context) (int, error) {
 	select {
+	case <-p.done: // an exit wins over a context that ended too
+		return p.cmd.ProcessState.ExitCode(), nil
+	default:
+	}
+	select {
 	case <-p.done:
 		return p.cmd.ProcessState.ExitCode(), nil
 	case <-ctx.Done():

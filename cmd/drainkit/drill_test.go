@@ -1,0 +1,342 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/drainkit/drainkit/internal/harness"
+)
+
+// short are the flags that keep a drill of the test service brief and
+// light on a shared machine.
+var short = []string{"-rate", "50", "-warmup", "300ms", "-tail", "300ms", "-path", "/hello"}
+
+// service is the test binary as the drill's command, in mode.
+func service(mode string, extra ...string) []string {
+	args := append([]string{"-env", "ADDR=127.0.0.1:{port}", "-env", "DRILL_TEST_SERVICE=" + mode, "-env", "NAME={name}"}, extra...)
+	return append(args, "--", os.Args[0])
+}
+
+// drillRun runs the drainkit command in this process and returns its exit
+// code, stdout and stderr.
+func drillRun(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	code := run(ctx, append([]string{"drill"}, args...), &stdout, &stderr)
+	return code, stdout.String(), stderr.String()
+}
+
+// drillJSON runs a drill with -json and decodes its verdict.
+func drillJSON(t *testing.T, args ...string) (int, verdictJSON) {
+	t.Helper()
+	code, out, errOut := drillRun(t, append([]string{"-json"}, args...)...)
+	var v verdictJSON
+	require.NoError(t, json.Unmarshal([]byte(out), &v), "stdout:\n%s\nstderr:\n%s", out, errOut)
+	for _, p := range v.Old {
+		assert.False(t, alive(p.Pid), "%s (pid %d) runs after the drill", p.Name, p.Pid)
+	}
+	for _, p := range v.New {
+		assert.False(t, alive(p.Pid), "%s (pid %d) runs after the drill", p.Name, p.Pid)
+	}
+	return code, v
+}
+
+// verdictJSON is the -json document as a CI job reads it.
+type verdictJSON struct {
+	Balancer        string          `json:"balancer"`
+	Sent            int             `json:"sent"`
+	Succeeded       int             `json:"succeeded"`
+	Failed          int             `json:"failed"`
+	FailedBy        map[string]int  `json:"failed_by_cause"`
+	Failed5xx       map[string]int  `json:"failed_5xx_by_code"`
+	ClientRetries   int             `json:"client_retries"`
+	BalancerRetries int             `json:"balancer_retries"`
+	LatencyDuring   struct{ N int } `json:"latency_during_update"`
+	LatencyOutside  struct{ N int } `json:"latency_outside_update"`
+	Old             []struct {
+		Name       string  `json:"name"`
+		Pid        int     `json:"pid"`
+		ExitCode   int     `json:"exit_code"`
+		Killed     bool    `json:"killed"`
+		TimeToExit float64 `json:"time_to_exit_ms"`
+		Report     *struct {
+			ExitCode int `json:"exit_code"`
+			Hooks    []struct {
+				Name, Outcome string
+			} `json:"hooks"`
+		} `json:"drain_report"`
+	} `json:"old_instances"`
+	New []struct {
+		Name string `json:"name"`
+		Pid  int    `json:"pid"`
+	} `json:"new_instances"`
+	Problems []string `json:"problems"`
+	Pass     bool     `json:"pass"`
+}
+
+// alive reports whether pid runs (a zombie does not).
+func alive(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	return len(f) > 0 && f[0] != "Z"
+}
+
+// Input the drill cannot run with is refused before anything starts,
+// with exit code 2 and an error that names the flag and the value.
+func TestDrillRefusesBadInput(t *testing.T) {
+	tests := []struct {
+		name string
+		give []string
+		want string
+	}{
+		{name: "unknown flag", give: []string{"-rats", "5", "--", "true"}, want: "flag provided but not defined: -rats"},
+		{name: "no command", give: []string{"-env", "ADDR=127.0.0.1:{port}"}, want: "no command"},
+		{name: "command not found", give: []string{"-env", "ADDR=127.0.0.1:{port}", "--", "no-such-service-anywhere"}, want: `command "no-such-service-anywhere"`},
+		{name: "no {port}", give: []string{"-env", "ADDR=127.0.0.1:8080", "--", "true"}, want: "no -env has {port}"},
+		{name: "no -env", give: []string{"--", "true"}, want: "no -env has {port}"},
+		{name: "unknown placeholder", give: []string{"-env", "ADDR=127.0.0.1:{prot}", "--", "true"}, want: "unknown placeholder {prot}"},
+		{name: "env without =", give: []string{"-env", "ADDR", "-env", "A=:{port}", "--", "true"}, want: `-env "ADDR": want KEY=VALUE`},
+		{name: "lag without kube", give: []string{"-lb", "haproxy", "-lag", "2s", "-env", "A=:{port}", "--", "true"}, want: "-lag 2s: only -lb kube"},
+		{name: "unknown balancer", give: []string{"-lb", "nginx", "-env", "A=:{port}", "--", "true"}, want: `-lb "nginx"`},
+		{name: "go run", give: []string{"-env", "A=:{port}", "--", "go", "run", "./svc"}, want: "go run does not pass SIGTERM"},
+		{name: "admin never passed", give: []string{"-env", "A=:{port}", "-ready", "http://127.0.0.1:{admin}/ready", "--", "true"}, want: "no -env passes {admin}"},
+		{name: "remote readiness", give: []string{"-env", "A=:{port}", "-ready", "http://example.com:{port}/", "--", "true"}, want: "loopback only"},
+		{name: "path not a path", give: []string{"-env", "A=:{port}", "-path", "http://example.com/", "--", "true"}, want: "want a path starting with /"},
+		{name: "bad header", give: []string{"-env", "A=:{port}", "-header", "NoColon", "--", "true"}, want: `-header "NoColon"`},
+		{name: "rate", give: []string{"-env", "A=:{port}", "-rate", "0", "--", "true"}, want: "-rate 0"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, out, errOut := drillRun(t, tt.give...)
+			assert.Equal(t, exitCantRun, code, "exit code; stderr:\n%s", errOut)
+			assert.Empty(t, out)
+			assert.Contains(t, errOut, tt.want)
+			assert.Contains(t, errOut, `Run "drainkit drill -h"`)
+		})
+	}
+}
+
+// -h prints the usage on stdout and exits 0.
+func TestDrillHelp(t *testing.T) {
+	code, out, _ := drillRun(t, "-h")
+	assert.Equal(t, exitPass, code)
+	for _, want := range []string{"Usage: drainkit drill [flags] -- <command> [args]", "-lb MODE", "{port}", "Exit status"} {
+		assert.Contains(t, out, want)
+	}
+}
+
+// An instance that exits, or whose readiness URL never answers within
+// -start, ends the drill with exit code 2 and its last lines; nothing it
+// started is left running.
+func TestDrillEndsWhenAnInstanceNeverBecomesReady(t *testing.T) {
+	tests := []struct {
+		mode string
+		want []string
+	}{
+		{mode: "crash", want: []string{"exited (exit status 3)", "fatal: cannot open the database"}},
+		{mode: "deaf", want: []string{"did not become ready within -start 1s", "never answered 2xx", "test service deaf starting"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.mode, func(t *testing.T) {
+			pids := t.TempDir()
+			args := append([]string{"-start", "1s", "-n", "2"}, service(tt.mode, "-env", "PID_DIR="+pids)...)
+			code, out, errOut := drillRun(t, args...)
+			assert.Equal(t, exitCantRun, code, "stdout:\n%s\nstderr:\n%s", out, errOut)
+			for _, w := range tt.want {
+				assert.Contains(t, errOut, w)
+			}
+			assertNoneRuns(t, pids)
+		})
+	}
+}
+
+// assertNoneRuns checks that no process that wrote its pid into dir runs.
+func assertNoneRuns(t *testing.T, dir string) {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	for _, e := range entries {
+		b, err := os.ReadFile(dir + "/" + e.Name())
+		require.NoError(t, err)
+		var pid int
+		_, err = fmt.Sscan(string(b), &pid)
+		require.NoError(t, err)
+		assert.False(t, alive(pid), "%s (pid %d) runs after the drill", e.Name(), pid)
+	}
+}
+
+// A service that keeps serving while the balancer notices its readiness
+// flip loses nothing in any balancer mode: exit code 0, every request
+// succeeded, every old instance exited 0 and its drain report is read.
+// Its readiness is on a second port, through the {admin} template.
+func TestDrillPassesAServiceThatDrains(t *testing.T) {
+	for _, lb := range []string{"haproxy", "inprocess", "kube"} {
+		t.Run(lb, func(t *testing.T) {
+			args := append([]string{"-n", "2", "-lb", lb, "-ready", "http://127.0.0.1:{admin}/healthz/ready"}, short...)
+			if lb == "kube" {
+				args = append(args, "-lag", "300ms")
+			}
+			args = append(args, service("drains", "-env", "DELAY=700ms", "-env", "ADMIN_ADDR=127.0.0.1:{admin}")...)
+			code, v := drillJSON(t, args...)
+			assert.Equal(t, exitPass, code, "problems: %v", v.Problems)
+			assert.True(t, v.Pass)
+			assert.Equal(t, lb, v.Balancer)
+			assert.Positive(t, v.Sent)
+			assert.Equal(t, v.Sent, v.Succeeded)
+			assert.Zero(t, v.Failed, "failed by cause: %v", v.FailedBy)
+			assert.Zero(t, v.ClientRetries)
+			assert.Positive(t, v.LatencyDuring.N, "requests during the update")
+			assert.Positive(t, v.LatencyOutside.N, "requests outside it")
+			require.Len(t, v.Old, 2)
+			require.Len(t, v.New, 2)
+			for _, o := range v.Old {
+				assert.Equal(t, 0, o.ExitCode, o.Name)
+				assert.False(t, o.Killed, o.Name)
+				assert.GreaterOrEqual(t, o.TimeToExit, 700.0, "%s kept serving its delay", o.Name)
+				if assert.NotNil(t, o.Report, "%s printed a drain report", o.Name) {
+					assert.Equal(t, "api.stop_intake", o.Report.Hooks[0].Name)
+				}
+			}
+		})
+	}
+}
+
+// In the Kubernetes mode an instance gets new connections until -lag
+// after its SIGTERM: a service that closes its listener at SIGTERM has
+// them refused, and kube-proxy retries none. Behind HAProxy the same
+// service loses nothing, because HAProxy retries a refused connection.
+func TestDrillKubeModeRefusesConnectionsToAServiceThatStopsAtOnce(t *testing.T) {
+	args := append([]string{"-n", "2", "-lb", "kube", "-lag", "1s"}, short...)
+	code, v := drillJSON(t, append(args, service("naive")...)...)
+	assert.Equal(t, exitFail, code)
+	assert.False(t, v.Pass)
+	assert.Positive(t, v.Failed)
+	assert.Equal(t, v.Failed, v.FailedBy["connection_refused"], "every failure is a refused connection: %v", v.FailedBy)
+	assert.Zero(t, v.BalancerRetries)
+	assert.Contains(t, v.Problems, fmt.Sprintf("%d of %d requests failed", v.Failed, v.Sent))
+	for _, o := range v.Old {
+		assert.Equal(t, 0, o.ExitCode, "%s exits 0: its shutdown is not what fails", o.Name)
+		assert.Nil(t, o.Report)
+	}
+}
+
+// The balancer never retries a 5xx: a service that answers 503 while it
+// drains, with readiness still 200, has the 503s reach the client,
+// counted by code.
+func TestDrillBalancerPassesA5xxToTheClient(t *testing.T) {
+	for _, lb := range []string{"haproxy", "inprocess"} {
+		t.Run(lb, func(t *testing.T) {
+			args := append([]string{"-n", "1", "-lb", lb}, short...)
+			code, v := drillJSON(t, append(args, service("answers503", "-env", "DELAY=500ms")...)...)
+			assert.Equal(t, exitFail, code)
+			assert.Positive(t, v.FailedBy["5xx"])
+			assert.Equal(t, v.FailedBy["5xx"], v.Failed5xx["503"], "every 5xx is a 503: %v", v.Failed5xx)
+		})
+	}
+}
+
+// An old instance that does not exit within -grace is SIGKILLed and
+// counted as such; one that exits non-zero fails the drill too.
+func TestDrillJudgesHowOldInstancesExit(t *testing.T) {
+	tests := []struct {
+		mode       string
+		wantCode   int
+		wantKilled bool
+		want       string
+	}{
+		{mode: "stubborn", wantCode: -1, wantKilled: true, want: "did not exit within -grace 500ms and was SIGKILLed"},
+		{mode: "exit1", wantCode: 1, want: "exited after its SIGTERM with exit status 1"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.mode, func(t *testing.T) {
+			args := append([]string{"-n", "1", "-lb", "kube", "-lag", "0s", "-grace", "500ms"}, short...)
+			code, v := drillJSON(t, append(args, service(tt.mode)...)...)
+			assert.Equal(t, exitFail, code)
+			require.Len(t, v.Old, 1)
+			assert.Equal(t, tt.wantCode, v.Old[0].ExitCode)
+			assert.Equal(t, tt.wantKilled, v.Old[0].Killed)
+			assert.Contains(t, v.Problems, "i1 "+tt.want)
+		})
+	}
+}
+
+// The table says what the JSON says, for a person: counts by cause,
+// retries, latency, each old instance's exit and its drain report.
+func TestDrillTable(t *testing.T) {
+	args := append([]string{"-n", "1", "-lb", "inprocess"}, short...)
+	code, out, errOut := drillRun(t, append(args, service("drains", "-env", "DELAY=300ms")...)...)
+	require.Equal(t, exitPass, code, "stdout:\n%s\nstderr:\n%s", out, errOut)
+	for _, want := range []string{
+		"drainkit drill: 1 instance of ", " behind inprocess, 50 requests/s",
+		"failed                     0 (connection refused 0, reset 0, timeout 0, 5xx 0, other 0)",
+		"client retries             0 (the load never retries)",
+		"latency during the update  p50 ", "old i1                     exit 0, ",
+		"drain report: ", "stop_intake  api.stop_intake  ok  200µs",
+		"PASS: no request failed, every old instance exited 0 in time.",
+	} {
+		assert.Contains(t, out, want)
+	}
+}
+
+// Every process the drill started dies with it: SIGKILLed, the drill
+// leaves nothing behind (the kernel kills its children), and interrupted
+// (here once its instances serve) it stops them and exits 2.
+func TestDrillsProcessesDieWithIt(t *testing.T) {
+	for _, sig := range []syscall.Signal{syscall.SIGKILL, syscall.SIGINT} {
+		t.Run(sig.String(), func(t *testing.T) {
+			pids := t.TempDir()
+			args := append([]string{"-n", "2", "-lb", "kube", "-warmup", "1h"}, service("drains", "-env", "PID_DIR="+pids)...)
+			p, err := harness.StartProc("drainkit", os.Args[0], []string{"DRILL_TEST_MAIN=" + strings.Join(append([]string{"drill"}, args...), "\n")})
+			require.NoError(t, err)
+			defer p.Kill()
+			require.Eventually(t, func() bool { // the instances write their pids once they serve
+				entries, _ := os.ReadDir(pids)
+				n := 0
+				for _, e := range entries {
+					if !strings.HasPrefix(e.Name(), ".") {
+						n++
+					}
+				}
+				return n == 2
+			}, time.Minute, 10*time.Millisecond)
+			require.NoError(t, p.Signal(sig))
+			ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+			defer cancel()
+			code, err := p.Wait(ctx)
+			require.NoError(t, err)
+			if sig == syscall.SIGINT {
+				assert.Equal(t, exitCantRun, code, "output:\n%s", p.Output())
+				assert.Contains(t, p.Output(), "interrupted")
+			}
+			require.Eventually(t, func() bool { return noneRuns(pids) }, 10*time.Second, 10*time.Millisecond)
+		})
+	}
+}
+
+func noneRuns(dir string) bool {
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		b, _ := os.ReadFile(dir + "/" + e.Name())
+		var pid int
+		if _, err := fmt.Sscan(string(b), &pid); err == nil && alive(pid) {
+			return false
+		}
+	}
+	return true
+}

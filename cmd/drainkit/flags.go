@@ -1,0 +1,337 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Defaults of the drill's flags.
+const (
+	defaultInstances = 3
+	defaultReady     = "/healthz/ready"
+	defaultStart     = 30 * time.Second
+	defaultLB        = "auto"
+	defaultLag       = 2 * time.Second
+	defaultRate      = 50
+	defaultWarmup    = time.Second
+	defaultTail      = 2 * time.Second
+	defaultTimeout   = 10 * time.Second
+	defaultGrace     = 30 * time.Second // Kubernetes' terminationGracePeriodSeconds
+	maxRate          = 5000
+	maxRequests      = 1_000_000
+)
+
+const drillUsage = `Usage: drainkit drill [flags] -- <command> [args]
+
+Runs a rolling update of <command> on this machine and says whether a
+client lost a request. It starts -n instances, each with its own loopback
+port passed through the environment, behind a load balancer; sends an
+open-loop load of -rate requests a second (never retried); replaces every
+instance in turn as a Deployment with maxSurge 1, maxUnavailable 0 does
+(start a new one, wait until it is ready, SIGTERM an old one, wait for it to
+exit, SIGKILL after -grace); and prints what the clients saw.
+
+Give the service's own binary: "go run" does not pass SIGTERM on to the
+program it builds. Build it first (go build -o /tmp/svc ./cmd/svc).
+
+Instances:
+  -n N              instances, replaced one at a time (default %d)
+  -env KEY=VALUE    environment of every instance, beside the drill's own;
+                    repeatable. Placeholders: {port} the instance's own port
+                    (required in one -env), {admin} a second port of its
+                    own, {name} its name (i1, i2, ...), {index} its number.
+                    e.g. -env 'ADDR=127.0.0.1:{port}' -env 'ADMIN_ADDR=127.0.0.1:{admin}'
+  -ready URL        readiness: a path on {port}, or a URL template such as
+                    http://127.0.0.1:{admin}/healthz/ready; any 2xx is ready
+                    (default %s)
+  -start D          how long an instance may take to become ready (default %s)
+  -grace D          how long an old instance may take to exit after SIGTERM
+                    before it is SIGKILLed (default %s)
+
+Balancer:
+  -lb MODE          haproxy: HAProxy probing the readiness URL every 200ms,
+                      2 failures take an instance out, 1 success puts it back;
+                      retries a request only when its connection failed, never
+                      a 5xx. inprocess: the same rules in the drill.
+                    auto: haproxy when installed, else inprocess.
+                    kube: as kube-proxy does after a pod's deletion: no
+                      checks, no retries; an instance stays in until -lag
+                      after its SIGTERM, whatever its readiness says.
+                    (default %s)
+  -lag D            with -lb kube: how long endpoint removal takes (default %s)
+
+Load:
+  -rate R           requests per second, started on schedule whatever became
+                    of earlier ones (default %d, at most %d)
+  -method M         request method (default GET)
+  -path P           request path; repeatable, used round robin (default /)
+  -body S           request body
+  -header 'K: V'    request header; repeatable
+  -timeout D        how long a request may take (default %s)
+  -warmup D         load before the update begins (default %s)
+  -tail D           load after the update ends (default %s)
+  -duration D       load for exactly D instead of until the update ends
+                    plus -tail
+
+Output:
+  -json             write the verdict as one JSON document instead of the table
+
+Exit status: 0 when no request failed and every old instance exited 0
+before -grace; 1 otherwise; 2 when the drill could not run (bad flags, a
+command not found, an instance that exited or never became ready).
+
+Example:
+  go build -o /tmp/http-naive ./examples/http-naive
+  drainkit drill -lb kube -lag 2s -env 'ADDR=127.0.0.1:{port}' -- /tmp/http-naive
+`
+
+// drillConfig is a drill, from its flags.
+type drillConfig struct {
+	Instances    int
+	Env          []string
+	Ready        string // a URL template: http://127.0.0.1:{port}/healthz/ready
+	Start, Grace time.Duration
+	LB           string
+	Lag          time.Duration
+	Rate         int
+	Method       string
+	Paths        []string
+	Body         string
+	Header       http.Header
+	Host         string // a Host header given with -header
+	Timeout      time.Duration
+	Warmup, Tail time.Duration
+	Duration     time.Duration // zero: until the update ends plus Tail
+	JSON         bool
+	Command      []string // Command[0] resolved to its path
+}
+
+// usesAdmin reports whether the instances need a second port.
+func (c *drillConfig) usesAdmin() bool {
+	return strings.Contains(c.Ready, "{admin}") || strings.Contains(strings.Join(c.Env, "\n"), "{admin}")
+}
+
+// listFlag is a repeatable string flag.
+type listFlag []string
+
+func (l *listFlag) String() string     { return strings.Join(*l, ",") }
+func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
+
+// errHelp is -h: the usage was printed, nothing is wrong.
+var errHelp = errors.New("help requested")
+
+// parseDrill reads the drill's flags and command from args. Every error
+// names the flag and the value it refused.
+func parseDrill(args []string, output io.Writer) (*drillConfig, error) {
+	c := &drillConfig{Header: http.Header{}}
+	fs := flag.NewFlagSet("drill", flag.ContinueOnError)
+	fs.SetOutput(io.Discard) // errors are returned; -h prints drillUsage
+	var env, paths, headers listFlag
+	fs.IntVar(&c.Instances, "n", defaultInstances, "")
+	fs.Var(&env, "env", "")
+	fs.StringVar(&c.Ready, "ready", defaultReady, "")
+	fs.DurationVar(&c.Start, "start", defaultStart, "")
+	fs.DurationVar(&c.Grace, "grace", defaultGrace, "")
+	fs.StringVar(&c.LB, "lb", defaultLB, "")
+	fs.DurationVar(&c.Lag, "lag", defaultLag, "")
+	fs.IntVar(&c.Rate, "rate", defaultRate, "")
+	fs.StringVar(&c.Method, "method", http.MethodGet, "")
+	fs.Var(&paths, "path", "")
+	fs.StringVar(&c.Body, "body", "", "")
+	fs.Var(&headers, "header", "")
+	fs.DurationVar(&c.Timeout, "timeout", defaultTimeout, "")
+	fs.DurationVar(&c.Warmup, "warmup", defaultWarmup, "")
+	fs.DurationVar(&c.Tail, "tail", defaultTail, "")
+	fs.DurationVar(&c.Duration, "duration", 0, "")
+	fs.BoolVar(&c.JSON, "json", false, "")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintf(output, drillUsage, defaultInstances, defaultReady, defaultStart, defaultGrace,
+				defaultLB, defaultLag, defaultRate, maxRate, defaultTimeout, defaultWarmup, defaultTail)
+			return nil, errHelp
+		}
+		return nil, err
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	c.Env, c.Paths, c.Command = env, paths, fs.Args()
+	if len(c.Paths) == 0 {
+		c.Paths = []string{"/"}
+	}
+	for _, check := range []func() error{
+		func() error { return c.checkCommand() },
+		func() error { return c.checkEnv() },
+		func() error { return c.checkReady() },
+		func() error { return c.checkBalancer(set["lag"]) },
+		func() error { return c.checkLoad(headers) },
+	} {
+		if err := check(); err != nil {
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+func (c *drillConfig) checkCommand() error {
+	if len(c.Command) == 0 {
+		return errors.New("no command: give the service's command line after --, e.g. drainkit drill -env 'ADDR=127.0.0.1:{port}' -- ./my-service")
+	}
+	if filepath.Base(c.Command[0]) == "go" && len(c.Command) > 1 && c.Command[1] == "run" {
+		return errors.New(`command "go run …": go run does not pass SIGTERM on to the program it builds, so the drill would time go's exit, not the service's; build it first (go build -o /tmp/svc ./cmd/svc) and give /tmp/svc`)
+	}
+	path, err := exec.LookPath(c.Command[0])
+	if err != nil {
+		return fmt.Errorf("command %q: %w", c.Command[0], err)
+	}
+	c.Command[0] = path
+	if c.Instances < 1 || c.Instances > 100 {
+		return fmt.Errorf("-n %d: want 1 to 100 instances", c.Instances)
+	}
+	return nil
+}
+
+// placeholder matches what may be a placeholder in a template.
+var placeholder = regexp.MustCompile(`\{[a-z]+\}`)
+
+// checkTemplate refuses a placeholder the drill does not know.
+func checkTemplate(flagName, t string) error {
+	for _, p := range placeholder.FindAllString(t, -1) {
+		switch p {
+		case "{port}", "{admin}", "{name}", "{index}":
+		default:
+			return fmt.Errorf("%s %q: unknown placeholder %s; want {port}, {admin}, {name} or {index}", flagName, t, p)
+		}
+	}
+	return nil
+}
+
+func (c *drillConfig) checkEnv() error {
+	port := false
+	for _, e := range c.Env {
+		k, _, ok := strings.Cut(e, "=")
+		if !ok || k == "" {
+			return fmt.Errorf("-env %q: want KEY=VALUE", e)
+		}
+		if err := checkTemplate("-env", e); err != nil {
+			return err
+		}
+		port = port || strings.Contains(e, "{port}")
+	}
+	if !port {
+		return errors.New("no -env has {port}: each instance needs a port of its own, and the drill must know it; e.g. -env 'ADDR=127.0.0.1:{port}'")
+	}
+	return nil
+}
+
+func (c *drillConfig) checkReady() error {
+	if strings.HasPrefix(c.Ready, "/") {
+		c.Ready = "http://127.0.0.1:{port}" + c.Ready
+	}
+	if err := checkTemplate("-ready", c.Ready); err != nil {
+		return err
+	}
+	u, err := url.Parse(expand(c.Ready, instanceVars{Port: "1", Admin: "2", Name: "i1", Index: 1}))
+	if err != nil || u.Scheme != "http" || u.Host == "" {
+		return fmt.Errorf("-ready %q: want a path such as /healthz/ready or a URL such as http://127.0.0.1:{admin}/healthz/ready", c.Ready)
+	}
+	if ip := net.ParseIP(u.Hostname()); (ip == nil || !ip.IsLoopback()) && u.Hostname() != "localhost" {
+		return fmt.Errorf("-ready %q: the drill probes loopback only; want host 127.0.0.1", c.Ready)
+	}
+	if p := u.Port(); p != "1" && p != "2" {
+		return fmt.Errorf("-ready %q: want the port {port} or {admin}", c.Ready)
+	}
+	if strings.Contains(c.Ready, "{admin}") && !strings.Contains(strings.Join(c.Env, "\n"), "{admin}") {
+		return fmt.Errorf("-ready %q probes {admin}, but no -env passes {admin} to the service", c.Ready)
+	}
+	return nil
+}
+
+func (c *drillConfig) checkBalancer(lagSet bool) error {
+	switch c.LB {
+	case "auto", "haproxy", "inprocess", "kube":
+	default:
+		return fmt.Errorf("-lb %q: want auto, haproxy, inprocess or kube", c.LB)
+	}
+	if lagSet && c.LB != "kube" {
+		return fmt.Errorf("-lag %s: only -lb kube has an endpoint lag; the other balancers follow readiness", c.Lag)
+	}
+	if c.Lag < 0 {
+		return fmt.Errorf("-lag %s: must not be negative", c.Lag)
+	}
+	if c.LB != "kube" {
+		c.Lag = 0
+	}
+	return nil
+}
+
+func (c *drillConfig) checkLoad(headers []string) error {
+	switch {
+	case c.Rate < 1 || c.Rate > maxRate:
+		return fmt.Errorf("-rate %d: want 1 to %d requests a second", c.Rate, maxRate)
+	case c.Timeout <= 0:
+		return fmt.Errorf("-timeout %s: must be positive", c.Timeout)
+	case c.Start <= 0:
+		return fmt.Errorf("-start %s: must be positive", c.Start)
+	case c.Grace <= 0:
+		return fmt.Errorf("-grace %s: must be positive", c.Grace)
+	case c.Warmup < 0 || c.Tail < 0 || c.Duration < 0:
+		return fmt.Errorf("-warmup, -tail and -duration must not be negative")
+	case c.Method == "" || strings.ContainsAny(c.Method, " \t\r\n/:"):
+		return fmt.Errorf("-method %q: want a method such as GET or POST", c.Method)
+	}
+	for _, p := range c.Paths {
+		if !strings.HasPrefix(p, "/") {
+			return fmt.Errorf("-path %q: want a path starting with /; the drill sends to its own balancer", p)
+		}
+		if _, err := url.ParseRequestURI(p); err != nil {
+			return fmt.Errorf("-path %q: %w", p, err)
+		}
+	}
+	for _, h := range headers {
+		k, v, ok := strings.Cut(h, ":")
+		k, v = strings.TrimSpace(k), strings.TrimSpace(v)
+		if !ok || k == "" || strings.ContainsAny(k, " \t") {
+			return fmt.Errorf("-header %q: want 'Name: value'", h)
+		}
+		if strings.EqualFold(k, "Host") {
+			c.Host = v
+			continue
+		}
+		c.Header.Add(k, v)
+	}
+	if n := c.loadBound().Seconds() * float64(c.Rate); n > maxRequests {
+		return fmt.Errorf("-rate %d for up to %s is %.0f requests; the drill sends at most %d", c.Rate, c.loadBound(), n, maxRequests)
+	}
+	return nil
+}
+
+// loadBound is the longest the load can run: -duration, or the longest an
+// update can take plus the warm-up and the tail.
+func (c *drillConfig) loadBound() time.Duration {
+	if c.Duration > 0 {
+		return c.Duration
+	}
+	return c.Warmup + time.Duration(c.Instances)*(c.Start+c.Grace+c.Lag+25*time.Second) + c.Tail
+}
+
+// instanceVars are the values of one instance's placeholders.
+type instanceVars struct {
+	Port, Admin, Name string
+	Index             int
+}
+
+// expand fills t's placeholders.
+func expand(t string, v instanceVars) string {
+	return strings.NewReplacer("{port}", v.Port, "{admin}", v.Admin, "{name}", v.Name, "{index}", strconv.Itoa(v.Index)).Replace(t)
+}

@@ -1,0 +1,76 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"syscall"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+)
+
+// A drain report is read from slog's JSON form, its text form and the
+// default logger's form; other lines are not reports.
+func TestParseReport(t *testing.T) {
+	const report = `{"reason":"signal: terminated","duration_ms":5001.2,"exit_code":0,"forced":false,"deadline_exceeded":false,` +
+		`"hooks":[{"name":"api.stop_intake","phase":"stop_intake","outcome":"ok","duration_ms":0.2}]}`
+	quoted := fmt.Sprintf("%q", report)
+	tests := []struct {
+		name string
+		give string
+		want bool
+	}{
+		{name: "json", give: `{"time":"2026-12-03T11:44:15Z","level":"INFO","msg":"drain report","exit_code":0,"report":` + report + `}`, want: true},
+		{name: "text", give: `time=2026-12-03T11:44:15Z level=INFO msg="drain report" exit_code=0 report=` + quoted, want: true},
+		{name: "default logger", give: `2026/12/03 11:44:15 INFO drain report service=x node_id=vm exit_code=0 report=` + quoted, want: true},
+		{name: "another message", give: `{"time":"2026-12-03T11:44:15Z","msg":"drain phase","report":` + report + `}`},
+		{name: "no report field", give: `2026/12/03 11:44:15 INFO drain report service=x`},
+		{name: "plain line", give: `listening on 127.0.0.1:8080`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := parseReport(tt.give)
+			if !tt.want {
+				assert.Nil(t, r)
+				return
+			}
+			if assert.NotNil(t, r) {
+				assert.Equal(t, 5001.2, r.Duration)
+				assert.Equal(t, []hookReport{{Name: "api.stop_intake", Phase: "stop_intake", Outcome: "ok", Duration: 0.2}}, r.Hooks)
+			}
+		})
+	}
+}
+
+// A failure is counted under the cause the client saw.
+func TestClassify(t *testing.T) {
+	refused := &net.OpError{Op: "dial", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}
+	reset := &net.OpError{Op: "read", Err: os.NewSyscallError("read", syscall.ECONNRESET)}
+	tests := []struct {
+		name   string
+		status int
+		err    error
+		want   string
+	}{
+		{name: "200", status: 200, want: ""},
+		{name: "302", status: 302, want: ""},
+		{name: "404", status: 404, want: causeOther},
+		{name: "503", status: 503, want: cause5xx},
+		{name: "refused", err: fmt.Errorf("get: %w", refused), want: causeRefused},
+		{name: "reset", err: fmt.Errorf("get: %w", reset), want: causeReset},
+		{name: "eof", err: fmt.Errorf("get: %w", io.EOF), want: causeReset},
+		{name: "deadline", err: fmt.Errorf("get: %w", context.DeadlineExceeded), want: causeTimeout},
+		{name: "other", err: errors.New("tls: bad certificate"), want: causeOther},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := classify(tt.status, tt.err); got != tt.want {
+				t.Errorf("classify(%d, %v) = %q; want %q", tt.status, tt.err, got, tt.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,137 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+// testService is a real HTTP service for the drill to run, whose
+// shutdown is chosen by mode:
+//
+//	drains    readiness 503 from SIGTERM, serving DELAY more, then a drain
+//	          report line and exit 0 (drainkit's way)
+//	naive     http.Server.Shutdown at SIGTERM, exit 0 (most services' way)
+//	answers503 ready and answering 503 to every request from SIGTERM for
+//	          DELAY, then exit 0 (a 5xx the balancer must not retry)
+//	stubborn  ignores SIGTERM
+//	exit1     exits 1 at SIGTERM
+//	crash     prints a line and exits 3 at start
+//	deaf      runs, never listens
+//
+// ADDR is where it serves /hello; ADMIN_ADDR, when set, serves
+// /healthz/ready instead of ADDR. With PID_DIR set it writes its pid to
+// PID_DIR/NAME once it serves (at once for crash and deaf).
+func testService(mode string) int {
+	fmt.Fprintf(os.Stderr, "test service %s starting\n", mode)
+	switch mode {
+	case "crash":
+		writePid()
+		fmt.Fprintln(os.Stderr, "fatal: cannot open the database")
+		return 3
+	case "deaf":
+		writePid()
+		time.Sleep(time.Hour) // until the drill kills it
+		return 0
+	case "stubborn":
+		signal.Ignore(syscall.SIGTERM)
+	}
+	delay, _ := time.ParseDuration(os.Getenv("DELAY"))
+	term := make(chan os.Signal, 1)
+	if mode != "stubborn" {
+		signal.Notify(term, syscall.SIGTERM)
+	}
+
+	var draining atomic.Bool
+	ready := func(w http.ResponseWriter, _ *http.Request) {
+		if draining.Load() && mode == "drains" {
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /hello", func(w http.ResponseWriter, _ *http.Request) {
+		if draining.Load() && mode == "answers503" {
+			http.Error(w, "shutting down", http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = w.Write([]byte("hello\n"))
+	})
+	var servers []*http.Server
+	listen := func(addr string, h http.Handler) error {
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			return err
+		}
+		srv := &http.Server{Handler: h}
+		servers = append(servers, srv)
+		go func() { _ = srv.Serve(ln) }()
+		return nil
+	}
+	if admin := os.Getenv("ADMIN_ADDR"); admin != "" {
+		adminMux := http.NewServeMux()
+		adminMux.HandleFunc("GET /healthz/ready", ready)
+		if err := listen(admin, adminMux); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+	} else {
+		mux.HandleFunc("GET /healthz/ready", ready)
+	}
+	if err := listen(os.Getenv("ADDR"), mux); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	fmt.Fprintln(os.Stderr, "test service serving")
+	writePid()
+
+	<-term
+	start := time.Now()
+	draining.Store(true)
+	switch mode {
+	case "exit1":
+		return 1
+	case "naive":
+		for _, s := range servers {
+			_ = s.Shutdown(context.Background())
+		}
+		return 0
+	}
+	time.Sleep(delay) // the service's own drain delay, as drainkit's DRAIN_DELAY
+	for _, s := range servers {
+		if err := s.Shutdown(context.Background()); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			return 1
+		}
+	}
+	if mode == "drains" {
+		report, _ := json.Marshal(map[string]any{
+			"reason": "signal: terminated", "duration_ms": float64(time.Since(start).Microseconds()) / 1000, "exit_code": 0,
+			"hooks": []map[string]any{{"name": "api.stop_intake", "phase": "stop_intake", "outcome": "ok", "duration_ms": 0.2}},
+		})
+		fmt.Fprintf(os.Stderr, `{"time":%q,"level":"INFO","msg":"drain report","exit_code":0,"report":%s}`+"\n",
+			time.Now().Format(time.RFC3339Nano), report)
+	}
+	return 0
+}
+
+// writePid writes the pid to PID_DIR/NAME, if PID_DIR is set.
+func writePid() {
+	if dir := os.Getenv("PID_DIR"); dir != "" {
+		tmp := filepath.Join(dir, "."+os.Getenv("NAME"))
+		_ = os.WriteFile(tmp, []byte(fmt.Sprint(os.Getpid())), 0o644)
+		_ = os.Rename(tmp, filepath.Join(dir, os.Getenv("NAME"))) // whole, or not there
+	}
+}
+
+// drillArgsFromEnv are the drill's arguments for the DRILL_TEST_MAIN
+// program, one a line.
+func drillArgsFromEnv() []string { return strings.Split(os.Getenv("DRILL_TEST_MAIN"), "\n") }

@@ -1,0 +1,259 @@
+package main
+
+import (
+	"fmt"
+	"maps"
+	"path/filepath"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/drainkit/drainkit/internal/harness"
+)
+
+// verdict is what the drill found, as the table shows it and -json writes
+// it.
+type verdict struct {
+	Command   []string `json:"command"`
+	Instances int      `json:"instances"`
+	Balancer  string   `json:"balancer"`
+	Lag       duration `json:"lag_ms,omitempty"`
+	Rate      int      `json:"rate"`
+
+	Sent      int `json:"sent"`
+	Succeeded int `json:"succeeded"`
+	Failed    int `json:"failed"`
+	// FailedBy counts the failures by cause, every cause listed.
+	FailedBy map[string]int `json:"failed_by_cause"`
+	// Failed5xx counts the 5xx answers by status code.
+	Failed5xx map[string]int `json:"failed_5xx_by_code,omitempty"`
+	// Examples holds the first failure of each cause.
+	Examples map[string]string `json:"failure_examples,omitempty"`
+	// ClientRetries is always 0: the load never retries.
+	ClientRetries   int `json:"client_retries"`
+	BalancerRetries int `json:"balancer_retries"`
+
+	// LatencyDuring is of the succeeded requests pending at some moment of
+	// the update, LatencyOutside of the others.
+	LatencyDuring  latency   `json:"latency_during_update"`
+	LatencyOutside latency   `json:"latency_outside_update"`
+	Update         duration  `json:"update_ms"`
+	Old            []stopped `json:"old_instances"`
+	New            []started `json:"new_instances"`
+
+	// Problems says why the drill failed; empty when it passed.
+	Problems []string `json:"problems"`
+	Pass     bool     `json:"pass"`
+}
+
+// started is a new instance, running at the end of the drill unless it
+// crashed (then the problems say so), stopped by the drill after it.
+type started struct {
+	Name string `json:"name"`
+	Pid  int    `json:"pid"`
+}
+
+// latency is the p50, p99 and max of N requests.
+type latency struct {
+	N   int      `json:"n"`
+	P50 duration `json:"p50_ms"`
+	P99 duration `json:"p99_ms"`
+	Max duration `json:"max_ms"`
+}
+
+func latencyOf(p harness.Percentiles) latency {
+	return latency{N: p.N, P50: duration(p.P50), P99: duration(p.P99), Max: duration(p.Max)}
+}
+
+func (l latency) String() string {
+	if l.N == 0 {
+		return "n/a (no request)"
+	}
+	return fmt.Sprintf("p50 %s, p99 %s, max %s (%d requests)", l.P50, l.P99, l.Max, l.N)
+}
+
+// judge counts the outcomes and decides.
+func judge(cfg *drillConfig, fe frontend, insts []*instance, u *update, outs []outcome, s harness.Sent) *verdict {
+	v := &verdict{
+		Command: cfg.Command, Instances: cfg.Instances, Balancer: fe.name(), Lag: duration(cfg.Lag), Rate: cfg.Rate,
+		FailedBy: map[string]int{}, Failed5xx: map[string]int{}, Examples: map[string]string{},
+		BalancerRetries: fe.retries(), Update: duration(u.end.Sub(u.start)), Old: u.old,
+	}
+	for _, c := range causes {
+		v.FailedBy[c] = 0
+	}
+	var during, outside []time.Duration
+	warmedUp := false // a request before the update succeeded
+	for _, o := range outs {
+		v.Sent++
+		if o.cause != "" {
+			v.Failed++
+			v.FailedBy[o.cause]++
+			if o.cause == cause5xx {
+				v.Failed5xx[fmt.Sprint(o.status)]++
+			}
+			if _, ok := v.Examples[o.cause]; !ok {
+				v.Examples[o.cause] = o.err
+			}
+			continue
+		}
+		v.Succeeded++
+		warmedUp = warmedUp || o.sent.Before(u.start)
+		if !o.answered.Before(u.start) && !o.sent.After(u.end) {
+			during = append(during, o.answered.Sub(o.sent))
+		} else {
+			outside = append(outside, o.answered.Sub(o.sent))
+		}
+	}
+	v.LatencyDuring, v.LatencyOutside = latencyOf(harness.PercentilesOf(during)), latencyOf(harness.PercentilesOf(outside))
+
+	if !warmedUp {
+		first := "none"
+		for _, o := range outs {
+			if o.cause != "" {
+				first = o.err
+				break
+			}
+		}
+		v.Problems = append(v.Problems, fmt.Sprintf("no request succeeded before the update began (first failure: %s): are -path and -method right?", first))
+	}
+	if v.Failed > 0 {
+		v.Problems = append(v.Problems, fmt.Sprintf("%d of %d requests failed", v.Failed, v.Sent))
+	}
+	for _, o := range u.old {
+		switch {
+		case o.Early:
+			v.Problems = append(v.Problems, fmt.Sprintf("%s exited (%s) before its SIGTERM", o.Name, o.Exit))
+		case o.Killed:
+			v.Problems = append(v.Problems, fmt.Sprintf("%s did not exit within -grace %s and was SIGKILLed", o.Name, cfg.Grace))
+		case o.ExitCode != 0:
+			v.Problems = append(v.Problems, fmt.Sprintf("%s exited after its SIGTERM with %s", o.Name, o.Exit))
+		}
+	}
+	for _, in := range insts[cfg.Instances:] {
+		v.New = append(v.New, started{Name: in.name, Pid: in.proc.Pid()})
+		if !in.running() {
+			v.Problems = append(v.Problems, fmt.Sprintf("new instance %s exited during the drill (%s)", in.name, in.proc.ExitState()))
+		}
+	}
+	if s.N == 0 || s.Last.Before(u.end) {
+		v.Problems = append(v.Problems, "the load stopped before the update ended (-duration too short): the end of the update went unmeasured")
+	}
+	v.Pass = len(v.Problems) == 0
+	if v.Problems == nil {
+		v.Problems = []string{}
+	}
+	return v
+}
+
+// table renders the verdict for a person.
+func (v *verdict) table() string {
+	var b strings.Builder
+	lb := v.Balancer
+	if v.Balancer == "kube" {
+		lb = fmt.Sprintf("kube (endpoints removed %s after SIGTERM)", v.Lag)
+	}
+	fmt.Fprintf(&b, "drainkit drill: %s of %s behind %s, %d requests/s\n\n",
+		plural(v.Instances, "instance"), filepath.Base(v.Command[0]), lb, v.Rate)
+	w := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	row := func(k string, f string, args ...any) { fmt.Fprintf(w, "%s\t%s\n", k, fmt.Sprintf(f, args...)) }
+	row("requests sent", "%d", v.Sent)
+	row("succeeded", "%d", v.Succeeded)
+	var by []string
+	for _, c := range causes {
+		by = append(by, fmt.Sprintf("%s %d", words(c), v.FailedBy[c]))
+	}
+	row("failed", "%d (%s)", v.Failed, strings.Join(by, ", "))
+	if len(v.Failed5xx) > 0 {
+		var codes []string
+		for _, c := range slices.Sorted(maps.Keys(v.Failed5xx)) {
+			codes = append(codes, fmt.Sprintf("%s: %d", c, v.Failed5xx[c]))
+		}
+		row("  5xx by code", "%s", strings.Join(codes, ", "))
+	}
+	for _, c := range causes {
+		if e, ok := v.Examples[c]; ok {
+			row("  first "+words(c), "%s", e)
+		}
+	}
+	row("client retries", "0 (the load never retries)")
+	if v.Balancer == "kube" {
+		row("balancer retries", "0 (kube-proxy does not retry)")
+	} else {
+		row("balancer retries", "%d (connection failures only; a 5xx is never retried)", v.BalancerRetries)
+	}
+	row("latency during the update", "%s", v.LatencyDuring)
+	row("latency outside it", "%s", v.LatencyOutside)
+	row("update", "%s replaced in %s", plural(len(v.Old), "instance"), v.Update)
+	for _, o := range v.Old {
+		row("old "+o.Name, "%s", o.summary())
+		if o.Report != nil {
+			for _, line := range o.Report.hookLines() {
+				row("", "  %s", line)
+			}
+		}
+	}
+	w.Flush()
+	if v.Pass {
+		b.WriteString("\nPASS: no request failed, every old instance exited 0 in time.\n")
+	} else {
+		b.WriteString("\nFAIL:\n")
+		for _, p := range v.Problems {
+			fmt.Fprintf(&b, "  - %s\n", p)
+		}
+	}
+	return b.String()
+}
+
+// summary is one line on how an old instance ended.
+func (s stopped) summary() string {
+	if s.Early {
+		return s.Exit + " before its SIGTERM"
+	}
+	out := fmt.Sprintf("%s, %s after SIGTERM", strings.TrimPrefix(s.Exit, "exit status "), s.TimeToExit)
+	if strings.HasPrefix(s.Exit, "exit status ") {
+		out = "exit " + out
+	}
+	if s.Killed {
+		out += " (SIGKILLed at -grace)"
+	}
+	if s.Report == nil {
+		return out + "; no drain report"
+	}
+	r := s.Report
+	out += fmt.Sprintf("; drain report: %s, exit_code %d", ms(r.Duration), r.ExitCode)
+	if r.DeadlineExceeded {
+		out += ", deadline exceeded"
+	}
+	if r.Forced {
+		out += ", forced"
+	}
+	return out
+}
+
+// words writes a cause as the table shows it.
+func words(cause string) string { return strings.ReplaceAll(cause, "_", " ") }
+
+// plural is "1 instance", "3 instances".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}
+
+// hookLines are the report's hooks, one a line, in columns.
+func (r *drainReport) hookLines() []string {
+	var b strings.Builder
+	w := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	for _, h := range r.Hooks {
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s", h.Phase, h.Name, h.Outcome, ms(h.Duration))
+		if h.Error != "" {
+			fmt.Fprintf(w, "\t%s", h.Error)
+		}
+		fmt.Fprintln(w)
+	}
+	w.Flush()
+	return strings.Split(strings.TrimSuffix(b.String(), "\n"), "\n")
+}
