@@ -140,7 +140,7 @@ func TestRefusesToStart(t *testing.T) {
 		wantText []string
 	}{
 		{"drain timeout not a duration", []string{"DRAIN_TIMEOUT=abc"}, 78, []string{`DRAIN_TIMEOUT=\"abc\"`}},
-		{"delay longer than timeout", []string{"DRAIN_TIMEOUT=5s", "DRAIN_DELAY=8s"}, 78, []string{`DRAIN_DELAY=\"8s\": must be shorter than DrainTimeout (5s)`}},
+		{"delay longer than timeout", []string{"DRAIN_TIMEOUT=5s", "DRAIN_DELAY=8s"}, 78, []string{`DRAIN_DELAY=\"8s\": must be shorter than DRAIN_TIMEOUT (5s)`}},
 		{"lease ttl too short", []string{"LEASE_TTL=100ms"}, 78, []string{`LEASE_TTL=\"100ms\"`}},
 		{"balance interval too short", []string{"BALANCE_INTERVAL=10ms"}, 78, []string{`BALANCE_INTERVAL=\"10ms\"`, "want 0 (off) or a duration of at least 100ms"}},
 		{"balance interval not a duration", []string{"BALANCE_INTERVAL=often"}, 78, []string{`BALANCE_INTERVAL=\"often\"`}},
