@@ -9,6 +9,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/drainkit/drainkit/lifecycle"
 )
 
 // Defaults for [Config].
@@ -51,7 +53,9 @@ type Config struct {
 	// so that one failed tick still leaves a second chance before the
 	// holder gives the lease up at TTL·2/3.
 	RenewInterval time.Duration
-	// CallTimeout bounds every Redis call; default and maximum TTL/6.
+	// CallTimeout bounds every Redis call; default and maximum TTL/6. The
+	// client's options must let a call end by it (see Client settings in
+	// the package doc).
 	CallTimeout time.Duration
 	// RoutePrefix, FencePrefix and NodePrefix prefix the keys; defaults
 	// [DefaultRoutePrefix], [DefaultFencePrefix], [DefaultNodePrefix]. They
@@ -161,83 +165,125 @@ func (c Config) withDefaults() Config {
 }
 
 // Validate reports the first setting that cannot keep a lease safely, naming
-// the field and its value. Zero fields are checked with their defaults.
+// the field and its value, in an error that matches lifecycle.ErrConfig.
+// Zero fields are checked with their defaults.
 func (c Config) Validate() error {
 	c = c.withDefaults()
 	switch {
 	case c.Node == "":
-		return fmt.Errorf("lease: Config.Node is empty")
+		return badConfig("lease: Config.Node is empty")
 	case strings.ContainsAny(c.Node, "|{}") || strings.IndexFunc(c.Node, unicode.IsSpace) >= 0:
-		return fmt.Errorf("lease: Config.Node %q contains '|', '{', '}' or whitespace", c.Node)
+		return badConfig("lease: Config.Node %q contains '|', '{', '}' or whitespace", c.Node)
 	case c.TTL < MinTTL:
-		return fmt.Errorf("lease: Config.TTL %s is below %s", c.TTL, MinTTL)
+		return badConfig("lease: Config.TTL %s is below %s", c.TTL, MinTTL)
 	case c.RenewInterval <= 0 || c.RenewInterval >= c.TTL/2:
-		return fmt.Errorf("lease: Config.RenewInterval %s must be above 0 and below TTL/2 (%s)", c.RenewInterval, c.TTL/2)
+		return badConfig("lease: Config.RenewInterval %s must be above 0 and below TTL/2 (%s)", c.RenewInterval, c.TTL/2)
 	case c.CallTimeout <= 0 || c.CallTimeout > c.TTL/6:
-		return fmt.Errorf("lease: Config.CallTimeout %s must be above 0 and at most TTL/6 (%s)", c.CallTimeout, c.TTL/6)
+		return badConfig("lease: Config.CallTimeout %s must be above 0 and at most TTL/6 (%s)", c.CallTimeout, c.TTL/6)
 	case c.WaitReplicas < 0:
-		return fmt.Errorf("lease: Config.WaitReplicas %d is negative", c.WaitReplicas)
+		return badConfig("lease: Config.WaitReplicas %d is negative", c.WaitReplicas)
 	}
 	for _, p := range []struct{ name, v string }{
 		{"RoutePrefix", c.RoutePrefix}, {"FencePrefix", c.FencePrefix}, {"NodePrefix", c.NodePrefix},
 	} {
 		if strings.ContainsAny(p.v, "{}") {
-			return fmt.Errorf("lease: Config.%s %q contains '{' or '}'", p.name, p.v)
+			return badConfig("lease: Config.%s %q contains '{' or '}'", p.name, p.v)
 		}
 	}
 	if c.RoutePrefix == c.FencePrefix || c.RoutePrefix == c.NodePrefix || c.FencePrefix == c.NodePrefix {
-		return fmt.Errorf("lease: Config prefixes %q, %q, %q must differ", c.RoutePrefix, c.FencePrefix, c.NodePrefix)
+		return badConfig("lease: Config prefixes %q, %q, %q must differ", c.RoutePrefix, c.FencePrefix, c.NodePrefix)
 	}
 	return nil
 }
 
-// clientLimits are the client settings that decide how long one lease call
-// can take.
+// configError is a configuration that New or Validate refuses. It matches
+// lifecycle.ErrConfig without adding to its text, so that fxmodule.Run
+// exits with lifecycle.ExitConfig and logs this text alone.
+type configError struct{ err error }
+
+func (e *configError) Error() string        { return e.err.Error() }
+func (e *configError) Unwrap() error        { return e.err }
+func (e *configError) Is(target error) bool { return target == lifecycle.ErrConfig }
+
+func badConfig(format string, args ...any) error {
+	return &configError{fmt.Errorf(format, args...)}
+}
+
+// clientLimits are the client options that decide how long one lease call
+// can take, as go-redis resolved them (a MaxRetries of 0 given reads 3).
 type clientLimits struct {
+	options                  string // the options type, for the advice
 	maxRetries               int
 	readTimeout              time.Duration
 	writeTimeout             time.Duration
 	contextTimeoutsRespected bool
 }
 
-// checkClient rejects client settings under which a renewal could outlive
-// the lease: more than one retry, or socket timeouts above CallTimeout
-// while the client ignores context deadlines. Client types whose options
-// cannot be read (custom implementations) are accepted as they are; the
-// per-call context deadline still applies. On Cluster, MOVED/ASK
-// redirects (MaxRedirects) are not limited here: they are needed during
-// resharding, and the per-call deadline bounds them.
-func checkClient(c redis.UniversalClient, callTimeout time.Duration) error {
-	var l clientLimits
+func limitsOf(c redis.UniversalClient) (clientLimits, bool) {
 	switch cl := c.(type) {
 	case *redis.Client:
 		o := cl.Options()
-		l = clientLimits{o.MaxRetries, o.ReadTimeout, o.WriteTimeout, o.ContextTimeoutEnabled}
+		return clientLimits{"redis.Options", o.MaxRetries, o.ReadTimeout, o.WriteTimeout, o.ContextTimeoutEnabled}, true
 	case *redis.ClusterClient:
 		o := cl.Options()
-		l = clientLimits{o.MaxRetries, o.ReadTimeout, o.WriteTimeout, o.ContextTimeoutEnabled}
+		return clientLimits{"redis.ClusterOptions", o.MaxRetries, o.ReadTimeout, o.WriteTimeout, o.ContextTimeoutEnabled}, true
 	case *redis.Ring:
 		o := cl.Options()
-		l = clientLimits{o.MaxRetries, o.ReadTimeout, o.WriteTimeout, o.ContextTimeoutEnabled}
-	default:
+		return clientLimits{"redis.RingOptions", o.MaxRetries, o.ReadTimeout, o.WriteTimeout, o.ContextTimeoutEnabled}, true
+	}
+	return clientLimits{}, false
+}
+
+// checkClient refuses client options under which a renewal could outlive
+// the lease, all of them in one error, each with its value and the value
+// wanted: more than one retry, or a socket timeout that is not within
+// CallTimeout while the client ignores context deadlines. It checks rather
+// than building a client of its own from the options: that would open a
+// second pool beside the team's (more connections to a server that limits
+// them) and leave out the hooks added to theirs (tracing, metrics).
+// Client types whose options cannot be read (custom implementations) are
+// accepted as they are; the per-call context deadline still applies. On
+// Cluster, MOVED/ASK redirects (MaxRedirects) are not limited here: they
+// are needed during resharding, and the per-call deadline bounds them.
+func checkClient(c redis.UniversalClient, callTimeout time.Duration) error {
+	l, ok := limitsOf(c)
+	if !ok {
 		return nil
 	}
+	limit := callTimeout.Truncate(time.Millisecond)
+	var bad []string
 	if l.maxRetries > 1 {
-		return fmt.Errorf("lease: client option MaxRetries %d is above 1: a retried renewal can land after the lease expired", l.maxRetries)
+		bad = append(bad, fmt.Sprintf("MaxRetries %d: want at most 1, or a retried renewal can land after the lease expired (go-redis reads 0 as 3, -1 as none)", l.maxRetries))
 	}
-	if l.contextTimeoutsRespected {
-		return nil
-	}
-	for _, t := range []struct {
-		name string
-		v    time.Duration
-	}{{"ReadTimeout", l.readTimeout}, {"WriteTimeout", l.writeTimeout}} {
-		if t.v < 0 || t.v > callTimeout {
-			return fmt.Errorf("lease: client option %s %s is above CallTimeout %s and ContextTimeoutEnabled is false; "+
-				"set ContextTimeoutEnabled or lower %s", t.name, t.v, callTimeout, t.name)
+	if !l.contextTimeoutsRespected {
+		var over []string
+		for _, t := range []struct {
+			name string
+			v    time.Duration
+		}{{"ReadTimeout", l.readTimeout}, {"WriteTimeout", l.writeTimeout}} {
+			if t.v <= 0 || t.v > callTimeout { // resolved 0 and -1 mean no socket deadline at all
+				over = append(over, t.name+" "+timeoutString(t.v))
+			}
+		}
+		if len(over) > 0 {
+			bad = append(bad, fmt.Sprintf("ContextTimeoutEnabled false with %s: want ContextTimeoutEnabled true, so that each call's CallTimeout (%s) bounds it, or both timeouts at most %s",
+				strings.Join(over, " and "), limit, limit))
 		}
 	}
-	return nil
+	if len(bad) == 0 {
+		return nil
+	}
+	return badConfig("lease: %T options cannot keep leases: %s; e.g. %s{MaxRetries: 1, ContextTimeoutEnabled: true}",
+		c, strings.Join(bad, "; "), l.options)
+}
+
+// timeoutString is a socket timeout as go-redis resolved it: 0 and below
+// set no deadline.
+func timeoutString(d time.Duration) string {
+	if d <= 0 {
+		return "unbounded"
+	}
+	return d.String()
 }
 
 // validateID reports whether id can name a room: not empty, at most

@@ -2,11 +2,15 @@ package lease
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/drainkit/drainkit/lifecycle"
 )
 
 func TestConfigValidate(t *testing.T) {
@@ -84,27 +88,98 @@ func TestBadIDTouchesNothing(t *testing.T) {
 	}
 }
 
-func TestNewChecksClient(t *testing.T) {
-	cfg := Config{Node: "n"}
+// A client as a team configures it, with go-redis's defaults, is refused
+// in one error that names every option leases need changed, its value and
+// the value wanted: not one option per failed start.
+func TestNewListsEveryClientOptionLeasesNeed(t *testing.T) {
+	cfg := Config{Node: "n"} // default TTL 10s: CallTimeout 1.666s
 	tests := []struct {
 		name   string
 		client redis.UniversalClient
-		want   string
+		want   []string // substrings of the one error; none for a client that fits
 	}{
-		{"default retries", redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", ContextTimeoutEnabled: true}), "MaxRetries 3"},
-		{"slow reads without context deadlines", redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: 1, ReadTimeout: 5 * time.Second}), "ReadTimeout 5s"},
-		{"cluster retries", redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{"127.0.0.1:1"}, MaxRetries: 3, ContextTimeoutEnabled: true}), "MaxRetries 3"},
-		{"fit", redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: 1, ContextTimeoutEnabled: true}), ""},
-		{"fit without context deadlines", redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, ReadTimeout: time.Second, WriteTimeout: time.Second}), ""},
+		{"go-redis defaults", redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}),
+			[]string{"*redis.Client options", "MaxRetries 3: want at most 1", "ContextTimeoutEnabled false with ReadTimeout 5s and WriteTimeout 5s",
+				"want ContextTimeoutEnabled true", "at most 1.666s", "redis.Options{MaxRetries: 1, ContextTimeoutEnabled: true}"}},
+		{"retries only", redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", ContextTimeoutEnabled: true}),
+			[]string{"MaxRetries 3: want at most 1"}},
+		{"slow reads without context deadlines", redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: 1, ReadTimeout: 5 * time.Second, WriteTimeout: time.Second}),
+			[]string{"ContextTimeoutEnabled false with ReadTimeout 5s:"}},
+		{"no read timeout without context deadlines", redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: 1, ReadTimeout: -1, WriteTimeout: time.Second}),
+			[]string{"ContextTimeoutEnabled false with ReadTimeout unbounded"}},
+		{"cluster defaults", redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{"127.0.0.1:1"}}),
+			[]string{"*redis.ClusterClient options", "ContextTimeoutEnabled false with ReadTimeout 5s and WriteTimeout 5s", "redis.ClusterOptions{"}},
+		{"cluster retries", redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{"127.0.0.1:1"}, MaxRetries: 3, ContextTimeoutEnabled: true}),
+			[]string{"MaxRetries 3"}},
+		{"ring defaults", redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": "127.0.0.1:1"}}),
+			[]string{"*redis.Ring options", "MaxRetries 3", "ContextTimeoutEnabled false"}},
+		{"fit", redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: 1, ContextTimeoutEnabled: true}), nil},
+		{"fit without retries", redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, ContextTimeoutEnabled: true}), nil},
+		{"fit without context deadlines", redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, ReadTimeout: time.Second, WriteTimeout: time.Second}), nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			defer tt.client.Close()
 			_, err := New(tt.client, cfg)
-			if (tt.want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tt.want)) {
-				t.Fatalf("New() = %v; want error containing %q", err, tt.want)
+			if len(tt.want) == 0 {
+				if err != nil {
+					t.Fatalf("New() = %v; want nil", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("New() = nil; want an error containing %q", tt.want)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("New() = %v; want it to contain %q", err, w)
+				}
+			}
+			if strings.Contains(err.Error(), "\n") {
+				t.Errorf("New() = %q; want one line", err)
+			}
+			if !errors.Is(err, lifecycle.ErrConfig) {
+				t.Errorf("New() = %v; want it to match lifecycle.ErrConfig, so fxmodule.Run exits 78", err)
 			}
 		})
+	}
+}
+
+// Every configuration New or Validate refuses is a configuration error,
+// and an error that is not one does not match.
+func TestConfigErrorsMatchErrConfig(t *testing.T) {
+	fit := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: 1, ContextTimeoutEnabled: true})
+	defer fit.Close()
+	ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": "127.0.0.1:1"}, MaxRetries: 1, ContextTimeoutEnabled: true})
+	defer ring.Close()
+	reg := prometheus.NewRegistry()
+	if _, err := New(fit, Config{Node: "n", Registerer: reg}); err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	tests := []struct {
+		name   string
+		client redis.UniversalClient
+		cfg    Config
+	}{
+		{"no client", nil, Config{Node: "n"}},
+		{"no node", fit, Config{}},
+		{"short TTL", fit, Config{Node: "n", TTL: time.Millisecond}},
+		{"WAIT on a Ring", ring, Config{Node: "n", WaitReplicas: 1}},
+		{"RoutePrefix taken on the Registerer", fit, Config{Node: "n", Registerer: reg}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := New(tt.client, tt.cfg)
+			if !errors.Is(err, lifecycle.ErrConfig) {
+				t.Errorf("New() = %v; want an error matching lifecycle.ErrConfig", err)
+			}
+		})
+	}
+	if err := (Config{}).Validate(); !errors.Is(err, lifecycle.ErrConfig) {
+		t.Errorf("Validate() = %v; want an error matching lifecycle.ErrConfig", err)
+	}
+	if errors.Is(ErrDraining, lifecycle.ErrConfig) {
+		t.Error("ErrDraining matches lifecycle.ErrConfig; want only configuration errors to")
 	}
 }
 

@@ -5,6 +5,31 @@
 // It works through redis.UniversalClient: standalone, Sentinel and
 // Cluster.
 //
+// # Client settings
+//
+// A lease call must end within CallTimeout (TTL/6: 1.666s with the
+// default TTL) and be sent at most twice, or a renewal could land after
+// the lease expired. go-redis's defaults do not: [New] refuses them, for
+// a *redis.Client (standalone, Sentinel), *redis.ClusterClient or
+// *redis.Ring, in one error that lists each option with its value:
+//
+//   - MaxRetries at most 1 (go-redis reads 0 as 3, -1 as none);
+//   - ContextTimeoutEnabled true, so that each call's deadline bounds it;
+//     or else ReadTimeout and WriteTimeout above 0 and at most CallTimeout
+//     (go-redis's default is 5s).
+//
+// So a client for leases is, for example:
+//
+//	redis.NewClient(&redis.Options{Addr: addr, MaxRetries: 1, ContextTimeoutEnabled: true})
+//
+// Dialing and waiting for a pooled connection already end with the
+// call's context; the pool, TLS and credentials are the client's own.
+// New checks the client rather than building one of its own from the
+// options: a second pool would open more connections, and the hooks added
+// to the team's client (tracing, metrics) would be left out. A client of
+// another type is used as it is. The error, like every error of New and
+// [Config.Validate], matches lifecycle.ErrConfig.
+//
 // # Keys
 //
 // A room id is the hash tag of its keys, so every script touches one

@@ -195,7 +195,7 @@ func (m *Manager) register(ctx context.Context, l *Lease, f *flight) (*Lease, er
 	if old := m.leases[l.ID()]; old != nil && old != l {
 		// Never expected (flights are one per room and local ends an
 		// overdue lease first), but a replaced lease must not live on.
-		defer old.end(m.overdueError(), true)
+		defer old.end(m.overdueError(old, m.now()), true)
 	}
 	m.leases[l.ID()] = l
 	m.met.held.Set(float64(len(m.leases)))

@@ -51,11 +51,13 @@ type Manager struct {
 	ended chan struct{}
 }
 
-// New returns a Manager for client. It validates cfg and the client's
-// retry and timeout settings; it starts nothing and does no I/O.
+// New returns a Manager for client. It validates cfg and refuses, in one
+// error listing each with its value, the client options leases cannot work
+// with (see Client settings in the package doc). Every error of New
+// matches lifecycle.ErrConfig. It starts nothing and does no I/O.
 func New(client redis.UniversalClient, cfg Config) (*Manager, error) {
 	if client == nil {
-		return nil, errors.New("lease: client is nil")
+		return nil, badConfig("lease: client is nil")
 	}
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -65,7 +67,7 @@ func New(client redis.UniversalClient, cfg Config) (*Manager, error) {
 		return nil, err
 	}
 	if g := groupingFor(client); cfg.WaitReplicas > 0 && g == groupNone {
-		return nil, fmt.Errorf("lease: Config.WaitReplicas %d needs a *redis.Client or *redis.ClusterClient, not %T", cfg.WaitReplicas, client)
+		return nil, badConfig("lease: Config.WaitReplicas %d needs a *redis.Client or *redis.ClusterClient, not %T", cfg.WaitReplicas, client)
 	}
 	var b [8]byte
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on supported platforms
@@ -87,7 +89,7 @@ func New(client redis.UniversalClient, cfg Config) (*Manager, error) {
 	}
 	m.acquireArgs = []any{cfg.Node, holder, m.ttlArg.Milliseconds(), fenceRetention.Milliseconds()}
 	if err := m.met.register(cfg.Registerer); err != nil {
-		return nil, fmt.Errorf("lease: register metrics of RoutePrefix %q: %w", cfg.RoutePrefix, err)
+		return nil, badConfig("lease: register metrics of RoutePrefix %q: %w", cfg.RoutePrefix, err)
 	}
 	return m, nil
 }
@@ -335,7 +337,7 @@ func (m *Manager) local(ctx context.Context, id string) (*Lease, error) {
 			return l, nil
 		case l.state.Load() != stateEnded:
 			m.mu.Unlock()
-			l.end(m.overdueError(), true) // leaves the set on return, unless another goroutine ended it first
+			l.end(m.overdueError(l, m.now()), true) // leaves the set on return, unless another goroutine ended it first
 			continue
 		}
 		if m.ended == nil {

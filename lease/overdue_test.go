@@ -1,8 +1,12 @@
 package lease
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"log/slog"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -75,5 +79,51 @@ func TestAcquireEndsOverdueLease(t *testing.T) {
 	}
 	if held := m.snapshot(false); len(held) != 1 || held[0] != cur {
 		t.Errorf("Held() = %v; want only %v", held, cur)
+	}
+}
+
+// A lease given up because no renewal was confirmed says how long it has
+// been since the last confirmed one, with the limit beside it: the limit
+// alone (TTL·2/3) read as if that much time had passed.
+func TestOverdueLeaseSaysTheTimeSinceItsLastRenewal(t *testing.T) {
+	b := standalone(t)
+	cfg := testConfig()
+	cfg.TTL, cfg.RenewInterval = 3*time.Minute, time.Minute // the renewer stays asleep in this test
+	var logs bytes.Buffer
+	cfg.Logger = slog.New(slog.NewJSONHandler(&logs, nil))
+	m, err := New(b.client(), cfg)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	// The Manager's clock, fixed from a moment on so the figure is exact.
+	var fixed atomic.Int64
+	m.now = func() time.Time {
+		if n := fixed.Load(); n != 0 {
+			return time.Unix(0, n)
+		}
+		return time.Now()
+	}
+	ctx := context.Background()
+	if err := m.Start(ctx); err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	t.Cleanup(func() { _ = m.Stop(context.Background()) })
+	old, err := m.Acquire(ctx, "late")
+	if err != nil {
+		t.Fatalf("Acquire: %v", err)
+	}
+	// Renewals failing for 5m15s, well past the 2m limit.
+	now := time.Now()
+	fixed.Store(now.UnixNano())
+	old.lastOK.Store(now.Add(-5*time.Minute - 15*time.Second).UnixNano())
+	if _, err := m.Acquire(ctx, "late"); err != nil {
+		t.Fatalf("Acquire of the overdue room: %v", err)
+	}
+	const want = "no renewal confirmed for 5m15s (limit 2m0s, TTL·2/3)"
+	if cause := context.Cause(old.Context()); cause == nil || !strings.Contains(cause.Error(), want) {
+		t.Errorf("old lease: got cause %v; want one containing %q", cause, want)
+	}
+	if !strings.Contains(logs.String(), want) {
+		t.Errorf("log:\n%s\nwant a lease lost line containing %q", logs.String(), want)
 	}
 }

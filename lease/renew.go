@@ -62,7 +62,7 @@ func (m *Manager) expireOverdue(now time.Time) time.Time {
 	var earliest time.Time
 	for _, l := range m.snapshot(false) {
 		if l.overdue(now, m.lostAfter) {
-			l.end(m.overdueError(), true)
+			l.end(m.overdueError(l, now), true)
 			continue
 		}
 		if d := l.deadline(m.lostAfter); earliest.IsZero() || d.Before(earliest) {
@@ -72,10 +72,13 @@ func (m *Manager) expireOverdue(now time.Time) time.Time {
 	return earliest
 }
 
-// overdueError is the cause of a lease lost because no renewal was
-// confirmed for TTL·2/3.
-func (m *Manager) overdueError() error {
-	return lostError(fmt.Sprintf("no renewal confirmed for %s", m.lostAfter))
+// overdueError is the cause of l, lost at now because no renewal was
+// confirmed for TTL·2/3: it says how long it has been, which may be far
+// more (a starved renewer, a paused process), and the limit beside it.
+func (m *Manager) overdueError(l *Lease, now time.Time) error {
+	since := now.Sub(time.Unix(0, l.lastOK.Load()))
+	return lostError(fmt.Sprintf("no renewal confirmed for %s (limit %s, TTL·2/3)",
+		since.Truncate(time.Millisecond), m.lostAfter.Truncate(time.Millisecond)))
 }
 
 // tick runs one renewal round, its call bounded by CallTimeout and by the
