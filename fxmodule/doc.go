@@ -14,7 +14,9 @@
 // [Module] provides the *lifecycle.Manager, its *drain.Tracker and a
 // *readiness.Registry; drain hooks and readiness checks are contributed
 // through value groups with [AsHook], [AsHooks] and [AsCheck].
-// [LeaseModule] adds a *lease.Manager for a redis.UniversalClient.
+// Package fxmodule/fxlease adds a *lease.Manager for a
+// redis.UniversalClient and fxmodule/fxgrpc serves gRPC, each in a package
+// of its own so that an HTTP service links neither go-redis nor grpc-go.
 // Settings are the Config structs of the wired packages (lifecycle.Config,
 // lease.Config) supplied to the graph, as everywhere in drainkit: there
 // are no functional options.

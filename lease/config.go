@@ -123,7 +123,7 @@ type Config struct {
 	// does is fixed when the Manager is made.
 	HandOff bool
 	// Draining reports whether the process has started draining, read
-	// straight from the process's state (fxmodule passes the lifecycle
+	// straight from the process's state (fxlease passes the lifecycle
 	// state). It is how the Manager learns of the flip: once it reports
 	// true, Acquire returns [ErrDraining], an acquisition in progress
 	// starts no further attempt and one whose script raced the flip is

@@ -177,7 +177,7 @@
 // reports true: Acquire returns [ErrDraining] from then on, an
 // acquisition in progress starts no further attempt, and one whose script
 // raced the flip is released and returns ErrDraining. The heartbeat is
-// marked draining by the next write after that (at once under fxmodule,
+// marked draining by the next write after that (at once under fxlease,
 // which tells the renewer at the flip; otherwise at the first Acquire
 // refused or the next renewal round, within RenewInterval).
 //

@@ -223,7 +223,7 @@ func (m *Manager) abandonAll() {
 
 // beginDrain closes the acquisition gate: from its return on, Acquire
 // returns [ErrDraining]. It does no I/O and never blocks, so it can run in
-// a lifecycle listener at the flip (fxmodule calls it there, through
+// a lifecycle listener at the flip (fxlease calls it there, through
 // internal/leaseinternal); the renewer marks the heartbeat draining
 // promptly after. The drain's lease hooks call it too, in case the flip
 // did not reach the Manager.

@@ -96,7 +96,7 @@ func (m *Manager) tick(ctx context.Context, earliest time.Time) {
 }
 
 // The parts of a Manager that other packages of this module reach through
-// leaseinternal: fxmodule tells it of the flip from a lifecycle listener,
+// leaseinternal: fxlease tells it of the flip from a lifecycle listener,
 // the benchmarks drive one renewal round and count the leases held.
 func init() {
 	leaseinternal.RenewAll = func(m any, ctx context.Context) error { return m.(*Manager).renewAll(ctx) }

@@ -47,6 +47,7 @@ import (
 
 	"github.com/drainkit/drainkit/fxmodule"
 	"github.com/drainkit/drainkit/fxmodule/fxgrpc"
+	"github.com/drainkit/drainkit/fxmodule/fxlease"
 	"github.com/drainkit/drainkit/lease"
 	"github.com/drainkit/drainkit/lifecycle"
 )
@@ -68,7 +69,7 @@ func options(c config, lc lifecycle.Config, log *slog.Logger) []fx.Option {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return []fx.Option{
 		fxmodule.Module,
-		fxmodule.LeaseModule,
+		fxlease.Module,
 		// The drain must fit in fx's stop budget; Run checks it.
 		fxmodule.StopTimeoutFor(lc),
 		fx.Supply(c, lc, log, reg),

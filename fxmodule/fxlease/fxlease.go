@@ -1,4 +1,20 @@
-package fxmodule
+// Package fxlease adds a *lease.Manager to an fx app run by fxmodule.Run.
+// It is a package of its own so that fxmodule does not link go-redis for
+// services that hold no leases, as fxgrpc keeps grpc-go out.
+//
+// # Usage
+//
+//	fxmodule.Run(
+//		fxmodule.Module, fxmodule.FromEnv, fxlease.Module,
+//		fx.Provide(func() redis.UniversalClient {
+//			return redis.NewClient(&redis.Options{Addr: addr, MaxRetries: 1, ContextTimeoutEnabled: true})
+//		}),
+//	)
+//
+// The client must fit leases (see the lease package's Client settings):
+// Run refuses one that does not with exit code 78 and one line listing
+// each option to change. A lease.Config in the graph is optional.
+package fxlease
 
 import (
 	"context"
@@ -9,42 +25,50 @@ import (
 	"go.uber.org/fx"
 
 	"github.com/drainkit/drainkit/drain"
+	"github.com/drainkit/drainkit/fxmodule"
 	"github.com/drainkit/drainkit/internal/leaseinternal"
+	"github.com/drainkit/drainkit/internal/lifecycleinternal"
 	"github.com/drainkit/drainkit/lease"
 	"github.com/drainkit/drainkit/lifecycle"
 	"github.com/drainkit/drainkit/readiness"
 )
 
-// LeaseModule provides a *lease.Manager over the graph's
-// redis.UniversalClient and a lease.Config (Node defaults to the
-// lifecycle's NODE_ID). It closes the lease gate at the flip, starts the
-// renewer (writing the node heartbeat) on start, contributes the Release
-// phase hook and a gating readiness check "redis_lease", and stops the
-// renewer on stop. The per-room hand-off is the service's: set
+// Module provides a *lease.Manager over the graph's
+// redis.UniversalClient, configured by the graph's lease.Config if there
+// is one (its zero fields take their defaults, and Node the lifecycle's
+// NODE_ID). It closes the lease gate at the flip, starts the renewer
+// (writing the node heartbeat) on start, contributes the Release phase
+// hook and a gating readiness check "redis_lease", and stops the renewer
+// on stop. The per-room hand-off is the service's: set
 // lease.Config.HandOff and contribute leases.HandOff(flushRoom, n) with
-// [AsHook] (a constructor may return the hook and its error).
-var LeaseModule = fx.Module("drainkit.lease",
-	fx.Provide(newLeaseManager),
-	fx.Provide(AsHook(func(l *lease.Manager) drain.Hook { return l.ReleaseHook() })),
-	fx.Provide(AsCheck(func(l *lease.Manager) readiness.Check {
+// fxmodule.AsHook (a constructor may return the hook and its error).
+var Module = fx.Module("drainkit.lease",
+	fx.Provide(newManager),
+	fx.Provide(fxmodule.AsHook(func(l *lease.Manager) drain.Hook { return l.ReleaseHook() })),
+	fx.Provide(fxmodule.AsCheck(func(l *lease.Manager) readiness.Check {
 		return readiness.Check{Name: "redis_lease", Tier: readiness.Gating, Timeout: lease.ProbeTimeout, Probe: l.Probe}
 	})),
 )
 
-type leaseParams struct {
+type params struct {
 	fx.In
-	Lifecycle  fx.Lifecycle
-	Manager    *lifecycle.Manager
-	Client     redis.UniversalClient
-	Config     lease.Config
+	Lifecycle fx.Lifecycle
+	Manager   *lifecycle.Manager
+	Client    redis.UniversalClient
+	// Optional: every field has a default, so requiring one only made a
+	// new app fail with dig's "missing type: lease.Config".
+	Config     lease.Config          `optional:"true"`
 	Logger     *slog.Logger          `optional:"true"`
 	Registerer prometheus.Registerer `optional:"true"`
 }
 
-func newLeaseManager(p leaseParams) (*lease.Manager, error) {
+// newManager builds the lease manager. lease.New's errors match
+// lifecycle.ErrConfig, so a client or config it refuses makes Run exit
+// with lifecycle.ExitConfig.
+func newManager(p params) (*lease.Manager, error) {
 	cfg := p.Config
 	if cfg.Node == "" {
-		cfg.Node = managerConfig(p.Manager).NodeID
+		cfg.Node = lifecycleinternal.Config(p.Manager).(lifecycle.Config).NodeID
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = p.Logger
@@ -65,7 +89,7 @@ func newLeaseManager(p leaseParams) (*lease.Manager, error) {
 		}
 	})
 	p.Lifecycle.Append(fx.Hook{
-		OnStart: Abortable(p.Manager, l.Start), // a signal or StartTimeout ends its retries
+		OnStart: fxmodule.Abortable(p.Manager, l.Start), // a signal or StartTimeout ends its retries
 		OnStop:  func(ctx context.Context) error { return l.Stop(ctx) },
 	})
 	return l, nil

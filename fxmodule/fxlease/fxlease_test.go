@@ -1,7 +1,12 @@
-package fxmodule_test
+package fxlease_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"log/slog"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -9,8 +14,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/fx"
+	"go.uber.org/goleak"
 
 	"github.com/drainkit/drainkit/fxmodule"
+	"github.com/drainkit/drainkit/fxmodule/fxlease"
 	"github.com/drainkit/drainkit/fxmodule/fxmoduletest"
 	"github.com/drainkit/drainkit/internal/redistest"
 	"github.com/drainkit/drainkit/lease"
@@ -18,23 +25,31 @@ import (
 	"github.com/drainkit/drainkit/readiness"
 )
 
-func TestLeaseModule(t *testing.T) {
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func quiet() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+// leaseClient is a client that fits leases, closed by fx on stop.
+func leaseClient(addr string) fx.Option {
+	return fx.Provide(func(lc fx.Lifecycle) redis.UniversalClient {
+		rdb := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: 1, ContextTimeoutEnabled: true})
+		lc.Append(fx.Hook{OnStop: func(context.Context) error { return rdb.Close() }})
+		return rdb
+	})
+}
+
+func TestModuleHoldsLeasesAndDrainsThem(t *testing.T) {
 	srv := redistest.Start(t)
-	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: 1, ContextTimeoutEnabled: true})
 	var (
 		leases *lease.Manager
 		m      *lifecycle.Manager
 		reg    *readiness.Registry
 	)
 	a := fxmoduletest.Start(t,
-		fxmodule.Module, fxmodule.LeaseModule,
+		fxmodule.Module, fxlease.Module,
 		fx.Supply(lifecycle.Config{Service: "room-service", NodeID: "node-a", DrainTimeout: 10 * time.Second}),
-		fx.StopTimeout(10*time.Second+fxmodule.StopMargin),
 		fx.Supply(lease.Config{Addr: "127.0.0.1:13001", TTL: 3 * time.Second}, quiet()),
-		fx.Provide(func(lc fx.Lifecycle) redis.UniversalClient {
-			lc.Append(fx.Hook{OnStop: func(context.Context) error { return rdb.Close() }})
-			return rdb
-		}),
+		leaseClient(srv.Addr),
 		fx.Populate(&leases, &m, &reg),
 	)
 	ctx := context.Background()
@@ -56,4 +71,71 @@ func TestLeaseModule(t *testing.T) {
 	n, err := srv.Client().Exists(ctx, "room:route:{42}", "room:node:{node-a}").Result()
 	require.NoError(t, err)
 	assert.Zero(t, n, "the lease was released and the heartbeat deleted by the drain")
+}
+
+// Every lease.Config field has a default, so an app need not supply one:
+// the node is the lifecycle's NODE_ID.
+func TestModuleNeedsNoLeaseConfig(t *testing.T) {
+	srv := redistest.Start(t)
+	var leases *lease.Manager
+	a := fxmoduletest.Start(t,
+		fxmodule.Module, fxlease.Module,
+		fx.Supply(lifecycle.Config{Service: "room-service", NodeID: "node-b", DrainTimeout: 10 * time.Second}, quiet()),
+		leaseClient(srv.Addr),
+		fx.Populate(&leases),
+	)
+	_, err := leases.Acquire(context.Background(), "7")
+	require.NoError(t, err)
+	owner, err := leases.Owner(context.Background(), "7")
+	require.NoError(t, err)
+	assert.Equal(t, "node-b", owner.Node)
+	assert.Equal(t, lifecycle.ExitClean, a.Stop().ExitCode)
+}
+
+// A client with go-redis's defaults is a configuration mistake: Run exits
+// 78 before anything starts, with one line that lists every option to
+// change.
+func TestModuleRefusesADefaultClientInOneLine(t *testing.T) {
+	var logs lockedBuffer
+	prev := slog.Default()
+	t.Cleanup(func() { slog.SetDefault(prev) })
+	slog.SetDefault(slog.New(slog.NewJSONHandler(&logs, nil)))
+
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}) // as a team has it
+	t.Cleanup(func() { _ = rdb.Close() })
+	code := fxmodule.Run(
+		fxmodule.Module, fxlease.Module,
+		fx.Supply(lifecycle.Config{Service: "room-service", NodeID: "node-c", DrainTimeout: 10 * time.Second}),
+		fx.Provide(func() redis.UniversalClient { return rdb }),
+	)
+	assert.Equal(t, lifecycle.ExitConfig, code)
+	var errs []string
+	for _, line := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
+		var rec struct{ Level, Msg, Err string }
+		if json.Unmarshal([]byte(line), &rec) == nil && rec.Level == "ERROR" {
+			errs = append(errs, rec.Err)
+		}
+	}
+	require.Len(t, errs, 1, "error lines: %q", errs)
+	for _, want := range []string{"MaxRetries 3: want at most 1", "ContextTimeoutEnabled false with ReadTimeout 5s and WriteTimeout 5s"} {
+		assert.Contains(t, errs[0], want)
+	}
+	assert.Equal(t, 1, strings.Count(errs[0], "MaxRetries 3"), "said once, not repeated inside fx's wrapping: %s", errs[0])
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }

@@ -9,20 +9,21 @@ import (
 
 // TestCoreLinksNoClientLibrary keeps the dependency clients in their own
 // packages: a service that uses lifecycle, drain and readiness for plain
-// HTTP must not link grpc-go, go-redis, database/sql or OpenTelemetry.
-// Those come in only with the package that needs them (drain/grpcdrain,
-// readiness/grpchealth, readiness/redischeck, readiness/sqlcheck, lease,
-// drain/draintrace).
+// HTTP, with fx or without, must not link grpc-go, go-redis, database/sql
+// or OpenTelemetry. Those come in only with the package that needs them
+// (drain/grpcdrain, readiness/grpchealth, readiness/redischeck,
+// readiness/sqlcheck, lease, drain/draintrace, fxmodule/fxgrpc,
+// fxmodule/fxlease).
 func TestCoreLinksNoClientLibrary(t *testing.T) {
 	clients := []string{"google.golang.org/grpc", "github.com/redis/go-redis/v9", "database/sql", "go.opentelemetry.io/otel"}
-	for _, core := range []string{"lifecycle", "drain", "readiness"} {
+	for _, core := range []string{"lifecycle", "drain", "readiness", "fxmodule", "fxmodule/fxmoduletest"} {
 		out, err := exec.Command("go", "list", "-deps", "-f", `{{.ImportPath}} {{join .Imports " "}}`,
 			"github.com/drainkit/drainkit/"+core).Output()
 		if err != nil {
 			t.Fatalf("go list %s: %v", core, err)
 		}
 		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-		t.Logf("%-10s links %d packages", core, len(lines))
+		t.Logf("%-21s links %d packages", core, len(lines))
 		for _, line := range lines {
 			f := strings.Fields(line)
 			pkg, imports := f[0], f[1:]

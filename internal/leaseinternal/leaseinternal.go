@@ -1,5 +1,5 @@
 // Package leaseinternal reaches what package lease keeps unexported but
-// other packages of this module use: fxmodule closes a Manager's gate
+// other packages of this module use: fxmodule/fxlease closes a Manager's gate
 // from the lifecycle listener that runs at the flip, and the benchmarks of
 // the bench module drive one renewal round (the work of one renewer tick,
 // measured without the ticker around it) and count the leases held.
