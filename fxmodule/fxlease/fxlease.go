@@ -17,7 +17,6 @@
 package fxlease
 
 import (
-	"context"
 	"log/slog"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -90,7 +89,7 @@ func newManager(p params) (*lease.Manager, error) {
 	})
 	p.Lifecycle.Append(fx.Hook{
 		OnStart: fxmodule.Abortable(p.Manager, l.Start), // a signal or StartTimeout ends its retries
-		OnStop:  func(ctx context.Context) error { return l.Stop(ctx) },
+		OnStop:  l.Stop,                                 // a method value: the report names it lease.(*Manager).Stop
 	})
 	return l, nil
 }

@@ -16,6 +16,7 @@ import (
 	"go.uber.org/fx"
 	"go.uber.org/goleak"
 
+	"github.com/drainkit/drainkit/drain"
 	"github.com/drainkit/drainkit/fxmodule"
 	"github.com/drainkit/drainkit/fxmodule/fxlease"
 	"github.com/drainkit/drainkit/fxmodule/fxmoduletest"
@@ -63,8 +64,11 @@ func TestModuleHoldsLeasesAndDrainsThem(t *testing.T) {
 	require.Equal(t, readiness.StatusOK, rep.Status, "%+v", rep)
 	assert.Equal(t, "redis_lease", rep.Checks[0].Name)
 
-	require.Equal(t, lifecycle.ExitClean, a.Stop().ExitCode)
+	r := a.Stop()
+	require.Equal(t, lifecycle.ExitClean, r.ExitCode)
 	assert.Equal(t, lifecycle.Stopped, m.State())
+	stop, ok := r.Hook("fx.OnStop github.com/drainkit/drainkit/lease.(*Manager).Stop-fm()")
+	assert.True(t, ok && stop.Outcome == drain.OK, "the manager's stop, named as a reader knows it, in %+v", r.Hooks)
 	_, err = leases.Acquire(ctx, "43")
 	assert.ErrorIs(t, err, lease.ErrDraining, "the gate closed at the flip")
 	<-l.Context().Done()
