@@ -16,6 +16,7 @@ import (
 
 	"github.com/drainkit/drainkit/examples/internal/e2e"
 	"github.com/drainkit/drainkit/fxmodule"
+	"github.com/drainkit/drainkit/internal/harness"
 	"github.com/drainkit/drainkit/readiness"
 )
 
@@ -29,7 +30,7 @@ import (
 // Computed from the configuration the processes run with, so a change
 // there moves the bound; no slack is added for a loaded machine. (With
 // Kubernetes' default 10 s period the same sum says: on the next probe.)
-const notReadyWithin = readiness.DefaultCacheTTL + readiness.DefaultReadyTimeout + e2e.ProbeInterval
+const notReadyWithin = readiness.DefaultCacheTTL + readiness.DefaultReadyTimeout + harness.ProbeInterval
 
 // outage is how long Redis stays stopped: longer than the lease TTL, so
 // every lease is lost.

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/drainkit/drainkit/examples/internal/e2e"
+	"github.com/drainkit/drainkit/internal/harness"
 	"github.com/drainkit/drainkit/internal/redistest"
 )
 
@@ -28,9 +28,9 @@ func basicBin(t *testing.T) string {
 }
 
 // run starts bin and kills it at cleanup.
-func run(t *testing.T, name, bin string, env ...string) *e2e.Proc {
+func run(t *testing.T, name, bin string, env ...string) *harness.Proc {
 	t.Helper()
-	p, err := e2e.StartProc(name, bin, env)
+	p, err := harness.StartProc(name, bin, env)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,7 +38,7 @@ func run(t *testing.T, name, bin string, env ...string) *e2e.Proc {
 	return p
 }
 
-func await(t *testing.T, p *e2e.Proc, s string) {
+func await(t *testing.T, p *harness.Proc, s string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), bound)
 	defer cancel()
@@ -47,7 +47,7 @@ func await(t *testing.T, p *e2e.Proc, s string) {
 	}
 }
 
-func exitCode(t *testing.T, p *e2e.Proc) int {
+func exitCode(t *testing.T, p *harness.Proc) int {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), bound)
 	defer cancel()
@@ -142,7 +142,7 @@ func TestBadConfigurationRefusesToStart(t *testing.T) {
 
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	a, err := e2e.FreePort()
+	a, err := harness.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net/http"
 	"time"
+
+	"github.com/drainkit/drainkit/internal/harness"
 )
 
 // Room is a room as read back through the API.
@@ -63,11 +65,11 @@ type Report struct {
 	UnknownApplied int
 	Ownership
 	// Gap summarises Ownership.Gaps.
-	Gap Percentiles
+	Gap harness.Percentiles
 	// Fault is the window the scenario's fault or update spans, and
 	// Latency the latency of the commands pending during it.
 	Fault   Window
-	Latency Percentiles
+	Latency harness.Percentiles
 	// RoomsPerNode is how many rooms each node held as the fault began:
 	// how ownership was spread at steady state.
 	RoomsPerNode map[string]int
@@ -138,7 +140,7 @@ func Check(ctx context.Context, c *Cluster, res *LoadResult, drained []Drained, 
 		}
 	}
 	r.Ownership = c.Ownership()
-	r.Gap = PercentilesOf(r.Gaps)
+	r.Gap = harness.PercentilesOf(r.Gaps)
 	if !fault.From.IsZero() {
 		r.RoomsPerNode = r.Ownership.RoomsPerNode(fault.From)
 	}

@@ -4,15 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"net/url"
 	"os"
-	"os/exec"
 	"slices"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/drainkit/drainkit/internal/harness"
 )
 
 // Defaults for [Config], short so a scenario takes seconds: the load
@@ -94,7 +94,7 @@ func (c *Config) defaults() {
 
 // Node is one room-service or gateway process in a slot.
 type Node struct {
-	*Proc
+	*harness.Proc
 	// Kind is "room-service" or "gateway".
 	Kind string
 	// Slot is the index of the address the node listens on.
@@ -112,13 +112,13 @@ type Drained struct {
 	// gateway's slot [GatewaySlot](Slot).
 	Slot     int
 	ExitCode int
-	// DrainTime is [Proc.DrainTime]: to the drain report, by the process's
-	// clock.
+	// DrainTime is [harness.Proc.DrainTime]: to the drain report, by the
+	// process's clock.
 	DrainTime time.Duration
 	// Signalled is when the harness sent the SIGTERM.
 	Signalled time.Time
 	// Exited is when the harness saw the process exit: late by the
-	// harness's own latency, never early (see [Proc.Exited]).
+	// harness's own latency, never early (see [harness.Proc.Exited]).
 	Exited time.Time
 }
 
@@ -144,7 +144,7 @@ type Cluster struct {
 	gwSlot   []string // HTTP addresses
 	lb       balancer
 	start    time.Time
-	ports    ports
+	ports    harness.Ports
 
 	mu    sync.Mutex
 	rooms []*Node // by slot, nil when free
@@ -173,13 +173,13 @@ func Start(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 			c.Close()
 		}
 	}()
-	if c.roomSlot, err = c.ports.pick(cfg.Rooms+1, redisURL.Host); err != nil {
+	if c.roomSlot, err = c.ports.Pick(cfg.Rooms+1, redisURL.Host); err != nil {
 		return nil, err
 	}
-	if c.gwSlot, err = c.ports.pick(cfg.Gateways + 1); err != nil {
+	if c.gwSlot, err = c.ports.Pick(cfg.Gateways + 1); err != nil {
 		return nil, err
 	}
-	front, err := c.ports.pick(1)
+	front, err := c.ports.Pick(1)
 	if err != nil {
 		return nil, err
 	}
@@ -201,7 +201,7 @@ func Start(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 	// HAProxy holds a server up until its first failed check: wait until
 	// the free slots are down too, so no request of the load goes there.
 	for i := range c.gwSlot {
-		if err := c.lb.waitServer(ctx, i, i < cfg.Gateways); err != nil {
+		if err := c.lb.WaitServer(ctx, i, i < cfg.Gateways); err != nil {
 			return nil, err
 		}
 	}
@@ -209,22 +209,22 @@ func Start(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 }
 
 // URL is the balancer's base URL, e.g. http://127.0.0.1:43210.
-func (c *Cluster) URL() string { return "http://" + c.lb.addr() }
+func (c *Cluster) URL() string { return "http://" + c.lb.Addr() }
 
 // Began is when the cluster started: the zero of the timeline.
 func (c *Cluster) Began() time.Time { return c.start }
 
 // BalancerName says which balancer runs: "haproxy" or "inprocess".
-func (c *Cluster) BalancerName() string { return c.lb.name() }
+func (c *Cluster) BalancerName() string { return c.lb.Name() }
 
 // BalancerRetries is how many requests the balancer itself retried on
 // another gateway (connection refused, or 503 from a gateway that
 // processed nothing).
-func (c *Cluster) BalancerRetries() int { return c.lb.retries() }
+func (c *Cluster) BalancerRetries() int { return c.lb.Retries() }
 
 // BalancerLog is the balancer's log (HAProxy logs every request that did
 // not end normally).
-func (c *Cluster) BalancerLog() string { return c.lb.output() }
+func (c *Cluster) BalancerLog() string { return c.lb.Output() }
 
 // Rooms returns the running room-service nodes, by slot.
 func (c *Cluster) Rooms() []*Node { return c.live(c.rooms) }
@@ -283,7 +283,7 @@ func (c *Cluster) StartRoomEnv(ctx context.Context, slot int, env ...string) (*N
 	if slot < 0 {
 		slot = c.freeSlot(c.rooms)
 	}
-	admin, err := c.ports.pick(1)
+	admin, err := c.ports.Pick(1)
 	if err != nil {
 		return nil, err
 	}
@@ -292,7 +292,7 @@ func (c *Cluster) StartRoomEnv(ctx context.Context, slot int, env ...string) (*N
 	env = append(append(c.commonEnv(name),
 		"REDIS_URL="+c.cfg.RedisURL, "GRPC_ADDR="+n.Addr, "ADVERTISE_ADDR="+n.Addr, "ADMIN_ADDR="+n.Admin,
 		"LEASE_TTL="+ms(c.cfg.LeaseTTL)), append(c.cfg.RoomEnv, env...)...)
-	if n.Proc, err = StartProc(name, c.cfg.Bin.RoomService, env); err != nil {
+	if n.Proc, err = harness.StartProc(name, c.cfg.Bin.RoomService, env); err != nil {
 		return nil, err
 	}
 	c.add(&c.rooms, n)
@@ -311,7 +311,7 @@ func (c *Cluster) startGateway(ctx context.Context, slot int) (*Node, error) {
 		env = append(env, c.cfg.GatewayEnv(name)...)
 	}
 	var err error
-	if n.Proc, err = StartProc(name, c.cfg.Bin.Gateway, env); err != nil {
+	if n.Proc, err = harness.StartProc(name, c.cfg.Bin.Gateway, env); err != nil {
 		return nil, err
 	}
 	c.add(&c.gws, n)
@@ -405,7 +405,7 @@ func (c *Cluster) RollGateways(ctx context.Context) ([]Drained, error) {
 		if err != nil {
 			return out, err
 		}
-		if err := c.lb.waitServer(ctx, n.Slot, true); err != nil {
+		if err := c.lb.WaitServer(ctx, n.Slot, true); err != nil {
 			return out, err
 		}
 		d, err := c.Stop(ctx, old)
@@ -424,39 +424,13 @@ func (c *Cluster) Close() {
 		n.Kill()
 	}
 	if c.lb != nil {
-		c.lb.close()
+		c.lb.Close()
 	}
 }
 
-// waitReady polls n's /healthz/ready until it answers 200. Polling is how
-// an orchestrator learns that an external process is ready.
+// waitReady waits until n's /healthz/ready answers 200.
 func waitReady(ctx context.Context, n *Node) error {
 	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
-	client := &http.Client{Timeout: time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
-	url := "http://" + n.Admin + "/healthz/ready"
-	for {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-		if resp, err := client.Do(req); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-		}
-		select {
-		case <-n.Done():
-			return fmt.Errorf("e2e: %s exited before it was ready; output:\n%s", n.Name, tail(n.Output()))
-		case <-ctx.Done():
-			return fmt.Errorf("e2e: %s not ready: %w; output:\n%s", n.Name, ctx.Err(), tail(n.Output()))
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
-}
-
-// haproxyPath finds HAProxy on PATH or in /usr/sbin (where Debian puts it).
-func haproxyPath() (string, error) {
-	if p, err := exec.LookPath("haproxy"); err == nil {
-		return p, nil
-	}
-	return exec.LookPath("/usr/sbin/haproxy")
+	return harness.WaitReady(ctx, n.Proc, "http://"+n.Admin+"/healthz/ready")
 }

@@ -15,13 +15,15 @@
 //
 // # Balancer
 //
-// HAProxy (probe GET /healthz/ready every [ProbeInterval], [ProbeFall]
-// failures in a row take a gateway out, as the deploy manifests' readiness
-// failureThreshold does, one success puts it back;
+// HAProxy (probe GET /healthz/ready every [harness.ProbeInterval],
+// [harness.ProbeFall] failures in a row take a gateway out, as the deploy
+// manifests' readiness failureThreshold does, one success puts it back;
 // retries only a connection failure before the request was sent,
 // redispatched to another gateway, never a gateway's 503; its own 503
-// carries Retry-After), or, for the demo when HAProxy is not installed, a
-// small in-process balancer.
+// carries Retry-After), or, for the demo when HAProxy is not installed,
+// [harness.InProcess] with the same rules. The processes, the balancers
+// and the open-loop load are package harness's, shared with the drill
+// (cmd/drainkit); what is here knows rooms, gateways and leases.
 //
 // # One node cut off from Redis
 //

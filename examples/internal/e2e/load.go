@@ -8,8 +8,9 @@ import (
 	"net"
 	"net/http"
 	"strings"
-	"sync"
 	"time"
+
+	"github.com/drainkit/drainkit/internal/harness"
 )
 
 // Defaults for [Load].
@@ -19,9 +20,9 @@ const (
 	DefaultRequestDeadline = 20 * time.Second
 )
 
-// Load is a bounded, open-loop load: Rate commands a second for Duration
-// (or until Until is closed, if sooner), spread round robin over Rooms
-// rooms, each with a unique command_id sent once.
+// Load is a bounded, open-loop load ([harness.OpenLoop]): Rate commands a
+// second for Duration (or until Until is closed, if sooner), spread round
+// robin over Rooms rooms, each with a unique command_id sent once.
 //
 // # No retries
 //
@@ -31,9 +32,10 @@ const (
 // much as a 502, 504, a reset or a timeout (outcome unknown): the gateway
 // is meant to wait faults out within the request's deadline, so a
 // failure here is one it did not. For the same reason every request opens
-// its own connection (no keep-alive): net/http silently resends a request
-// that failed on a reused connection in some cases, and a balancer may
-// close a kept-alive connection just as a request is written on it. The
+// its own connection ([harness.NewClient]): net/http silently resends a
+// request that failed on a reused connection in some cases, and a
+// balancer may close a kept-alive connection just as a request is
+// written on it. The
 // balancer's own retries (a connection that failed before the request was
 // sent) are counted by the cluster.
 type Load struct {
@@ -130,14 +132,14 @@ func (w Window) overlaps(o *Outcome) bool {
 
 // LatencyDuring summarises the latency of the commands pending at some
 // moment of w: those the fault could delay.
-func (r *LoadResult) LatencyDuring(w Window) Percentiles {
+func (r *LoadResult) LatencyDuring(w Window) harness.Percentiles {
 	var ds []time.Duration
 	for i := range r.Outcomes {
 		if o := &r.Outcomes[i]; w.overlaps(o) {
 			ds = append(ds, o.Latency())
 		}
 	}
-	return PercentilesOf(ds)
+	return harness.PercentilesOf(ds)
 }
 
 // FailureKinds counts the unacknowledged commands by their last error,
@@ -165,34 +167,19 @@ func (l Load) Run(ctx context.Context) *LoadResult {
 	if l.RequestDeadline == 0 {
 		l.RequestDeadline = DefaultRequestDeadline
 	}
-	// A fresh connection per request: see "No retries" on [Load].
-	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
-
-	n := int(l.Duration.Seconds() * float64(l.Rate))
-	res := &LoadResult{Outcomes: make([]Outcome, n)}
+	client := harness.NewClient(nil) // a fresh connection per request: see "No retries" on [Load]
+	loop := harness.OpenLoop{Rate: l.Rate, Duration: l.Duration, Until: l.Until}
+	res := &LoadResult{Outcomes: make([]Outcome, loop.Max())}
 	for i := range l.Rooms {
 		res.Rooms = append(res.Rooms, fmt.Sprintf("%sroom-%02d", l.Prefix, i))
 	}
-	res.Began = time.Now()
-	tick := time.NewTicker(time.Second / time.Duration(l.Rate))
-	defer tick.Stop()
-	var wg sync.WaitGroup
-	for i := 0; i < n; i++ {
+	sent := loop.Run(ctx, func(ctx context.Context, i int) {
 		o := &res.Outcomes[i]
 		o.Room, o.CommandID = res.Rooms[i%l.Rooms], fmt.Sprintf("%scmd-%06d", l.Prefix, i)
-		res.LastSent = time.Now()
-		wg.Go(func() { l.send(ctx, client, o) })
-		select {
-		case <-ctx.Done():
-			res.Outcomes = res.Outcomes[:i+1]
-			i = n
-		case <-l.Until: // a nil channel never fires
-			res.Outcomes = res.Outcomes[:i+1]
-			i = n
-		case <-tick.C:
-		}
-	}
-	wg.Wait()
+		l.send(ctx, client, o)
+	})
+	res.Outcomes = res.Outcomes[:sent.N]
+	res.Began, res.LastSent = sent.Began, sent.Last
 	res.Elapsed = time.Since(res.Began)
 	return res
 }

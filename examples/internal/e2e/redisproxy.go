@@ -17,7 +17,7 @@ func (c *Cluster) StartRedisProxy() (*HoldProxy, error) {
 	if err != nil {
 		return nil, errors.New("e2e: Config.RedisURL is not a redis://host:port URL")
 	}
-	addr, err := c.ports.pick(1)
+	addr, err := c.ports.Pick(1)
 	if err != nil {
 		return nil, err
 	}

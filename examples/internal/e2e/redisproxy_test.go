@@ -7,6 +7,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/drainkit/drainkit/internal/harness"
 	"github.com/drainkit/drainkit/internal/redistest"
 )
 
@@ -59,7 +60,7 @@ func TestRedisURLVia(t *testing.T) {
 // StartRoomVia appends REDIS_URL after the cluster's: the process must
 // see the later one, as room-service reads it with os.Getenv.
 func TestProcSeesTheLastOfADuplicatedVariable(t *testing.T) {
-	p, err := StartProc("env", "/bin/sh", []string{"REDIS_URL=redis://first", "REDIS_URL=redis://last"}, "-c", "echo REDIS_URL=$REDIS_URL")
+	p, err := harness.StartProc("env", "/bin/sh", []string{"REDIS_URL=redis://first", "REDIS_URL=redis://last"}, "-c", "echo REDIS_URL=$REDIS_URL")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,7 +22,7 @@ type StreamEnd struct {
 // clients: with thousands of clients the test process waits for a CPU for
 // a second and more at times, and would see closes bunched together that
 // the gateway spread out.
-func (c *Cluster) StreamEnds() []StreamEnd { return parseStreamEnds(c.lb.output()) }
+func (c *Cluster) StreamEnds() []StreamEnd { return parseStreamEnds(c.lb.Output()) }
 
 // httplogLine matches HAProxy's httplog format as far as a stream's timing
 // needs: [%tr] %ft %b/%s %TR/%Tw/%Tc/%Tr/%Ta %ST … "%r".

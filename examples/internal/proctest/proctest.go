@@ -18,7 +18,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/drainkit/drainkit/examples/internal/e2e"
+	"github.com/drainkit/drainkit/internal/harness"
 )
 
 // Wait bounds every wait in this package; generous, since the machine is
@@ -89,7 +89,7 @@ func buildWith(t testing.TB, pkg string, flags ...string) string {
 
 // Proc is a running program.
 type Proc struct {
-	*e2e.Proc
+	*harness.Proc
 }
 
 // Start runs bin with the current environment plus env, and kills it at
@@ -99,7 +99,7 @@ type Proc struct {
 func Start(t testing.TB, name, bin string, env ...string) *Proc {
 	t.Helper()
 	env = append([]string{"TMPDIR=" + t.TempDir()}, env...)
-	p, err := e2e.StartProc(name, bin, env)
+	p, err := harness.StartProc(name, bin, env)
 	if err != nil {
 		t.Fatalf("proctest: %v", err)
 	}
