@@ -59,14 +59,14 @@ type Config struct {
 	// moving a room; it must be shorter than DRAIN_TIMEOUT minus
 	// DRAIN_DELAY, so the drain can wait for it.
 	RequestTimeout time.Duration
+	// AttemptTimeout bounds one attempt at one backend (ATTEMPT_TIMEOUT;
+	// zero means [DefaultAttemptTimeout]); it must be shorter than
+	// RequestTimeout.
+	AttemptTimeout time.Duration
 	// MaxPending and MaxPendingBytes cap the API requests held at once,
 	// in number and in accounted memory (MAX_PENDING, MAX_PENDING_BYTES;
 	// defaults [DefaultMaxPending], [DefaultMaxPendingBytes]). Past either,
 	// a request is shed: 503 with Retry-After at once.
-	// AttemptTimeout bounds one attempt at one backend (ATTEMPT_TIMEOUT;
-	// zero means [DefaultAttemptTimeout]); it must be shorter than
-	// RequestTimeout.
-	AttemptTimeout  time.Duration
 	MaxPending      int
 	MaxPendingBytes int64
 	// SSEMaxCloseRate caps how many event subscribers per second the drain
@@ -114,9 +114,8 @@ func configFromEnv(getenv func(string) string, lcfg lifecycle.Config) (Config, e
 		}
 		c.AttemptTimeout = d
 	}
-	if c.attemptTimeout() >= c.RequestTimeout {
-		return Config{}, &ConfigError{Var: "ATTEMPT_TIMEOUT", Value: c.attemptTimeout().String(),
-			Problem: fmt.Sprintf("want less than REQUEST_TIMEOUT %s, so a stalled backend is left while the request can still be served", c.RequestTimeout)}
+	if err := c.checkAttemptTimeout(); err != nil {
+		return Config{}, err
 	}
 	if budget := lcfg.DrainTimeout - lcfg.DrainDelay; lcfg.DrainTimeout > 0 && c.RequestTimeout >= budget {
 		return Config{}, &ConfigError{Var: "REQUEST_TIMEOUT", Value: c.RequestTimeout.String(),
@@ -159,6 +158,16 @@ func configFromEnv(getenv func(string) string, lcfg lifecycle.Config) (Config, e
 	}
 	c.Backends = addrs
 	return c, nil
+}
+
+// checkAttemptTimeout refuses an attempt budget that is not shorter than
+// the request's: a stalled backend would then hold the whole request.
+func (c Config) checkAttemptTimeout() error {
+	if c.attemptTimeout() >= c.RequestTimeout {
+		return &ConfigError{Var: "ATTEMPT_TIMEOUT", Value: c.attemptTimeout().String(),
+			Problem: fmt.Sprintf("want less than REQUEST_TIMEOUT %s, so a stalled backend is left while the request can still be served", c.RequestTimeout)}
+	}
+	return nil
 }
 
 // attemptTimeout is AttemptTimeout or its default.

@@ -125,7 +125,7 @@ func (fs *feeds) watch(ctx context.Context, id string, after int64, f *feed) (in
 	}
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	stream, err := roompb.NewRoomEventsClient(conn).WatchRoom(wctx, &roompb.WatchRoomRequest{RoomId: id, AfterSeq: after}, grpc.WaitForReady(true))
+	stream, err := roompb.NewRoomEventsClient(conn).WatchRoom(withRoute(wctx, "", fs.b.stalls), &roompb.WatchRoomRequest{RoomId: id, AfterSeq: after}, grpc.WaitForReady(true))
 	if err != nil {
 		return after, err
 	}
@@ -204,7 +204,7 @@ func (fs *feeds) readLog(ctx context.Context, id string) ([]string, error) {
 		if conn != nil {
 			var room *roompb.Room
 			cctx, cancel := context.WithTimeout(ctx, catchUpTimeout)
-			room, err = roompb.NewRoomsClient(conn).GetRoom(cctx, &roompb.GetRoomRequest{RoomId: id}, grpc.WaitForReady(true))
+			room, err = roompb.NewRoomsClient(conn).GetRoom(withRoute(cctx, "", fs.b.stalls), &roompb.GetRoomRequest{RoomId: id}, grpc.WaitForReady(true))
 			cancel()
 			if err == nil {
 				return room.GetCommandIds(), nil

@@ -2,7 +2,9 @@ package app
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -46,8 +48,8 @@ func (a *api) applyOnce(ctx context.Context, req *roompb.ApplyRequest) (*roompb.
 		if rooms, err = a.b.rooms(); err != nil {
 			return nil, err
 		}
-		resp, err = call(ctx, a.b, "", func(ctx context.Context, opts ...grpc.CallOption) (*roompb.ApplyResponse, error) {
-			return rooms.Apply(withRoute(ctx, room, a.b.stalls), req, append(opts, grpc.WaitForReady(true))...)
+		resp, err = call(ctx, a.b, "", func(ctx context.Context, pk *pick, opts ...grpc.CallOption) (*roompb.ApplyResponse, error) {
+			return rooms.Apply(withPick(ctx, room, a.b.stalls, pk), req, append(opts, grpc.WaitForReady(true))...)
 		})
 	}
 	learned := false // addr came from a REDIRECT, not from a.owners
@@ -121,7 +123,7 @@ func (a *api) applyAt(ctx context.Context, req *roompb.ApplyRequest, addr string
 	var resp *roompb.ApplyResponse
 	err := a.b.withOwner(addr, func(conn *grpc.ClientConn) error {
 		var err error
-		resp, err = call(ctx, a.b, addr, func(ctx context.Context, opts ...grpc.CallOption) (*roompb.ApplyResponse, error) {
+		resp, err = call(ctx, a.b, addr, func(ctx context.Context, _ *pick, opts ...grpc.CallOption) (*roompb.ApplyResponse, error) {
 			return roompb.NewRoomsClient(conn).Apply(ctx, req, opts...)
 		})
 		return err
@@ -141,39 +143,49 @@ func (a *api) getOnce(ctx context.Context, id string) (*roompb.Room, error) {
 	if err != nil {
 		return nil, err
 	}
-	return call(ctx, a.b, "", func(ctx context.Context, opts ...grpc.CallOption) (*roompb.Room, error) {
-		return rooms.GetRoom(withRoute(ctx, "", a.b.stalls), &roompb.GetRoomRequest{RoomId: id}, append(opts, grpc.WaitForReady(true))...)
+	return call(ctx, a.b, "", func(ctx context.Context, pk *pick, opts ...grpc.CallOption) (*roompb.Room, error) {
+		return rooms.GetRoom(withPick(ctx, "", a.b.stalls, pk), &roompb.GetRoomRequest{RoomId: id}, append(opts, grpc.WaitForReady(true))...)
 	})
 }
 
 // call runs one attempt of an RPC, to addr ("" when the balanced
-// connection picks), within the attempt budget, and sorts its failure by
-// what it says about the outcome:
+// connection picks: fn then routes through withPick), within the attempt
+// budget, and sorts its failure by what it says about the outcome:
 //
 //   - UNAVAILABLE stays only for a refusal: the server said it processed
-//     nothing (grpcdrain.IsRefused: room-service's and the drain's
-//     answers), or the call never reached a server (no peer: no ready
-//     backend, connection refused).
-//   - A call that reached a server and then broke (UNAVAILABLE), or that
-//     the attempt's budget cut short there, is Unknown: it may have been
-//     processed. A server that let the budget pass is marked stalled, so
-//     the next attempt goes elsewhere.
+//     nothing (grpcdrain.IsRefused), or the call never reached a server
+//     (no peer: no ready backend, connection refused, no HTTP/2 answer).
+//   - A call that reached a server and then broke, or that the budget cut
+//     short there, is Unknown: it may have been processed.
 //   - A call that ran out of time before reaching any server is a refusal
-//     too (UNAVAILABLE); after reaching one, the request's own deadline
-//     leaves it DEADLINE_EXCEEDED.
-func call[T any](ctx context.Context, b *backends, addr string, fn func(context.Context, ...grpc.CallOption) (T, error)) (T, error) {
+//     too; after reaching one, the request's own deadline leaves it
+//     DEADLINE_EXCEEDED.
+//
+// A backend that let the budget pass is marked stalled, so the next attempt
+// goes elsewhere; not one picked after waiting for a ready backend took
+// most of the budget.
+func call[T any](ctx context.Context, b *backends, addr string, fn func(context.Context, *pick, ...grpc.CallOption) (T, error)) (T, error) {
 	budget := b.cfg.attemptTimeout()
 	actx, cancel := context.WithTimeout(ctx, budget)
 	defer cancel()
 	var p peer.Peer
-	v, err := fn(actx, grpc.Peer(&p))
-	switch code := status.Code(err); {
-	case code == codes.DeadlineExceeded && p.Addr != nil && ctx.Err() == nil:
-		if addr == "" {
-			addr = p.Addr.String()
+	pk := &pick{}
+	v, err := fn(actx, pk, grpc.Peer(&p))
+	code := status.Code(err)
+	if code == codes.DeadlineExceeded && errors.Is(actx.Err(), context.DeadlineExceeded) && ctx.Err() == nil {
+		target, at := addr, time.Time{}
+		if target == "" {
+			target, at = pk.get()
 		}
-		b.stalls.mark(addr)
-		err = status.Errorf(codes.Unknown, "outcome unknown: backend %s did not answer within the attempt budget %s", addr, budget)
+		if target != "" && (addr != "" || time.Since(at) >= budget/2) {
+			b.stalls.mark(target)
+			if p.Addr != nil {
+				return v, status.Errorf(codes.Unknown, "outcome unknown: backend %s did not answer within the attempt budget %s", target, budget)
+			}
+			return v, status.Errorf(codes.Unavailable, "backend %s took no call within the attempt budget %s", target, budget)
+		}
+	}
+	switch {
 	case code == codes.Unavailable && !grpcdrain.IsRefused(err) && p.Addr != nil:
 		err = status.Errorf(codes.Unknown, "outcome unknown: backend %s failed after the request reached it: %s",
 			p.Addr, status.Convert(err).Message())

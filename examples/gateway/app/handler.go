@@ -24,6 +24,9 @@ func Handler(ctx context.Context, cfg Config, reg prometheus.Registerer, log *sl
 	if cfg.RequestTimeout == 0 {
 		cfg.RequestTimeout = DefaultRequestTimeout
 	}
+	if err := cfg.checkAttemptTimeout(); err != nil {
+		return nil, nil, err
+	}
 	p, err := newPending(cfg, reg)
 	if err != nil {
 		return nil, nil, err

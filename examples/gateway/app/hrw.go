@@ -2,7 +2,9 @@ package app
 
 import (
 	"context"
+	"sync"
 	"sync/atomic"
+	"time"
 
 	"google.golang.org/grpc/balancer"
 	"google.golang.org/grpc/balancer/base"
@@ -32,10 +34,33 @@ func init() {
 type routeKey struct{}
 
 // route is what a call tells the pickers through its context: the room it
-// is a command for ("" for a read) and the addresses to avoid.
+// is a command for ("" for a read) and the addresses to avoid; the picker
+// records the address it picked in picked, if set.
 type route struct {
-	room  string
-	avoid *stalls
+	room   string
+	avoid  *stalls
+	picked *pick
+}
+
+// pick is the address a call was last sent to, and when: the resolver's
+// address, which the pickers compare with the stalled ones (the peer's is
+// an IP where the resolver may hold a host name).
+type pick struct {
+	mu   sync.Mutex
+	addr string
+	at   time.Time
+}
+
+func (p *pick) set(addr string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.addr, p.at = addr, time.Now()
+}
+
+func (p *pick) get() (string, time.Time) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.addr, p.at
 }
 
 // withRoute marks ctx's calls as a command for room (hrwBalancer routes it
@@ -43,6 +68,11 @@ type route struct {
 // the stalled addresses while another is ready.
 func withRoute(ctx context.Context, room string, avoid *stalls) context.Context {
 	return context.WithValue(ctx, routeKey{}, route{room: room, avoid: avoid})
+}
+
+// withPick is withRoute, recording the picked address in p.
+func withPick(ctx context.Context, room string, avoid *stalls, p *pick) context.Context {
+	return context.WithValue(ctx, routeKey{}, route{room: room, avoid: avoid, picked: p})
 }
 
 type hrwPickerBuilder struct{}
@@ -71,10 +101,14 @@ type hrwPicker struct {
 func (p *hrwPicker) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
 	r, _ := info.Ctx.Value(routeKey{}).(route)
 	scs, addrs := p.responsive(r.avoid)
+	i := int(p.next.Add(1)) % len(scs)
 	if r.room != "" {
-		return balancer.PickResult{SubConn: scs[preferred(r.room, addrs)]}, nil
+		i = preferred(r.room, addrs)
 	}
-	return balancer.PickResult{SubConn: scs[int(p.next.Add(1))%len(scs)]}, nil
+	if r.picked != nil {
+		r.picked.set(addrs[i])
+	}
+	return balancer.PickResult{SubConn: scs[i]}, nil
 }
 
 // responsive returns the ready SubConns and addresses that are not stalled,

@@ -22,17 +22,13 @@ const (
 	stallForget       = time.Minute
 )
 
-// stalls holds the room-service addresses that stopped answering: an attempt
-// that reached one ran out of its budget (a frozen process, a node whose
-// port accepts while nothing answers). The pickers route around them and the
-// gateway follows no REDIRECT to one, so a frozen owner's rooms go to the
-// next node as soon as their leases are free. An address leaves the set
-// once a health check of it answers SERVING: a node cut off from Redis
-// answers health checks (NOT_SERVING) but no command, so an answer alone
-// would send the next REDIRECT back to it.
-//
-// The zero value is not usable; see newStalls. Its goroutines (one per
-// stalled address) end at close.
+// stalls holds the room-service addresses that let an attempt's budget
+// pass (a frozen process, a port that accepts while nothing answers). The
+// pickers route around them and no REDIRECT is followed to one, so a frozen
+// owner's rooms go to the next node once their leases are free. An address
+// leaves once a health check answers SERVING: a node cut off from Redis
+// answers NOT_SERVING but no command. Close ends its goroutines (one per
+// stalled address).
 type stalls struct {
 	check func(ctx context.Context, addr string) error // one health check: nil if SERVING
 	log   *slog.Logger
@@ -77,13 +73,14 @@ func (s *stalls) any() bool {
 // mark adds addr to the set and checks its health until it answers.
 func (s *stalls) mark(addr string) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if s.closed || s.stalled(addr) {
+		s.mu.Unlock()
 		return
 	}
 	s.update(func(m map[string]struct{}) { m[addr] = struct{}{} })
-	s.log.Warn("room backend not answering: routing around it", "addr", addr)
 	s.wg.Go(func() { s.recheck(addr) })
+	s.mu.Unlock()
+	s.log.Warn("room backend not answering: routing around it", "addr", addr)
 }
 
 // update replaces the set by a changed copy; s.mu is held.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"sync/atomic"
 	"testing"
@@ -131,15 +132,20 @@ func startStallAPI(t *testing.T, addrs ...string) *api {
 // A frozen node (its port accepts, nothing answers, its health watch
 // pushes nothing) holds a command for one attempt, not for the request's
 // deadline: the next attempt goes to the room's next node.
+// The backends are named by host name, as ROOM_GRPC_ADDRS may name them,
+// while the peer of a call is an IP: the stall must be recorded under the
+// name the pickers know.
 func TestFrozenNodesCommandGoesToTheNextNode(t *testing.T) {
 	a := startBackend(t, &testRooms{apply: applyAnswer(roompb.ApplyResponse_APPLIED, 1)})
 	b := startBackend(t, &testRooms{apply: applyAnswer(roompb.ApplyResponse_APPLIED, 2)})
+	a.addr, b.addr = byName(t, a.addr), byName(t, b.addr)
 	api := startStallAPI(t, a.addr, b.addr)
 	room := roomPreferring(t, 0, a.addr, b.addr)
 	// Until both backends are ready in the balancer, every room goes to
 	// the one that is: warm up (bounded) until the room reaches a.
+	ready := time.Now().Add(10 * time.Second)
 	for i := 0; a.received.Load() == 0; i++ {
-		require.Less(t, i, 100, "the room's preferred node never became ready")
+		require.True(t, time.Now().Before(ready), "the room's preferred node not ready in the balancer after %d commands", i)
 		_, err := api.forwardApply(context.Background(), &roompb.ApplyRequest{RoomId: room, CommandId: fmt.Sprintf("w%d", i), Op: "join"})
 		require.NoError(t, err)
 	}
@@ -152,14 +158,26 @@ func TestFrozenNodesCommandGoesToTheNextNode(t *testing.T) {
 	assert.Equal(t, int64(2), a.received.Load(), "commands that reached the frozen node (the warm-up and one attempt)")
 }
 
-// A REDIRECT to an owner that stopped answering is not followed: the
-// attempt is a refusal, and the room is taken by the next node once the
-// owner's lease is free (here: as soon as the owner is seen stalled).
+// byName is addr (127.0.0.1:port) with the host named "localhost".
+func byName(t *testing.T, addr string) string {
+	t.Helper()
+	_, port, err := net.SplitHostPort(addr)
+	require.NoError(t, err)
+	return net.JoinHostPort("localhost", port)
+}
+
+// A REDIRECT to an owner that stopped answering is not followed once the
+// owner is known stalled: the attempt is a refusal, and the room is taken
+// by the next node once the owner's lease is free (here: two attempts
+// after the owner was seen stalled).
 func TestNoRedirectIsFollowedToAStalledOwner(t *testing.T) {
 	owner := startBackend(t, &testRooms{apply: applyAnswer(roompb.ApplyResponse_APPLIED, 1)})
-	var api *api
+	var (
+		api      *api
+		afterRed atomic.Int32 // REDIRECTs answered once the owner was stalled
+	)
 	next := startBackend(t, &testRooms{apply: func(context.Context, *roompb.ApplyRequest) (*roompb.ApplyResponse, error) {
-		if api.b.stalls.stalled(owner.addr) {
+		if api.b.stalls.stalled(owner.addr) && afterRed.Add(1) > 2 {
 			return &roompb.ApplyResponse{Status: roompb.ApplyResponse_APPLIED, Seq: 2}, nil
 		}
 		return &roompb.ApplyResponse{Status: roompb.ApplyResponse_REDIRECT, OwnerNode: "owner", OwnerAddr: owner.addr}, nil
@@ -169,5 +187,27 @@ func TestNoRedirectIsFollowedToAStalledOwner(t *testing.T) {
 	rec, got := do(t, api.routes(), "POST", "/api/v1/rooms/r1/commands", `{"command_id":"c1","op":"join"}`)
 	require.Equal(t, http.StatusOK, rec.Code, "got %d %v; want 200 from the next node", rec.Code, got)
 	assert.Equal(t, 2.0, got["seq"])
-	assert.Equal(t, int64(1), owner.received.Load(), "redirected attempts that reached the stalled owner")
+	assert.Equal(t, int32(3), afterRed.Load(), "attempts at the next node once the owner was stalled")
+	assert.Equal(t, int64(1), owner.received.Load(), "redirected attempts that reached the stalled owner (two REDIRECTs refused)")
+}
+
+// A REDIRECT to an owner the gateway has no connection to yet, whose port
+// accepts while its process answers nothing (no HTTP/2 handshake), marks
+// it stalled within one attempt too, though no call reached it.
+func TestRedirectToASilentPortMarksItStalled(t *testing.T) {
+	silent, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { silent.Close() })
+	var api *api
+	next := startBackend(t, &testRooms{apply: func(context.Context, *roompb.ApplyRequest) (*roompb.ApplyResponse, error) {
+		if api.b.stalls.stalled(silent.Addr().String()) {
+			return &roompb.ApplyResponse{Status: roompb.ApplyResponse_APPLIED, Seq: 2}, nil
+		}
+		return &roompb.ApplyResponse{Status: roompb.ApplyResponse_REDIRECT, OwnerNode: "owner", OwnerAddr: silent.Addr().String()}, nil
+	}})
+	api = startStallAPI(t, next.addr)
+	rec, got := do(t, api.routes(), "POST", "/api/v1/rooms/r1/commands", `{"command_id":"c1","op":"join"}`)
+	require.Equal(t, http.StatusOK, rec.Code, "got %d %v; want 200 from the next node", rec.Code, got)
+	assert.True(t, api.b.stalls.stalled(silent.Addr().String()), "silent port not marked stalled")
+	assert.Equal(t, int64(2), next.rooms.applies.Load(), "attempts at the next node: one redirected to the silent port, one applied")
 }
