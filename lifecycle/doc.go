@@ -46,9 +46,10 @@
 //
 // One log line per transition (service node_id old_status new_status
 // reason duration_ms), one per drain phase (phase hooks elapsed_ms), one
-// per phase of the work after the drain, "after-drain hooks" (fx's OnStop
-// hooks under fxmodule), and one final line with the [Report] as a JSON
-// object. Under slog's own default handler, which prints text, that line
+// per phase a cut-short drain skipped ("drain phase skipped"), one per
+// phase of the work after the drain ("after-drain hooks": fx's OnStop
+// hooks under fxmodule), so that the lines' hooks add up to the report's,
+// and one final line with the [Report] as a JSON object. Under slog's own default handler, which prints text, that line
 // is written as JSON to the same output so the report stays an object; a
 // Logger or slog.SetDefault handler given is used as it is. Metrics:
 // service_draining, service_shutdown_duration_ms and

@@ -58,44 +58,68 @@ func TestReportIsAJSONObjectInTheDefaultOutput(t *testing.T) {
 }
 
 // The phase lines name the phase under the key the report uses, "phase",
-// and together count every entry the report lists for each phase, the
-// results of the work after the drain (fx's OnStop hooks) included.
+// and together count every entry the report lists for each phase: the
+// results of the work after the drain (fx's OnStop hooks) included, and
+// the hooks of phases a forced drain skipped.
 func TestPhaseLinesCountWhatTheReportLists(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		h := newHarness(t, lifecycle.Config{Service: "api", NodeID: "n1", DrainDelay: time.Second})
-		noop := func(context.Context) error { return nil }
-		require.NoError(t, h.AddHook(
-			drain.Hook{Name: "api.stop_intake", Phase: drain.StopIntake, Run: noop},
-			drain.Hook{Name: "api.close", Phase: drain.Close, Run: noop},
-			drain.Hook{Name: "readiness.close", Phase: drain.Close, Run: noop},
-		))
-		lifecycleinternal.SetAfterDrain(h.Manager, func() []drain.HookResult {
-			return []drain.HookResult{{Name: "fx.OnStop main.closeRedis", Phase: drain.Close, Outcome: drain.OK}}
-		})
-		reports := h.run()
-		synctest.Wait()
-		h.sig <- syscall.SIGTERM
-		r := <-reports
+	tests := []struct {
+		name  string
+		force bool // a second signal while wait_in_flight runs
+	}{
+		{"clean", false},
+		{"forced", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				h := newHarness(t, lifecycle.Config{Service: "api", NodeID: "n1", DrainDelay: time.Second})
+				noop := func(context.Context) error { return nil }
+				wait := func(ctx context.Context) error {
+					if tt.force {
+						h.sig <- syscall.SIGTERM
+						<-ctx.Done()
+						return ctx.Err()
+					}
+					return nil
+				}
+				require.NoError(t, h.AddHook(
+					drain.Hook{Name: "api.stop_intake", Phase: drain.StopIntake, Run: noop},
+					drain.Hook{Name: "api.wait_in_flight", Phase: drain.WaitInFlight, Run: wait},
+					drain.Hook{Name: "api.close", Phase: drain.Close, Run: noop},
+					drain.Hook{Name: "readiness.close", Phase: drain.Close, Run: noop},
+				))
+				lifecycleinternal.SetAfterDrain(h.Manager, func() []drain.HookResult {
+					return []drain.HookResult{{Name: "fx.OnStop main.closeRedis", Phase: drain.Close, Outcome: drain.OK}}
+				})
+				reports := h.run()
+				synctest.Wait()
+				h.sig <- syscall.SIGTERM
+				r := <-reports
+				require.Equal(t, tt.force, r.Forced)
 
-		want := map[string]int{}
-		for _, hr := range r.Hooks {
-			want[string(hr.Phase)]++
-		}
-		got := map[string]int{}
-		for _, line := range strings.Split(strings.TrimSpace(h.logs.String()), "\n") {
-			var rec map[string]any
-			require.NoError(t, json.Unmarshal([]byte(line), &rec))
-			if msg := rec["msg"]; msg != "drain phase" && msg != "after-drain hooks" {
-				continue
-			}
-			assert.NotContains(t, rec, "stage", "the key is phase, as in the report: %s", line)
-			phase, _ := rec["phase"].(string)
-			n, _ := rec["hooks"].(float64)
-			got[phase] += int(n)
-		}
-		assert.Equal(t, map[string]int{"stop_intake": 1, "close": 3}, want)
-		if !assert.Equal(t, want, got, "hooks per phase: got the log lines' sums; want the report's entries") {
-			t.Logf("log:\n%s", h.logs.String())
-		}
-	})
+				want := map[string]int{}
+				for _, hr := range r.Hooks {
+					want[string(hr.Phase)]++
+				}
+				got := map[string]int{}
+				for _, line := range strings.Split(strings.TrimSpace(h.logs.String()), "\n") {
+					var rec map[string]any
+					require.NoError(t, json.Unmarshal([]byte(line), &rec))
+					switch rec["msg"] {
+					case "drain phase", "drain phase skipped", "after-drain hooks":
+					default:
+						continue
+					}
+					assert.NotContains(t, rec, "stage", "the key is phase, as in the report: %s", line)
+					phase, _ := rec["phase"].(string)
+					n, _ := rec["hooks"].(float64)
+					got[phase] += int(n)
+				}
+				assert.Equal(t, map[string]int{"stop_intake": 1, "wait_in_flight": 1, "close": 3}, want)
+				if !assert.Equal(t, want, got, "hooks per phase: got the log lines' sums; want the report's entries") {
+					t.Logf("log:\n%s", h.logs.String())
+				}
+			})
+		})
+	}
 }

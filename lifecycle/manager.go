@@ -287,6 +287,7 @@ func (m *Manager) shutdown(ctx context.Context, reason string, startErr error) *
 	rep := drain.Run(draininternal.WithOnPhase(dctx, func(p string, n int) {
 		m.logPhase("drain phase", p, n)
 	}), reason, hooks)
+	m.logSkipped(rep.Hooks)
 	rep.Start = m.stopAt // the report covers the whole budget, delay included
 	rep.Duration = time.Since(m.stopAt)
 	_ = m.transitionWith(Stopped, "drained", rep)
@@ -357,11 +358,29 @@ func (m *Manager) logPhase(msg, phase string, hooks int) {
 		slog.String("phase", phase), slog.Int("hooks", hooks), slog.Float64("elapsed_ms", msOf(time.Since(m.stopAt))))
 }
 
+// logSkipped logs, per phase, the hooks a drain cut short never ran:
+// their phase never began, so it had no line of its own.
+func (m *Manager) logSkipped(results []drain.HookResult) {
+	var skipped []drain.HookResult
+	for _, r := range results {
+		if r.Outcome == drain.Skipped {
+			skipped = append(skipped, r)
+		}
+	}
+	m.logPerPhase("drain phase skipped", skipped)
+}
+
 // logAfterDrain logs, per phase, how many results the work after the
 // drain (fx's OnStop hooks under fxmodule) added to the report: they ran
 // after the drain's own phase lines, and without this line the report
 // would list more hooks of a phase than its line said.
 func (m *Manager) logAfterDrain(results []drain.HookResult) {
+	m.logPerPhase("after-drain hooks", results)
+}
+
+// logPerPhase logs msg once per phase of results, in their order, with
+// how many results it has.
+func (m *Manager) logPerPhase(msg string, results []drain.HookResult) {
 	var phases []drain.Phase
 	count := map[drain.Phase]int{}
 	for _, r := range results {
@@ -371,7 +390,7 @@ func (m *Manager) logAfterDrain(results []drain.HookResult) {
 		count[r.Phase]++
 	}
 	for _, p := range phases {
-		m.logPhase("after-drain hooks", string(p), count[p])
+		m.logPhase(msg, string(p), count[p])
 	}
 }
 
