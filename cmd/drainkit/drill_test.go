@@ -192,7 +192,7 @@ func TestDrillPassesAServiceThatDrains(t *testing.T) {
 			if lb == "kube" {
 				args = append(args, "-lag", "300ms")
 			}
-			args = append(args, service("drains", "-env", "DELAY=700ms", "-env", "ADMIN_ADDR=127.0.0.1:{admin}")...)
+			args = append(args, service("drains", "-env", "DELAY=300ms", "-env", "ADMIN_ADDR=127.0.0.1:{admin}")...)
 			code, v := drillJSON(t, args...)
 			assert.Equal(t, exitPass, code, "problems: %v", v.Problems)
 			assert.True(t, v.Pass)
@@ -208,7 +208,7 @@ func TestDrillPassesAServiceThatDrains(t *testing.T) {
 			for _, o := range v.Old {
 				assert.Equal(t, 0, o.ExitCode, o.Name)
 				assert.False(t, o.Killed, o.Name)
-				assert.GreaterOrEqual(t, o.TimeToExit, 700.0, "%s kept serving its delay", o.Name)
+				assert.GreaterOrEqual(t, o.TimeToExit, 300.0, "%s kept serving its quiet window", o.Name)
 				if assert.NotNil(t, o.Report, "%s printed a drain report", o.Name) {
 					assert.Equal(t, "api.stop_intake", o.Report.Hooks[0].Name)
 				}

@@ -93,7 +93,7 @@ command not found, an instance that exited or never became ready).
 
 Example:
   go build -o /tmp/http-naive ./examples/http-naive
-  drainkit drill -lb kube -lag 2s -env 'ADDR=127.0.0.1:{port}' -- /tmp/http-naive
+  drainkit drill -lb kube -lag 2s -env 'ADDR=127.0.0.1:{port}' -path /hello -- /tmp/http-naive
 `
 
 // drillConfig is a drill, from its flags.

@@ -1,12 +1,14 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"os"
+	"strings"
 	"syscall"
 	"testing"
 
@@ -73,4 +75,20 @@ func TestClassify(t *testing.T) {
 			}
 		})
 	}
+}
+
+// The progress line says what was sent and what the drill is doing, and
+// is cleared when the drill ends.
+func TestProgressLine(t *testing.T) {
+	var b bytes.Buffer
+	l := &load{}
+	l.sent.Store(3)
+	l.ok.Store(2)
+	l.failed.Store(1)
+	p := &phase{}
+	p.set("update 1/3: starting i4")
+	stop := showProgress(&b, l, p)
+	stop()
+	assert.Contains(t, b.String(), "sent 3  ok 2  failed 1  update 1/3: starting i4")
+	assert.True(t, strings.HasSuffix(b.String(), "\r\033[K"), "got %q; want the line cleared at the end", b.String())
 }

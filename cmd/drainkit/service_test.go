@@ -19,8 +19,10 @@ import (
 // testService is a real HTTP service for the drill to run, whose
 // shutdown is chosen by mode:
 //
-//	drains    readiness 503 from SIGTERM, serving DELAY more, then a drain
-//	          report line and exit 0 (drainkit's way)
+//	drains    readiness 503 from SIGTERM, serving until no request came
+//	          for DELAY, then a drain report line and exit 0 (drainkit's
+//	          way, with its adaptive delay: however long the balancer
+//	          takes to notice, nothing is refused)
 //	naive     http.Server.Shutdown at SIGTERM, exit 0 (most services' way)
 //	answers503 ready and answering 503 to every request from SIGTERM for
 //	          DELAY, then exit 0 (a 5xx the balancer must not retry)
@@ -53,6 +55,7 @@ func testService(mode string) int {
 	}
 
 	var draining atomic.Bool
+	var lastRequest atomic.Int64 // unix nanoseconds
 	ready := func(w http.ResponseWriter, _ *http.Request) {
 		if draining.Load() && mode == "drains" {
 			w.WriteHeader(http.StatusServiceUnavailable)
@@ -60,6 +63,7 @@ func testService(mode string) int {
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /hello", func(w http.ResponseWriter, _ *http.Request) {
+		lastRequest.Store(time.Now().UnixNano())
 		if draining.Load() && mode == "answers503" {
 			http.Error(w, "shutting down", http.StatusServiceUnavailable)
 			return
@@ -106,7 +110,15 @@ func testService(mode string) int {
 		}
 		return 0
 	}
-	time.Sleep(delay) // the service's own drain delay, as drainkit's DRAIN_DELAY
+	if mode == "drains" {
+		// Serve until the balancer has stopped sending: polling its own
+		// clock, as drainkit's adaptive delay does.
+		for time.Since(time.Unix(0, lastRequest.Load())) < delay {
+			time.Sleep(delay / 10)
+		}
+	} else {
+		time.Sleep(delay) // the service's own fixed drain delay
+	}
 	for _, s := range servers {
 		if err := s.Shutdown(context.Background()); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			return 1
