@@ -33,8 +33,8 @@ var clockTicking = func() {}
 
 // now is the running time since epoch.
 func (c *runClock) now() time.Duration {
+	r := c.reading.Load() // before the wall clock, so wall ≥ r.wall: never backwards
 	wall := time.Since(c.epoch)
-	r := c.reading.Load()
 	if r == nil {
 		return wall
 	}
@@ -59,8 +59,8 @@ func (c *runClock) run(done <-chan struct{}, enforced func() bool) {
 		case <-t.C:
 		}
 		clockTicking()
-		wall := time.Since(c.epoch)
 		r := c.reading.Load()
+		wall := time.Since(c.epoch)
 		c.reading.Store(&clockReading{wall: wall, running: r.running + min(wall-r.wall, clockMaxStep)})
 		if !enforced() {
 			return

@@ -13,13 +13,13 @@
 // loops (room manager, outbox worker, consumer) beat, registered with
 // [Registry.Heartbeat]. It never checks a dependency: a restart cannot fix
 // a dead database, and restarting every replica during its outage is a
-// restart storm. Liveness stays 200 while the process drains.
+// restart storm. Heartbeats are judged only while Running: liveness stays
+// 200 while the process starts and while it drains.
 //
 // Watchdogs judge progress, not wall time. A heartbeat's gap is counted in
 // the time the registry saw the process run: its clock (one goroutine, from
-// the flip to Running or the first live probe until Close or the drain)
-// ticks every 100 ms, and a tick that comes late adds at most 200 ms, so a
-// pause of the whole process
+// the flip to Running until Close or the drain) ticks every 100 ms, and a
+// tick that comes late adds at most 200 ms, so a pause of the whole process
 // is not a stuck loop. A loop waiting on a failing dependency stays alive as
 // long as each call has a deadline shorter than its gap and it beats between
 // attempts.

@@ -23,17 +23,15 @@ func (h *heartbeat) beat() { h.last.Store(int64(h.clock.now())) }
 // age is the running time since the last beat.
 func (h *heartbeat) age() time.Duration { return h.clock.now() - time.Duration(h.last.Load()) }
 
-// Heartbeat registers a liveness watchdog for one main loop (a room
-// manager, an outbox worker, a consumer) and returns the function the loop
-// calls each time round; registering counts as a beat. Liveness fails once
-// the loop has gone maxGap of running time without a beat: time in which the
-// whole process was paused (GC, CPU throttling, a paused VM, SIGSTOP) is not
-// counted, since the loop could not run either. A loop that waits on a
-// dependency gives every call a deadline shorter than maxGap and beats
-// between attempts: waiting on a failing dependency is alive, and shows in
-// readiness. The beat is safe for concurrent use and does not allocate. An
-// empty or taken name, a maxGap that is not positive, or a closed registry
-// is refused.
+// Heartbeat registers a liveness watchdog for one main loop and returns the
+// function the loop calls each time round. While Running, liveness fails once
+// the loop has gone maxGap of running time without a beat (the flip to
+// Running counts as one): time in which the whole process was paused (GC,
+// throttling, SIGSTOP) is not counted, since the loop could not run either.
+// A loop that waits on a dependency gives each call a deadline shorter than
+// maxGap and beats between attempts. The beat does not allocate. An empty
+// or taken name, a maxGap that is not positive, or a closed registry is
+// refused.
 func (r *Registry) Heartbeat(name string, maxGap time.Duration) (beat func(), err error) {
 	if name == "" {
 		return nil, fmt.Errorf("readiness: heartbeat name is empty")
@@ -61,14 +59,17 @@ func (r *Registry) Heartbeat(name string, maxGap time.Duration) (beat func(), er
 }
 
 // watchClockLocked starts the clock's goroutine once there is a heartbeat
-// to judge and the process runs (the flip to Running, or a live probe,
-// whichever is first); r.mu is held. Before it runs, running time is wall
-// time. It stops at Close, or once liveness is no longer enforced.
+// to judge and the process runs (the flip to Running, a heartbeat registered
+// or a live probe while Running, whichever is first); r.mu is held. Before it
+// runs, running time is wall time. It stops at Close, or at the drain.
 func (r *Registry) watchClockLocked() {
 	if r.clockRunning || r.closed.Load() || len(r.heartbeats) == 0 {
 		return
 	}
 	r.clockRunning = true
 	r.clock.start()
+	for _, h := range r.heartbeats { // each loop gets one gap from here
+		h.beat()
+	}
 	r.wg.Go(func() { r.clock.run(r.base.Done(), r.enforced) })
 }

@@ -16,7 +16,8 @@ const (
 //     otherwise. A client that disconnects stops only its own wait, never
 //     the shared evaluation.
 //   - [LivePath] answers 200 while every heartbeat is recent (and always
-//     while draining) and 500 otherwise. It never checks a dependency.
+//     while starting or draining) and 500 otherwise. It never checks a
+//     dependency.
 //
 // Bodies are JSON and list the failing checks; ?verbose=1 lists all.
 func (r *Registry) Mount(mux *http.ServeMux) {

@@ -105,6 +105,32 @@ func TestHeartbeatDoesNotCountAPauseBeforeTheFirstProbe(t *testing.T) {
 	})
 }
 
+// While Starting, heartbeats do not fail liveness (the loops start with the
+// app's last start hooks, which may wait on a dependency); the flip to
+// Running counts as a beat, so each loop has one gap from there.
+func TestHeartbeatIsJudgedFromTheFlipToRunning(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := newState(lifecycle.Starting)
+		r := newRegistry(t, st, nil)
+		if _, err := r.Heartbeat("outbox_worker", time.Second); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(3 * time.Second) // a start waiting on Redis
+		if rep := r.Live(); rep.Status == readiness.StatusFail {
+			t.Errorf("starting, loop not started for 3s: got %s; want not fail", rep.Status)
+		}
+		st.set(lifecycle.Running)
+		r.OnTransition(lifecycle.Transition{From: lifecycle.Starting, To: lifecycle.Running})
+		if rep := r.Live(); rep.Status != readiness.StatusOK {
+			t.Errorf("at the flip to Running: got %s; want ok", rep.Status)
+		}
+		time.Sleep(2 * time.Second)
+		if rep := r.Live(); rep.Status != readiness.StatusFail {
+			t.Errorf("running, loop silent for 2s with a 1s gap: got %s; want fail", rep.Status)
+		}
+	})
+}
+
 // A process that is starved rather than stopped (its clock ticks late, but
 // ticks) still fails a loop that never beats: late ticks count up to
 // their cap each.

@@ -78,9 +78,9 @@ func (r *Registry) stateReport() (Report, bool) {
 
 // live answers a liveness probe from the heartbeats alone: no dependency is
 // ever checked, since a restart cannot fix one and restarting every replica
-// during its outage is a restart storm. While the process drains (or has
-// stopped) liveness stays ok: loops stop on purpose then, and the process is
-// on its way out anyway; stale heartbeats are still listed.
+// during its outage is a restart storm. Heartbeats fail it only while
+// Running: loops start with the app and stop on purpose in the drain. Once
+// the drain stops the clock, ages no longer grow.
 func (r *Registry) live() Report {
 	st := r.state()
 	enforced := enforcedIn(st)
@@ -111,7 +111,9 @@ func (r *Registry) live() Report {
 }
 
 // enforcedIn reports whether a stale heartbeat fails liveness in state st.
-func enforcedIn(st lifecycle.State) bool { return st == lifecycle.Starting || st == lifecycle.Running }
+// Not while Starting: the loops start with the app's last start hooks, and
+// a start that waits on a dependency is not a stuck loop.
+func enforcedIn(st lifecycle.State) bool { return st == lifecycle.Running }
 
 // enforced reports whether a stale heartbeat fails liveness now.
 func (r *Registry) enforced() bool { return enforcedIn(r.state()) }

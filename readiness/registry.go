@@ -24,8 +24,8 @@ var (
 
 // Registry holds the checks and heartbeats of one process and answers live
 // and ready probes. Create it with [New]; it starts no goroutine until a
-// probe needs an evaluation, and [Registry.Close] waits for every goroutine
-// it started.
+// probe needs an evaluation or, with a heartbeat, the process runs (its
+// clock), and [Registry.Close] waits for every goroutine it started.
 type Registry struct {
 	cfg     Config
 	state   func() lifecycle.State
@@ -43,13 +43,13 @@ type Registry struct {
 	entries    []*entry
 	heartbeats []*heartbeat
 	clock      runClock // the running time heartbeats are judged by
-	// clockRunning is set once a live probe has started the clock's goroutine.
+	// clockRunning is set once the clock's goroutine was started.
 	clockRunning bool
 	refreshing   chan struct{} // non-nil while an evaluation runs; closed when it lands
 	// closed is set under mu (so no check starts after Close has begun
 	// waiting) and read without it on the path of a cached probe.
 	closed atomic.Bool
-	wg     sync.WaitGroup // evaluations and check executions
+	wg     sync.WaitGroup // evaluations, check executions and the clock
 
 	readyStatus transitions
 	liveStatus  transitions
