@@ -353,9 +353,12 @@ func (b *balancer) Place(ctx context.Context, id string) (node, addr string, err
 // answers reports whether n published within its last turn: a node whose
 // turn is late (frozen, cut off from Redis) gets no room, and a room sent
 // to it before it went silent is taken by whichever node is asked first.
-// Turns come at most 1.5 intervals apart; the rest is slack for the write.
+// A turn's writes come at most 2.5 intervals apart (a timer of up to 1.5,
+// a turn of up to 1); the quarter second is for the clocks of two hosts.
+// A node that froze since its last turn still answers until then; the
+// gateways refuse to redirect to it meanwhile.
 func (b *balancer) answers(n nodeLoad, now time.Time) bool {
-	return now.Sub(time.UnixMilli(n.AtUnixMs)) <= 2*b.interval
+	return now.Sub(time.UnixMilli(n.AtUnixMs)) <= b.interval*5/2+250*time.Millisecond
 }
 
 // answering returns the entries of the table that answer (see answers),

@@ -260,8 +260,13 @@ func (o *Outbox) runBatch(ctx context.Context, id string) bool {
 	if err != nil && ctx.Err() == nil {
 		o.cfg.Logger.Error("room outbox batch failed", "room_id", id, "err", err)
 	}
-	return err == nil
+	// An event that cannot be decoded is that room's problem, not Redis's:
+	// the turn goes on to the other rooms.
+	return err == nil || errors.Is(err, errBadEvent)
 }
+
+// errBadEvent marks an outbox entry that is not an event.
+var errBadEvent = errors.New("room: outbox entry is not an event")
 
 // event is one outbox entry as the append script encodes it.
 type event struct {
@@ -282,7 +287,7 @@ func (o *Outbox) publish(ctx context.Context, id string) (more bool, err error) 
 		for _, r := range raw {
 			var e event
 			if err := json.Unmarshal([]byte(r), &e); err != nil {
-				return fmt.Errorf("decode outbox event %q: %w", r, err)
+				return fmt.Errorf("decode outbox event %q: %w: %w", r, errBadEvent, err)
 			}
 			p.XAdd(ctx, &redis.XAddArgs{Stream: o.cfg.Stream, MaxLen: o.cfg.StreamMaxLen, Approx: true, Values: []any{
 				"event_id", e.CommandID, "room_id", e.Room, "seq", e.Seq, "op", e.Op,

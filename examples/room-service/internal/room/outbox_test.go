@@ -180,3 +180,32 @@ func TestOutboxConfigValidateNamesField(t *testing.T) {
 		})
 	}
 }
+
+// An entry that is not an event fails its own room's batch every turn, but
+// ends no turn: the other rooms' events are still published.
+func TestOutboxBadEventEndsNoTurn(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { _ = rdb.Close() })
+	ob, err := NewOutbox(rdb, OutboxConfig{Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	const rooms = 10
+	for i := range rooms {
+		id := fmt.Sprintf("r%d", i)
+		entry := fmt.Sprintf(`{"room":%q,"seq":1,"command_id":"c-%s","op":"join"}`, id, id)
+		if i%2 == 0 { // half the rooms: the order of a turn is random
+			entry = "not json"
+		}
+		if err := rdb.RPush(ctx, outboxKey(id), entry).Err(); err != nil {
+			t.Fatal(err)
+		}
+		ob.Notify(id)
+	}
+	ob.turn(ctx)
+	if n, err := rdb.XLen(ctx, DefaultEventStream).Result(); err != nil || n != rooms/2 {
+		t.Errorf("events published in one turn with %d bad entries: got %d (%v); want %d", rooms/2, n, err, rooms/2)
+	}
+}
