@@ -165,7 +165,7 @@ func (c *Cluster) Ownership() Ownership {
 		}
 	}
 	evs, _ := ParseLogs(rooms)
-	return CheckOwnership(evs, exits, c.stopsCopy())
+	return CheckOwnership(evs, exits, c.stopsCopy(), c.cfg.LeaseTTL)
 }
 
 // Timeline returns the state transitions of every node, in time order.

@@ -104,9 +104,9 @@ type Ownership struct {
 
 // CheckOwnership builds the holds from the events (a hold with no end
 // event ends at its node's exit in exits, or is open; one reported lost
-// after its node was stopped ends at the stop, see [Cluster.Pause]) and
-// checks them.
-func CheckOwnership(evs []LeaseEvent, exits map[string]time.Time, stops map[string][]Window) Ownership {
+// when its node woke from a stop longer than TTL·2/3 ends at the stop, see
+// [Cluster.Pause]) and checks them.
+func CheckOwnership(evs []LeaseEvent, exits map[string]time.Time, stops map[string][]Window, ttl time.Duration) Ownership {
 	type key struct {
 		node, room string
 		fence      int64
@@ -136,8 +136,12 @@ func CheckOwnership(evs []LeaseEvent, exits map[string]time.Time, stops map[stri
 		}
 		if strings.Contains(h.EndedCause, "lost") {
 			o.LeasesLost++
+			// Only a loss the node could not see while stopped: the stop
+			// outlasted what a renewal leaves a key (TTL·2/3), and the
+			// loss was reported within a renewal round (TTL) of waking.
 			for _, w := range stops[h.Node] {
-				if h.From.Before(w.From) && !h.To.Before(w.From) {
+				if h.From.Before(w.From) && !h.To.Before(w.From) &&
+					w.To.Sub(w.From) >= ttl*2/3 && !h.To.After(w.To.Add(ttl)) {
 					h.To, h.EndedCause = w.From, h.EndedCause+" (stopped at "+stamp(w.From)+")"
 					break
 				}

@@ -34,6 +34,12 @@ func TestCheckOwnership(t *testing.T) {
 		{"released after a stop is not moved", []LeaseEvent{
 			ev("a", "acquired", 1, 0, ""), ev("b", "acquired", 2, 2100, ""), ev("a", "ended", 1, 4000, "lease: released"),
 		}, nil, map[string][]Window{"a": {{From: at(100), To: at(3900)}}}, 1, 0, nil},
+		{"lost long after a short stop is not moved", []LeaseEvent{
+			ev("a", "acquired", 1, 0, ""), ev("b", "acquired", 2, 5000, ""), ev("a", "ended", 1, 6000, "lease: lost"),
+		}, nil, map[string][]Window{"a": {{From: at(100), To: at(600)}}}, 1, 0, nil},
+		{"lost long after waking from a long stop is not moved", []LeaseEvent{
+			ev("a", "acquired", 1, 0, ""), ev("b", "acquired", 2, 7000, ""), ev("a", "ended", 1, 9000, "lease: lost"),
+		}, nil, map[string][]Window{"a": {{From: at(100), To: at(3900)}}}, 1, 0, nil},
 		{"lost before a stop is not moved", []LeaseEvent{
 			ev("a", "acquired", 1, 0, ""), ev("b", "acquired", 2, 50, ""), ev("a", "ended", 1, 90, "lease: lost"),
 		}, nil, map[string][]Window{"a": {{From: at(100), To: at(3900)}}}, 1, 0, nil},
@@ -57,7 +63,7 @@ func TestCheckOwnership(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			o := CheckOwnership(tt.give, tt.exits, tt.stops)
+			o := CheckOwnership(tt.give, tt.exits, tt.stops, 2*time.Second)
 			if len(o.DoubleOwners) != tt.wantDouble {
 				t.Errorf("double owners: got %v; want %d", o.DoubleOwners, tt.wantDouble)
 			}
