@@ -125,7 +125,10 @@ func (c *drillConfig) usesAdmin() bool {
 // listFlag is a repeatable string flag.
 type listFlag []string
 
-func (l *listFlag) String() string     { return strings.Join(*l, ",") }
+// String joins the values with commas.
+func (l *listFlag) String() string { return strings.Join(*l, ",") }
+
+// Set adds a value: the flag repeats.
 func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
 
 // errHelp is -h: the usage was printed, nothing is wrong.

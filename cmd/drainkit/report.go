@@ -83,10 +83,12 @@ func parseReport(line string) *drainReport {
 // duration is a time.Duration that marshals as milliseconds.
 type duration time.Duration
 
+// MarshalJSON writes d in milliseconds, to the microsecond.
 func (d duration) MarshalJSON() ([]byte, error) {
 	return json.Marshal(float64(time.Duration(d).Microseconds()) / 1000)
 }
 
+// String is d rounded to the millisecond.
 func (d duration) String() string { return time.Duration(d).Round(time.Millisecond).String() }
 
 // ms renders milliseconds as a duration.

@@ -66,6 +66,7 @@ func latencyOf(p harness.Percentiles) latency {
 	return latency{N: p.N, P50: duration(p.P50), P99: duration(p.P99), Max: duration(p.Max)}
 }
 
+// String is "p50 …, p99 …, max … (N requests)".
 func (l latency) String() string {
 	if l.N == 0 {
 		return "n/a (no request)"

@@ -45,7 +45,10 @@ func service(addr string) fx.Option {
 // store stands for a database client that buffers writes.
 type store struct{ pending atomic.Int64 }
 
+// Ping stands for a round trip to the database.
 func (*store) Ping(context.Context) error { return nil }
+
+// Flush writes the buffered writes out.
 func (s *store) Flush(ctx context.Context) error {
 	slog.InfoContext(ctx, "store flushed", "writes", s.pending.Swap(0))
 	return nil
