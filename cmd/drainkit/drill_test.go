@@ -340,3 +340,16 @@ func noneRuns(dir string) bool {
 	}
 	return true
 }
+
+// Every request has the shape the flags give (method, body, headers,
+// Host), and the paths take turns: half of them go to one that answers
+// 500, and fail, counted under 5xx with their code.
+func TestDrillSendsTheRequestShape(t *testing.T) {
+	args := []string{"-n", "1", "-lb", "kube", "-lag", "0s", "-rate", "50", "-warmup", "300ms", "-tail", "300ms",
+		"-method", "POST", "-body", "ping", "-header", "X-Drill: yes", "-header", "Host: svc.local",
+		"-path", "/shape", "-path", "/broken"}
+	code, v := drillJSON(t, append(args, service("drains", "-env", "DELAY=300ms")...)...)
+	assert.Equal(t, exitFail, code)
+	assert.Equal(t, v.Sent/2, v.Failed, "the odd requests, to /broken, fail; by cause: %v", v.FailedBy)
+	assert.Equal(t, v.Failed, v.Failed5xx["500"], "every failure is /broken's 500: %v", v.FailedBy)
+}

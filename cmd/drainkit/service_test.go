@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -63,12 +64,22 @@ func testService(mode string) int {
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /hello", func(w http.ResponseWriter, _ *http.Request) {
-		lastRequest.Store(time.Now().UnixNano())
 		if draining.Load() && mode == "answers503" {
 			http.Error(w, "shutting down", http.StatusServiceUnavailable)
 			return
 		}
 		_, _ = w.Write([]byte("hello\n"))
+	})
+	// POST /shape answers 200 to the drill's request shape only, and
+	// /broken 500 to anything.
+	mux.HandleFunc("POST /shape", func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if string(body) != "ping" || r.Header.Get("X-Drill") != "yes" || r.Host != "svc.local" {
+			http.Error(w, "not the shape", http.StatusBadRequest)
+		}
+	})
+	mux.HandleFunc("/broken", func(w http.ResponseWriter, _ *http.Request) {
+		http.Error(w, "broken", http.StatusInternalServerError)
 	})
 	var servers []*http.Server
 	listen := func(addr string, h http.Handler) error {
@@ -91,7 +102,14 @@ func testService(mode string) int {
 	} else {
 		mux.HandleFunc("GET /healthz/ready", ready)
 	}
-	if err := listen(os.Getenv("ADDR"), mux); err != nil {
+	// A request, not a probe, restarts the quiet window.
+	traffic := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !strings.HasPrefix(r.URL.Path, "/healthz/") {
+			lastRequest.Store(time.Now().UnixNano())
+		}
+		mux.ServeHTTP(w, r)
+	})
+	if err := listen(os.Getenv("ADDR"), traffic); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
