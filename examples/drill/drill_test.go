@@ -58,7 +58,7 @@ func TestDrillTellsTheTwoShutdownsApart(t *testing.T) {
 		wantReport bool
 	}{
 		{name: "srv.Shutdown", bin: "http-naive", pkg: "github.com/drainkit/drainkit/examples/http-naive", wantFailed: true},
-		{name: "drainkit", bin: "http-drainkit", pkg: "github.com/drainkit/drainkit/examples/drill/drainkit", wantReport: true},
+		{name: "drainkit", bin: "http-drainkit", pkg: "github.com/drainkit/drainkit/examples/http", wantReport: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

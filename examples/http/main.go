@@ -1,9 +1,9 @@
-// Command http is the template to copy for an HTTP service on drainkit: a
-// handler, one drain hook and one readiness check, run by fxmodule. Run it
-// with go run ./examples/http, curl localhost:8080/hello; Ctrl-C drains it.
+// Command http is the template to copy for an HTTP service on drainkit: one
+// hook, one check; go run ./examples/http (ADDR :8080), Ctrl-C drains it.
 package main
 
 import (
+	"cmp"
 	"context"
 	"log/slog"
 	"net/http"
@@ -18,7 +18,7 @@ import (
 )
 
 func main() {
-	os.Exit(fxmodule.Run(fxmodule.FromEnv, service(":8080"))) // SERVICE_NAME, DRAIN_TIMEOUT, DRAIN_DELAY, …
+	os.Exit(fxmodule.Run(fxmodule.FromEnv, service(cmp.Or(os.Getenv("ADDR"), ":8080"))))
 }
 
 // service is the app but its configuration: the test runs what main runs.
