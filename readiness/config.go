@@ -37,7 +37,8 @@ type Config struct {
 	// so that a recovery is seen promptly.
 	CacheTTL time.Duration
 	// CheckTimeout is the timeout of checks added without one; default
-	// [DefaultCheckTimeout]. It may not exceed ReadyTimeout.
+	// [DefaultCheckTimeout], or ReadyTimeout when that is shorter. It may
+	// not exceed ReadyTimeout.
 	CheckTimeout time.Duration
 	// Logger receives transition logs; nil means slog.Default().
 	Logger *slog.Logger
@@ -78,7 +79,9 @@ func (c Config) withDefaults() Config {
 		c.CacheTTL = DefaultCacheTTL
 	}
 	if c.CheckTimeout == 0 {
-		c.CheckTimeout = DefaultCheckTimeout
+		// A shorter ReadyTimeout (HEALTH_READY_TIMEOUT=200ms) lowers the
+		// default rather than refusing a value the user never set.
+		c.CheckTimeout = min(DefaultCheckTimeout, c.ReadyTimeout)
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

@@ -27,6 +27,7 @@ func TestConfigValidate(t *testing.T) {
 		{"negative ttl", func(c *readiness.Config) { c.CacheTTL = -1 }, "Config.CacheTTL"},
 		{"negative check timeout", func(c *readiness.Config) { c.CheckTimeout = -1 }, "Config.CheckTimeout"},
 		{"check timeout above total", func(c *readiness.Config) { c.CheckTimeout = time.Second }, "CheckTimeout 1s exceeds ReadyTimeout 500ms"},
+		{"short total lowers the default check timeout", func(c *readiness.Config) { c.ReadyTimeout = 200 * time.Millisecond }, ""},
 		{"explicit values", func(c *readiness.Config) { c.ReadyTimeout, c.CheckTimeout = 2*time.Second, time.Second }, ""},
 	}
 	for _, tt := range tests {
