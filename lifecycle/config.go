@@ -82,7 +82,7 @@ type Config struct {
 
 // ErrConfig is matched, with errors.Is, by every error that refuses a
 // configuration before anything started: those of [Config.Validate],
-// [ConfigFromEnv] and [New]. fxmodule.Run exits with [ExitConfig] when an
+// [ConfigFromEnv], [New] and [Manager.AddHook]. fxmodule.Run exits with [ExitConfig] when an
 // fx constructor's error matches it, and logs that error's message alone.
 // Another package's validation error matches it by wrapping it (%w) or
 // with an Is method, as errors.ErrUnsupported is matched.
@@ -100,6 +100,14 @@ func (e *fieldError) Error() string {
 
 // Is makes a fieldError match [ErrConfig] without adding its text.
 func (e *fieldError) Is(target error) bool { return target == ErrConfig }
+
+// configError marks a mistake in how the app is put together (a hook
+// refused or named twice) as a configuration error, keeping its text.
+type configError struct{ err error }
+
+func (e configError) Error() string        { return e.err.Error() }
+func (e configError) Unwrap() error        { return e.err }
+func (e configError) Is(target error) bool { return target == ErrConfig }
 
 // withDefaults returns c with every unset name and budget at its default.
 func (c Config) withDefaults() Config {

@@ -146,10 +146,10 @@ func (m *Manager) AddHook(hooks ...drain.Hook) error {
 	}
 	for _, h := range hooks {
 		if err := draininternal.ValidateHook(h); err != nil {
-			return err
+			return configError{err}
 		}
 		if seen[h.Name] {
-			return fmt.Errorf("lifecycle: hook %q added twice", h.Name)
+			return configError{fmt.Errorf("lifecycle: hook %q added twice", h.Name)}
 		}
 		seen[h.Name] = true
 	}

@@ -303,6 +303,7 @@ func TestAddHookRejects(t *testing.T) {
 	ok := drain.Hook{Name: "a", Phase: drain.Flush, Run: func(context.Context) error { return nil }}
 	require.NoError(t, h.AddHook(ok))
 	assert.ErrorContains(t, h.AddHook(ok), `hook "a" added twice`)
+	assert.ErrorIs(t, h.AddHook(ok), lifecycle.ErrConfig, "fxmodule.Run exits 78 on a hook named twice")
 	assert.ErrorContains(t, h.AddHook(drain.Hook{Name: "b", Phase: drain.Flush}), "Run is nil")
 }
 
