@@ -45,10 +45,10 @@ func drillJSON(t *testing.T, args ...string) (int, verdictJSON) {
 	var v verdictJSON
 	require.NoError(t, json.Unmarshal([]byte(out), &v), "stdout:\n%s\nstderr:\n%s", out, errOut)
 	for _, p := range v.Old {
-		assert.False(t, alive(p.Pid), "%s (pid %d) runs after the drill", p.Name, p.Pid)
+		assert.False(t, harness.Alive(p.Pid), "%s (pid %d) runs after the drill", p.Name, p.Pid)
 	}
 	for _, p := range v.New {
-		assert.False(t, alive(p.Pid), "%s (pid %d) runs after the drill", p.Name, p.Pid)
+		assert.False(t, harness.Alive(p.Pid), "%s (pid %d) runs after the drill", p.Name, p.Pid)
 	}
 	return code, v
 }
@@ -84,17 +84,6 @@ type verdictJSON struct {
 	} `json:"new_instances"`
 	Problems []string `json:"problems"`
 	Pass     bool     `json:"pass"`
-}
-
-// alive reports whether pid runs (a zombie does not).
-func alive(pid int) bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	s := string(b)
-	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-	return len(f) > 0 && f[0] != "Z"
 }
 
 // Input the drill cannot run with is refused before anything starts,
@@ -177,7 +166,7 @@ func assertNoneRuns(t *testing.T, dir string) {
 		var pid int
 		_, err = fmt.Sscan(string(b), &pid)
 		require.NoError(t, err)
-		assert.False(t, alive(pid), "%s (pid %d) runs after the drill", e.Name(), pid)
+		assert.False(t, harness.Alive(pid), "%s (pid %d) runs after the drill", e.Name(), pid)
 	}
 }
 
@@ -334,7 +323,7 @@ func noneRuns(dir string) bool {
 	for _, e := range entries {
 		b, _ := os.ReadFile(dir + "/" + e.Name())
 		var pid int
-		if _, err := fmt.Sscan(string(b), &pid); err == nil && alive(pid) {
+		if _, err := fmt.Sscan(string(b), &pid); err == nil && harness.Alive(pid) {
 			return false
 		}
 	}

@@ -2,8 +2,10 @@ package harness
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
+	"strings"
 	"syscall"
 	"unsafe"
 )
@@ -54,4 +56,16 @@ func growPipe(w *os.File) {
 	_ = rc.Control(func(fd uintptr) {
 		_, _, _ = syscall.Syscall(syscall.SYS_FCNTL, fd, fSetPipeSz, pipeSize)
 	})
+}
+
+// Alive reports whether pid runs; a zombie waiting for its reaper does not.
+// Tests use it to check that nothing a harness started outlives it.
+func Alive(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	return len(f) > 0 && f[0] != "Z"
 }

@@ -40,23 +40,12 @@ func TestProcDiesWithHarness(t *testing.T) {
 	require.Equal(t, "child", f[0], "harness said %q", line)
 	child, err := strconv.Atoi(f[1])
 	require.NoError(t, err)
-	require.True(t, alive(child), "the child runs while the harness does")
+	require.True(t, Alive(child), "the child runs while the harness does")
 
 	require.NoError(t, harness.Process.Signal(syscall.SIGKILL))
 	_ = harness.Wait()
-	require.Eventually(t, func() bool { return !alive(child) }, 10*time.Second, 10*time.Millisecond,
+	require.Eventually(t, func() bool { return !Alive(child) }, 10*time.Second, 10*time.Millisecond,
 		"pid %d outlived the harness", child)
-}
-
-// alive reports whether pid runs (a zombie waiting for its reaper does not).
-func alive(pid int) bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	s := string(b)
-	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-	return len(f) > 0 && f[0] != "Z"
 }
 
 // startChild runs a shell that starts a grandchild, in its group or (own)
@@ -133,7 +122,7 @@ func TestProcGroupEndsWithTheProcess(t *testing.T) {
 			}
 			<-p.Done() // the grandchild held the pipe: it is exiting
 			// A process closes its files before it becomes a zombie.
-			if !assert.Eventually(t, func() bool { return !alive(grandchild) }, 10*time.Second, time.Millisecond) {
+			if !assert.Eventually(t, func() bool { return !Alive(grandchild) }, 10*time.Second, time.Millisecond) {
 				_ = syscall.Kill(grandchild, syscall.SIGKILL)
 				t.Fatalf("grandchild %d outlived its process", grandchild)
 			}
