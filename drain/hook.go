@@ -68,10 +68,13 @@ type Hook struct {
 	streams func() *StreamReport
 }
 
-// validate reports the first problem that would make the hook unusable.
-// [Run] calls it for every hook and reports a hook that fails it as
-// [Failed] without running it.
-func (h Hook) validate() error {
+// Validate reports the first problem that would make the hook unusable:
+// an empty Name, a Phase that is not one of the five, a negative Timeout
+// or a nil Run, naming the field and the value. [Run] calls it for every
+// hook and reports a hook that fails it as [Failed] without running it;
+// code that collects hooks before the drain (lifecycle.Manager.AddHook)
+// calls it to refuse such a hook where it is added.
+func (h Hook) Validate() error {
 	switch {
 	case h.Name == "":
 		return fmt.Errorf("drain: hook Name is empty")

@@ -10,8 +10,6 @@ import (
 	"time"
 
 	"golang.org/x/sync/errgroup"
-
-	"github.com/drainkit/drainkit/internal/draininternal"
 )
 
 // Run runs hooks phase by phase and returns what happened.
@@ -32,9 +30,11 @@ import (
 // reverse order, before it returns. Run does not stop at
 // a failed hook: a hook's error says nothing about whether the next phase
 // should run, and leaving a phase out (say, closing clients) is worse.
-func Run(ctx context.Context, reason string, hooks []Hook) *Report {
-	onPhase := draininternal.OnPhase(ctx)
-	ctx = draininternal.WithOnPhase(ctx, nil) // the caller's, not its hooks'
+func Run(ctx context.Context, reason string, hooks []Hook, opts ...Option) *Report {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
 	r := &Report{Reason: reason, Start: time.Now(), Hooks: make([]HookResult, 0, len(hooks))}
 	// result[i] is the index in r.Hooks of hooks[i]'s result: names need
 	// not be unique here, so results are matched to hooks by position.
@@ -56,15 +56,15 @@ func Run(ctx context.Context, reason string, hooks []Hook) *Report {
 			}
 			continue
 		}
-		if onPhase != nil {
-			onPhase(string(p), len(batch))
+		if o.onPhase != nil {
+			o.onPhase(p, len(batch))
 		}
 		r.Hooks = append(r.Hooks, runPhase(ctx, batch)...)
 	}
 	for i, h := range hooks { // hooks of an undefined phase would otherwise vanish from the report
 		if !h.Phase.valid() {
 			result[i] = len(r.Hooks)
-			r.Hooks = append(r.Hooks, HookResult{Name: h.Name, Phase: h.Phase, Outcome: Failed, Error: h.validate().Error()})
+			r.Hooks = append(r.Hooks, HookResult{Name: h.Name, Phase: h.Phase, Outcome: Failed, Error: h.Validate().Error()})
 		}
 	}
 	if ctx.Err() != nil {
@@ -77,15 +77,21 @@ func Run(ctx context.Context, reason string, hooks []Hook) *Report {
 	return r
 }
 
-// The parts of drain that other packages of this module reach through
-// draininternal: lifecycle validates hooks as they are added, logs each
-// phase as it begins and ends its adaptive delay on the last arrival, and
-// grpcdrain ends untracked streams when intake closes. None of it is part
-// of a drain a service writes.
-func init() {
-	draininternal.ValidateHook = func(h any) error { return h.(Hook).validate() }
-	draininternal.LastArrival = func(t any) time.Time { return t.(*Tracker).lastArrival() }
-	draininternal.IntakeClosed = func(t any) <-chan struct{} { return t.(*Tracker).intakeClosed() }
+// An Option changes how [Run] drains. Options are for the rare caller
+// that watches a drain as it goes (package lifecycle logs each phase);
+// the hooks themselves never see them.
+type Option func(*options)
+
+type options struct {
+	onPhase func(p Phase, hooks int)
+}
+
+// OnPhase makes [Run] call fn as each phase that has hooks begins, with
+// the phase and the number of its hooks, before any of them runs. A phase
+// that is skipped because the drain was cut short does not begin. fn runs
+// on Run's goroutine and must not block: the phase waits for it.
+func OnPhase(fn func(p Phase, hooks int)) Option {
+	return func(o *options) { o.onPhase = fn }
 }
 
 func cutReason(ctx context.Context) string {
@@ -148,7 +154,7 @@ type done struct {
 
 func runHook(parent context.Context, h Hook) HookResult {
 	res := HookResult{Name: h.Name, Phase: h.Phase}
-	if err := h.validate(); err != nil {
+	if err := h.Validate(); err != nil {
 		res.Outcome, res.Error = Failed, err.Error()
 		return res
 	}

@@ -29,7 +29,7 @@ type Tracker struct {
 
 	mu     sync.Mutex
 	idle   chan struct{} // closed when the count reaches zero; nil when nobody waits
-	closed chan struct{} // closed by CloseIntake; made by whichever of it and intakeClosed comes first
+	closed chan struct{} // closed by CloseIntake; made by whichever of it and IntakeClosed comes first
 }
 
 // Begin records the arrival of one piece of work. It returns false, and
@@ -85,17 +85,18 @@ func (t *Tracker) CloseIntake() {
 		t.closed = make(chan struct{})
 	}
 	select {
-	case <-t.closed: // an earlier CloseIntake, or intakeClosed after the bit was set
+	case <-t.closed: // an earlier CloseIntake, or IntakeClosed after the bit was set
 	default:
 		close(t.closed)
 	}
 }
 
-// intakeClosed returns a channel that is closed once CloseIntake has been
-// called. Work that is not counted, because it lasts as long as its client
-// (a health Watch stream of grpcdrain), uses it to end when the drain
-// begins instead of holding the drain to its deadline.
-func (t *Tracker) intakeClosed() <-chan struct{} {
+// IntakeClosed returns a channel that is closed once CloseIntake has been
+// called, whether it was asked for before or after. Work that is not
+// counted, because it lasts as long as its client (a health Watch stream
+// of package grpcdrain), waits on it to end when the drain begins instead
+// of holding the drain to its deadline.
+func (t *Tracker) IntakeClosed() <-chan struct{} {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.closed == nil {
@@ -110,10 +111,11 @@ func (t *Tracker) intakeClosed() <-chan struct{} {
 // inFlight returns the number of pieces of work begun and not yet ended.
 func (t *Tracker) inFlight() int { return int(t.state.Load() &^ closedBit) }
 
-// lastArrival returns when Begin was last called (to the millisecond,
-// rounded down), or the zero time if never. Package lifecycle ends its
-// adaptive propagation delay on it.
-func (t *Tracker) lastArrival() time.Time {
+// LastArrival returns when Begin was last called (to the millisecond,
+// rounded down), or the zero time if never; a refused Begin counts, since
+// a client still sent it here. Package lifecycle ends its adaptive
+// propagation delay once no work has arrived for a quiet window.
+func (t *Tracker) LastArrival() time.Time {
 	n := t.last.Load() // after epoch was set: Begin sets epoch first
 	if n == 0 {
 		return time.Time{}

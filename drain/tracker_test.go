@@ -12,7 +12,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/drainkit/drainkit/drain"
-	"github.com/drainkit/drainkit/internal/draininternal"
 )
 
 func TestTrackerWaitIsNotified(t *testing.T) {
@@ -56,14 +55,14 @@ func TestTrackerWaitHonoursContext(t *testing.T) {
 func TestTrackerCloseIntake(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var tr drain.Tracker // the zero value is ready to use
-		assert.True(t, draininternal.LastArrival(&tr).IsZero())
+		assert.True(t, tr.LastArrival().IsZero())
 		require.True(t, tr.Begin())
-		first := draininternal.LastArrival(&tr)
+		first := tr.LastArrival()
 		assert.False(t, first.IsZero())
 		tr.CloseIntake()
 		tr.CloseIntake() // idempotent
 		select {
-		case <-draininternal.IntakeClosed(&tr):
+		case <-tr.IntakeClosed():
 		default:
 			t.Error("the intake-closed channel is open after CloseIntake")
 		}
@@ -100,7 +99,7 @@ func TestMiddlewareRefusesAfterCloseIntake(t *testing.T) {
 // that watches it cannot miss the drain.
 func TestIntakeClosedChannel(t *testing.T) {
 	var tr drain.Tracker
-	before := draininternal.IntakeClosed(&tr)
+	before := tr.IntakeClosed()
 	select {
 	case <-before:
 		t.Fatal("the intake-closed channel is closed while intake is open")
@@ -108,6 +107,6 @@ func TestIntakeClosedChannel(t *testing.T) {
 	}
 	tr.CloseIntake()
 	<-before
-	<-draininternal.IntakeClosed(&tr)
+	<-tr.IntakeClosed()
 	tr.CloseIntake() // a second close must not close the channel again
 }

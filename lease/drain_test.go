@@ -14,7 +14,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/drainkit/drainkit/drain"
-	"github.com/drainkit/drainkit/internal/draininternal"
 )
 
 func TestDrainGate(t *testing.T) {
@@ -123,7 +122,7 @@ func TestHandOff(t *testing.T) {
 	if err != nil {
 		t.Fatalf("HandOff: %v", err)
 	}
-	if err := draininternal.ValidateHook(hook); err != nil || hook.Phase != drain.Flush {
+	if err := hook.Validate(); err != nil || hook.Phase != drain.Flush {
 		t.Fatalf("HandOff hook: phase %s, validation %v; want flush, nil", hook.Phase, err)
 	}
 	err = hook.Run(ctx)

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/drainkit/drainkit/drain"
-	"github.com/drainkit/drainkit/internal/draininternal"
 	"github.com/drainkit/drainkit/internal/lifecycleinternal"
 )
 
@@ -145,7 +144,7 @@ func (m *Manager) AddHook(hooks ...drain.Hook) error {
 		seen[h.Name] = true
 	}
 	for _, h := range hooks {
-		if err := draininternal.ValidateHook(h); err != nil {
+		if err := h.Validate(); err != nil {
 			return configError{err}
 		}
 		if seen[h.Name] {
@@ -284,9 +283,9 @@ func (m *Manager) shutdown(ctx context.Context, reason string, startErr error) *
 	if wasRunning { // never ready, never in a load balancer: nothing to wait for
 		m.delay(dctx)
 	}
-	rep := drain.Run(draininternal.WithOnPhase(dctx, func(p string, n int) {
-		m.logPhase("drain phase", p, n)
-	}), reason, hooks)
+	rep := drain.Run(dctx, reason, hooks, drain.OnPhase(func(p drain.Phase, n int) {
+		m.logPhase("drain phase", string(p), n)
+	}))
 	m.logSkipped(rep.Hooks)
 	rep.Start = m.stopAt // the report covers the whole budget, delay included
 	rep.Duration = time.Since(m.stopAt)
@@ -345,7 +344,7 @@ func (m *Manager) delay(ctx context.Context) {
 // arrivals seen so far: floor, or a quiet window after the last arrival.
 func (m *Manager) adaptiveEnd(start time.Time) time.Time {
 	at := start.Add(m.cfg.DelayFloor)
-	if q := draininternal.LastArrival(m.tracker).Add(m.cfg.QuietWindow); q.After(at) {
+	if q := m.tracker.LastArrival().Add(m.cfg.QuietWindow); q.After(at) {
 		at = q
 	}
 	return at

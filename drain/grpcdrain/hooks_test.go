@@ -17,7 +17,6 @@ import (
 
 	"github.com/drainkit/drainkit/drain"
 	"github.com/drainkit/drainkit/drain/grpcdrain"
-	"github.com/drainkit/drainkit/internal/draininternal"
 )
 
 // blocker is a one-method gRPC service whose calls block until released
@@ -101,11 +100,11 @@ func TestHooksWithTimeoutsAnswerInFlightCall(t *testing.T) {
 	report := make(chan *drain.Report, 1)
 	waiting := make(chan struct{})
 	go func() {
-		report <- drain.Run(draininternal.WithOnPhase(ctx, func(p string, _ int) {
-			if p == string(drain.WaitInFlight) {
+		report <- drain.Run(ctx, "test", hooks, drain.OnPhase(func(p drain.Phase, _ int) {
+			if p == drain.WaitInFlight {
 				close(waiting)
 			}
-		}), "test", hooks)
+		}))
 	}()
 	<-waiting // StopIntake has run and returned: its hook context is gone
 	close(b.release)

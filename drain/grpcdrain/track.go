@@ -10,7 +10,6 @@ import (
 	"google.golang.org/grpc/stats"
 
 	"github.com/drainkit/drainkit/drain"
-	"github.com/drainkit/drainkit/internal/draininternal"
 )
 
 // ServerOptions returns the gRPC server options that count RPCs in t: a
@@ -106,7 +105,7 @@ func streamInterceptor(t *drain.Tracker, s *drain.Streams) grpc.StreamServerInte
 // that watches intake is the stream's: release waits for it.
 func endWithIntake(parent context.Context, t *drain.Tracker) (context.Context, func()) {
 	ctx, cancel := context.WithCancel(parent)
-	closed := draininternal.IntakeClosed(t)
+	closed := t.IntakeClosed()
 	select {
 	case <-closed: // already closed: end the stream now, not on another goroutine later
 		cancel()
