@@ -9,7 +9,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/drainkit/drainkit/internal/readinessinternal"
 	"github.com/drainkit/drainkit/lifecycle"
 )
 
@@ -55,10 +54,6 @@ type Registry struct {
 	liveStatus  transitions
 }
 
-func init() {
-	readinessinternal.Config = func(r any) any { return r.(*Registry).cfg }
-}
-
 // New returns a Registry for the service described by cfg. state reports
 // the process's lifecycle state, such as a lifecycle.Manager's State
 // method; it is called on every ready probe and its answer never cached.
@@ -79,6 +74,12 @@ func New(cfg Config, state func() lifecycle.State) (*Registry, error) {
 	r.base, r.cancel = context.WithCancel(context.Background())
 	return r, nil
 }
+
+// Config returns the configuration r runs with, defaults applied. An
+// adapter that serves r's answers elsewhere reads it to agree with r: the
+// grpc.health.v1 server of package grpchealth serves under its Service
+// and paces its polling by its CacheTTL.
+func (r *Registry) Config() Config { return r.cfg }
 
 // Add registers a check. A check with an empty name, a nil Probe, a negative
 // Timeout or a name already taken is rejected. A zero Timeout means

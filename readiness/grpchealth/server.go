@@ -11,7 +11,6 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 
-	"github.com/drainkit/drainkit/internal/readinessinternal"
 	"github.com/drainkit/drainkit/lifecycle"
 	"github.com/drainkit/drainkit/readiness"
 )
@@ -47,7 +46,7 @@ type Server struct {
 // NewServer returns a Server for reg's service, answering NOT_SERVING
 // until [Server.Run] sees the process ready.
 func NewServer(reg *readiness.Registry) *Server {
-	cfg := readinessinternal.Config(reg).(readiness.Config)
+	cfg := reg.Config()
 	s := &Server{
 		reg:     reg,
 		service: cfg.Service,
