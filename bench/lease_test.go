@@ -19,7 +19,6 @@ import (
 	redsyncgoredis "github.com/go-redsync/redsync/v4/redis/goredis/v9"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/drainkit/drainkit/internal/leaseinternal"
 	"github.com/drainkit/drainkit/lease"
 )
 
@@ -266,8 +265,8 @@ func BenchmarkLeaseRenew(b *testing.B) {
 	for _, n := range []int{100, 1_000, 10_000} {
 		b.Run("leases="+strconv.Itoa(n)+"/c=drainkit", func(b *testing.B) {
 			f := drainkitHeld(b, n)
-			renewals(b, f.c, n, func() error { return leaseinternal.RenewAll(f.m, ctx) })
-			if got := leaseinternal.Held(f.m); got != n {
+			renewals(b, f.c, n, func() error { return f.m.Renew(ctx) })
+			if got := f.m.Held(); got != n {
 				b.Fatalf("%d leases held after renewing; want %d", got, n)
 			}
 		})
@@ -345,11 +344,11 @@ func BenchmarkLeaseRenewScale(b *testing.B) {
 	for _, n := range []int{1_000, 10_000, 100_000} {
 		b.Run("leases="+strconv.Itoa(n)+"/c=drainkit", func(b *testing.B) {
 			f := drainkitHeld(b, n)
-			renewals(b, f.c, n, func() error { return leaseinternal.RenewAll(f.m, ctx) })
-			// RenewAll returns nil for leases Redis reports gone or taken
+			renewals(b, f.c, n, func() error { return f.m.Renew(ctx) })
+			// Renew returns nil for leases Redis reports gone or taken
 			// (it ends them): without this a broken renewal would empty
 			// the shared fixture and time rounds that renew nothing.
-			if got := leaseinternal.Held(f.m); got != n {
+			if got := f.m.Held(); got != n {
 				b.Fatalf("%d leases held after renewing; want %d", got, n)
 			}
 			b.ReportMetric(f.bytesPerLease, "B/lease")
@@ -547,14 +546,14 @@ func BenchmarkLeaseHandOff(b *testing.B) {
 			}
 			release := m.ReleaseHook()
 			return func() error {
-				leaseinternal.BeginDrain(m) // what fxmodule does at the flip
+				m.BeginDrain() // what fxmodule does at the flip
 				if err := handOff.Run(ctx); err != nil {
 					return err
 				}
 				if err := release.Run(ctx); err != nil {
 					return err
 				}
-				if left := leaseinternal.Held(m); left != 0 {
+				if left := m.Held(); left != 0 {
 					return fmt.Errorf("%d leases left after the hand-off", left)
 				}
 				return nil

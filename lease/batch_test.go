@@ -137,7 +137,7 @@ func testRenewBatch(t *testing.T, b backend, ids []string) {
 	for i, l := range ls {
 		before[i] = l.lastOK.Load()
 	}
-	if err := m.renewAll(ctx); err != nil {
+	if err := m.Renew(ctx); err != nil {
 		t.Fatalf("RenewAll: %v", err)
 	}
 	// Standalone puts any leases in one call, up to maxBatch; the cluster

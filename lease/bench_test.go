@@ -84,7 +84,7 @@ func BenchmarkRenew(b *testing.B) {
 		}
 		b.Run(fmt.Sprintf("leases=%d/batched", n), func(b *testing.B) {
 			for b.Loop() {
-				if err := m.renewAll(ctx); err != nil {
+				if err := m.Renew(ctx); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -116,7 +116,7 @@ func testRenewGone(t *testing.T, b backend) {
 		t.Fatalf("Acquire: %v", err)
 	}
 	expireNow(t, c, l.key)
-	if err := m.renewAll(ctx); err != nil {
+	if err := m.Renew(ctx); err != nil {
 		t.Fatalf("RenewAll: %v", err)
 	}
 	if !isLost(l) {
@@ -158,7 +158,7 @@ func testRenewStolen(t *testing.T, b backend) {
 			}
 			thief := thiefOf(l)
 			c.Set(ctx, l.key, thief, 0)
-			if err := m.renewAll(ctx); err != nil {
+			if err := m.Renew(ctx); err != nil {
 				t.Fatalf("RenewAll: %v", err)
 			}
 			if cause := context.Cause(l.Context()); !errors.Is(cause, ErrLost) || !strings.Contains(cause.Error(), "taken") {
@@ -229,7 +229,7 @@ func testFenceIncreases(t *testing.T, b backend) {
 	_ = l.Release(ctx)
 	l = next("after release")
 	expireNow(t, c, l.key)
-	_ = m.renewAll(ctx) // notices the expiry
+	_ = m.Renew(ctx) // notices the expiry
 	l = next("after expiry")
 	c.Del(ctx, m.fenceKey("fence"))
 	_ = l.Release(ctx)
@@ -272,7 +272,7 @@ func testRenewMany(t *testing.T, b backend) {
 	for i, l := range ls {
 		before[i] = l.lastOK.Load()
 	}
-	if err := m.renewAll(ctx); err != nil {
+	if err := m.Renew(ctx); err != nil {
 		t.Fatalf("RenewAll: %v", err)
 	}
 	for i, l := range ls {

@@ -69,7 +69,7 @@ func (m *Manager) HandOff(fn func(ctx context.Context, l *Lease) error, concurre
 		Name:  m.hookName("lease-handoff"),
 		Phase: drain.Flush,
 		Run: func(ctx context.Context) error {
-			m.beginDrain() // in case the flip did not reach us: no lease may arrive now
+			m.BeginDrain() // in case the flip did not reach us: no lease may arrive now
 			_, err := m.runHandOff(ctx, fn, concurrency)
 			return err
 		},
@@ -86,7 +86,7 @@ func (m *Manager) HandOff(fn func(ctx context.Context, l *Lease) error, concurre
 //
 // fn gets a context that ends with ctx or when the lease is lost. The
 // returned error is a *handOffError when any lease was left to expire.
-// It closes the gate first (beginDrain), so no lease arrives during it.
+// It closes the gate first (BeginDrain), so no lease arrives during it.
 func (m *Manager) runHandOff(ctx context.Context, fn func(ctx context.Context, l *Lease) error, concurrency int) (handOffResult, error) {
 	var (
 		mu   sync.Mutex
@@ -199,7 +199,7 @@ func (m *Manager) hookName(kind string) string {
 
 // releaseAll is the Release hook's work; see [Manager.ReleaseHook].
 func (m *Manager) releaseAll(ctx context.Context) error {
-	m.beginDrain() // in case the flip did not reach us: nothing may be acquired now
+	m.BeginDrain() // in case the flip did not reach us: nothing may be acquired now
 	stopErr := errors.Join(m.stopRenewer(ctx), m.waitFlights(ctx))
 	var release []*Lease
 	for _, l := range m.snapshot(false) {

@@ -22,9 +22,9 @@ func TestDrainGate(t *testing.T) {
 	m := startManager(t, c, testConfig())
 	ctx := context.Background()
 
-	m.beginDrain()
+	m.BeginDrain()
 	if _, err := m.Acquire(ctx, "after-flip"); !errors.Is(err, ErrDraining) {
-		t.Fatalf("Acquire after beginDrain: got %v; want ErrDraining", err)
+		t.Fatalf("Acquire after BeginDrain: got %v; want ErrDraining", err)
 	}
 	if n := c.Exists(ctx, m.routeKey("after-flip")).Val(); n != 0 {
 		t.Fatalf("route key written after the flip; want none")
@@ -44,7 +44,7 @@ func TestDrainRace(t *testing.T) {
 		err := next(ctx, cmd)
 		m := mp.Load()
 		if args := cmd.Args(); m != nil && len(args) > 3 && args[3] == m.routeKey("race") {
-			m.beginDrain() // the flip lands between the script and the registration
+			m.BeginDrain() // the flip lands between the script and the registration
 		}
 		return err
 	}}
@@ -104,7 +104,7 @@ func TestHandOff(t *testing.T) {
 		}
 		leases[id] = l
 	}
-	m.beginDrain()
+	m.BeginDrain()
 
 	hook, err := m.HandOff(func(ctx context.Context, l *Lease) error {
 		switch {

@@ -14,7 +14,7 @@ import (
 )
 
 // The process's state closes the gate by itself: the flip is published
-// before its listeners (beginDrain) run, and no acquisition may complete in
+// before its listeners (BeginDrain) run, and no acquisition may complete in
 // between.
 func TestExternalDrainingGate(t *testing.T) {
 	b := standalone(t)
@@ -29,7 +29,7 @@ func TestExternalDrainingGate(t *testing.T) {
 	}
 	flipped.Store(true)
 	if _, err := m.Acquire(ctx, "after"); !errors.Is(err, ErrDraining) {
-		t.Fatalf("Acquire after the flip, before beginDrain: got %v; want ErrDraining", err)
+		t.Fatalf("Acquire after the flip, before BeginDrain: got %v; want ErrDraining", err)
 	}
 	if !m.gateClosed() {
 		t.Error("gateClosed() = false after the flip; want true")
@@ -94,7 +94,7 @@ func TestAbandonedHandOffReleasesNothingUnflushed(t *testing.T) {
 		t.Fatal(err)
 	}
 	handOff.Timeout = 100 * time.Millisecond
-	m.beginDrain()
+	m.BeginDrain()
 	rep := drain.Run(ctx, "test", []drain.Hook{handOff, m.ReleaseHook()})
 	if h, _ := rep.Hook(handOff.Name); h.Outcome != drain.TimedOut {
 		t.Fatalf("hand-off outcome %s; want timeout", h.Outcome)
@@ -125,7 +125,7 @@ func TestReleaseHookLeavesUnflushedWithHandOff(t *testing.T) {
 	if _, err := m.Acquire(ctx, "room-x"); err != nil {
 		t.Fatal(err)
 	}
-	m.beginDrain() // the hand-off's hook never runs
+	m.BeginDrain() // the hand-off's hook never runs
 	if err := m.releaseAll(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -173,7 +173,7 @@ func TestNoAcquireScriptAfterTheFlip(t *testing.T) {
 			afterFlip.Add(1)
 		}
 		if attempts.Add(1) == 1 {
-			mgr.Load().beginDrain() // the flip comes while the first attempt is lost
+			mgr.Load().BeginDrain() // the flip comes while the first attempt is lost
 			return context.DeadlineExceeded
 		}
 		return next(ctx, cmd)

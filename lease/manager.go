@@ -221,13 +221,15 @@ func (m *Manager) abandonAll() {
 	}
 }
 
-// beginDrain closes the acquisition gate: from its return on, Acquire
-// returns [ErrDraining]. It does no I/O and never blocks, so it can run in
-// a lifecycle listener at the flip (fxlease calls it there, through
-// internal/leaseinternal); the renewer marks the heartbeat draining
-// promptly after. The drain's lease hooks call it too, in case the flip
-// did not reach the Manager.
-func (m *Manager) beginDrain() {
+// BeginDrain closes the acquisition gate: from its return on, Acquire
+// returns [ErrDraining], and the renewer marks the node's heartbeat
+// draining at once instead of at its next tick. It does no I/O and never
+// blocks, so it can run in a lifecycle listener at the flip (fxlease calls
+// it there); [Config].Draining alone is read only at the next Acquire or
+// renewal tick.
+// The drain's lease hooks call it too, in case the flip did not reach the
+// Manager. Later calls do nothing.
+func (m *Manager) BeginDrain() {
 	// Under mu, so an acquisition registering a lease either finished
 	// before this (and its lease is handed over with the rest) or sees the
 	// gate closed and releases what it got.
@@ -243,7 +245,7 @@ func (m *Manager) beginDrain() {
 	}
 }
 
-// gateClosed reports whether the gate is closed: beginDrain ran, or
+// gateClosed reports whether the gate is closed: BeginDrain ran, or
 // [Config].Draining reports true.
 func (m *Manager) gateClosed() bool {
 	return m.draining.Load() || (m.cfg.Draining != nil && m.cfg.Draining())
@@ -257,7 +259,7 @@ func (m *Manager) refuseAfterFlip() error {
 		return nil
 	}
 	if !m.draining.Load() {
-		m.beginDrain()
+		m.BeginDrain()
 	}
 	return ErrDraining
 }
@@ -575,6 +577,11 @@ func (m *Manager) Owner(ctx context.Context, id string) (Owner, error) {
 	o.Draining = state == stateDraining
 	return o, nil
 }
+
+// Held returns how many leases m holds, those in hand-off included: the
+// leases the renewer renews. A lease whose OnLost or OnEnd is running is
+// no longer counted.
+func (m *Manager) Held() int { return len(m.snapshot(false)) }
 
 // snapshot copies the lease set, without the leases that ended but have
 // not left it yet (their OnLost or OnEnd is running): they are not

@@ -7,8 +7,6 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-
-	"github.com/drainkit/drainkit/internal/leaseinternal"
 )
 
 // Heartbeat states, as written to the heartbeat hash's "state" field.
@@ -90,18 +88,9 @@ func (m *Manager) tick(ctx context.Context, earliest time.Time) {
 	}
 	ctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
-	if err := m.renewAll(ctx); err != nil && ctx.Err() == nil {
+	if err := m.Renew(ctx); err != nil && ctx.Err() == nil {
 		m.cfg.Logger.Debug("lease renewal round failed", "error", err)
 	}
-}
-
-// The parts of a Manager that other packages of this module reach through
-// leaseinternal: fxlease tells it of the flip from a lifecycle listener,
-// the benchmarks drive one renewal round and count the leases held.
-func init() {
-	leaseinternal.RenewAll = func(m any, ctx context.Context) error { return m.(*Manager).renewAll(ctx) }
-	leaseinternal.BeginDrain = func(m any) { m.(*Manager).beginDrain() }
-	leaseinternal.Held = func(m any) int { return len(m.(*Manager).snapshot(false)) }
 }
 
 // heartbeatTick writes the heartbeat alone (the drain mark), in one call:
@@ -112,15 +101,17 @@ func (m *Manager) heartbeatTick(ctx context.Context) {
 	m.noteHeartbeat(m.writeHeartbeat(ctx, false))
 }
 
-// renewAll renews every held lease and the node heartbeat in one pipeline:
+// Renew renews every held lease and the node heartbeat in one pipeline:
 // one round trip per Redis node. Leases go in batches of up to 500 per
 // script call (on Cluster, batches of one hash slot). A lease Redis reports
 // gone or taken is lost at once; a lease whose renewal failed keeps its
 // last confirmed time and is lost when that grows older than TTL·2/3. The
-// renewer calls it each tick; the bench module's benchmarks call it through
-// internal/leaseinternal. ctx bounds the call (the caller's deadline, not
-// CallTimeout, applies).
-func (m *Manager) renewAll(ctx context.Context) error {
+// renewer calls it each tick, so a service need not: it is exported for a
+// caller that times one round without the ticker (the bench module) or
+// wants the leases confirmed now. It is safe beside the renewer; call it
+// between Start and Stop only, since it writes the heartbeat Stop deletes.
+// ctx bounds the call (the caller's deadline, not CallTimeout, applies).
+func (m *Manager) Renew(ctx context.Context) error {
 	leases := m.snapshot(false)
 	sent := m.now()
 	start := time.Now()

@@ -25,7 +25,6 @@ import (
 
 	"github.com/drainkit/drainkit/drain"
 	"github.com/drainkit/drainkit/fxmodule"
-	"github.com/drainkit/drainkit/internal/leaseinternal"
 	"github.com/drainkit/drainkit/internal/lifecycleinternal"
 	"github.com/drainkit/drainkit/lease"
 	"github.com/drainkit/drainkit/lifecycle"
@@ -84,7 +83,7 @@ func newManager(p params) (*lease.Manager, error) {
 	}
 	p.Manager.OnTransition(func(t lifecycle.Transition) { // the heartbeat says draining at once
 		if t.To == lifecycle.Draining {
-			leaseinternal.BeginDrain(l)
+			l.BeginDrain()
 		}
 	})
 	p.Lifecycle.Append(fx.Hook{
