@@ -11,7 +11,6 @@ import (
 	"go.uber.org/fx"
 
 	"github.com/drainkit/drainkit/drain"
-	"github.com/drainkit/drainkit/internal/lifecycleinternal"
 	"github.com/drainkit/drainkit/lifecycle"
 	"github.com/drainkit/drainkit/readiness"
 )
@@ -107,11 +106,6 @@ func configErrorf(format string, args ...any) error {
 	return &configError{fmt.Errorf(format, args...)}
 }
 
-// managerConfig is the configuration m runs with, defaults applied.
-func managerConfig(m *lifecycle.Manager) lifecycle.Config {
-	return lifecycleinternal.Config(m).(lifecycle.Config)
-}
-
 func newTracker(m *lifecycle.Manager) *drain.Tracker { return m.Tracker() }
 
 type registryParams struct {
@@ -122,7 +116,7 @@ type registryParams struct {
 }
 
 func newRegistry(p registryParams) (*readiness.Registry, error) {
-	c := managerConfig(p.Manager)
+	c := p.Manager.Config()
 	reg, err := readiness.New(readiness.Config{
 		Service: c.Service, NodeID: c.NodeID, ReadyTimeout: c.ReadyTimeout,
 		Logger: p.Logger, Registerer: p.Registerer,
@@ -156,7 +150,7 @@ func wire(p wireParams) error {
 	// Bounded: a check that ignores its context would otherwise hold the
 	// whole drain to its deadline; its name is in the hook's error.
 	closeHook := drain.Hook{Name: "readiness.close", Phase: drain.Close,
-		Timeout: managerConfig(p.Manager).ReadyTimeout, Run: p.Registry.Close}
+		Timeout: p.Manager.Config().ReadyTimeout, Run: p.Registry.Close}
 	if err := p.Names.add(p.Manager, byModule, closeHook); err != nil {
 		return err
 	}

@@ -25,7 +25,6 @@ import (
 	"github.com/drainkit/drainkit/drain"
 	"github.com/drainkit/drainkit/fxmodule"
 	"github.com/drainkit/drainkit/fxmodule/fxmoduletest"
-	"github.com/drainkit/drainkit/internal/lifecycleinternal"
 	"github.com/drainkit/drainkit/lifecycle"
 	"github.com/drainkit/drainkit/readiness"
 )
@@ -131,7 +130,7 @@ func TestRunDrainsBeforeAnyOnStop(t *testing.T) {
 	code := make(chan int, 1)
 	go func() {
 		code <- fxmodule.Run(baseOptions(tr, late, running,
-			fx.Invoke(func(m *lifecycle.Manager) { lifecycleinternal.SetSignals(m, sig) }))...)
+			fx.Invoke(func(m *lifecycle.Manager) { m.SetSignals(sig) }))...)
 	}()
 	<-isRunning
 	sig <- syscall.SIGTERM
@@ -192,7 +191,7 @@ func TestRunSignalDuringStart(t *testing.T) {
 	code := make(chan int, 1)
 	go func() {
 		code <- fxmodule.Run(baseOptions(tr, slowStart,
-			fx.Invoke(func(m *lifecycle.Manager) { lifecycleinternal.SetSignals(m, sig) }))...)
+			fx.Invoke(func(m *lifecycle.Manager) { m.SetSignals(sig) }))...)
 	}()
 	<-starting
 	sig <- syscall.SIGTERM
@@ -216,7 +215,7 @@ func TestRunSecondSignalForces(t *testing.T) {
 	code := make(chan int, 1)
 	go func() {
 		code <- fxmodule.Run(baseOptions(tr, hang, running,
-			fx.Invoke(func(m *lifecycle.Manager) { lifecycleinternal.SetSignals(m, sig) }))...)
+			fx.Invoke(func(m *lifecycle.Manager) { m.SetSignals(sig) }))...)
 	}()
 	<-isRunning
 	sig <- syscall.SIGTERM
@@ -348,7 +347,7 @@ func TestRunStartTimeoutRollsBack(t *testing.T) {
 			})})
 		})
 		sig := make(chan os.Signal) // none comes: the timeout alone stops the start
-		signals := fx.Invoke(func(m *lifecycle.Manager) { lifecycleinternal.SetSignals(m, sig) })
+		signals := fx.Invoke(func(m *lifecycle.Manager) { m.SetSignals(sig) })
 		code := fxmodule.Run(baseOptions(tr, warm, signals, fx.StartTimeout(2*time.Second))...)
 		assert.Equal(t, lifecycle.ExitStartFailed, code)
 		assert.Equal(t, []string{"flushed", "client closed while stopped"}, tr.list(),
@@ -382,7 +381,7 @@ func TestRunStartFailureIsExitStartFailed(t *testing.T) {
 			lc.Append(fx.Hook{OnStart: func(context.Context) error { return errors.New("warm cache: no such table") }})
 		})
 		sig := make(chan os.Signal)
-		signals := fx.Invoke(func(m *lifecycle.Manager) { lifecycleinternal.SetSignals(m, sig) })
+		signals := fx.Invoke(func(m *lifecycle.Manager) { m.SetSignals(sig) })
 		logs := &lockedBuffer{}
 		log := fx.Decorate(func() *slog.Logger { return slog.New(slog.NewJSONHandler(logs, nil)) })
 		code := fxmodule.Run(baseOptions(tr, failing, signals, log)...)
@@ -473,7 +472,7 @@ func TestHTTPServesAndDrains(t *testing.T) {
 func TestHTTPBadAddressFailsStart(t *testing.T) {
 	handler := func() http.Handler { return http.NotFoundHandler() }
 	sig := make(chan os.Signal)
-	signals := fx.Invoke(func(m *lifecycle.Manager) { lifecycleinternal.SetSignals(m, sig) })
+	signals := fx.Invoke(func(m *lifecycle.Manager) { m.SetSignals(sig) })
 	code := fxmodule.Run(baseOptions(&trace{}, signals, fxmodule.HTTP("api", "256.0.0.1:80", handler))...)
 	assert.Equal(t, lifecycle.ExitStartFailed, code)
 }
@@ -493,7 +492,7 @@ func TestRunDrainsBeforeRollbackClosesClients(t *testing.T) {
 			return drain.Hook{Name: "warmed", Phase: drain.Close, Run: func(context.Context) error { return nil }}
 		}))
 		sig := make(chan os.Signal)
-		signals := fx.Invoke(func(m *lifecycle.Manager) { lifecycleinternal.SetSignals(m, sig) })
+		signals := fx.Invoke(func(m *lifecycle.Manager) { m.SetSignals(sig) })
 		code := fxmodule.Run(baseOptions(tr, failing, needsWarmer, signals)...)
 		assert.Equal(t, lifecycle.ExitStartFailed, code)
 		assert.Equal(t, []string{"flushed", "client closed while stopped"}, tr.list(),

@@ -11,7 +11,6 @@ import (
 	"go.uber.org/fx"
 
 	"github.com/drainkit/drainkit/drain"
-	"github.com/drainkit/drainkit/internal/lifecycleinternal"
 	"github.com/drainkit/drainkit/lifecycle"
 )
 
@@ -75,7 +74,7 @@ func Run(opts ...fx.Option) int {
 	defer stop(nil)
 	var stopTimeout time.Duration // fx's, or derived from DRAIN_TIMEOUT
 	afterDrain := func() []drain.HookResult {
-		return stopApp(app, rec, stopTimeout-managerConfig(m).DrainTimeout)
+		return stopApp(app, rec, stopTimeout-m.Config().DrainTimeout)
 	}
 	app = fx.New(append([]fx.Option{eventLogger(rec), fx.StopTimeout(noStopTimeout)}, append(opts,
 		fx.Supply(d),
@@ -85,17 +84,15 @@ func Run(opts ...fx.Option) int {
 	if err := app.Err(); err != nil {
 		return refuseToBuild(err)
 	}
-	lifecycleinternal.SetAfterDrain(m, afterDrain)
+	m.OnDrained(afterDrain)
 	var err error
-	if stopTimeout, err = stopTimeoutOf(app, managerConfig(m).DrainTimeout); err != nil {
-		logger(managerConfig(m).Logger).Error("fxmodule: refusing to start: bad configuration",
+	if stopTimeout, err = stopTimeoutOf(app, m.Config().DrainTimeout); err != nil {
+		logger(m.Config().Logger).Error("fxmodule: refusing to start: bad configuration",
 			"err", err.Error(), "exit_code", lifecycle.ExitConfig)
 		return lifecycle.ExitConfig
 	}
 	d.app, d.m = app, m
 	rec.rollingOut = d.rollingBack
-	drivers.Store(m, d)
-	defer drivers.Delete(m)
 	m.OnStart(d.start)
 	return m.Run(ctx).ExitCode
 }
@@ -149,9 +146,12 @@ func (d *driver) rollbackCause() error {
 	return d.rollback
 }
 
-// drivers finds the driver of a manager's app for [Abortable], which is
-// given only the manager.
-var drivers sync.Map // *lifecycle.Manager → *driver
+// driverKey is the key of the *driver in the context fx hands the OnStart
+// hooks: start puts it in the context it gives app.Start, and [Abortable],
+// in the same package, finds it there. The context is the start's own,
+// so a driver can be found only during its app's start, and no table
+// outlives the app.
+type driverKey struct{}
 
 // errStartTimedOut marks a start that outlasted fx's StartTimeout.
 var errStartTimedOut = errors.New("fxmodule: start timed out")
@@ -173,8 +173,8 @@ func (d *driver) start(ctx context.Context) error {
 	d.abort = abort
 	d.mu.Unlock()
 
-	budget := d.app.StartTimeout() + managerConfig(d.m).DrainTimeout + StopMargin
-	fxCtx, cancelFx := context.WithTimeout(context.Background(), budget)
+	budget := d.app.StartTimeout() + d.m.Config().DrainTimeout + StopMargin
+	fxCtx, cancelFx := context.WithTimeout(context.WithValue(context.Background(), driverKey{}, d), budget)
 	defer cancelFx()
 	done := make(chan error, 1)
 	go func() { done <- d.app.Start(fxCtx) }()
@@ -206,10 +206,13 @@ func (d *driver) abortContext() context.Context {
 // caches, waiting for a dependency):
 //
 //	lc.Append(fx.Hook{OnStart: fxmodule.Abortable(m, warmCache)})
+//
+// It takes effect when fx starts m's app under [Run] (fxmoduletest
+// included); called any other way, fn runs with its context unchanged.
 func Abortable(m *lifecycle.Manager, fn func(ctx context.Context) error) func(ctx context.Context) error {
 	return func(ctx context.Context) error {
-		if v, ok := drivers.Load(m); ok {
-			if abort := v.(*driver).abortContext(); abort != nil {
+		if d, ok := ctx.Value(driverKey{}).(*driver); ok && d.m == m {
+			if abort := d.abortContext(); abort != nil {
 				var cancel context.CancelCauseFunc
 				ctx, cancel = context.WithCancelCause(ctx)
 				stop := context.AfterFunc(abort, func() { cancel(context.Cause(abort)) })

@@ -15,7 +15,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/drainkit/drainkit/drain"
-	"github.com/drainkit/drainkit/internal/lifecycleinternal"
 	"github.com/drainkit/drainkit/lifecycle"
 )
 
@@ -88,7 +87,7 @@ func TestPhaseLinesCountWhatTheReportLists(t *testing.T) {
 					drain.Hook{Name: "api.close", Phase: drain.Close, Run: noop},
 					drain.Hook{Name: "readiness.close", Phase: drain.Close, Run: noop},
 				))
-				lifecycleinternal.SetAfterDrain(h.Manager, func() []drain.HookResult {
+				h.Manager.OnDrained(func() []drain.HookResult {
 					return []drain.HookResult{{Name: "fx.OnStop main.closeRedis", Phase: drain.Close, Outcome: drain.OK}}
 				})
 				reports := h.run()

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/drainkit/drainkit/drain"
-	"github.com/drainkit/drainkit/internal/lifecycleinternal"
 )
 
 // Manager owns the process's state and runs its drain. It is the single
@@ -27,7 +26,7 @@ type Manager struct {
 	log     *slog.Logger
 	metrics *metrics
 	tracker *drain.Tracker
-	signals <-chan os.Signal // nil: the process's own SIGTERM and SIGINT; tests set it through internal/lifecycleinternal
+	signals <-chan os.Signal // nil: the process's own SIGTERM and SIGINT; see SetSignals
 	exit    func(int)
 
 	state     atomic.Int32
@@ -38,8 +37,8 @@ type Manager struct {
 	// A channel rather than a mutex: a transition waiting its turn is then
 	// durably blocked, which testing/synctest can wait for.
 	turn       chan struct{}
-	mu         sync.Mutex                // guards the fields below; never held while a hook or listener runs I/O
-	afterDrain func() []drain.HookResult // runs after the drain, even a forced or late one; its results join the report
+	mu         sync.Mutex                  // guards the fields below; never held while a hook or listener runs I/O
+	afterDrain []func() []drain.HookResult // run after the drain, even a forced or late one; their results join the report
 	listeners  []func(Transition)
 	hooks      []drain.Hook
 	starts     []func(context.Context) error
@@ -52,17 +51,6 @@ type Manager struct {
 
 	once   sync.Once // the one Shutdown
 	report *Report
-}
-
-func init() {
-	lifecycleinternal.SetSignals = func(m any, ch <-chan os.Signal) { m.(*Manager).signals = ch }
-	lifecycleinternal.SetAfterDrain = func(m any, fn func() []drain.HookResult) {
-		mm := m.(*Manager)
-		mm.mu.Lock()
-		defer mm.mu.Unlock()
-		mm.afterDrain = fn
-	}
-	lifecycleinternal.Config = func(m any) any { return m.(*Manager).cfg }
 }
 
 // New validates cfg (after applying defaults) and returns a Manager in
@@ -89,6 +77,31 @@ func New(cfg Config) (*Manager, error) {
 	m.stopReq, m.stopNow = context.WithCancel(context.Background())
 	m.enteredAt.Store(time.Now().UnixNano())
 	return m, nil
+}
+
+// Config returns the configuration m runs with, defaults applied: what
+// code built around the manager reads to agree with it (fxmodule's
+// readiness registry takes its Service and ReadyTimeout, fxlease its
+// NodeID).
+func (m *Manager) Config() Config { return m.cfg }
+
+// SetSignals makes [Manager.Run] read ch instead of subscribing to the
+// process's SIGTERM and SIGINT: the first value drains, the second forces
+// the drain, the third exits with [ExitForced]. Call it before Run. It is
+// for tests, which must not signal their own process (package
+// fxmoduletest sends its signals this way).
+func (m *Manager) SetSignals(ch <-chan os.Signal) { m.signals = ch }
+
+// OnDrained registers fn to run once the drain has finished and the state
+// is Stopped, also when the drain was forced or ran out of time, and
+// before the report is made. Functions run in registration order; their
+// results join the report after the drain's own and count toward the exit
+// code like them. fn bounds its own work. Package fxmodule runs fx's
+// OnStop hooks here, so clients close only after in-flight work is done.
+func (m *Manager) OnDrained(fn func() []drain.HookResult) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.afterDrain = append(m.afterDrain, fn)
 }
 
 // Tracker returns the in-flight tracker for the servers and hooks to share;
@@ -274,7 +287,7 @@ func (m *Manager) shutdown(ctx context.Context, reason string, startErr error) *
 	m.forceNow = cancel
 	forced := m.forced
 	hooks := append([]drain.Hook{}, m.hooks...)
-	afterDrain := m.afterDrain
+	afterDrain := append([]func() []drain.HookResult{}, m.afterDrain...)
 	m.mu.Unlock()
 	if forced {
 		cancel()
@@ -290,8 +303,11 @@ func (m *Manager) shutdown(ctx context.Context, reason string, startErr error) *
 	rep.Start = m.stopAt // the report covers the whole budget, delay included
 	rep.Duration = time.Since(m.stopAt)
 	_ = m.transitionWith(Stopped, "drained", rep)
-	if afterDrain != nil { // the drain is over: what runs now only closes
-		after := afterDrain()
+	if len(afterDrain) > 0 { // the drain is over: what runs now only closes
+		var after []drain.HookResult
+		for _, fn := range afterDrain {
+			after = append(after, fn()...)
+		}
 		rep.Hooks = append(rep.Hooks, after...)
 		rep.Duration = time.Since(m.stopAt)
 		m.logAfterDrain(after)

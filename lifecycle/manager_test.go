@@ -18,7 +18,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/drainkit/drainkit/drain"
-	"github.com/drainkit/drainkit/internal/lifecycleinternal"
 	"github.com/drainkit/drainkit/lifecycle"
 )
 
@@ -37,7 +36,7 @@ func newHarness(t *testing.T, cfg lifecycle.Config) *harness {
 	cfg.Logger = log
 	m, err := lifecycle.New(cfg)
 	require.NoError(t, err)
-	lifecycleinternal.SetSignals(m, h.sig)
+	m.SetSignals(h.sig)
 	m.SetExit(func(code int) { h.exits <- code })
 	h.Manager = m
 	return h
@@ -403,7 +402,7 @@ func TestAfterDrainRunsAndIsReported(t *testing.T) {
 				ran := 0
 				m, err := lifecycle.New(lifecycle.Config{Service: "svc", NodeID: "n1", Logger: slog.New(slog.DiscardHandler)})
 				require.NoError(t, err)
-				lifecycleinternal.SetAfterDrain(m, func() []drain.HookResult {
+				m.OnDrained(func() []drain.HookResult {
 					ran++
 					return []drain.HookResult{{Name: "close-client", Phase: drain.Close, Outcome: tt.give}}
 				})
@@ -428,7 +427,7 @@ func TestStoppedTransitionCarriesTheDrainReport(t *testing.T) {
 		afterRan := false
 		m, err := lifecycle.New(lifecycle.Config{Service: "svc", NodeID: "n1", DrainDelay: time.Second, Logger: slog.New(slog.DiscardHandler)})
 		require.NoError(t, err)
-		lifecycleinternal.SetAfterDrain(m, func() []drain.HookResult {
+		m.OnDrained(func() []drain.HookResult {
 			afterRan = true
 			return []drain.HookResult{{Name: "fx.OnStop close", Phase: drain.Close, Outcome: drain.OK}}
 		})

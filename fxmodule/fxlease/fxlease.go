@@ -25,7 +25,6 @@ import (
 
 	"github.com/drainkit/drainkit/drain"
 	"github.com/drainkit/drainkit/fxmodule"
-	"github.com/drainkit/drainkit/internal/lifecycleinternal"
 	"github.com/drainkit/drainkit/lease"
 	"github.com/drainkit/drainkit/lifecycle"
 	"github.com/drainkit/drainkit/readiness"
@@ -66,7 +65,7 @@ type params struct {
 func newManager(p params) (*lease.Manager, error) {
 	cfg := p.Config
 	if cfg.Node == "" {
-		cfg.Node = lifecycleinternal.Config(p.Manager).(lifecycle.Config).NodeID
+		cfg.Node = p.Manager.Config().NodeID
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = p.Logger

@@ -37,7 +37,6 @@ import (
 	"go.uber.org/fx"
 
 	"github.com/drainkit/drainkit/fxmodule"
-	"github.com/drainkit/drainkit/internal/lifecycleinternal"
 	"github.com/drainkit/drainkit/lifecycle"
 )
 
@@ -69,7 +68,7 @@ func Start(t testing.TB, opts ...fx.Option) *App {
 			}
 		})
 	})
-	signals := fx.Invoke(func(m *lifecycle.Manager) { lifecycleinternal.SetSignals(m, a.signals) })
+	signals := fx.Invoke(func(m *lifecycle.Manager) { m.SetSignals(a.signals) })
 	go func() { a.exited <- fxmodule.Run(append(opts, watch, signals)...) }()
 	select {
 	case <-running:
