@@ -26,14 +26,18 @@ func refuseToBuild(err error) int {
 
 // buildFailure says in one line why fx could not build the app, and the
 // exit code: ExitConfig for a configuration mistake, whether a constructor
-// said so (lifecycle.ErrConfig) or fx found the graph itself wrong (a type
-// nothing provides, a cycle, a type provided twice); ExitStartFailed for a
+// said so (lifecycle.ErrConfig), fx refused an option where it was given,
+// or fx found the graph itself wrong (a type nothing provides, a cycle, a
+// type provided twice); ExitStartFailed for a
 // constructor that failed on its own, on the world presumably.
 func buildFailure(err error) (string, int) {
 	if mistake := configCause(err); mistake != nil {
 		return mistake.Error(), lifecycle.ExitConfig
 	}
 	root := dig.RootCause(err)
+	if optionMisplaced(root) {
+		return root.Error(), lifecycle.ExitConfig
+	}
 	var graph dig.Error
 	if !errors.As(root, &graph) {
 		return err.Error(), lifecycle.ExitStartFailed // with fx's words: which constructor failed
@@ -67,6 +71,14 @@ func configCause(err error) error {
 		return nil // wrapped by the error that says what is wrong
 	}
 	return err
+}
+
+// optionMisplaced reports whether fx refused an option for where it was
+// given (fx.StopTimeout inside an fx.Module, an fx.Option given to
+// fx.Provide): a mistake in the app's options, found before anything ran.
+// fx exports no error for it, so its message is read, as missingTypes does.
+func optionMisplaced(root error) bool {
+	return strings.Contains(root.Error(), " should be passed to ")
 }
 
 // missingTypes lists the types of dig's "missing type" error, or none for

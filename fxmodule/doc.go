@@ -43,7 +43,8 @@
 // StopTimeout between the drain (DRAIN_TIMEOUT) and the OnStop hooks: an
 // app that sets no fx.StopTimeout gets DRAIN_TIMEOUT + [StopMargin], so
 // raising DRAIN_TIMEOUT needs no other change, and one that sets a
-// StopTimeout leaving the OnStop hooks less than StopMargin is refused. It
+// StopTimeout leaving the OnStop hooks less than StopMargin is refused (give
+// it to Run, not inside an fx.Module: fx refuses it there). It
 // owns SIGTERM/SIGINT so the second signal still forces the drain and the
 // third exits; and it enforces StartTimeout itself, aborting the start as
 // a signal would, so the rollback still stops what had started. A process
@@ -54,7 +55,8 @@
 // Run refuses a mistake found before the start with lifecycle.ExitConfig
 // (78) and one log line saying what to change: a bad variable or
 // lifecycle.Config, fxmodule.Module or the config forgotten, a type that
-// nothing provides, a server or drain hook name taken twice, and any fx
+// nothing provides, an fx option fx refuses where it was given, a server
+// or drain hook name taken twice, and any fx
 // constructor's error that matches lifecycle.ErrConfig (wrap it, or give
 // the error an Is method, to have a service's own settings refused so).
 // Exit code 5 (lifecycle.ExitStartFailed) is left for a start that fails

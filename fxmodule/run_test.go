@@ -130,6 +130,11 @@ func TestRunConfigMistakeIsOneLineAndExitConfig(t *testing.T) {
 			want: []string{`two servers named "admin"`},
 		},
 		{
+			name: "fx.StopTimeout inside a module",
+			give: []fx.Option{fxmodule.Module, cfg, fx.Module("m", fx.StopTimeout(time.Minute))},
+			want: []string{"fx.StopTimeout Option should be passed to top-level App"},
+		},
+		{
 			name: "fxmodule.Module forgotten",
 			give: []fx.Option{fxmodule.FromEnv, fxmodule.HTTP("api", "127.0.0.1:0", hello)},
 			want: []string{"add fxmodule.Module"},
