@@ -187,6 +187,9 @@ func (d *driver) start(ctx context.Context) error {
 	if errors.Is(context.Cause(abort), errStartTimedOut) {
 		// %v, not %w: the hooks' context.Canceled must not make the
 		// manager take the timeout for a signal's abort.
+		if err == nil {
+			return fmt.Errorf("%w after %s", errStartTimedOut, d.app.StartTimeout())
+		}
 		return fmt.Errorf("%w after %s: %v", errStartTimedOut, d.app.StartTimeout(), err)
 	}
 	return err

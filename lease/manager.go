@@ -43,7 +43,7 @@ type Manager struct {
 	stopReq  chan struct{}      // closed at stop: the renewer exits, Acquire stops waiting on a clean-up
 	stopRun  context.CancelFunc // cancels the renewer's calls when Stop's ctx runs out
 	done     chan struct{}
-	hbFailed bool // renewer-only: last heartbeat write failed (logs on change)
+	hbFailed bool // guarded by mu: the last heartbeat write failed (logs on change)
 	// ended is closed (and cleared) when a lease leaves the set; made by an
 	// Acquire that finds the room's lease ended but still in the set, its
 	// holder not yet stopped, and waits for it to leave. One per Manager,

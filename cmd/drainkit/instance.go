@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
+	"os"
 	"strconv"
 	"syscall"
 	"time"
@@ -110,8 +112,11 @@ type stopped struct {
 // and SIGKILLs the instance after it.
 func (in *instance) terminate(ctx context.Context, grace time.Duration, onTerm func(time.Time)) (stopped, error) {
 	s := stopped{Name: in.name, Pid: in.proc.Pid(), Early: !in.running()}
-	if err := in.proc.Signal(syscall.SIGTERM); err != nil && !s.Early {
-		return s, err
+	if err := in.proc.Signal(syscall.SIGTERM); err != nil {
+		if !errors.Is(err, os.ErrProcessDone) && !s.Early {
+			return s, err
+		}
+		s.Early = true // it exited between the look and the signal
 	}
 	onTerm(in.proc.Signalled())
 	wait, cancel := context.WithTimeout(ctx, grace)
