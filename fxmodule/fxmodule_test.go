@@ -25,6 +25,7 @@ import (
 	"github.com/drainkit/drainkit/drain"
 	"github.com/drainkit/drainkit/fxmodule"
 	"github.com/drainkit/drainkit/fxmodule/fxmoduletest"
+	"github.com/drainkit/drainkit/internal/testlog"
 	"github.com/drainkit/drainkit/lifecycle"
 	"github.com/drainkit/drainkit/readiness"
 )
@@ -151,13 +152,11 @@ func TestRunRefusesStopTimeoutShorterThanDrainAndMargin(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.give.String(), func(t *testing.T) {
-			logs := &lockedBuffer{}
+			logs := &testlog.Buffer{}
 			log := fx.Decorate(func() *slog.Logger { return slog.New(slog.NewTextHandler(logs, nil)) }) // Run logs a refusal there
 			code := fxmodule.Run(baseOptions(&trace{}, log, fx.StopTimeout(tt.give))...)
 			assert.Equal(t, lifecycle.ExitConfig, code)
-			logs.mu.Lock()
-			defer logs.mu.Unlock()
-			assert.Contains(t, logs.b.String(), tt.want)
+			assert.Contains(t, logs.String(), tt.want)
 		})
 	}
 }
@@ -312,17 +311,6 @@ func waitFor(release <-chan struct{}) func(context.Context) error {
 	return func(context.Context) error { <-release; return nil }
 }
 
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
 // hookOutcome returns the outcome of the hook in r whose name contains
 // part, or "". (fx names a hook after its function, and inlining changes
 // where a closure's name begins.)
@@ -382,19 +370,17 @@ func TestRunStartFailureIsExitStartFailed(t *testing.T) {
 		})
 		sig := make(chan os.Signal)
 		signals := fx.Invoke(func(m *lifecycle.Manager) { m.SetSignals(sig) })
-		logs := &lockedBuffer{}
+		logs := &testlog.Buffer{}
 		log := fx.Decorate(func() *slog.Logger { return slog.New(slog.NewJSONHandler(logs, nil)) })
 		code := fxmodule.Run(baseOptions(tr, failing, signals, log)...)
 		assert.Equal(t, lifecycle.ExitStartFailed, code)
 		assert.Equal(t, []string{"flushed", "client closed while stopped"}, tr.list())
 		// The report, logged from inside fx's rollback, already says so.
-		logs.mu.Lock()
-		defer logs.mu.Unlock()
 		var logged struct {
 			ExitCode   int    `json:"exit_code"`
 			StartError string `json:"start_error"`
 		}
-		for _, line := range bytes.Split(logs.b.Bytes(), []byte("\n")) {
+		for _, line := range bytes.Split([]byte(logs.String()), []byte("\n")) {
 			var rec struct {
 				Msg    string          `json:"msg"`
 				Report json.RawMessage `json:"report"`
@@ -528,7 +514,7 @@ func TestManagerLoggerFromConfigOrGraph(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			graph, own := &lockedBuffer{}, &lockedBuffer{}
+			graph, own := &testlog.Buffer{}, &testlog.Buffer{}
 			cfg := lifecycle.Config{Service: "svc", NodeID: "n1"}
 			if tt.inConfig {
 				cfg.Logger = slog.New(slog.NewTextHandler(own, nil))
@@ -537,14 +523,10 @@ func TestManagerLoggerFromConfigOrGraph(t *testing.T) {
 			app := fxtest.New(t, fxmodule.Module, fx.Supply(cfg, slog.New(slog.NewTextHandler(graph, nil))), fx.Populate(&m))
 			defer app.RequireStop()
 			m.Shutdown(context.Background(), "test") // a drain logs its transitions
-			graph.mu.Lock()
-			own.mu.Lock()
-			defer graph.mu.Unlock()
-			defer own.mu.Unlock()
-			if got := strings.Contains(graph.b.String(), "state transition"); got != tt.wantGraph {
+			if got := strings.Contains(graph.String(), "state transition"); got != tt.wantGraph {
 				t.Errorf("graph logger has the transitions: got %v; want %v", got, tt.wantGraph)
 			}
-			if got := strings.Contains(own.b.String(), "state transition"); got != tt.wantConfig {
+			if got := strings.Contains(own.String(), "state transition"); got != tt.wantConfig {
 				t.Errorf("config logger has the transitions: got %v; want %v", got, tt.wantConfig)
 			}
 		})

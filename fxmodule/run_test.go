@@ -19,6 +19,7 @@ import (
 	"github.com/drainkit/drainkit/drain"
 	"github.com/drainkit/drainkit/fxmodule"
 	"github.com/drainkit/drainkit/fxmodule/fxmoduletest"
+	"github.com/drainkit/drainkit/internal/testlog"
 	"github.com/drainkit/drainkit/lifecycle"
 )
 
@@ -34,15 +35,13 @@ type record struct {
 // the returned function reads its records.
 func logDefault(t *testing.T) func() []record {
 	t.Helper()
-	logs := &lockedBuffer{}
+	logs := &testlog.Buffer{}
 	prev := slog.Default()
 	t.Cleanup(func() { slog.SetDefault(prev) })
 	slog.SetDefault(slog.New(slog.NewJSONHandler(logs, nil)))
 	return func() []record {
-		logs.mu.Lock()
-		defer logs.mu.Unlock()
 		var out []record
-		for _, line := range strings.Split(strings.TrimSpace(logs.b.String()), "\n") {
+		for _, line := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
 			var r record
 			if line != "" && json.Unmarshal([]byte(line), &r) == nil {
 				out = append(out, r)

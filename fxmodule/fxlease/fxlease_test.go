@@ -1,12 +1,10 @@
 package fxlease_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -21,6 +19,7 @@ import (
 	"github.com/drainkit/drainkit/fxmodule/fxlease"
 	"github.com/drainkit/drainkit/fxmodule/fxmoduletest"
 	"github.com/drainkit/drainkit/internal/redistest"
+	"github.com/drainkit/drainkit/internal/testlog"
 	"github.com/drainkit/drainkit/lease"
 	"github.com/drainkit/drainkit/lifecycle"
 	"github.com/drainkit/drainkit/readiness"
@@ -100,7 +99,7 @@ func TestModuleNeedsNoLeaseConfig(t *testing.T) {
 // 78 before anything starts, with one line that lists every option to
 // change.
 func TestModuleRefusesADefaultClientInOneLine(t *testing.T) {
-	var logs lockedBuffer
+	var logs testlog.Buffer
 	prev := slog.Default()
 	t.Cleanup(func() { slog.SetDefault(prev) })
 	slog.SetDefault(slog.New(slog.NewJSONHandler(&logs, nil)))
@@ -125,21 +124,4 @@ func TestModuleRefusesADefaultClientInOneLine(t *testing.T) {
 		assert.Contains(t, errs[0], want)
 	}
 	assert.Equal(t, 1, strings.Count(errs[0], "MaxRetries 3"), "said once, not repeated inside fx's wrapping: %s", errs[0])
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
