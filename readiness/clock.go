@@ -41,6 +41,9 @@ func (c *runClock) now() time.Duration {
 	return r.running + min(wall-r.wall, clockMaxStep)
 }
 
+// started reports whether start was called.
+func (c *runClock) started() bool { return c.reading.Load() != nil }
+
 // start makes the running time so far equal to the wall time so far.
 func (c *runClock) start() {
 	wall := time.Since(c.epoch)

@@ -63,10 +63,9 @@ func (r *Registry) Heartbeat(name string, maxGap time.Duration) (beat func(), er
 // or a live probe while Running, whichever is first); r.mu is held. Before it
 // runs, running time is wall time. It stops at Close, or at the drain.
 func (r *Registry) watchClockLocked() {
-	if r.clockRunning || r.closed.Load() || len(r.heartbeats) == 0 {
+	if r.clock.started() || r.closed.Load() || len(r.heartbeats) == 0 {
 		return
 	}
-	r.clockRunning = true
 	r.clock.start()
 	for _, h := range r.heartbeats { // each loop gets one gap from here
 		h.beat()

@@ -41,10 +41,8 @@ type Registry struct {
 	mu         sync.Mutex
 	entries    []*entry
 	heartbeats []*heartbeat
-	clock      runClock // the running time heartbeats are judged by
-	// clockRunning is set once the clock's goroutine was started.
-	clockRunning bool
-	refreshing   chan struct{} // non-nil while an evaluation runs; closed when it lands
+	clock      runClock      // the running time heartbeats are judged by
+	refreshing chan struct{} // non-nil while an evaluation runs; closed when it lands
 	// closed is set under mu (so no check starts after Close has begun
 	// waiting) and read without it on the path of a cached probe.
 	closed atomic.Bool
