@@ -82,8 +82,9 @@ type Config struct {
 
 // ErrConfig is matched, with errors.Is, by every error that refuses a
 // configuration before anything started: those of [Config.Validate],
-// [ConfigFromEnv], [New] and [Manager.AddHook]. fxmodule.Run exits with [ExitConfig] when an
-// fx constructor's error matches it, and logs that error's message alone.
+// [ConfigFromEnv], [New], [Manager.AddHook] and [Manager.Serve].
+// fxmodule.Run exits with [ExitConfig] when an fx constructor's error
+// matches it, and logs that error's message alone.
 // Another package's validation error matches it by wrapping it (%w) or
 // with an Is method, as errors.ErrUnsupported is matched.
 var ErrConfig = errors.New("lifecycle: bad configuration")

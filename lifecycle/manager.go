@@ -55,12 +55,15 @@ type Manager struct {
 
 // New validates cfg (after applying defaults) and returns a Manager in
 // state Starting. It starts nothing. It registers the manager's metrics
-// with cfg.Registerer, and panics if their names are already registered
-// there, as prometheus.MustRegister does: that is a wiring bug, not a
-// runtime state.
+// with cfg.Registerer; a name already registered there (a second Manager
+// on one registry) is an error matching [ErrConfig], as a bad field is.
 func New(cfg Config) (*Manager, error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	mt, err := newMetrics(cfg.Registerer)
+	if err != nil {
 		return nil, err
 	}
 	m := &Manager{
@@ -69,7 +72,7 @@ func New(cfg Config) (*Manager, error) {
 		exit:    os.Exit,
 		turn:    make(chan struct{}, 1),
 		tracker: new(drain.Tracker),
-		metrics: newMetrics(cfg.Registerer),
+		metrics: mt,
 	}
 	if m.log == nil {
 		m.log = slog.Default()

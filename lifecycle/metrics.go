@@ -1,6 +1,8 @@
 package lifecycle
 
 import (
+	"fmt"
+
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -10,7 +12,9 @@ type metrics struct {
 	outcomes *prometheus.CounterVec
 }
 
-func newMetrics(reg prometheus.Registerer) *metrics {
+// newMetrics makes the manager's metrics and registers them with reg, all
+// or none: a name reg already holds is an error naming it.
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	mt := &metrics{
 		draining: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "service_draining",
@@ -25,10 +29,26 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "Drain hooks by phase and outcome (ok, failed, timeout, canceled, skipped, panic).",
 		}, []string{"phase", "outcome"}),
 	}
-	if reg != nil {
-		reg.MustRegister(mt.draining, mt.duration, mt.outcomes)
+	if reg == nil {
+		return mt, nil
 	}
-	return mt
+	collectors := []struct {
+		name string
+		c    prometheus.Collector
+	}{
+		{"service_draining", mt.draining},
+		{"service_shutdown_duration_ms", mt.duration},
+		{"drain_hook_outcomes_total", mt.outcomes},
+	}
+	for i, c := range collectors {
+		if err := reg.Register(c.c); err != nil {
+			for _, done := range collectors[:i] {
+				reg.Unregister(done.c)
+			}
+			return nil, configError{fmt.Errorf("lifecycle: Registerer: metric %q: %w", c.name, err)}
+		}
+	}
+	return mt, nil
 }
 
 func (mt *metrics) transition(t Transition) {

@@ -21,6 +21,9 @@ import (
 // drain.HTTPHooks(name, srv, m.Tracker()), which stop it after the delay;
 // a server of probes does not, so that liveness answers through the drain.
 func (m *Manager) Serve(name string, srv *http.Server) error {
+	if srv == nil {
+		return configError{fmt.Errorf("lifecycle: Serve %q: srv is nil", name)}
+	}
 	var listening atomic.Bool
 	served := make(chan struct{}) // closed when Serve returns
 	shut := func(ctx context.Context) error {

@@ -59,6 +59,17 @@ func TestServeFailsTheStartBeforeRunningWhenThePortIsTaken(t *testing.T) {
 	assert.Equal(t, drain.OK, serve.Outcome, "nothing listened: nothing to wait for")
 }
 
+// A nil server is refused when it is given, not found by a panic in Run.
+func TestServeRefusesANilServer(t *testing.T) {
+	m := quietManager(t, lifecycle.Config{})
+	err := m.Serve("api", nil)
+	if err == nil {
+		t.Fatal(`Serve("api", nil): got no error; want one naming srv`)
+	}
+	assert.ErrorIs(t, err, lifecycle.ErrConfig)
+	assert.EqualError(t, err, `lifecycle: Serve "api": srv is nil`)
+}
+
 // An intake (drain.HTTPHooks and Serve) closes after the delay; a server of
 // probes given to Serve alone still answers liveness in phase release, and
 // closes in phase close. Every serve goroutine has ended when Run returns.
