@@ -28,7 +28,7 @@ func (w *writer) all() {
 	w.leaseHandOff()
 	w.drainLag()
 	w.drainInFlight()
-	w.gatewayOverhead()
+	w.gatewayApply()
 	w.p("## drainkit's own package benchmarks (root module)")
 	w.p("")
 	w.rootMiddleware()
@@ -372,22 +372,17 @@ func (w *writer) rootLease() {
 	w.p("")
 }
 
-func (w *writer) gatewayOverhead() {
-	w.section("The example gateway: steady-state cost of the request-deadline change", "gateway")
+func (w *writer) gatewayApply() {
+	w.section("The example gateway: one command through its handler against the bare gRPC call", "gateway")
 	var rows [][]string
 	rpc := w.b("GatewayApply/c=rpc", "sec/op")
-	for _, c := range []string{"rpc", "before", "now"} {
+	for _, c := range []string{"rpc", "now"} {
 		v := w.b("GatewayApply/c="+c, "sec/op")
 		rows = append(rows, append([]string{c, num(v * 1e9), ratio(v / rpc)}, w.mem("GatewayApply/c="+c, 1)...))
 	}
 	w.table([]string{"path", "ns/op", "÷ rpc", "B/op", "allocs/op"}, rows)
-	before, now := w.b("GatewayOverhead", "before-sec/cmd"), w.b("GatewayOverhead", "now-sec/cmd")
-	ov := w.b("GatewayOverhead", "now/before")
-	w.table([]string{"interleaved, request by request", "before (median ns/command)", "now (median ns/command)", "now ÷ before"},
-		[][]string{{"GatewayOverhead", num(before * 1e9), num(now * 1e9), ratio(ov)}})
-	w.p("One command (POST /api/v1/rooms/r1/commands) through the example gateway's room API handler, in process, to the same room backend over loopback gRPC (a real grpc-go server reporting room-service SERVING and applying every command at once), at steady state: nothing to wait out. rpc is the bare Apply call both handlers wrap; before is the handler before the request-deadline change (bench/internal/gatewaybefore, that commit's files); now is the handler the gateway serves (examples/gateway/app.Handler: the request deadline, waiting within it, call slots, the pending cap and its metrics, rendezvous-hash routing). The second table runs the two handlers alternately (before, now, now, before) in one loop, so the machine's noise lands on both alike, and compares their median times per command (a request that waited milliseconds for a core moves a mean, not a median); its ratio is the one the target reads. What limits it: the gRPC round trip on loopback, %s of before's time and %s of now's; the JSON decoding and encoding around it are the same in both.", pct(rpc/w.b("GatewayApply/c=before", "sec/op")), pct(rpc/w.b("GatewayApply/c=now", "sec/op")))
+	w.p("One command (POST /api/v1/rooms/r1/commands) through the example gateway's room API handler, in process, to a room backend over loopback gRPC (a real grpc-go server reporting room-service SERVING and applying every command at once), at steady state: nothing to wait out. rpc is the bare Apply call the handler wraps; now is the handler the gateway serves (examples/gateway/app.Handler: the request deadline, waiting within it, call slots, the pending cap and its metrics, rendezvous-hash routing). What limits it: the gRPC round trip on loopback, %s of the handler's time; the rest is the JSON decoding and encoding around it and the handler's own code.", pct(rpc/w.b("GatewayApply/c=now", "sec/op")))
 	w.p("")
-	w.p("Target: the change costs at most 5%% at steady state — %s (now ÷ before %.3f interleaved; %+d allocations per command).", verdict(ov <= 1.05, valid(ov)), ov,
-		int(math.Round(w.b("GatewayApply/c=now", "allocs/op")-w.b("GatewayApply/c=before", "allocs/op"))))
+	w.p("No target in this table. The request-deadline change's (at most 5%% at steady state) was read against the handler before the change, measured once and no longer in bench/: see \"The example gateway\" above the generated section.")
 	w.p("")
 }
