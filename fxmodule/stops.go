@@ -8,7 +8,6 @@ import (
 	"sync"
 	"time"
 
-	"go.uber.org/fx"
 	"go.uber.org/fx/fxevent"
 
 	"github.com/drainkit/drainkit/drain"
@@ -20,26 +19,18 @@ import (
 // caller can read.
 type stopRecorder struct {
 	next       fxevent.Logger // set when fx builds the logger
-	rollingOut func(error)    // told why fx rolls a start back
+	onRollback func(error)    // told why fx rolls a start back
 
 	mu      sync.Mutex
 	running map[string]time.Time // OnStop hooks that began and have not ended
 	ended   []drain.HookResult
 }
 
-// option is the fx.WithLogger option that installs the recorder.
-func (r *stopRecorder) option() fx.Option {
-	return fx.WithLogger(func(p loggerParams) fxevent.Logger {
-		r.next = slogEvents(p)
-		return r
-	})
-}
-
 // LogEvent logs e and records OnStop hooks beginning and ending.
 func (r *stopRecorder) LogEvent(e fxevent.Event) {
 	r.next.LogEvent(e)
-	if e, ok := e.(*fxevent.RollingBack); ok && r.rollingOut != nil {
-		r.rollingOut(e.StartErr)
+	if e, ok := e.(*fxevent.RollingBack); ok && r.onRollback != nil {
+		r.onRollback(e.StartErr)
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
