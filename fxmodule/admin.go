@@ -16,20 +16,12 @@ import (
 	"github.com/drainkit/drainkit/readiness"
 )
 
-// Admin serves a service's operational endpoints on addr: a gRPC
-// service's probes and scrapes, or an HTTP service's apart from its API:
-//
-//   - /healthz/live and /healthz/ready, from the *readiness.Registry;
-//   - /metrics, when the graph's prometheus.Registerer is also a
-//     prometheus.Gatherer (a *prometheus.Registry), so that the scrape shows
-//     what drainkit registered there; without one there is no /metrics.
-//
-// It is not an intake: it answers through the whole drain (the ready
-// probe says 503 from the flip on, which is how the load balancer learns
-// of it) and closes last, in phase close (hook "admin.close", then
-// "admin.serve" waits for it). It listens in an
-// OnStart hook; an address that cannot be bound fails the start, naming it.
-// A service has at most one: it is the server named "admin".
+// Admin serves a service's operational endpoints on addr: /healthz/live
+// and /healthz/ready, and /metrics when the graph's prometheus.Registerer
+// is a prometheus.Gatherer (a *prometheus.Registry). It is not an intake:
+// it answers through the whole drain and closes in phase close (hooks
+// "admin.close" and "admin.serve"). It listens in an OnStart hook; a
+// service has at most one, the server named "admin".
 func Admin(addr string) fx.Option {
 	return fx.Module("drainkit.admin", fx.Invoke(func(p adminParams) error { return serveAdmin(addr, p) }))
 }
@@ -39,7 +31,7 @@ type adminParams struct {
 	Lifecycle  fx.Lifecycle
 	Manager    *lifecycle.Manager
 	Registry   *readiness.Registry
-	Names      *takenNames
+	Names      *nameOwners
 	Registerer prometheus.Registerer `optional:"true"`
 	Logger     *slog.Logger          `optional:"true"`
 }
@@ -51,9 +43,9 @@ func serveAdmin(addr string, p adminParams) error {
 		mux.Handle("/metrics", promhttp.HandlerFor(g, promhttp.HandlerOpts{}))
 	}
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	start, served := listenAndServe(p.Logger, "admin", addr, srv, new(listener.Bound))
+	start, serveHook := listenAndServe(p.Logger, "admin", addr, srv, new(listener.Bound))
 	closeHook := drain.Hook{Name: "admin.close", Phase: drain.Close, Run: srv.Shutdown}
-	if err := p.Names.addServer(p.Manager, "admin", fmt.Sprintf("fxmodule.Admin(%q)", addr), closeHook, served); err != nil {
+	if err := p.Names.addServer(p.Manager, "admin", fmt.Sprintf("fxmodule.Admin(%q)", addr), closeHook, serveHook); err != nil {
 		return err
 	}
 	p.Lifecycle.Append(start)

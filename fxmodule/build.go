@@ -25,11 +25,8 @@ func refuseToBuild(err error) int {
 }
 
 // buildFailure says in one line why fx could not build the app, and the
-// exit code: ExitConfig for a configuration mistake, whether a constructor
-// said so (lifecycle.ErrConfig), fx refused an option where it was given,
-// or fx found the graph itself wrong (a type nothing provides, a cycle, a
-// type provided twice); ExitStartFailed for a
-// constructor that failed on its own, on the world presumably.
+// exit code: ExitConfig for a mistake in the options or the graph,
+// ExitStartFailed for a constructor that failed on the world.
 func buildFailure(err error) (string, int) {
 	if mistake := configCause(err); mistake != nil {
 		return mistake.Error(), lifecycle.ExitConfig
@@ -74,9 +71,8 @@ func configCause(err error) error {
 }
 
 // optionMisplaced reports whether fx refused an option for where it was
-// given (fx.StopTimeout inside an fx.Module, an fx.Option given to
-// fx.Provide): a mistake in the app's options, found before anything ran.
-// fx exports no error for it, so its message is read, as missingTypes does.
+// given (fx.StopTimeout inside an fx.Module). fx exports no error for it,
+// so its message is read.
 func optionMisplaced(root error) bool {
 	return strings.Contains(root.Error(), " should be passed to ")
 }
@@ -104,7 +100,7 @@ func missingTypes(root error) []string {
 func missingAdvice(types []string, err error) string {
 	for _, t := range types {
 		switch t {
-		case "*lifecycle.Manager", "*readiness.Registry", "*drain.Tracker", "*fxmodule.takenNames":
+		case "*lifecycle.Manager", "*readiness.Registry", "*drain.Tracker", "*fxmodule.nameOwners":
 			return "fxmodule: the app has no " + t + ": add fxmodule.Module to fxmodule.Run's options"
 		}
 	}
@@ -129,9 +125,8 @@ func innermostMissing(err error) string {
 	return msg
 }
 
-// eventLogger is fx's event logger under Run: the stop recorder, with the
-// errors of building the graph logged at debug level, since Run logs the
-// one line that says what to change and fx would repeat it, wrapped.
+// eventLogger is fx's event logger under Run: the stop recorder, with
+// build errors at debug level, since Run logs them in one line itself.
 func eventLogger(rec *stopRecorder) fx.Option {
 	return fx.WithLogger(func(p loggerParams) fxevent.Logger {
 		rec.next = slogEvents(p)

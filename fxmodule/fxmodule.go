@@ -23,14 +23,13 @@ const (
 )
 
 // Module provides a *lifecycle.Manager, its *drain.Tracker and a
-// *readiness.Registry reading the manager's state, and registers every
-// drain hook and readiness check contributed to the groups; [Run] drains
-// before fx stops anything. It needs a lifecycle.Config in the graph
-// ([FromEnv] or fx.Supply); a *slog.Logger and a prometheus.Registerer in
-// the graph are used by the registry, and by the manager when the config's
-// own Logger or Registerer is nil.
+// *readiness.Registry reading the manager's state, and registers the drain
+// hooks and readiness checks contributed to the groups. It needs a
+// lifecycle.Config in the graph ([FromEnv] or fx.Supply); the graph's
+// *slog.Logger and prometheus.Registerer, if any, are used by the registry,
+// and by the manager when the config has none.
 var Module = fx.Module("drainkit",
-	fx.Provide(newManager, newTracker, newRegistry, newTakenNames),
+	fx.Provide(newManager, newTracker, newRegistry, newNameOwners),
 	fx.Invoke(wire),
 )
 
@@ -40,7 +39,7 @@ var Module = fx.Module("drainkit",
 var FromEnv = fx.Provide(fromEnv)
 
 func fromEnv(p loggerParams) (lifecycle.Config, error) {
-	unnamed := false // ConfigFromEnv fills the default in: what it read says it had to
+	unnamed := false // ConfigFromEnv fills the default in; only what it read tells
 	cfg, err := lifecycle.ConfigFromEnv(func(k string) string {
 		v := os.Getenv(k)
 		unnamed = unnamed || k == "SERVICE_NAME" && v == ""
@@ -77,10 +76,8 @@ type managerParams struct {
 	Registerer prometheus.Registerer `optional:"true"`
 }
 
-// newManager builds the manager from the config in the graph; the graph's
-// logger and registerer fill the config's when it has none. A config the
-// manager refuses matches lifecycle.ErrConfig, so Run exits with
-// ExitConfig.
+// newManager fills the config's Logger and Registerer from the graph when
+// unset. lifecycle.New's errors match lifecycle.ErrConfig (exit 78).
 func newManager(p managerParams) (*lifecycle.Manager, error) {
 	cfg := p.Config
 	if cfg.Logger == nil {
@@ -92,10 +89,8 @@ func newManager(p managerParams) (*lifecycle.Manager, error) {
 	return lifecycle.New(cfg)
 }
 
-// configError marks err as a configuration mistake (it matches
-// lifecycle.ErrConfig) without changing its text: for the errors of
-// fxmodule's own checks and of constructors that fail only on what they
-// are given.
+// configError makes err match lifecycle.ErrConfig (exit 78) without
+// changing its text.
 type configError struct{ err error }
 
 func (e *configError) Error() string        { return e.err.Error() }
@@ -133,16 +128,15 @@ type wireParams struct {
 	Lifecycle fx.Lifecycle
 	Manager   *lifecycle.Manager
 	Registry  *readiness.Registry
-	Names     *takenNames
+	Names     *nameOwners
 	Hooks     []drain.Hook      `group:"drainkit.hooks"`
 	Checks    []readiness.Check `group:"drainkit.checks"`
 	Driver    *driver           `optional:"true"`
 }
 
-// wire registers the contributed hooks and checks and appends the drain's
-// OnStop hook. Taking the groups makes fx build every contributor, and so
-// every dependency a hook uses, before this runs: their OnStop hooks are
-// appended earlier and so run later than the drain (fx stops in reverse).
+// wire registers the contributed hooks and checks and appends Module's
+// OnStop hook. Taking the groups makes fx build every dependency of a hook
+// first, so their OnStop hooks run after this one (fx stops in reverse).
 func wire(p wireParams) error {
 	if err := p.Names.add(p.Manager, byApp, p.Hooks...); err != nil {
 		return err
@@ -182,18 +176,14 @@ func logger(loggers ...*slog.Logger) *slog.Logger {
 }
 
 // ErrNotRun is returned by Module's OnStart hook when the app is started by
-// anything but [Run] (app.Run, app.Start, fxtest): fx alone would mark the
-// process ready before later OnStart hooks had returned, drain after some
-// OnStop hooks had already closed what the drain needs, and swallow the
-// second signal.
+// anything but [Run] (app.Run, app.Start, fxtest), which would mark the
+// process ready too early and drain too late.
 var ErrNotRun = errors.New("fxmodule: an app with fxmodule.Module must be run by fxmodule.Run, not app.Run, app.Start or fxtest")
 
-// moduleStop is Module's OnStop hook. Under [Run] fx stops the app after
-// the drain, when the state is Stopped, and when fx rolls a failed start
-// back Run has drained at fx's RollingBack event already. The drain here
-// is the fallback for an app whose fx.WithLogger replaced Run's event
-// recorder: it still comes before the OnStop hooks of what Module's
-// contributors use.
+// moduleStop is Module's OnStop hook. [Run] has drained already, after a
+// stop or at fx's RollingBack event, unless an fx.WithLogger replaced its
+// event recorder: then this drains, still before the contributors' OnStop
+// hooks.
 func moduleStop(m *lifecycle.Manager, d *driver) func(context.Context) error {
 	return func(ctx context.Context) error {
 		if m.State() == lifecycle.Stopped {

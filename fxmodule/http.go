@@ -16,33 +16,14 @@ import (
 	"github.com/drainkit/drainkit/readiness"
 )
 
-// HTTP serves, on addr, the http.Handler that the constructor handler
-// returns (any fx constructor whose result implements http.Handler), as a
-// server the drain knows, so a service writes none of the wiring:
-//
-//   - requests go through the in-flight Tracker, and the health endpoints
-//     (/healthz/live, /healthz/ready) are mounted beside them, outside it;
-//   - it listens in an OnStart hook (an address that cannot be bound fails
-//     the start, naming it) and serves in a goroutine the drain waits for;
-//   - its drain hooks are name+".stop_intake" (intake closed: the handler's
-//     requests get 503, Retry-After and Connection: close; keep-alives off,
-//     idle connections closed), name+".wait_in_flight" (the requests in
-//     flight finish), and in phase close name+".close" (the listener shut
-//     down) and name+".serve" (Serve has returned);
-//   - a gating readiness check, name+"_listener", dials the bound address.
-//
-// The listener stays open until phase close, so the probes answer through
-// the whole drain: the kubelet probes this port, and a refused liveness
-// probe could restart a pod that is draining well. The load balancer has
-// been told at the flip (ready says 503) and given DRAIN_DELAY; a request
-// that still comes after stop_intake gets a 503 it may retry elsewhere.
-// A service behind a balancer that retries only refused connections serves
-// its API with drain.HTTPHooks on a server of its own and its probes on
-// [Admin].
-//
-// name identifies the server in hook and check names and logs; two
-// servers with one name are refused. The handler is private to this
-// server.
+// HTTP serves on addr the http.Handler that the constructor handler
+// returns (provided to this server only), behind the in-flight Tracker,
+// with /healthz/live and /healthz/ready beside it. It listens in an OnStart
+// hook and adds the drain hooks name+".stop_intake" (503 with Retry-After
+// from then on), name+".wait_in_flight", name+".close" and name+".serve",
+// and the gating check name+"_listener". The listener stays open until
+// phase close, so the probes answer through the drain (docs/fxmodule.md).
+// name must be unique among the app's servers.
 func HTTP(name, addr string, handler any) fx.Option {
 	return fx.Module("drainkit.http."+name,
 		fx.Provide(fx.Private, fx.Annotate(handler, fx.As(new(http.Handler)))),
@@ -55,7 +36,7 @@ type httpParams struct {
 	Lifecycle fx.Lifecycle
 	Manager   *lifecycle.Manager
 	Registry  *readiness.Registry
-	Names     *takenNames
+	Names     *nameOwners
 	Handler   http.Handler
 	Logger    *slog.Logger `optional:"true"`
 }
@@ -68,9 +49,9 @@ func serveHTTP(name, addr string, p httpParams) error {
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 
 	var bound listener.Bound
-	start, served := listenAndServe(p.Logger, name, addr, srv, &bound)
+	start, serveHook := listenAndServe(p.Logger, name, addr, srv, &bound)
 	option := fmt.Sprintf("fxmodule.HTTP(%q, %q, …)", name, addr)
-	if err := p.Names.addServer(p.Manager, name, option, append(httpHooks(name, srv, t), served)...); err != nil {
+	if err := p.Names.addServer(p.Manager, name, option, append(httpHooks(name, srv, t), serveHook)...); err != nil {
 		return err
 	}
 	if err := p.Registry.Add(bound.Check(name+"_listener", addr)); err != nil {
@@ -80,9 +61,9 @@ func serveHTTP(name, addr string, p httpParams) error {
 	return nil
 }
 
-// httpHooks drain srv, whose handler t.Middleware wraps, while srv keeps
-// serving the probes mounted beside it until phase close. Every hook's
-// Abort closes srv, so a drain cut short closes every connection.
+// httpHooks drain srv's handler, wrapped by t.Middleware, while srv keeps
+// serving the probes beside it until phase close. Every hook's Abort
+// closes srv, so a drain cut short closes every connection.
 func httpHooks(name string, srv *http.Server, t *drain.Tracker) []drain.Hook {
 	abort := func() { _ = srv.Close() }
 	stopIntake := func(context.Context) error {

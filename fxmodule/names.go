@@ -11,23 +11,21 @@ const (
 	byModule = "fxmodule.Module's own"
 )
 
-// takenNames is what one app's servers and drain hooks are named, and who
-// named them, so that a name taken twice is refused saying who took it:
-// lifecycle's `hook "api.serve" added twice` would name a hook the user
-// never wrote, generated from a server's name. fx runs the constructors
-// and invokes that use it one at a time, so it needs no lock.
-type takenNames struct {
+// nameOwners is who took each server and drain hook name of one app, so a
+// name taken twice is refused naming the option the user wrote, not a
+// generated hook. fx calls its users one at a time, so it needs no lock.
+type nameOwners struct {
 	servers map[string]string // server name → the option that serves it
 	hooks   map[string]string // drain hook name → who added it
 }
 
-func newTakenNames() *takenNames {
-	return &takenNames{servers: map[string]string{}, hooks: map[string]string{}}
+func newNameOwners() *nameOwners {
+	return &nameOwners{servers: map[string]string{}, hooks: map[string]string{}}
 }
 
 // addServer takes server's name for option (e.g. `fxmodule.HTTP("api",
 // ":8080", …)`) and adds the hooks it generated from that name.
-func (n *takenNames) addServer(m *lifecycle.Manager, server, option string, hooks ...drain.Hook) error {
+func (n *nameOwners) addServer(m *lifecycle.Manager, server, option string, hooks ...drain.Hook) error {
 	if prev, ok := n.servers[server]; ok {
 		return configErrorf("fxmodule: two servers named %q (%s and %s): give each its own name", server, prev, option)
 	}
@@ -40,17 +38,17 @@ func (n *takenNames) addServer(m *lifecycle.Manager, server, option string, hook
 
 // add adds hooks to m for owner: a name already taken is a configuration
 // mistake, refused before any of hooks is added.
-func (n *takenNames) add(m *lifecycle.Manager, owner string, hooks ...drain.Hook) error {
-	mine := map[string]bool{}
+func (n *nameOwners) add(m *lifecycle.Manager, owner string, hooks ...drain.Hook) error {
+	adding := map[string]bool{}
 	for _, h := range hooks {
 		prev, ok := n.hooks[h.Name]
-		if mine[h.Name] {
+		if adding[h.Name] {
 			prev, ok = owner, true
 		}
 		if ok {
 			return collision(h.Name, prev, owner)
 		}
-		mine[h.Name] = true
+		adding[h.Name] = true
 	}
 	if err := m.AddHook(hooks...); err != nil {
 		return &configError{err} // a hook drain.Run would refuse (no name, no Run), or one added outside fxmodule

@@ -13,10 +13,8 @@ import (
 	"github.com/drainkit/drainkit/drain"
 )
 
-// stopRecorder is fx's event logger under [Run]: it logs through slog
-// and notes how each OnStop hook ended, so the drain report can list them.
-// fx tells hooks apart only in its events; its lifecycle keeps no record a
-// caller can read.
+// stopRecorder logs fx's events through slog and notes how each OnStop
+// hook ended, for the drain report: fx names hooks only in its events.
 type stopRecorder struct {
 	next       fxevent.Logger // set when fx builds the logger
 	onRollback func(error)    // told why fx rolls a start back
@@ -56,10 +54,9 @@ func (r *stopRecorder) LogEvent(e fxevent.Event) {
 	}
 }
 
-// results returns how the OnStop hooks of one app.Stop ended, given what
-// app.Stop returned and how long it took. A hook still running when Stop
-// gave up is TimedOut. Without events (a user's fx.WithLogger replaced the
-// recorder) the whole Stop is one result.
+// results returns how the OnStop hooks of one app.Stop ended; a hook
+// still running when Stop gave up is TimedOut. Without events (an
+// fx.WithLogger replaced the recorder) the whole Stop is one result.
 func (r *stopRecorder) results(stopErr error, took time.Duration) []drain.HookResult {
 	r.mu.Lock()
 	defer r.mu.Unlock()
