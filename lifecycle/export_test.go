@@ -9,10 +9,10 @@ func (m *Manager) SetExit(exit func(code int)) { m.exit = exit }
 func (m *Manager) MarkRunning() error { return m.markRunning() }
 
 // HandleSignals is Run's signal escalation.
-func (m *Manager) HandleSignals() (stop func()) { return m.handleSignals() }
+func (m *Manager) HandleSignals() (unsubscribe func()) { return m.watchSignals() }
 
 // Force is what the second signal does.
 func (m *Manager) Force(reason string) { m.force(reason) }
 
 // StopRequested is closed by the first stop request.
-func (m *Manager) StopRequested() <-chan struct{} { return m.stopReq.Done() }
+func (m *Manager) StopRequested() <-chan struct{} { return m.stopRequested.Done() }

@@ -2,8 +2,6 @@ package lifecycle
 
 import (
 	"encoding/json"
-	"log"
-	"log/slog"
 
 	"github.com/drainkit/drainkit/drain"
 )
@@ -58,58 +56,4 @@ func (r *Report) MarshalJSON() ([]byte, error) {
 		obj["start_error"] = r.StartError
 	}
 	return json.Marshal(obj)
-}
-
-// startFailed records that start-up failed with err: StartError is set,
-// and the exit code becomes [ExitStartFailed] unless the drain's own
-// outcome (deadline, forced) says more.
-func (r *Report) startFailed(err error) {
-	r.StartError = err.Error()
-	if r.ExitCode == ExitClean || r.ExitCode == ExitHookFailed {
-		r.ExitCode = ExitStartFailed
-	}
-}
-
-func exitCode(r *Report) int {
-	switch {
-	case r.Forced:
-		return ExitForced
-	case r.DeadlineExceeded:
-		return ExitDeadline
-	case r.Err() != nil: // a hook that did not end OK
-		return ExitHookFailed
-	}
-	return ExitClean
-}
-
-// logValue is the report as one JSON object in a log line: nested under a
-// JSON handler, a quoted JSON string under a text handler.
-func (r *Report) logValue() slog.Value {
-	b, err := json.Marshal(r)
-	if err != nil {
-		return slog.StringValue("unmarshalable report: " + err.Error())
-	}
-	return slog.AnyValue(rawJSON(b))
-}
-
-// rawJSON is JSON that each slog handler prints in its own way.
-type rawJSON []byte
-
-func (j rawJSON) MarshalJSON() ([]byte, error) { return j, nil }
-func (j rawJSON) MarshalText() ([]byte, error) { return j, nil }
-
-// builtinHandler is log/slog's own default handler, read before any
-// program's main can replace it with slog.SetDefault.
-var builtinHandler = slog.Default().Handler()
-
-// reportLogger is the logger for the report line: l, unless l writes
-// through slog's built-in default handler. That handler prints text, so
-// the report would be one escaped string, which neither jq nor a log
-// pipeline reads as an object; the line then goes as JSON to the same
-// output. A handler the program chose, text or not, is its choice.
-func reportLogger(l *slog.Logger) *slog.Logger {
-	if l.Handler() != builtinHandler {
-		return l
-	}
-	return slog.New(slog.NewJSONHandler(log.Writer(), nil))
 }

@@ -2,6 +2,7 @@ package lifecycle
 
 import (
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/drainkit/drainkit/drain"
@@ -57,4 +58,44 @@ type Transition struct {
 	// hook for exporting the drain, to a tracer say, before the process
 	// closes its telemetry; read it during the call, do not keep it.
 	Report *drain.Report
+}
+
+// markRunning moves Starting → Running once start-up has finished. It
+// fails if a stop was requested meanwhile: the caller should then drain.
+func (m *Manager) markRunning() error {
+	return m.transition(Running, "started", nil)
+}
+
+// transition moves to `to` if the state machine allows it, then runs the
+// listeners, outside m.mu so that they may read the Manager, and logs the
+// line. rep is the drain's report, for listeners of the move to Stopped.
+func (m *Manager) transition(to State, reason string, rep *drain.Report) error {
+	m.transitioning <- struct{}{}
+	defer func() { <-m.transitioning }()
+	m.mu.Lock()
+	from := m.State()
+	if !canMove(from, to) {
+		m.mu.Unlock()
+		return fmt.Errorf("lifecycle: illegal transition %s → %s", from, to)
+	}
+	if to == Running && m.stopRequested.Err() != nil {
+		m.mu.Unlock()
+		return fmt.Errorf("lifecycle: not running: stop requested during start-up (%s)", m.stopReason)
+	}
+	now := time.Now()
+	inOld := now.Sub(time.Unix(0, m.stateEnteredAt.Swap(now.UnixNano())))
+	m.state.Store(int32(to))
+	listeners := append([]func(Transition){}, m.listeners...)
+	m.mu.Unlock()
+
+	t := Transition{From: from, To: to, Reason: reason, At: now, Report: rep}
+	for _, fn := range listeners {
+		fn(t)
+	}
+	m.metrics.transition(t)
+	m.log.Info("state transition",
+		slog.String("service", m.cfg.Service), slog.String("node_id", m.cfg.NodeID),
+		slog.String("old_status", from.String()), slog.String("new_status", to.String()),
+		slog.String("reason", reason), slog.Float64("duration_ms", msOf(inOld)))
+	return nil
 }

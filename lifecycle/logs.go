@@ -1,0 +1,100 @@
+package lifecycle
+
+import (
+	"context"
+	"encoding/json"
+	"log"
+	"log/slog"
+	"time"
+
+	"github.com/drainkit/drainkit/drain"
+)
+
+// logPhase logs the hooks of phase that begin, under msg. The key is
+// "phase", as in the report, so the two can be matched.
+func (m *Manager) logPhase(msg, phase string, hooks int) {
+	m.log.Info(msg, slog.String("service", m.cfg.Service), slog.String("node_id", m.cfg.NodeID),
+		slog.String("phase", phase), slog.Int("hooks", hooks), slog.Float64("elapsed_ms", msOf(time.Since(m.stopRequestedAt))))
+}
+
+// logSkipped logs, per phase, the hooks a drain cut short never ran:
+// their phase never began, so it had no line of its own.
+func (m *Manager) logSkipped(results []drain.HookResult) {
+	var skipped []drain.HookResult
+	for _, r := range results {
+		if r.Outcome == drain.Skipped {
+			skipped = append(skipped, r)
+		}
+	}
+	m.logPerPhase("drain phase skipped", skipped)
+}
+
+// logAfterDrain logs, per phase, how many results the work after the
+// drain (fx's OnStop hooks under fxmodule) added to the report: they ran
+// after the drain's own phase lines, and without this line the report
+// would list more hooks of a phase than its line said.
+func (m *Manager) logAfterDrain(results []drain.HookResult) {
+	m.logPerPhase("after-drain hooks", results)
+}
+
+// logPerPhase logs msg once per phase of results, in their order, with
+// how many results it has.
+func (m *Manager) logPerPhase(msg string, results []drain.HookResult) {
+	var phases []drain.Phase
+	count := map[drain.Phase]int{}
+	for _, r := range results {
+		if count[r.Phase] == 0 {
+			phases = append(phases, r.Phase)
+		}
+		count[r.Phase]++
+	}
+	for _, p := range phases {
+		m.logPhase(msg, string(p), count[p])
+	}
+}
+
+func (m *Manager) logReport(r *Report) {
+	level := slog.LevelInfo
+	if r.ExitCode != ExitClean {
+		level = slog.LevelError
+	}
+	ctx := context.Background()
+	if !m.log.Enabled(ctx, level) {
+		return
+	}
+	reportLogger(m.log).Log(ctx, level, "drain report",
+		slog.String("service", r.Service), slog.String("node_id", r.NodeID),
+		slog.Int("exit_code", r.ExitCode), slog.Attr{Key: "report", Value: r.logValue()})
+}
+
+// logValue is the report as one JSON object in a log line: nested under a
+// JSON handler, a quoted JSON string under a text handler.
+func (r *Report) logValue() slog.Value {
+	b, err := json.Marshal(r)
+	if err != nil {
+		return slog.StringValue("unmarshalable report: " + err.Error())
+	}
+	return slog.AnyValue(rawJSON(b))
+}
+
+// rawJSON is JSON that each slog handler prints in its own way.
+type rawJSON []byte
+
+func (j rawJSON) MarshalJSON() ([]byte, error) { return j, nil }
+func (j rawJSON) MarshalText() ([]byte, error) { return j, nil }
+
+// builtinHandler is log/slog's own default handler, read before any
+// program's main can replace it with slog.SetDefault.
+var builtinHandler = slog.Default().Handler()
+
+// reportLogger is the logger for the report line: l, unless l writes
+// through slog's built-in default handler. That handler prints text, so
+// the report would be one escaped string, which neither jq nor a log
+// pipeline reads as an object; the line then goes as JSON to the same
+// output. A handler the program chose, text or not, is its choice.
+func reportLogger(l *slog.Logger) *slog.Logger {
+	if l.Handler() != builtinHandler {
+		return l
+	}
+	return slog.New(slog.NewJSONHandler(log.Writer(), nil))
+}

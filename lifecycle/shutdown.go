@@ -1,0 +1,237 @@
+package lifecycle
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/drainkit/drainkit/drain"
+)
+
+// This file is the shutdown in the order it happens: the signals, the stop
+// request, the drain, the exit code. docs/shutdown.md says why.
+
+// watchSignals subscribes to SIGTERM and SIGINT (or reads the channel of
+// [Manager.SetSignals]) and escalates: the first signal requests a stop,
+// the second forces the drain, the third exits at once with [ExitForced].
+// unsubscribe stops watching and waits for the watcher to end.
+func (m *Manager) watchSignals() (unsubscribe func()) {
+	signals := m.givenSignals
+	var osSignals chan os.Signal
+	if signals == nil {
+		osSignals = make(chan os.Signal, 3)
+		signal.Notify(osSignals, syscall.SIGTERM, syscall.SIGINT)
+		signals = osSignals
+	}
+	unsubscribed := make(chan struct{})
+	var watcher sync.WaitGroup
+	watcher.Go(func() {
+		for n := 1; ; n++ {
+			var sig os.Signal
+			select {
+			case sig = <-signals:
+			case <-unsubscribed:
+				return
+			}
+			reason := "signal: " + sig.String()
+			switch n {
+			case 1:
+				m.requestStop(reason)
+			case 2:
+				m.log.Warn("second signal: forcing the drain", "signal", sig.String())
+				m.force(reason + " (second: forced)")
+			default:
+				m.log.Error("third signal: exiting now", "signal", sig.String(), "exit_code", ExitForced)
+				m.exit(ExitForced)
+				return
+			}
+		}
+	})
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			if osSignals != nil {
+				signal.Stop(osSignals)
+			}
+			close(unsubscribed)
+			watcher.Wait()
+		})
+	}
+}
+
+// requestStop asks the process to stop, for reason. The first call wins:
+// its reason is the drain's, and the deadline is DrainTimeout from now.
+// [Manager.Run], waiting for it (or aborting the start), then calls shutdown.
+func (m *Manager) requestStop(reason string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.requestStopLocked(reason)
+}
+
+func (m *Manager) requestStopLocked(reason string) {
+	if m.stopRequested.Err() == nil {
+		m.stopRequestedAt, m.stopReason = time.Now(), reason
+		m.cancelStopRequested()
+	}
+}
+
+// force skips what is left of the drain: hook contexts are cancelled
+// (servers are stopped without waiting) and later phases are skipped. A
+// force before the drain makes it forced from its start.
+func (m *Manager) force(reason string) {
+	m.mu.Lock()
+	m.requestStopLocked(reason)
+	m.forced = true
+	cancelDrain := m.cancelDrain
+	m.mu.Unlock()
+	if cancelDrain != nil {
+		cancelDrain()
+	}
+}
+
+// Shutdown drains the process once. In order, it flips to Draining (the
+// transition listeners run first), keeps serving for the propagation delay
+// if the process was Running, runs the drain hooks phase by phase, flips to
+// Stopped, runs the [Manager.OnDrained] work and logs the [Report], whose
+// ExitCode goes to os.Exit. It waits for each hook until the hook's Timeout
+// or the deadline, DrainTimeout after the first stop request (or ctx's);
+// it does not wait past the deadline, nor for requests in flight that no
+// hook waits for. Cancelling ctx, like a second signal to [Manager.Run],
+// cancels the hooks and skips the phases left; a third signal exits at
+// once. Later calls return the first call's report; a call while Starting
+// with no stop requested drains a failed start ([ExitStartFailed]).
+func (m *Manager) Shutdown(ctx context.Context, reason string) *Report {
+	m.mu.Lock()
+	var startErr error
+	if m.State() == Starting && m.stopRequested.Err() == nil {
+		startErr = errors.New(reason) // nobody asked to stop: the start failed
+	}
+	m.requestStopLocked(reason)
+	m.mu.Unlock()
+	return m.shutdown(ctx, startErr)
+}
+
+// shutdown is [Manager.Shutdown] once a stop has been requested, with the
+// error of a failed start, if any, for the report. Only the first call
+// drains; the others wait for its report.
+func (m *Manager) shutdown(ctx context.Context, startErr error) *Report {
+	if m.shutdownBegun.Swap(true) {
+		<-m.reportReady
+		return m.report
+	}
+	defer close(m.reportReady)
+	m.mu.Lock()
+	reason, stoppedAt := m.stopReason, m.stopRequestedAt
+	m.mu.Unlock()
+
+	wasRunning := m.State() == Running
+	_ = m.transition(Draining, reason, nil) // fails only from Stopped, which shutdownBegun rules out
+
+	// The deadline counts from the stop request: the delay is in the budget.
+	drainCtx, cancelDeadline := context.WithDeadline(ctx, stoppedAt.Add(m.cfg.DrainTimeout))
+	defer cancelDeadline()
+	drainCtx, cancelDrain := context.WithCancel(drainCtx)
+	defer cancelDrain()
+	m.mu.Lock()
+	m.cancelDrain = cancelDrain
+	forced := m.forced
+	hooks := append([]drain.Hook{}, m.hooks...)
+	onDrained := append([]func() []drain.HookResult{}, m.onDrained...)
+	m.mu.Unlock()
+	if forced { // a second signal came before the flip
+		cancelDrain()
+	}
+
+	if wasRunning { // never ready, never in a load balancer: nothing to wait for
+		m.propagationDelay(drainCtx)
+	}
+	rep := drain.Run(drainCtx, reason, hooks, drain.OnPhase(func(p drain.Phase, n int) {
+		m.logPhase("drain phase", string(p), n)
+	}))
+	m.logSkipped(rep.Hooks)
+	rep.Start, rep.Duration = stoppedAt, time.Since(stoppedAt) // the whole budget, delay included
+	_ = m.transition(Stopped, "drained", rep)
+
+	if len(onDrained) > 0 { // the drain is over: what runs now only closes
+		var after []drain.HookResult
+		for _, fn := range onDrained {
+			after = append(after, fn()...)
+		}
+		rep.Hooks = append(rep.Hooks, after...)
+		rep.Duration = time.Since(stoppedAt)
+		m.logAfterDrain(after)
+	}
+	r := &Report{Report: rep, Service: m.cfg.Service, NodeID: m.cfg.NodeID, ExitCode: exitCode(rep, startErr)}
+	if startErr != nil {
+		r.StartError = startErr.Error()
+	}
+	m.metrics.drained(r)
+	m.logReport(r)
+	m.report = r
+	return r
+}
+
+// propagationDelay keeps serving while load balancers notice the flip.
+// Fixed, it waits DrainDelay. Adaptive (QuietWindow > 0), it ends once no
+// request arrived for QuietWindow, never before DelayFloor, never after
+// DrainDelay.
+func (m *Manager) propagationDelay(ctx context.Context) {
+	if m.cfg.DrainDelay <= 0 {
+		return
+	}
+	start := time.Now()
+	end := start.Add(m.cfg.DrainDelay)
+	next := end
+	for {
+		if m.cfg.QuietWindow > 0 {
+			next = m.adaptiveEnd(start)
+			if next.After(end) {
+				next = end
+			}
+			if !time.Now().Before(next) {
+				return
+			}
+		}
+		t := time.NewTimer(time.Until(next))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		if !next.Before(end) {
+			return
+		}
+		// An adaptive wake-up: re-check, a request may have arrived meanwhile.
+	}
+}
+
+// adaptiveEnd is the earliest moment the adaptive delay may end given the
+// arrivals seen so far: floor, or a quiet window after the last arrival.
+func (m *Manager) adaptiveEnd(start time.Time) time.Time {
+	at := start.Add(m.cfg.DelayFloor)
+	if q := m.tracker.LastArrival().Add(m.cfg.QuietWindow); q.After(at) {
+		at = q
+	}
+	return at
+}
+
+// exitCode is the code for what the drain did, the first that applies:
+// forced, out of time, a failed start, a hook that did not end OK, clean.
+func exitCode(rep *drain.Report, startErr error) int {
+	switch {
+	case rep.Forced:
+		return ExitForced
+	case rep.DeadlineExceeded:
+		return ExitDeadline
+	case startErr != nil:
+		return ExitStartFailed
+	case rep.Err() != nil:
+		return ExitHookFailed
+	}
+	return ExitClean
+}
