@@ -83,7 +83,7 @@ type driver struct {
 	m   *lifecycle.Manager
 
 	mu          sync.Mutex
-	abort       context.Context // ends at a stop request or at fx's StartTimeout
+	abortCtx    context.Context // ends at a stop request or at fx's StartTimeout
 	rollbackErr error           // why fx rolls the start back, from its events
 }
 
@@ -127,7 +127,7 @@ func (d *driver) start(ctx context.Context) error {
 	abort, cancel := context.WithTimeoutCause(ctx, d.app.StartTimeout(), errStartTimedOut)
 	defer cancel()
 	d.mu.Lock()
-	d.abort = abort
+	d.abortCtx = abort
 	d.mu.Unlock()
 
 	budget := d.app.StartTimeout() + d.m.Config().DrainTimeout + StopMargin
@@ -157,26 +157,25 @@ func (d *driver) start(ctx context.Context) error {
 func (d *driver) abortContext() context.Context {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return d.abort
+	return d.abortCtx
 }
 
 // Abortable wraps an OnStart function so that its context is also
-// cancelled when a stop is requested (a signal during start-up) or fx's
-// StartTimeout passes. Wrap the start steps that can take long (warming
-// caches, waiting for a dependency):
+// cancelled when a stop is requested during the start or fx's StartTimeout
+// passes. Wrap the start steps that can take long (warming caches, waiting
+// for a dependency):
 //
 //	lc.Append(fx.Hook{OnStart: fxmodule.Abortable(m, warmCache)})
 //
-// It takes effect when fx starts m's app under [Run] (fxmoduletest
-// included); called any other way, fn runs with its context unchanged.
+// It takes effect only under [Run] (fxmoduletest included).
 func Abortable(m *lifecycle.Manager, fn func(ctx context.Context) error) func(ctx context.Context) error {
 	return func(ctx context.Context) error {
 		if d, ok := ctx.Value(driverKey{}).(*driver); ok && d.m == m {
 			if abort := d.abortContext(); abort != nil {
 				var cancel context.CancelCauseFunc
 				ctx, cancel = context.WithCancelCause(ctx)
-				stop := context.AfterFunc(abort, func() { cancel(context.Cause(abort)) })
-				defer func() { stop(); cancel(nil) }()
+				stopRelay := context.AfterFunc(abort, func() { cancel(context.Cause(abort)) })
+				defer func() { stopRelay(); cancel(nil) }()
 			}
 		}
 		return fn(ctx)

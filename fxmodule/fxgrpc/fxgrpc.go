@@ -1,9 +1,7 @@
-// Package fxgrpc serves gRPC in an fx app run by fxmodule.Run, wired the
-// way every gRPC service behind a load balancer needs, so that a service
-// writes none of it: in-flight RPCs counted until answered, grpc.health.v1
-// in step with readiness, the listener opened at start and drained in the
-// right phases. It is a package of its own so that fxmodule does not link
-// grpc-go for HTTP services.
+// Package fxgrpc serves gRPC in an fx app run by fxmodule.Run: RPCs
+// counted until answered, grpc.health.v1 in step with readiness, the
+// listener opened at start and drained in its phases. It is apart so that
+// fxmodule does not link grpc-go for HTTP services.
 //
 // # Usage
 //
@@ -16,13 +14,11 @@
 //
 // # Drain
 //
-// At the flip gRPC health answers NOT_SERVING (latched), so clients with
-// client-side health checking stop sending new RPCs. At stop_intake the
-// health Watch streams end (GracefulStop would wait for them), server
-// streams are told and begin to be closed paced, and GracefulStop begins
-// (GOAWAY); wait_in_flight waits for the RPCs in flight; release waits for
-// the last server streams and GracefulStop; close waits for Serve and the
-// health loop. A drain cut short stops the server hard.
+// At the flip gRPC health answers NOT_SERVING, latched. At stop_intake the
+// health Watch streams end, server streams are told and closed paced, and
+// GracefulStop begins; wait_in_flight waits for the RPCs in flight, release
+// for the streams and GracefulStop, close for Serve. A drain cut short
+// stops the server hard.
 package fxgrpc
 
 import (
@@ -46,23 +42,14 @@ import (
 )
 
 // Server serves gRPC on addr. register is an fx invoke function whose
-// first parameter is the *grpc.Server (its others come from the graph): it
+// first parameter is the *grpc.Server (the others come from the graph): it
 // registers the service's implementations. The server is built with
-// grpcdrain.ServerOptions and opts; grpc.health.v1 is registered on it for
-// the readiness registry's service name.
-//
-// Server-streaming RPCs are registered with a drain.Streams named
-// name+".streams" (grpcdrain.ServerOptions), so a drain closes them paced
-// with drain.DefaultMaxCloseRate and drain.DefaultCloseMargin while the
-// flush and release phases go on, each ending with UNAVAILABLE and
-// RetryInfo, instead of GracefulStop waiting for them.
-//
-// It contributes the drain hooks name+".stop_intake", name+".health_watch",
-// name+".streams.stop_intake" (stop_intake), name+".wait_in_flight"
-// (wait_in_flight), name+".graceful_stop", name+".streams.close" (release)
-// and name+".serve" (close), and the gating readiness check
-// name+"_listener". An address that cannot be bound
-// fails the start, naming it.
+// grpcdrain.ServerOptions and opts, serves grpc.health.v1 for the
+// registry's service name, and registers server streams with a
+// drain.Streams named name+".streams" (default pacing). It adds the drain
+// hooks name+".stop_intake", ".health_watch", ".wait_in_flight",
+// ".graceful_stop" and ".serve", the streams' hooks, and the gating check
+// name+"_listener".
 func Server(name, addr string, register any, opts ...grpc.ServerOption) fx.Option {
 	return fx.Module("drainkit.grpc."+name,
 		fx.Provide(fx.Private, func(p serverParams) (*grpc.Server, *drain.Streams, error) {
@@ -107,12 +94,12 @@ func serve(name, addr string, p params) error {
 	})
 
 	var (
-		bound  listener.Bound
-		wg     sync.WaitGroup                     // Serve and the health loop
-		cancel atomic.Pointer[context.CancelFunc] // ends the health loop
+		bound      listener.Bound
+		wg         sync.WaitGroup                     // Serve and the health loop
+		stopHealth atomic.Pointer[context.CancelFunc] // set at the start
 	)
-	wait := func(ctx context.Context) error {
-		if stop := cancel.Load(); stop != nil {
+	waitServe := func(ctx context.Context) error {
+		if stop := stopHealth.Load(); stop != nil {
 			(*stop)()
 		}
 		done := make(chan struct{})
@@ -129,7 +116,7 @@ func serve(name, addr string, p params) error {
 			health.Close() // before GracefulStop waits for every stream, a prober's Watch included
 			return nil
 		}},
-		drain.Hook{Name: name + ".serve", Phase: drain.Close, Run: wait},
+		drain.Hook{Name: name + ".serve", Phase: drain.Close, Run: waitServe},
 	)
 	hooks = append(hooks, p.Streams.Hooks()...)
 	if err := p.Manager.AddHook(hooks...); err != nil {
@@ -145,7 +132,7 @@ func serve(name, addr string, p params) error {
 		}
 		a := ln.Addr().String()
 		ctx, stop := context.WithCancel(context.Background())
-		cancel.Store(&stop)
+		stopHealth.Store(&stop)
 		wg.Go(func() { _ = health.Run(ctx) })
 		wg.Go(func() {
 			// ErrServerStopped: the drain stopped the server before Serve

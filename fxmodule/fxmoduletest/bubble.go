@@ -7,15 +7,10 @@ import (
 )
 
 // clockBlocker describes a goroutine of the caller's testing/synctest
-// bubble that waits on real network I/O, or returns "" when there is none
-// or the caller is not in a bubble. Such a goroutine (a listener's Accept,
-// a connection's read) is never durably blocked, so the bubble's clock
-// stands still while it waits and every timer of the drain waits forever.
-//
-// testing/synctest cannot say whether a goroutine holds its clock; the
-// goroutine dump is where the runtime says so ("[IO wait, synctest bubble
-// 1]"). If that format changes, this finds nothing and Start behaves as it
-// did before the check.
+// bubble that waits on real network I/O, which holds the bubble's clock
+// still, or returns "" when there is none or no bubble. Only the goroutine
+// dump says so ("[IO wait, synctest bubble 1]"); should its format change,
+// this finds nothing and Start goes on as before.
 func clockBlocker() string {
 	self := header(string(stackOf(false)))
 	bubble := bubbleOf(self)

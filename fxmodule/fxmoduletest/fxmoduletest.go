@@ -12,19 +12,17 @@
 //	hook, _ := r.Hook("flush")
 //	if hook.Outcome != drain.OK { … }
 //
-// The report says which hooks ran, in which phase and order (phase by
-// phase, StopIntake first), with which outcome and for how long. Like
-// fxmodule.Run, Start gives an app that sets no fx.StopTimeout one that
-// fits its DrainTimeout.
+// The report says which hooks ran, in which phase and order, with which
+// outcome and for how long. Like fxmodule.Run, Start gives an app that sets
+// no fx.StopTimeout one that fits its DrainTimeout.
 //
 // # Time
 //
-// drainkit and fx read the standard clock only, so a test that calls Start
-// inside testing/synctest.Test runs the whole life of the app on the
-// bubble's fake clock: a DRAIN_DELAY of 5 s or a hook that times out costs
-// no real time. A goroutine waiting on the real network never lets that
-// clock move, so an app that listens (fxmodule.HTTP, Admin, fxgrpc) cannot
-// run there: Start fails the test at once, naming the goroutine. Test it on
+// drainkit and fx read the standard clock only, so Start inside
+// testing/synctest.Test runs the app on the bubble's fake clock: a
+// DRAIN_DELAY of 5 s costs no real time. An app that listens (fxmodule.HTTP,
+// Admin, fxgrpc) waits on the real network, which never lets that clock
+// move: Start fails such a test at once, naming the goroutine. Test it on
 // the real clock, with a short DrainDelay.
 package fxmoduletest
 
@@ -45,7 +43,7 @@ type App struct {
 	t       testing.TB
 	m       *lifecycle.Manager
 	signals chan os.Signal
-	sent    int // signals sent
+	sent    int // signals sent by Signal
 	exited  chan int
 	report  *lifecycle.Report
 }
@@ -60,7 +58,7 @@ func Start(t testing.TB, opts ...fx.Option) *App {
 	t.Helper()
 	a := &App{t: t, signals: make(chan os.Signal, 3), exited: make(chan int, 1)}
 	running := make(chan struct{})
-	watch := fx.Invoke(func(m *lifecycle.Manager) {
+	watchRunning := fx.Invoke(func(m *lifecycle.Manager) {
 		a.m = m
 		m.OnTransition(func(tr lifecycle.Transition) {
 			if tr.To == lifecycle.Running {
@@ -68,8 +66,8 @@ func Start(t testing.TB, opts ...fx.Option) *App {
 			}
 		})
 	})
-	signals := fx.Invoke(func(m *lifecycle.Manager) { m.SetSignals(a.signals) })
-	go func() { a.exited <- fxmodule.Run(append(opts, watch, signals)...) }()
+	testSignals := fx.Invoke(func(m *lifecycle.Manager) { m.SetSignals(a.signals) })
+	go func() { a.exited <- fxmodule.Run(append(opts, watchRunning, testSignals)...) }()
 	select {
 	case <-running:
 	case code := <-a.exited:
@@ -100,14 +98,10 @@ func Start(t testing.TB, opts ...fx.Option) *App {
 // Manager returns the app's lifecycle manager.
 func (a *App) Manager() *lifecycle.Manager { return a.m }
 
-// Signal sends the app SIGTERM, as an orchestrator would: the first drains,
-// a second forces the drain. A third would end the process at once, the
-// test binary included, so Signal refuses it and fails the test.
-//
-// Like a real signal it is taken by the app's own goroutine: Signal returns
-// once it is sent, possibly before the app has flipped to Draining. A test
-// that asserts what the flip does waits for it, with a listener registered
-// through Manager().OnTransition before the signal.
+// Signal sends the app SIGTERM: the first drains, a second forces the
+// drain; a third would end the test binary, so Signal fails the test
+// instead. It returns once the signal is sent, possibly before the flip to
+// Draining: a test of the flip waits for it through Manager().OnTransition.
 func (a *App) Signal() {
 	a.t.Helper()
 	if a.sent == 2 {
