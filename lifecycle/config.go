@@ -36,17 +36,12 @@ const (
 // behaviour (DrainDelay, QuietWindow) means off, and a nil Logger or
 // Registerer means slog.Default() or no export. ConfigFromEnv turns the
 // delay on by default (DRAIN_DELAY unset is [DefaultDrainDelay]): behind a
-// load balancer a process needs one, so set DrainDelay when you build a
-// Config by hand.
-//
-// A missing Service is not refused: it defaults to the executable's base
-// name, which is what ps and a container's command show. The name only
-// labels logs, reports and health bodies (and names the gRPC health
-// service), so refusing to start without it would turn a label into an
-// outage; set SERVICE_NAME when the binary's name is not the service's.
+// load balancer a process needs one, so set DrainDelay by hand too.
 type Config struct {
 	// Service is the service name in logs and health bodies (SERVICE_NAME;
-	// default: the executable's base name).
+	// default: the executable's base name, as ps shows it). It is only a
+	// label, so a missing one is not refused: that would turn a label
+	// into an outage.
 	Service string
 	// NodeID identifies this instance (NODE_ID; default: the host name).
 	NodeID string

@@ -8,13 +8,11 @@ import (
 
 // Run is the whole life of a process without a framework: it handles
 // signals, runs the OnStart steps, marks the process Running, waits for a
-// signal or for ctx to end, drains ([Manager.Shutdown]), and returns the
-// report. Pass the report's ExitCode to os.Exit.
-//
-// A signal during start-up cancels the step that is running, skips the
-// rest, and drains whatever hooks the started steps had added. A step that
-// fails does the same, and the report carries StartError and
-// [ExitStartFailed].
+// signal or for ctx to end, drains ([Manager.Shutdown]) and returns the
+// report, whose ExitCode goes to os.Exit. A signal during start-up cancels
+// the step that is running, skips the rest, and drains the hooks the
+// started steps had added; a step that fails does the same, and the report
+// carries StartError and [ExitStartFailed].
 func (m *Manager) Run(ctx context.Context) *Report {
 	unsubscribe := m.watchSignals()
 	defer unsubscribe()

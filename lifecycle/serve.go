@@ -13,26 +13,24 @@ import (
 
 // Serve runs srv for the life of the process, under name; call it before
 // [Manager.Run]. A start step listens on srv.Addr (":http" when empty), so
-// an address that cannot be bound fails the start before Running instead
-// of leaving a server that never serves. srv then serves in a goroutine
-// that hook name+".serve" (phase close) waits for, after shutting srv down.
-//
-// Serve closes srv only at the end: an intake also adds
-// drain.HTTPHooks(name, srv, m.Tracker()), which stop it after the delay;
-// a server of probes does not, so that liveness answers through the drain.
+// an address that cannot be bound fails the start before Running. srv
+// then serves in a goroutine that hook name+".serve" (phase close) waits
+// for, after shutting srv down. Serve closes srv only at the end: an intake
+// also adds drain.HTTPHooks(name, srv, m.Tracker()), which stop it after
+// the delay; a server of probes does not, so liveness answers throughout.
 func (m *Manager) Serve(name string, srv *http.Server) error {
 	if srv == nil {
 		return configError{fmt.Errorf("lifecycle: Serve %q: srv is nil", name)}
 	}
 	var listening atomic.Bool
-	served := make(chan struct{}) // closed when Serve returns
-	shut := func(ctx context.Context) error {
+	serveReturned := make(chan struct{}) // closed when srv.Serve returns
+	shutdownSrv := func(ctx context.Context) error {
 		if !listening.Load() {
 			return nil // the start failed first: nothing serves
 		}
 		err := srv.Shutdown(ctx)
 		select {
-		case <-served:
+		case <-serveReturned:
 		case <-ctx.Done():
 			return errors.Join(err, ctx.Err())
 		}
@@ -41,7 +39,7 @@ func (m *Manager) Serve(name string, srv *http.Server) error {
 		}
 		return err
 	}
-	hook := drain.Hook{Name: name + ".serve", Phase: drain.Close, Run: shut, Abort: func() { _ = srv.Close() }}
+	hook := drain.Hook{Name: name + ".serve", Phase: drain.Close, Run: shutdownSrv, Abort: func() { _ = srv.Close() }}
 	if err := m.AddHook(hook); err != nil {
 		return err
 	}
@@ -56,7 +54,7 @@ func (m *Manager) Serve(name string, srv *http.Server) error {
 		}
 		listening.Store(true)
 		go func() {
-			defer close(served)
+			defer close(serveReturned)
 			if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
 				m.log.Error("serve", "server", name, "err", err)
 			}
