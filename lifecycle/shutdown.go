@@ -63,28 +63,27 @@ func (m *Manager) watchSignals() (unsubscribe func()) {
 	}
 }
 
-// requestStop asks the process to stop, for reason. The first call wins:
-// its reason is the drain's, and the deadline is DrainTimeout from now.
-// [Manager.Run], waiting for it (or aborting the start), then calls shutdown.
-func (m *Manager) requestStop(reason string) {
+// requestStop asks the process to stop, for reason, and reports whether
+// this call was the first. The first wins: its reason is the drain's, and
+// the deadline is DrainTimeout from now. [Manager.Run], waiting for it (or
+// aborting the start), then calls shutdown.
+func (m *Manager) requestStop(reason string) (first bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.requestStopLocked(reason)
-}
-
-func (m *Manager) requestStopLocked(reason string) {
-	if m.stopRequested.Err() == nil {
-		m.stopRequestedAt, m.stopReason = time.Now(), reason
-		m.cancelStopRequested()
+	if m.stopRequested.Err() != nil {
+		return false
 	}
+	m.stopRequestedAt, m.stopReason = time.Now(), reason
+	m.cancelStopRequested()
+	return true
 }
 
 // force skips what is left of the drain: hook contexts are cancelled
 // (servers are stopped without waiting) and later phases are skipped. A
 // force before the drain makes it forced from its start.
 func (m *Manager) force(reason string) {
+	m.requestStop(reason)
 	m.mu.Lock()
-	m.requestStopLocked(reason)
 	m.forced = true
 	cancelDrain := m.cancelDrain
 	m.mu.Unlock()
@@ -105,13 +104,10 @@ func (m *Manager) force(reason string) {
 // once. Later calls return the first call's report; a call while Starting
 // with no stop requested drains a failed start ([ExitStartFailed]).
 func (m *Manager) Shutdown(ctx context.Context, reason string) *Report {
-	m.mu.Lock()
 	var startErr error
-	if m.State() == Starting && m.stopRequested.Err() == nil {
-		startErr = errors.New(reason) // nobody asked to stop: the start failed
+	if m.requestStop(reason) && m.State() == Starting {
+		startErr = errors.New(reason) // nobody asked to stop before: the start failed
 	}
-	m.requestStopLocked(reason)
-	m.mu.Unlock()
 	return m.shutdown(ctx, startErr)
 }
 
@@ -142,7 +138,7 @@ func (m *Manager) shutdown(ctx context.Context, startErr error) *Report {
 	hooks := append([]drain.Hook{}, m.hooks...)
 	onDrained := append([]func() []drain.HookResult{}, m.onDrained...)
 	m.mu.Unlock()
-	if forced { // a second signal came before the flip
+	if forced { // a force before now found no drain to cancel
 		cancelDrain()
 	}
 
