@@ -64,36 +64,13 @@ func (c StreamsConfig) withDefaults() StreamsConfig {
 
 // Streams drains long-lived streams (Server-Sent Events, WebSockets and
 // other hijacked connections, gRPC server streams), which would otherwise
-// hold a drain to its deadline and then all drop at the same instant,
-// sending every client to the remaining nodes at once.
-//
-// A handler registers its stream with [Streams.Open], which returns the
-// stream's context and the function that ends it. The drain, through the
-// hooks of [Streams.Hooks]:
-//
-//  1. at StopIntake tells every stream ([Streams.Told] is closed), so that
-//     it may say goodbye in its protocol, and refuses new ones;
-//  2. from then on, while the phases up to Release do their work, closes
-//     the streams still open one by one (cancels the context Open
-//     returned) at
-//     rate = open streams ÷ (time left − Margin), recomputed after every
-//     close, capped at MaxCloseRate, each interval jittered by ±50% (never
-//     under 1/MaxCloseRate);
-//  3. closes whatever is still open at once when Margin is all that is
-//     left, or when the drain is forced or out of time;
-//  4. in Release, waits for the handlers to return until the drain
-//     deadline, and no longer: a handler that ignores its context is
-//     reported, not waited for.
-//
-// Work that waits for every stream in an earlier phase holds that phase,
-// and so the phases after it, until the streams are closed: an
-// http.Server's active connections, which [HTTPHooks] waits for in
-// WaitInFlight, include its SSE responses. A gRPC server does not wait for
-// the streams that package grpcdrain registers.
-//
-// It does not close connections itself: a handler closes what its context
-// guards (an SSE handler returns; a hijacked connection is closed with
-// context.AfterFunc(ctx, conn.Close) on the context Open returned).
+// hold a drain to its deadline and then all drop at once. A handler
+// registers its stream with [Streams.Open]. The hooks of [Streams.Hooks]
+// tell every stream at StopIntake ([Streams.Told]), then close them one by
+// one (cancel the context Open returned) while the phases up to Release go
+// on, close what is left once only Margin remains, and wait for the
+// handlers until the deadline. A handler closes what its context guards;
+// Streams closes no connection. docs/streams.md has the pacing.
 type Streams struct {
 	cfg StreamsConfig
 	met *streamMetrics
@@ -106,10 +83,10 @@ type Streams struct {
 	empty   chan struct{} // closed once told and nothing is open or closing
 	rep     StreamReport
 
-	startOnce sync.Once
-	paced     chan struct{} // closed when the pacing goroutine has returned
-	stopMu    sync.Mutex
-	stop      context.CancelFunc // ends the pacing; nil until it starts
+	startOnce  sync.Once
+	pacingDone chan struct{} // closed when the pacing goroutine has returned
+	stopMu     sync.Mutex
+	stopPacing context.CancelFunc // nil until the pacing starts
 }
 
 // NewStreams returns Streams for cfg, or cfg's validation error. It
@@ -123,7 +100,7 @@ func NewStreams(cfg StreamsConfig) (*Streams, error) {
 	if err != nil {
 		return nil, fmt.Errorf("drain: streams %q: %w", cfg.Name, err)
 	}
-	return &Streams{cfg: cfg, met: met, told: make(chan struct{}), empty: make(chan struct{}), paced: make(chan struct{})}, nil
+	return &Streams{cfg: cfg, met: met, told: make(chan struct{}), empty: make(chan struct{}), pacingDone: make(chan struct{})}, nil
 }
 
 // stream is one long-lived stream registered with [Streams.Open].
@@ -135,18 +112,12 @@ type stream struct {
 }
 
 // Open registers a stream and returns its context and the function that
-// ends it, as context.WithCancel returns a context and its cancel.
-//
-// The stream's context is ctx's (usually the request's), also cancelled
-// when the drain closes the stream: its turn has come, or the drain is
-// ending. The handler should then say goodbye if it has not, and return.
-// Call end once the handler is done with the stream (defer it right after
-// Open); it is idempotent.
-//
-// Open returns ok false, and registers nothing, once the drain has begun:
-// the handler should refuse the stream (503 and Retry-After, gRPC
-// UNAVAILABLE) so the client connects elsewhere. It then returns ctx
-// itself and an end that does nothing.
+// ends it, as context.WithCancel does. The context is ctx's, also cancelled
+// when the drain closes the stream; the handler should then say goodbye
+// and return. Defer end right after Open; it is idempotent. Once the drain
+// has begun, Open registers nothing and returns ctx, an end that does
+// nothing and ok false: refuse the stream (503 with Retry-After, gRPC
+// UNAVAILABLE) so that the client connects elsewhere.
 func (s *Streams) Open(ctx context.Context) (sctx context.Context, end func(), ok bool) {
 	sctx, cancel := context.WithCancel(ctx)
 	st := &stream{s: s, cancel: cancel}
@@ -182,8 +153,8 @@ func (st *stream) end() {
 		return
 	}
 	st.ended = true
-	endedFirst := st.idx >= 0
-	if endedFirst {
+	endedBeforeClose := st.idx >= 0
+	if endedBeforeClose {
 		s.remove(st)
 		if s.isTold {
 			s.rep.Ended++
@@ -196,7 +167,7 @@ func (st *stream) end() {
 	s.mu.Unlock()
 	st.cancel()
 	s.met.open.Dec()
-	if endedFirst && told {
+	if endedBeforeClose && told {
 		s.met.closed.WithLabelValues(reasonEnded).Inc()
 	}
 }

@@ -14,13 +14,10 @@ import (
 // draining at once, or clients told at once, do not fall into step.
 const closeJitter = 0.5
 
-// maxCatchUp is how far behind its schedule pacing may be and still close
-// what fell due at once: a late timer, or a process its CPU limit stops
-// for tens of milliseconds at a time, is made good; a longer stall is not
-// (at most MaxCloseRate × maxCatchUp extra closes at once, so at most a
-// tenth above MaxCloseRate over any second). Ten milliseconds was too
-// little: throttled for 90 ms of every 100, pacing closed about two
-// streams per wake-up and left two thirds of them to the window's end.
+// maxCatchUp is how far behind its schedule pacing may fall and still
+// close at once what fell due: a late timer or a process stopped at its
+// CPU limit is made good (TestStreamsPaceKeepsUpWhenThrottled), a longer
+// stall is not, so a catch-up closes at most MaxCloseRate × maxCatchUp.
 const maxCatchUp = 100 * time.Millisecond
 
 // StreamReport says what a drain did with the streams of one [Streams]; it
@@ -44,18 +41,12 @@ type StreamReport struct {
 	PeakRate float64 `json:"peak_rate"`
 }
 
-// Hooks returns the hooks that drain the streams:
-//
-//   - name+".stop_intake" (StopIntake) tells every stream, refuses new ones
-//     and starts closing them paced, in the background, so that the work
-//     of the phases in between (WaitInFlight, Flush) goes on meanwhile;
-//   - name+".close" (Release) waits for the pacing and for every stream to
-//     end, until its deadline, and carries the [StreamReport] into the
-//     drain report. It returns an error when streams closed by then have
-//     still not ended. Clients that streams use, closed in the Close phase,
-//     are still open while they end.
-//
-// Both Abort by closing every stream at once and stopping the pacing.
+// Hooks returns the hooks that drain the streams: name+".stop_intake"
+// (StopIntake) tells every stream, refuses new ones and starts the pacing
+// in the background; name+".close" (Release) waits for the pacing and for
+// every stream to end until its deadline, fails if closed streams have not
+// ended by then, and carries the [StreamReport]. Both Abort by closing
+// every stream at once.
 func (s *Streams) Hooks() []Hook {
 	name := s.cfg.Name
 	return []Hook{
@@ -68,7 +59,7 @@ func (s *Streams) Hooks() []Hook {
 
 // start tells every stream and starts the pacing, once. The pacing keeps
 // ctx's deadline but not its cancellation: it outlives the hook that
-// started it, and a forced drain stops it through Abort.
+// started it, and Abort stops it.
 func (s *Streams) start(ctx context.Context) {
 	s.tell()
 	s.startOnce.Do(func() {
@@ -83,10 +74,10 @@ func (s *Streams) start(ctx context.Context) {
 			pctx, stop = context.WithCancel(base)
 		}
 		s.stopMu.Lock()
-		s.stop = stop
+		s.stopPacing = stop
 		s.stopMu.Unlock()
 		go func() {
-			defer close(s.paced)
+			defer close(s.pacingDone)
 			defer stop()
 			s.pace(pctx)
 		}()
@@ -97,7 +88,7 @@ func (s *Streams) start(ctx context.Context) {
 func (s *Streams) abort() {
 	s.closeAll()
 	s.stopMu.Lock()
-	stop := s.stop
+	stop := s.stopPacing
 	s.stopMu.Unlock()
 	if stop != nil {
 		stop()
@@ -109,7 +100,7 @@ func (s *Streams) abort() {
 func (s *Streams) wait(ctx context.Context) error {
 	s.start(ctx) // in case StopIntake was skipped or failed
 	select {
-	case <-s.paced:
+	case <-s.pacingDone:
 	case <-ctx.Done():
 		s.abort()
 		return s.unended(ctx)
@@ -123,20 +114,14 @@ func (s *Streams) wait(ctx context.Context) error {
 }
 
 // pace closes the open streams one by one until the margin before ctx's
-// deadline, then the rest at once; it returns then, when every stream has
-// ended, or when ctx ends (closing the rest).
-//
-// Each close is scheduled from the previous one's due time, not from when
-// the timer fired: a timer that wakes late (a busy machine, a coarse
-// clock) closes the streams that fell due meanwhile, so the rate holds at
-// thousands per second instead of dropping to one close per wake-up and
-// leaving the rest to the window's end. It catches up on at most
-// [maxCatchUp] of its schedule, so that a stalled process does not make
-// up for the stall in one burst above the cap: the schedule restarts from
-// there, spread over the time left.
+// deadline, then the rest at once; it returns early when every stream has
+// ended, or at ctx's end (closing the rest). Each close is due from the
+// previous one's due time, not from when the timer fired, so a late
+// wake-up does not lower the rate: it closes what fell due meanwhile, up
+// to [maxCatchUp] of the schedule.
 func (s *Streams) pace(ctx context.Context) {
 	defer s.met.rate.Set(0)
-	end, hasEnd := s.window(ctx)
+	end, hasEnd := s.pacingEnd(ctx)
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	due := time.Now()
@@ -148,7 +133,7 @@ func (s *Streams) pace(ctx context.Context) {
 		if floor := time.Now().Add(-maxCatchUp); due.Before(floor) {
 			due = floor
 		}
-		at, paced := s.next(open, due, end, hasEnd)
+		at, paced := s.nextClose(open, due, end, hasEnd)
 		if d := time.Until(at); d > 0 {
 			timer.Reset(d)
 			select {
@@ -169,9 +154,9 @@ func (s *Streams) pace(ctx context.Context) {
 	}
 }
 
-// window returns when pacing must be over: ctx's deadline less the margin
-// (less half of what is left when that is under twice the margin).
-func (s *Streams) window(ctx context.Context) (time.Time, bool) {
+// pacingEnd returns when pacing must be over: ctx's deadline less the
+// margin (less half of what is left when that is under twice the margin).
+func (s *Streams) pacingEnd(ctx context.Context) (time.Time, bool) {
 	deadline, ok := ctx.Deadline()
 	if !ok {
 		return time.Time{}, false
@@ -183,13 +168,11 @@ func (s *Streams) window(ctx context.Context) (time.Time, bool) {
 	return deadline.Add(-margin), true
 }
 
-// next returns when the next close of one of open streams is due, the
-// previous one having been due at prev, and whether it is a paced close.
-// It is not when the window ends first with the rate capped: the streams
-// left are then closed at once at the window's end. Uncapped, the streams
-// fit the window, and a jitter that would carry the last close past its
-// end lands on the end instead.
-func (s *Streams) next(open int, prev, end time.Time, hasEnd bool) (time.Time, bool) {
+// nextClose returns when the next close of one of open streams is due, the
+// previous one having been due at prev, and whether it is paced. It is not
+// when the capped rate cannot fit them in the window: the rest then close
+// at once at its end. Uncapped, a jitter past the end lands on the end.
+func (s *Streams) nextClose(open int, prev, end time.Time, hasEnd bool) (time.Time, bool) {
 	maxRate := s.cfg.MaxCloseRate
 	rate := maxRate
 	if hasEnd {
