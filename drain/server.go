@@ -10,25 +10,17 @@ import (
 
 // HTTPHooks returns the two hooks that drain srv, whose handler must be
 // wrapped by t.Middleware. Call it before srv.Serve: it wraps srv.ConnState
-// to know when each response has been written out, which the handler's
-// return alone does not tell (the server flushes after the handler).
+// to learn when each response has been written out, which the handler's
+// return does not tell.
 //
-// StopIntake: intake is closed (later requests on kept-alive connections get
-// 503 and Connection: close), keep-alives are turned off, the listeners and
-// idle connections are closed, and the hook returns.
-//
-// WaitInFlight: waits for t to reach zero and for every response to be
-// written, then closes every remaining (idle) connection at once. It does
-// not poll like http.Server.Shutdown, whose schedule grows to 500 ms: the
-// drain moves on within a millisecond of the last request ending. At its
-// deadline it closes every connection, in-flight or not, and returns the
-// context's error. Hijacked connections (WebSockets) are neither waited for
-// nor closed, as with Shutdown.
-//
-// Both hooks carry an Abort that closes srv, so a drain cut short (forced,
-// or out of time) before WaitInFlight ran still closes every connection.
-// The application may call srv.Shutdown or srv.Close itself, before or
-// during the drain, as often as it likes: every step is idempotent.
+// StopIntake closes intake (later requests get 503 and Connection: close),
+// turns keep-alives off and closes the listeners and idle connections.
+// WaitInFlight waits for t to reach zero and every response to be written,
+// notified rather than polling as http.Server.Shutdown does, then closes
+// the idle connections; at its deadline it closes every connection and
+// returns the context's error. Hijacked connections are neither waited for
+// nor closed. Both hooks' Abort closes srv. The application may call
+// srv.Shutdown or srv.Close itself at any time: every step is idempotent.
 func HTTPHooks(name string, srv *http.Server, t *Tracker) []Hook {
 	active := watchActive(srv)
 	abort := func() { _ = srv.Close() }
@@ -57,13 +49,9 @@ func HTTPHooks(name string, srv *http.Server, t *Tracker) []Hook {
 	}
 }
 
-// closeListeners closes srv's listeners and idle connections and returns
-// without waiting for the active ones. It is http.Server.Shutdown with a
-// context that has already ended: Shutdown closes the listeners, waits for
-// Serve to leave them, closes the idle connections once, and returns the
-// context's error instead of polling while requests are still active. From
-// then on the server closes each connection after its current response.
-// Shutdown is idempotent, so the application may call it too.
+// closeListeners is srv.Shutdown with a context already ended: it closes
+// the listeners and idle connections once and returns rather than poll
+// for the active ones, which the server then closes after their response.
 func closeListeners(srv *http.Server) error {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
