@@ -6,11 +6,9 @@ import (
 	"time"
 )
 
-// Phase says when a hook runs. Hooks of one phase run concurrently; the
-// five phases run in the order below, StopIntake first. A Phase is its
-// name, as reports, logs and metric labels show it; like [Outcome], it is
-// a string so that it prints and marshals as itself. Every hook names its
-// phase: the zero Phase is not one of them.
+// Phase says when a hook runs. The five phases run in the order below,
+// StopIntake first. A Phase is its name, as reports, logs and metric labels
+// show it; the zero Phase is not one of them.
 type Phase string
 
 // The phases of a drain, in the order they run.
@@ -40,12 +38,9 @@ func (p Phase) valid() bool {
 	return false
 }
 
-// Hook is one piece of drain work contributed by a service.
-//
-// Run receives a context that ends at min(Timeout, the drain deadline) and is
-// cancelled early when the drain is forced (a second signal). Run should
-// return promptly once its context is done: a hook that ignores it is
-// abandoned at the deadline and reported as timed out.
+// Hook is one piece of drain work contributed by a service. Run's context
+// ends at min(Timeout, the drain deadline), or earlier when the drain is
+// forced; a hook that ignores it is abandoned and reported as timed out.
 type Hook struct {
 	// Name identifies the hook in reports and logs; unique within a drain.
 	Name string
@@ -56,11 +51,9 @@ type Hook struct {
 	// Run does the work.
 	Run func(ctx context.Context) error
 	// Abort, if set, stops at once what the hook drains gracefully (closes
-	// a server and its connections). [Run] calls it, after its last phase,
-	// when the drain was cut short — forced, or out of time — whether the
-	// hook ran, was abandoned or was skipped: a hook that began a graceful
-	// drain which a later, skipped phase was to finish must not leave it
-	// running. It must be safe to call after Run returned and must not block.
+	// a server). [Run] calls it after its last phase when the drain was cut
+	// short, whether the hook ran or not, so that no graceful stop is left
+	// running. It must be safe after Run returned, and must not block.
 	Abort func()
 
 	// streams, if set, is read once Run has returned or been given up on,
@@ -68,12 +61,10 @@ type Hook struct {
 	streams func() *StreamReport
 }
 
-// Validate reports the first problem that would make the hook unusable:
-// an empty Name, a Phase that is not one of the five, a negative Timeout
-// or a nil Run, naming the field and the value. [Run] calls it for every
-// hook and reports a hook that fails it as [Failed] without running it;
-// code that collects hooks before the drain (lifecycle.Manager.AddHook)
-// calls it to refuse such a hook where it is added.
+// Validate reports the first problem that makes the hook unusable, naming
+// the field and the value: an empty Name, a Phase that is not one of the
+// five, a negative Timeout or a nil Run. [Run] reports such a hook as
+// [Failed] without running it; lifecycle.Manager.AddHook refuses it.
 func (h Hook) Validate() error {
 	switch {
 	case h.Name == "":

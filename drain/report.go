@@ -8,8 +8,7 @@ import (
 	"time"
 )
 
-// Outcome is how one hook ended. Each value says what happened to the
-// hook, so a report never shows a hook that ran as one that did not.
+// Outcome is how one hook ended, as reports, logs and metric labels show it.
 type Outcome string
 
 // The outcomes a hook can have.
@@ -74,10 +73,9 @@ type Report struct {
 	Hooks []HookResult `json:"hooks"`
 }
 
-// MarshalJSON encodes the report as one object whose fields are the
-// json tags above, with each duration in milliseconds as duration_ms (a
-// float, microsecond precision), the form logs and dashboards read; a
-// hook's Start is left out.
+// MarshalJSON encodes the report as one object with the json tags above,
+// each duration as duration_ms (a float, microsecond precision); a hook's
+// Start is left out.
 func (r *Report) MarshalJSON() ([]byte, error) {
 	type plainHook HookResult
 	type hookJSON struct {

@@ -12,38 +12,28 @@ import (
 	"golang.org/x/sync/errgroup"
 )
 
-// Run runs hooks phase by phase and returns what happened.
-//
-// Phases run in order; the hooks of one phase run concurrently and the next
-// phase starts when each of them has returned or been given up on. Each hook
-// gets a context that ends at min(its Timeout, ctx's deadline). Run waits for
-// a hook only while that context lives: a hook that ignores its context is
-// abandoned (left running, reported TimedOut with its stack), so Run returns
-// by ctx's deadline whatever the hooks do.
-//
-// Cancelling ctx forces the drain: running hooks see their contexts cancelled
-// and are given up on at once (Canceled), and hooks of later phases are
-// Skipped. A hook
-// with an empty Name, a Phase that is not one of the five, a negative
-// Timeout or a nil Run is reported Failed, naming the field, and never runs. When the drain was
-// cut short (forced or out of time), Run calls every hook's Abort, in
-// reverse order, before it returns. Run does not stop at
-// a failed hook: a hook's error says nothing about whether the next phase
-// should run, and leaving a phase out (say, closing clients) is worse.
+// Run runs hooks phase by phase and returns what happened. The hooks of
+// one phase run concurrently, each with a context that ends at min(its
+// Timeout, ctx's deadline), and Run waits for a hook only while that
+// context lives: one that ignores it is abandoned, reported TimedOut with
+// its stack. Cancelling ctx forces the drain: running hooks are given up on
+// (Canceled) and later phases Skipped. A hook that fails [Hook.Validate] is
+// reported Failed and never runs. A failed hook does not stop the drain:
+// leaving a later phase out (closing clients) would be worse. A drain cut
+// short calls every hook's Abort, last first, before Run returns.
 func Run(ctx context.Context, reason string, hooks []Hook, opts ...Option) *Report {
 	var o options
 	for _, opt := range opts {
 		opt(&o)
 	}
 	r := &Report{Reason: reason, Start: time.Now(), Hooks: make([]HookResult, 0, len(hooks))}
-	// result[i] is the index in r.Hooks of hooks[i]'s result: names need
-	// not be unique here, so results are matched to hooks by position.
-	result := make([]int, len(hooks))
+	// Names need not be unique here, so results are matched by position.
+	resultIndex := make([]int, len(hooks)) // hooks[i]'s result is r.Hooks[resultIndex[i]]
 	for _, p := range phases {
 		var batch []Hook
 		for i, h := range hooks {
 			if h.Phase == p {
-				result[i] = len(r.Hooks) + len(batch)
+				resultIndex[i] = len(r.Hooks) + len(batch)
 				batch = append(batch, h)
 			}
 		}
@@ -63,33 +53,31 @@ func Run(ctx context.Context, reason string, hooks []Hook, opts ...Option) *Repo
 	}
 	for i, h := range hooks { // hooks of an undefined phase would otherwise vanish from the report
 		if !h.Phase.valid() {
-			result[i] = len(r.Hooks)
+			resultIndex[i] = len(r.Hooks)
 			r.Hooks = append(r.Hooks, HookResult{Name: h.Name, Phase: h.Phase, Outcome: Failed, Error: h.Validate().Error()})
 		}
 	}
 	if ctx.Err() != nil {
-		abort(hooks, result, r)
+		abort(hooks, resultIndex, r)
 	}
-	streamReports(hooks, result, r)
+	streamReports(hooks, resultIndex, r)
 	r.Duration = time.Since(r.Start)
 	r.DeadlineExceeded = errors.Is(ctx.Err(), context.DeadlineExceeded)
 	r.Forced = errors.Is(ctx.Err(), context.Canceled)
 	return r
 }
 
-// An Option changes how [Run] drains. Options are for the rare caller
-// that watches a drain as it goes (package lifecycle logs each phase);
-// the hooks themselves never see them.
+// An Option changes how [Run] drains, for the rare caller that watches a
+// drain as it goes (package lifecycle logs each phase).
 type Option func(*options)
 
 type options struct {
 	onPhase func(p Phase, hooks int)
 }
 
-// OnPhase makes [Run] call fn as each phase that has hooks begins, with
-// the phase and the number of its hooks, before any of them runs. A phase
-// that is skipped because the drain was cut short does not begin. fn runs
-// on Run's goroutine and must not block: the phase waits for it.
+// OnPhase makes [Run] call fn with the phase and its number of hooks as
+// each phase that has hooks begins (a skipped phase does not). fn runs on
+// Run's goroutine and must not block: the phase waits for it.
 func OnPhase(fn func(p Phase, hooks int)) Option {
 	return func(o *options) { o.onPhase = fn }
 }
@@ -102,9 +90,8 @@ func cutReason(ctx context.Context) string {
 }
 
 // abort calls the Abort of every hook, last first, recording a panic in
-// the hook's result (hooks[i]'s is r.Hooks[result[i]]) rather than letting
-// it end the drain.
-func abort(hooks []Hook, result []int, r *Report) {
+// the hook's result rather than letting it end the drain.
+func abort(hooks []Hook, resultIndex []int, r *Report) {
 	for i := len(hooks) - 1; i >= 0; i-- {
 		h := hooks[i]
 		if h.Abort == nil {
@@ -113,7 +100,7 @@ func abort(hooks []Hook, result []int, r *Report) {
 		func() {
 			defer func() {
 				if v := recover(); v != nil {
-					r.abortPanicked(result[i], fmt.Sprint(v))
+					r.abortPanicked(resultIndex[i], fmt.Sprint(v))
 				}
 			}()
 			h.Abort()
@@ -121,13 +108,12 @@ func abort(hooks []Hook, result []int, r *Report) {
 	}
 }
 
-// streamReports copies each stream hook's report into its result
-// (hooks[i]'s is r.Hooks[result[i]]), after Abort, so that streams closed
-// by it are counted.
-func streamReports(hooks []Hook, result []int, r *Report) {
+// streamReports copies each stream hook's report into its result, after
+// Abort, so that streams closed by it are counted.
+func streamReports(hooks []Hook, resultIndex []int, r *Report) {
 	for i, h := range hooks {
 		if h.streams != nil {
-			r.Hooks[result[i]].Streams = h.streams()
+			r.Hooks[resultIndex[i]].Streams = h.streams()
 		}
 	}
 }
@@ -145,8 +131,8 @@ func runPhase(ctx context.Context, batch []Hook) []HookResult {
 	return results
 }
 
-// done carries a hook's return to runHook.
-type done struct {
+// hookReturn is how a hook's Run returned, sent to runHook.
+type hookReturn struct {
 	err      error
 	panicked any
 	stack    []byte
@@ -166,24 +152,24 @@ func runHook(parent context.Context, h Hook) HookResult {
 
 	start := time.Now()
 	res.Start = start
-	ch := make(chan done, 1) // buffered: an abandoned hook must still be able to finish
+	returned := make(chan hookReturn, 1) // buffered: an abandoned hook must still be able to finish
 	gid := make(chan uint64, 1)
 	go func() {
 		gid <- goroutineID()
 		defer func() {
 			if v := recover(); v != nil {
-				ch <- done{panicked: v, stack: debug.Stack()}
+				returned <- hookReturn{panicked: v, stack: debug.Stack()}
 			}
 		}()
-		ch <- done{err: h.Run(ctx)}
+		returned <- hookReturn{err: h.Run(ctx)}
 	}()
 
-	var d done
+	var ret hookReturn
 	select {
-	case d = <-ch:
+	case ret = <-returned:
 	case <-ctx.Done():
 		select {
-		case d = <-ch: // it returned as its context ended: say how, not that it was abandoned
+		case ret = <-returned: // it returned as its context ended: say how, not that it was abandoned
 		default:
 			res.Duration = time.Since(start)
 			res.Outcome = cutShort(ctx)
@@ -194,21 +180,20 @@ func runHook(parent context.Context, h Hook) HookResult {
 	}
 	res.Duration = time.Since(start)
 	switch {
-	case d.panicked != nil:
-		res.Outcome, res.Error, res.Stack = Panicked, fmt.Sprint(d.panicked), string(d.stack)
-	case d.err == nil:
+	case ret.panicked != nil:
+		res.Outcome, res.Error, res.Stack = Panicked, fmt.Sprint(ret.panicked), string(ret.stack)
+	case ret.err == nil:
 		res.Outcome = OK
 	case ctx.Err() != nil:
-		res.Outcome, res.Error = cutShort(ctx), d.err.Error()
+		res.Outcome, res.Error = cutShort(ctx), ret.err.Error()
 	default:
-		res.Outcome, res.Error = Failed, d.err.Error()
+		res.Outcome, res.Error = Failed, ret.err.Error()
 	}
 	return res
 }
 
 // cutShort is the outcome of a hook whose context ended while it ran:
-// Canceled when the drain was forced, TimedOut when a budget ran out. The
-// hook's own context tells which came first, its Timeout or the force.
+// Canceled if forced, TimedOut if a budget ran out, whichever came first.
 func cutShort(ctx context.Context) Outcome {
 	if errors.Is(ctx.Err(), context.Canceled) {
 		return Canceled
@@ -217,8 +202,7 @@ func cutShort(ctx context.Context) Outcome {
 }
 
 // goroutineID parses the current goroutine's id from its stack header
-// ("goroutine 42 [running]:"); it is only used to find an abandoned hook's
-// stack in a full dump.
+// ("goroutine 42 [running]:"), to find an abandoned hook's stack later.
 func goroutineID() uint64 {
 	var buf [64]byte
 	b := buf[:runtime.Stack(buf[:], false)]
