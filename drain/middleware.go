@@ -3,9 +3,8 @@ package drain
 import "net/http"
 
 // RetryAfter is the Retry-After value, in seconds, sent with the 503 that
-// refuses a request after CloseIntake. One second is long enough for a load
-// balancer to have another backend ready and short enough not to stall a
-// client that retries.
+// refuses a request after CloseIntake: long enough for a load balancer to
+// have another backend ready, short enough not to stall a client.
 const RetryAfter = "1"
 
 // Middleware wraps next so that each request is counted in flight. After

@@ -11,20 +11,20 @@ import (
 // in-flight work. One word keeps Begin to a single atomic add.
 const closedBit = int64(1) << 62
 
-// Tracker counts in-flight work (HTTP requests, RPCs, batches) and notices
+// Tracker counts in-flight work (HTTP requests, RPCs, batches) and notes
 // arrivals. After CloseIntake, Begin refuses new work. Wait returns the
-// moment the count reaches zero: waiters are notified, nothing polls.
-//
-// The zero value is a Tracker with intake open. A Tracker must not be
-// copied after first use.
+// moment the count reaches zero: waiters are notified, nothing polls. The
+// zero value is a Tracker with intake open; it must not be copied after
+// first use.
 type Tracker struct {
 	state   atomic.Int64 // in-flight count | closedBit
 	waiters atomic.Int32
-	_       [56]byte     // keep last off state's cache line: cores would bounce it on every request
-	last    atomic.Int64 // milliseconds since epoch of the last arrival, +1; 0 = none yet
+	_       [56]byte // keep lastArrivalMS off state's cache line: cores would bounce it on every request
+
+	lastArrivalMS atomic.Int64 // since epoch, +1; 0 = none yet
 	// epoch is the first arrival, set by it so that the zero Tracker needs
-	// no constructor. A time.Time rather than a Unix time: time.Since reads
-	// the monotonic clock, so a wall-clock step cannot move lastArrival.
+	// no constructor; a time.Time, whose monotonic reading no wall-clock
+	// step moves.
 	epoch atomic.Pointer[time.Time]
 
 	mu     sync.Mutex
@@ -37,8 +37,8 @@ type Tracker struct {
 func (t *Tracker) Begin() bool {
 	// Millisecond resolution is all the adaptive delay needs, and it lets
 	// most requests only read the shared word instead of writing it.
-	if ms := int64(time.Since(*t.firstArrival())/time.Millisecond) + 1; t.last.Load() != ms { // +1: never 0, "none yet"
-		t.last.Store(ms)
+	if ms := int64(time.Since(*t.firstArrival())/time.Millisecond) + 1; t.lastArrivalMS.Load() != ms { // +1: never 0, "none yet"
+		t.lastArrivalMS.Store(ms)
 	}
 	if t.state.Add(1)&closedBit != 0 {
 		t.End()
@@ -93,9 +93,8 @@ func (t *Tracker) CloseIntake() {
 
 // IntakeClosed returns a channel that is closed once CloseIntake has been
 // called, whether it was asked for before or after. Work that is not
-// counted, because it lasts as long as its client (a health Watch stream
-// of package grpcdrain), waits on it to end when the drain begins instead
-// of holding the drain to its deadline.
+// counted because it lasts as long as its client (a health Watch stream)
+// ends itself when it is closed.
 func (t *Tracker) IntakeClosed() <-chan struct{} {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -113,10 +112,9 @@ func (t *Tracker) inFlight() int { return int(t.state.Load() &^ closedBit) }
 
 // LastArrival returns when Begin was last called (to the millisecond,
 // rounded down), or the zero time if never; a refused Begin counts, since
-// a client still sent it here. Package lifecycle ends its adaptive
-// propagation delay once no work has arrived for a quiet window.
+// a client still sent it here. Package lifecycle's adaptive delay reads it.
 func (t *Tracker) LastArrival() time.Time {
-	n := t.last.Load() // after epoch was set: Begin sets epoch first
+	n := t.lastArrivalMS.Load() // after epoch was set: Begin sets epoch first
 	if n == 0 {
 		return time.Time{}
 	}
