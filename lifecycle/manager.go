@@ -46,7 +46,7 @@ type Manager struct {
 	cancelStopRequested context.CancelFunc
 	stopRequestedAt     time.Time
 	stopReason          string
-	forced              bool
+	forceRequested      bool
 	cancelDrain         context.CancelFunc // nil until the drain begins
 
 	shutdownBegun atomic.Bool   // by the first shutdown; the others wait for reportReady

@@ -84,7 +84,7 @@ func (m *Manager) requestStop(reason string) (first bool) {
 func (m *Manager) force(reason string) {
 	m.requestStop(reason)
 	m.mu.Lock()
-	m.forced = true
+	m.forceRequested = true
 	cancelDrain := m.cancelDrain
 	m.mu.Unlock()
 	if cancelDrain != nil {
@@ -134,11 +134,11 @@ func (m *Manager) shutdown(ctx context.Context, startErr error) *Report {
 	defer cancelDrain()
 	m.mu.Lock()
 	m.cancelDrain = cancelDrain
-	forced := m.forced
+	forceRequested := m.forceRequested
 	hooks := append([]drain.Hook{}, m.hooks...)
 	onDrained := append([]func() []drain.HookResult{}, m.onDrained...)
 	m.mu.Unlock()
-	if forced { // a force before now found no drain to cancel
+	if forceRequested { // a force before now found no drain to cancel
 		cancelDrain()
 	}
 

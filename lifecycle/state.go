@@ -47,16 +47,15 @@ func canMove(from, to State) bool {
 // Transition describes one change of state, as given to listeners.
 type Transition struct {
 	From, To State
-	// Reason says why, e.g. "signal: terminated" or "context canceled".
+	// Reason says why, e.g. "signal: terminated" or "context: context canceled".
 	Reason string
 	// At is when the transition happened.
 	At time.Time
 	// Report is set on the transition to Stopped: what the drain did, from
-	// the stop request (the propagation delay included) to its last hook.
-	// What runs after the drain (fx's OnStop hooks, under package
-	// fxmodule) is not in it yet. It is the
-	// hook for exporting the drain, to a tracer say, before the process
-	// closes its telemetry; read it during the call, do not keep it.
+	// the stop request (the propagation delay included) to its last hook,
+	// without the work after the drain (fx's OnStop hooks under fxmodule).
+	// It is the hook for exporting the drain, to a tracer say, before the
+	// process closes its telemetry; read it during the call, do not keep it.
 	Report *drain.Report
 }
 
