@@ -9,8 +9,8 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 )
 
-// errIntakeClosed is what a refused RPC gets. It is made once: every
-// refusal after CloseIntake is the same, and a drain may refuse many.
+// errIntakeClosed is what a refused RPC gets, made once for the many
+// refusals of a drain.
 var errIntakeClosed = Refused("grpcdrain: server is draining; retry on another instance")
 
 // Refused returns an UNAVAILABLE status carrying a RetryInfo detail (retry

@@ -19,18 +19,11 @@ import (
 //
 //	grpc.NewServer(append(grpcdrain.ServerOptions(t), yourOptions...)...)
 //
-// Given a [drain.Streams], server-streaming and bidirectional
-// RPCs are registered with it instead of counted, so that neither
-// WaitInFlight nor GracefulStop holds the drain's later phases until they
-// end: the streams' own hooks close them paced over the drain budget. When
-// the drain closes a stream, its context is cancelled, and once the
-// handler returns, nil or a context error, the client gets [Refused]
-// (UNAVAILABLE with RetryInfo): reconnect elsewhere, from your position. A
-// handler's own error is passed on as it is.
-//
-// A server registers its streams with one Streams: ServerOptions panics,
-// at the server's construction, when given more than one, rather than
-// leave all but one of them silently undrained.
+// Given a [drain.Streams], server-streaming RPCs are registered with it
+// instead of counted, so they hold neither WaitInFlight nor GracefulStop.
+// A stream the drain closed, whose handler returns nil or a context error,
+// ends with [Refused]; a handler's own error is passed on. More than one
+// Streams panics: all but one would go undrained.
 func ServerOptions(t *drain.Tracker, streams ...*drain.Streams) []grpc.ServerOption {
 	if len(streams) > 1 {
 		panic(fmt.Sprintf("grpcdrain: ServerOptions given %d Streams; want at most one per server", len(streams)))
@@ -46,18 +39,15 @@ func ServerOptions(t *drain.Tracker, streams ...*drain.Streams) []grpc.ServerOpt
 	}
 }
 
-// untracked reports whether an RPC is left out of in-flight counting. The
-// grpc.health.v1 service is: a Watch stream lives as long as its client,
-// so counting it would hold every drain until the deadline, and health
-// checks must keep answering (NOT_SERVING) while the process drains.
+// untracked reports whether an RPC is left out of in-flight counting:
+// grpc.health.v1, whose Watch streams would hold every drain to its
+// deadline and which must answer through the drain.
 func untracked(fullMethod string) bool {
 	return strings.HasPrefix(fullMethod, "/grpc.health.v1.Health/")
 }
 
-// unaryInterceptor counts unary RPCs in flight and refuses new ones after
-// CloseIntake. With the stats handler installed an RPC stays counted until
-// its response has been written; without it, only until its handler
-// returns.
+// unaryInterceptor counts unary RPCs in flight, until the stats handler
+// ends them if it is installed, and refuses new ones after CloseIntake.
 func unaryInterceptor(t *drain.Tracker) grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 		if untracked(info.FullMethod) {
@@ -73,12 +63,9 @@ func unaryInterceptor(t *drain.Tracker) grpc.UnaryServerInterceptor {
 	}
 }
 
-// streamInterceptor counts streaming RPCs in flight for as long as the
-// stream lives and refuses new ones after CloseIntake; with s, it registers
-// server streams with s instead (see [ServerOptions]).
-//
-// Untracked streams are not waited for; instead they are ended (their
-// context cancelled) when intake closes, so a long-lived Watch cannot keep
+// streamInterceptor counts streaming RPCs in flight and refuses new ones
+// after CloseIntake; with s, it registers server streams with s instead.
+// Untracked streams end when intake closes, so a Watch cannot keep
 // GracefulStop from returning.
 func streamInterceptor(t *drain.Tracker, s *drain.Streams) grpc.StreamServerInterceptor {
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
@@ -132,12 +119,10 @@ type ctxStream struct {
 
 func (s ctxStream) Context() context.Context { return s.ctx }
 
-// statsHandler ends each RPC counted by the interceptors when grpc-go
-// reports the RPC over, which is after its response and status were handed
-// to the transport (Hooks then waits for GracefulStop, which flushes them).
-// The interceptors alone end it when the handler returns, before the
-// response is on the wire, and a drain that stops the server at that
-// moment cuts off an answer the client then cannot tell from a failure.
+// statsHandler ends each RPC counted by the interceptors once grpc-go has
+// handed its response to the transport. An interceptor alone would end it
+// as the handler returns, and a drain stopping the server then would cut
+// off an answer the client cannot tell from a failure.
 type statsHandler struct{ t *drain.Tracker }
 
 // rpcMark is put in each RPC's context by the stats handler; the
