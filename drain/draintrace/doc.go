@@ -4,12 +4,10 @@
 // spent its budget.
 //
 // The spans are made from a [drain.Report] once the drain is over, with
-// the report's own timestamps, not while it runs: a drain records its
-// hooks' times anyway, and a tracer that is slow or broken must not take
-// part in the one path that has a deadline. Under package lifecycle the
-// report arrives with the transition to Stopped (lifecycle.Transition's
-// Report), before the process closes its clients, so a tracer provider
-// shut down in an fx OnStop hook still exports the spans:
+// the report's own timestamps, so that a slow or broken tracer takes no
+// part in the path that has a deadline. Under package lifecycle the report
+// comes with the transition to Stopped, before fx's OnStop hooks, so a
+// tracer provider shut down in one still exports the spans:
 //
 //	m.OnTransition(func(t lifecycle.Transition) {
 //		if t.Report != nil {
@@ -17,6 +15,6 @@
 //		}
 //	})
 //
-// It is its own package so that the drain and lifecycle packages do not
-// depend on OpenTelemetry.
+// It is apart so that the drain and lifecycle packages do not depend on
+// OpenTelemetry.
 package draintrace
