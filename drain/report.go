@@ -16,16 +16,13 @@ const (
 	// OK: Run returned nil.
 	OK Outcome = "ok"
 	// Failed: Run returned an error while its context was live, its Abort
-	// panicked, or the hook was refused (empty Name, unknown Phase,
-	// negative Timeout, nil Run) and never ran; Error says which.
+	// panicked, or it failed [Hook.Validate] and never ran; Error says which.
 	Failed Outcome = "failed"
-	// TimedOut: the hook's context ended while it ran because a budget ran
-	// out (its own Timeout or the drain deadline); if Run had not returned
-	// it was abandoned and Stack says where it was.
+	// TimedOut: a budget (its Timeout or the drain deadline) ran out while
+	// the hook ran; Stack says where an abandoned one was.
 	TimedOut Outcome = "timeout"
-	// Canceled: the drain was forced (a second signal) while the hook ran:
-	// its context was cancelled and Run is not waited for, so a hook that
-	// had not returned yet is abandoned and Stack says where it was.
+	// Canceled: the drain was forced while the hook ran, and its Run was not
+	// waited for; Stack says where an abandoned one was.
 	Canceled Outcome = "canceled"
 	// Skipped: the hook never ran, because the deadline passed or the drain
 	// was forced before its phase began; Start and Duration are zero.

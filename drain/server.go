@@ -10,17 +10,13 @@ import (
 
 // HTTPHooks returns the two hooks that drain srv, whose handler must be
 // wrapped by t.Middleware. Call it before srv.Serve: it wraps srv.ConnState
-// to learn when each response has been written out, which the handler's
-// return does not tell.
-//
-// StopIntake closes intake (later requests get 503 and Connection: close),
-// turns keep-alives off and closes the listeners and idle connections.
-// WaitInFlight waits for t to reach zero and every response to be written,
-// notified rather than polling as http.Server.Shutdown does, then closes
-// the idle connections; at its deadline it closes every connection and
-// returns the context's error. Hijacked connections are neither waited for
-// nor closed. Both hooks' Abort closes srv. The application may call
-// srv.Shutdown or srv.Close itself at any time: every step is idempotent.
+// to learn when each response has been written out. StopIntake closes
+// intake (later requests get 503), turns keep-alives off and closes the
+// listeners and idle connections. WaitInFlight waits, notified rather than
+// polling, for t and every response, then closes the idle connections, or
+// every connection at its deadline. Hijacked connections are neither waited
+// for nor closed. Both hooks' Abort closes srv; the application may call
+// srv.Shutdown or srv.Close itself at any time.
 func HTTPHooks(name string, srv *http.Server, t *Tracker) []Hook {
 	active := watchActive(srv)
 	abort := func() { _ = srv.Close() }

@@ -215,8 +215,7 @@ const (
 	reasonHard  = "hard"  // closed by the drain at once, with the others left
 )
 
-// closeNext closes one open stream for reason and reports whether there was
-// one.
+// closeNext closes one open stream for reason, if there is one.
 func (s *Streams) closeNext(reason string) bool {
 	s.mu.Lock()
 	n := len(s.open)

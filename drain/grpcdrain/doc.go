@@ -23,15 +23,10 @@
 // the detail says the server did nothing with it, so a client may retry it
 // anywhere.
 //
-// # Long-lived streams
+// # Long-lived streams and stopping
 //
 // Given a [drain.Streams], [ServerOptions] registers server-streaming RPCs
-// with it rather than counting them: its hooks close them paced while the
-// later phases go on, each ending with [Refused].
-//
-// # Stopping the server
-//
-// [Hooks] returns the hooks that close intake and begin GracefulStop, wait
-// for the RPCs in flight, wait for GracefulStop, and Stop the server at the
-// deadline or when the drain is cut short.
+// with it rather than counting them, to be closed paced. [Hooks] closes
+// intake, waits for the RPCs in flight and for GracefulStop, and Stops the
+// server at the deadline or when the drain is cut short.
 package grpcdrain
