@@ -70,8 +70,8 @@ func TestStreamsPaceKeepsUpWhenThrottled(t *testing.T) {
 	_ = cmd.Process.Signal(syscall.SIGCONT)
 	require.NoError(t, cmd.Wait())
 	t.Logf("throttled drain of %d streams: %+v", n, got)
-	// Closing only what fell due in the last 10 ms closed about two per
-	// wake-up and left most of them to the window's end.
+	// A catch-up shorter than one stop (maxCatchUp) would leave most of
+	// them to the window's end.
 	assert.Equal(t, n, got.Paced+got.Hard, "streams closed by the drain")
 	assert.Less(t, got.Hard, n/10, "closed at once at the window's end")
 }
