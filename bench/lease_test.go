@@ -525,7 +525,7 @@ func BenchmarkLeaseHandOff(b *testing.B) {
 		releases(b, c, func(op int) func() error {
 			node := "handoff-" + strconv.Itoa(op)
 			m, err := lease.New(c.Client, lease.Config{
-				Node: node, TTL: leaseTTL, HandOff: true,
+				Node: node, TTL: leaseTTL,
 				Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 			})
 			if err != nil {
@@ -546,7 +546,6 @@ func BenchmarkLeaseHandOff(b *testing.B) {
 			}
 			release := m.ReleaseHook()
 			return func() error {
-				m.BeginDrain() // what fxmodule does at the flip
 				if err := handOff.Run(ctx); err != nil {
 					return err
 				}

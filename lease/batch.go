@@ -3,104 +3,61 @@ package lease
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/redis/go-redis/v9"
 )
 
-// maxBatch caps the keys of one renew or release script call. Redis runs
-// nothing else while a script runs, so a call must stay short (about half a
-// millisecond at this size); many calls still share one pipeline, so the
+// maxBatch caps the keys of one renew or release script call: Redis runs
+// nothing else while a script runs. Many calls share one pipeline, so the
 // cap costs no round trips.
 const maxBatch = 500
 
-// clusterSlots is the number of Redis Cluster hash slots.
-const clusterSlots = 16384
-
 // grouping says which leases may share one script call: a script may only
-// touch keys the server it runs on owns.
+// touch keys of the server it runs on.
 type grouping uint8
 
 const (
-	// groupAll: one server holds every key (*redis.Client: standalone or
-	// Sentinel), so any leases share a call.
-	groupAll grouping = iota
-	// groupSlot: Redis Cluster; a script's keys must share one hash slot.
-	groupSlot
-	// groupNone: a client whose sharding is unknown here (*redis.Ring, or a
-	// custom UniversalClient): one lease per call, routed by its own key.
-	groupNone
+	groupAll  grouping = iota // *redis.Client: one server holds every key
+	groupSlot                 // Redis Cluster: one hash slot per call
+	groupNone                 // Ring or a custom client: one lease per call
 )
 
-// groupingFor picks the grouping for client.
 func groupingFor(client redis.UniversalClient) grouping {
 	switch client.(type) {
 	case *redis.Client:
 		return groupAll
 	case *redis.ClusterClient:
 		return groupSlot
-	default:
-		return groupNone
 	}
+	return groupNone
 }
 
 // batches splits leases into script calls of at most maxBatch leases that
-// the grouping allows together. Every lease is in exactly one batch.
+// the grouping allows together.
 func (m *Manager) batches(leases []*Lease) [][]*Lease {
 	switch m.grouping {
 	case groupAll:
-		return chunk(nil, leases)
+		return slices.Collect(slices.Chunk(leases, maxBatch))
 	case groupSlot:
-		return bySlot(leases)
-	default:
-		out := make([][]*Lease, len(leases))
-		for i := range leases {
-			out[i] = leases[i : i+1 : i+1]
+		sorted := slices.Clone(leases)
+		slices.SortFunc(sorted, func(a, b *Lease) int { return int(a.slot) - int(b.slot) })
+		var out [][]*Lease
+		for len(sorted) > 0 {
+			n := 1
+			for n < len(sorted) && n < maxBatch && sorted[n].slot == sorted[0].slot {
+				n++
+			}
+			out, sorted = append(out, sorted[:n:n]), sorted[n:]
 		}
 		return out
 	}
+	return slices.Collect(slices.Chunk(leases, 1))
 }
 
-// chunk appends leases to out in runs of at most maxBatch.
-func chunk(out [][]*Lease, leases []*Lease) [][]*Lease {
-	for len(leases) > maxBatch {
-		out = append(out, leases[:maxBatch:maxBatch])
-		leases = leases[maxBatch:]
-	}
-	if len(leases) > 0 {
-		out = append(out, leases)
-	}
-	return out
-}
-
-// bySlot groups leases by Cluster slot (a counting sort: linear in the
-// number of leases), then chunks each slot's run.
-func bySlot(leases []*Lease) [][]*Lease {
-	var start [clusterSlots + 1]int32
-	for _, l := range leases {
-		start[l.slot+1]++
-	}
-	for s := 1; s <= clusterSlots; s++ {
-		start[s] += start[s-1]
-	}
-	sorted := make([]*Lease, len(leases))
-	next := start // copy: next free index per slot
-	for _, l := range leases {
-		sorted[next[l.slot]] = l
-		next[l.slot]++
-	}
-	var out [][]*Lease
-	for s := 0; s < clusterSlots; s++ {
-		if run := sorted[start[s]:start[s+1]:start[s+1]]; len(run) > 0 {
-			out = chunk(out, run)
-		}
-	}
-	return out
-}
-
-// keySlot is the Redis Cluster slot of key: CRC16 (XMODEM) of its hash
-// tag, modulo 16384, as the cluster specification defines it. go-redis
-// computes the same in an internal package only.
+// keySlot is the Redis Cluster slot of key: CRC16 (XMODEM) of its hash tag,
+// modulo 16384. go-redis computes it in an internal package only.
 func keySlot(key string) uint16 {
 	if s := strings.IndexByte(key, '{'); s >= 0 {
 		if e := strings.IndexByte(key[s+1:], '}'); e > 0 {
@@ -118,7 +75,7 @@ func keySlot(key string) uint16 {
 			}
 		}
 	}
-	return crc % clusterSlots
+	return crc % 16384
 }
 
 // batchCall is one script call over a batch of leases.
@@ -131,42 +88,39 @@ type batchCall struct {
 	err    error
 }
 
-// queueBatches queues one EVALSHA of script per batch on pipe. KEYS are
-// the route keys; ARGV is head followed by each lease's route value, in
-// KEYS order.
-func queueBatches(ctx context.Context, pipe redis.Pipeliner, script *redis.Script, batches [][]*Lease, head ...any) []batchCall {
+// sendBatches sends one call of script per batch in one pipeline, KEYS the
+// route keys and ARGV head then each route value; calls answered NOSCRIPT
+// (restart, failover) go again as EVAL. extra queues more on the pipeline.
+func (m *Manager) sendBatches(ctx context.Context, script *redis.Script, batches [][]*Lease, head []any, extra func(redis.Pipeliner, bool)) ([]batchCall, error) {
 	calls := make([]batchCall, len(batches))
+	pipe := m.client.Pipeline()
 	for i, b := range batches {
 		c := &calls[i]
-		c.leases = b
-		c.keys = make([]string, len(b))
-		c.args = make([]any, len(head), len(head)+len(b))
-		copy(c.args, head)
+		c.leases, c.keys, c.args = b, make([]string, len(b)), slices.Grow(slices.Clone(head), len(b))
 		for j, l := range b {
 			c.keys[j] = l.key
 			c.args = append(c.args, l.value)
 		}
 		c.cmd = script.EvalSha(ctx, pipe, c.keys, c.args...)
 	}
-	return calls
-}
-
-// requeueNoScript queues again, as EVAL, every call the server answered
-// NOSCRIPT (it lost its script cache: restart, failover); EVAL caches the
-// script for the next round. It reports whether it queued any.
-func requeueNoScript(ctx context.Context, pipe redis.Pipeliner, script *redis.Script, calls []batchCall) bool {
-	queued := false
-	for i := range calls {
-		if c := &calls[i]; isNoScript(c.cmd.Err()) {
-			c.cmd = script.Eval(ctx, pipe, c.keys, c.args...)
-			queued = true
+	if extra != nil {
+		extra(pipe, false)
+	}
+	_, err := pipe.Exec(ctx)
+	if err != nil {
+		retry := m.client.Pipeline()
+		for i := range calls {
+			if c := &calls[i]; isNoScript(c.cmd.Err()) {
+				c.cmd = script.Eval(ctx, retry, c.keys, c.args...)
+			}
+		}
+		if extra != nil {
+			extra(retry, true)
+		}
+		if retry.Len() > 0 {
+			_, err = retry.Exec(ctx)
 		}
 	}
-	return queued
-}
-
-// decode fills each call's status or err from its reply.
-func decode(calls []batchCall) {
 	for i := range calls {
 		c := &calls[i]
 		status := make([]int8, len(c.leases))
@@ -174,12 +128,14 @@ func decode(calls []batchCall) {
 			c.status = status
 		}
 	}
+	return calls, err
 }
 
-// decodeStatuses decodes a batch script's reply into dst, one status (1,
-// 0 or -1) per key. A reply of the wrong shape fails the whole batch and
-// leaves dst alone: a status is never guessed or shifted onto another
-// lease.
+func isNoScript(err error) bool { return err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") }
+
+// decodeStatuses decodes a batch script's reply, one status (1, 0 or -1)
+// per key. A reply of the wrong shape fails the whole batch: a status is
+// never guessed or shifted onto another lease.
 func decodeStatuses(cmd *redis.Cmd, dst []int8) error {
 	if err := cmd.Err(); err != nil {
 		return err

@@ -69,7 +69,7 @@ func BenchmarkRenew(b *testing.B) {
 		m, c, _ := benchManager(b)
 		ls := acquireN(b, m, n)
 		ctx := context.Background()
-		ttl := m.ttlArg.Milliseconds()
+		ttl := m.cfg.TTL.Milliseconds()
 		renewOne := func(l *Lease) {
 			var got [1]int8
 			if err := decodeStatuses(renewScript.Run(ctx, c, []string{l.key}, ttl, l.value), got[:]); err != nil || got[0] != renewOK {

@@ -231,7 +231,7 @@ func startCleanupRace(t *testing.T) *cleanupRace {
 		switch {
 		case isAcquire(cmd):
 			n := r.acquires.Add(1)
-			if mgr.Load().gateClosed() {
+			if mgr.Load().draining() {
 				r.afterFlip.Add(1)
 			}
 			if n == 2 && !r.cleanedUp.Load() {
@@ -305,7 +305,7 @@ func TestAcquireWaitsForTheEarlierFlightsCleanUp(t *testing.T) {
 // caller waits, directly: Acquire's own gate check comes before it.
 func TestAcquireWaitingAcrossTheFlipSendsNothing(t *testing.T) {
 	r := startCleanupRace(t)
-	r.m.BeginDrain()
+	r.m.closeGate()
 	f, err := r.m.join(context.Background(), "cleanup")
 	if err == nil {
 		<-f.done

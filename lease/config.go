@@ -32,107 +32,60 @@ const (
 	ProbeTimeout = 100 * time.Millisecond
 )
 
-// fenceRetention is how long an idle fencing counter is kept. The counter's
-// floor is the server clock, so an expired counter still yields larger
-// fences; retention only saves memory for rooms that are gone.
+// fenceRetention is how long an idle fencing counter is kept: its floor is
+// the server clock, so an expired counter still yields larger fences.
 const fenceRetention = 24 * time.Hour
 
 // Config configures a [Manager]. The zero value of every field but Node
 // takes its default.
 type Config struct {
-	// Node is this process's node id (NODE_ID); it names the heartbeat key
-	// and is written into every lease it holds. Required.
+	// Node is this process's node id (NODE_ID): it names the heartbeat key
+	// and is written into every lease. Required.
 	Node string
-	// Addr is the address other nodes forward a room's requests to; it is
-	// written into the heartbeat and returned by [Manager.Owner].
+	// Addr is where other nodes forward a room's requests; it is written
+	// into the heartbeat and returned by [Manager.Owner].
 	Addr string
 	// TTL is a lease's lifetime in Redis without renewal; default
 	// [DefaultTTL], at least [MinTTL].
 	TTL time.Duration
-	// RenewInterval is the renewer's tick; default TTL/3, must be below TTL/2
-	// so that one failed tick still leaves a second chance before the
-	// holder gives the lease up at TTL·2/3.
+	// RenewInterval is the renewer's tick; default TTL/3, below TTL/2 so
+	// that one failed tick leaves a second chance before TTL·2/3.
 	RenewInterval time.Duration
-	// CallTimeout bounds every Redis call; default and maximum TTL/6. The
-	// client's options must let a call end by it (see Client settings in
-	// the package doc).
+	// CallTimeout bounds every Redis call; default and maximum TTL/6.
 	CallTimeout time.Duration
 	// RoutePrefix, FencePrefix and NodePrefix prefix the keys; defaults
-	// [DefaultRoutePrefix], [DefaultFencePrefix], [DefaultNodePrefix]. They
-	// must not contain '{' or '}': the hash tag is the id's.
+	// [DefaultRoutePrefix], [DefaultFencePrefix], [DefaultNodePrefix]. No
+	// '{' or '}': the hash tag is the id's.
 	RoutePrefix, FencePrefix, NodePrefix string
 	// OnLost, if set, is called once for each lease that ends without its
-	// holder choosing to (lost, or left to expire by the drain or Stop),
-	// after its context is cancelled. It runs on the
-	// goroutine that ended the lease: usually the renewer; an Acquire
-	// caller's (or its shared acquisition's) when Acquire finds the room's
-	// lease overdue and ends it before taking the room again; the drain's
-	// or Stop's for leases left to expire. It must return promptly: on the
-	// renewer it delays every renewal, on Acquire the caller, and an
-	// Acquire of the same room on this Manager waits until OnLost and
-	// OnEnd have returned (so it must not Acquire the lease's own room).
-	// A panic in it is recovered and logged with the room id, and the end
-	// goes on (OnEnd runs): on the renewer it would crash the process.
+	// holder choosing to (lost, or left to expire), after its context is
+	// cancelled, on the goroutine that ended it (usually the renewer). It
+	// must return promptly and must not Acquire the lease's own room,
+	// which waits for it. A panic in it is recovered and logged.
 	OnLost func(l *Lease, cause error)
-	// OnEnd, if set, is called once for every lease when this node stops
-	// holding it (released, lost, left to expire, or the manager stopped),
-	// right after its context is cancelled (and OnLost, if lost), before
-	// Redis is told: a release's DEL comes after it. An audit log written
-	// here can therefore never show the next owner's acquisition first. It
-	// runs on the goroutine that ended the lease: it must not block, nor
-	// Acquire the lease's own room, which waits for it to return. A
-	// lease acquired in Redis but never handed to a caller (every caller
-	// gave up, the gate closed or Stop ran meanwhile, a short WAIT) is
-	// released without OnEnd: it never started. A panic in it is recovered
-	// and logged with the room id, and the end goes on, as for OnLost.
+	// OnEnd, if set, is called once for every lease this node stops
+	// holding, after its context is cancelled (and OnLost), before Redis
+	// is told: an audit log written here never shows the next owner first.
+	// The rules of OnLost apply. A lease no caller ever received gets none.
 	OnEnd func(l *Lease, cause error)
 	// AcceptEviction lets Start proceed, with a warning, on a server whose
-	// maxmemory-policy is not noeviction. Lease keys have a TTL, so both
-	// allkeys-* and volatile-* policies may evict one under memory
-	// pressure, and its room can then have two owners until the fence
-	// rejects the older one's writes. By default Start refuses such a
-	// server ([ErrUnsafeServer]).
+	// maxmemory-policy is not noeviction: an evicted lease key gives its
+	// room two owners until the fence refuses the older one's writes. By
+	// default Start refuses such a server ([ErrUnsafeServer]).
 	AcceptEviction bool
 	// WaitReplicas is how many replicas must acknowledge an acquisition
-	// (Redis WAIT) before Acquire returns the lease; default 0, no WAIT.
-	// With N > 0 a failover to an acknowledging replica keeps the lease;
-	// the cost is one replication round trip per acquisition. Renewals are
-	// not waited for. It needs a *redis.Client (standalone, Sentinel) or a
-	// *redis.ClusterClient. On Cluster the script and WAIT go to the
-	// room's primary directly (WAIT counts its own connection's writes),
-	// so a MOVED or ASK reply is not followed by the client: Acquire
-	// refreshes the slot map and retries, within the acquisition's budget.
-	//
-	// WAIT gets half of the attempt's time, about CallTimeout/2 (TTL/12 by
-	// default), the rest being the round trip: choose a TTL whose twelfth
-	// is well above the replicas' usual lag. A short WAIT (fewer than N
-	// acknowledged in time) is not retried: the lease is released and
-	// Acquire fails with an error naming WaitReplicas. It is an answer, not
-	// a lost call, and a replica that missed one window is usually behind
-	// for longer; a retry would issue a new fence and load the lagging
-	// replica again, and, since the caller's ctx does not bound a shared
-	// acquisition, would end with the caller's ctx error hiding the reason.
-	// The caller may call Acquire again while its own budget lasts.
+	// (Redis WAIT, within about CallTimeout/2) before Acquire returns it;
+	// default 0. A short WAIT releases the lease and fails Acquire with an
+	// error naming WaitReplicas. It needs a *redis.Client or a
+	// *redis.ClusterClient. See docs/leases.md.
 	WaitReplicas int
-	// HandOff says that rooms hold state the service flushes before they
-	// move, in the hook of [Manager.HandOff] (which needs it). The Release
-	// hook then leaves to expire any lease the hand-off did not release, as
-	// it was not flushed (its next owner recovers it from snapshot and
-	// log); without HandOff it releases every lease still held. A field,
-	// not a side effect of building the hook, so that what the Release hook
-	// does is fixed when the Manager is made.
-	HandOff bool
-	// Draining reports whether the process has started draining, read
-	// straight from the process's state (fxlease passes the lifecycle
-	// state). It is how the Manager learns of the flip: once it reports
-	// true, Acquire returns [ErrDraining], an acquisition in progress
-	// starts no further attempt and one whose script raced the flip is
-	// released, and every heartbeat written says draining. It must be
-	// cheap and must not block. Left nil, the gate closes only when the
-	// drain's lease hooks begin, after the propagation delay: set it.
+	// Draining reports whether the process drains; fxlease passes the
+	// lifecycle state. Once it reports true, Acquire returns [ErrDraining],
+	// an acquisition that raced the flip is released, and heartbeats say
+	// draining. It must be cheap and not block. Left nil, the gate closes
+	// only when the drain's lease hooks begin, after the propagation delay.
 	Draining func() bool
-	// Logger receives warnings (heartbeat failures, lost leases); default
-	// slog.Default().
+	// Logger receives warnings; default slog.Default().
 	Logger *slog.Logger
 	// Registerer, if set, registers the lease metrics.
 	Registerer prometheus.Registerer
@@ -196,9 +149,8 @@ func (c Config) Validate() error {
 	return nil
 }
 
-// configError is a configuration that New or Validate refuses. It matches
-// lifecycle.ErrConfig without adding to its text, so that fxmodule.Run
-// exits with lifecycle.ExitConfig and logs this text alone.
+// configError matches lifecycle.ErrConfig without adding to its text, so
+// fxmodule.Run exits 78 and logs this text alone.
 type configError struct{ err error }
 
 func (e *configError) Error() string        { return e.err.Error() }
@@ -209,8 +161,8 @@ func badConfig(format string, args ...any) error {
 	return &configError{fmt.Errorf(format, args...)}
 }
 
-// clientLimits are the client options that decide how long one lease call
-// can take, as go-redis resolved them (a MaxRetries of 0 given reads 3).
+// clientLimits are the client options that bound one call, as go-redis
+// resolved them.
 type clientLimits struct {
 	options                  string // the options type, for the advice
 	maxRetries               int
@@ -234,17 +186,10 @@ func limitsOf(c redis.UniversalClient) (clientLimits, bool) {
 	return clientLimits{}, false
 }
 
-// checkClient refuses client options under which a renewal could outlive
-// the lease, all of them in one error, each with its value and the value
-// wanted: more than one retry, or a socket timeout that is not within
-// CallTimeout while the client ignores context deadlines. It checks rather
-// than building a client of its own from the options: that would open a
-// second pool beside the team's (more connections to a server that limits
-// them) and leave out the hooks added to theirs (tracing, metrics).
-// Client types whose options cannot be read (custom implementations) are
-// accepted as they are; the per-call context deadline still applies. On
-// Cluster, MOVED/ASK redirects (MaxRedirects) are not limited here: they
-// are needed during resharding, and the per-call deadline bounds them.
+// checkClient refuses, in one error, client options under which a renewal
+// could outlive the lease. It checks rather than building a client from
+// the options: a second pool would add connections and lose the team's
+// hooks (tracing, metrics). Unknown client types are accepted as they are.
 func checkClient(c redis.UniversalClient, callTimeout time.Duration) error {
 	l, ok := limitsOf(c)
 	if !ok {
@@ -277,8 +222,7 @@ func checkClient(c redis.UniversalClient, callTimeout time.Duration) error {
 		c, strings.Join(bad, "; "), l.options)
 }
 
-// timeoutString is a socket timeout as go-redis resolved it: 0 and below
-// set no deadline.
+// timeoutString is a socket timeout as go-redis reads it: ≤ 0 is none.
 func timeoutString(d time.Duration) string {
 	if d <= 0 {
 		return "unbounded"
@@ -286,9 +230,8 @@ func timeoutString(d time.Duration) string {
 	return d.String()
 }
 
-// validateID reports whether id can name a room: not empty, at most
-// [MaxIDLen] bytes, no '{', '}' (the id is the key's hash tag) and no
-// whitespace.
+// validateID refuses an id that is empty, longer than [MaxIDLen], or holds
+// '{', '}' (it is the key's hash tag) or whitespace.
 func validateID(id string) error {
 	switch {
 	case id == "":

@@ -24,16 +24,14 @@ func TestUnregisteredLeaseIsReleasedSilently(t *testing.T) {
 		// may go on, and a function to wait for the rest.
 		during func(t *testing.T, m *Manager, cancel func()) (finish func())
 	}{
-		{"short WAIT while Stop cancels the acquisition", 1, func(t *testing.T, m *Manager, cancel func()) func() {
-			var f *flight
-			m.mu.Lock()
-			for p := range m.pending {
-				f = p
-			}
-			m.mu.Unlock()
+		{"short WAIT while Stop waits for the acquisition", 1, func(t *testing.T, m *Manager, cancel func()) func() {
 			stopped := make(chan error, 1)
 			go func() { stopped <- m.Stop(context.Background()) }()
-			waitFor(t, "Stop to cancel the acquisition", func() bool { return f.ctx.Err() != nil })
+			waitFor(t, "Stop to begin", func() bool {
+				m.mu.Lock()
+				defer m.mu.Unlock()
+				return m.stopped
+			})
 			return func() {
 				if err := <-stopped; err != nil {
 					t.Errorf("Stop: %v", err)

@@ -11,14 +11,51 @@ import (
 	"github.com/drainkit/drainkit/drain"
 )
 
+// The drain gate. Once closed, Acquire returns ErrDraining, an
+// acquisition that raced it is released, and heartbeats say draining. It
+// closes at the first of: Config.Draining reporting true, or a lease hook
+// starting (in case the flip did not reach the Manager).
+
+// draining reports whether the gate is closed, closing it if
+// Config.Draining has seen the flip.
+func (m *Manager) draining() bool {
+	select {
+	case <-m.gate:
+		return true
+	default:
+	}
+	if m.cfg.Draining != nil && m.cfg.Draining() {
+		m.closeGate()
+		return true
+	}
+	return false
+}
+
+// closeGate closes the gate. Under mu, so an acquisition registering a
+// lease either finished before (and its lease is drained with the rest) or
+// sees the gate closed and releases what it got. The renewer, woken by the
+// close, writes the heartbeat's draining mark at once.
+func (m *Manager) closeGate() {
+	m.gateOnce.Do(func() {
+		m.mu.Lock()
+		close(m.gate)
+		m.mu.Unlock()
+	})
+}
+
+// refuseIfDraining returns ErrDraining once the gate is closed.
+func (m *Manager) refuseIfDraining() error {
+	if m.draining() {
+		return ErrDraining
+	}
+	return nil
+}
+
 // handOffResult counts what a hand-off did with the leases it took.
 type handOffResult struct {
 	// Released leases: their function succeeded and the key was deleted.
 	Released int
-	// LeftToExpire leases: their function failed or the deadline came
-	// first, so they were not released (an unflushed room is never
-	// released); the next owner recovers it after the TTL with a higher
-	// fence.
+	// LeftToExpire leases: their fn failed or the deadline came first.
 	LeftToExpire int
 	// Lost leases: lost or already ended before or during their hand-off.
 	Lost int
@@ -39,54 +76,32 @@ func (e *handOffError) Error() string {
 // Unwrap returns the per-lease errors.
 func (e *handOffError) Unwrap() error { return e.Err }
 
-// HandOff returns a drain hook (phase [drain.Flush]) that hands every held
-// lease over, at most concurrency at a time (at least 1): it calls fn (say,
-// flush the room's snapshot) and, as soon as fn returned nil, releases that
-// lease, so rooms move one by one rather than after the slowest. Rooms
-// whose fn returns while a release is in flight are released together in
-// the next pipeline, so thousands of rooms cost a few round trips. A lease
-// whose fn failed, or whose turn came after the deadline, is left to
-// expire: its context is cancelled with [ErrLeftToExpire], it is no longer
-// renewed, and its key stays until the TTL passes, so the next owner
-// recovers with a higher fence. fn gets a context that ends with the
-// hook's or when the lease is lost. From the moment the hook takes a
-// lease, [Lease.Release] of that lease touches nothing: it returns
-// [ErrLeftToExpire] once the hook left it to expire, [ErrDraining]
-// otherwise. The hook's name is "lease-handoff(" +
-// RoutePrefix + ")", e.g. "lease-handoff(room:route:)".
-//
-// It needs [Config].HandOff, which tells the Release hook, from the
-// Manager's creation on, that rooms are flushed before they move; without
-// it HandOff returns an error naming the field, before anything drains.
+// HandOff returns a drain hook (phase [drain.Flush], named
+// "lease-handoff(" + RoutePrefix + ")") that calls fn for every held lease,
+// at most concurrency at a time, and releases each lease as soon as its fn
+// returned nil, batched with the others ready meanwhile. A lease whose fn
+// failed or whose turn came after the deadline is left to expire
+// ([ErrLeftToExpire]). fn's context ends with the hook's or when the lease
+// is lost. Once HandOff is called, the Release hook leaves unflushed
+// leases to expire instead of releasing them. See docs/leases.md.
 func (m *Manager) HandOff(fn func(ctx context.Context, l *Lease) error, concurrency int) (drain.Hook, error) {
-	switch {
-	case !m.cfg.HandOff:
-		return drain.Hook{}, errors.New("lease: HandOff needs Config.HandOff=true: without it the Release hook releases rooms the hand-off did not flush")
-	case fn == nil:
+	if fn == nil {
 		return drain.Hook{}, errors.New("lease: HandOff: fn is nil")
 	}
+	m.handOff.Store(true)
 	return drain.Hook{
 		Name:  m.hookName("lease-handoff"),
 		Phase: drain.Flush,
 		Run: func(ctx context.Context) error {
-			m.BeginDrain() // in case the flip did not reach us: no lease may arrive now
+			m.closeGate() // in case the flip did not reach us: no lease may arrive now
 			_, err := m.runHandOff(ctx, fn, concurrency)
 			return err
 		},
 	}, nil
 }
 
-// runHandOff hands every held lease over, at most concurrency at a time
-// (at least 1): it calls fn (e.g. flush the room's snapshot) and, as soon as
-// fn returned nil, releases that lease, so rooms move one by one rather
-// than after the slowest. A lease whose fn failed, or whose turn came after
-// ctx ended, is left to expire: its context is cancelled with
-// [ErrLeftToExpire], it is no longer renewed, and its key stays until the
-// TTL passes. Leases keep being renewed while their fn runs.
-//
-// fn gets a context that ends with ctx or when the lease is lost. The
-// returned error is a *handOffError when any lease was left to expire.
-// It closes the gate first (BeginDrain), so no lease arrives during it.
+// runHandOff is the hand-off hook's work. Leases keep being renewed while
+// their fn runs; the error is a *handOffError if any was left to expire.
 func (m *Manager) runHandOff(ctx context.Context, fn func(ctx context.Context, l *Lease) error, concurrency int) (handOffResult, error) {
 	var (
 		mu   sync.Mutex
@@ -101,9 +116,9 @@ func (m *Manager) runHandOff(ctx context.Context, fn func(ctx context.Context, l
 			errs = append(errs, err)
 		}
 	}
-	// Take every lease into the hand-off before any fn runs: g.Go blocks at
-	// the concurrency limit, and a lease still merely held when this hook
-	// is abandoned must not look releasable to the Release hook.
+	// Take every lease before any fn runs: g.Go blocks at the limit, and a
+	// lease merely held when this hook is abandoned must not look
+	// releasable to the Release hook.
 	var mine []*Lease
 	for _, l := range m.snapshot(true) {
 		if l.beginHandOff() { // false: lost or released since the snapshot
@@ -145,9 +160,9 @@ func (m *Manager) runHandOff(ctx context.Context, fn func(ctx context.Context, l
 	return res, nil
 }
 
-// flushOne runs fn for l. It returns nil when l may be released: fn
-// succeeded and l is still held. Otherwise l is left to expire (unless it
-// was lost) and the error says why.
+// flushOne runs fn for l and returns nil when l may be released: fn
+// succeeded and l is still held. Otherwise l is left to expire (unless
+// lost) and the error says why.
 func (m *Manager) flushOne(ctx context.Context, l *Lease, fn func(context.Context, *Lease) error) error {
 	err := context.Cause(ctx)
 	lctx := l.Context()
@@ -159,8 +174,7 @@ func (m *Manager) flushOne(ctx context.Context, l *Lease, fn func(context.Contex
 		cancel(nil)
 	}
 	if err == nil && !l.held() {
-		// Lost (or overdue for renewal) while fn ran: its work is not
-		// trustworthy, and the room may have moved already.
+		// Lost while fn ran: the room may have moved already.
 		if err = context.Cause(lctx); err == nil {
 			err = ErrLost
 		}
@@ -169,23 +183,18 @@ func (m *Manager) flushOne(ctx context.Context, l *Lease, fn func(context.Contex
 		if errors.Is(err, ErrLost) || errors.Is(context.Cause(lctx), ErrLost) {
 			return ErrLost
 		}
-		if l.end(ErrLeftToExpire, true) {
-			m.met.leftToExpire.Inc()
-		}
+		m.leaveToExpire(l)
 		return err
 	}
 	return nil
 }
 
-// ReleaseHook returns a drain hook (phase [drain.Release]) named
-// "lease-release(" + RoutePrefix + ")" that stops the renewer, deals with
-// every lease still held, and deletes the node heartbeat last.
-//
-// Without [Config].HandOff it releases every lease, in one pipeline of
-// batched compare-and-DEL scripts: a lease released here is taken to need
-// no flush. With Config.HandOff (rooms have state to flush), a lease the
-// hand-off did not release was not flushed, so it is left to expire, never
-// released: the next owner recovers it from snapshot and log.
+// ReleaseHook returns a drain hook (phase [drain.Release], named
+// "lease-release(" + RoutePrefix + ")") that stops the renewer, releases
+// every lease still held in batched pipelines, and deletes the node
+// heartbeat last. Once [Manager.HandOff] has been called, a lease still
+// held was not flushed: it is left to expire, never released, so its next
+// owner recovers it from snapshot and log.
 func (m *Manager) ReleaseHook() drain.Hook {
 	return drain.Hook{Name: m.hookName("lease-release"), Phase: drain.Release, Run: m.releaseAll}
 }
@@ -199,75 +208,27 @@ func (m *Manager) hookName(kind string) string {
 
 // releaseAll is the Release hook's work; see [Manager.ReleaseHook].
 func (m *Manager) releaseAll(ctx context.Context) error {
-	m.BeginDrain() // in case the flip did not reach us: nothing may be acquired now
+	m.closeGate() // in case the flip did not reach us: nothing may be acquired now
 	stopErr := errors.Join(m.stopRenewer(ctx), m.waitFlights(ctx))
 	var release []*Lease
 	for _, l := range m.snapshot(false) {
 		if l.state.Load() != stateHeld {
 			continue // in a hand-off that did not finish: left to expire below
 		}
-		if m.cfg.HandOff {
-			// Rooms are flushed before they move, and this one was not
-			// (the hand-off never reached it): a room not flushed is never released, so
-			// its next owner recovers with a higher fence; let it expire.
-			if l.end(ErrLeftToExpire, true) {
-				m.met.leftToExpire.Inc()
-			}
+		if m.handOff.Load() { // not flushed: never released
+			m.leaveToExpire(l)
 			continue
 		}
 		if l.end(ErrReleased, false) {
 			release = append(release, l) // context cancelled before the key goes
 		}
 	}
-	relErr := m.releaseBatch(ctx, release)
+	var relErr []error
+	for _, err := range m.releaseEach(ctx, release) {
+		if err != nil && !errors.Is(err, ErrNotHeld) { // gone or taken: nothing to undo
+			relErr = append(relErr, err)
+		}
+	}
 	m.abandonAll()
-	return errors.Join(stopErr, relErr, m.deleteHeartbeat(ctx))
-}
-
-// releaseBatch compare-and-DELs leases in one pipeline, in batches as
-// renewal does. Calls that fail are sent again, alone, while ctx lasts
-// (each attempt within CallTimeout). Leases already gone or taken are not
-// errors.
-func (m *Manager) releaseBatch(ctx context.Context, leases []*Lease) error {
-	if len(leases) == 0 {
-		return nil
-	}
-	calls, pending, err := m.sendReleases(ctx, leases)
-	var errs []error
-	if err != nil && len(pending) > 0 {
-		errs = append(errs, fmt.Errorf("lease: release %d leases from %s: %w", countLeases(pending), pending[0][0].label(), err))
-	}
-	for _, c := range calls {
-		if c.err != nil {
-			errs = append(errs, fmt.Errorf("lease: release %d leases from %s: %w", len(c.leases), c.leases[0].label(), c.err))
-			continue
-		}
-		for i, l := range c.leases {
-			_ = m.releaseResult(l, int64(c.status[i])) // gone or taken: nothing to undo
-		}
-	}
-	return errors.Join(errs...)
-}
-
-// releasePipeline sends one release script call per batch in one
-// pipeline and decodes the replies.
-func (m *Manager) releasePipeline(ctx context.Context, batches [][]*Lease) []batchCall {
-	pipe := m.client.Pipeline()
-	calls := queueBatches(ctx, pipe, releaseScript, batches)
-	if _, err := pipe.Exec(ctx); err != nil {
-		retry := m.client.Pipeline()
-		if requeueNoScript(ctx, retry, releaseScript, calls) {
-			_, _ = retry.Exec(ctx)
-		}
-	}
-	decode(calls)
-	return calls
-}
-
-func countLeases(batches [][]*Lease) int {
-	n := 0
-	for _, b := range batches {
-		n += len(b)
-	}
-	return n
+	return errors.Join(stopErr, errors.Join(relErr...), m.deleteHeartbeat(ctx))
 }

@@ -22,7 +22,7 @@ func TestDrainGate(t *testing.T) {
 	m := startManager(t, c, testConfig())
 	ctx := context.Background()
 
-	m.BeginDrain()
+	m.closeGate()
 	if _, err := m.Acquire(ctx, "after-flip"); !errors.Is(err, ErrDraining) {
 		t.Fatalf("Acquire after BeginDrain: got %v; want ErrDraining", err)
 	}
@@ -44,7 +44,7 @@ func TestDrainRace(t *testing.T) {
 		err := next(ctx, cmd)
 		m := mp.Load()
 		if args := cmd.Args(); m != nil && len(args) > 3 && args[3] == m.routeKey("race") {
-			m.BeginDrain() // the flip lands between the script and the registration
+			m.closeGate() // the flip lands between the script and the registration
 		}
 		return err
 	}}
@@ -92,7 +92,6 @@ func TestHandOff(t *testing.T) {
 	}}
 	c := b.client(recorder, singles)
 	cfg := testConfig()
-	cfg.HandOff = true
 	m := startManager(t, c, cfg)
 	ctx := context.Background()
 
@@ -104,7 +103,7 @@ func TestHandOff(t *testing.T) {
 		}
 		leases[id] = l
 	}
-	m.BeginDrain()
+	m.closeGate()
 
 	hook, err := m.HandOff(func(ctx context.Context, l *Lease) error {
 		switch {
@@ -373,7 +372,6 @@ func TestReleaseAfterTheHandOffTouchesNothing(t *testing.T) {
 func handOffLease(t *testing.T, c redis.UniversalClient, id string) (*Manager, *Lease) {
 	t.Helper()
 	cfg := testConfig()
-	cfg.HandOff = true
 	m := startManager(t, c, cfg)
 	l, err := m.Acquire(context.Background(), id)
 	if err != nil {

@@ -29,7 +29,7 @@ type endingLease struct {
 func (e *endingLease) waiting() bool {
 	e.m.mu.Lock()
 	defer e.m.mu.Unlock()
-	return e.m.ended != nil
+	return e.m.leftSet != nil
 }
 
 // startEnding acquires room, deletes its key and returns once the renewer,

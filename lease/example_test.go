@@ -51,7 +51,7 @@ func ExampleManager_HandOff() {
 	flush := func(ctx context.Context, l *lease.Lease) error {
 		return nil // write room l.ID()'s snapshot, fenced with l.Token()
 	}
-	handOff, err := m.HandOff(flush, 8) // needs Config.HandOff; add the hook with AddHook
+	handOff, err := m.HandOff(flush, 8) // add the hook with AddHook
 	_, _ = handOff, err
 	_ = m.ReleaseHook() // AddHook as well
 }

@@ -31,12 +31,12 @@ func TestExternalDrainingGate(t *testing.T) {
 	if _, err := m.Acquire(ctx, "after"); !errors.Is(err, ErrDraining) {
 		t.Fatalf("Acquire after the flip, before BeginDrain: got %v; want ErrDraining", err)
 	}
-	if !m.gateClosed() {
+	if !m.draining() {
 		t.Error("gateClosed() = false after the flip; want true")
 	}
 	// The refused Acquire told the renewer, so the heartbeat says draining
 	// now rather than at the next renewal round.
-	if !m.draining.Load() {
+	if !isClosed(m.gate) {
 		t.Error("Acquire refused by Config.Draining did not close the Manager's own gate; want the renewer told")
 	}
 	waitFor(t, "heartbeat marked draining", func() bool {
@@ -50,7 +50,6 @@ func TestHandOffClosesTheGate(t *testing.T) {
 	b := standalone(t)
 	c := b.client()
 	cfg := testConfig()
-	cfg.HandOff = true
 	m := startManager(t, c, cfg)
 	ctx := context.Background()
 	if _, err := m.Acquire(ctx, "before"); err != nil {
@@ -74,7 +73,6 @@ func TestAbandonedHandOffReleasesNothingUnflushed(t *testing.T) {
 	b := standalone(t)
 	c := b.client()
 	cfg := testConfig()
-	cfg.HandOff = true
 	m := startManager(t, c, cfg)
 	ctx := context.Background()
 	rooms := []string{"room-0", "room-1", "room-2", "room-3"}
@@ -94,7 +92,7 @@ func TestAbandonedHandOffReleasesNothingUnflushed(t *testing.T) {
 		t.Fatal(err)
 	}
 	handOff.Timeout = 100 * time.Millisecond
-	m.BeginDrain()
+	m.closeGate()
 	rep := drain.Run(ctx, "test", []drain.Hook{handOff, m.ReleaseHook()})
 	if h, _ := rep.Hook(handOff.Name); h.Outcome != drain.TimedOut {
 		t.Fatalf("hand-off outcome %s; want timeout", h.Outcome)
@@ -119,13 +117,15 @@ func TestReleaseHookLeavesUnflushedWithHandOff(t *testing.T) {
 	b := standalone(t)
 	c := b.client()
 	cfg := testConfig()
-	cfg.HandOff = true
 	m := startManager(t, c, cfg)
 	ctx := context.Background()
+	if _, err := m.HandOff(func(context.Context, *Lease) error { return nil }, 1); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := m.Acquire(ctx, "room-x"); err != nil {
 		t.Fatal(err)
 	}
-	m.BeginDrain() // the hand-off's hook never runs
+	m.closeGate() // the hand-off's hook never runs
 	if err := m.releaseAll(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -169,11 +169,11 @@ func TestNoAcquireScriptAfterTheFlip(t *testing.T) {
 		if !isAcquire(cmd) {
 			return next(ctx, cmd)
 		}
-		if mgr.Load().gateClosed() {
+		if mgr.Load().draining() {
 			afterFlip.Add(1)
 		}
 		if attempts.Add(1) == 1 {
-			mgr.Load().BeginDrain() // the flip comes while the first attempt is lost
+			mgr.Load().closeGate() // the flip comes while the first attempt is lost
 			return context.DeadlineExceeded
 		}
 		return next(ctx, cmd)
@@ -194,13 +194,22 @@ func TestNoAcquireScriptAfterTheFlip(t *testing.T) {
 	}
 }
 
-// HandOff without Config.HandOff is refused when the hook is built, before
-// anything drains, naming the field.
-func TestHandOffNeedsConfig(t *testing.T) {
+// HandOff refuses a nil fn when the hook is built, before anything drains.
+func TestHandOffRefusesANilFn(t *testing.T) {
 	b := standalone(t)
 	m := startManager(t, b.client(), testConfig())
-	_, err := m.HandOff(func(context.Context, *Lease) error { return nil }, 1)
-	if err == nil || !strings.Contains(err.Error(), "Config.HandOff") {
-		t.Fatalf("HandOff without Config.HandOff: got %v; want an error naming Config.HandOff", err)
+	_, err := m.HandOff(nil, 1)
+	if err == nil || !strings.Contains(err.Error(), "fn is nil") {
+		t.Fatalf("HandOff(nil): got %v; want an error naming fn", err)
+	}
+}
+
+// isClosed reports whether ch is closed.
+func isClosed(ch chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
 	}
 }

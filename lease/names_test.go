@@ -18,7 +18,6 @@ func TestTwoManagersInOneApplication(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	rooms := testConfig()
 	rooms.Registerer = reg
-	rooms.HandOff = true
 	games := rooms
 	games.RoutePrefix, games.FencePrefix, games.NodePrefix = "game:route:", "game:fence:", "game:node:"
 

@@ -22,12 +22,12 @@ const (
 	renewStolen = -1
 )
 
-// renewLoop is the renewer goroutine. It wakes at each tick and at the
-// earliest overdue deadline of any lease, so a lease is given up at TTL·2/3
-// even while a renewal call hangs: each call's deadline is capped at that
-// moment too.
+// renewLoop is the renewer goroutine. It wakes at each tick, at the
+// earliest overdue deadline of any lease (so a lease is given up at TTL·2/3
+// even while a renewal call hangs) and once at the drain gate.
 func (m *Manager) renewLoop(ctx context.Context, stop <-chan struct{}, done chan<- struct{}) {
 	defer close(done)
+	gate := m.gate
 	next := m.now().Add(m.cfg.RenewInterval)
 	timer := time.NewTimer(m.cfg.RenewInterval)
 	defer timer.Stop()
@@ -35,7 +35,8 @@ func (m *Manager) renewLoop(ctx context.Context, stop <-chan struct{}, done chan
 		select {
 		case <-stop:
 			return
-		case <-m.drainSignal:
+		case <-gate:
+			gate = nil
 			m.heartbeatTick(ctx)
 		case <-timer.C:
 		}
@@ -70,9 +71,8 @@ func (m *Manager) expireOverdue(now time.Time) time.Time {
 	return earliest
 }
 
-// overdueError is the cause of l, lost at now because no renewal was
-// confirmed for TTL·2/3: it says how long it has been, which may be far
-// more (a starved renewer, a paused process), and the limit beside it.
+// overdueError is the cause of l, lost at now for want of a confirmed
+// renewal: how long it has been (far more after a pause) and the limit.
 func (m *Manager) overdueError(l *Lease, now time.Time) error {
 	since := now.Sub(time.Unix(0, l.lastOK.Load()))
 	return lostError(fmt.Sprintf("no renewal confirmed for %s (limit %s, TTL·2/3)",
@@ -96,21 +96,16 @@ func (m *Manager) tick(ctx context.Context, earliest time.Time) {
 // heartbeatTick writes the heartbeat alone (the drain mark), in one call:
 // the next renewal round writes it again if this one fails.
 func (m *Manager) heartbeatTick(ctx context.Context) {
-	ctx, cancel := m.callContext(ctx)
+	ctx, cancel := context.WithTimeout(ctx, m.cfg.CallTimeout)
 	defer cancel()
 	m.noteHeartbeat(m.writeHeartbeat(ctx, false))
 }
 
-// Renew renews every held lease and the node heartbeat in one pipeline:
-// one round trip per Redis node. Leases go in batches of up to 500 per
-// script call (on Cluster, batches of one hash slot). A lease Redis reports
-// gone or taken is lost at once; a lease whose renewal failed keeps its
-// last confirmed time and is lost when that grows older than TTL·2/3. The
-// renewer calls it each tick, so a service need not: it is exported for a
-// caller that times one round without the ticker (the bench module) or
-// wants the leases confirmed now. It is safe beside the renewer; call it
-// between Start and Stop only, since it writes the heartbeat Stop deletes.
-// ctx bounds the call (the caller's deadline, not CallTimeout, applies).
+// Renew renews every held lease and the node heartbeat in one pipeline,
+// one round trip per Redis node: what the renewer does each tick, for a
+// caller that wants the leases confirmed now or times one round. A lease
+// Redis reports gone or taken is lost at once; a failed renewal keeps the
+// last confirmed time. Call it between Start and Stop only; ctx bounds it.
 func (m *Manager) Renew(ctx context.Context) error {
 	leases := m.snapshot(false)
 	sent := m.now()
@@ -145,27 +140,18 @@ func (m *Manager) Renew(ctx context.Context) error {
 }
 
 // renewPipeline sends the renew batches and the heartbeat in one pipeline
-// and returns the decoded calls, the heartbeat's error and the pipeline's
-// first error. Scripts the server forgot (restart, failover) are sent
-// again with EVAL, which also caches them for the next tick.
+// and returns the calls, the heartbeat's error and the pipeline's.
 func (m *Manager) renewPipeline(ctx context.Context, leases []*Lease) ([]batchCall, error, error) {
-	pipe := m.client.Pipeline()
-	calls := queueBatches(ctx, pipe, renewScript, m.batches(leases), m.ttlArg.Milliseconds())
-	hb := heartbeatScript.EvalSha(ctx, pipe, []string{m.nodeKey()}, m.heartbeatArgs()...)
-	_, err := pipe.Exec(ctx)
-
-	if err != nil {
-		retry := m.client.Pipeline()
-		queued := requeueNoScript(ctx, retry, renewScript, calls)
-		if isNoScript(hb.Err()) {
-			hb = heartbeatScript.Eval(ctx, retry, []string{m.nodeKey()}, m.heartbeatArgs()...)
-			queued = true
-		}
-		if queued {
-			_, err = retry.Exec(ctx)
+	var hb *redis.Cmd
+	heartbeat := func(pipe redis.Pipeliner, again bool) {
+		switch {
+		case !again:
+			hb = heartbeatScript.EvalSha(ctx, pipe, []string{m.nodeKey()}, m.heartbeatArgs()...)
+		case isNoScript(hb.Err()):
+			hb = heartbeatScript.Eval(ctx, pipe, []string{m.nodeKey()}, m.heartbeatArgs()...)
 		}
 	}
-	decode(calls)
+	calls, err := m.sendBatches(ctx, renewScript, m.batches(leases), []any{m.cfg.TTL.Milliseconds()}, heartbeat)
 	hbErr := hb.Err()
 	if errors.Is(hbErr, redis.Nil) {
 		hbErr = nil // no previous holder
@@ -173,21 +159,18 @@ func (m *Manager) renewPipeline(ctx context.Context, leases []*Lease) ([]batchCa
 	return calls, hbErr, err
 }
 
-func isNoScript(err error) bool { return err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") }
-
-// heartbeatArgs are the heartbeat script's ARGV; the state follows the
-// drain gate, so every write after the flip says draining.
+// heartbeatArgs are the heartbeat script's ARGV; every write after the
+// flip says draining.
 func (m *Manager) heartbeatArgs() []any {
 	state := stateActive
-	if m.gateClosed() {
+	if m.draining() {
 		state = stateDraining
 	}
-	return []any{m.holder, state, m.cfg.Addr, m.ttlArg.Milliseconds()}
+	return []any{m.holder, state, m.cfg.Addr, m.cfg.TTL.Milliseconds()}
 }
 
-// writeHeartbeat writes the heartbeat in one call. At start, a heartbeat
-// left by another process with our node id is reported: two processes
-// sharing a node id would overwrite each other's heartbeat.
+// writeHeartbeat writes the heartbeat in one call. At start it warns of a
+// heartbeat left by another process with our node id.
 func (m *Manager) writeHeartbeat(ctx context.Context, start bool) error {
 	prev, err := heartbeatScript.Run(ctx, m.client, []string{m.nodeKey()}, m.heartbeatArgs()...).Text()
 	if errors.Is(err, redis.Nil) {
@@ -203,8 +186,8 @@ func (m *Manager) writeHeartbeat(ctx context.Context, start bool) error {
 	return nil
 }
 
-// noteHeartbeat counts a failed heartbeat write and logs changes between
-// failing and healthy, not every failure.
+// noteHeartbeat counts a failed heartbeat write and logs only changes
+// between failing and healthy.
 func (m *Manager) noteHeartbeat(err error) {
 	if err != nil {
 		m.met.heartbeatErrors.Inc()
@@ -230,7 +213,7 @@ func (m *Manager) deleteHeartbeat(ctx context.Context) error {
 	if !started { // a start that failed: no heartbeat of ours, nothing to tell Redis
 		return nil
 	}
-	err := m.retry(ctx, func(ctx context.Context) error {
+	err := m.retry(ctx, nil, func(ctx context.Context) error {
 		return heartbeatDeleteScript.Run(ctx, m.client, []string{m.nodeKey()}, m.holder).Err()
 	})
 	if err != nil {

@@ -11,56 +11,58 @@ import (
 )
 
 // minRedisVersion is the oldest server the scripts run on: acquire.lua
-// reads TIME and then writes, which servers before 5.0 refuse unless the
-// script asks for effects replication itself.
+// reads TIME and then writes, which servers before 5.0 refuse.
 var minRedisVersion = [3]int{5, 0, 0}
 
-// checkServers runs checkServer on every server the client writes leases
-// to: every master on Cluster, every shard on Ring.
+// checkServers refuses, on every server leases are written to, one the
+// scripts cannot run on or whose maxmemory-policy may evict lease keys
+// (unless Config.AcceptEviction), and warns of what it cannot read: a
+// managed Redis may refuse INFO sections or CONFIG.
 func (m *Manager) checkServers(ctx context.Context) error {
-	switch c := m.client.(type) {
-	case *redis.ClusterClient:
-		return c.ForEachMaster(ctx, func(ctx context.Context, n *redis.Client) error { return m.checkServer(ctx, n, n.Options().Addr) })
-	case *redis.Ring:
-		return c.ForEachShard(ctx, func(ctx context.Context, n *redis.Client) error { return m.checkServer(ctx, n, n.Options().Addr) })
-	case *redis.Client:
-		return m.checkServer(ctx, c, c.Options().Addr)
-	default:
-		return m.checkServer(ctx, c, "the server")
-	}
+	return m.forEachServer(ctx, m.checkServer)
 }
 
-// checkServer refuses a server the scripts cannot run on, or whose
-// maxmemory-policy may evict lease keys (unless Config.AcceptEviction),
-// and warns about what it cannot read: a managed Redis may refuse INFO
-// sections or CONFIG.
 func (m *Manager) checkServer(ctx context.Context, c redis.UniversalClient, addr string) error {
-	info := func(section string) (map[string]string, error) {
-		var text string
-		err := m.retry(ctx, func(ctx context.Context) (err error) {
-			text, err = c.Info(ctx, section).Result()
+	read := func(call func(ctx context.Context) (map[string]string, error)) (map[string]string, error) {
+		var out map[string]string
+		err := m.retry(ctx, nil, func(ctx context.Context) (err error) {
+			out, err = call(ctx)
 			return err
 		})
-		return parseInfo(text), err
+		return out, err
+	}
+	info := func(section string) (map[string]string, error) {
+		return read(func(ctx context.Context) (map[string]string, error) {
+			text, err := c.Info(ctx, section).Result()
+			return parseInfo(text), err
+		})
 	}
 	srv, err := info("server")
 	switch version := srv["redis_version"]; {
 	case err != nil && retryable(err):
 		return fmt.Errorf("check %s: %w", addr, err)
 	case version == "":
-		m.cfg.Logger.Warn("cannot read the Redis version (INFO server); the lease scripts need Redis "+formatVersion(minRedisVersion)+" or later",
-			"addr", addr, "error", errString(err))
+		m.cfg.Logger.Warn("cannot read the Redis version (INFO server); the lease scripts need Redis 5.0.0 or later",
+			"addr", addr, "error", fmt.Sprint(err))
 	case !atLeast(version, minRedisVersion):
-		return fmt.Errorf("%w: %s runs Redis %s; the lease scripts need %s or later (acquire.lua reads TIME before writing)",
-			ErrUnsafeServer, addr, version, formatVersion(minRedisVersion))
+		return fmt.Errorf("%w: %s runs Redis %s; the lease scripts need 5.0.0 or later (acquire.lua reads TIME before writing)",
+			ErrUnsafeServer, addr, version)
 	}
-	policy, err := m.evictionPolicy(ctx, c, info)
+	mem, err := info("memory")
+	policy := mem["maxmemory_policy"]
+	if policy == "" && (err == nil || !retryable(err)) {
+		var cfg map[string]string
+		cfg, err = read(func(ctx context.Context) (map[string]string, error) {
+			return c.ConfigGet(ctx, "maxmemory-policy").Result()
+		})
+		policy = cfg["maxmemory-policy"]
+	}
 	switch {
-	case err != nil && retryable(err):
+	case policy == "" && err != nil && retryable(err):
 		return fmt.Errorf("check %s: %w", addr, err)
 	case policy == "":
 		m.cfg.Logger.Warn("cannot read maxmemory-policy (INFO memory and CONFIG GET refused); unless it is noeviction, Redis may evict a lease key and give its room two owners",
-			"addr", addr, "error", errString(err))
+			"addr", addr, "error", fmt.Sprint(err))
 	case policy == "noeviction":
 	case m.cfg.AcceptEviction:
 		m.cfg.Logger.Warn("maxmemory-policy may evict lease keys and give a room two owners; accepted by Config.AcceptEviction",
@@ -70,24 +72,6 @@ func (m *Manager) checkServer(ctx context.Context, c redis.UniversalClient, addr
 			"set maxmemory-policy noeviction, or Config.AcceptEviction to accept the risk", ErrUnsafeServer, addr, policy)
 	}
 	return nil
-}
-
-// evictionPolicy reads maxmemory-policy from INFO memory, or else from
-// CONFIG GET; "" if neither answers.
-func (m *Manager) evictionPolicy(ctx context.Context, c redis.UniversalClient, info func(string) (map[string]string, error)) (string, error) {
-	mem, err := info("memory")
-	if p := mem["maxmemory_policy"]; p != "" {
-		return p, nil
-	}
-	if err != nil && retryable(err) {
-		return "", err
-	}
-	var cfg map[string]string
-	err = m.retry(ctx, func(ctx context.Context) (err error) {
-		cfg, err = c.ConfigGet(ctx, "maxmemory-policy").Result()
-		return err
-	})
-	return cfg["maxmemory-policy"], err
 }
 
 // parseInfo reads the key:value lines of an INFO reply.
@@ -101,12 +85,10 @@ func parseInfo(text string) map[string]string {
 	return out
 }
 
-// atLeast reports whether version (major.minor.patch, as INFO reports it)
-// is at least min. An unparseable version is taken as new enough: the
-// scripts themselves fail loudly if it is not.
+// atLeast reports whether version (major.minor.patch) is at least min. An
+// unparseable version passes: the scripts themselves fail loudly.
 func atLeast(version string, min [3]int) bool {
-	parts := strings.SplitN(version, ".", 3)
-	for i, p := range parts {
+	for i, p := range strings.SplitN(version, ".", 3) {
 		n, err := strconv.Atoi(strings.TrimFunc(p, func(r rune) bool { return r < '0' || r > '9' }))
 		if err != nil {
 			return true
@@ -116,15 +98,6 @@ func atLeast(version string, min [3]int) bool {
 		}
 	}
 	return true
-}
-
-func formatVersion(v [3]int) string { return fmt.Sprintf("%d.%d.%d", v[0], v[1], v[2]) }
-
-func errString(err error) string {
-	if err == nil {
-		return "none"
-	}
-	return err.Error()
 }
 
 // errShortWait is wrapped when fewer replicas than Config.WaitReplicas

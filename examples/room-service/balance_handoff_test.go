@@ -26,7 +26,7 @@ import (
 // than it was.
 func TestHandOffWhoseFlushFailedIsNotInTransit(t *testing.T) {
 	ctx := context.Background()
-	rdb, m := startLeases(t, false)
+	rdb, m := startLeases(t)
 	b, svc, out, target := startBalancer(t, rdb, m, nil)
 	_, err := svc.Apply(ctx, &roompb.ApplyRequest{RoomId: "r1", CommandId: "c1", Op: "join"})
 	require.NoError(t, err)
@@ -49,7 +49,7 @@ func TestHandOffWhoseFlushFailedIsNotInTransit(t *testing.T) {
 // TestDrainWhileMySQLSlow, whose table lock failed a balance flush).
 func TestDrainFlushesRoomWhoseBalanceFlushFailed(t *testing.T) {
 	ctx := context.Background()
-	rdb, m := startLeases(t, true)
+	rdb, m := startLeases(t)
 	db := mariadbtest.Start(t).DB()
 	snaps, err := room.NewSQLSnapshots(db)
 	require.NoError(t, err)
@@ -110,7 +110,7 @@ func startBalancer(t *testing.T, rdb *redis.Client, m *lease.Manager, snaps *roo
 // asked, and no hand-off starts towards it.
 func TestNoRoomGoesToASilentNode(t *testing.T) {
 	ctx := context.Background()
-	rdb, m := startLeases(t, false)
+	rdb, m := startLeases(t)
 	b, svc, _, target := startBalancer(t, rdb, m, nil)
 	_, err := svc.Apply(ctx, &roompb.ApplyRequest{RoomId: "r2", CommandId: "c1", Op: "join"})
 	require.NoError(t, err) // held here, so a hand-off of it would start

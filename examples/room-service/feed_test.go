@@ -38,7 +38,7 @@ func TestFeedsShareOnePollerPerRoom(t *testing.T) {
 	ignore := goleak.IgnoreCurrent()
 	t.Cleanup(func() { goleak.VerifyNone(t, ignore) }) // the last cleanup: after Redis has stopped
 	ctx := context.Background()
-	rdb, m := startLeases(t, false)
+	rdb, m := startLeases(t)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	svc, err := room.New(rdb, leaseAdapter{m, log, &heldLeases{}}, room.Config{ErrHeld: lease.ErrHeld, ErrDraining: lease.ErrDraining, Logger: log})
 	require.NoError(t, err)

@@ -75,9 +75,9 @@ func options(c config, lc lifecycle.Config, log *slog.Logger) []fx.Option {
 		fx.Supply(c, lc, log, reg),
 		fx.Provide(func() prometheus.Registerer { return reg }), // also /metrics
 
-		// HandOff: rooms are flushed before they move (roomHooks), so the
+		// roomHooks hands rooms off (flushed before they move), so the
 		// Release hook leaves an unflushed room to expire.
-		fx.Supply(lease.Config{Addr: c.Advertise, TTL: c.LeaseTTL, HandOff: true, OnEnd: func(l *lease.Lease, cause error) {
+		fx.Supply(lease.Config{Addr: c.Advertise, TTL: c.LeaseTTL, OnEnd: func(l *lease.Lease, cause error) {
 			leaseEvent(log, "ended", l, cause)
 		}}),
 		fx.Provide(newRedis, newRooms, newWatcher),

@@ -16,15 +16,14 @@ import (
 	"github.com/drainkit/drainkit/lease"
 )
 
-// startLeases starts a redis-server and the lease manager of node-a on it
-// (with Config.HandOff as given), with a client configured as the manager
-// wants; both stop at cleanup.
-func startLeases(t *testing.T, handOff bool) (*redis.Client, *lease.Manager) {
+// startLeases starts a redis-server and the lease manager of node-a on it,
+// with a client configured as the manager wants; both stop at cleanup.
+func startLeases(t *testing.T) (*redis.Client, *lease.Manager) {
 	t.Helper()
 	rs := redistest.Start(t)
 	rdb := redis.NewClient(&redis.Options{Addr: rs.Addr, MaxRetries: 1, ContextTimeoutEnabled: true})
 	t.Cleanup(func() { rdb.Close() })
-	m, err := lease.New(rdb, lease.Config{Node: "node-a", Addr: "127.0.0.1:1", TTL: 2 * time.Second, HandOff: handOff})
+	m, err := lease.New(rdb, lease.Config{Node: "node-a", Addr: "127.0.0.1:1", TTL: 2 * time.Second})
 	require.NoError(t, err)
 	require.NoError(t, m.Start(context.Background()))
 	t.Cleanup(func() { assert.NoError(t, m.Stop(context.Background())) })
@@ -37,7 +36,7 @@ func startLeases(t *testing.T, handOff bool) (*redis.Client, *lease.Manager) {
 // end-to-end checker would see the room owned twice at once.
 func TestLeaseAdapterAuditsEachOwnershipOnce(t *testing.T) {
 	ctx := context.Background()
-	_, m := startLeases(t, false)
+	_, m := startLeases(t)
 	var out bytes.Buffer
 	a := leaseAdapter{m, slog.New(slog.NewJSONHandler(&out, nil)), &heldLeases{}}
 

@@ -33,11 +33,10 @@ import (
 // Module provides a *lease.Manager over the graph's
 // redis.UniversalClient, configured by the graph's lease.Config if there
 // is one (its zero fields take their defaults, and Node the lifecycle's
-// NODE_ID). It closes the lease gate at the flip, starts the renewer
-// (writing the node heartbeat) on start, contributes the Release phase
-// hook and a gating readiness check "redis_lease", and stops the renewer
-// on stop. The per-room hand-off is the service's: set
-// lease.Config.HandOff and contribute leases.HandOff(flushRoom, n) with
+// NODE_ID, Draining the lifecycle state). It starts the renewer on start,
+// contributes the Release phase hook and a gating readiness check
+// "redis_lease", and stops the renewer on stop. The per-room hand-off is
+// the service's: contribute leases.HandOff(flushRoom, n) with
 // fxmodule.AsHook (a constructor may return the hook and its error).
 var Module = fx.Module("drainkit.lease",
 	fx.Provide(newManager),
@@ -80,11 +79,6 @@ func newManager(p params) (*lease.Manager, error) {
 	if err != nil {
 		return nil, err
 	}
-	p.Manager.OnTransition(func(t lifecycle.Transition) { // the heartbeat says draining at once
-		if t.To == lifecycle.Draining {
-			l.BeginDrain()
-		}
-	})
 	p.Lifecycle.Append(fx.Hook{
 		OnStart: fxmodule.Abortable(p.Manager, l.Start), // a signal or StartTimeout ends its retries
 		OnStop:  l.Stop,                                 // a method value: the report names it lease.(*Manager).Stop

@@ -1,0 +1,239 @@
+package lease
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Acquire takes the lease on room id for this node. While this Manager
+// holds the room it returns the same *Lease without touching Redis;
+// concurrent calls for one room share one script call, which ctx does not
+// cut short (a lease every caller gave up on is released). Errors: a bad
+// id (before Redis is touched), [ErrDraining] once the process drains,
+// [ErrNotRunning] outside Start/Stop, one matching [ErrHeld] that names
+// the holder's node and fence, the Redis error, or ctx's. See
+// docs/leases.md for takeovers and overdue leases.
+func (m *Manager) Acquire(ctx context.Context, id string) (*Lease, error) {
+	if err := validateID(id); err != nil {
+		return nil, err
+	}
+	if err := m.refuseIfDraining(); err != nil {
+		return nil, err
+	}
+	if l, err := m.local(ctx, id); l != nil || err != nil {
+		return l, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("lease: acquire %s: %w", m.routeKey(id), err)
+	}
+	f, err := m.join(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	select {
+	case <-f.done:
+		return f.lease, f.err
+	case <-ctx.Done():
+	}
+	if !m.leave(f) { // decided meanwhile: the lease is this caller's
+		<-f.done
+		return f.lease, f.err
+	}
+	return nil, fmt.Errorf("lease: acquire %s: %w", m.routeKey(id), ctx.Err())
+}
+
+// local returns the lease held for id, if any, or ErrNotRunning. An
+// overdue lease the renewer has not ended yet is ended here as lost, and
+// one that another goroutine is ending is waited for (within ctx and until
+// Stop): its holder must stop before the room gets a new fence.
+func (m *Manager) local(ctx context.Context, id string) (*Lease, error) {
+	for {
+		m.mu.Lock()
+		l := m.leases[id]
+		switch {
+		case !m.running:
+			m.mu.Unlock()
+			return nil, ErrNotRunning
+		case l == nil || l.held():
+			m.mu.Unlock()
+			return l, nil
+		case l.state.Load() != stateEnded:
+			m.mu.Unlock()
+			l.end(m.overdueError(l, m.now()), true) // leaves the set on return, unless another goroutine ended it first
+			continue
+		}
+		if m.leftSet == nil {
+			m.leftSet = make(chan struct{})
+		}
+		left, stopping := m.leftSet, m.stopReq
+		m.mu.Unlock()
+		select {
+		case <-left:
+		case <-stopping: // the loop returns ErrNotRunning
+		case <-ctx.Done():
+			return nil, fmt.Errorf("lease: acquire %s: waiting for the lost lease to end: %w", m.routeKey(id), ctx.Err())
+		}
+	}
+}
+
+// acquire runs the acquire script and returns the new lease, not yet
+// registered. Attempts are retried while stillWanted allows (the script is
+// idempotent for this holder); ctx must not be cancellable, so that a
+// lease an attempt took comes back to be released.
+func (m *Manager) acquire(ctx context.Context, id string, stillWanted func() error) (*Lease, error) {
+	var (
+		sent    time.Time
+		res     []any
+		unknown time.Time // the last attempt that may have applied unseen (reply lost) was sent then
+	)
+	err := m.retry(ctx, stillWanted, func(ctx context.Context) (err error) {
+		sent = m.now()
+		res, err = m.acquireCall(ctx, id)
+		if err != nil && retryable(err) {
+			unknown = sent
+		}
+		return err
+	})
+	if errors.Is(err, errShortWait) {
+		// Acquired on the primary, but not on enough replicas: undo it,
+		// even if ctx (Stop) is cancelled.
+		if _, val, derr := acquireReply(res); derr == nil {
+			fence, _ := strconv.ParseInt(val, 10, 64)
+			if rerr := m.newLease(id, fence, m.prefix+val, sent).discard(ctx); rerr != nil {
+				err = errors.Join(err, rerr) // the key expires within TTL
+			}
+		}
+		return nil, fmt.Errorf("lease: acquire %s: %w", m.routeKey(id), err)
+	}
+	if err != nil {
+		if !unknown.IsZero() {
+			if rerr := m.releaseUnknown(ctx, id, unknown); rerr != nil {
+				err = errors.Join(err, rerr) // the key expires within TTL
+			}
+		}
+		return nil, fmt.Errorf("lease: acquire %s: %w", m.routeKey(id), err)
+	}
+	code, val, err := acquireReply(res)
+	if err != nil {
+		return nil, fmt.Errorf("lease: acquire %s: %w", m.routeKey(id), err)
+	}
+	if code == 0 {
+		node, fence, _ := parseValue(val)
+		return nil, &heldError{ID: id, Node: node, Fence: fence}
+	}
+	fence, err := strconv.ParseInt(val, 10, 64)
+	if err != nil {
+		return nil, fmt.Errorf("lease: acquire %s: fence %q: %w", m.routeKey(id), val, err)
+	}
+	return m.newLease(id, fence, m.prefix+val, sent), nil
+}
+
+// releaseUnknown undoes an acquisition whose attempt sent at sent may have
+// taken the room unseen (reply lost): the key would hold our value with a
+// fence nobody knows, a room without a usable owner for a TTL. It deletes
+// any value of this holder (release_holder.lua), which is safe because
+// acquire runs in the room's only flight while we hold no lease of it.
+func (m *Manager) releaseUnknown(ctx context.Context, id string, sent time.Time) error {
+	key := m.routeKey(id)
+	err := m.retry(context.WithoutCancel(ctx), m.beforeExpiry(sent.Add(m.cfg.TTL)), func(ctx context.Context) error {
+		return releaseHolderScript.Run(ctx, m.client, []string{key}, m.prefix).Err()
+	})
+	if err != nil {
+		return fmt.Errorf("release %s after a lost reply: %w", key, err)
+	}
+	return nil
+}
+
+// acquireCall runs the acquire script and, with Config.WaitReplicas, WAITs
+// for the replicas in one pipeline to the room's primary (WAIT counts its
+// own connection's writes). A short WAIT returns the reply with errShortWait.
+func (m *Manager) acquireCall(ctx context.Context, id string) ([]any, error) {
+	keys := []string{m.routeKey(id), m.fenceKey(id)}
+	args := []any{m.cfg.Node, m.holder, m.cfg.TTL.Milliseconds(), fenceRetention.Milliseconds()}
+	n := m.cfg.WaitReplicas
+	if n == 0 {
+		return acquireScript.Run(ctx, m.client, keys, args...).Slice()
+	}
+	var c redis.Cmdable = m.client
+	if cl, ok := m.client.(*redis.ClusterClient); ok {
+		primary, err := cl.MasterForKey(ctx, keys[0])
+		if err != nil {
+			return nil, err
+		}
+		c = primary
+	}
+	// Half the call's time for the replicas, the rest for the round trip.
+	timeout := m.cfg.CallTimeout / 2
+	if d, ok := ctx.Deadline(); ok {
+		timeout = max(time.Until(d)/2, time.Millisecond)
+	}
+	run := func(eval func(pipe redis.Pipeliner) *redis.Cmd) (*redis.Cmd, *redis.Cmd) {
+		pipe := c.Pipeline()
+		cmd := eval(pipe)
+		wait := pipe.Do(ctx, "WAIT", n, timeout.Milliseconds())
+		_, _ = pipe.Exec(ctx) // errors are read from each command
+		return cmd, wait
+	}
+	cmd, wait := run(func(p redis.Pipeliner) *redis.Cmd { return acquireScript.EvalSha(ctx, p, keys, args...) })
+	if isNoScript(cmd.Err()) {
+		cmd, wait = run(func(p redis.Pipeliner) *redis.Cmd { return acquireScript.Eval(ctx, p, keys, args...) })
+	}
+	res, err := cmd.Slice()
+	if cl, ok := m.client.(*redis.ClusterClient); ok && isRedirect(err) {
+		// Sent to the primary directly: refresh the slot map, and let the
+		// retry find the owner.
+		cl.ReloadState(ctx)
+		return nil, err
+	}
+	if err != nil {
+		return nil, err
+	}
+	if code, _, _ := acquireReply(res); code == 0 {
+		return res, nil // someone else's: nothing of ours to replicate
+	}
+	acked, err := wait.Int64()
+	if err != nil {
+		return res, fmt.Errorf("%w: WAIT: %w", errShortWait, err)
+	}
+	if acked < int64(n) {
+		return res, fmt.Errorf("%w: %d of Config.WaitReplicas %d within %s", errShortWait, acked, n, timeout)
+	}
+	return res, nil
+}
+
+// isRedirect reports a Cluster MOVED or ASK reply.
+func isRedirect(err error) bool {
+	return err != nil && (redis.HasErrorPrefix(err, "MOVED") || redis.HasErrorPrefix(err, "ASK"))
+}
+
+// acquireReply decodes {code, fence-or-value}.
+func acquireReply(res []any) (int64, string, error) {
+	if len(res) != 2 {
+		return 0, "", fmt.Errorf("unexpected reply %v", res)
+	}
+	code, ok1 := res[0].(int64)
+	val, ok2 := res[1].(string)
+	if !ok1 || !ok2 {
+		return 0, "", fmt.Errorf("unexpected reply %v", res)
+	}
+	return code, val, nil
+}
+
+// parseValue splits node|holder|fence; ok is false for anything else.
+func parseValue(v string) (node string, fence int64, ok bool) {
+	parts := strings.Split(v, "|")
+	if len(parts) != 3 || parts[0] == "" {
+		return "", 0, false
+	}
+	f, err := strconv.ParseInt(parts[2], 10, 64)
+	if err != nil || f <= 0 {
+		return "", 0, false
+	}
+	return parts[0], f, true
+}
