@@ -33,8 +33,8 @@ type Lease struct {
 	state  atomic.Int32
 	slot   uint16 // Cluster hash slot of key, for batching
 
-	// The context is made on first use: most holders never ask, and it
-	// would be half of a held lease's memory (BENCHMARKS.md, heap per lease).
+	// The context is made on first use: most holders never ask, and made
+	// eagerly it puts a held lease over BENCHMARKS.md's heap-per-lease target.
 	mu     sync.Mutex
 	ctx    context.Context
 	cancel context.CancelCauseFunc
