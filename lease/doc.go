@@ -23,7 +23,8 @@
 // under [Lease.Context], which ends when the lease does. For the drain,
 // add [Manager.HandOff] (flush, then release, room by room) and
 // [Manager.ReleaseHook] to the drain's hooks, and set [Config].Draining so
-// that no lease is acquired after the flip. fxlease does all of it.
+// that no lease is acquired after the flip. fxlease does all of it but the
+// hand-off, whose fn is the service's.
 //
 // # Metrics
 //
