@@ -11,6 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/drainkit/drainkit/lifecycle"
 	"github.com/drainkit/drainkit/readiness"
 )
@@ -21,14 +24,10 @@ import (
 func BenchmarkReadyHTTP(b *testing.B) {
 	r, err := readiness.New(readiness.Config{Service: "room-service", NodeID: "room-1",
 		CacheTTL: time.Hour, Logger: (&logs{}).logger()}, newState(lifecycle.Running).State)
-	if err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, err)
 	defer r.Close(context.Background())
 	for _, name := range []string{"db", "redis", "listener"} {
-		if err := r.Add(readiness.Check{Name: name, Probe: func(context.Context) error { return nil }}); err != nil {
-			b.Fatal(err)
-		}
+		require.NoError(b, r.Add(readiness.Check{Name: name, Probe: func(context.Context) error { return nil }}))
 	}
 	handlers := []struct {
 		name string
@@ -54,17 +53,15 @@ func BenchmarkReadyHTTP(b *testing.B) {
 	}
 }
 
+// get is called from RunParallel's goroutines: it asserts, never requires.
 func get(b *testing.B, c *http.Client, url string) {
 	resp, err := c.Get(url)
-	if err != nil {
-		b.Error(err)
+	if !assert.NoError(b, err) {
 		return
 	}
 	io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		b.Errorf("status %d; want 200", resp.StatusCode)
-	}
+	assert.Equal(b, http.StatusOK, resp.StatusCode, "status")
 }
 
 // BenchmarkStampede sends b.N probes from 1,000 goroutines at a 50 ms check
@@ -81,11 +78,9 @@ func BenchmarkStampede(b *testing.B) {
 	r, err := readiness.New(readiness.Config{Service: "room-service", NodeID: "room-1",
 		CacheTTL: ttl, ReadyTimeout: 5 * time.Second, CheckTimeout: 5 * time.Second,
 		Logger: (&logs{}).logger()}, newState(lifecycle.Running).State)
-	if err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, err)
 	defer r.Close(context.Background())
-	if err := r.Add(readiness.Check{Name: "slow", Probe: func(ctx context.Context) error {
+	require.NoError(b, r.Add(readiness.Check{Name: "slow", Probe: func(ctx context.Context) error {
 		runs.Add(1)
 		t := time.NewTimer(checkTime)
 		defer t.Stop()
@@ -95,9 +90,7 @@ func BenchmarkStampede(b *testing.B) {
 		case <-ctx.Done():
 			return ctx.Err()
 		}
-	}}); err != nil {
-		b.Fatal(err)
-	}
+	}}))
 	r.Ready(context.Background()) // the first evaluation waits; keep it out
 
 	b.Run("empty", func(b *testing.B) {
@@ -127,9 +120,7 @@ func stampede(b *testing.B, h http.Handler) time.Duration {
 				rec := httptest.NewRecorder()
 				h.ServeHTTP(rec, httptest.NewRequest("GET", "/healthz/ready", nil))
 				lat[w] = append(lat[w], time.Since(t0))
-				if rec.Code != http.StatusOK {
-					b.Errorf("status %d; want 200", rec.Code)
-				}
+				assert.Equal(b, http.StatusOK, rec.Code, "status")
 			}
 		})
 	}

@@ -8,6 +8,9 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/drainkit/drainkit/lifecycle"
 	"github.com/drainkit/drainkit/readiness"
 )
@@ -24,19 +27,11 @@ func TestOnTransitionLogsTheFlip(t *testing.T) {
 		st.set(lifecycle.Draining)
 		r.OnTransition(lifecycle.Transition{From: lifecycle.Running, To: lifecycle.Draining})
 		recs := l.records(t)
-		if len(recs) != 2 {
-			t.Fatalf("got %d log lines; want 2 (unknown→ok, ok→fail at the flip): %v", len(recs), recs)
-		}
-		if got := recs[1]["new_status"]; got != "fail" {
-			t.Errorf("flip line new_status = %v; want fail", got)
-		}
-		if got := recs[1]["reason"]; got != "draining" {
-			t.Errorf("flip line reason = %v; want draining", got)
-		}
+		require.Len(t, recs, 2, "log lines: want unknown→ok, and ok→fail at the flip")
+		assert.Equal(t, "fail", recs[1]["new_status"], "flip line new_status")
+		assert.Equal(t, "draining", recs[1]["reason"], "flip line reason")
 		r.Ready(t.Context()) // the next probe sees the same status: no new line
-		if n := len(l.records(t)); n != 2 {
-			t.Errorf("got %d log lines after a probe; want still 2", n)
-		}
+		assert.Len(t, l.records(t), 2, "log lines after a probe: want still 2")
 	})
 }
 
@@ -46,27 +41,17 @@ func TestHeartbeatFresh(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := newRegistry(t, newState(lifecycle.Running), &logs{})
 		beat, err := r.Heartbeat("outbox_worker", time.Second)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		fresh := func() bool {
 			c, ok := findCheck(r.Live(), "outbox_worker")
-			if !ok {
-				t.Fatal("heartbeat outbox_worker not listed by the live probe")
-			}
+			require.True(t, ok, "heartbeat outbox_worker not listed by the live probe")
 			return c.Status == readiness.StatusOK
 		}
-		if !fresh() {
-			t.Error("new heartbeat: not fresh; want fresh")
-		}
+		assert.True(t, fresh(), "new heartbeat: not fresh; want fresh")
 		time.Sleep(2 * time.Second) // fake time: the loop has been silent
-		if fresh() {
-			t.Error("silent for 2s with a 1s gap: fresh; want stale")
-		}
+		assert.False(t, fresh(), "silent for 2s with a 1s gap: fresh; want stale")
 		beat()
-		if !fresh() {
-			t.Error("after a beat: not fresh; want fresh")
-		}
+		assert.True(t, fresh(), "after a beat: not fresh; want fresh")
 	})
 }
 
@@ -89,22 +74,16 @@ func TestStaleWhileRevalidateAndQuietSpell(t *testing.T) {
 
 		time.Sleep(readiness.DefaultCacheTTL + time.Millisecond) // expired, not stale
 		start := time.Now()
-		if rep := r.Ready(t.Context()); rep.Status != readiness.StatusOK {
-			t.Errorf("probe after 1 TTL: got %s; want the last result (ok), answered at once", rep.Status)
-		}
-		if waited := time.Since(start); waited != 0 {
-			t.Errorf("probe after 1 TTL waited %v; want 0 (no queueing behind a refresh)", waited)
-		}
+		rep := r.Ready(t.Context())
+		waited := time.Since(start)
+		assert.Equal(t, readiness.StatusOK, rep.Status, "probe after 1 TTL: want the last result, answered at once")
+		assert.Zero(t, waited, "probe after 1 TTL waited: want no queueing behind a refresh")
 		time.Sleep(100 * time.Millisecond) // the refresh it started lands (fake time)
-		if rep := r.Ready(t.Context()); rep.Status != readiness.StatusFail {
-			t.Errorf("next probe: got %s; want the refreshed fail", rep.Status)
-		}
+		assert.Equal(t, readiness.StatusFail, r.Ready(t.Context()).Status, "next probe: want the refreshed fail")
 
 		down.Store(false)
 		time.Sleep(3 * readiness.DefaultCacheTTL) // nobody probed for a while
-		if rep := r.Ready(t.Context()); rep.Status != readiness.StatusOK {
-			t.Errorf("probe after a quiet spell: got %s; want a fresh ok, not the old fail", rep.Status)
-		}
+		assert.Equal(t, readiness.StatusOK, r.Ready(t.Context()).Status, "probe after a quiet spell: want a fresh ok, not the old fail")
 	})
 }
 
@@ -130,9 +109,7 @@ func TestNoOldResultWhileAQuietSpellRefreshes(t *testing.T) {
 			synctest.Wait()
 		}
 		for range 2 {
-			if s := <-got; s != readiness.StatusFail {
-				t.Errorf("probe after an hour of silence: got %s; want the fresh fail, not the hour-old ok", s)
-			}
+			assert.Equal(t, readiness.StatusFail, <-got, "probe after an hour of silence: want the fresh fail, not the hour-old ok")
 		}
 	})
 }

@@ -11,6 +11,9 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/drainkit/drainkit/lifecycle"
 	"github.com/drainkit/drainkit/readiness"
 )
@@ -31,67 +34,49 @@ func TestHTTPEndpoints(t *testing.T) {
 	get := func(path string) (int, map[string]any) {
 		t.Helper()
 		resp, err := srv.Client().Get(srv.URL + path)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		defer resp.Body.Close()
 		b, _ := io.ReadAll(resp.Body)
-		if ct := resp.Header.Get("Content-Type"); ct != "application/json" {
-			t.Errorf("%s: Content-Type %q; want application/json", path, ct)
-		}
+		assert.Equal(t, "application/json", resp.Header.Get("Content-Type"), "%s: Content-Type", path)
 		var body map[string]any
-		if err := json.Unmarshal(b, &body); err != nil {
-			t.Fatalf("%s: body %q: %v", path, b, err)
-		}
+		require.NoError(t, json.Unmarshal(b, &body), "%s: body %q", path, b)
 		return resp.StatusCode, body
 	}
 
 	code, body := get("/healthz/ready")
-	if code != 200 || body["status"] != "degraded" {
-		t.Errorf("ready: got %d %v; want 200 degraded", code, body["status"])
-	}
+	assert.Equal(t, 200, code, "ready")
+	assert.Equal(t, "degraded", body["status"], "ready")
 	for _, f := range []string{"service", "node_id", "time_unix_ms"} {
-		if _, ok := body[f]; !ok {
-			t.Errorf("ready body lacks %q: %v", f, body)
-		}
+		assert.Contains(t, body, f, "ready body")
 	}
 	checks, _ := body["checks"].([]any)
-	if len(checks) != 1 {
-		t.Fatalf("ready checks = %v; want only the failing one", body["checks"])
-	}
-	c := checks[0].(map[string]any)
+	require.Len(t, checks, 1, "ready checks: want only the failing one")
+	c, ok := checks[0].(map[string]any)
+	require.True(t, ok, "ready check %v is not an object", checks[0])
 	for _, f := range []string{"name", "tier", "status", "message", "duration_ms", "age_ms"} {
-		if _, ok := c[f]; !ok {
-			t.Errorf("check lacks %q: %v", f, c)
-		}
+		assert.Contains(t, c, f, "check")
 	}
-	if c["name"] != "im" || c["tier"] != "informational" || c["status"] != "fail" || c["message"] != "im down" {
-		t.Errorf("check = %v; want im, informational, fail, \"im down\"", c)
-	}
+	assert.Equal(t, []any{"im", "informational", "fail", "im down"},
+		[]any{c["name"], c["tier"], c["status"], c["message"]}, "check name, tier, status, message")
 
-	if _, body := get("/healthz/ready?verbose=1"); len(body["checks"].([]any)) != 2 {
-		t.Errorf("verbose checks = %v; want both", body["checks"])
-	}
-	if code, body := get("/healthz/live"); code != 200 || body["status"] != "ok" {
-		t.Errorf("live: got %d %v; want 200 ok", code, body["status"])
-	}
+	_, body = get("/healthz/ready?verbose=1")
+	assert.Len(t, body["checks"], 2, "verbose checks: want both")
+	code, body = get("/healthz/live")
+	assert.Equal(t, 200, code, "live")
+	assert.Equal(t, "ok", body["status"], "live")
 
 	st.set(lifecycle.Draining)
-	if code, body := get("/healthz/ready"); code != 503 || body["status"] != "fail" || body["reason"] != "draining" {
-		t.Errorf("ready while draining: got %d %v %v; want 503 fail draining", code, body["status"], body["reason"])
-	}
-	if code, _ := get("/healthz/live"); code != 200 {
-		t.Errorf("live while draining: got %d; want 200", code)
-	}
+	code, body = get("/healthz/ready")
+	assert.Equal(t, 503, code, "ready while draining")
+	assert.Equal(t, "fail", body["status"], "ready while draining")
+	assert.Equal(t, "draining", body["reason"], "ready while draining")
+	code, _ = get("/healthz/live")
+	assert.Equal(t, 200, code, "live while draining")
 
 	resp, err := srv.Client().Post(srv.URL+"/healthz/ready", "text/plain", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	resp.Body.Close()
-	if resp.StatusCode != http.StatusMethodNotAllowed {
-		t.Errorf("POST ready: got %d; want 405 (probes are read-only)", resp.StatusCode)
-	}
+	assert.Equal(t, http.StatusMethodNotAllowed, resp.StatusCode, "POST ready: probes are read-only")
 }
 
 func TestHTTPStatusCodes(t *testing.T) {
@@ -114,21 +99,19 @@ func TestHTTPStatusCodes(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				r := newRegistry(t, newState(tt.state), nil)
 				mustAdd(t, r, readiness.Check{Name: "db", Probe: (&counter{err: tt.gating}).probe})
-				if _, err := r.Heartbeat("loop", readiness.DefaultCacheTTL); err != nil {
-					t.Fatal(err)
-				}
+				_, err := r.Heartbeat("loop", readiness.DefaultCacheTTL)
+				require.NoError(t, err)
 				if tt.stale {
 					time.Sleep(2 * readiness.DefaultCacheTTL) // fake clock
 				}
 				for _, p := range []struct {
+					name string
 					h    http.Handler
 					want int
-				}{{r.LiveHandler(), tt.wantLive}, {r.ReadyHandler(), tt.wantRdy}} {
+				}{{"live", r.LiveHandler(), tt.wantLive}, {"ready", r.ReadyHandler(), tt.wantRdy}} {
 					rec := httptest.NewRecorder()
 					p.h.ServeHTTP(rec, httptest.NewRequestWithContext(context.Background(), "GET", "/", nil))
-					if rec.Code != p.want {
-						t.Errorf("got %d; want %d (body %s)", rec.Code, p.want, rec.Body)
-					}
+					assert.Equal(t, p.want, rec.Code, "%s (body %s)", p.name, rec.Body)
 				}
 			})
 		})

@@ -3,11 +3,11 @@ package readiness_test
 import (
 	"context"
 	"fmt"
-	"slices"
-	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/stretchr/testify/assert"
 
 	"github.com/drainkit/drainkit/lifecycle"
 	"github.com/drainkit/drainkit/readiness"
@@ -54,9 +54,8 @@ func TestCheckTimeoutCountsFromProbeCall(t *testing.T) {
 				synctest.Wait()
 				restore()
 				c, _ := findCheck(rep, "listener")
-				if rep.Status != tt.wantStatus || !strings.HasPrefix(c.Message, tt.wantMsg) {
-					t.Errorf("got %s (%q); want %s (%q)", rep.Status, c.Message, tt.wantStatus, tt.wantMsg)
-				}
+				assert.Equal(t, tt.wantStatus, rep.Status, "status (message %q)", c.Message)
+				hasPrefix(t, c.Message, tt.wantMsg, "message (status %s)", rep.Status)
 			})
 		})
 	}
@@ -80,21 +79,16 @@ func TestProberGivingUpIsNoTransition(t *testing.T) {
 		}})
 		ctx, cancel := context.WithTimeout(t.Context(), slow/2)
 		defer cancel()
-		if rep := r.Ready(ctx); rep.Status != readiness.StatusFail {
-			t.Errorf("prober that gave up: got %s; want fail", rep.Status)
-		}
+		assert.Equal(t, readiness.StatusFail, r.Ready(ctx).Status, "prober that gave up")
 		time.Sleep(slow)
-		if rep := r.Ready(t.Context()); rep.Status != readiness.StatusOK {
-			t.Errorf("after the evaluation landed: got %s (%s); want ok", rep.Status, rep.Reason)
-		}
+		rep := r.Ready(t.Context())
+		assert.Equal(t, readiness.StatusOK, rep.Status, "after the evaluation landed (reason %q)", rep.Reason)
 		var got []string
 		for _, rec := range l.records(t) {
 			if rec["msg"] == "readiness changed" {
 				got = append(got, fmt.Sprintf("%v->%v", rec["old_status"], rec["new_status"]))
 			}
 		}
-		if want := []string{"unknown->ok"}; !slices.Equal(got, want) {
-			t.Errorf("transitions logged: got %v; want %v", got, want)
-		}
+		assert.Equal(t, []string{"unknown->ok"}, got, "transitions logged")
 	})
 }

@@ -6,6 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/drainkit/drainkit/readiness"
 )
 
@@ -19,16 +22,14 @@ func runCheck(t *testing.T, c readiness.Check) error {
 
 func TestListenerDefaults(t *testing.T) {
 	c := readiness.Listener(":8080")
-	if c.Name != "listener :8080" || c.Timeout != 100*time.Millisecond || c.Tier != readiness.Gating {
-		t.Errorf("got %s %v %v; want listener :8080 100ms gating", c.Name, c.Timeout, c.Tier)
-	}
+	assert.Equal(t, "listener :8080", c.Name)
+	assert.Equal(t, 100*time.Millisecond, c.Timeout)
+	assert.Equal(t, readiness.Gating, c.Tier)
 }
 
 func TestListener(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	addr := ln.Addr().String()
 	accepted := make(chan struct{})
 	go func() {
@@ -37,12 +38,8 @@ func TestListener(t *testing.T) {
 			c.Close()
 		}
 	}()
-	if err := runCheck(t, readiness.Listener(addr)); err != nil {
-		t.Errorf("open listener: %v; want nil", err)
-	}
+	assert.NoError(t, runCheck(t, readiness.Listener(addr)), "open listener")
 	<-accepted
 	ln.Close()
-	if err := runCheck(t, readiness.Listener(addr)); err == nil {
-		t.Errorf("closed listener: nil; want an error")
-	}
+	assert.Error(t, runCheck(t, readiness.Listener(addr)), "closed listener")
 }

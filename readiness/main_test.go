@@ -4,12 +4,15 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
 	"github.com/drainkit/drainkit/lifecycle"
@@ -53,9 +56,7 @@ func (l *logs) records(t *testing.T) []map[string]any {
 			continue
 		}
 		var rec map[string]any
-		if err := json.Unmarshal([]byte(line), &rec); err != nil {
-			t.Fatalf("log line %q: %v", line, err)
-		}
+		require.NoError(t, json.Unmarshal([]byte(line), &rec), "log line %q", line)
 		recs = append(recs, rec)
 	}
 	return recs
@@ -73,14 +74,8 @@ func newRegistry(t *testing.T, st *state, l *logs) *readiness.Registry {
 		l = &logs{}
 	}
 	r, err := readiness.New(readiness.Config{Service: "room-service", NodeID: "room-1", Logger: l.logger()}, st.State)
-	if err != nil {
-		t.Fatalf("New: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := r.Close(context.Background()); err != nil {
-			t.Errorf("Close: %v", err)
-		}
-	})
+	require.NoError(t, err, "New")
+	t.Cleanup(func() { assert.NoError(t, r.Close(context.Background()), "Close") })
 	return r
 }
 
@@ -98,9 +93,7 @@ func (c *counter) probe(context.Context) error {
 func mustAdd(t *testing.T, r *readiness.Registry, cs ...readiness.Check) {
 	t.Helper()
 	for _, c := range cs {
-		if err := r.Add(c); err != nil {
-			t.Fatalf("Add(%q): %v", c.Name, err)
-		}
+		require.NoError(t, r.Add(c), "Add(%q)", c.Name)
 	}
 }
 
@@ -111,4 +104,14 @@ func findCheck(rep readiness.Report, name string) (readiness.CheckResult, bool) 
 		}
 	}
 	return readiness.CheckResult{}, false
+}
+
+// hasPrefix asserts that s starts with prefix, which testify has no
+// assertion for.
+func hasPrefix(t *testing.T, s, prefix string, msgAndArgs ...any) bool {
+	t.Helper()
+	if strings.HasPrefix(s, prefix) {
+		return true
+	}
+	return assert.Fail(t, fmt.Sprintf("%q does not start with %q", s, prefix), msgAndArgs...)
 }

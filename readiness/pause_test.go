@@ -1,12 +1,14 @@
 package readiness_test
 
 import (
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/drainkit/drainkit/lifecycle"
 	"github.com/drainkit/drainkit/readiness"
@@ -51,32 +53,25 @@ func TestHeartbeatDoesNotCountAProcessPause(t *testing.T) {
 		t.Cleanup(readiness.SetClockTicking(p.tick))
 		r := newRegistry(t, newState(lifecycle.Running), nil)
 		beat, err := r.Heartbeat("outbox_worker", 4*time.Second)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if rep := r.Live(); rep.Status != readiness.StatusOK {
-			t.Fatalf("fresh heartbeat: got %s; want ok", rep.Status)
-		}
+		require.NoError(t, err)
+		require.Equal(t, readiness.StatusOK, r.Live().Status, "fresh heartbeat")
 		time.Sleep(time.Second) // the loop runs, then beats
 		beat()
 
 		p.pause()
 		time.Sleep(6 * time.Second) // the process is stopped: neither clock nor loop runs
 		p.resume()
-		if rep := r.Live(); rep.Status != readiness.StatusOK {
-			c, _ := findCheck(rep, "outbox_worker")
-			t.Errorf("first probe after a 6s pause: got %s %q; want ok", rep.Status, c.Message)
-		}
+		rep := r.Live()
+		c, _ := findCheck(rep, "outbox_worker")
+		assert.Equal(t, readiness.StatusOK, rep.Status, "first probe after a 6s pause (%q)", c.Message)
 
 		time.Sleep(4 * time.Second) // running again, and the loop stays silent
-		rep := r.Live()
-		if c, _ := findCheck(rep, "outbox_worker"); rep.Status != readiness.StatusFail || !strings.HasPrefix(c.Message, "no heartbeat for 4") {
-			t.Errorf("silent for 4s of running time after the pause: got %s %q; want fail \"no heartbeat for 4…\"", rep.Status, c.Message)
-		}
+		rep = r.Live()
+		c, _ = findCheck(rep, "outbox_worker")
+		assert.Equal(t, readiness.StatusFail, rep.Status, "silent for 4s of running time after the pause (%q)", c.Message)
+		hasPrefix(t, c.Message, "no heartbeat for 4", "silent for 4s of running time after the pause")
 		beat()
-		if rep := r.Live(); rep.Status != readiness.StatusOK {
-			t.Errorf("after a beat: got %s; want ok", rep.Status)
-		}
+		assert.Equal(t, readiness.StatusOK, r.Live().Status, "after a beat")
 	})
 }
 
@@ -89,19 +84,17 @@ func TestHeartbeatDoesNotCountAPauseBeforeTheFirstProbe(t *testing.T) {
 		t.Cleanup(readiness.SetClockTicking(p.tick))
 		st := newState(lifecycle.Starting)
 		r := newRegistry(t, st, nil)
-		if _, err := r.Heartbeat("outbox_worker", 4*time.Second); err != nil {
-			t.Fatal(err)
-		}
+		_, err := r.Heartbeat("outbox_worker", 4*time.Second)
+		require.NoError(t, err)
 		st.set(lifecycle.Running)
 		r.OnTransition(lifecycle.Transition{From: lifecycle.Starting, To: lifecycle.Running})
 		time.Sleep(time.Second)
 		p.pause()
 		time.Sleep(6 * time.Second)
 		p.resume()
-		if rep := r.Live(); rep.Status != readiness.StatusOK {
-			c, _ := findCheck(rep, "outbox_worker")
-			t.Errorf("first live probe ever, after a 6s pause: got %s %q; want ok", rep.Status, c.Message)
-		}
+		rep := r.Live()
+		c, _ := findCheck(rep, "outbox_worker")
+		assert.Equal(t, readiness.StatusOK, rep.Status, "first live probe ever, after a 6s pause (%q)", c.Message)
 	})
 }
 
@@ -112,22 +105,15 @@ func TestHeartbeatIsJudgedFromTheFlipToRunning(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		st := newState(lifecycle.Starting)
 		r := newRegistry(t, st, nil)
-		if _, err := r.Heartbeat("outbox_worker", time.Second); err != nil {
-			t.Fatal(err)
-		}
+		_, err := r.Heartbeat("outbox_worker", time.Second)
+		require.NoError(t, err)
 		time.Sleep(3 * time.Second) // a start waiting on Redis
-		if rep := r.Live(); rep.Status == readiness.StatusFail {
-			t.Errorf("starting, loop not started for 3s: got %s; want not fail", rep.Status)
-		}
+		assert.NotEqual(t, readiness.StatusFail, r.Live().Status, "starting, loop not started for 3s")
 		st.set(lifecycle.Running)
 		r.OnTransition(lifecycle.Transition{From: lifecycle.Starting, To: lifecycle.Running})
-		if rep := r.Live(); rep.Status != readiness.StatusOK {
-			t.Errorf("at the flip to Running: got %s; want ok", rep.Status)
-		}
+		assert.Equal(t, readiness.StatusOK, r.Live().Status, "at the flip to Running")
 		time.Sleep(2 * time.Second)
-		if rep := r.Live(); rep.Status != readiness.StatusFail {
-			t.Errorf("running, loop silent for 2s with a 1s gap: got %s; want fail", rep.Status)
-		}
+		assert.Equal(t, readiness.StatusFail, r.Live().Status, "running, loop silent for 2s with a 1s gap")
 	})
 }
 
@@ -139,9 +125,8 @@ func TestHeartbeatFailsAStuckLoopOnAStarvedProcess(t *testing.T) {
 		p := &pauser{}
 		t.Cleanup(readiness.SetClockTicking(p.tick))
 		r := newRegistry(t, newState(lifecycle.Running), nil)
-		if _, err := r.Heartbeat("loop", time.Second); err != nil {
-			t.Fatal(err)
-		}
+		_, err := r.Heartbeat("loop", time.Second)
+		require.NoError(t, err)
 		r.Live()       // starts the clock
 		for range 20 { // the clock held 250 ms at a time: each late tick counts 200 ms
 			p.pause()
@@ -149,9 +134,7 @@ func TestHeartbeatFailsAStuckLoopOnAStarvedProcess(t *testing.T) {
 			p.resume()
 			synctest.Wait()
 		}
-		if rep := r.Live(); rep.Status != readiness.StatusFail {
-			t.Errorf("loop silent for 5s of a starved process: got %s; want fail", rep.Status)
-		}
+		assert.Equal(t, readiness.StatusFail, r.Live().Status, "loop silent for 5s of a starved process")
 	})
 }
 
@@ -163,23 +146,16 @@ func TestHeartbeatClockStopsWhenDraining(t *testing.T) {
 		t.Cleanup(readiness.SetClockTicking(func() { ticks.Add(1) }))
 		st := newState(lifecycle.Running)
 		r, err := readiness.New(readiness.Config{Service: "room-service", NodeID: "room-1", Logger: (&logs{}).logger()}, st.State)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := r.Heartbeat("loop", time.Second); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
+		_, err = r.Heartbeat("loop", time.Second)
+		require.NoError(t, err)
 		r.Live() // starts the clock
 		time.Sleep(time.Second)
-		if ticks.Load() == 0 {
-			t.Fatal("the clock did not tick while running")
-		}
+		require.NotZero(t, ticks.Load(), "the clock did not tick while running")
 		st.set(lifecycle.Draining)
 		time.Sleep(time.Second)
 		after := ticks.Load()
 		time.Sleep(time.Second)
-		if got := ticks.Load(); got != after {
-			t.Errorf("clock ticked %d times in a second of draining; want 0: its goroutine outlives the process's liveness", got-after)
-		}
+		assert.Zero(t, ticks.Load()-after, "clock ticks in a second of draining: its goroutine outlives the process's liveness")
 	})
 }

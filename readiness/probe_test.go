@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/drainkit/drainkit/lifecycle"
 	"github.com/drainkit/drainkit/readiness"
@@ -26,43 +28,35 @@ func TestLivenessIgnoresDependencies(t *testing.T) {
 			readiness.Check{Name: "db", Probe: db.probe},
 			readiness.Check{Name: "stuck", Probe: hung(stuck, release)})
 		hb, err := r.Heartbeat("outbox", 5*time.Second)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 
-		if rep := r.Live(); rep.Status != readiness.StatusOK {
-			t.Errorf("live with failing dependencies: got %s; want ok", rep.Status)
-		}
-		if db.runs.Load() != 0 || stuck.runs.Load() != 0 {
-			t.Errorf("live ran dependency checks (db %d, stuck %d times); want none", db.runs.Load(), stuck.runs.Load())
-		}
+		assert.Equal(t, readiness.StatusOK, r.Live().Status, "live with failing dependencies")
+		assert.Zero(t, db.runs.Load(), "times live ran the db check: want none")
+		assert.Zero(t, stuck.runs.Load(), "times live ran the stuck check: want none")
 
 		time.Sleep(6 * time.Second)
 		rep := r.Live()
-		if c, _ := findCheck(rep, "outbox"); rep.Status != readiness.StatusFail || !strings.HasPrefix(c.Message, "no heartbeat for 6s") {
-			t.Errorf("stale heartbeat: got %s %q; want fail \"no heartbeat for 6s…\"", rep.Status, c.Message)
-		}
+		c, _ := findCheck(rep, "outbox")
+		assert.Equal(t, readiness.StatusFail, rep.Status, "stale heartbeat")
+		hasPrefix(t, c.Message, "no heartbeat for 6s", "stale heartbeat")
 		hb()
-		if rep := r.Live(); rep.Status != readiness.StatusOK {
-			t.Errorf("after Beat: got %s; want ok", rep.Status)
-		}
+		assert.Equal(t, readiness.StatusOK, r.Live().Status, "after a beat")
 
 		// Loops stop on purpose while draining: live stays 200, the stale
 		// heartbeat is still listed.
 		st.set(lifecycle.Draining)
 		time.Sleep(6 * time.Second)
 		rep = r.Live()
-		if _, listed := findCheck(rep, "outbox"); rep.Status == readiness.StatusFail || !listed {
-			t.Errorf("draining with stale heartbeat: got %s (listed %v); want not fail, listed", rep.Status, listed)
-		}
+		_, listed := findCheck(rep, "outbox")
+		assert.NotEqual(t, readiness.StatusFail, rep.Status, "draining with a stale heartbeat")
+		assert.True(t, listed, "draining with a stale heartbeat: want it listed")
 	})
 }
 
 func TestHeartbeatRejectsBadInput(t *testing.T) {
 	r := newRegistry(t, newState(lifecycle.Running), nil)
-	if _, err := r.Heartbeat("loop", time.Second); err != nil {
-		t.Fatal(err)
-	}
+	_, err := r.Heartbeat("loop", time.Second)
+	require.NoError(t, err)
 	tests := []struct {
 		name    string
 		give    string
@@ -75,9 +69,8 @@ func TestHeartbeatRejectsBadInput(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if _, err := r.Heartbeat(tt.give, tt.gap); err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-				t.Errorf("Heartbeat(%q, %v) = %v; want error containing %q", tt.give, tt.gap, err, tt.wantErr)
-			}
+			_, err := r.Heartbeat(tt.give, tt.gap)
+			assert.ErrorContains(t, err, tt.wantErr, "Heartbeat(%q, %v)", tt.give, tt.gap)
 		})
 	}
 }
@@ -130,19 +123,14 @@ func TestTransitionLogs(t *testing.T) {
 			{"ok", "fail", "INFO", "", "draining"},
 		}
 		recs := l.records(t)
-		if len(recs) != len(want) {
-			t.Fatalf("got %d log lines; want %d (one per transition): %v", len(recs), len(want), recs)
-		}
+		require.Len(t, recs, len(want), "log lines: want one per transition")
 		for i, w := range want {
 			rec := recs[i]
-			got := []any{rec["old_status"], rec["new_status"], rec["level"], rec["failed_check"], rec["reason"]}
-			if got[0] != w.old || got[1] != w.new || got[2] != w.level || got[3] != w.failed || got[4] != w.reason {
-				t.Errorf("line %d: got old=%v new=%v level=%v failed_check=%v reason=%v; want %+v", i, got[0], got[1], got[2], got[3], got[4], w)
-			}
+			assert.Equal(t, []any{w.old, w.new, w.level, w.failed, w.reason},
+				[]any{rec["old_status"], rec["new_status"], rec["level"], rec["failed_check"], rec["reason"]},
+				"line %d: old_status, new_status, level, failed_check, reason", i)
 			for _, f := range []string{"service", "node_id", "old_status", "new_status", "failed_check", "reason", "duration_ms"} {
-				if _, ok := rec[f]; !ok {
-					t.Errorf("line %d: field %s missing: %v", i, f, rec)
-				}
+				assert.Contains(t, rec, f, "line %d: field %s missing", i, f)
 			}
 		}
 	})
@@ -152,9 +140,7 @@ func TestMetrics(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		reg := prometheus.NewRegistry()
 		r, err := readiness.New(readiness.Config{Service: "s", NodeID: "n", Logger: (&logs{}).logger(), Registerer: reg}, newState(lifecycle.Running).State)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		defer r.Close(context.Background())
 		db, cache := &counter{}, &counter{err: errors.New("down")}
 		mustAdd(t, r,
@@ -163,12 +149,9 @@ func TestMetrics(t *testing.T) {
 		r.Ready(t.Context())
 		r.Live()
 
-		if _, err := reg.Gather(); err != nil { // a scrape
-			t.Fatal(err)
-		}
-		if db.runs.Load() != 1 {
-			t.Errorf("db ran %d times after a probe and a scrape; want 1 (a scrape runs nothing)", db.runs.Load())
-		}
+		_, err = reg.Gather() // a scrape
+		require.NoError(t, err)
+		assert.Equal(t, int32(1), db.runs.Load(), "db runs after a probe and a scrape: a scrape runs nothing")
 		tests := []struct {
 			name   string
 			labels string
@@ -182,9 +165,9 @@ func TestMetrics(t *testing.T) {
 			{"health_check_duration_ms", "check=cache", 1},
 		}
 		for _, tt := range tests {
-			if got, ok := metricValue(t, reg, tt.name, tt.labels); !ok || got != tt.want {
-				t.Errorf("%s{%s} = %v (found %v); want %v", tt.name, tt.labels, got, ok, tt.want)
-			}
+			got, found := metricValue(t, reg, tt.name, tt.labels)
+			assert.True(t, found, "%s{%s} not gathered", tt.name, tt.labels)
+			assert.Equal(t, tt.want, got, "%s{%s}", tt.name, tt.labels)
 		}
 	})
 }
@@ -194,9 +177,7 @@ func TestMetrics(t *testing.T) {
 func metricValue(t *testing.T, reg *prometheus.Registry, name, labels string) (float64, bool) {
 	t.Helper()
 	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	for _, mf := range mfs {
 		if mf.GetName() != name {
 			continue
@@ -235,12 +216,9 @@ func TestRedact(t *testing.T) {
 		{strings.Repeat("é", 200), strings.Repeat("é", 80) + "…"},
 	}
 	for _, tt := range tests {
-		if got := readiness.Redact(tt.give); got != tt.want {
-			t.Errorf("Redact(%q) = %q; want %q", tt.give, got, tt.want)
-		}
-		if strings.Contains(readiness.Redact(tt.give), "s3cret") {
-			t.Errorf("Redact(%q) kept the secret", tt.give)
-		}
+		got := readiness.Redact(tt.give)
+		assert.Equal(t, tt.want, got, "Redact(%q)", tt.give)
+		assert.NotContains(t, got, "s3cret", "Redact(%q) kept the secret", tt.give)
 	}
 }
 
@@ -250,9 +228,7 @@ func TestCheckMessagesAreRedacted(t *testing.T) {
 		mustAdd(t, r, readiness.Check{Name: "db", Probe: func(context.Context) error {
 			return errors.New("dial app:s3cret@tcp(db:3306)/rooms?password=s3cret: refused")
 		}})
-		rep := r.Ready(t.Context())
-		if c, _ := findCheck(rep, "db"); strings.Contains(c.Message, "s3cret") {
-			t.Errorf("message %q contains the password; want it stripped", c.Message)
-		}
+		c, _ := findCheck(r.Ready(t.Context()), "db")
+		assert.NotContains(t, c.Message, "s3cret", "message contains the password; want it stripped")
 	})
 }

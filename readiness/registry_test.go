@@ -3,11 +3,13 @@ package readiness_test
 import (
 	"context"
 	"errors"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/drainkit/drainkit/lifecycle"
 	"github.com/drainkit/drainkit/readiness"
@@ -35,17 +37,15 @@ func TestConfigValidate(t *testing.T) {
 			c := ok
 			tt.give(&c)
 			err := c.Validate()
-			switch {
-			case tt.wantErr == "" && err != nil:
-				t.Errorf("Validate() = %v; want nil", err)
-			case tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)):
-				t.Errorf("Validate() = %v; want error containing %q", err, tt.wantErr)
+			if tt.wantErr == "" {
+				assert.NoError(t, err, "Validate()")
+				return
 			}
+			assert.ErrorContains(t, err, tt.wantErr, "Validate()")
 		})
 	}
-	if _, err := readiness.New(ok, nil); err == nil {
-		t.Errorf("New(cfg, nil) = nil error; want an error for the missing state source")
-	}
+	_, err := readiness.New(ok, nil)
+	assert.Error(t, err, "New(cfg, nil): want an error for the missing state source")
 }
 
 func TestAddRejectsBadChecks(t *testing.T) {
@@ -65,15 +65,10 @@ func TestAddRejectsBadChecks(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			err := r.Add(tt.give)
-			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-				t.Errorf("Add() = %v; want error containing %q", err, tt.wantErr)
-			}
+			assert.ErrorContains(t, r.Add(tt.give), tt.wantErr, "Add()")
 		})
 	}
-	if err := r.Add(readiness.Check{Name: "db", Probe: probe}); !errors.Is(err, readiness.ErrDuplicate) {
-		t.Errorf("Add(duplicate) = %v; want ErrDuplicate", err)
-	}
+	assert.ErrorIs(t, r.Add(readiness.Check{Name: "db", Probe: probe}), readiness.ErrDuplicate, "Add(duplicate)")
 }
 
 func TestReadyStatus(t *testing.T) {
@@ -98,16 +93,11 @@ func TestReadyStatus(t *testing.T) {
 					readiness.Check{Name: "db", Probe: (&counter{err: tt.gating}).probe},
 					readiness.Check{Name: "cache", Tier: readiness.Informational, Probe: (&counter{err: tt.info}).probe})
 				rep := r.Ready(t.Context())
-				if rep.Status != tt.wantStatus {
-					t.Errorf("Status = %q; want %q", rep.Status, tt.wantStatus)
-				}
-				if got := strings.Join(rep.Failed(), ","); got != strings.Join(tt.wantFailed, ",") {
-					t.Errorf("Failed() = %q; want %q", got, strings.Join(tt.wantFailed, ","))
-				}
+				assert.Equal(t, tt.wantStatus, rep.Status, "Status")
+				assert.Equal(t, tt.wantFailed, rep.Failed(), "Failed()")
 				for _, name := range tt.wantFailed {
-					if c, _ := findCheck(rep, name); c.Message != "boom" {
-						t.Errorf("check %s message = %q; want %q", name, c.Message, "boom")
-					}
+					c, _ := findCheck(rep, name)
+					assert.Equal(t, "boom", c.Message, "check %s message", name)
 				}
 			})
 		})
@@ -137,29 +127,19 @@ func TestHungCheckIsBoundedAndNotRestarted(t *testing.T) {
 		for i := range 10 {
 			start := time.Now()
 			rep := r.Ready(t.Context())
-			if took := time.Since(start); took > readiness.DefaultReadyTimeout {
-				t.Fatalf("probe %d took %v; want at most %v", i, took, readiness.DefaultReadyTimeout)
-			}
+			require.LessOrEqual(t, time.Since(start), readiness.DefaultReadyTimeout, "probe %d took", i)
 			c, _ := findCheck(rep, "stuck")
-			if c.Status != readiness.StatusFail || !strings.HasPrefix(c.Message, "deadline exceeded") {
-				t.Errorf("probe %d: stuck = %s %q; want fail \"deadline exceeded…\"", i, c.Status, c.Message)
-			}
-			if h, _ := findCheck(rep, "healthy"); h.Status != readiness.StatusOK {
-				t.Errorf("probe %d: healthy = %s %q; want ok: a hung check must not mask it", i, h.Status, h.Message)
-			}
+			assert.Equal(t, readiness.StatusFail, c.Status, "probe %d: stuck", i)
+			hasPrefix(t, c.Message, "deadline exceeded", "probe %d: stuck", i)
+			h, _ := findCheck(rep, "healthy")
+			assert.Equal(t, readiness.StatusOK, h.Status, "probe %d: healthy (%q): a hung check must not mask it", i, h.Message)
 			time.Sleep(2 * readiness.DefaultCacheTTL) // fake time: expire the cache
 		}
-		if got := stuck.runs.Load(); got != 1 {
-			t.Errorf("hung check started %d times; want 1", got)
-		}
-		if got := healthy.runs.Load(); got != 10 {
-			t.Errorf("healthy check ran %d times; want 10 (one per evaluation)", got)
-		}
+		assert.Equal(t, int32(1), stuck.runs.Load(), "times the hung check started")
+		assert.Equal(t, int32(10), healthy.runs.Load(), "times the healthy check ran: one per evaluation")
 		rep := r.Ready(t.Context())
 		c, _ := findCheck(rep, "stuck")
-		if !strings.Contains(c.Message, "running 2") { // started ~20s of fake time ago
-			t.Errorf("stuck message = %q; want its age, about 20s", c.Message)
-		}
+		assert.Contains(t, c.Message, "running 2", "stuck message: want its age, about 20s") // started ~20s of fake time ago
 	})
 }
 
@@ -171,9 +151,7 @@ func TestCheckTimeoutCappedByReadyTimeout(t *testing.T) {
 		mustAdd(t, r, readiness.Check{Name: "slow", Timeout: 5 * time.Second, Probe: hung(&counter{}, release)})
 		start := time.Now()
 		r.Ready(t.Context())
-		if took := time.Since(start); took != readiness.DefaultReadyTimeout {
-			t.Errorf("probe took %v; want %v (the whole-evaluation deadline)", took, readiness.DefaultReadyTimeout)
-		}
+		assert.Equal(t, readiness.DefaultReadyTimeout, time.Since(start), "probe took: want the whole-evaluation deadline")
 	})
 }
 
@@ -182,9 +160,9 @@ func TestPanickingCheckFails(t *testing.T) {
 		r := newRegistry(t, newState(lifecycle.Running), nil)
 		mustAdd(t, r, readiness.Check{Name: "bad", Probe: func(context.Context) error { panic("boom") }})
 		rep := r.Ready(t.Context())
-		if c, _ := findCheck(rep, "bad"); rep.Status != readiness.StatusFail || c.Message != "panic: boom" {
-			t.Errorf("got %s with message %q; want fail with %q", rep.Status, c.Message, "panic: boom")
-		}
+		c, _ := findCheck(rep, "bad")
+		assert.Equal(t, readiness.StatusFail, rep.Status)
+		assert.Equal(t, "panic: boom", c.Message)
 	})
 }
 
@@ -195,23 +173,19 @@ func TestStateAnswersWithoutChecks(t *testing.T) {
 		db := &counter{}
 		mustAdd(t, r, readiness.Check{Name: "db", Probe: db.probe})
 
-		if rep := r.Ready(t.Context()); rep.Status != readiness.StatusFail || rep.Reason != "starting" {
-			t.Errorf("starting: got %s %q; want fail \"starting\"", rep.Status, rep.Reason)
-		}
+		rep := r.Ready(t.Context())
+		assert.Equal(t, readiness.StatusFail, rep.Status, "starting")
+		assert.Equal(t, "starting", rep.Reason, "starting")
 		st.set(lifecycle.Running)
-		if rep := r.Ready(t.Context()); rep.Status != readiness.StatusOK {
-			t.Errorf("running: got %s; want ok", rep.Status)
-		}
+		assert.Equal(t, readiness.StatusOK, r.Ready(t.Context()).Status, "running")
 		// The cached "ok" is fresh, yet the first probe after the flip fails.
 		st.set(lifecycle.Draining)
-		if rep := r.Ready(t.Context()); rep.Status != readiness.StatusFail || rep.Reason != "draining" {
-			t.Errorf("draining: got %s %q; want fail \"draining\"", rep.Status, rep.Reason)
-		}
+		rep = r.Ready(t.Context())
+		assert.Equal(t, readiness.StatusFail, rep.Status, "draining")
+		assert.Equal(t, "draining", rep.Reason, "draining")
 		time.Sleep(2 * readiness.DefaultCacheTTL)
 		r.Ready(t.Context())
-		if got := db.runs.Load(); got != 1 {
-			t.Errorf("check ran %d times; want 1 (only while running)", got)
-		}
+		assert.Equal(t, int32(1), db.runs.Load(), "check runs: only while running")
 	})
 }
 
@@ -234,9 +208,7 @@ func TestStampede(t *testing.T) {
 			for range probes {
 				go func() {
 					start := time.Now()
-					if rep := r.Ready(context.Background()); rep.Status != readiness.StatusOK {
-						t.Errorf("step %d: status %s; want ok", step, rep.Status)
-					}
+					assert.Equal(t, readiness.StatusOK, r.Ready(context.Background()).Status, "step %d: status", step)
 					results <- time.Since(start)
 				}()
 			}
@@ -249,14 +221,10 @@ func TestStampede(t *testing.T) {
 		}
 		// Refreshes start at 0, 1.1 s and 2.2 s: each lands 50 ms later and is
 		// fresh for 1 s; meanwhile probes answer from the one before.
-		if got := slow.runs.Load(); got != 3 {
-			t.Errorf("check ran %d times in 3 s; want 3 (once per TTL window)", got)
-		}
+		assert.Equal(t, int32(3), slow.runs.Load(), "check runs in 3 s: once per TTL window")
 		want := map[int]int{0: probes}
 		for step, got := range waited {
-			if got != want[step] {
-				t.Errorf("step %d: %d probes waited; want %d", step, got, want[step])
-			}
+			assert.Equal(t, want[step], got, "step %d: probes that waited", step)
 		}
 	})
 }
@@ -274,48 +242,34 @@ func TestDisconnectedProberDoesNotCancelEvaluation(t *testing.T) {
 		}})
 		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Millisecond)
 		defer cancel()
-		if rep := r.Ready(ctx); rep.Status != readiness.StatusFail {
-			t.Errorf("abandoned probe: got %s; want fail (nothing to answer from yet)", rep.Status)
-		}
+		assert.Equal(t, readiness.StatusFail, r.Ready(ctx).Status, "abandoned probe: nothing to answer from yet")
 		synctest.Wait()
 		time.Sleep(100 * time.Millisecond)
 		synctest.Wait()
-		if sawCancel {
-			t.Errorf("check saw its context cancelled when the first prober left; want the evaluation to go on")
-		}
-		if rep := r.Ready(t.Context()); rep.Status != readiness.StatusOK {
-			t.Errorf("next probe: got %s; want ok from the evaluation the first prober started", rep.Status)
-		}
-		if got := check.runs.Load(); got != 1 {
-			t.Errorf("check ran %d times; want 1", got)
-		}
+		assert.False(t, sawCancel, "check saw its context cancelled when the first prober left; want the evaluation to go on")
+		assert.Equal(t, readiness.StatusOK, r.Ready(t.Context()).Status, "next probe: want ok from the evaluation the first prober started")
+		assert.Equal(t, int32(1), check.runs.Load(), "check runs")
 	})
 }
 
 func TestCloseWaitsForChecks(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r, err := readiness.New(readiness.Config{Service: "s", NodeID: "n", Logger: (&logs{}).logger()}, newState(lifecycle.Running).State)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		release := make(chan struct{})
 		mustAdd(t, r, readiness.Check{Name: "stuck", Probe: hung(&counter{}, release)})
 		r.Ready(t.Context())
 		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
 		defer cancel()
-		if err := r.Close(ctx); err == nil || !strings.Contains(err.Error(), "stuck (running") {
-			t.Errorf("Close with a hung check = %v; want the context's error naming the check", err)
-		}
+		err = r.Close(ctx)
+		assert.ErrorIs(t, err, context.DeadlineExceeded, "Close with a hung check: want the context's error")
+		assert.ErrorContains(t, err, "stuck (running", "Close with a hung check: want the check named")
 		close(release)
-		if err := r.Close(t.Context()); err != nil {
-			t.Errorf("Close after release = %v; want nil", err)
-		}
-		if rep := r.Ready(t.Context()); rep.Status != readiness.StatusFail || rep.Reason != "stopped" {
-			t.Errorf("after Close: got %s %q; want fail \"stopped\"", rep.Status, rep.Reason)
-		}
-		if err := r.Add(readiness.Check{Name: "x", Probe: (&counter{}).probe}); !errors.Is(err, readiness.ErrClosed) {
-			t.Errorf("Add after Close = %v; want ErrClosed", err)
-		}
+		assert.NoError(t, r.Close(t.Context()), "Close after release")
+		rep := r.Ready(t.Context())
+		assert.Equal(t, readiness.StatusFail, rep.Status, "after Close")
+		assert.Equal(t, "stopped", rep.Reason, "after Close")
+		assert.ErrorIs(t, r.Add(readiness.Check{Name: "x", Probe: (&counter{}).probe}), readiness.ErrClosed, "Add after Close")
 	})
 }
 
@@ -325,28 +279,19 @@ func TestCloseWaitsForChecks(t *testing.T) {
 func TestClosedRegistryAnswersStoppedFromCache(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r, err := readiness.New(readiness.Config{Service: "s", NodeID: "n", Logger: (&logs{}).logger()}, newState(lifecycle.Running).State)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		c := &counter{}
 		mustAdd(t, r, readiness.Check{Name: "db", Tier: readiness.Gating, Probe: c.probe})
-		if rep := r.Ready(t.Context()); rep.Status != readiness.StatusOK {
-			t.Fatalf("before Close: got %s; want ok", rep.Status)
-		}
-		if err := r.Close(t.Context()); err != nil {
-			t.Fatal(err)
-		}
+		require.Equal(t, readiness.StatusOK, r.Ready(t.Context()).Status, "before Close")
+		require.NoError(t, r.Close(t.Context()))
 		runs := c.runs.Load()
 		for range 3 { // within the cache's TTL and after it
 			rep := r.Ready(t.Context())
-			if rep.Status != readiness.StatusFail || rep.Reason != "stopped" {
-				t.Errorf("after Close: got %s %q; want fail \"stopped\"", rep.Status, rep.Reason)
-			}
+			assert.Equal(t, readiness.StatusFail, rep.Status, "after Close")
+			assert.Equal(t, "stopped", rep.Reason, "after Close")
 			time.Sleep(time.Second) // synctest: advances the fake clock past CacheTTL
 		}
-		if got := c.runs.Load(); got != runs {
-			t.Errorf("checks run after Close: got %d; want 0", got-runs)
-		}
+		assert.Zero(t, c.runs.Load()-runs, "checks run after Close")
 	})
 }
 
@@ -358,9 +303,7 @@ func TestTimedOutCheckReadsDeadlineExceeded(t *testing.T) {
 	// CacheTTL of a nanosecond: every probe evaluates again.
 	r, err := readiness.New(readiness.Config{Service: "room-service", NodeID: "room-1",
 		CacheTTL: time.Nanosecond, Logger: (&logs{}).logger()}, newState(lifecycle.Running).State)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() { _ = r.Close(context.Background()) })
 	const probes = 20
 	// One result per run of the check, and not one per probe: a probe can
@@ -377,24 +320,18 @@ func TestTimedOutCheckReadsDeadlineExceeded(t *testing.T) {
 	// Real time, not synctest: the race is one of real scheduling, the
 	// evaluation's return against the check's own timer.
 	for range probes {
-		rep := r.Ready(t.Context())
-		if c, _ := findCheck(rep, "pool"); !strings.HasPrefix(c.Message, "deadline exceeded") {
-			t.Errorf("pool = %s %q; want fail \"deadline exceeded…\"", c.Status, c.Message)
-		}
+		c, _ := findCheck(r.Ready(t.Context()), "pool")
+		hasPrefix(t, c.Message, "deadline exceeded", "pool (%s)", c.Status)
 	}
 	// Every run that began ends by its own 20 ms timeout and reports.
 	n := int(runs.Load())
-	if n == 0 {
-		t.Fatal("the check never ran")
-	}
+	require.NotZero(t, n, "the check never ran")
 	errs := make([]error, n)
 	for i := range errs {
 		errs[i] = <-done
 	}
 	for i, err := range errs {
-		if !errors.Is(err, context.DeadlineExceeded) {
-			t.Errorf("run %d: the check's context ended with %v; want %v", i, err, context.DeadlineExceeded)
-		}
+		assert.ErrorIs(t, err, context.DeadlineExceeded, "run %d: the check's context ended with", i)
 	}
 }
 
@@ -424,9 +361,7 @@ func TestFailingResultsKeptForAFifth(t *testing.T) {
 					synctest.Wait() // a refresh a probe started lands before the next probe
 					time.Sleep(10 * time.Millisecond)
 				}
-				if got := c.runs.Load(); got != tt.wantRuns {
-					t.Errorf("check ran %d times in 2 s; want %d", got, tt.wantRuns)
-				}
+				assert.Equal(t, tt.wantRuns, c.runs.Load(), "check runs in 2 s")
 			})
 		})
 	}

@@ -4,6 +4,9 @@ import (
 	"encoding/json"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // jsonBody is the shape Report.marshal writes, encoded by encoding/json
@@ -56,12 +59,8 @@ func TestMarshalMatchesEncodingJSON(t *testing.T) {
 				}
 			}
 			wantBytes, err := json.Marshal(want)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got := string(tt.give.marshal(tt.verbose)); got != string(wantBytes)+"\n" {
-				t.Errorf("got %s; want %s", got, wantBytes)
-			}
+			require.NoError(t, err)
+			assert.Equal(t, string(wantBytes)+"\n", string(tt.give.marshal(tt.verbose)))
 		})
 	}
 }
