@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
 	_ "google.golang.org/grpc/health" // enables client-side health checking
 	"google.golang.org/grpc/resolver"
@@ -77,9 +79,7 @@ func TestClientStopsPickingDrainedBackend(t *testing.T) {
 	seen := map[string]bool{}
 	for !seen["a"] || !seen["b"] {
 		name, err := callWho(ctx, conn, "")
-		if err != nil {
-			t.Fatalf("call before the flip: %v", err)
-		}
+		require.NoError(t, err, "call before the flip")
 		seen[name] = true
 	}
 
@@ -101,9 +101,7 @@ func TestClientStopsPickingDrainedBackend(t *testing.T) {
 	// call goes to A. Count consecutive calls on B.
 	for onB := 0; onB < 50; {
 		name, err := callWho(ctx, conn, "")
-		if err != nil {
-			t.Fatalf("call after the flip: %v; want calls to go to b", err)
-		}
+		require.NoError(t, err, "call after the flip: want calls to go to b")
 		if name == "b" {
 			onB++
 		} else {
@@ -111,18 +109,16 @@ func TestClientStopsPickingDrainedBackend(t *testing.T) {
 		}
 	}
 	for range 200 {
-		if name, err := callWho(ctx, conn, ""); err != nil || name != "b" {
-			t.Fatalf("call after the client saw the flip went to %q (%v); want b", name, err)
-		}
+		name, err := callWho(ctx, conn, "")
+		require.NoError(t, err, "call after the client saw the flip")
+		require.Equal(t, "b", name, "call after the client saw the flip went to")
 	}
 
 	select {
 	case err := <-inflight:
-		t.Fatalf("in-flight call on a ended early (%v); want it still running", err)
+		require.Failf(t, "in-flight call on a ended early", "error %v; want it still running", err)
 	default:
 	}
 	close(whoA.release)
-	if err := <-inflight; err != nil {
-		t.Errorf("in-flight call on a: %v; want it to finish normally", err)
-	}
+	assert.NoError(t, <-inflight, "in-flight call on a: want it to finish normally")
 }

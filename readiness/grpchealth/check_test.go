@@ -4,6 +4,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+
 	"github.com/drainkit/drainkit/readiness"
 	"github.com/drainkit/drainkit/readiness/grpchealth"
 )
@@ -18,8 +20,8 @@ func TestCheckDefaults(t *testing.T) {
 	}
 	for _, tt := range tests {
 		c := grpchealth.Check(nil, tt.give)
-		if c.Name != tt.wantName || c.Timeout != 300*time.Millisecond || c.Tier != readiness.Gating {
-			t.Errorf("Check(%q): got %s %v %v; want %s 300ms gating", tt.give, c.Name, c.Timeout, c.Tier, tt.wantName)
-		}
+		assert.Equal(t, tt.wantName, c.Name, "Check(%q)", tt.give)
+		assert.Equal(t, 300*time.Millisecond, c.Timeout, "Check(%q)", tt.give)
+		assert.Equal(t, readiness.Gating, c.Tier, "Check(%q)", tt.give)
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
 	"github.com/drainkit/drainkit/lifecycle"
@@ -32,14 +34,8 @@ func quietLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
 func newRegistry(t *testing.T, st *state) *readiness.Registry {
 	t.Helper()
 	r, err := readiness.New(readiness.Config{Service: "room-service", NodeID: "room-1", Logger: quietLogger()}, st.State)
-	if err != nil {
-		t.Fatalf("New: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := r.Close(context.Background()); err != nil {
-			t.Errorf("Close: %v", err)
-		}
-	})
+	require.NoError(t, err, "New")
+	t.Cleanup(func() { assert.NoError(t, r.Close(context.Background()), "Close") })
 	return r
 }
 

@@ -8,6 +8,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/drainkit/drainkit/lifecycle"
@@ -34,9 +36,7 @@ func TestRunServesRecoveryPromptly(t *testing.T) {
 			}
 			return nil
 		}})
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		h := grpchealth.NewServer(reg)
 		ctx, cancel := context.WithCancel(t.Context())
 		done := make(chan error, 1)
@@ -45,36 +45,25 @@ func TestRunServesRecoveryPromptly(t *testing.T) {
 		status := func() healthpb.HealthCheckResponse_ServingStatus {
 			t.Helper()
 			st, err := h.Status(t.Context(), "room-service")
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err)
 			return st
 		}
 
 		// Recover half-way between two evaluations.
 		time.Sleep(3*ttl + ttl/2)
 		synctest.Wait()
-		if got := status(); got != healthpb.HealthCheckResponse_NOT_SERVING {
-			t.Fatalf("dependency down: %s; want NOT_SERVING", got)
-		}
+		require.Equal(t, healthpb.HealthCheckResponse_NOT_SERVING, status(), "dependency down")
 		down.Store(false)
 		recovered := time.Now()
 		for status() != healthpb.HealthCheckResponse_SERVING {
-			if time.Since(recovered) > 5*ttl {
-				t.Fatalf("still NOT_SERVING %s after the dependency recovered", time.Since(recovered))
-			}
+			require.LessOrEqual(t, time.Since(recovered), 5*ttl, "still NOT_SERVING this long after the dependency recovered")
 			time.Sleep(ttl / 100)
 			synctest.Wait()
 		}
-		if got, want := time.Since(recovered), ttl/5+ttl/10; got > want {
-			t.Errorf("SERVING %s after the dependency recovered; want within %s", got, want)
-		}
-		if got, want := runs.Load(), int64(time.Since(start)/(ttl/5))+1; got > want {
-			t.Errorf("check ran %d times in %s; want at most %d (once per fifth of CacheTTL %s)", got, time.Since(start), want, ttl)
-		}
+		assert.LessOrEqual(t, time.Since(recovered), ttl/5+ttl/10, "time from the dependency's recovery to SERVING")
+		elapsed := time.Since(start)
+		assert.LessOrEqual(t, runs.Load(), int64(elapsed/(ttl/5))+1, "check runs in %s: at most once per fifth of CacheTTL %s", elapsed, ttl)
 		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run = %v; want nil", err)
-		}
+		assert.NoError(t, <-done, "Run")
 	})
 }

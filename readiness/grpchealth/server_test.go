@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/connectivity"
@@ -37,9 +39,7 @@ type backend struct {
 func startBackend(t *testing.T, register ...func(grpc.ServiceRegistrar)) *backend {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	b := &backend{addr: ln.Addr().String(), state: newState(lifecycle.Starting), served: make(chan struct{})}
 	b.reg = newRegistry(t, b.state)
 	b.health = grpchealth.NewServer(b.reg)
@@ -69,9 +69,7 @@ func (b *backend) drain() {
 func dial(t *testing.T, target string, opts ...grpc.DialOption) *grpc.ClientConn {
 	t.Helper()
 	conn, err := grpc.NewClient(target, append(opts, grpc.WithTransportCredentials(insecure.NewCredentials()))...)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() { conn.Close() })
 	return conn
 }
@@ -82,9 +80,7 @@ func connected(t *testing.T, conn *grpc.ClientConn) *grpc.ClientConn {
 	t.Helper()
 	conn.Connect()
 	for s := conn.GetState(); s != connectivity.Ready; s = conn.GetState() {
-		if !conn.WaitForStateChange(t.Context(), s) {
-			t.Fatalf("connecting to %s: still %s when the test ended", conn.Target(), s)
-		}
+		require.True(t, conn.WaitForStateChange(t.Context(), s), "connecting to %s: still %s when the test ended", conn.Target(), s)
 	}
 	return conn
 }
@@ -92,9 +88,7 @@ func connected(t *testing.T, conn *grpc.ClientConn) *grpc.ClientConn {
 func healthStatus(t *testing.T, conn *grpc.ClientConn, service string) healthpb.HealthCheckResponse_ServingStatus {
 	t.Helper()
 	resp, err := healthpb.NewHealthClient(conn).Check(t.Context(), &healthpb.HealthCheckRequest{Service: service})
-	if err != nil {
-		t.Fatalf("Check(%q): %v", service, err)
-	}
+	require.NoError(t, err, "Check(%q)", service)
 	return resp.Status
 }
 
@@ -104,9 +98,7 @@ func TestServerStates(t *testing.T) {
 	want := func(step string, s healthpb.HealthCheckResponse_ServingStatus) {
 		t.Helper()
 		for _, svc := range []string{"room-service", ""} {
-			if got := healthStatus(t, conn, svc); got != s {
-				t.Errorf("%s: Check(%q) = %s; want %s", step, svc, got, s)
-			}
+			assert.Equal(t, s, healthStatus(t, conn, svc), "%s: Check(%q)", step, svc)
 		}
 	}
 	want("starting", healthpb.HealthCheckResponse_NOT_SERVING)
@@ -128,22 +120,16 @@ func TestRunStopsAtDrain(t *testing.T) {
 	go func() { done <- b.health.Run(context.Background()) }()
 	// Run updates at once, then every CacheTTL; wait for the first update.
 	w, err := healthpb.NewHealthClient(conn).Watch(t.Context(), &healthpb.HealthCheckRequest{Service: "room-service"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	for {
 		resp, err := w.Recv()
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		if resp.Status == healthpb.HealthCheckResponse_SERVING {
 			break
 		}
 	}
 	b.drain()
-	if err := <-done; err != nil {
-		t.Errorf("Run after Drain = %v; want nil", err)
-	}
+	assert.NoError(t, <-done, "Run after Drain")
 }
 
 func TestCheck(t *testing.T) {
@@ -152,13 +138,9 @@ func TestCheck(t *testing.T) {
 	// first dial on a loaded machine can take longer than that.
 	conn := connected(t, dial(t, b.addr))
 	c := grpchealth.Check(conn, "room-service")
-	if err := runCheck(t, c); err == nil || !strings.Contains(err.Error(), "NOT_SERVING") {
-		t.Errorf("starting downstream: %v; want an error naming NOT_SERVING", err)
-	}
+	assert.ErrorContains(t, runCheck(t, c), "NOT_SERVING", "starting downstream")
 	b.ready(t)
-	if err := runCheck(t, c); err != nil {
-		t.Errorf("ready downstream: %v; want nil", err)
-	}
+	assert.NoError(t, runCheck(t, c), "ready downstream")
 }
 
 // TestCloseEndsWatch shows why Close exists: health.Server.Shutdown
@@ -169,45 +151,33 @@ func TestCloseEndsWatch(t *testing.T) {
 	b := startBackend(t)
 	b.ready(t)
 	w, err := healthpb.NewHealthClient(dial(t, b.addr)).Watch(t.Context(), &healthpb.HealthCheckRequest{Service: "room-service"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	recv := func() healthpb.HealthCheckResponse_ServingStatus {
 		t.Helper()
 		resp, err := w.Recv()
-		if err != nil {
-			t.Fatalf("Recv: %v", err)
-		}
+		require.NoError(t, err, "Recv")
 		return resp.Status
 	}
-	if got := recv(); got != healthpb.HealthCheckResponse_SERVING {
-		t.Fatalf("first watch status %s; want SERVING", got)
-	}
+	require.Equal(t, healthpb.HealthCheckResponse_SERVING, recv(), "first watch status")
 	b.drain()
-	if got := recv(); got != healthpb.HealthCheckResponse_NOT_SERVING {
-		t.Fatalf("watch status after drain %s; want NOT_SERVING", got)
-	}
+	require.Equal(t, healthpb.HealthCheckResponse_NOT_SERVING, recv(), "watch status after drain")
 	b.health.Close()
-	if _, err := w.Recv(); err == nil {
-		t.Errorf("Recv after Close: nil error; want the stream ended")
-	}
+	_, err = w.Recv()
+	assert.Error(t, err, "Recv after Close: want the stream ended")
 	stopped := make(chan struct{})
 	go func() { b.srv.GracefulStop(); close(stopped) }()
 	select {
 	case <-stopped:
 	case <-time.After(10 * time.Second): // a hang, not a timing assertion
-		t.Fatalf("GracefulStop still waiting 10s after Close; want Watch streams ended")
+		require.FailNow(t, "GracefulStop still waiting 10s after Close; want Watch streams ended")
 	}
 	// A watch arriving late fails at once rather than holding the server.
 	late := startBackend(t)
 	late.health.Close()
 	lw, err := healthpb.NewHealthClient(dial(t, late.addr)).Watch(t.Context(), &healthpb.HealthCheckRequest{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := lw.Recv(); status.Code(err) != codes.Unavailable {
-		t.Errorf("Watch after Close: %v; want UNAVAILABLE", err)
-	}
+	require.NoError(t, err)
+	_, err = lw.Recv()
+	assert.Equal(t, codes.Unavailable, status.Code(err), "Watch after Close (%v)", err)
 }
 
 // healthProbe finds the real grpc-health-probe binary.
@@ -223,7 +193,7 @@ func healthProbe(t *testing.T) string {
 			return p
 		}
 	}
-	t.Fatalf("grpc-health-probe not found in PATH or $(go env GOPATH)/bin; install it with: " +
+	require.FailNow(t, "grpc-health-probe not found in PATH or $(go env GOPATH)/bin; install it with: "+
 		"go install github.com/grpc-ecosystem/grpc-health-probe@v0.4.62")
 	return ""
 }
@@ -239,12 +209,10 @@ func TestHealthProbeBinary(t *testing.T) {
 		var ee *exec.ExitError
 		if errors.As(err, &ee) {
 			exit = ee.ExitCode()
-		} else if err != nil {
-			t.Fatal(err)
+		} else {
+			require.NoError(t, err)
 		}
-		if exit != wantExit {
-			t.Errorf("%s: grpc-health-probe -service=%q exited %d; want %d (%s)", step, service, exit, wantExit, out)
-		}
+		assert.Equal(t, wantExit, exit, "%s: grpc-health-probe -service=%q exit code (%s)", step, service, out)
 	}
 	probe("starting", "room-service", 4)
 	b.ready(t)
