@@ -5,6 +5,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/drainkit/drainkit/internal/redistest"
 	"github.com/drainkit/drainkit/readiness"
 	"github.com/drainkit/drainkit/readiness/redischeck"
@@ -12,9 +15,9 @@ import (
 
 func TestPingDefaults(t *testing.T) {
 	c := redischeck.Ping(nil)
-	if c.Name != "redis" || c.Timeout != 200*time.Millisecond || c.Tier != readiness.Gating {
-		t.Errorf("got %s %v %v; want redis 200ms gating", c.Name, c.Timeout, c.Tier)
-	}
+	assert.Equal(t, "redis", c.Name)
+	assert.Equal(t, 200*time.Millisecond, c.Timeout)
+	assert.Equal(t, readiness.Gating, c.Tier)
 }
 
 func TestPing(t *testing.T) {
@@ -25,11 +28,7 @@ func TestPing(t *testing.T) {
 		defer cancel()
 		return c.Probe(ctx)
 	}
-	if err := run(); err != nil {
-		t.Fatalf("PING a running redis-server: %v; want nil", err)
-	}
+	require.NoError(t, run(), "PING a running redis-server")
 	srv.Kill()
-	if err := run(); err == nil {
-		t.Errorf("PING a killed redis-server: nil; want an error")
-	}
+	assert.Error(t, run(), "PING a killed redis-server")
 }

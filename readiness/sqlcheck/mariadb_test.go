@@ -6,10 +6,12 @@ import (
 	"errors"
 	"log/slog"
 	"runtime"
-	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/drainkit/drainkit/internal/mariadbtest"
 	"github.com/drainkit/drainkit/readiness"
@@ -26,13 +28,9 @@ func newRegistry(t *testing.T, db *sql.DB) *readiness.Registry {
 	t.Helper()
 	r, err := readiness.New(readiness.Config{Service: "room-service", NodeID: "room-1",
 		CacheTTL: time.Nanosecond, Logger: slog.New(slog.DiscardHandler)}, running{}.State)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	t.Cleanup(func() { _ = r.Close(context.Background()) })
-	if err := r.Add(sqlcheck.Ping(db)); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, r.Add(sqlcheck.Ping(db)))
 	return r
 }
 
@@ -44,9 +42,7 @@ func probe(t *testing.T, r *readiness.Registry) (readiness.Report, readiness.Che
 	ctx, cancel := context.WithTimeout(t.Context(), readiness.DefaultReadyTimeout+5*time.Second)
 	defer cancel()
 	rep := r.Ready(ctx)
-	if len(rep.Checks) != 1 {
-		t.Fatalf("ready: got %s %q with %d checks; want the sql check's result", rep.Status, rep.Reason, len(rep.Checks))
-	}
+	require.Len(t, rep.Checks, 1, "ready: got %s %q; want the sql check's result", rep.Status, rep.Reason)
 	return rep, rep.Checks[0]
 }
 
@@ -55,44 +51,35 @@ const timedOut = "deadline exceeded"
 func TestPingMariaDBUp(t *testing.T) {
 	s := mariadbtest.Start(t)
 	r := newRegistry(t, s.DB())
-	if rep, c := probe(t, r); rep.Status != readiness.StatusOK {
-		t.Fatalf("server up: got %s %+v; want ok", rep.Status, c)
-	}
+	rep, c := probe(t, r)
+	require.Equal(t, readiness.StatusOK, rep.Status, "server up (%+v)", c)
 }
 
 func TestPingMariaDBStoppedFailsFast(t *testing.T) {
 	s := mariadbtest.Start(t)
 	db := s.DB()
 	r := newRegistry(t, db)
-	if rep, c := probe(t, r); rep.Status != readiness.StatusOK {
-		t.Fatalf("server up: got %s %+v; want ok", rep.Status, c)
-	}
-	s.Stop() // the pool's idle connection is now dead, and nothing listens
 	rep, c := probe(t, r)
-	if rep.Status != readiness.StatusFail {
-		t.Fatalf("server stopped: got %s %+v; want fail", rep.Status, c)
-	}
+	require.Equal(t, readiness.StatusOK, rep.Status, "server up (%+v)", c)
+	s.Stop() // the pool's idle connection is now dead, and nothing listens
+	rep, c = probe(t, r)
+	require.Equal(t, readiness.StatusFail, rep.Status, "server stopped (%+v)", c)
 	// Refused, not waited out: the answer is the driver's error, well
 	// before the check's own timeout.
-	if strings.Contains(c.Message, timedOut) || c.Message == "" {
-		t.Errorf("server stopped: message %q; want the driver's error, not a timeout", c.Message)
-	}
-	if strings.Contains(c.Message, mariadbtest.Password) {
-		t.Errorf("server stopped: message %q carries the password", c.Message)
-	}
+	assert.NotEmpty(t, c.Message, "server stopped: message; want the driver's error")
+	assert.NotContains(t, c.Message, timedOut, "server stopped: message; want the driver's error, not a timeout")
+	assert.NotContains(t, c.Message, mariadbtest.Password, "server stopped: message carries the password")
 	s.Start()
-	if rep, c := probe(t, r); rep.Status != readiness.StatusOK {
-		t.Errorf("server back: got %s %+v; want ok", rep.Status, c)
-	}
+	rep, c = probe(t, r)
+	assert.Equal(t, readiness.StatusOK, rep.Status, "server back (%+v)", c)
 }
 
 func TestPingMariaDBHungTimesOut(t *testing.T) {
 	s := mariadbtest.Start(t)
 	db := s.DB()
 	r := newRegistry(t, db)
-	if rep, c := probe(t, r); rep.Status != readiness.StatusOK {
-		t.Fatalf("server up: got %s %+v; want ok", rep.Status, c)
-	}
+	rep, c := probe(t, r)
+	require.Equal(t, readiness.StatusOK, rep.Status, "server up (%+v)", c)
 	s.Pause()
 	defer s.Resume()
 	tests := []struct {
@@ -106,12 +93,9 @@ func TestPingMariaDBHungTimesOut(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			db.SetMaxIdleConns(tt.idle)
 			rep, c := probe(t, r)
-			if rep.Status != readiness.StatusFail || !strings.Contains(c.Message, timedOut) {
-				t.Errorf("server hung: got %s %q; want fail, %q", rep.Status, c.Message, timedOut)
-			}
-			if c.Duration > readiness.DefaultReadyTimeout {
-				t.Errorf("server hung: check took %v; want at most the total budget %v", c.Duration, readiness.DefaultReadyTimeout)
-			}
+			assert.Equal(t, readiness.StatusFail, rep.Status, "server hung (message %q)", c.Message)
+			assert.Contains(t, c.Message, timedOut, "server hung")
+			assert.LessOrEqual(t, c.Duration, readiness.DefaultReadyTimeout, "server hung: check duration; want at most the total budget")
 		})
 	}
 }
@@ -127,9 +111,8 @@ func TestPingMariaDBPoolExhausted(t *testing.T) {
 	const conns = 2
 	db.SetMaxOpenConns(conns)
 	r := newRegistry(t, db)
-	if rep, c := probe(t, r); rep.Status != readiness.StatusOK {
-		t.Fatalf("pool free: got %s %+v; want ok", rep.Status, c)
-	}
+	rep, c := probe(t, r)
+	require.Equal(t, readiness.StatusOK, rep.Status, "pool free (%+v)", c)
 
 	ctx, cancel := context.WithCancel(t.Context())
 	var wg sync.WaitGroup
@@ -138,32 +121,26 @@ func TestPingMariaDBPoolExhausted(t *testing.T) {
 		wg.Go(func() {
 			// Cancelled at the end: the driver closes the connection.
 			_, err := db.ExecContext(ctx, "SELECT SLEEP(60)")
-			if err != nil && !errors.Is(err, context.Canceled) {
-				t.Errorf("slow query: %v", err)
+			if !errors.Is(err, context.Canceled) {
+				assert.NoError(t, err, "slow query") // a goroutine: assert, never require
 			}
 		})
 	}
 	waitInUse(t, db, conns)
 
 	_, first := probe(t, r)
-	if !strings.Contains(first.Message, timedOut) {
-		t.Fatalf("pool exhausted: got %+v; want %q", first, timedOut)
-	}
+	require.Contains(t, first.Message, timedOut, "pool exhausted (%+v)", first)
 	before := runtime.NumGoroutine()
 	for i := range 10 {
 		rep, c := probe(t, r)
-		if rep.Status != readiness.StatusFail || !strings.Contains(c.Message, timedOut) {
-			t.Fatalf("probe %d: got %s %q; want fail, %q", i, rep.Status, c.Message, timedOut)
-		}
+		require.Equal(t, readiness.StatusFail, rep.Status, "probe %d (message %q)", i, c.Message)
+		require.Contains(t, c.Message, timedOut, "probe %d", i)
 	}
 	// Each probe's wait for a connection ended with its context; one
 	// leaked waiter per probe would show as ten more goroutines.
-	if after := runtime.NumGoroutine(); after > before+2 {
-		t.Errorf("goroutines: %d before ten probes, %d after; want no growth", before, after)
-	}
-	if st := db.Stats(); st.WaitCount == 0 {
-		t.Errorf("pool stats %+v: want pings that waited for a connection", st)
-	}
+	assert.LessOrEqual(t, runtime.NumGoroutine(), before+2, "goroutines after ten probes (%d before); want no growth", before)
+	st := db.Stats()
+	assert.NotZero(t, st.WaitCount, "pool stats %+v: want pings that waited for a connection", st)
 }
 
 // waitInUse waits until n connections run a query.
@@ -174,7 +151,7 @@ func waitInUse(t *testing.T, db *sql.DB, n int) {
 	for db.Stats().InUse < n {
 		select {
 		case <-ctx.Done():
-			t.Fatalf("pool: %d connections in use; want %d", db.Stats().InUse, n)
+			require.FailNowf(t, "pool: too few connections in use", "%d in use; want %d", db.Stats().InUse, n)
 		case <-time.After(5 * time.Millisecond): // the pool notifies nobody of a connection taken
 		}
 	}

@@ -6,10 +6,12 @@ import (
 	"database/sql/driver"
 	"errors"
 	"log/slog"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/drainkit/drainkit/lifecycle"
 	"github.com/drainkit/drainkit/readiness"
@@ -18,9 +20,9 @@ import (
 
 func TestPingDefaults(t *testing.T) {
 	c := sqlcheck.Ping(&sql.DB{})
-	if c.Name != "sql" || c.Timeout != 300*time.Millisecond || c.Tier != readiness.Gating {
-		t.Errorf("got %s %v %v; want sql 300ms gating", c.Name, c.Timeout, c.Tier)
-	}
+	assert.Equal(t, "sql", c.Name)
+	assert.Equal(t, 300*time.Millisecond, c.Timeout)
+	assert.Equal(t, readiness.Gating, c.Tier)
 }
 
 // pingDriver is a minimal database/sql driver: it exercises the real
@@ -57,32 +59,24 @@ func (running) State() lifecycle.State { return lifecycle.Running }
 
 func TestPing(t *testing.T) {
 	db, err := sql.Open("sqlcheck-ping", "app:s3cret@tcp(db:3306)/rooms")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer db.Close()
 	// CacheTTL: the second probe must run the check again, not reuse the first.
 	r, err := readiness.New(readiness.Config{Service: "room-service", NodeID: "room-1",
 		CacheTTL: time.Nanosecond, Logger: slog.New(slog.DiscardHandler)}, running{}.State)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	defer r.Close(context.Background())
-	if err := r.Add(sqlcheck.Ping(db)); err != nil {
-		t.Fatal(err)
-	}
-	if rep := r.Ready(t.Context()); rep.Status != readiness.StatusOK {
-		t.Fatalf("database up: got %s %v; want ok", rep.Status, rep.Checks)
-	}
+	require.NoError(t, r.Add(sqlcheck.Ping(db)))
+	rep := r.Ready(t.Context())
+	require.Equal(t, readiness.StatusOK, rep.Status, "database up (checks %v)", rep.Checks)
 
 	pingDrv.down.Store(true)
 	defer pingDrv.down.Store(false)
 	db.SetMaxIdleConns(0) // the next ping must open a connection, and fail to
-	rep := r.Ready(t.Context())
-	if rep.Status != readiness.StatusFail || len(rep.Checks) != 1 {
-		t.Fatalf("database down: got %s %v; want fail", rep.Status, rep.Checks)
-	}
-	if msg := rep.Checks[0].Message; msg == "" || strings.Contains(msg, "s3cret") {
-		t.Errorf("database down: message %q; want an error without the password", msg)
-	}
+	rep = r.Ready(t.Context())
+	require.Equal(t, readiness.StatusFail, rep.Status, "database down (checks %v)", rep.Checks)
+	require.Len(t, rep.Checks, 1, "database down")
+	msg := rep.Checks[0].Message
+	assert.NotEmpty(t, msg, "database down: message; want the driver's error")
+	assert.NotContains(t, msg, "s3cret", "database down: message; want an error without the password")
 }
