@@ -15,9 +15,9 @@
 //
 // [Registry.Ready] is ok only when the lifecycle state is Running and every
 // [Gating] check passes. Any other state, or a closed registry, answers
-// fail at once without running a check. A failing [Informational] check answers "degraded",
-// still ready and listed, so that a shared dependency does not take every
-// replica out of rotation in the same second.
+// fail at once without running a check. A failing [Informational] check
+// answers "degraded", still ready and listed, so that a shared dependency
+// does not take every replica out of rotation in the same second.
 //
 // # Timeouts and caching
 //

@@ -97,12 +97,10 @@ func (r *Registry) start(ctx context.Context, e *entry) *execution {
 		probeStarting(e.check.Name)
 		ex.started = time.Now()
 		close(ex.begun)
-		// The check's context ends at its own deadline, counted from
-		// here (capped by the evaluation's), or at Close, never when the
-		// evaluation returns: that happens the moment it stops waiting, a
-		// hair before the check's own timer, and a probe that joins this
-		// execution must then read a timeout, not "canceled" (drivers
-		// return the context's error).
+		// The check's context ends at its own deadline, counted from here
+		// (capped by the evaluation's), or at Close, never when the
+		// evaluation stops waiting: a probe that joins this execution must
+		// read a timeout, not "canceled" (drivers return the context's error).
 		deadline := ex.started.Add(e.check.Timeout)
 		if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 			deadline = d
@@ -131,14 +129,9 @@ func probe(ctx context.Context, fn func(context.Context) error) (err error) {
 
 // await waits for ex until the check's timeout, counted from when its
 // goroutine called Probe, or the evaluation's deadline, whichever is first.
-//
-// Counting from the call rather than from the start of the evaluation
-// keeps the check's budget for the check: on a starved machine the
-// goroutines of an evaluation may run tens of milliseconds late, and a
-// check that reads in-process state in microseconds then failed a 100 ms
-// budget it never used, failing readiness for a whole CacheTTL while the
-// process was busiest. The evaluation's deadline (ReadyTimeout) still
-// bounds the whole wait, late scheduling included.
+// Counting from the call keeps the budget for the check when a starved
+// process runs its goroutine late (docs/readiness.md); ReadyTimeout still
+// bounds the whole wait.
 func (r *Registry) await(ctx context.Context, start time.Time, e *entry, ex *execution) result {
 	res := result{name: e.check.Name, tier: e.check.Tier}
 	if ex == nil {

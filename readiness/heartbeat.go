@@ -24,14 +24,13 @@ func (h *heartbeat) beat() { h.last.Store(int64(h.clock.now())) }
 func (h *heartbeat) age() time.Duration { return h.clock.now() - time.Duration(h.last.Load()) }
 
 // Heartbeat registers a liveness watchdog for one main loop and returns the
-// function the loop calls each time round. While Running, liveness fails once
-// the loop has gone maxGap of running time without a beat (the flip to
-// Running counts as one): time in which the whole process was paused (GC,
-// throttling, SIGSTOP) is not counted, since the loop could not run either.
-// A loop that waits on a dependency gives each call a deadline shorter than
-// maxGap and beats between attempts. The beat does not allocate. An empty
-// or taken name, a maxGap that is not positive, or a closed registry is
-// refused.
+// function the loop calls each time round; a beat does not allocate.
+// While Running, liveness fails once the loop has gone maxGap of running
+// time without a beat (the flip to Running counts as one); a pause of the
+// whole process (GC, throttling, SIGSTOP) is not counted. A loop that waits
+// on a dependency gives each call a deadline shorter than maxGap and beats
+// between attempts. An empty or taken name, a maxGap that is not positive,
+// or a closed registry is refused.
 func (r *Registry) Heartbeat(name string, maxGap time.Duration) (beat func(), err error) {
 	if name == "" {
 		return nil, fmt.Errorf("readiness: heartbeat name is empty")

@@ -10,16 +10,13 @@ const (
 	ReadyPath = "/healthz/ready"
 )
 
-// Mount serves the probes on mux, for GET (and HEAD):
+// Mount serves the probes on mux, for GET (and HEAD), with JSON bodies that
+// list the failing checks (?verbose=1 lists all):
 //
-//   - [ReadyPath] answers 200 when ready (status ok or degraded) and 503
-//     otherwise. A client that disconnects stops only its own wait, never
-//     the shared evaluation.
+//   - [ReadyPath] answers 200 when ready (ok or degraded), 503 otherwise; a
+//     client that disconnects stops only its own wait, not the evaluation.
 //   - [LivePath] answers 200 while every heartbeat is recent (and always
-//     while starting or draining) and 500 otherwise. It never checks a
-//     dependency.
-//
-// Bodies are JSON and list the failing checks; ?verbose=1 lists all.
+//     while starting or draining), 500 otherwise; it checks no dependency.
 func (r *Registry) Mount(mux *http.ServeMux) {
 	mux.Handle("GET "+LivePath, r.liveHandler())
 	mux.Handle("GET "+ReadyPath, r.readyHandler())

@@ -9,8 +9,9 @@ import (
 
 // Ready answers a ready probe. It reads the lifecycle state first: a process
 // that is not Running, or whose registry is closed, is not ready, whatever
-// its checks said a moment ago, and no check runs. Otherwise it answers from results no older than CacheTTL
-// (see [Registry] for when it waits). ctx bounds only this caller's wait.
+// its checks said a moment ago, and no check runs. Otherwise it answers from
+// results no older than CacheTTL, waiting only for the first ones and for the
+// first after a quiet spell; ctx bounds only this caller's wait.
 func (r *Registry) Ready(ctx context.Context) Report { return r.ready(ctx, true) }
 
 // ready is Ready; with all false, Checks holds only the failing checks:

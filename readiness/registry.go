@@ -143,13 +143,9 @@ func (r *Registry) stuck() []string {
 
 // results returns an evaluation no older than CacheTTL or, while a refresh
 // runs, the previous one: a probe queues behind a refresh only when there is
-// nothing recent (younger than 2×CacheTTL) to answer from.
-//
-// This is single-flight by hand rather than golang.org/x/sync/singleflight:
-// a probe must know whether a refresh is already running (to answer from the
-// last result instead of joining it), and the refresh goroutine must belong
-// to the registry so Close can wait for it; singleflight's DoChan offers
-// neither.
+// nothing recent (younger than 2×CacheTTL) to answer from. singleflight is
+// not used: it cannot tell a probe that a refresh is already running, and
+// Close could not wait for its goroutine.
 func (r *Registry) results(ctx context.Context) (*evaluation, error) {
 	last := r.last.Load()
 	if r.fresh(last) {
@@ -192,15 +188,10 @@ func (r *Registry) results(ctx context.Context) (*evaluation, error) {
 }
 
 // failingDivisor divides CacheTTL into how long a failing evaluation (a
-// gating check failed) is reused. A failure is kept for less long than a
-// success so that a dependency's recovery is seen within a fifth of the
-// cache (200 ms by default) rather than up to a whole one, while the process
-// is out of the balancer and requests wait for it; the price is at most
-// five checks a second of a failing dependency, and only while something
-// probes (checks that are still running are joined, never started again).
-//
-// grpchealth polls at half this while NOT_SERVING (its recheckDivisor):
-// change both together.
+// gating check failed) is reused: a replica held out of the balancer sees
+// its dependency's recovery within a fifth of the cache rather than a whole
+// one (docs/readiness.md has the price). grpchealth polls at half this
+// while NOT_SERVING (its recheckDivisor): change both together.
 const failingDivisor = 5
 
 // fresh reports whether ev may answer a probe without a refresh: it is

@@ -55,18 +55,11 @@ func (r *Report) failed() []string {
 
 const tierLiveness = "liveness"
 
-// marshal encodes the report as JSON, with a trailing newline; without
-// verbose only failing checks are listed (a failure is never hidden, a
-// success is not repeated on every probe). The fields, in order:
-//
-//	status, reason (omitted when empty), service, node_id, time_unix_ms,
-//	checks (omitted when none): name, tier, status, message (omitted
-//	when empty), duration_ms, age_ms
-//
-// It appends to one buffer instead of calling json.Marshal on a struct:
-// the probe is answered many times a second on every replica, and
-// reflection was half of its in-process cost. Strings are written as
-// json.Marshal writes them (appendString), so the bytes are the same.
+// marshal encodes the report as JSON with a trailing newline, the fields in
+// the order docs/readiness.md lists; without verbose only failing checks
+// are listed. It appends to one buffer rather than reflect over a struct,
+// since a probe is answered many times a second on every replica;
+// appendString writes strings as json.Marshal does, so the bytes are the same.
 func (r *Report) marshal(verbose bool) []byte {
 	b := make([]byte, 0, 160)
 	b = append(b, `{"status":`...)
