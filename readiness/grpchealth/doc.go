@@ -26,6 +26,7 @@
 // Close comes before GracefulStop because GracefulStop waits for every open
 // stream, and a prober's Watch stream stays open until the prober goes away:
 // left open, it would hold the server until the drain deadline.
+// docs/readiness.md has the details.
 //
 // # Checking a downstream service
 //

@@ -16,18 +16,12 @@ import (
 )
 
 // Server serves grpc.health.v1 in step with a [readiness.Registry], for the
-// registry's service name and for "" (the whole server):
-//
-//   - NOT_SERVING while starting or not ready,
-//   - SERVING while ready (ok or degraded),
-//   - NOT_SERVING from [Server.Drain] on, latched: later updates are ignored,
-//     so no evaluation racing the flip can report SERVING again.
-//
-// It wraps a grpc-go [health.Server]. That server's Shutdown latches
-// NOT_SERVING but leaves Watch streams open, and GracefulStop waits for every
-// open stream, so a watcher that does not cancel its stream on GOAWAY would
-// hold the server up until the drain deadline. [Server.Close] ends the
-// Watch streams; call it just before GracefulStop.
+// registry's service name and for "" (the whole server): NOT_SERVING while
+// starting or not ready, SERVING while ready (ok or degraded), and
+// NOT_SERVING from [Server.Drain] on, latched, so that no evaluation racing
+// the flip reports SERVING again. It wraps a grpc-go [health.Server], whose
+// Shutdown leaves Watch streams open for GracefulStop to wait on:
+// [Server.Close] ends them; call it just before GracefulStop.
 type Server struct {
 	reg     *readiness.Registry
 	service string
@@ -70,12 +64,8 @@ func (s *Server) Register(r grpc.ServiceRegistrar) {
 // Run updates the serving status until ctx ends or the server is drained:
 // every CacheTTL of the registry while SERVING, and every CacheTTL/10 while
 // NOT_SERVING, so that a recovery is served as soon as the registry's next
-// evaluation lands (it keeps a failing evaluation for a fifth of CacheTTL)
-// rather than up to two CacheTTLs later, when every client held back by
-// NOT_SERVING arrives at once. Polling faster runs no check more often:
-// the registry still evaluates at most once per fifth of CacheTTL while
-// failing, answering from its last result meanwhile, and it shares those
-// evaluations with HTTP probes.
+// evaluation lands. The faster polling runs no check more often: the
+// registry answers from its last result in between (docs/readiness.md).
 func (s *Server) Run(ctx context.Context) error {
 	t := time.NewTimer(s.every)
 	defer t.Stop()

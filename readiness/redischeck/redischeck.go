@@ -9,8 +9,8 @@ import (
 	"github.com/drainkit/drainkit/readiness"
 )
 
-// DefaultTimeout is the timeout of [Ping]: a PING answers in well under a
-// millisecond, so a slower one means the server cannot serve either.
+// DefaultTimeout is the timeout of [Ping]: a PING does no work on the
+// server, so one slower than this means the server cannot serve either.
 const DefaultTimeout = 200 * time.Millisecond
 
 // Ping checks a Redis server (standalone, Sentinel or Cluster) with PING,
