@@ -4,12 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // TestBatchScripts runs the multi-key renew and release scripts on
@@ -75,7 +76,7 @@ func sameSlotIDs(t *testing.T, prefix string, n int) []string {
 	want := keySlot(DefaultRoutePrefix + "{" + ids[0] + "}")
 	for i := 1; len(ids) < n; i++ {
 		if i > 10_000_000 {
-			t.Fatalf("found %d ids in slot %d; want %d", len(ids), want, n)
+			require.FailNowf(t, "too few ids in one slot", "found %d ids in slot %d; want %d", len(ids), want, n)
 		}
 		id := fmt.Sprintf("%s-slot-%d", prefix, i)
 		if keySlot(DefaultRoutePrefix+"{"+id+"}") == want {
@@ -92,9 +93,7 @@ func acquireAll(t *testing.T, m *Manager, c redis.UniversalClient, ids []string)
 	ls := make([]*Lease, len(ids))
 	for i, id := range ids {
 		l, err := m.Acquire(ctx, id)
-		if err != nil {
-			t.Fatalf("Acquire %s: %v", id, err)
-		}
+		require.NoError(t, err, "Acquire %s", id)
 		ls[i] = l
 	}
 	for i, l := range ls {
@@ -137,9 +136,7 @@ func testRenewBatch(t *testing.T, b backend, ids []string) {
 	for i, l := range ls {
 		before[i] = l.lastOK.Load()
 	}
-	if err := m.Renew(ctx); err != nil {
-		t.Fatalf("RenewAll: %v", err)
-	}
+	require.NoError(t, m.Renew(ctx), "RenewAll")
 	// Standalone puts any leases in one call, up to maxBatch; the cluster
 	// only leases of one slot (sameSlotIDs), other ids nearly never share.
 	want := min(len(ids), maxBatch)
@@ -147,34 +144,25 @@ func testRenewBatch(t *testing.T, b backend, ids []string) {
 		want = 0
 	}
 	mu.Lock()
-	if want > 0 && maxKeys != want {
-		t.Errorf("largest renew call had %d keys; want %d", maxKeys, want)
+	if want > 0 {
+		assert.Equal(t, want, maxKeys, "keys in the largest renew call")
 	}
 	mu.Unlock()
 	for i, l := range ls {
 		cause := context.Cause(l.Context())
 		switch outcomeOf(i, len(ls)) {
 		case keep:
-			if !l.held() || l.lastOK.Load() <= before[i] {
-				t.Fatalf("%s (kept): held %v, renewed %v, cause %v; want held and renewed", l.label(), l.held(), l.lastOK.Load() > before[i], cause)
-			}
-			if pttl := c.PTTL(ctx, l.key).Val(); pttl <= 0 {
-				t.Fatalf("%s (kept): PTTL %s; want positive", l.label(), pttl)
-			}
+			require.True(t, l.held(), "%s (kept): want held (cause %v)", l.label(), cause)
+			require.Greater(t, l.lastOK.Load(), before[i], "%s (kept): want renewed", l.label())
+			require.Positive(t, c.PTTL(ctx, l.key).Val(), "%s (kept): PTTL", l.label())
 		case expire:
-			if !errors.Is(cause, ErrLost) || !strings.Contains(cause.Error(), "expired") {
-				t.Fatalf("%s (deleted): cause %v; want ErrLost: expired", l.label(), cause)
-			}
-			if n := c.Exists(ctx, l.key).Val(); n != 0 {
-				t.Fatalf("%s (deleted): key re-created by the renewal", l.label())
-			}
+			require.ErrorIs(t, cause, ErrLost, "%s (deleted): cause", l.label())
+			require.ErrorContains(t, cause, "expired", "%s (deleted): cause", l.label())
+			require.Zero(t, c.Exists(ctx, l.key).Val(), "%s (deleted): key re-created by the renewal", l.label())
 		case steal:
-			if !errors.Is(cause, ErrLost) || !strings.Contains(cause.Error(), "taken") {
-				t.Fatalf("%s (stolen): cause %v; want ErrLost: taken by another holder", l.label(), cause)
-			}
-			if pttl := c.PTTL(ctx, l.key).Val(); pttl >= 0 {
-				t.Fatalf("%s (stolen): the thief's key got a TTL %s from our renewal; want none", l.label(), pttl)
-			}
+			require.ErrorIs(t, cause, ErrLost, "%s (stolen): cause", l.label())
+			require.ErrorContains(t, cause, "taken", "%s (stolen): cause: want taken by another holder", l.label())
+			require.Negative(t, c.PTTL(ctx, l.key).Val(), "%s (stolen): the thief's key got a TTL from our renewal; want none", l.label())
 		}
 	}
 }
@@ -184,27 +172,21 @@ func testReleaseBatch(t *testing.T, b backend, ids []string) {
 	m := startManager(t, c, testConfig())
 	ctx := context.Background()
 	ls := acquireAll(t, m, c, ids)
-	if err := m.releaseAll(ctx); err != nil {
-		t.Fatalf("releaseAll: %v", err)
-	}
+	require.NoError(t, m.releaseAll(ctx), "releaseAll")
 	for i, l := range ls {
 		// A key deleted or stolen before the batch may be noticed first by
 		// the renewer, whose tick races the test: the lease then ends as
 		// lost, which is as right as the batch's release.
 		cause := context.Cause(l.Context())
-		if !errors.Is(cause, ErrReleased) && (outcomeOf(i, len(ls)) == keep || !errors.Is(cause, ErrLost)) {
-			t.Fatalf("%s: cause %v; want ErrReleased (or ErrLost for a key deleted or stolen)", l.label(), cause)
-		}
+		lostFirst := outcomeOf(i, len(ls)) != keep && errors.Is(cause, ErrLost)
+		require.True(t, errors.Is(cause, ErrReleased) || lostFirst,
+			"%s: cause %v; want ErrReleased (or ErrLost for a key deleted or stolen)", l.label(), cause)
 		got, err := c.Get(ctx, l.key).Result()
 		switch outcomeOf(i, len(ls)) {
 		case keep, expire:
-			if !errors.Is(err, redis.Nil) {
-				t.Fatalf("%s: key holds %q, %v after release; want deleted", l.label(), got, err)
-			}
+			require.ErrorIs(t, err, redis.Nil, "%s: key holds %q after release; want deleted", l.label(), got)
 		case steal:
-			if want := "thief|x|" + fmt.Sprint(i+1); got != want {
-				t.Fatalf("%s: stolen key holds %q, %v after release; want the thief's %q", l.label(), got, err, want)
-			}
+			require.Equal(t, "thief|x|"+fmt.Sprint(i+1), got, "%s: stolen key after release (err %v); want the thief's", l.label(), err)
 		}
 	}
 }
@@ -231,25 +213,22 @@ func TestBatches(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			m := &Manager{grouping: tt.grouping}
 			batches := m.batches(leases)
-			if tt.calls != 0 && len(batches) != tt.calls {
-				t.Fatalf("%d calls; want %d", len(batches), tt.calls)
+			if tt.calls != 0 {
+				require.Len(t, batches, tt.calls, "calls")
 			}
 			seen := map[*Lease]int{}
 			for _, b := range batches {
-				if len(b) == 0 || len(b) > maxBatch {
-					t.Fatalf("call of %d leases; want 1 to %d", len(b), maxBatch)
-				}
+				require.NotEmpty(t, b, "a call of no leases")
+				require.LessOrEqual(t, len(b), maxBatch, "leases in one call")
 				for _, l := range b {
 					seen[l]++
-					if tt.grouping == groupSlot && l.slot != b[0].slot {
-						t.Fatalf("call mixes slots %d and %d; want one slot", b[0].slot, l.slot)
+					if tt.grouping == groupSlot {
+						require.Equal(t, b[0].slot, l.slot, "call mixes slots; want one slot")
 					}
 				}
 			}
 			for _, l := range leases {
-				if seen[l] != 1 {
-					t.Fatalf("%s in %d calls; want 1", l.key, seen[l])
-				}
+				require.Equal(t, 1, seen[l], "calls holding %s", l.key)
 			}
 		})
 	}
@@ -280,18 +259,13 @@ func TestDecodeStatuses(t *testing.T) {
 			cmd.SetErr(tt.err)
 			dst := []int8{7, 7, 7}
 			err := decodeStatuses(cmd, dst)
-			if (err != nil) != tt.wantErr {
-				t.Fatalf("err %v; want error %v", err, tt.wantErr)
-			}
 			if tt.wantErr {
-				if want := []int8{7, 7, 7}; string(fmt.Sprint(dst)) != fmt.Sprint(want) {
-					t.Fatalf("dst %v after a failed decode; want untouched %v", dst, want)
-				}
+				require.Error(t, err)
+				require.Equal(t, []int8{7, 7, 7}, dst, "dst after a failed decode; want untouched")
 				return
 			}
-			if fmt.Sprint(dst) != fmt.Sprint(tt.want) {
-				t.Fatalf("statuses %v; want %v", dst, tt.want)
-			}
+			require.NoError(t, err)
+			require.Equal(t, tt.want, dst, "statuses")
 		})
 	}
 }
@@ -304,11 +278,7 @@ func testKeySlot(t *testing.T, c redis.UniversalClient) {
 		"no-tag", "{}empty-tag", "x{open", "a{b}c{d}", "{user1000}.following",
 	} {
 		want, err := c.ClusterKeySlot(ctx, key).Result()
-		if err != nil {
-			t.Fatalf("CLUSTER KEYSLOT %s: %v", key, err)
-		}
-		if got := keySlot(key); int64(got) != want {
-			t.Errorf("keySlot(%q) = %d; want %d", key, got, want)
-		}
+		require.NoError(t, err, "CLUSTER KEYSLOT %s", key)
+		assert.Equal(t, want, int64(keySlot(key)), "keySlot(%q)", key)
 	}
 }

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/drainkit/drainkit/internal/redistest"
 )
@@ -27,12 +29,8 @@ func benchManager(b *testing.B) (*Manager, *redis.Client, *redis.Client) {
 	plain := redis.NewClient(&redis.Options{Addr: s.Addr})
 	b.Cleanup(func() { _ = c.Close(); _ = plain.Close() })
 	m, err := New(c, Config{Node: "bench", TTL: time.Hour})
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := m.Start(context.Background()); err != nil {
-		b.Fatal(err)
-	}
+	require.NoError(b, err)
+	require.NoError(b, m.Start(context.Background()))
 	b.Cleanup(func() { _ = m.Stop(context.Background()) })
 	return m, c, plain
 }
@@ -48,8 +46,7 @@ func acquireN(b *testing.B, m *Manager, n int) []*Lease {
 			defer wg.Done()
 			for i := w; i < n; i += 16 {
 				l, err := m.Acquire(context.Background(), fmt.Sprintf("bench-%d", i))
-				if err != nil {
-					b.Error(err)
+				if !assert.NoError(b, err) {
 					return
 				}
 				ls[i] = l
@@ -70,11 +67,16 @@ func BenchmarkRenew(b *testing.B) {
 		ls := acquireN(b, m, n)
 		ctx := context.Background()
 		ttl := m.cfg.TTL.Milliseconds()
-		renewOne := func(l *Lease) {
+		// renewOne reports whether l was renewed: it also runs on goroutines
+		// of their own, where a failure must not stop the benchmark. The
+		// check stays out of testify on success: its calls take b's lock
+		// (Helper), which 16 goroutines renewing would contend for.
+		renewOne := func(l *Lease) bool {
 			var got [1]int8
 			if err := decodeStatuses(renewScript.Run(ctx, c, []string{l.key}, ttl, l.value), got[:]); err != nil || got[0] != renewOK {
-				b.Fatalf("renew %s = %d, %v; want 1, nil", l.label(), got[0], err)
+				return assert.Failf(b, "renew failed", "renew %s = %d, %v; want 1, nil", l.label(), got[0], err)
 			}
+			return true
 		}
 		report := func(b *testing.B, roundTrips int) {
 			perOp := float64(b.Elapsed().Nanoseconds()) / float64(b.N)
@@ -84,13 +86,9 @@ func BenchmarkRenew(b *testing.B) {
 		}
 		b.Run(fmt.Sprintf("leases=%d/batched", n), func(b *testing.B) {
 			for b.Loop() {
-				if err := m.Renew(ctx); err != nil {
-					b.Fatal(err)
-				}
+				require.NoError(b, m.Renew(ctx))
 			}
-			if got := len(m.snapshot(false)); got != n {
-				b.Fatalf("%d leases held after renewing; want %d", got, n)
-			}
+			require.Equal(b, n, len(m.snapshot(false)), "leases held after renewing")
 			report(b, 1)
 			b.ReportMetric(float64((n+maxBatch-1)/maxBatch), "script-calls/op")
 		})
@@ -100,7 +98,9 @@ func BenchmarkRenew(b *testing.B) {
 		b.Run(fmt.Sprintf("leases=%d/one-by-one", n), func(b *testing.B) {
 			for b.Loop() {
 				for _, l := range ls {
-					renewOne(l)
+					if !renewOne(l) {
+						b.FailNow()
+					}
 				}
 			}
 			report(b, n)
@@ -113,7 +113,9 @@ func BenchmarkRenew(b *testing.B) {
 					go func() {
 						defer wg.Done()
 						for i := w; i < n; i += 16 {
-							renewOne(ls[i])
+							if !renewOne(ls[i]) {
+								return
+							}
 						}
 					}()
 				}
@@ -142,12 +144,8 @@ func BenchmarkAcquireRelease(b *testing.B) {
 		for b.Loop() {
 			for i := range pairsPerOp {
 				l, err := m.Acquire(ctx, benchIDs[i%64])
-				if err != nil {
-					b.Fatal(err)
-				}
-				if err := l.Release(ctx); err != nil {
-					b.Fatal(err)
-				}
+				require.NoError(b, err)
+				require.NoError(b, l.Release(ctx))
 			}
 		}
 		report(b)
@@ -159,12 +157,10 @@ func BenchmarkAcquireRelease(b *testing.B) {
 				_, _ = rand.Read(tok[:])
 				value := base64.RawURLEncoding.EncodeToString(tok[:])
 				key := "lock:" + benchIDs[i%64]
-				if err := refObtain.Run(ctx, plain, []string{key}, value, time.Hour.Milliseconds()).Err(); err != nil {
-					b.Fatal(err)
-				}
-				if n, err := refRelease.Run(ctx, plain, []string{key}, value).Int(); err != nil || n != 1 {
-					b.Fatalf("release = %d, %v; want 1, nil", n, err)
-				}
+				require.NoError(b, refObtain.Run(ctx, plain, []string{key}, value, time.Hour.Milliseconds()).Err())
+				n, err := refRelease.Run(ctx, plain, []string{key}, value).Int()
+				require.NoError(b, err, "release")
+				require.Equal(b, 1, n, "release")
 			}
 		}
 		report(b)
@@ -214,16 +210,13 @@ func BenchmarkHeldLeaseMemory(b *testing.B) {
 		}
 		b.StartTimer()
 		for _, id := range ids {
-			if _, err := m.Acquire(ctx, id); err != nil {
-				b.Fatal(err)
-			}
+			_, err := m.Acquire(ctx, id)
+			require.NoError(b, err)
 		}
 	}
 	ids = nil
 	runtime.GC()
 	runtime.ReadMemStats(&after)
-	if got := len(m.snapshot(false)); got != i {
-		b.Fatalf("%d leases held; want %d", got, i)
-	}
+	require.Equal(b, i, len(m.snapshot(false)), "leases held")
 	b.ReportMetric(float64(int64(after.HeapAlloc)-int64(before.HeapAlloc))/float64(i), "B/lease")
 }

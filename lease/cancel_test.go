@@ -2,13 +2,14 @@ package lease
 
 import (
 	"context"
-	"errors"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // TestAcquireCancelledAtEveryStep ends the caller's context at each step
@@ -76,14 +77,10 @@ func TestAcquireCancelledAtEveryStep(t *testing.T) {
 				waitClosed(t, ran, "the acquire script's reply")
 			}
 			if err == nil {
-				if !l.held() || len(m.snapshot(false)) != 1 || c.Exists(context.Background(), m.routeKey(id)).Val() != 1 {
-					t.Fatalf("Acquire returned %v, held %v, registered %d; want held, registered and in Redis", l, l.held(), len(m.snapshot(false)))
-				}
+				requireHeld(t, m, c, l, m.routeKey(id))
 				return
 			}
-			if !errors.Is(err, context.Canceled) {
-				t.Fatalf("Acquire: got %v; want the lease or context.Canceled", err)
-			}
+			require.ErrorIs(t, err, context.Canceled, "Acquire: want the lease or context.Canceled")
 			// The acquisition may still finish in the background; it must
 			// end with the room free and nothing registered.
 			waitFor(t, "the unheld lease to be released", func() bool {
@@ -93,13 +90,23 @@ func TestAcquireCancelledAtEveryStep(t *testing.T) {
 	}
 }
 
-// waitClosed waits for ch, failing the test after 5 s.
+// waitClosed waits for ch, failing the test after 5 s. It runs in Redis
+// hooks too, off the test's goroutine: it fails without stopping the test.
 func waitClosed(t *testing.T, ch <-chan struct{}, what string) {
 	select {
 	case <-ch:
 	case <-time.After(5 * time.Second):
-		t.Errorf("timed out waiting for %s", what)
+		assert.Fail(t, "timed out waiting for "+what)
 	}
+}
+
+// requireHeld requires l to be held, the one lease m registered, and its
+// key to be in Redis.
+func requireHeld(t *testing.T, m *Manager, c redis.UniversalClient, l *Lease, key string) {
+	t.Helper()
+	require.True(t, l.held(), "lease %v: want held", l)
+	require.Len(t, m.snapshot(false), 1, "leases registered")
+	require.Equal(t, int64(1), c.Exists(context.Background(), key).Val(), "lease %v: want its key in Redis", l)
 }
 
 // TestAcquireSharedFlightOutlivesOneCaller: callers of one room share the
@@ -137,17 +144,11 @@ func TestAcquireSharedFlightOutlivesOneCaller(t *testing.T) {
 	go func() { l, err := m.Acquire(context.Background(), "shared"); resB <- result{l, err} }()
 	waitFor(t, "the second caller to join", waiters(2))
 	cancelA()
-	if err := <-errA; !errors.Is(err, context.Canceled) {
-		t.Fatalf("cancelled caller: got %v; want context.Canceled", err)
-	}
+	require.ErrorIs(t, <-errA, context.Canceled, "cancelled caller")
 	close(gate)
 	r := <-resB
-	if r.err != nil {
-		t.Fatalf("remaining caller: %v; want the lease", r.err)
-	}
-	if !r.l.held() || len(m.snapshot(false)) != 1 || c.Exists(context.Background(), r.l.key).Val() != 1 {
-		t.Fatalf("lease %v held %v, registered %d; want held, registered and in Redis", r.l, r.l.held(), len(m.snapshot(false)))
-	}
+	require.NoError(t, r.err, "remaining caller: want the lease")
+	requireHeld(t, m, c, r.l, r.l.key)
 }
 
 // TestAcquireJoinsAfterEveryCallerLeft: a caller that arrives after every
@@ -182,9 +183,7 @@ func TestAcquireJoinsAfterEveryCallerLeft(t *testing.T) {
 	go func() { _, err := m.Acquire(ctxA, "rejoined"); errA <- err }()
 	waitFor(t, "the first caller to wait", waiters(1))
 	cancelA()
-	if err := <-errA; !errors.Is(err, context.Canceled) {
-		t.Fatalf("first caller: got %v; want context.Canceled", err)
-	}
+	require.ErrorIs(t, <-errA, context.Canceled, "first caller")
 	type result struct {
 		l   *Lease
 		err error
@@ -194,12 +193,8 @@ func TestAcquireJoinsAfterEveryCallerLeft(t *testing.T) {
 	waitFor(t, "the second caller to wait", waiters(1)) // the first left: 0 until the second joins
 	close(gate)
 	r := <-resB
-	if r.err != nil {
-		t.Fatalf("second caller, ctx live: %v; want the lease", r.err)
-	}
-	if !r.l.held() || len(m.snapshot(false)) != 1 || c.Exists(context.Background(), r.l.key).Val() != 1 {
-		t.Fatalf("lease %v held %v, registered %d; want held, registered and in Redis", r.l, r.l.held(), len(m.snapshot(false)))
-	}
+	require.NoError(t, r.err, "second caller, ctx live: want the lease")
+	requireHeld(t, m, c, r.l, r.l.key)
 	settled(t, m)
 }
 
@@ -272,9 +267,7 @@ func startCleanupRace(t *testing.T) *cleanupRace {
 	go func() { _, err := r.m.Acquire(ctxA, "cleanup"); errA <- err }()
 	waitClosed(t, firstRan, "the first acquire script")
 	cancelA()
-	if err := <-errA; !errors.Is(err, context.Canceled) {
-		t.Fatalf("first caller: got %v; want context.Canceled", err)
-	}
+	require.ErrorIs(t, <-errA, context.Canceled, "first caller")
 	close(callerLeft)
 	waitClosed(t, cleanupStarted, "the clean-up of the unseen acquisition")
 	return r
@@ -287,16 +280,13 @@ func startCleanupRace(t *testing.T) *cleanupRace {
 func TestAcquireWaitsForTheEarlierFlightsCleanUp(t *testing.T) {
 	r := startCleanupRace(t)
 	l, err := r.m.Acquire(context.Background(), "cleanup")
-	if err != nil {
-		t.Fatalf("second caller: %v; want the lease", err)
-	}
+	require.NoError(t, err, "second caller: want the lease")
 	settled(t, r.m)
-	if r.secondBeforeIt.Load() || !r.cleanedUp.Load() {
-		t.Errorf("second acquisition ran before the clean-up: %v, clean-up done: %v; want after it", r.secondBeforeIt.Load(), r.cleanedUp.Load())
-	}
-	if got := r.c.Get(context.Background(), l.key).Val(); !l.held() || got != l.value {
-		t.Fatalf("lease %s held %v, key holds %q; want held and its value %q in Redis", l.label(), l.held(), got, l.value)
-	}
+	assert.False(t, r.secondBeforeIt.Load(), "second acquisition ran before the clean-up; want after it")
+	assert.True(t, r.cleanedUp.Load(), "clean-up not done; want the second acquisition after it")
+	got := r.c.Get(context.Background(), l.key).Val()
+	require.True(t, l.held(), "lease %s: want held", l.label())
+	require.Equal(t, l.value, got, "lease %s: want its value in Redis", l.label())
 }
 
 // TestAcquireWaitingAcrossTheFlipSendsNothing: a caller that waited for
@@ -311,13 +301,9 @@ func TestAcquireWaitingAcrossTheFlipSendsNothing(t *testing.T) {
 		<-f.done
 		err = f.err
 	}
-	if !errors.Is(err, ErrDraining) {
-		t.Errorf("caller waiting across the flip: got %v; want ErrDraining", err)
-	}
+	assert.ErrorIs(t, err, ErrDraining, "caller waiting across the flip")
 	settled(t, r.m)
-	if n := r.afterFlip.Load(); n != 0 {
-		t.Errorf("%d acquire scripts sent after the flip; want 0", n)
-	}
+	assert.Zero(t, r.afterFlip.Load(), "acquire scripts sent after the flip")
 }
 
 // isReleaseHolder reports whether cmd runs release_holder.lua.

@@ -2,13 +2,14 @@ package lease
 
 import (
 	"context"
-	"errors"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/drainkit/drainkit/lifecycle"
 )
@@ -33,11 +34,10 @@ func TestConfigValidate(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			err := tt.give.Validate()
-			switch {
-			case tt.want == "" && err != nil:
-				t.Fatalf("Validate() = %v; want nil", err)
-			case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
-				t.Fatalf("Validate() = %v; want an error containing %q", err, tt.want)
+			if tt.want == "" {
+				require.NoError(t, err, "Validate()")
+			} else {
+				require.ErrorContains(t, err, tt.want, "Validate()")
 			}
 		})
 	}
@@ -59,8 +59,10 @@ func TestValidateID(t *testing.T) {
 	}
 	for _, tt := range tests {
 		err := validateID(tt.give)
-		if (tt.want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tt.want)) {
-			t.Errorf("validateID(%.20q) = %v; want error containing %q", tt.give, err, tt.want)
+		if tt.want == "" {
+			assert.NoError(t, err, "validateID(%.20q)", tt.give)
+		} else {
+			assert.ErrorContains(t, err, tt.want, "validateID(%.20q)", tt.give)
 		}
 	}
 }
@@ -76,16 +78,12 @@ func TestBadIDTouchesNothing(t *testing.T) {
 	m := startManager(t, b.client(count), testConfig())
 	cmds = 0 // the renewer sends pipelines only (no tick within this test's time)
 	for _, id := range []string{"", "{x}", "a b", strings.Repeat("x", 200)} {
-		if _, err := m.Acquire(context.Background(), id); err == nil {
-			t.Errorf("Acquire(%.20q): got nil error; want a validation error", id)
-		}
-		if _, err := m.Owner(context.Background(), id); err == nil {
-			t.Errorf("Owner(%.20q): got nil error; want a validation error", id)
-		}
+		_, err := m.Acquire(context.Background(), id)
+		assert.Error(t, err, "Acquire(%.20q): want a validation error", id)
+		_, err = m.Owner(context.Background(), id)
+		assert.Error(t, err, "Owner(%.20q): want a validation error", id)
 	}
-	if cmds != 0 {
-		t.Fatalf("%d commands sent for bad ids; want 0", cmds)
-	}
+	require.Zero(t, cmds, "commands sent for bad ids")
 }
 
 // A client as a team configures it, with go-redis's defaults, is refused
@@ -122,25 +120,15 @@ func TestNewListsEveryClientOptionLeasesNeed(t *testing.T) {
 			defer tt.client.Close()
 			_, err := New(tt.client, cfg)
 			if len(tt.want) == 0 {
-				if err != nil {
-					t.Fatalf("New() = %v; want nil", err)
-				}
+				require.NoError(t, err, "New()")
 				return
 			}
-			if err == nil {
-				t.Fatalf("New() = nil; want an error containing %q", tt.want)
-			}
+			require.Error(t, err, "New(): want an error containing %q", tt.want)
 			for _, w := range tt.want {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("New() = %v; want it to contain %q", err, w)
-				}
+				assert.ErrorContains(t, err, w, "New()")
 			}
-			if strings.Contains(err.Error(), "\n") {
-				t.Errorf("New() = %q; want one line", err)
-			}
-			if !errors.Is(err, lifecycle.ErrConfig) {
-				t.Errorf("New() = %v; want it to match lifecycle.ErrConfig, so fxmodule.Run exits 78", err)
-			}
+			assert.NotContains(t, err.Error(), "\n", "New(): want one line")
+			assert.ErrorIs(t, err, lifecycle.ErrConfig, "New(): so fxmodule.Run exits 78")
 		})
 	}
 }
@@ -153,9 +141,8 @@ func TestConfigErrorsMatchErrConfig(t *testing.T) {
 	ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": "127.0.0.1:1"}, MaxRetries: 1, ContextTimeoutEnabled: true})
 	defer ring.Close()
 	reg := prometheus.NewRegistry()
-	if _, err := New(fit, Config{Node: "n", Registerer: reg}); err != nil {
-		t.Fatalf("New: %v", err)
-	}
+	_, err := New(fit, Config{Node: "n", Registerer: reg})
+	require.NoError(t, err, "New")
 	tests := []struct {
 		name   string
 		client redis.UniversalClient
@@ -170,17 +157,11 @@ func TestConfigErrorsMatchErrConfig(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := New(tt.client, tt.cfg)
-			if !errors.Is(err, lifecycle.ErrConfig) {
-				t.Errorf("New() = %v; want an error matching lifecycle.ErrConfig", err)
-			}
+			assert.ErrorIs(t, err, lifecycle.ErrConfig, "New()")
 		})
 	}
-	if err := (Config{}).Validate(); !errors.Is(err, lifecycle.ErrConfig) {
-		t.Errorf("Validate() = %v; want an error matching lifecycle.ErrConfig", err)
-	}
-	if errors.Is(ErrDraining, lifecycle.ErrConfig) {
-		t.Error("ErrDraining matches lifecycle.ErrConfig; want only configuration errors to")
-	}
+	assert.ErrorIs(t, (Config{}).Validate(), lifecycle.ErrConfig, "Validate()")
+	assert.NotErrorIs(t, ErrDraining, lifecycle.ErrConfig, "want only configuration errors to match")
 }
 
 func TestProbe(t *testing.T) {
@@ -188,20 +169,12 @@ func TestProbe(t *testing.T) {
 	c := b.client()
 	m := startManager(t, c, testConfig())
 	ctx := context.Background()
-	if err := m.Probe(ctx); err != nil {
-		t.Fatalf("Probe after Start: %v; want nil", err)
-	}
+	require.NoError(t, m.Probe(ctx), "Probe after Start")
 	c.HSet(ctx, m.nodeKey(), "holder", "someone-else")
-	if err := m.Probe(ctx); err == nil || !strings.Contains(err.Error(), "another process") {
-		t.Fatalf("Probe with a foreign heartbeat: got %v; want 'another process'", err)
-	}
+	require.ErrorContains(t, m.Probe(ctx), "another process", "Probe with a foreign heartbeat")
 	c.Del(ctx, m.nodeKey())
-	if err := m.Probe(ctx); err == nil || !strings.Contains(err.Error(), "missing") {
-		t.Fatalf("Probe without heartbeat: got %v; want 'missing'", err)
-	}
+	require.ErrorContains(t, m.Probe(ctx), "missing", "Probe without heartbeat")
 	c.HSet(ctx, m.nodeKey(), "holder", m.holder)
 	c.PExpire(ctx, m.nodeKey(), m.cfg.TTL/4)
-	if err := m.Probe(ctx); err == nil || !strings.Contains(err.Error(), "renewals are failing") {
-		t.Fatalf("Probe with a stale heartbeat: got %v; want 'renewals are failing'", err)
-	}
+	require.ErrorContains(t, m.Probe(ctx), "renewals are failing", "Probe with a stale heartbeat")
 }

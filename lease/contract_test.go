@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
 )
 
 // TestContract runs the script contract on a standalone server and on a
@@ -34,19 +35,12 @@ func testIdempotentAcquire(t *testing.T, b backend) {
 	m := startManager(t, b.client(), testConfig())
 	ctx := context.Background()
 	l1, err := m.Acquire(ctx, "idem")
-	if err != nil {
-		t.Fatalf("Acquire: %v", err)
-	}
+	require.NoError(t, err, "Acquire")
 	l2, err := m.Acquire(ctx, "idem")
-	if err != nil {
-		t.Fatalf("second Acquire: %v", err)
-	}
-	if l1 != l2 {
-		t.Fatalf("second Acquire returned a new lease %v; want the same %v", l2, l1)
-	}
-	if l1.ID() != "idem" || l1.Token() <= 0 {
-		t.Fatalf("lease ID %q token %d; want idem and a positive token", l1.ID(), l1.Token())
-	}
+	require.NoError(t, err, "second Acquire")
+	require.Same(t, l1, l2, "second Acquire: want the same lease")
+	require.Equal(t, "idem", l1.ID(), "lease ID")
+	require.Positive(t, l1.Token(), "lease token")
 }
 
 // testAcquireRetry loses the reply of a successful acquire; the retry must
@@ -64,16 +58,11 @@ func testAcquireRetry(t *testing.T, b backend) {
 	m := startManager(t, c, testConfig())
 	armed.Store(true)
 	ctx := context.Background()
-	if _, err := m.Acquire(ctx, "retry"); err == nil {
-		t.Fatalf("first Acquire: got nil error; want the injected lost reply")
-	}
+	_, err := m.Acquire(ctx, "retry")
+	require.Error(t, err, "first Acquire: want the injected lost reply")
 	l, err := m.Acquire(ctx, "retry")
-	if err != nil {
-		t.Fatalf("retry Acquire: %v", err)
-	}
-	if got, want := c.Get(ctx, m.routeKey("retry")).Val(), l.value; got != want {
-		t.Fatalf("route value %q; want %q", got, want)
-	}
+	require.NoError(t, err, "retry Acquire")
+	require.Equal(t, l.value, c.Get(ctx, m.routeKey("retry")).Val(), "route value")
 }
 
 func testHeld(t *testing.T, b backend) {
@@ -81,28 +70,21 @@ func testHeld(t *testing.T, b backend) {
 	a, o := startManager(t, c, testConfig()), startManager(t, c, testConfig())
 	ctx := context.Background()
 	la, err := a.Acquire(ctx, "held")
-	if err != nil {
-		t.Fatalf("Acquire: %v", err)
-	}
+	require.NoError(t, err, "Acquire")
 	_, err = o.Acquire(ctx, "held")
 	var held *heldError
-	if !errors.As(err, &held) || !errors.Is(err, ErrHeld) {
-		t.Fatalf("other Acquire: got %v; want a *heldError matching ErrHeld", err)
-	}
-	if held.Node != a.cfg.Node || held.Fence != la.Token() {
-		t.Fatalf("heldError node %q fence %d; want %q %d", held.Node, held.Fence, a.cfg.Node, la.Token())
-	}
+	require.ErrorAs(t, err, &held, "other Acquire")
+	require.ErrorIs(t, err, ErrHeld, "other Acquire")
+	require.Equal(t, a.cfg.Node, held.Node, "heldError node")
+	require.Equal(t, la.Token(), held.Fence, "heldError fence")
 
 	// A value nobody of us wrote is someone else's: never overwritten.
 	key := o.routeKey("garbage")
 	c.Set(ctx, key, "not-a-lease", 0)
 	_, err = o.Acquire(ctx, "garbage")
-	if !errors.As(err, &held) || held.Node != "" {
-		t.Fatalf("Acquire over an unparseable value: got %v; want a *heldError with empty Node", err)
-	}
-	if got := c.Get(ctx, key).Val(); got != "not-a-lease" {
-		t.Fatalf("unparseable value became %q; want it untouched", got)
-	}
+	require.ErrorAs(t, err, &held, "Acquire over an unparseable value")
+	require.Empty(t, held.Node, "Acquire over an unparseable value: heldError node")
+	require.Equal(t, "not-a-lease", c.Get(ctx, key).Val(), "unparseable value: want it untouched")
 }
 
 // testRenewGone lets a lease expire in Redis: the renewal reports it gone,
@@ -112,22 +94,14 @@ func testRenewGone(t *testing.T, b backend) {
 	m := startManager(t, c, testConfig())
 	ctx := context.Background()
 	l, err := m.Acquire(ctx, "gone")
-	if err != nil {
-		t.Fatalf("Acquire: %v", err)
-	}
+	require.NoError(t, err, "Acquire")
 	expireNow(t, c, l.key)
-	if err := m.Renew(ctx); err != nil {
-		t.Fatalf("RenewAll: %v", err)
-	}
-	if !isLost(l) {
-		t.Fatalf("lease not lost after the key expired (cause %v); want lost", context.Cause(l.Context()))
-	}
-	if cause := context.Cause(l.Context()); !errors.Is(cause, ErrLost) || !strings.Contains(cause.Error(), "expired") {
-		t.Fatalf("cause %v; want ErrLost: expired", cause)
-	}
-	if n := c.Exists(ctx, l.key).Val(); n != 0 {
-		t.Fatalf("key exists after renewing an expired lease; want it not re-created")
-	}
+	require.NoError(t, m.Renew(ctx), "RenewAll")
+	require.True(t, isLost(l), "lease not lost after the key expired (cause %v); want lost", context.Cause(l.Context()))
+	cause := context.Cause(l.Context())
+	require.ErrorIs(t, cause, ErrLost, "cause")
+	require.ErrorContains(t, cause, "expired", "cause")
+	require.Zero(t, c.Exists(ctx, l.key).Val(), "key exists after renewing an expired lease; want it not re-created")
 }
 
 // testRenewStolen: a key whose value is not the lease's is neither
@@ -153,23 +127,15 @@ func testRenewStolen(t *testing.T, b backend) {
 	for name, thiefOf := range thieves {
 		t.Run(name, func(t *testing.T) {
 			l, err := m.Acquire(ctx, "stolen-"+strings.NewReplacer(" ", "-", ",", "").Replace(name))
-			if err != nil {
-				t.Fatalf("Acquire: %v", err)
-			}
+			require.NoError(t, err, "Acquire")
 			thief := thiefOf(l)
 			c.Set(ctx, l.key, thief, 0)
-			if err := m.Renew(ctx); err != nil {
-				t.Fatalf("RenewAll: %v", err)
-			}
-			if cause := context.Cause(l.Context()); !errors.Is(cause, ErrLost) || !strings.Contains(cause.Error(), "taken") {
-				t.Fatalf("cause %v; want ErrLost: taken by another holder", cause)
-			}
-			if got := c.Get(ctx, l.key).Val(); got != thief {
-				t.Fatalf("stolen key became %q; want the thief's value %q", got, thief)
-			}
-			if pttl := c.PTTL(ctx, l.key).Val(); pttl >= 0 {
-				t.Fatalf("stolen key got a TTL %s from our renewal; want none", pttl)
-			}
+			require.NoError(t, m.Renew(ctx), "RenewAll")
+			cause := context.Cause(l.Context())
+			require.ErrorIs(t, cause, ErrLost, "cause")
+			require.ErrorContains(t, cause, "taken", "cause: want taken by another holder")
+			require.Equal(t, thief, c.Get(ctx, l.key).Val(), "stolen key: want the thief's value")
+			require.Negative(t, c.PTTL(ctx, l.key).Val(), "stolen key got a TTL from our renewal; want none")
 		})
 	}
 }
@@ -180,30 +146,16 @@ func testReleaseOwn(t *testing.T, b backend) {
 	ctx := context.Background()
 
 	mine, err := m.Acquire(ctx, "rel-mine")
-	if err != nil {
-		t.Fatalf("Acquire: %v", err)
-	}
-	if err := mine.Release(ctx); err != nil {
-		t.Fatalf("Release: %v", err)
-	}
-	if n := c.Exists(ctx, mine.key).Val(); n != 0 {
-		t.Fatalf("key exists after Release; want deleted")
-	}
-	if !errors.Is(context.Cause(mine.Context()), ErrReleased) {
-		t.Fatalf("cause after Release %v; want ErrReleased", context.Cause(mine.Context()))
-	}
+	require.NoError(t, err, "Acquire")
+	require.NoError(t, mine.Release(ctx), "Release")
+	require.Zero(t, c.Exists(ctx, mine.key).Val(), "key exists after Release; want deleted")
+	require.ErrorIs(t, context.Cause(mine.Context()), ErrReleased, "cause after Release")
 
 	taken, err := m.Acquire(ctx, "rel-taken")
-	if err != nil {
-		t.Fatalf("Acquire: %v", err)
-	}
+	require.NoError(t, err, "Acquire")
 	c.Set(ctx, taken.key, "other|y|9", 0)
-	if err := taken.Release(ctx); !errors.Is(err, ErrNotHeld) {
-		t.Fatalf("Release of a taken lease: got %v; want ErrNotHeld", err)
-	}
-	if got := c.Get(ctx, taken.key).Val(); got != "other|y|9" {
-		t.Fatalf("Release deleted or changed another holder's key: %q", got)
-	}
+	require.ErrorIs(t, taken.Release(ctx), ErrNotHeld, "Release of a taken lease")
+	require.Equal(t, "other|y|9", c.Get(ctx, taken.key).Val(), "Release deleted or changed another holder's key")
 }
 
 // testFenceIncreases checks the fence across release, expiry and the loss
@@ -216,12 +168,8 @@ func testFenceIncreases(t *testing.T, b backend) {
 	next := func(step string) *Lease {
 		t.Helper()
 		l, err := m.Acquire(ctx, "fence")
-		if err != nil {
-			t.Fatalf("%s: Acquire: %v", step, err)
-		}
-		if l.Token() <= last {
-			t.Fatalf("%s: fence %d; want above %d", step, l.Token(), last)
-		}
+		require.NoError(t, err, "%s: Acquire", step)
+		require.Greater(t, l.Token(), last, "%s: fence", step)
 		last = l.Token()
 		return l
 	}
@@ -240,18 +188,13 @@ func testOwner(t *testing.T, b backend) {
 	c := b.client()
 	m := startManager(t, c, testConfig())
 	ctx := context.Background()
-	if _, err := m.Owner(ctx, "owner"); !errors.Is(err, ErrNotHeld) {
-		t.Fatalf("Owner of a free room: got %v; want ErrNotHeld", err)
-	}
+	_, err := m.Owner(ctx, "owner")
+	require.ErrorIs(t, err, ErrNotHeld, "Owner of a free room")
 	l, err := m.Acquire(ctx, "owner")
-	if err != nil {
-		t.Fatalf("Acquire: %v", err)
-	}
+	require.NoError(t, err, "Acquire")
 	got, err := m.Owner(ctx, "owner")
-	want := Owner{Node: m.cfg.Node, Addr: m.cfg.Addr, Fence: l.Token()}
-	if err != nil || got != want {
-		t.Fatalf("Owner = %+v, %v; want %+v, nil", got, err, want)
-	}
+	require.NoError(t, err, "Owner")
+	require.Equal(t, Owner{Node: m.cfg.Node, Addr: m.cfg.Addr, Fence: l.Token()}, got, "Owner")
 }
 
 // testRenewMany spreads leases over every slot owner and renews them in
@@ -263,21 +206,16 @@ func testRenewMany(t *testing.T, b backend) {
 	var ls []*Lease
 	for _, id := range []string{"a", "b", "c", "d", "e", "f", "g", "h"} {
 		l, err := m.Acquire(ctx, "many-"+id)
-		if err != nil {
-			t.Fatalf("Acquire: %v", err)
-		}
+		require.NoError(t, err, "Acquire")
 		ls = append(ls, l)
 	}
 	before := make([]int64, len(ls))
 	for i, l := range ls {
 		before[i] = l.lastOK.Load()
 	}
-	if err := m.Renew(ctx); err != nil {
-		t.Fatalf("RenewAll: %v", err)
-	}
+	require.NoError(t, m.Renew(ctx), "RenewAll")
 	for i, l := range ls {
-		if !l.held() || l.lastOK.Load() <= before[i] {
-			t.Fatalf("lease %s held=%v renewed=%v; want held and renewed", l.label(), l.held(), l.lastOK.Load() > before[i])
-		}
+		require.True(t, l.held(), "lease %s: want held", l.label())
+		require.Greater(t, l.lastOK.Load(), before[i], "lease %s: want renewed", l.label())
 	}
 }

@@ -2,13 +2,14 @@ package lease
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // TestUnregisteredLeaseIsReleasedSilently: a lease acquired in Redis but
@@ -32,11 +33,7 @@ func TestUnregisteredLeaseIsReleasedSilently(t *testing.T) {
 				defer m.mu.Unlock()
 				return m.stopped
 			})
-			return func() {
-				if err := <-stopped; err != nil {
-					t.Errorf("Stop: %v", err)
-				}
-			}
+			return func() { assert.NoError(t, <-stopped, "Stop") }
 		}},
 		{"every caller gave up", 0, func(t *testing.T, m *Manager, cancel func()) func() {
 			cancel()
@@ -90,18 +87,12 @@ func TestUnregisteredLeaseIsReleasedSilently(t *testing.T) {
 			<-entered
 			finish := tt.during(t, m, cancel)
 			close(gate)
-			if err := <-errc; err == nil {
-				t.Fatal("Acquire: got a lease; want an error")
-			} else if errors.Is(err, context.DeadlineExceeded) {
-				t.Fatalf("Acquire: %v; want the call held, not timed out", err)
-			}
+			err := <-errc
+			require.Error(t, err, "Acquire: got a lease; want an error")
+			require.NotErrorIs(t, err, context.DeadlineExceeded, "Acquire: want the call held, not timed out")
 			finish()
-			if n := c.Exists(context.Background(), m.routeKey(id)).Val(); n != 0 {
-				t.Errorf("key exists %d; want the unregistered lease released", n)
-			}
-			if n := ended.Load(); n != 0 {
-				t.Errorf("OnEnd ran %d times; want 0 for a lease never registered", n)
-			}
+			assert.Zero(t, c.Exists(context.Background(), m.routeKey(id)).Val(), "key exists; want the unregistered lease released")
+			assert.Zero(t, ended.Load(), "OnEnd calls; want 0 for a lease never registered")
 		})
 	}
 }
@@ -128,17 +119,10 @@ func TestLostAcquireReplyIsUndone(t *testing.T) {
 	m := startManager(t, c, cfg)
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
-	if _, err := m.Acquire(ctx, "lost-reply"); err == nil {
-		t.Fatal("Acquire: got a lease; want an error")
-	}
+	_, err := m.Acquire(ctx, "lost-reply")
+	require.Error(t, err, "Acquire: got a lease; want an error")
 	settled(t, m)
-	if n := attempts.Load(); n < 2 {
-		t.Fatalf("%d acquire attempts; want a retry after the lost reply", n)
-	}
-	if v := c.Get(context.Background(), m.routeKey("lost-reply")).Val(); v != "" {
-		t.Errorf("route key holds %q after the failed acquisition; want it deleted", v)
-	}
-	if n := len(m.snapshot(false)); n != 0 {
-		t.Errorf("Held() has %d leases; want 0", n)
-	}
+	require.GreaterOrEqual(t, attempts.Load(), int32(2), "acquire attempts; want a retry after the lost reply")
+	assert.Empty(t, c.Get(context.Background(), m.routeKey("lost-reply")).Val(), "route key after the failed acquisition; want it deleted")
+	assert.Empty(t, m.snapshot(false), "Held()")
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -12,6 +11,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/drainkit/drainkit/drain"
 )
@@ -23,12 +24,9 @@ func TestDrainGate(t *testing.T) {
 	ctx := context.Background()
 
 	m.closeGate()
-	if _, err := m.Acquire(ctx, "after-flip"); !errors.Is(err, ErrDraining) {
-		t.Fatalf("Acquire after BeginDrain: got %v; want ErrDraining", err)
-	}
-	if n := c.Exists(ctx, m.routeKey("after-flip")).Val(); n != 0 {
-		t.Fatalf("route key written after the flip; want none")
-	}
+	_, err := m.Acquire(ctx, "after-flip")
+	require.ErrorIs(t, err, ErrDraining, "Acquire after the gate closed")
+	require.Zero(t, c.Exists(ctx, m.routeKey("after-flip")).Val(), "route key written after the flip; want none")
 	waitFor(t, "heartbeat marked draining", func() bool {
 		return c.HGet(ctx, m.nodeKey(), "state").Val() == stateDraining
 	})
@@ -53,15 +51,10 @@ func TestDrainRace(t *testing.T) {
 	mp.Store(m)
 	ctx := context.Background()
 	l, err := m.Acquire(ctx, "race")
-	if !errors.Is(err, ErrDraining) || l != nil {
-		t.Fatalf("Acquire racing the flip: got %v, %v; want nil, ErrDraining", l, err)
-	}
-	if n := c.Exists(ctx, m.routeKey("race")).Val(); n != 0 {
-		t.Fatalf("lease acquired across the flip still in Redis; want released")
-	}
-	if n := len(m.snapshot(false)); n != 0 {
-		t.Fatalf("manager holds %d leases; want 0", n)
-	}
+	require.ErrorIs(t, err, ErrDraining, "Acquire racing the flip")
+	require.Nil(t, l, "Acquire racing the flip")
+	require.Zero(t, c.Exists(ctx, m.routeKey("race")).Val(), "lease acquired across the flip still in Redis; want released")
+	require.Empty(t, m.snapshot(false), "leases the manager holds")
 }
 
 // TestHandOff flushes rooms with bounded concurrency: flushed rooms are
@@ -98,9 +91,7 @@ func TestHandOff(t *testing.T) {
 	leases := map[string]*Lease{}
 	for _, id := range []string{"ok-1", "ok-2", "ok-3", "ok-slow", "fail-1", "fail-2"} {
 		l, err := m.Acquire(ctx, id)
-		if err != nil {
-			t.Fatalf("Acquire %s: %v", id, err)
-		}
+		require.NoError(t, err, "Acquire %s", id)
 		leases[id] = l
 	}
 	m.closeGate()
@@ -111,64 +102,46 @@ func TestHandOff(t *testing.T) {
 			return errors.New("snapshot store down")
 		case l.ID() == "ok-slow":
 			// Rooms move one by one: ok-1 is released while this room is
-			// still flushing, not after the slowest room.
-			waitFor(t, "ok-1 released during another room's flush", func() bool {
+			// still flushing, not after the slowest room. The flush runs on
+			// a hand-off goroutine: eventually, not waitFor's FailNow.
+			eventually(t, "ok-1 released during another room's flush", func() bool {
 				return c.Exists(ctx, leases["ok-1"].key).Val() == 0
 			})
 		}
 		return nil
 	}, 2)
-	if err != nil {
-		t.Fatalf("HandOff: %v", err)
-	}
-	if err := hook.Validate(); err != nil || hook.Phase != drain.Flush {
-		t.Fatalf("HandOff hook: phase %s, validation %v; want flush, nil", hook.Phase, err)
-	}
+	require.NoError(t, err, "HandOff")
+	require.NoError(t, hook.Validate(), "HandOff hook: validation")
+	require.Equal(t, drain.Flush, hook.Phase, "HandOff hook: phase")
 	err = hook.Run(ctx)
 	var he *handOffError
-	if !errors.As(err, &he) {
-		t.Fatalf("HandOff: got %v; want a *handOffError", err)
-	}
-	if want := (handOffResult{Released: 4, LeftToExpire: 2}); he.Result != want {
-		t.Fatalf("HandOff result %+v; want %+v", he.Result, want)
-	}
+	require.ErrorAs(t, err, &he, "HandOff")
+	require.Equal(t, handOffResult{Released: 4, LeftToExpire: 2}, he.Result, "HandOff result")
 	for id, l := range leases {
 		exists := c.Exists(ctx, l.key).Val() == 1
-		if failed := strings.HasPrefix(id, "fail"); exists != failed {
-			t.Errorf("room %s: key exists %v; want %v (only failed rooms are left to expire)", id, exists, failed)
-		}
+		failed := strings.HasPrefix(id, "fail")
+		assert.Equal(t, failed, exists, "room %s: key exists; want it only for failed rooms, left to expire", id)
 		want := ErrReleased
 		if strings.HasPrefix(id, "fail") {
 			want = ErrLeftToExpire
 		}
-		if cause := context.Cause(l.Context()); !errors.Is(cause, want) {
-			t.Errorf("room %s: cause %v; want %v", id, cause, want)
-		}
+		assert.ErrorIs(t, context.Cause(l.Context()), want, "room %s: cause", id)
 	}
 
 	release := m.ReleaseHook()
-	if release.Phase != drain.Release {
-		t.Fatalf("ReleaseHook phase %s; want release", release.Phase)
-	}
+	require.Equal(t, drain.Release, release.Phase, "ReleaseHook phase")
 	logMu.Lock()
 	log = nil
 	logMu.Unlock()
-	if err := release.Run(ctx); err != nil {
-		t.Fatalf("ReleaseHook: %v", err)
-	}
-	if n := c.Exists(ctx, m.nodeKey()).Val(); n != 0 {
-		t.Fatalf("heartbeat exists after the release hook; want deleted")
-	}
+	require.NoError(t, release.Run(ctx), "ReleaseHook")
+	require.Zero(t, c.Exists(ctx, m.nodeKey()).Val(), "heartbeat exists after the release hook; want deleted")
 	for _, id := range []string{"fail-1", "fail-2"} {
-		if n := c.Exists(ctx, leases[id].key).Val(); n != 1 {
-			t.Errorf("unflushed room %s released by the release hook; want left to expire", id)
-		}
+		assert.Equal(t, int64(1), c.Exists(ctx, leases[id].key).Val(), "unflushed room %s released by the release hook; want left to expire", id)
 	}
 	logMu.Lock()
 	defer logMu.Unlock()
-	if len(log) == 0 || log[len(log)-1] != m.nodeKey() {
-		t.Fatalf("scripts during release %v; want the heartbeat last", log)
-	}
+	require.NotEmpty(t, log, "scripts during release; want the heartbeat last")
+	require.Equal(t, m.nodeKey(), log[len(log)-1], "last script during release %v; want the heartbeat's", log)
 }
 
 // TestReleaseHookWithoutHandOff releases every lease in one batch, before
@@ -210,30 +183,21 @@ func TestReleaseHookWithoutHandOff(t *testing.T) {
 	var ls []*Lease
 	for i := range 5 {
 		l, err := m.Acquire(ctx, fmt.Sprintf("batch-%d", i))
-		if err != nil {
-			t.Fatalf("Acquire: %v", err)
-		}
+		require.NoError(t, err, "Acquire")
 		ls = append(ls, l)
 	}
 	mu.Lock()
 	order = nil
 	mu.Unlock()
-	if err := m.releaseAll(ctx); err != nil {
-		t.Fatalf("releaseAll: %v", err)
-	}
+	require.NoError(t, m.releaseAll(ctx), "releaseAll")
 	for _, l := range ls {
-		if n := c.Exists(ctx, l.key).Val(); n != 0 {
-			t.Errorf("%s still in Redis after releaseAll; want released", l.label())
-		}
+		assert.Zero(t, c.Exists(ctx, l.key).Val(), "%s still in Redis after releaseAll; want released", l.label())
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	if want := []string{"pipeline of 1 calls, 5 keys", "delete heartbeat"}; !slices.Equal(order, want) {
-		t.Fatalf("calls %v; want %v", order, want)
-	}
-	if _, err := m.Acquire(ctx, "late"); !errors.Is(err, ErrDraining) {
-		t.Fatalf("Acquire after releaseAll: got %v; want ErrDraining", err)
-	}
+	require.Equal(t, []string{"pipeline of 1 calls, 5 keys", "delete heartbeat"}, order, "calls")
+	_, err := m.Acquire(ctx, "late")
+	require.ErrorIs(t, err, ErrDraining, "Acquire after releaseAll")
 }
 
 // TestStopLeavesLeasesToExpire: Stop never releases (rooms may be
@@ -244,24 +208,13 @@ func TestStopLeavesLeasesToExpire(t *testing.T) {
 	m := startManager(t, c, testConfig())
 	ctx := context.Background()
 	l, err := m.Acquire(ctx, "stop")
-	if err != nil {
-		t.Fatalf("Acquire: %v", err)
-	}
-	if err := m.Stop(ctx); err != nil {
-		t.Fatalf("Stop: %v", err)
-	}
-	if !isLost(l) {
-		t.Fatalf("lease not lost after Stop (cause %v); want lost", context.Cause(l.Context()))
-	}
-	if n := c.Exists(ctx, l.key).Val(); n != 1 {
-		t.Fatalf("lease key deleted by Stop; want left to expire")
-	}
-	if n := c.Exists(ctx, m.nodeKey()).Val(); n != 0 {
-		t.Fatalf("heartbeat exists after Stop; want deleted")
-	}
-	if _, err := m.Acquire(ctx, "after-stop"); !errors.Is(err, ErrNotRunning) {
-		t.Fatalf("Acquire after Stop: got %v; want ErrNotRunning", err)
-	}
+	require.NoError(t, err, "Acquire")
+	require.NoError(t, m.Stop(ctx), "Stop")
+	require.True(t, isLost(l), "lease not lost after Stop (cause %v); want lost", context.Cause(l.Context()))
+	require.Equal(t, int64(1), c.Exists(ctx, l.key).Val(), "lease key deleted by Stop; want left to expire")
+	require.Zero(t, c.Exists(ctx, m.nodeKey()).Val(), "heartbeat exists after Stop; want deleted")
+	_, err = m.Acquire(ctx, "after-stop")
+	require.ErrorIs(t, err, ErrNotRunning, "Acquire after Stop")
 }
 
 // A holder that releases its lease after the drain left it to expire (a
@@ -286,38 +239,23 @@ func TestReleaseKeepsALeaseLeftToExpire(t *testing.T) {
 				}
 				return errors.New("snapshot store down")
 			}, 1)
-			if err != nil {
-				t.Fatalf("HandOff: %v", err)
+			require.NoError(t, err, "HandOff")
+			require.Error(t, hook.Run(ctx), "HandOff with a failing flush: want the room left to expire")
+			if tt.during {
+				assert.ErrorIs(t, during, ErrDraining, "Release during the hand-off (the hand-off decides)")
+				assert.NoError(t, liveAfter, "lease context after a Release during the hand-off: want it still live (the hand-off decides)")
 			}
-			if err := hook.Run(ctx); err == nil {
-				t.Fatal("HandOff with a failing flush: got nil; want the room left to expire")
-			}
-			if tt.during && (!errors.Is(during, ErrDraining) || liveAfter != nil) {
-				t.Errorf("Release during the hand-off: got %v, lease context %v; want ErrDraining and the lease still live (the hand-off decides)", during, liveAfter)
-			}
-			if err := l.Release(ctx); !errors.Is(err, ErrLeftToExpire) {
-				t.Errorf("Release after the hand-off left the lease to expire: got %v; want ErrLeftToExpire", err)
-			}
-			if n := c.Exists(ctx, l.key).Val(); n != 1 {
-				t.Errorf("Exists(key of an unflushed room) after a Release: got %d; want 1 (left to expire)", n)
-			}
+			assert.ErrorIs(t, l.Release(ctx), ErrLeftToExpire, "Release after the hand-off left the lease to expire")
+			assert.Equal(t, int64(1), c.Exists(ctx, l.key).Val(), "Exists(key of an unflushed room) after a Release: want 1 (left to expire)")
 		})
 	}
 	t.Run("by Stop", func(t *testing.T) {
 		m := startManager(t, c, testConfig())
 		l, err := m.Acquire(ctx, "stopped")
-		if err != nil {
-			t.Fatalf("Acquire: %v", err)
-		}
-		if err := m.Stop(ctx); err != nil {
-			t.Fatalf("Stop: %v", err)
-		}
-		if err := l.Release(ctx); !errors.Is(err, ErrLeftToExpire) {
-			t.Errorf("Release after Stop: got %v; want ErrLeftToExpire", err)
-		}
-		if n := c.Exists(ctx, l.key).Val(); n != 1 {
-			t.Errorf("Exists(key) after Stop and a Release: got %d; want 1 (left to expire)", n)
-		}
+		require.NoError(t, err, "Acquire")
+		require.NoError(t, m.Stop(ctx), "Stop")
+		assert.ErrorIs(t, l.Release(ctx), ErrLeftToExpire, "Release after Stop")
+		assert.Equal(t, int64(1), c.Exists(ctx, l.key).Val(), "Exists(key) after Stop and a Release: want 1 (left to expire)")
 	})
 }
 
@@ -350,32 +288,22 @@ func TestReleaseAfterTheHandOffTouchesNothing(t *testing.T) {
 				}
 				return nil
 			}, 1)
-			if err != nil {
-				t.Fatalf("HandOff: %v", err)
-			}
+			require.NoError(t, err, "HandOff")
 			_ = hook.Run(ctx) // a lost lease is no hand-off error; its outcome is checked below
 			before := holderReleases.Load()
-			if err := l.Release(ctx); !errors.Is(err, ErrDraining) {
-				t.Errorf("Release after the hand-off: got %v; want ErrDraining (the hand-off decided)", err)
-			}
-			if n := holderReleases.Load() - before; n != 0 {
-				t.Errorf("release scripts sent by the holder's Release: got %d; want 0", n)
-			}
-			if n := c.Exists(ctx, l.key).Val(); n != tt.wantKey {
-				t.Errorf("Exists(key) after the hand-off and a Release: got %d; want %d", n, tt.wantKey)
-			}
+			assert.ErrorIs(t, l.Release(ctx), ErrDraining, "Release after the hand-off (the hand-off decided)")
+			assert.Zero(t, holderReleases.Load()-before, "release scripts sent by the holder's Release")
+			assert.Equal(t, tt.wantKey, c.Exists(ctx, l.key).Val(), "Exists(key) after the hand-off and a Release")
 		})
 	}
 }
 
-// handOffLease starts a Manager with Config.HandOff on c and acquires id.
+// handOffLease starts a Manager on c and acquires id.
 func handOffLease(t *testing.T, c redis.UniversalClient, id string) (*Manager, *Lease) {
 	t.Helper()
 	cfg := testConfig()
 	m := startManager(t, c, cfg)
 	l, err := m.Acquire(context.Background(), id)
-	if err != nil {
-		t.Fatalf("Acquire: %v", err)
-	}
+	require.NoError(t, err, "Acquire")
 	return m, l
 }

@@ -2,12 +2,13 @@ package lease
 
 import (
 	"context"
-	"errors"
 	"sync"
 	"sync/atomic"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // endingLease is a lease the renewer found gone and is ending: its OnLost
@@ -68,17 +69,11 @@ func startEnding(t *testing.T, room string) *endingLease {
 	proceed := func() { once.Do(func() { close(release) }) }
 	t.Cleanup(proceed) // before Stop (cleanups run last first): the renewer must not stay blocked
 	l, err := m.Acquire(context.Background(), room)
-	if err != nil {
-		t.Fatalf("Acquire: %v", err)
-	}
+	require.NoError(t, err, "Acquire")
 	old.Store(l)
-	if err := c.Del(context.Background(), l.key).Err(); err != nil {
-		t.Fatalf("DEL %s: %v", l.key, err)
-	}
+	require.NoError(t, c.Del(context.Background(), l.key).Err(), "DEL %s", l.key)
 	<-entered // the next renewal round finds the key gone
-	if l.Context().Err() == nil {
-		t.Fatal("OnLost ran before the lease's context was cancelled")
-	}
+	require.Error(t, l.Context().Err(), "OnLost ran before the lease's context was cancelled")
 	return &endingLease{m: m, old: l, room: room, early: &early, stopped: &stopped, proceed: proceed}
 }
 
@@ -112,26 +107,17 @@ func TestAcquireWaitsForTheEndOfALostLease(t *testing.T) {
 	if e.early.Load() || done() {
 		e.proceed()
 		got := <-res
-		t.Fatalf("Acquire took the room before the old lease's OnLost returned (script sent: %v; returned %v, %v)",
-			e.early.Load(), got.l != nil, got.err)
+		require.FailNowf(t, "Acquire took the room before the old lease's OnLost returned",
+			"script sent: %v; returned %v, %v", e.early.Load(), got.l != nil, got.err)
 	}
 	e.proceed()
 	got := <-res
-	if got.err != nil {
-		t.Fatalf("Acquire: %v", got.err)
-	}
-	if !got.stopped {
-		t.Error("Acquire returned before the old lease's OnEnd returned")
-	}
-	if e.early.Load() {
-		t.Error("the acquire script ran before the old lease's OnEnd returned")
-	}
-	if got.l == e.old || got.l.Token() <= e.old.Token() {
-		t.Errorf("got lease with fence %d; want a new lease, fence above %d", got.l.Token(), e.old.Token())
-	}
-	if got.l.Context().Err() != nil {
-		t.Errorf("new lease's context ended: %v", context.Cause(got.l.Context()))
-	}
+	require.NoError(t, got.err, "Acquire")
+	assert.True(t, got.stopped, "Acquire returned before the old lease's OnEnd returned")
+	assert.False(t, e.early.Load(), "the acquire script ran before the old lease's OnEnd returned")
+	assert.NotSame(t, e.old, got.l, "want a new lease")
+	assert.Greater(t, got.l.Token(), e.old.Token(), "new lease's fence")
+	assert.NoError(t, got.l.Context().Err(), "new lease's context ended: %v", context.Cause(got.l.Context()))
 }
 
 // The wait for an ending lease is bounded by the caller's ctx.
@@ -143,13 +129,8 @@ func TestAcquireWaitForALostLeaseEndsWithCtx(t *testing.T) {
 	waitFor(t, "Acquire to wait or to go on", func() bool { return e.waiting() || e.early.Load() || done() })
 	cancel()
 	got := <-res
-	if !errors.Is(got.err, context.Canceled) || got.l != nil {
-		t.Errorf("got %v, %v; want no lease and context.Canceled", got.l != nil, got.err)
-	}
-	if e.early.Load() {
-		t.Error("the acquire script ran before the old lease's OnEnd returned")
-	}
-	if e.stopped.Load() {
-		t.Error("OnEnd returned while OnLost was blocked")
-	}
+	assert.ErrorIs(t, got.err, context.Canceled, "Acquire")
+	assert.Nil(t, got.l, "Acquire: want no lease")
+	assert.False(t, e.early.Load(), "the acquire script ran before the old lease's OnEnd returned")
+	assert.False(t, e.stopped.Load(), "OnEnd returned while OnLost was blocked")
 }

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // fencedAppend is the recorder's storage: it appends the writer's fence to
@@ -115,9 +117,7 @@ func TestMutualExclusion(t *testing.T) {
 
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
-	if len(rec.refused) > 0 {
-		t.Errorf("writes refused while the writer held the lease: %v", rec.refused)
-	}
+	assert.Empty(t, rec.refused, "writes refused while the writer held the lease")
 	byRoom := map[string][]*interval{}
 	for l, iv := range rec.intervals {
 		if iv.end.IsZero() {
@@ -131,19 +131,13 @@ func TestMutualExclusion(t *testing.T) {
 		owners += len(ivs)
 		for i := 1; i < len(ivs); i++ {
 			prev, cur := ivs[i-1], ivs[i]
-			if prev.fence == cur.fence {
-				t.Errorf("room %s: fence %d issued twice", room, cur.fence)
-			}
-			if cur.start.Before(prev.end) {
-				t.Errorf("room %s: %s (fence %d) started %s before %s (fence %d) stopped",
-					room, cur.node, cur.fence, prev.end.Sub(cur.start), prev.node, prev.fence)
-			}
+			assert.NotEqual(t, prev.fence, cur.fence, "room %s: fence issued twice", room)
+			assert.False(t, cur.start.Before(prev.end), "room %s: %s (fence %d) started %s before %s (fence %d) stopped",
+				room, cur.node, cur.fence, prev.end.Sub(cur.start), prev.node, prev.fence)
 		}
 	}
-	if owners < rec.enoughOwners || rec.writes < rec.enoughWrites {
-		t.Fatalf("%d ownerships, %d writes in a minute; want rooms to change hands (at least %d) and %d writes",
-			owners, rec.writes, rec.enoughOwners, rec.enoughWrites)
-	}
+	require.GreaterOrEqual(t, owners, rec.enoughOwners, "ownerships in a minute; want rooms to change hands")
+	require.GreaterOrEqual(t, rec.writes, rec.enoughWrites, "writes in a minute")
 }
 
 // compete acquires random rooms and writes to them with random pauses,

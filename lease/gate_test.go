@@ -2,20 +2,19 @@ package lease
 
 import (
 	"context"
-	"errors"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/drainkit/drainkit/drain"
 )
 
-// The process's state closes the gate by itself: the flip is published
-// before its listeners (BeginDrain) run, and no acquisition may complete in
-// between.
+// The process's state closes the gate by itself, from the moment the flip
+// is published: no acquisition completes after it.
 func TestExternalDrainingGate(t *testing.T) {
 	b := standalone(t)
 	c := b.client()
@@ -24,21 +23,14 @@ func TestExternalDrainingGate(t *testing.T) {
 	cfg.Draining = flipped.Load
 	m := startManager(t, c, cfg)
 	ctx := context.Background()
-	if _, err := m.Acquire(ctx, "before"); err != nil {
-		t.Fatalf("Acquire before the flip: %v", err)
-	}
+	_, err := m.Acquire(ctx, "before")
+	require.NoError(t, err, "Acquire before the flip")
 	flipped.Store(true)
-	if _, err := m.Acquire(ctx, "after"); !errors.Is(err, ErrDraining) {
-		t.Fatalf("Acquire after the flip, before BeginDrain: got %v; want ErrDraining", err)
-	}
-	if !m.draining() {
-		t.Error("gateClosed() = false after the flip; want true")
-	}
-	// The refused Acquire told the renewer, so the heartbeat says draining
-	// now rather than at the next renewal round.
-	if !isClosed(m.gate) {
-		t.Error("Acquire refused by Config.Draining did not close the Manager's own gate; want the renewer told")
-	}
+	_, err = m.Acquire(ctx, "after")
+	require.ErrorIs(t, err, ErrDraining, "Acquire after the flip")
+	// The refused Acquire closed the gate, which wakes the renewer: the
+	// heartbeat says draining now rather than at the next renewal round.
+	assert.True(t, isClosed(m.gate), "Acquire refused by Config.Draining did not close the Manager's gate; want the renewer told")
 	waitFor(t, "heartbeat marked draining", func() bool {
 		return c.HGet(ctx, m.nodeKey(), "state").Val() == stateDraining
 	})
@@ -52,19 +44,13 @@ func TestHandOffClosesTheGate(t *testing.T) {
 	cfg := testConfig()
 	m := startManager(t, c, cfg)
 	ctx := context.Background()
-	if _, err := m.Acquire(ctx, "before"); err != nil {
-		t.Fatalf("Acquire before the drain: %v", err)
-	}
+	_, err := m.Acquire(ctx, "before")
+	require.NoError(t, err, "Acquire before the drain")
 	handOff, err := m.HandOff(func(context.Context, *Lease) error { return nil }, 1)
-	if err != nil {
-		t.Fatalf("HandOff: %v", err)
-	}
-	if err := handOff.Run(ctx); err != nil {
-		t.Fatalf("hand-off: %v", err)
-	}
-	if _, err := m.Acquire(ctx, "during"); !errors.Is(err, ErrDraining) {
-		t.Fatalf("Acquire after the hand-off began: got %v; want ErrDraining", err)
-	}
+	require.NoError(t, err, "HandOff")
+	require.NoError(t, handOff.Run(ctx), "hand-off")
+	_, err = m.Acquire(ctx, "during")
+	require.ErrorIs(t, err, ErrDraining, "Acquire after the hand-off began")
 }
 
 // A hand-off cut off by its budget before reaching every room must not let
@@ -77,9 +63,8 @@ func TestAbandonedHandOffReleasesNothingUnflushed(t *testing.T) {
 	ctx := context.Background()
 	rooms := []string{"room-0", "room-1", "room-2", "room-3"}
 	for _, id := range rooms {
-		if _, err := m.Acquire(ctx, id); err != nil {
-			t.Fatal(err)
-		}
+		_, err := m.Acquire(ctx, id)
+		require.NoError(t, err)
 	}
 	release := make(chan struct{})
 	defer close(release)
@@ -88,30 +73,21 @@ func TestAbandonedHandOffReleasesNothingUnflushed(t *testing.T) {
 		return nil
 	}
 	handOff, err := m.HandOff(hang, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	handOff.Timeout = 100 * time.Millisecond
 	m.closeGate()
 	rep := drain.Run(ctx, "test", []drain.Hook{handOff, m.ReleaseHook()})
-	if h, _ := rep.Hook(handOff.Name); h.Outcome != drain.TimedOut {
-		t.Fatalf("hand-off outcome %s; want timeout", h.Outcome)
-	}
+	h, _ := rep.Hook(handOff.Name)
+	require.Equal(t, drain.TimedOut, h.Outcome, "hand-off outcome")
 	for _, id := range rooms {
 		pttl, err := c.PTTL(ctx, m.routeKey(id)).Result()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if pttl <= 0 {
-			t.Errorf("%s: PTTL %v; want the unflushed lease left in Redis to expire", id, pttl)
-		}
+		require.NoError(t, err)
+		assert.Positive(t, pttl, "%s: PTTL; want the unflushed lease left in Redis to expire", id)
 	}
-	if n := len(m.snapshot(false)); n != 0 {
-		t.Errorf("manager still holds %d leases after the Release hook; want 0", n)
-	}
+	assert.Empty(t, m.snapshot(false), "leases the manager still holds after the Release hook")
 }
 
-// With Config.HandOff, a lease the hand-off never took (its hook did not
+// Once HandOff was called, a lease the hand-off never took (its hook did not
 // run) is left to expire by the Release hook, not released unflushed.
 func TestReleaseHookLeavesUnflushedWithHandOff(t *testing.T) {
 	b := standalone(t)
@@ -119,19 +95,13 @@ func TestReleaseHookLeavesUnflushedWithHandOff(t *testing.T) {
 	cfg := testConfig()
 	m := startManager(t, c, cfg)
 	ctx := context.Background()
-	if _, err := m.HandOff(func(context.Context, *Lease) error { return nil }, 1); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := m.Acquire(ctx, "room-x"); err != nil {
-		t.Fatal(err)
-	}
+	_, err := m.HandOff(func(context.Context, *Lease) error { return nil }, 1)
+	require.NoError(t, err)
+	_, err = m.Acquire(ctx, "room-x")
+	require.NoError(t, err)
 	m.closeGate() // the hand-off's hook never runs
-	if err := m.releaseAll(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if pttl := c.PTTL(ctx, m.routeKey("room-x")).Val(); pttl <= 0 {
-		t.Errorf("room-x PTTL %v; want the unflushed lease left to expire", pttl)
-	}
+	require.NoError(t, m.releaseAll(ctx))
+	assert.Positive(t, c.PTTL(ctx, m.routeKey("room-x")).Val(), "room-x PTTL; want the unflushed lease left to expire")
 }
 
 // A lease whose renewals have not been confirmed for TTL·2/3 is not
@@ -140,19 +110,11 @@ func TestHeldDistrustsAnOverdueLease(t *testing.T) {
 	b := standalone(t)
 	m := startManager(t, b.client(), testConfig())
 	l, err := m.Acquire(context.Background(), "room-h")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !l.held() {
-		t.Fatal("fresh lease: Held() = false; want true")
-	}
-	if err := m.stopRenewer(context.Background()); err != nil { // a renewer that stopped getting CPU
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
+	require.True(t, l.held(), "fresh lease: Held()")
+	require.NoError(t, m.stopRenewer(context.Background())) // a renewer that stopped getting CPU
 	l.lastOK.Store(time.Now().Add(-m.lostAfter).UnixNano()) // its last confirmed renewal, TTL·2/3 ago
-	if l.held() {
-		t.Error("overdue lease: Held() = true; want false")
-	}
+	assert.False(t, l.held(), "overdue lease: Held()")
 }
 
 // TestNoAcquireScriptAfterTheFlip: an attempt that failed before the flip
@@ -183,15 +145,11 @@ func TestNoAcquireScriptAfterTheFlip(t *testing.T) {
 	cfg.TTL = 6 * time.Second
 	m := startManager(t, c, cfg)
 	mgr.Store(m)
-	if _, err := m.Acquire(context.Background(), "flip"); !errors.Is(err, ErrDraining) {
-		t.Errorf("Acquire across the flip: got %v; want ErrDraining", err)
-	}
-	if n := afterFlip.Load(); n != 0 {
-		t.Errorf("%d acquire scripts sent after the flip; want 0", n)
-	}
-	if n := c.Exists(context.Background(), m.routeKey("flip")).Val(); n != 0 || len(m.snapshot(false)) != 0 {
-		t.Errorf("after the flip: key exists %d, held %d; want neither", n, len(m.snapshot(false)))
-	}
+	_, err := m.Acquire(context.Background(), "flip")
+	assert.ErrorIs(t, err, ErrDraining, "Acquire across the flip")
+	assert.Zero(t, afterFlip.Load(), "acquire scripts sent after the flip")
+	assert.Zero(t, c.Exists(context.Background(), m.routeKey("flip")).Val(), "key exists after the flip; want none")
+	assert.Empty(t, m.snapshot(false), "leases held after the flip")
 }
 
 // HandOff refuses a nil fn when the hook is built, before anything drains.
@@ -199,9 +157,7 @@ func TestHandOffRefusesANilFn(t *testing.T) {
 	b := standalone(t)
 	m := startManager(t, b.client(), testConfig())
 	_, err := m.HandOff(nil, 1)
-	if err == nil || !strings.Contains(err.Error(), "fn is nil") {
-		t.Fatalf("HandOff(nil): got %v; want an error naming fn", err)
-	}
+	require.ErrorContains(t, err, "fn is nil", "HandOff(nil)")
 }
 
 // isClosed reports whether ch is closed.

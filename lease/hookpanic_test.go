@@ -2,7 +2,6 @@ package lease
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"strings"
 	"sync"
@@ -11,6 +10,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // panicOf runs fn and returns what it panicked with, nil if it returned.
@@ -27,9 +28,7 @@ func panicOf(fn func()) (v any) {
 // or renewed. Unrecovered on the renewer, it would crash the process.
 func TestPanickingHookStillEndsTheLease(t *testing.T) {
 	loseInRedis := func(t *testing.T, m *Manager, c redis.UniversalClient, l *Lease) {
-		if err := c.Del(context.Background(), l.key).Err(); err != nil {
-			t.Fatalf("DEL %s: %v", l.key, err)
-		}
+		require.NoError(t, c.Del(context.Background(), l.key).Err(), "DEL %s", l.key)
 	}
 	tests := []struct {
 		name      string
@@ -42,14 +41,10 @@ func TestPanickingHookStillEndsTheLease(t *testing.T) {
 		{"OnLost on the renewer", "OnLost", ErrLost, loseInRedis},
 		{"OnEnd on the renewer", "OnEnd", ErrLost, loseInRedis},
 		{"OnEnd on the caller of Release", "OnEnd", ErrReleased, func(t *testing.T, m *Manager, c redis.UniversalClient, l *Lease) {
-			if v := panicOf(func() { _ = l.Release(context.Background()) }); v != nil {
-				t.Errorf("Release panicked: %v; want the hook's panic recovered", v)
-			}
+			assert.Nil(t, panicOf(func() { _ = l.Release(context.Background()) }), "Release panicked; want the hook's panic recovered")
 		}},
 		{"OnLost on Stop", "OnLost", ErrLeftToExpire, func(t *testing.T, m *Manager, c redis.UniversalClient, l *Lease) {
-			if v := panicOf(func() { _ = m.Stop(context.Background()) }); v != nil {
-				t.Errorf("Stop panicked: %v; want the hook's panic recovered", v)
-			}
+			assert.Nil(t, panicOf(func() { _ = m.Stop(context.Background()) }), "Stop panicked; want the hook's panic recovered")
 		}},
 	}
 	b := standalone(t)
@@ -85,52 +80,35 @@ func TestPanickingHookStillEndsTheLease(t *testing.T) {
 			m := startManager(t, c, cfg)
 			ctx := context.Background()
 			l, err := m.Acquire(ctx, room)
-			if err != nil {
-				t.Fatalf("Acquire: %v", err)
-			}
+			require.NoError(t, err, "Acquire")
 			target.Store(l)
 			other, err := m.Acquire(ctx, room+"-other")
-			if err != nil {
-				t.Fatalf("Acquire: %v", err)
-			}
+			require.NoError(t, err, "Acquire")
 
 			tt.end(t, m, c, l)
 			waitClosed(t, ended, "the lease's OnEnd")
-			if cause := context.Cause(l.Context()); !errors.Is(cause, tt.wantCause) {
-				t.Errorf("cause %v; want %v", cause, tt.wantCause)
-			}
+			assert.ErrorIs(t, context.Cause(l.Context()), tt.wantCause, "cause")
 			mu.Lock()
-			if n := endCalls[l]; n != 1 {
-				t.Errorf("OnEnd ran %d times for the lease; want 1", n)
-			}
+			assert.Equal(t, 1, endCalls[l], "OnEnd calls for the lease")
 			mu.Unlock()
 			if tt.wantCause == ErrLeftToExpire { // Stop: every lease ended, none left in the set
-				if !errors.Is(context.Cause(other.Context()), ErrLeftToExpire) {
-					t.Errorf("other lease: cause %v after Stop; want ErrLeftToExpire", context.Cause(other.Context()))
-				}
+				assert.ErrorIs(t, context.Cause(other.Context()), ErrLeftToExpire, "other lease: cause after Stop")
 				m.mu.Lock()
 				n := len(m.leases)
 				m.mu.Unlock()
-				if n != 0 {
-					t.Errorf("%d leases in the set after Stop; want 0", n)
-				}
+				assert.Zero(t, n, "leases in the set after Stop")
 			} else { // the lease left the set, after its hooks and the log
 				actx, cancel := context.WithTimeout(ctx, 5*time.Second) // bounds a wait for a lease that never leaves
 				defer cancel()
 				again, err := m.Acquire(actx, room)
-				if err != nil {
-					t.Fatalf("Acquire after the panic: %v; want a new lease", err)
-				}
-				if again == l || again.Token() <= l.Token() {
-					t.Errorf("Acquire after the panic: fence %d; want a new lease, fence above %d", again.Token(), l.Token())
-				}
+				require.NoError(t, err, "Acquire after the panic: want a new lease")
+				assert.NotSame(t, l, again, "Acquire after the panic: want a new lease")
+				assert.Greater(t, again.Token(), l.Token(), "Acquire after the panic: fence")
 				renewed := other.lastOK.Load()
 				waitFor(t, "the renewer to renew the other lease", func() bool { return other.lastOK.Load() != renewed })
 			}
 			for _, want := range []string{"hook=" + tt.hook, "room=" + room + " ", "panic=\"" + tt.hook + " of " + room + "\""} {
-				if !strings.Contains(logs.String(), want) {
-					t.Errorf("log lacks %s; got:\n%s", want, logs.String())
-				}
+				assert.Contains(t, logs.String(), want, "log")
 			}
 		})
 	}

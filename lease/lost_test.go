@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // TestLostBeforeExpiry stops renewals reaching Redis (dropped at once, or
@@ -42,28 +44,18 @@ func TestLostBeforeExpiry(t *testing.T) {
 			m := startManager(t, c, cfg)
 			ctx := context.Background()
 			l, err := m.Acquire(ctx, "lost-"+tt.name)
-			if err != nil {
-				t.Fatalf("Acquire: %v", err)
-			}
+			require.NoError(t, err, "Acquire")
 			blocking.Store(true)
 
 			select {
 			case <-l.Context().Done():
 			case <-time.After(cfg.TTL * 2):
-				t.Fatalf("lease context still open %s after renewals stopped; want cancelled within TTL·2/3", cfg.TTL*2)
+				require.FailNowf(t, "lease context still open", "%s after renewals stopped; want cancelled within TTL·2/3", cfg.TTL*2)
 			}
-			if !isLost(l) {
-				t.Fatalf("lease ended with cause %v; want lost", context.Cause(l.Context()))
-			}
-			if pttl := c.PTTL(ctx, l.key).Val(); pttl <= 0 {
-				t.Fatalf("PTTL when Lost() closed = %s; want positive: the holder must stop before Redis expires the key", pttl)
-			}
-			if s := <-called; !s.ctxDone || !s.lostClosed {
-				t.Fatalf("in OnLost: context done %v, lost %v; want both true", s.ctxDone, s.lostClosed)
-			}
-			if cause := context.Cause(l.Context()); !errors.Is(cause, ErrLost) {
-				t.Fatalf("cause %v; want ErrLost", cause)
-			}
+			require.True(t, isLost(l), "lease ended with cause %v; want lost", context.Cause(l.Context()))
+			require.Positive(t, c.PTTL(ctx, l.key).Val(), "PTTL when Lost() closed: the holder must stop before Redis expires the key")
+			require.Equal(t, seen{ctxDone: true, lostClosed: true}, <-called, "in OnLost: want the context done and the lease lost")
+			require.ErrorIs(t, context.Cause(l.Context()), ErrLost, "cause")
 		})
 	}
 }
@@ -85,11 +77,7 @@ func TestOverdue(t *testing.T) {
 	for _, tt := range tests {
 		l := &Lease{}
 		l.lastOK.Store(base.UnixNano())
-		if got := l.overdue(base.Add(tt.give), lostAfter); got != tt.want {
-			t.Errorf("overdue after %s = %v; want %v", tt.give, got, tt.want)
-		}
-		if got := l.deadline(lostAfter); !got.Equal(base.Add(lostAfter)) {
-			t.Errorf("deadline = %s; want %s", got, base.Add(lostAfter))
-		}
+		assert.Equal(t, tt.want, l.overdue(base.Add(tt.give), lostAfter), "overdue after %s", tt.give)
+		assert.WithinDuration(t, base.Add(lostAfter), l.deadline(lostAfter), 0, "deadline")
 	}
 }

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
 	"github.com/drainkit/drainkit/internal/redistest"
@@ -60,12 +62,8 @@ func testConfig() Config {
 func startManager(t *testing.T, c redis.UniversalClient, cfg Config) *Manager {
 	t.Helper()
 	m, err := New(c, cfg)
-	if err != nil {
-		t.Fatalf("New: %v", err)
-	}
-	if err := m.Start(context.Background()); err != nil {
-		t.Fatalf("Start: %v", err)
-	}
+	require.NoError(t, err, "New")
+	require.NoError(t, m.Start(context.Background()), "Start")
 	t.Cleanup(func() { _ = m.Stop(context.Background()) })
 	return m
 }
@@ -74,22 +72,34 @@ func startManager(t *testing.T, c redis.UniversalClient, cfg Config) *Manager {
 // observes an external process (key expiry) without a notification.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
+	if !eventually(t, what, cond) {
+		t.FailNow()
+	}
+}
+
+// eventually is waitFor for goroutines other than the test's, where
+// FailNow must not run: it fails t and returns false if cond never held.
+// assert.Eventually is not used: it runs cond on a goroutine of its own,
+// which outlives a timeout, and some conds call require themselves.
+func eventually(t assert.TestingT, what string, cond func() bool) bool {
+	if h, ok := t.(interface{ Helper() }); ok {
+		h.Helper()
+	}
 	deadline := time.Now().Add(5 * time.Second)
 	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
+			return assert.Fail(t, "timed out waiting for "+what)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+	return true
 }
 
 // expireNow makes key expire at once and waits until Redis agrees.
 func expireNow(t *testing.T, c redis.UniversalClient, key string) {
 	t.Helper()
 	ctx := context.Background()
-	if err := c.PExpire(ctx, key, time.Millisecond).Err(); err != nil {
-		t.Fatalf("PEXPIRE %s: %v", key, err)
-	}
+	require.NoError(t, c.PExpire(ctx, key, time.Millisecond).Err(), "PEXPIRE %s", key)
 	waitFor(t, key+" to expire", func() bool { return c.Exists(ctx, key).Val() == 0 })
 }
 

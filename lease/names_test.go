@@ -2,11 +2,12 @@ package lease
 
 import (
 	"context"
-	"strings"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // TestTwoManagersInOneApplication: two managers with their own keys share
@@ -22,43 +23,28 @@ func TestTwoManagersInOneApplication(t *testing.T) {
 	games.RoutePrefix, games.FencePrefix, games.NodePrefix = "game:route:", "game:fence:", "game:node:"
 
 	mr, err := New(c, rooms)
-	if err != nil {
-		t.Fatalf("New(rooms): %v", err)
-	}
+	require.NoError(t, err, "New(rooms)")
 	mg, err := New(c, games)
-	if err != nil {
-		t.Fatalf("New(games) on the same Registerer: %v; want both registered", err)
-	}
+	require.NoError(t, err, "New(games) on the same Registerer: want both registered")
 	noop := func(context.Context, *Lease) error { return nil }
 	hr, err := mr.HandOff(noop, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	hg, err := mg.HandOff(noop, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	seen := map[string]bool{}
 	for _, h := range []string{hr.Name, mr.ReleaseHook().Name, hg.Name, mg.ReleaseHook().Name} {
-		if seen[h] {
-			t.Errorf("hook name %q used twice; want one per manager", h)
-		}
+		assert.False(t, seen[h], "hook name %q used twice; want one per manager", h)
 		seen[h] = true
 	}
 	for _, m := range []*Manager{mr, mg} {
-		if err := m.Start(context.Background()); err != nil {
-			t.Fatalf("Start: %v", err)
-		}
+		require.NoError(t, m.Start(context.Background()), "Start")
 		t.Cleanup(func() { _ = m.Stop(context.Background()) })
 	}
-	if _, err := mg.Acquire(context.Background(), "chess"); err != nil {
-		t.Fatalf("Acquire: %v", err)
-	}
+	_, err = mg.Acquire(context.Background(), "chess")
+	require.NoError(t, err, "Acquire")
 	held := map[string]float64{}
 	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatalf("Gather: %v", err)
-	}
+	require.NoError(t, err, "Gather")
 	for _, mf := range mfs {
 		if mf.GetName() == "room_leases_held" {
 			for _, mt := range mf.GetMetric() {
@@ -66,14 +52,12 @@ func TestTwoManagersInOneApplication(t *testing.T) {
 			}
 		}
 	}
-	if held["room:route:"] != 0 || held["game:route:"] != 1 || len(held) != 2 {
-		t.Errorf("room_leases_held by route_prefix = %v; want room:route: 0, game:route: 1", held)
-	}
+	assert.Zero(t, held["room:route:"], "room_leases_held of room:route: in %v", held)
+	assert.Equal(t, 1.0, held["game:route:"], "room_leases_held of game:route: in %v", held)
+	assert.Len(t, held, 2, "room_leases_held by route_prefix")
 
 	_, err = New(c, games)
-	if err == nil || !strings.Contains(err.Error(), `RoutePrefix "game:route:"`) {
-		t.Fatalf("New with a RoutePrefix already registered: got %v; want an error naming RoutePrefix \"game:route:\"", err)
-	}
+	require.ErrorContains(t, err, `RoutePrefix "game:route:"`, "New with a RoutePrefix already registered")
 }
 
 func labelValue(m *dto.Metric, name string) string {

@@ -2,9 +2,11 @@ package lease
 
 import (
 	"context"
-	"errors"
 	"sync"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // OnEnd must run while Redis still holds the key, for every way a lease
@@ -30,26 +32,15 @@ func TestOnEndRunsBeforeRedisIsTold(t *testing.T) {
 	}
 	m := startManager(t, c, cfg)
 	one, err := m.Acquire(ctx, "one")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := m.Acquire(ctx, "two"); err != nil {
-		t.Fatal(err)
-	}
-	if err := one.Release(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := m.releaseAll(ctx); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
+	_, err = m.Acquire(ctx, "two")
+	require.NoError(t, err)
+	require.NoError(t, one.Release(ctx))
+	require.NoError(t, m.releaseAll(ctx))
 	mu.Lock()
 	defer mu.Unlock()
 	for _, id := range []string{"one", "two"} {
-		if !errors.Is(ended[id], ErrReleased) {
-			t.Errorf("lease %s: OnEnd cause %v; want ErrReleased", id, ended[id])
-		}
-		if held[id] != 1 {
-			t.Errorf("lease %s: key existed %d at OnEnd; want 1 (still held in Redis)", id, held[id])
-		}
+		assert.ErrorIs(t, ended[id], ErrReleased, "lease %s: OnEnd cause", id)
+		assert.Equal(t, int64(1), held[id], "lease %s: key existed at OnEnd; want 1 (still held in Redis)", id)
 	}
 }

@@ -3,14 +3,14 @@ package lease
 import (
 	"bytes"
 	"context"
-	"errors"
 	"log/slog"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // fencedWrite is storage that remembers the highest token it has seen and
@@ -35,9 +35,7 @@ func TestAcquireEndsOverdueLease(t *testing.T) {
 	m := startManager(t, c, cfg)
 	ctx := context.Background()
 	old, err := m.Acquire(ctx, "overdue")
-	if err != nil {
-		t.Fatalf("Acquire: %v", err)
-	}
+	require.NoError(t, err, "Acquire")
 	// write is what a holder does: write only while its lease's context
 	// is live, with the lease's token.
 	write := func(l *Lease) bool {
@@ -45,40 +43,23 @@ func TestAcquireEndsOverdueLease(t *testing.T) {
 			return false
 		}
 		ok, err := fencedWrite.Run(ctx, c, []string{"store:{overdue}"}, l.Token()).Int()
-		if err != nil {
-			t.Fatalf("fenced write: %v", err)
-		}
+		require.NoError(t, err, "fenced write")
 		return ok == 1
 	}
-	if !write(old) {
-		t.Fatal("write with the fresh lease refused; want accepted")
-	}
+	require.True(t, write(old), "write with the fresh lease refused; want accepted")
 	old.lastOK.Store(time.Now().Add(-m.lostAfter).UnixNano()) // renewals failing for TTL·2/3
 
 	cur, err := m.Acquire(ctx, "overdue")
-	if err != nil {
-		t.Fatalf("Acquire of the overdue room: %v", err)
-	}
-	if cur == old || cur.Token() <= old.Token() {
-		t.Fatalf("re-acquired lease %v; want a new lease with a token above %d", cur, old.Token())
-	}
-	if write(old) {
-		t.Error("old holder wrote with token after the room was re-acquired; want refused")
-	}
-	if !isLost(old) {
-		t.Error("old lease: not lost after the room was re-acquired; want lost")
-	}
-	if cause := context.Cause(old.Context()); !errors.Is(cause, ErrLost) {
-		t.Errorf("old lease: cause %v; want ErrLost", cause)
-	}
-	if !write(cur) {
-		t.Error("write with the new lease refused; want accepted")
-	}
-	if write(old) {
-		t.Error("old holder wrote after the new holder; want refused")
-	}
-	if held := m.snapshot(false); len(held) != 1 || held[0] != cur {
-		t.Errorf("Held() = %v; want only %v", held, cur)
+	require.NoError(t, err, "Acquire of the overdue room")
+	require.NotSame(t, old, cur, "re-acquired lease: want a new lease")
+	require.Greater(t, cur.Token(), old.Token(), "re-acquired lease: token")
+	assert.False(t, write(old), "old holder wrote with token after the room was re-acquired; want refused")
+	assert.True(t, isLost(old), "old lease: not lost after the room was re-acquired; want lost")
+	assert.ErrorIs(t, context.Cause(old.Context()), ErrLost, "old lease: cause")
+	assert.True(t, write(cur), "write with the new lease refused; want accepted")
+	assert.False(t, write(old), "old holder wrote after the new holder; want refused")
+	if held := m.snapshot(false); assert.Len(t, held, 1, "Held(): want only %v", cur) {
+		assert.Same(t, cur, held[0], "Held(): want only the new lease")
 	}
 }
 
@@ -92,9 +73,7 @@ func TestOverdueLeaseSaysTheTimeSinceItsLastRenewal(t *testing.T) {
 	var logs bytes.Buffer
 	cfg.Logger = slog.New(slog.NewJSONHandler(&logs, nil))
 	m, err := New(b.client(), cfg)
-	if err != nil {
-		t.Fatalf("New: %v", err)
-	}
+	require.NoError(t, err, "New")
 	// The Manager's clock, fixed from a moment on so the figure is exact.
 	var fixed atomic.Int64
 	m.now = func() time.Time {
@@ -104,26 +83,17 @@ func TestOverdueLeaseSaysTheTimeSinceItsLastRenewal(t *testing.T) {
 		return time.Now()
 	}
 	ctx := context.Background()
-	if err := m.Start(ctx); err != nil {
-		t.Fatalf("Start: %v", err)
-	}
+	require.NoError(t, m.Start(ctx), "Start")
 	t.Cleanup(func() { _ = m.Stop(context.Background()) })
 	old, err := m.Acquire(ctx, "late")
-	if err != nil {
-		t.Fatalf("Acquire: %v", err)
-	}
+	require.NoError(t, err, "Acquire")
 	// Renewals failing for 5m15s, well past the 2m limit.
 	now := time.Now()
 	fixed.Store(now.UnixNano())
 	old.lastOK.Store(now.Add(-5*time.Minute - 15*time.Second).UnixNano())
-	if _, err := m.Acquire(ctx, "late"); err != nil {
-		t.Fatalf("Acquire of the overdue room: %v", err)
-	}
+	_, err = m.Acquire(ctx, "late")
+	require.NoError(t, err, "Acquire of the overdue room")
 	const want = "no renewal confirmed for 5m15s (limit 2m0s, TTL·2/3)"
-	if cause := context.Cause(old.Context()); cause == nil || !strings.Contains(cause.Error(), want) {
-		t.Errorf("old lease: got cause %v; want one containing %q", cause, want)
-	}
-	if !strings.Contains(logs.String(), want) {
-		t.Errorf("log:\n%s\nwant a lease lost line containing %q", logs.String(), want)
-	}
+	assert.ErrorContains(t, context.Cause(old.Context()), want, "old lease: cause")
+	assert.Contains(t, logs.String(), want, "log: want a lease lost line")
 }

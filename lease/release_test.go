@@ -2,10 +2,12 @@ package lease
 
 import (
 	"context"
-	"errors"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // TestReleasePastExpiry: once lastOK+TTL has passed, Release still asks
@@ -32,24 +34,20 @@ func TestReleasePastExpiry(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			id := strings.ReplaceAll(tt.name, " ", "-")
 			l, err := m.Acquire(ctx, id)
-			if err != nil {
-				t.Fatalf("Acquire: %v", err)
-			}
+			require.NoError(t, err, "Acquire")
 			if tt.expire {
 				expireNow(t, c, l.key)
 			}
 			l.lastOK.Store(time.Now().Add(-cfg.TTL - time.Second).UnixNano()) // no renewal confirmed for over a TTL
 
 			err = l.Release(ctx)
-			switch {
-			case tt.wantErr == nil && err != nil:
-				t.Errorf("Release: got %v; want nil", err)
-			case tt.wantErr != nil && (!errors.Is(err, tt.wantErr) || !strings.Contains(err.Error(), "expired")):
-				t.Errorf("Release: got %v; want %v (expired)", err, tt.wantErr)
+			if tt.wantErr == nil {
+				assert.NoError(t, err, "Release")
+			} else {
+				assert.ErrorIs(t, err, tt.wantErr, "Release")
+				assert.ErrorContains(t, err, "expired", "Release")
 			}
-			if n := c.Exists(ctx, l.key).Val(); n != 0 {
-				t.Errorf("key exists %d after Release; want 0", n)
-			}
+			assert.Zero(t, c.Exists(ctx, l.key).Val(), "key exists after Release")
 		})
 	}
 }

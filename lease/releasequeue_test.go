@@ -2,13 +2,14 @@ package lease
 
 import (
 	"context"
-	"errors"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // TestReleaseQueueBatches: leases queued while a release pipeline is in
@@ -36,9 +37,7 @@ func TestReleaseQueueBatches(t *testing.T) {
 	leases := make([]*Lease, n)
 	for i := range leases {
 		l, err := m.Acquire(ctx, "queue-"+strconv.Itoa(i))
-		if err != nil {
-			t.Fatalf("Acquire: %v", err)
-		}
+		require.NoError(t, err, "Acquire")
 		leases[i] = l
 	}
 	// One lease is already gone from Redis: its caller alone gets ErrNotHeld.
@@ -60,26 +59,20 @@ func TestReleaseQueueBatches(t *testing.T) {
 	q.wait()
 	// The first pipeline took what was queued when it started (at least
 	// one lease), the second everything queued behind it.
-	if got := pipelines.Load(); got < 1 || got > 2 {
-		t.Errorf("release pipelines: got %d; want 1 or 2 for %d leases", got, n)
-	}
+	got := pipelines.Load()
+	assert.GreaterOrEqual(t, got, int32(1), "release pipelines; want 1 or 2 for %d leases", n)
+	assert.LessOrEqual(t, got, int32(2), "release pipelines; want 1 or 2 for %d leases", n)
 	for i, l := range leases {
-		wantNotHeld := i == n-1
-		if len(errs[l]) != 1 {
-			t.Errorf("release %s: %d results; want 1", l.label(), len(errs[l]))
+		if !assert.Len(t, errs[l], 1, "release %s: results", l.label()) {
 			continue
 		}
-		if err := errs[l][0]; errors.Is(err, ErrNotHeld) != wantNotHeld || (!wantNotHeld && err != nil) {
-			t.Errorf("release %s: got %v; want not-held %v", l.label(), err, wantNotHeld)
+		if err := errs[l][0]; i == n-1 {
+			assert.ErrorIs(t, err, ErrNotHeld, "release %s, already gone from Redis", l.label())
+		} else {
+			assert.NoError(t, err, "release %s", l.label())
 		}
-		if n := c.Exists(ctx, l.key).Val(); n != 0 {
-			t.Errorf("%s still in Redis after its release", l.label())
-		}
-		if cause := context.Cause(l.Context()); !errors.Is(cause, ErrReleased) {
-			t.Errorf("%s: cause %v; want %v", l.label(), cause, ErrReleased)
-		}
+		assert.Zero(t, c.Exists(ctx, l.key).Val(), "%s still in Redis after its release", l.label())
+		assert.ErrorIs(t, context.Cause(l.Context()), ErrReleased, "%s: cause", l.label())
 	}
-	if got := len(m.snapshot(false)); got != 0 {
-		t.Errorf("%d leases still held after their release; want 0", got)
-	}
+	assert.Empty(t, m.snapshot(false), "leases still held after their release")
 }

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/drainkit/drainkit/internal/redistest"
 )
@@ -61,24 +63,21 @@ func TestStartChecksServer(t *testing.T) {
 			cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
 			cfg.AcceptEviction = tt.accept
 			m, err := New(c, cfg)
-			if err != nil {
-				t.Fatalf("New: %v", err)
-			}
+			require.NoError(t, err, "New")
 			err = m.Start(context.Background())
 			if err == nil {
 				t.Cleanup(func() { _ = m.Stop(context.Background()) })
 			}
-			switch {
-			case tt.wantErr == "" && err != nil:
-				t.Fatalf("Start: %v; want nil", err)
-			case tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr) || !errors.Is(err, ErrUnsafeServer)):
-				t.Fatalf("Start: got %v; want ErrUnsafeServer naming %q", err, tt.wantErr)
+			if tt.wantErr == "" {
+				require.NoError(t, err, "Start")
+			} else {
+				require.ErrorContains(t, err, tt.wantErr, "Start")
+				require.ErrorIs(t, err, ErrUnsafeServer, "Start")
 			}
-			if got := logs.String(); tt.wantLog != "" && !strings.Contains(got, tt.wantLog) {
-				t.Errorf("log %q; want a warning naming %q", got, tt.wantLog)
-			}
-			if got := logs.String(); tt.wantLog == "" && strings.Contains(got, "maxmemory-policy") {
-				t.Errorf("log %q; want no warning about maxmemory-policy", got)
+			if tt.wantLog != "" {
+				assert.Contains(t, logs.String(), tt.wantLog, "log: want a warning naming the setting")
+			} else {
+				assert.NotContains(t, logs.String(), "maxmemory-policy", "log: want no warning about maxmemory-policy")
 			}
 		})
 	}
@@ -105,35 +104,27 @@ func TestWaitReplicas(t *testing.T) {
 	// "link up" is said before the replica acknowledges its first write;
 	// one acknowledged write (with a generous WAIT of the test's own) makes
 	// the stream the lease's WAIT will find a steady one.
-	if err := c.Set(ctx, "warm-up", 1, 0).Err(); err != nil {
-		t.Fatal(err)
-	}
-	if n, err := c.Do(ctx, "WAIT", 1, 10_000).Int(); err != nil || n != 1 {
-		t.Fatalf("WAIT 1 for a warm-up write: %d, %v; want 1", n, err)
-	}
+	require.NoError(t, c.Set(ctx, "warm-up", 1, 0).Err())
+	n, err := c.Do(ctx, "WAIT", 1, 10_000).Int()
+	require.NoError(t, err, "WAIT 1 for a warm-up write")
+	require.Equal(t, 1, n, "WAIT 1 for a warm-up write")
 
 	cfg := testConfig()
 	cfg.TTL = 6 * time.Second
 	cfg.WaitReplicas = 1
 	m := startManager(t, c, cfg)
 	l, err := m.Acquire(ctx, "waited")
-	if err != nil {
-		t.Fatalf("Acquire with WaitReplicas 1 and one replica: %v", err)
-	}
-	if got := rc.Get(ctx, l.key).Val(); got != l.value {
-		t.Fatalf("replica holds %q right after Acquire; want %q", got, l.value)
-	}
+	require.NoError(t, err, "Acquire with WaitReplicas 1 and one replica")
+	require.Equal(t, l.value, rc.Get(ctx, l.key).Val(), "the replica's value right after Acquire")
 
 	cfg = testConfig()
 	cfg.TTL = 6 * time.Second
 	cfg.WaitReplicas = 2
 	m2 := startManager(t, c, cfg)
-	if _, err := m2.Acquire(ctx, "short"); err == nil || !strings.Contains(err.Error(), "WaitReplicas 2") {
-		t.Fatalf("Acquire with WaitReplicas 2 and one replica: got %v; want an error naming WaitReplicas 2", err)
-	}
-	if n := c.Exists(ctx, m2.routeKey("short")).Val(); n != 0 || len(m2.snapshot(false)) != 0 {
-		t.Fatalf("after a short WAIT: key exists %d, held %d; want the lease released", n, len(m2.snapshot(false)))
-	}
+	_, err = m2.Acquire(ctx, "short")
+	require.ErrorContains(t, err, "WaitReplicas 2", "Acquire with WaitReplicas 2 and one replica")
+	require.Zero(t, c.Exists(ctx, m2.routeKey("short")).Val(), "key exists after a short WAIT; want the lease released")
+	require.Empty(t, m2.snapshot(false), "leases held after a short WAIT; want the lease released")
 }
 
 func TestAtLeastVersion(t *testing.T) {
@@ -150,9 +141,7 @@ func TestAtLeastVersion(t *testing.T) {
 		{"x.y", true}, // unparseable likewise
 	}
 	for _, tt := range tests {
-		if got := atLeast(tt.give, minRedisVersion); got != tt.want {
-			t.Errorf("atLeast(%q, 5.0.0) = %v; want %v", tt.give, got, tt.want)
-		}
+		assert.Equal(t, tt.want, atLeast(tt.give, minRedisVersion), "atLeast(%q, 5.0.0)", tt.give)
 	}
 }
 
@@ -172,9 +161,7 @@ func TestWaitReplicasFollowsAMovedSlot(t *testing.T) {
 	ctx := context.Background()
 	key := m.routeKey("moved")
 	owner, err := c.MasterForKey(ctx, key)
-	if err != nil {
-		t.Fatalf("MasterForKey: %v", err)
-	}
+	require.NoError(t, err, "MasterForKey")
 	var target *redistest.Server
 	for _, s := range cl.Servers {
 		if s.Addr != owner.Options().Addr {
@@ -184,9 +171,7 @@ func TestWaitReplicasFollowsAMovedSlot(t *testing.T) {
 	}
 	tc := target.Client()
 	targetID, err := tc.ClusterMyID(ctx).Result()
-	if err != nil {
-		t.Fatalf("CLUSTER MYID: %v", err)
-	}
+	require.NoError(t, err, "CLUSTER MYID")
 	// Move the (empty) slot: the new owner first, then the others. The new
 	// owner's claim carries its config epoch, which may be below the old
 	// owner's: gossip the old owner sent before its own SETSLOT would then
@@ -195,18 +180,15 @@ func TestWaitReplicasFollowsAMovedSlot(t *testing.T) {
 	// the slot again until every node agrees on it.
 	claim := func() {
 		for _, args := range [][]any{{"CLUSTER", "SETSLOT", keySlot(key), "NODE", targetID}, {"CLUSTER", "BUMPEPOCH"}} {
-			if err := tc.Do(ctx, args...).Err(); err != nil {
-				t.Fatalf("%v on %s: %v", args, target.Addr, err)
-			}
+			require.NoError(t, tc.Do(ctx, args...).Err(), "%v on %s", args, target.Addr)
 		}
 	}
 	claim()
 	var others []*redis.Client
 	for _, s := range cl.Servers {
 		if s != target {
-			if err := s.Client().Do(ctx, "CLUSTER", "SETSLOT", keySlot(key), "NODE", targetID).Err(); err != nil {
-				t.Fatalf("CLUSTER SETSLOT on %s: %v", s.Addr, err)
-			}
+			err := s.Client().Do(ctx, "CLUSTER", "SETSLOT", keySlot(key), "NODE", targetID).Err()
+			require.NoError(t, err, "CLUSTER SETSLOT on %s", s.Addr)
 			others = append(others, s.Client())
 		}
 	}
@@ -224,10 +206,6 @@ func TestWaitReplicasFollowsAMovedSlot(t *testing.T) {
 	})
 
 	_, err = m.Acquire(ctx, "moved")
-	if err == nil || !strings.Contains(err.Error(), "WaitReplicas 1") {
-		t.Fatalf("Acquire after the slot moved: got %v; want the new owner's short WAIT naming WaitReplicas 1", err)
-	}
-	if n := tc.Exists(ctx, key).Val(); n != 0 {
-		t.Errorf("new owner holds %s (%d) after the short WAIT; want it released", key, n)
-	}
+	require.ErrorContains(t, err, "WaitReplicas 1", "Acquire after the slot moved: want the new owner's short WAIT")
+	assert.Zero(t, tc.Exists(ctx, key).Val(), "new owner holds %s after the short WAIT; want it released", key)
 }

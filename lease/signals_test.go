@@ -2,13 +2,14 @@ package lease
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // unstartedManager is a Manager that never talks to Redis: enough for a
@@ -18,9 +19,7 @@ func unstartedManager(t *testing.T) *Manager {
 	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: 1, ContextTimeoutEnabled: true})
 	t.Cleanup(func() { _ = c.Close() })
 	m, err := New(c, testConfig())
-	if err != nil {
-		t.Fatalf("New: %v", err)
-	}
+	require.NoError(t, err, "New")
 	return m
 }
 
@@ -44,22 +43,12 @@ func TestSignalsAfterTheEnd(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			l := unstartedManager(t).newLease("r1", 1, "n|h|1", time.Now())
 			if tt.askBefore {
-				if err := l.Context().Err(); err != nil {
-					t.Fatalf("Context().Err() before the end = %v; want nil", err)
-				}
+				require.NoError(t, l.Context().Err(), "Context().Err() before the end")
 			}
-			if !l.end(tt.cause, tt.lost) {
-				t.Fatal("end: got false; want true (the first end)")
-			}
-			if l.end(ErrReleased, false) {
-				t.Fatal("second end: got true; want false")
-			}
-			if got := context.Cause(l.Context()); !errors.Is(got, tt.cause) {
-				t.Errorf("context.Cause = %v; want %v", got, tt.cause)
-			}
-			if l.Context() != l.Context() {
-				t.Error("Context() gave two contexts; want one")
-			}
+			require.True(t, l.end(tt.cause, tt.lost), "end: want true (the first end)")
+			require.False(t, l.end(ErrReleased, false), "second end")
+			assert.ErrorIs(t, context.Cause(l.Context()), tt.cause, "context.Cause")
+			assert.Same(t, l.Context(), l.Context(), "Context() gave two contexts; want one")
 		})
 	}
 }
@@ -78,12 +67,8 @@ func TestSignalsRaceTheEnd(t *testing.T) {
 		wg.Go(func() { l.end(ErrReleased, false) })
 		wg.Wait()
 		for i, ctx := range ctxs {
-			if ctx != l.Context() {
-				t.Fatalf("caller %d got another context than the lease keeps", i)
-			}
-			if !errors.Is(context.Cause(ctx), ErrReleased) {
-				t.Fatalf("caller %d: context.Cause = %v; want ErrReleased", i, context.Cause(ctx))
-			}
+			require.Same(t, l.Context(), ctx, "caller %d got another context than the lease keeps", i)
+			require.ErrorIs(t, context.Cause(ctx), ErrReleased, "caller %d: context.Cause", i)
 		}
 	}
 }

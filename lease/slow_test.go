@@ -2,11 +2,12 @@ package lease
 
 import (
 	"context"
-	"slices"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/drainkit/drainkit/internal/redistest"
 )
@@ -39,9 +40,8 @@ func TestSlowRedis(t *testing.T) {
 					hashes = append(hashes, s.Hash())
 				}
 				loaded, err := admin.ScriptExists(context.Background(), hashes...).Result()
-				if err != nil || slices.Contains(loaded, false) {
-					t.Errorf("SCRIPT EXISTS %v = %v, %v; want every script loaded at Start", hashes, loaded, err)
-				}
+				assert.NoError(t, err, "SCRIPT EXISTS %v", hashes)
+				assert.NotContains(t, loaded, false, "SCRIPT EXISTS %v: want every script loaded at Start", hashes)
 				return nil
 			}
 		}},
@@ -55,24 +55,19 @@ func TestSlowRedis(t *testing.T) {
 		{"release", func(t *testing.T, m *Manager) func(context.Context) error {
 			startAndCleanup(t, m)
 			l, err := m.Acquire(context.Background(), "slow-release")
-			if err != nil {
-				t.Fatalf("Acquire: %v", err)
-			}
+			require.NoError(t, err, "Acquire")
 			return func(ctx context.Context) error {
 				if err := l.Release(ctx); err != nil {
 					return err
 				}
-				if n := admin.Exists(context.Background(), l.key).Val(); n != 0 {
-					t.Errorf("key exists after Release; want deleted")
-				}
+				assert.Zero(t, admin.Exists(context.Background(), l.key).Val(), "key exists after Release; want deleted")
 				return nil
 			}
 		}},
 		{"owner", func(t *testing.T, m *Manager) func(context.Context) error {
 			startAndCleanup(t, m)
-			if _, err := m.Acquire(context.Background(), "slow-owner"); err != nil {
-				t.Fatalf("Acquire: %v", err)
-			}
+			_, err := m.Acquire(context.Background(), "slow-owner")
+			require.NoError(t, err, "Acquire")
 			return func(ctx context.Context) error {
 				_, err := m.Owner(ctx, "slow-owner")
 				return err
@@ -80,16 +75,14 @@ func TestSlowRedis(t *testing.T) {
 		}},
 		{"release hook", func(t *testing.T, m *Manager) func(context.Context) error {
 			startAndCleanup(t, m)
-			if _, err := m.Acquire(context.Background(), "slow-hook"); err != nil {
-				t.Fatalf("Acquire: %v", err)
-			}
+			_, err := m.Acquire(context.Background(), "slow-hook")
+			require.NoError(t, err, "Acquire")
 			return func(ctx context.Context) error {
 				if err := m.releaseAll(ctx); err != nil {
 					return err
 				}
-				if n := admin.Exists(context.Background(), m.routeKey("slow-hook"), m.nodeKey()).Val(); n != 0 {
-					t.Errorf("%d of the lease and heartbeat keys left after the Release hook; want both deleted", n)
-				}
+				n := admin.Exists(context.Background(), m.routeKey("slow-hook"), m.nodeKey()).Val()
+				assert.Zero(t, n, "lease and heartbeat keys left after the Release hook; want both deleted")
 				return nil
 			}
 		}},
@@ -99,9 +92,7 @@ func TestSlowRedis(t *testing.T) {
 				if err := m.Stop(ctx); err != nil {
 					return err
 				}
-				if n := admin.Exists(context.Background(), m.nodeKey()).Val(); n != 0 {
-					t.Errorf("heartbeat left after Stop; want deleted")
-				}
+				assert.Zero(t, admin.Exists(context.Background(), m.nodeKey()).Val(), "heartbeat left after Stop; want deleted")
 				return nil
 			}
 		}},
@@ -110,20 +101,14 @@ func TestSlowRedis(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			cfg := testConfig()
 			m, err := New(newClient(), cfg)
-			if err != nil {
-				t.Fatalf("New: %v", err)
-			}
+			require.NoError(t, err, "New")
 			step := tt.setup(t, m)
 			pause := 3 * m.cfg.CallTimeout // several calls' worth, well inside the leases' TTL·2/3
-			if err := admin.Do(context.Background(), "CLIENT", "PAUSE", pause.Milliseconds(), "ALL").Err(); err != nil {
-				t.Fatalf("CLIENT PAUSE: %v", err)
-			}
+			require.NoError(t, admin.Do(context.Background(), "CLIENT", "PAUSE", pause.Milliseconds(), "ALL").Err(), "CLIENT PAUSE")
 			t.Cleanup(func() { _ = admin.Do(context.Background(), "CLIENT", "UNPAUSE").Err() })
 			ctx, cancel := context.WithTimeout(context.Background(), budget)
 			defer cancel()
-			if err := step(ctx); err != nil {
-				t.Fatalf("%s while Redis is paused for %s (CallTimeout %s, budget %s): %v", tt.name, pause, m.cfg.CallTimeout, budget, err)
-			}
+			require.NoError(t, step(ctx), "%s while Redis is paused for %s (CallTimeout %s, budget %s)", tt.name, pause, m.cfg.CallTimeout, budget)
 			if tt.name == "start" {
 				t.Cleanup(func() { _ = m.Stop(context.Background()) })
 			}
@@ -134,8 +119,6 @@ func TestSlowRedis(t *testing.T) {
 // startAndCleanup starts m and stops it at cleanup.
 func startAndCleanup(t *testing.T, m *Manager) {
 	t.Helper()
-	if err := m.Start(context.Background()); err != nil {
-		t.Fatalf("Start: %v", err)
-	}
+	require.NoError(t, m.Start(context.Background()), "Start")
 	t.Cleanup(func() { _ = m.Stop(context.Background()) })
 }

@@ -2,11 +2,12 @@ package lease
 
 import (
 	"context"
-	"errors"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // isAcquire reports whether cmd runs the acquire script.
@@ -58,9 +59,7 @@ func TestStopOutOfTimeStillEndsLeases(t *testing.T) {
 	m := startManager(t, c, cfg)
 	ctx := context.Background()
 	held, err := m.Acquire(ctx, "held")
-	if err != nil {
-		t.Fatalf("Acquire: %v", err)
-	}
+	require.NoError(t, err, "Acquire")
 	armed <- struct{}{}
 	slowCtx, cancelSlow := context.WithCancel(ctx)
 	defer cancelSlow()
@@ -74,18 +73,10 @@ func TestStopOutOfTimeStillEndsLeases(t *testing.T) {
 
 	stopCtx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
 	defer cancel()
-	if err := m.Stop(stopCtx); !errors.Is(err, context.DeadlineExceeded) {
-		t.Errorf("Stop out of time: got %v; want context.DeadlineExceeded", err)
-	}
-	if !isLost(held) {
-		t.Error("held lease: not lost after Stop; want lost (nothing renews it)")
-	}
-	if cause := context.Cause(held.Context()); !errors.Is(cause, ErrLeftToExpire) {
-		t.Errorf("held lease: cause %v; want ErrLeftToExpire", cause)
-	}
-	if n := len(m.snapshot(false)); n != 0 {
-		t.Errorf("Held() has %d leases after Stop; want 0", n)
-	}
+	assert.ErrorIs(t, m.Stop(stopCtx), context.DeadlineExceeded, "Stop out of time")
+	assert.True(t, isLost(held), "held lease: not lost after Stop; want lost (nothing renews it)")
+	assert.ErrorIs(t, context.Cause(held.Context()), ErrLeftToExpire, "held lease: cause")
+	assert.Empty(t, m.snapshot(false), "Held() after Stop")
 	close(gate)
 	cancelSlow()
 	<-slow

@@ -2,13 +2,14 @@ package lease
 
 import (
 	"context"
-	"errors"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // waitingCtx tells when a caller first waits on it (calls Done).
@@ -51,13 +52,9 @@ func TestStopWakesAcquireWaitingForAnEarlierCleanUp(t *testing.T) {
 			m, result, finish := tt.setup(t, ctx)
 			stopped := make(chan error, 1)
 			go func() { stopped <- m.Stop(context.Background()) }()
-			if err := result(); !errors.Is(err, ErrNotRunning) {
-				t.Errorf("Acquire waiting when Stop began: got %v; want ErrNotRunning", err)
-			}
+			assert.ErrorIs(t, result(), ErrNotRunning, "Acquire waiting when Stop began")
 			finish()
-			if err := <-stopped; err != nil {
-				t.Errorf("Stop: %v", err)
-			}
+			assert.NoError(t, <-stopped, "Stop")
 		})
 	}
 }
@@ -69,7 +66,7 @@ func lostLeaseEnding(t *testing.T, ctx context.Context) (*Manager, func() error,
 	res, done := e.acquireAsync(ctx)
 	waitFor(t, "Acquire to wait for the lost lease", func() bool { return e.waiting() || done() })
 	if done() {
-		t.Fatalf("Acquire returned before Stop: %v; want it waiting for the lost lease", (<-res).err)
+		require.FailNowf(t, "Acquire returned before Stop", "%v; want it waiting for the lost lease", (<-res).err)
 	}
 	return e.m, func() error { return (<-res).err }, e.proceed
 }
@@ -109,9 +106,7 @@ func acquisitionReleasing(t *testing.T, ctx context.Context) (*Manager, func() e
 	go func() { _, err := m.Acquire(first, room); gaveUp <- err }()
 	<-acquireHeld
 	giveUp()
-	if err := <-gaveUp; !errors.Is(err, context.Canceled) {
-		t.Fatalf("Acquire given up: got %v; want context.Canceled", err)
-	}
+	require.ErrorIs(t, <-gaveUp, context.Canceled, "Acquire given up")
 	holdRelease.Store(true)
 	close(acquireGate) // the script takes the room for nobody: the lease is released
 	<-releaseHeld
@@ -122,7 +117,7 @@ func acquisitionReleasing(t *testing.T, ctx context.Context) (*Manager, func() e
 	select {
 	case <-wctx.waiting:
 	case err := <-errc:
-		t.Fatalf("Acquire returned before Stop: %v; want it waiting for the release", err)
+		require.FailNowf(t, "Acquire returned before Stop", "%v; want it waiting for the release", err)
 	}
 	return m, func() error { return <-errc }, finish
 }
