@@ -63,7 +63,7 @@ func (m *Manager) local(ctx context.Context, id string) (*Lease, error) {
 		case l == nil || l.held():
 			m.mu.Unlock()
 			return l, nil
-		case l.state.Load() != stateEnded:
+		case !l.ended():
 			m.mu.Unlock()
 			l.end(m.overdueError(l, m.now()), true) // leaves the set on return, unless another goroutine ended it first
 			continue

@@ -5,6 +5,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
@@ -133,4 +134,31 @@ func TestAcquireWaitForALostLeaseEndsWithCtx(t *testing.T) {
 	assert.Nil(t, got.l, "Acquire: want no lease")
 	assert.False(t, e.early.Load(), "the acquire script ran before the old lease's OnEnd returned")
 	assert.False(t, e.stopped.Load(), "OnEnd returned while OnLost was blocked")
+}
+
+// A lease ended while the hand-off had it stays in the set until its hooks
+// return; an acquisition of its room waits for that within its ctx, rather
+// than spinning on a lease it cannot end again.
+func TestAcquireWaitsForALeaseEndedInTheHandOff(t *testing.T) {
+	b := standalone(t)
+	m := startManager(t, b.client(), testConfig())
+	ctx := context.Background()
+	l, err := m.Acquire(ctx, "handed")
+	require.NoError(t, err)
+	require.True(t, l.beginHandOff())
+	l.state.Store(stateHandedOff) // ended in the hand-off, its hooks still running
+	t.Cleanup(func() { m.forget(l) })
+
+	wait, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { _, err := m.local(wait, "handed"); done <- err }()
+	cancel()
+	select {
+	case err := <-done:
+		assert.ErrorIs(t, err, context.Canceled, "local while the ended lease's hooks run")
+	case <-time.After(5 * time.Second):
+		m.forget(l) // let the spinning call return
+		<-done
+		t.Fatal("local did not return when its ctx ended: it spins on the ended lease")
+	}
 }

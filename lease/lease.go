@@ -88,8 +88,7 @@ func (l *Lease) endCause() error {
 // renewal is recent enough (TTL·2/3) to trust: a renewer starved of CPU
 // cannot make a lease look held after its TTL could have passed.
 func (l *Lease) held() bool {
-	s := l.state.Load()
-	return (s == stateHeld || s == stateHandingOff) && !l.overdue(l.m.now(), l.m.lostAfter)
+	return !l.ended() && !l.overdue(l.m.now(), l.m.lostAfter)
 }
 
 // Release ends the lease (its context first) and compare-and-DELs its key,
@@ -112,7 +111,7 @@ func (l *Lease) Release(ctx context.Context) error {
 		// Released or lost before: the compare-and-DEL deletes the key
 		// only if it is still ours, and replies lost may have kept it.
 	} else {
-		l.ended(ErrReleased, false)
+		l.finish(ErrReleased, false)
 	}
 	status, err := l.releaseKey(ctx)
 	if err != nil {
@@ -167,12 +166,19 @@ func (l *Lease) end(cause error, lost bool) bool {
 			break
 		}
 	}
-	l.ended(cause, lost)
+	l.finish(cause, lost)
 	return true
 }
 
-// ended does the rest of an end, once the state says so.
-func (l *Lease) ended(cause error, lost bool) {
+// ended reports whether the lease has ended, whether or not its hooks
+// have returned.
+func (l *Lease) ended() bool {
+	s := l.state.Load()
+	return s == stateEnded || s == stateHandedOff
+}
+
+// finish does the rest of an end, once the state says so.
+func (l *Lease) finish(cause error, lost bool) {
 	defer l.m.forget(l)
 	l.setCause(cause)
 	if lost {
