@@ -155,7 +155,7 @@ func (m *Manager) releaseUnknown(ctx context.Context, id string, sent time.Time)
 // own connection's writes). A short WAIT returns the reply with errShortWait.
 func (m *Manager) acquireCall(ctx context.Context, id string) ([]any, error) {
 	keys := []string{m.routeKey(id), m.fenceKey(id)}
-	args := []any{m.cfg.Node, m.holder, m.cfg.TTL.Milliseconds(), fenceRetention.Milliseconds()}
+	args := m.acquireArgs
 	n := m.cfg.WaitReplicas
 	if n == 0 {
 		return acquireScript.Run(ctx, m.client, keys, args...).Slice()

@@ -17,14 +17,15 @@ import (
 // goroutine, and gives them up on drain. Create it with [New], then
 // [Manager.Start] it.
 type Manager struct {
-	client    redis.UniversalClient
-	grouping  grouping // which leases may share a renew or release script call
-	cfg       Config
-	holder    string // random per Manager: a restarted process never mistakes an old lease for its own
-	prefix    string // node|holder|, the start of every route value we write
-	met       *metrics
-	now       func() time.Time // time.Now; tests may replace it before Start
-	lostAfter time.Duration    // TTL·2/3
+	client      redis.UniversalClient
+	grouping    grouping // which leases may share a renew or release script call
+	cfg         Config
+	holder      string // random per Manager: a restarted process never mistakes an old lease for its own
+	prefix      string // node|holder|, the start of every route value we write
+	met         *metrics
+	now         func() time.Time // time.Now; tests may replace it before Start
+	lostAfter   time.Duration    // TTL·2/3
+	acquireArgs []any            // acquire.lua's ARGV, the same for every room: boxed once
 
 	gate     chan struct{} // closed when the drain begins; see drain.go
 	gateOnce sync.Once
@@ -83,6 +84,7 @@ func New(client redis.UniversalClient, cfg Config) (*Manager, error) {
 		flights:   make(map[string]*flight),
 		pending:   make(map[*flight]struct{}),
 	}
+	m.acquireArgs = []any{cfg.Node, holder, cfg.TTL.Milliseconds(), fenceRetention.Milliseconds()}
 	if err := m.met.register(cfg.Registerer); err != nil {
 		return nil, badConfig("lease: register metrics of RoutePrefix %q: %w", cfg.RoutePrefix, err)
 	}
