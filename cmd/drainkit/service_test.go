@@ -26,7 +26,10 @@ import (
 //	          takes to notice, nothing is refused)
 //	naive     http.Server.Shutdown at SIGTERM, exit 0 (most services' way)
 //	answers503 ready and answering 503 to every request from SIGTERM for
-//	          DELAY, then exit 0 (a 5xx the balancer must not retry)
+//	          DELAY (a 5xx the balancer must not retry), then readiness
+//	          503 until no request came for DELAY, and exit 0: closing
+//	          kept-alive connections while the balancer still sends on
+//	          them would end some in its 502, outcome unknown
 //	stubborn  ignores SIGTERM
 //	exit1     exits 1 at SIGTERM
 //	crash     prints a line and exits 3 at start
@@ -55,10 +58,10 @@ func testService(mode string) int {
 		signal.Notify(term, syscall.SIGTERM)
 	}
 
-	var draining atomic.Bool
+	var draining, unready atomic.Bool
 	var lastRequest atomic.Int64 // unix nanoseconds
 	ready := func(w http.ResponseWriter, _ *http.Request) {
-		if draining.Load() && mode == "drains" {
+		if draining.Load() && mode == "drains" || unready.Load() {
 			w.WriteHeader(http.StatusServiceUnavailable)
 		}
 	}
@@ -128,7 +131,11 @@ func testService(mode string) int {
 		}
 		return 0
 	}
-	if mode == "drains" {
+	if mode == "answers503" {
+		time.Sleep(delay) // answering 503
+		unready.Store(true)
+	}
+	if mode == "drains" || mode == "answers503" {
 		// Serve until the balancer has stopped sending: polling its own
 		// clock, as drainkit's adaptive delay does.
 		for time.Since(time.Unix(0, lastRequest.Load())) < delay {
