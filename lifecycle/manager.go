@@ -49,9 +49,8 @@ type Manager struct {
 	forceRequested      bool
 	cancelDrain         context.CancelFunc // nil until the drain begins
 
-	shutdownBegun atomic.Bool   // by the first shutdown; the others wait for reportReady
-	reportReady   chan struct{} // closed once report is set
-	report        *Report
+	shutdownOnce sync.Once // the first shutdown drains; the others wait for its report
+	report       *Report
 }
 
 // New validates cfg (after applying defaults) and returns a Manager in
@@ -72,7 +71,6 @@ func New(cfg Config) (*Manager, error) {
 		log:           cfg.Logger,
 		exit:          os.Exit,
 		transitioning: make(chan struct{}, 1),
-		reportReady:   make(chan struct{}),
 		tracker:       new(drain.Tracker),
 		metrics:       mt,
 	}

@@ -115,17 +115,17 @@ func (m *Manager) Shutdown(ctx context.Context, reason string) *Report {
 // error of a failed start, if any, for the report. Only the first call
 // drains; the others wait for its report.
 func (m *Manager) shutdown(ctx context.Context, startErr error) *Report {
-	if m.shutdownBegun.Swap(true) {
-		<-m.reportReady
-		return m.report
-	}
-	defer close(m.reportReady)
+	m.shutdownOnce.Do(func() { m.report = m.drainAndReport(ctx, startErr) })
+	return m.report
+}
+
+func (m *Manager) drainAndReport(ctx context.Context, startErr error) *Report {
 	m.mu.Lock()
 	reason, stoppedAt := m.stopReason, m.stopRequestedAt
 	m.mu.Unlock()
 
 	wasRunning := m.State() == Running
-	_ = m.transition(Draining, reason, nil) // fails only from Stopped, which shutdownBegun rules out
+	_ = m.transition(Draining, reason, nil) // fails only from Stopped, which shutdownOnce rules out
 
 	// The deadline counts from the stop request: the delay is in the budget.
 	drainCtx, cancelDeadline := context.WithDeadline(ctx, stoppedAt.Add(m.cfg.DrainTimeout))
@@ -167,7 +167,6 @@ func (m *Manager) shutdown(ctx context.Context, startErr error) *Report {
 	}
 	m.metrics.drained(r)
 	m.logReport(r)
-	m.report = r
 	return r
 }
 
