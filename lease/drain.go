@@ -31,16 +31,12 @@ func (m *Manager) draining() bool {
 	return false
 }
 
-// closeGate closes the gate. Under mu, so an acquisition registering a
-// lease either finished before (and its lease is drained with the rest) or
-// sees the gate closed and releases what it got. The renewer, woken by the
-// close, writes the heartbeat's draining mark at once.
+// closeGate closes the gate. It takes no lock, so it may run under mu (a
+// registration reads the gate there): a lease registered just before the
+// close is in the set when the hand-off's snapshot takes mu after it. The
+// renewer, woken by the close, writes the heartbeat's draining mark at once.
 func (m *Manager) closeGate() {
-	m.gateOnce.Do(func() {
-		m.mu.Lock()
-		close(m.gate)
-		m.mu.Unlock()
-	})
+	m.gateOnce.Do(func() { close(m.gate) })
 }
 
 // refuseIfDraining returns ErrDraining once the gate is closed.
