@@ -12,7 +12,7 @@ import (
 )
 
 // The test process's own latency: how long its goroutines (load clients,
-// subscribers, the reaper of each service) waited for a CPU. Latencies
+// the reaper of each service) waited for a CPU. Latencies
 // and exits the harness times include it, so every scenario reports it
 // beside its table.
 const schedLatencies = "/sched/latencies:seconds"

@@ -52,10 +52,10 @@ func (c closes) String() string {
 // closesBy summarises the event streams gateway d served that ended after
 // its SIGTERM: those of its slot begun before it exited (its successor on
 // the slot starts after that). Each is attributed by the balancer's log
-// and timed by the balancer, not by the subscribers: the test process,
-// running two thousand of them, waits for a CPU for a second and more at
-// times. Counting the closes the subscribers saw between a gateway's
-// SIGTERM and its exit once counted 378 of a gateway's 1,000.
+// and timed by the balancer, not by the subscribers, whose process shares
+// the machine's cores with the cluster. Counting the closes the
+// subscribers saw, when they ran in the test process and waited a second
+// and more for a CPU, once counted 378 of a gateway's 1,000.
 func closesBy(ends []e2e.StreamEnd, d e2e.Drained) closes {
 	from, report := d.Signalled, d.Signalled.Add(d.DrainTime)
 	slot := e2e.GatewaySlot(d.Slot)
@@ -89,9 +89,10 @@ func closesBy(ends []e2e.StreamEnd, d e2e.Drained) closes {
 	return c
 }
 
-// usage describes the machine's load and, for this process and every
-// service still running, resident memory and open files.
-func usage(c *e2e.Cluster) string {
+// usage describes the machine's load and, for this process, the
+// subscribers' and every service still running, resident memory, open
+// files and CPU time.
+func usage(c *e2e.Cluster, subs *subscribers) string {
 	load, _ := os.ReadFile("/proc/loadavg")
 	parts := []string{"load " + strings.Join(strings.Fields(string(load))[:3], " ")}
 	describe := func(name string, pid int) {
@@ -120,6 +121,7 @@ func usage(c *e2e.Cluster) string {
 		parts = append(parts, fmt.Sprintf("%s %s %d fds %s CPU", name, rss, len(fds), cpu))
 	}
 	describe("test", os.Getpid())
+	describe("subscribers", subs.cmd.Process.Pid)
 	for _, n := range c.All() {
 		if _, exited := n.Exited(); !exited {
 			describe(n.Name, n.Pid())

@@ -6,110 +6,113 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"math/rand/v2"
-	"net/http"
+	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/drainkit/drainkit/examples/internal/e2e"
 )
 
-// subscriber follows one room's events through the balancer as a browser's
-// EventSource does: when a response ends it reconnects, with
-// Last-Event-ID, after a short jittered wait.
-type subscriber struct {
-	room      string
-	progress  chan struct{} // has a value after each event received
-	connected chan struct{} // closed at the first response 200
-	connect   sync.Once     // closes connected
-
-	mu         sync.Mutex
-	got        []string // command ids, one per seq from 1
-	reconnects int
-	problem    string // the first event out of order, skipped or repeated
+// subscribers is the subscribers program (examples/internal/e2e/subscribers)
+// running. It holds the streams in a process of its own, built without the
+// race detector: in this process, two thousand of them spent more CPU than
+// any service and held the load clients off a CPU for seconds, so that the
+// latencies and timeouts measured were the harness's.
+type subscribers struct {
+	cmd    *exec.Cmd
+	stdin  io.WriteCloser
+	lines  chan string // its stdout, a line each; closed at its end
+	stderr strings.Builder
 }
 
-func newSubscriber(room string) *subscriber {
-	return &subscriber{room: room, progress: make(chan struct{}, 1), connected: make(chan struct{})}
-}
-
-func (s *subscriber) run(ctx context.Context, url string) {
-	client := &http.Client{Transport: &http.Transport{}}
-	defer client.CloseIdleConnections()
-	for ctx.Err() == nil {
-		s.follow(ctx, client, url)
-		if ctx.Err() != nil {
-			return
-		}
-		s.mu.Lock()
-		s.reconnects++
-		s.mu.Unlock()
-		select {
-		case <-ctx.Done():
-		case <-time.After(time.Duration(100+rand.IntN(200)) * time.Millisecond):
-		}
+// startSubscribers builds and starts the program on the cluster's balancer,
+// per subscribers for each of the load's rooms, and waits until every one
+// is connected. It is stopped at cleanup.
+func startSubscribers(t *testing.T, c *e2e.Cluster, prefix string, per int) *subscribers {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "subscribers")
+	ctx, cancel := context.WithTimeout(context.Background(), bound)
+	defer cancel()
+	if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, subscribersPkg).CombinedOutput(); err != nil {
+		t.Fatalf("go build %s: %v\n%s", subscribersPkg, err, out)
 	}
-}
-
-// follow reads one response to its end.
-func (s *subscriber) follow(ctx context.Context, client *http.Client, url string) {
-	req, err := http.NewRequestWithContext(ctx, "GET", url+"/api/v1/rooms/"+s.room+"/events", nil)
+	s := &subscribers{lines: make(chan string)}
+	s.cmd = exec.Command(bin, "-url", c.URL(), "-prefix", prefix+"room-",
+		"-rooms", strconv.Itoa(e2e.DefaultLoadRooms), "-per", strconv.Itoa(per), "-bound", bound.String())
+	s.cmd.Stderr = &s.stderr
+	stdout, err := s.cmd.StdoutPipe()
 	if err != nil {
-		return
+		t.Fatal(err)
 	}
-	s.mu.Lock()
-	if n := len(s.got); n > 0 {
-		req.Header.Set("Last-Event-ID", strconv.Itoa(n))
+	if s.stdin, err = s.cmd.StdinPipe(); err != nil {
+		t.Fatal(err)
 	}
-	s.mu.Unlock()
-	resp, err := client.Do(req)
-	if err != nil {
-		return
+	if err := s.cmd.Start(); err != nil {
+		t.Fatal(err)
 	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK { // a draining gateway's 503: try again
-		_, _ = io.Copy(io.Discard, resp.Body)
-		return
-	}
-	s.connect.Do(func() { close(s.connected) })
-	var id int64
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		line := sc.Text()
-		switch {
-		case strings.HasPrefix(line, "id: "):
-			id, _ = strconv.ParseInt(strings.TrimPrefix(line, "id: "), 10, 64)
-		case strings.HasPrefix(line, "data: ") && id > 0:
-			// {"room_id":…,"seq":…,"command_id":"…"}: ids are [A-Za-z0-9_-],
-			// so a cut reads it as a JSON decoder would, at a fraction of
-			// the cost for two thousand subscribers.
-			_, cmd, _ := strings.Cut(line, `"command_id":"`)
-			cmd, _, _ = strings.Cut(cmd, `"`)
-			s.mu.Lock()
-			if want := int64(len(s.got)) + 1; id != want && s.problem == "" {
-				s.problem = fmt.Sprintf("room %s: event %d after %d", s.room, id, want-1)
-			}
-			if id == int64(len(s.got))+1 {
-				s.got = append(s.got, cmd)
-			}
-			s.mu.Unlock()
-			select {
-			case s.progress <- struct{}{}:
-			default:
-			}
-			id = 0
+	go func() {
+		defer close(s.lines)
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			s.lines <- sc.Text()
 		}
+	}()
+	t.Cleanup(func() {
+		_ = s.stdin.Close()
+		_ = s.cmd.Process.Kill()
+		for range s.lines {
+		}
+		_ = s.cmd.Wait()
+	})
+	if line := s.next(t, "connected"); line != "connected" {
+		t.Fatalf("subscribers: got %q; want connected", line)
 	}
+	return s
 }
 
-func (s *subscriber) seen() (int, string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.got), s.problem
+// next returns the program's next line, failing the test if it ends or
+// says nothing within bound.
+func (s *subscribers) next(t *testing.T, what string) string {
+	t.Helper()
+	select {
+	case line, ok := <-s.lines:
+		if !ok {
+			_ = s.cmd.Wait()
+			t.Fatalf("subscribers ended before %s: %v\n%s", what, s.cmd.ProcessState, s.stderr.String())
+		}
+		return line
+	case <-time.After(bound):
+		t.Fatalf("subscribers: no %s within %s", what, bound)
+	}
+	return ""
 }
+
+// check has the program compare every subscriber's events with its room's
+// log, read through the balancer once every subscriber has caught up.
+func (s *subscribers) check(t *testing.T) subscribersReport {
+	t.Helper()
+	if _, err := io.WriteString(s.stdin, "check\n"); err != nil {
+		t.Fatal(err)
+	}
+	var r subscribersReport
+	if err := json.Unmarshal([]byte(s.next(t, "report")), &r); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// subscribersReport is the program's report.
+type subscribersReport struct {
+	Subscribers int      `json:"subscribers"`
+	Reconnects  int      `json:"reconnects"`
+	Problems    []string `json:"problems"`
+	More        int      `json:"more"`
+}
+
+const subscribersPkg = "github.com/drainkit/drainkit/examples/internal/e2e/subscribers"
 
 // Subscribers, per room of the load, in the rolling-update scenario: 2,000
 // in all, so each gateway holds about 1,000 when it drains.
@@ -149,29 +152,8 @@ func TestSubscribersFollowRollingUpdates(t *testing.T) {
 	}
 	c, _ := startCluster(t, e2e.Config{Balance: "leastconn", GatewayEnv: gwEnv, DrainTimeout: streamsDrainTimeout})
 	prefix := strings.ReplaceAll(t.Name(), "/", "_") + "-"
-	ctx, cancel := context.WithCancel(context.Background())
-	var (
-		subs []*subscriber
-		wg   sync.WaitGroup
-	)
-	defer func() { cancel(); wg.Wait() }()
-	for i := range e2e.DefaultLoadRooms {
-		for range subscribersPerRoom {
-			s := newSubscriber(fmt.Sprintf("%sroom-%02d", prefix, i))
-			subs = append(subs, s)
-			wg.Go(func() { s.run(ctx, c.URL()) })
-		}
-	}
-	cctx, ccancel := context.WithTimeout(ctx, bound)
-	defer ccancel()
-	for _, s := range subs {
-		select {
-		case <-s.connected:
-		case <-cctx.Done():
-			t.Fatalf("not every subscriber connected within %s", bound)
-		}
-	}
-	t.Logf("%d subscribers connected; %s", len(subs), usage(c))
+	subs := startSubscribers(t, c, prefix, subscribersPerRoom)
+	t.Logf("%d subscribers connected; %s", subscribersPerRoom*e2e.DefaultLoadRooms, usage(c, subs))
 
 	gwTimeout := streamsDrainTimeout + e2e.DefaultRequestTimeout
 	res, drained, w := rollUnderLoad(t, c, rollBound(e2e.DefaultRooms, e2e.DefaultGateways), func(ctx context.Context) ([]e2e.Drained, error) {
@@ -179,11 +161,11 @@ func TestSubscribersFollowRollingUpdates(t *testing.T) {
 		if err != nil {
 			return rooms, err
 		}
-		t.Logf("room-services replaced; %s", usage(c))
+		t.Logf("room-services replaced; %s", usage(c, subs))
 		gws, err := c.RollGateways(ctx)
 		return append(rooms, gws...), err
 	})
-	t.Logf("gateways replaced; %s", usage(c))
+	t.Logf("gateways replaced; %s", usage(c, subs))
 	check(t, c, res, drained, w)
 	if len(drained) != e2e.DefaultRooms+e2e.DefaultGateways {
 		t.Fatalf("instances replaced: got %d; want %d", len(drained), e2e.DefaultRooms+e2e.DefaultGateways)
@@ -202,14 +184,17 @@ func TestSubscribersFollowRollingUpdates(t *testing.T) {
 		}
 	}
 
-	compareWithLogs(t, c, subs)
-	reconnects := 0
-	for _, s := range subs {
-		s.mu.Lock()
-		reconnects += s.reconnects
-		s.mu.Unlock()
+	r := subs.check(t)
+	for _, p := range r.Problems {
+		t.Error(p)
 	}
-	t.Logf("%d subscribers over %d rooms; %d reconnects in all; every event once and in order", len(subs), e2e.DefaultLoadRooms, reconnects)
+	if r.More > 0 {
+		t.Errorf("and %d problems more", r.More)
+	}
+	if r.Subscribers != subscribersPerRoom*e2e.DefaultLoadRooms {
+		t.Errorf("subscribers checked: got %d; want %d", r.Subscribers, subscribersPerRoom*e2e.DefaultLoadRooms)
+	}
+	t.Logf("%d subscribers over %d rooms; %d reconnects in all; every event once and in order", r.Subscribers, e2e.DefaultLoadRooms, r.Reconnects)
 
 	// The closes each gateway's drain sent to the others, as the balancer
 	// relayed them.
@@ -224,63 +209,10 @@ func TestSubscribersFollowRollingUpdates(t *testing.T) {
 		t.Logf("%s (%s): %s; exit %d after %s by its drain report, seen by the harness after %s (DRAIN_TIMEOUT %s)",
 			d.Name, how, cl, d.ExitCode, d.DrainTime.Round(time.Millisecond), d.Exited.Sub(d.Signalled).Round(time.Millisecond), gwTimeout)
 		if cl.n < subscribersPerRoom*e2e.DefaultLoadRooms/4 {
-			t.Errorf("%s closed %d subscribers; want about half of %d: the comparison needs both gateways loaded", d.Name, cl.n, len(subs))
+			t.Errorf("%s closed %d subscribers; want about half of %d: the comparison needs both gateways loaded", d.Name, cl.n, r.Subscribers)
 		}
 		if paced && cl.perSecond > sseCloseCap {
 			t.Errorf("%s: peak closes in one second: got %d; want at most its cap, %d", d.Name, cl.perSecond, sseCloseCap)
-		}
-	}
-}
-
-// compareWithLogs waits until every subscriber has caught up with its
-// room's log, read through the balancer, and compares.
-func compareWithLogs(t *testing.T, c *e2e.Cluster, subs []*subscriber) {
-	t.Helper()
-	wctx, wcancel := context.WithTimeout(context.Background(), bound)
-	defer wcancel()
-	client := &http.Client{Timeout: 10 * time.Second}
-	defer client.CloseIdleConnections()
-	logs := map[string][]string{}
-	for _, s := range subs {
-		want, ok := logs[s.room]
-		if !ok {
-			var room struct {
-				CommandIDs []string `json:"command_ids"`
-			}
-			resp, err := client.Get(c.URL() + "/api/v1/rooms/" + s.room)
-			if err != nil {
-				t.Fatal(err)
-			}
-			err = json.NewDecoder(resp.Body).Decode(&room)
-			resp.Body.Close()
-			if err != nil {
-				t.Fatal(err)
-			}
-			want, logs[s.room] = room.CommandIDs, room.CommandIDs
-		}
-		for {
-			n, problem := s.seen()
-			if problem != "" {
-				t.Error(problem)
-				break
-			}
-			if n >= len(want) {
-				break
-			}
-			select {
-			case <-wctx.Done():
-				t.Fatalf("room %s: a subscriber has %d of %d events after %s", s.room, n, len(want), bound)
-			case <-s.progress:
-			}
-		}
-		s.mu.Lock()
-		got := append([]string(nil), s.got[:len(want)]...)
-		s.mu.Unlock()
-		for i := range want {
-			if got[i] != want[i] {
-				t.Errorf("room %s: event %d is %s; want %s (the room's log)", s.room, i+1, got[i], want[i])
-				break
-			}
 		}
 	}
 }
