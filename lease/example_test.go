@@ -47,11 +47,25 @@ func ExampleManager_Acquire() {
 // process's state), rooms are flushed and handed over, the rest released
 // and the heartbeat deleted last.
 func ExampleManager_HandOff() {
-	var m *lease.Manager // from lease.New, started
+	// New does no I/O: the hooks can be made before Redis is reachable.
+	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379", MaxRetries: 1, ContextTimeoutEnabled: true})
+	defer client.Close()
+	m, err := lease.New(client, lease.Config{Node: "room-1"})
+	if err != nil {
+		panic(err)
+	}
 	flush := func(ctx context.Context, l *lease.Lease) error {
 		return nil // write room l.ID()'s snapshot, fenced with l.Token()
 	}
-	handOff, err := m.HandOff(flush, 8) // add the hook with AddHook
-	_, _ = handOff, err
-	_ = m.ReleaseHook() // AddHook as well
+	handOff, err := m.HandOff(flush, 8)
+	if err != nil {
+		panic(err)
+	}
+	release := m.ReleaseHook()
+	// Add both with the lifecycle manager's AddHook.
+	fmt.Println(handOff.Name, handOff.Phase)
+	fmt.Println(release.Name, release.Phase)
+	// Output:
+	// lease-handoff(room:route:) flush
+	// lease-release(room:route:) release
 }
