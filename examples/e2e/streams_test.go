@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -33,11 +32,11 @@ type subscribers struct {
 // is connected. It is stopped at cleanup.
 func startSubscribers(t *testing.T, c *e2e.Cluster, prefix string, per int) *subscribers {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "subscribers")
 	ctx, cancel := context.WithTimeout(context.Background(), bound)
 	defer cancel()
-	if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, subscribersPkg).CombinedOutput(); err != nil {
-		t.Fatalf("go build %s: %v\n%s", subscribersPkg, err, out)
+	bin, err := e2e.BuildSubscribers(ctx, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
 	}
 	s := &subscribers{lines: make(chan string)}
 	s.cmd = exec.Command(bin, "-url", c.URL(), "-prefix", prefix+"room-",
@@ -104,15 +103,14 @@ func (s *subscribers) check(t *testing.T) subscribersReport {
 	return r
 }
 
-// subscribersReport is the program's report.
+// subscribersReport is the program's report, as its JSON line has it
+// (report in subscribers/main.go: a main package cannot be imported).
 type subscribersReport struct {
 	Subscribers int      `json:"subscribers"`
 	Reconnects  int      `json:"reconnects"`
 	Problems    []string `json:"problems"`
 	More        int      `json:"more"`
 }
-
-const subscribersPkg = "github.com/drainkit/drainkit/examples/internal/e2e/subscribers"
 
 // Subscribers, per room of the load, in the rolling-update scenario: 2,000
 // in all, so each gateway holds about 1,000 when it drains.

@@ -11,6 +11,8 @@ import (
 const (
 	RoomServicePkg = "github.com/drainkit/drainkit/examples/room-service"
 	GatewayPkg     = "github.com/drainkit/drainkit/examples/gateway"
+	// SubscribersPkg follows rooms' event streams for the streams scenario.
+	SubscribersPkg = "github.com/drainkit/drainkit/examples/internal/e2e/subscribers"
 )
 
 // Binaries are the built programs the harness runs.
@@ -25,14 +27,28 @@ type Binaries struct {
 func Build(ctx context.Context, dir string, race bool) (Binaries, error) {
 	b := Binaries{RoomService: filepath.Join(dir, "room-service"), Gateway: filepath.Join(dir, "gateway")}
 	for _, x := range []struct{ pkg, out string }{{RoomServicePkg, b.RoomService}, {GatewayPkg, b.Gateway}} {
-		args := []string{"build", "-o", x.out}
-		if race {
-			args = append(args, "-race")
-		}
-		out, err := exec.CommandContext(ctx, "go", append(args, x.pkg)...).CombinedOutput()
-		if err != nil {
-			return Binaries{}, fmt.Errorf("e2e: go build %s: %w\n%s", x.pkg, err, out)
+		if err := goBuild(ctx, x.pkg, x.out, race); err != nil {
+			return Binaries{}, err
 		}
 	}
 	return b, nil
+}
+
+// BuildSubscribers compiles the subscribers program into dir, always
+// without the race detector: it is the harness, and its CPU is taken from
+// the cluster it measures.
+func BuildSubscribers(ctx context.Context, dir string) (string, error) {
+	out := filepath.Join(dir, "subscribers")
+	return out, goBuild(ctx, SubscribersPkg, out, false)
+}
+
+func goBuild(ctx context.Context, pkg, out string, race bool) error {
+	args := []string{"build", "-o", out}
+	if race {
+		args = append(args, "-race")
+	}
+	if b, err := exec.CommandContext(ctx, "go", append(args, pkg)...).CombinedOutput(); err != nil {
+		return fmt.Errorf("e2e: go build %s: %w\n%s", pkg, err, b)
+	}
+	return nil
 }

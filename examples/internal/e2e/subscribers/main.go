@@ -16,6 +16,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -23,6 +24,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -247,14 +249,17 @@ func (s *subscriber) waitFor(ctx context.Context, n int, bound time.Duration) ([
 	for {
 		s.mu.Lock()
 		have, problem := len(s.got), s.problem
+		caught := have >= n
+		var got []string
+		if caught {
+			got = slices.Clone(s.got[:n])
+		}
 		s.mu.Unlock()
 		switch {
 		case problem != "":
-			return nil, fmt.Errorf("%s", problem)
-		case have >= n:
-			s.mu.Lock()
-			defer s.mu.Unlock()
-			return append([]string(nil), s.got[:n]...), nil
+			return nil, errors.New(problem)
+		case caught:
+			return got, nil
 		}
 		select {
 		case <-ctx.Done():
