@@ -13,12 +13,10 @@ import (
 
 // Acquire takes the lease on room id for this node. While this Manager
 // holds the room it returns the same *Lease without touching Redis;
-// concurrent calls for one room share one script call, which ctx does not
-// cut short (a lease every caller gave up on is released). Errors: a bad
-// id (before Redis is touched), [ErrDraining] once the process drains,
-// [ErrNotRunning] outside Start/Stop, one matching [ErrHeld] that names
-// the holder's node and fence, the Redis error, or ctx's. See
-// docs/leases.md for takeovers and overdue leases.
+// concurrent calls for one room share one script call, and a lease every
+// caller gave up on is released. Errors: a bad id, [ErrDraining],
+// [ErrNotRunning] outside Start/Stop, one matching [ErrHeld] naming the
+// holder's node and fence, the Redis error, or ctx's.
 func (m *Manager) Acquire(ctx context.Context, id string) (*Lease, error) {
 	if err := validateID(id); err != nil {
 		return nil, err
@@ -49,9 +47,8 @@ func (m *Manager) Acquire(ctx context.Context, id string) (*Lease, error) {
 }
 
 // local returns the lease held for id, if any, or ErrNotRunning. An
-// overdue lease the renewer has not ended yet is ended here as lost, and
-// one that another goroutine is ending is waited for (within ctx and until
-// Stop): its holder must stop before the room gets a new fence.
+// overdue lease is ended here as lost, and one being ended is waited for:
+// its holder must stop before the room gets a new fence.
 func (m *Manager) local(ctx context.Context, id string) (*Lease, error) {
 	for {
 		m.mu.Lock()
@@ -83,14 +80,13 @@ func (m *Manager) local(ctx context.Context, id string) (*Lease, error) {
 }
 
 // acquire runs the acquire script and returns the new lease, not yet
-// registered. Attempts are retried while stillWanted allows (the script is
-// idempotent for this holder); ctx must not be cancellable, so that a
-// lease an attempt took comes back to be released.
+// registered. ctx must not be cancellable, so that a lease an attempt
+// took comes back to be released.
 func (m *Manager) acquire(ctx context.Context, id string, stillWanted func() error) (*Lease, error) {
 	var (
 		sent    time.Time
 		res     []any
-		unknown time.Time // the last attempt that may have applied unseen (reply lost) was sent then
+		unknown time.Time // when the last attempt whose reply was lost was sent
 	)
 	err := m.retry(ctx, stillWanted, func(ctx context.Context) (err error) {
 		sent = m.now()
@@ -100,9 +96,7 @@ func (m *Manager) acquire(ctx context.Context, id string, stillWanted func() err
 		}
 		return err
 	})
-	if errors.Is(err, errShortWait) {
-		// Acquired on the primary, but not on enough replicas: undo it,
-		// even if ctx (Stop) is cancelled.
+	if errors.Is(err, errShortWait) { // taken on the primary only: undo it
 		if _, val, derr := acquireReply(res); derr == nil {
 			fence, _ := strconv.ParseInt(val, 10, 64)
 			if rerr := m.newLease(id, fence, m.prefix+val, sent).discard(ctx); rerr != nil {
@@ -134,11 +128,10 @@ func (m *Manager) acquire(ctx context.Context, id string, stillWanted func() err
 	return m.newLease(id, fence, m.prefix+val, sent), nil
 }
 
-// releaseUnknown undoes an acquisition whose attempt sent at sent may have
-// taken the room unseen (reply lost): the key would hold our value with a
-// fence nobody knows, a room without a usable owner for a TTL. It deletes
-// any value of this holder (release_holder.lua), which is safe because
-// acquire runs in the room's only flight while we hold no lease of it.
+// releaseUnknown undoes an attempt whose reply was lost: the key may hold
+// our value with a fence nobody knows, leaving the room without a usable
+// owner for a TTL. Deleting any value of this holder is safe: acquire runs
+// in the room's only flight while we hold no lease of it.
 func (m *Manager) releaseUnknown(ctx context.Context, id string, sent time.Time) error {
 	key := m.routeKey(id)
 	err := m.retry(context.WithoutCancel(ctx), m.beforeExpiry(sent.Add(m.cfg.TTL)), func(ctx context.Context) error {
@@ -151,8 +144,8 @@ func (m *Manager) releaseUnknown(ctx context.Context, id string, sent time.Time)
 }
 
 // acquireCall runs the acquire script and, with Config.WaitReplicas, WAITs
-// for the replicas in one pipeline to the room's primary (WAIT counts its
-// own connection's writes). A short WAIT returns the reply with errShortWait.
+// in the same pipeline to the room's primary (WAIT counts its own
+// connection's writes). A short WAIT returns the reply with errShortWait.
 func (m *Manager) acquireCall(ctx context.Context, id string) ([]any, error) {
 	keys := []string{m.routeKey(id), m.fenceKey(id)}
 	args := m.acquireArgs
@@ -173,24 +166,17 @@ func (m *Manager) acquireCall(ctx context.Context, id string) ([]any, error) {
 	if d, ok := ctx.Deadline(); ok {
 		timeout = max(time.Until(d)/2, time.Millisecond)
 	}
-	run := func(eval func(pipe redis.Pipeliner) *redis.Cmd) (*redis.Cmd, *redis.Cmd) {
-		pipe := c.Pipeline()
-		cmd := eval(pipe)
-		wait := pipe.Do(ctx, "WAIT", n, timeout.Milliseconds())
-		_, _ = pipe.Exec(ctx) // errors are read from each command
-		return cmd, wait
-	}
-	cmd, wait := run(func(p redis.Pipeliner) *redis.Cmd { return acquireScript.EvalSha(ctx, p, keys, args...) })
-	if isNoScript(cmd.Err()) {
-		cmd, wait = run(func(p redis.Pipeliner) *redis.Cmd { return acquireScript.Eval(ctx, p, keys, args...) })
-	}
+	// EVAL, not EVALSHA: this rare path is not worth a NOSCRIPT fallback.
+	pipe := c.Pipeline()
+	cmd := acquireScript.Eval(ctx, pipe, keys, args...)
+	wait := pipe.Do(ctx, "WAIT", n, timeout.Milliseconds())
+	_, _ = pipe.Exec(ctx) // errors are read from each command
 	res, err := cmd.Slice()
 	if cl, ok := m.client.(*redis.ClusterClient); ok && isRedirect(err) {
-		// Sent to the primary directly: refresh the slot map, and let the
-		// retry find the owner.
-		cl.ReloadState(ctx)
+		cl.ReloadState(ctx) // sent to a primary directly: the retry finds the slot's owner
 		return nil, err
 	}
+
 	if err != nil {
 		return nil, err
 	}

@@ -9,9 +9,8 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// maxBatch caps the keys of one renew or release script call: Redis runs
-// nothing else while a script runs. Many calls share one pipeline, so the
-// cap costs no round trips.
+// maxBatch caps the keys of one script call, since Redis runs nothing else
+// meanwhile; calls share one pipeline, so the cap costs no round trips.
 const maxBatch = 500
 
 // grouping says which leases may share one script call: a script may only
@@ -90,7 +89,8 @@ type batchCall struct {
 
 // sendBatches sends one call of script per batch in one pipeline, KEYS the
 // route keys and ARGV head then each route value; calls answered NOSCRIPT
-// (restart, failover) go again as EVAL. extra queues more on the pipeline.
+// go again as EVAL. extra queues more on the pipeline.
+
 func (m *Manager) sendBatches(ctx context.Context, script *redis.Script, batches [][]*Lease, head []any, extra func(redis.Pipeliner, bool)) ([]batchCall, error) {
 	calls := make([]batchCall, len(batches))
 	pipe := m.client.Pipeline()
@@ -153,4 +153,5 @@ func decodeStatuses(cmd *redis.Cmd, dst []int8) error {
 		dst[i] = int8(r.(int64))
 	}
 	return nil
+
 }

@@ -49,7 +49,7 @@ type Config struct {
 	// [DefaultTTL], at least [MinTTL].
 	TTL time.Duration
 	// RenewInterval is the renewer's tick; default TTL/3, below TTL/2 so
-	// that one failed tick leaves a second chance before TTL·2/3.
+	// that a failed tick leaves a second chance.
 	RenewInterval time.Duration
 	// CallTimeout bounds every Redis call; default and maximum TTL/6.
 	CallTimeout time.Duration
@@ -60,30 +60,25 @@ type Config struct {
 	// OnLost, if set, is called once for each lease that ends without its
 	// holder choosing to (lost, or left to expire), after its context is
 	// cancelled, on the goroutine that ended it (usually the renewer). It
-	// must return promptly and must not Acquire the lease's own room,
-	// which waits for it. A panic in it is recovered and logged.
+	// must return promptly and must not Acquire the lease's own room. A
+	// panic in it is recovered and logged.
 	OnLost func(l *Lease, cause error)
 	// OnEnd, if set, is called once for every lease this node stops
-	// holding, after its context is cancelled (and OnLost), before Redis
-	// is told: an audit log written here never shows the next owner first.
-	// The rules of OnLost apply. A lease no caller ever received gets none.
+	// holding, after OnLost and before Redis is told, so an audit log
+	// written here never shows the next owner first. OnLost's rules apply.
 	OnEnd func(l *Lease, cause error)
 	// AcceptEviction lets Start proceed, with a warning, on a server whose
-	// maxmemory-policy is not noeviction: an evicted lease key gives its
-	// room two owners until the fence refuses the older one's writes. By
-	// default Start refuses such a server ([ErrUnsafeServer]).
+	// maxmemory-policy may evict lease keys; by default Start refuses it
+	// with [ErrUnsafeServer].
 	AcceptEviction bool
 	// WaitReplicas is how many replicas must acknowledge an acquisition
-	// (Redis WAIT, within about CallTimeout/2) before Acquire returns it;
-	// default 0. A short WAIT releases the lease and fails Acquire with an
-	// error naming WaitReplicas. It needs a *redis.Client or a
-	// *redis.ClusterClient. See docs/leases.md.
+	// (Redis WAIT) before Acquire returns it; default 0. It needs a
+	// *redis.Client or *redis.ClusterClient. See docs/leases.md.
 	WaitReplicas int
-	// Draining reports whether the process drains; fxlease passes the
-	// lifecycle state. Once it reports true, Acquire returns [ErrDraining],
-	// an acquisition that raced the flip is released, and heartbeats say
-	// draining. It must be cheap and not block. Left nil, the gate closes
-	// only when the drain's lease hooks begin, after the propagation delay.
+	// Draining reports, cheaply and without blocking, whether the process
+	// drains; fxlease passes the lifecycle state. Once true, Acquire
+	// returns [ErrDraining]. Left nil, the gate closes only when the
+	// drain's lease hooks begin.
 	Draining func() bool
 	// Logger receives warnings; default slog.Default().
 	Logger *slog.Logger
@@ -117,9 +112,8 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-// Validate reports the first setting that cannot keep a lease safely, naming
-// the field and its value, in an error that matches lifecycle.ErrConfig.
-// Zero fields are checked with their defaults.
+// Validate reports the first setting that cannot keep a lease safely,
+// naming the field and its value, in an error matching lifecycle.ErrConfig.
 func (c Config) Validate() error {
 	c = c.withDefaults()
 	switch {
@@ -149,8 +143,8 @@ func (c Config) Validate() error {
 	return nil
 }
 
-// configError matches lifecycle.ErrConfig without adding to its text, so
-// fxmodule.Run exits 78 and logs this text alone.
+// configError matches lifecycle.ErrConfig without adding to its text.
+
 type configError struct{ err error }
 
 func (e *configError) Error() string        { return e.err.Error() }
@@ -161,73 +155,53 @@ func badConfig(format string, args ...any) error {
 	return &configError{fmt.Errorf(format, args...)}
 }
 
-// clientLimits are the client options that bound one call, as go-redis
-// resolved them.
-type clientLimits struct {
-	options                  string // the options type, for the advice
-	maxRetries               int
-	readTimeout              time.Duration
-	writeTimeout             time.Duration
-	contextTimeoutsRespected bool
-}
-
-func limitsOf(c redis.UniversalClient) (clientLimits, bool) {
+// checkClient refuses, in one error, client options under which a renewal
+// could outlive the lease. It checks rather than building a client from
+// the options: a second pool would lose the team's hooks (tracing,
+// metrics). Unknown client types are accepted as they are.
+func checkClient(c redis.UniversalClient, callTimeout time.Duration) error {
+	var (
+		options    string // the options type, for the advice
+		retries    int
+		timeouts   [2]time.Duration // read, write; as go-redis resolved them
+		honoursCtx bool
+	)
 	switch cl := c.(type) {
 	case *redis.Client:
 		o := cl.Options()
-		return clientLimits{"redis.Options", o.MaxRetries, o.ReadTimeout, o.WriteTimeout, o.ContextTimeoutEnabled}, true
+		options, retries, timeouts, honoursCtx = "redis.Options", o.MaxRetries, [2]time.Duration{o.ReadTimeout, o.WriteTimeout}, o.ContextTimeoutEnabled
 	case *redis.ClusterClient:
 		o := cl.Options()
-		return clientLimits{"redis.ClusterOptions", o.MaxRetries, o.ReadTimeout, o.WriteTimeout, o.ContextTimeoutEnabled}, true
+		options, retries, timeouts, honoursCtx = "redis.ClusterOptions", o.MaxRetries, [2]time.Duration{o.ReadTimeout, o.WriteTimeout}, o.ContextTimeoutEnabled
 	case *redis.Ring:
 		o := cl.Options()
-		return clientLimits{"redis.RingOptions", o.MaxRetries, o.ReadTimeout, o.WriteTimeout, o.ContextTimeoutEnabled}, true
-	}
-	return clientLimits{}, false
-}
-
-// checkClient refuses, in one error, client options under which a renewal
-// could outlive the lease. It checks rather than building a client from
-// the options: a second pool would add connections and lose the team's
-// hooks (tracing, metrics). Unknown client types are accepted as they are.
-func checkClient(c redis.UniversalClient, callTimeout time.Duration) error {
-	l, ok := limitsOf(c)
-	if !ok {
+		options, retries, timeouts, honoursCtx = "redis.RingOptions", o.MaxRetries, [2]time.Duration{o.ReadTimeout, o.WriteTimeout}, o.ContextTimeoutEnabled
+	default:
 		return nil
 	}
 	limit := callTimeout.Truncate(time.Millisecond)
-	var bad []string
-	if l.maxRetries > 1 {
-		bad = append(bad, fmt.Sprintf("MaxRetries %d: want at most 1, or a retried renewal can land after the lease expired (go-redis reads 0 as 3, -1 as none)", l.maxRetries))
+	var bad, over []string
+	if retries > 1 {
+		bad = append(bad, fmt.Sprintf("MaxRetries %d: want at most 1, or a retried renewal can land after the lease expired (go-redis reads 0 as 3, -1 as none)", retries))
 	}
-	if !l.contextTimeoutsRespected {
-		var over []string
-		for _, t := range []struct {
-			name string
-			v    time.Duration
-		}{{"ReadTimeout", l.readTimeout}, {"WriteTimeout", l.writeTimeout}} {
-			if t.v <= 0 || t.v > callTimeout { // resolved 0 and -1 mean no socket deadline at all
-				over = append(over, t.name+" "+timeoutString(t.v))
-			}
+	for i, name := range []string{"ReadTimeout", "WriteTimeout"} {
+		switch d := timeouts[i]; {
+		case honoursCtx:
+		case d <= 0: // resolved 0 and -1 mean no socket deadline at all
+			over = append(over, name+" unbounded")
+		case d > callTimeout:
+			over = append(over, name+" "+d.String())
 		}
-		if len(over) > 0 {
-			bad = append(bad, fmt.Sprintf("ContextTimeoutEnabled false with %s: want ContextTimeoutEnabled true, so that each call's CallTimeout (%s) bounds it, or both timeouts at most %s",
-				strings.Join(over, " and "), limit, limit))
-		}
+	}
+	if len(over) > 0 {
+		bad = append(bad, fmt.Sprintf("ContextTimeoutEnabled false with %s: want ContextTimeoutEnabled true, so that each call's CallTimeout (%s) bounds it, or both timeouts at most %s",
+			strings.Join(over, " and "), limit, limit))
 	}
 	if len(bad) == 0 {
 		return nil
 	}
 	return badConfig("lease: %T options cannot keep leases: %s; e.g. %s{MaxRetries: 1, ContextTimeoutEnabled: true}",
-		c, strings.Join(bad, "; "), l.options)
-}
-
-// timeoutString is a socket timeout as go-redis reads it: ≤ 0 is none.
-func timeoutString(d time.Duration) string {
-	if d <= 0 {
-		return "unbounded"
-	}
-	return d.String()
+		c, strings.Join(bad, "; "), options)
 }
 
 // validateID refuses an id that is empty, longer than [MaxIDLen], or holds

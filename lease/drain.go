@@ -31,10 +31,9 @@ func (m *Manager) draining() bool {
 	return false
 }
 
-// closeGate closes the gate. It takes no lock, so it may run under mu (a
-// registration reads the gate there): a lease registered just before the
-// close is in the set when the hand-off's snapshot takes mu after it. The
-// renewer, woken by the close, writes the heartbeat's draining mark at once.
+// closeGate closes the gate. It takes no lock, so it may run under mu,
+// where a registration reads the gate: a lease registered just before the
+// close is in the hand-off's snapshot.
 func (m *Manager) closeGate() {
 	m.gateOnce.Do(func() { close(m.gate) })
 }
@@ -47,29 +46,18 @@ func (m *Manager) refuseIfDraining() error {
 	return nil
 }
 
-// handOffResult counts what a hand-off did with the leases it took.
-type handOffResult struct {
-	// Released leases: their function succeeded and the key was deleted.
-	Released int
-	// LeftToExpire leases: their fn failed or the deadline came first.
-	LeftToExpire int
-	// Lost leases: lost or already ended before or during their hand-off.
-	Lost int
-}
-
-// handOffError reports leases a hand-off left to expire.
+// handOffError reports leases a hand-off left to expire, with what it did
+// with the others.
 type handOffError struct {
-	Result handOffResult
-	// Err joins the per-lease errors.
-	Err error
+	Released, LeftToExpire, Lost int
+	Err                          error // the per-lease errors, joined
 }
 
 func (e *handOffError) Error() string {
 	return fmt.Sprintf("lease: hand-off: %d released, %d left to expire, %d lost: %v",
-		e.Result.Released, e.Result.LeftToExpire, e.Result.Lost, e.Err)
+		e.Released, e.LeftToExpire, e.Lost, e.Err)
 }
 
-// Unwrap returns the per-lease errors.
 func (e *handOffError) Unwrap() error { return e.Err }
 
 // HandOff returns a drain hook (phase [drain.Flush], named
@@ -89,27 +77,31 @@ func (m *Manager) HandOff(fn func(ctx context.Context, l *Lease) error, concurre
 		Name:  m.hookName("lease-handoff"),
 		Phase: drain.Flush,
 		Run: func(ctx context.Context) error {
-			m.closeGate() // in case the flip did not reach us: no lease may arrive now
-			_, err := m.runHandOff(ctx, fn, concurrency)
-			return err
+			m.closeGate() // in case the flip did not reach us
+			return m.runHandOff(ctx, fn, concurrency)
 		},
 	}, nil
 }
 
 // runHandOff is the hand-off hook's work. Leases keep being renewed while
-// their fn runs; the error is a *handOffError if any was left to expire.
-func (m *Manager) runHandOff(ctx context.Context, fn func(ctx context.Context, l *Lease) error, concurrency int) (handOffResult, error) {
+// their fn runs.
+func (m *Manager) runHandOff(ctx context.Context, fn func(ctx context.Context, l *Lease) error, concurrency int) error {
 	var (
-		mu   sync.Mutex
-		res  handOffResult
-		errs []error
+		mu  sync.Mutex
+		res handOffError
+		all []error
 	)
-	count := func(n *int, err error) {
+	settle := func(l *Lease, err error) {
 		mu.Lock()
 		defer mu.Unlock()
-		*n++
-		if err != nil {
-			errs = append(errs, err)
+		switch {
+		case err == nil:
+			res.Released++
+		case errors.Is(err, ErrNotHeld), errors.Is(err, ErrLost):
+			res.Lost++
+		default:
+			res.LeftToExpire++
+			all = append(all, fmt.Errorf("room %s: %w", l.ID(), err))
 		}
 	}
 	// Take every lease before any fn runs: g.Go blocks at the limit, and a
@@ -121,18 +113,7 @@ func (m *Manager) runHandOff(ctx context.Context, fn func(ctx context.Context, l
 			mine = append(mine, l)
 		}
 	}
-	settle := func(l *Lease, err error) {
-		switch {
-		case err == nil:
-			count(&res.Released, nil)
-		case errors.Is(err, ErrNotHeld), errors.Is(err, ErrLost):
-			count(&res.Lost, nil)
-		default:
-			count(&res.LeftToExpire, fmt.Errorf("room %s: %w", l.ID(), err))
-		}
-	}
-	// A flushed room may move even if the drain's deadline is near: the
-	// releases get their own CallTimeout.
+	// A flushed room may move even if the drain's deadline is near.
 	q := &releaseQueue{m: m, ctx: context.WithoutCancel(ctx), done: settle}
 	var g errgroup.Group
 	g.SetLimit(max(concurrency, 1))
@@ -150,10 +131,11 @@ func (m *Manager) runHandOff(ctx context.Context, fn func(ctx context.Context, l
 	q.wait()
 	m.cfg.Logger.Info("lease hand-off done", "node_id", m.cfg.Node,
 		"released", res.Released, "left_to_expire", res.LeftToExpire, "lost", res.Lost)
-	if res.LeftToExpire > 0 {
-		return res, &handOffError{Result: res, Err: errors.Join(errs...)}
+	if res.LeftToExpire == 0 {
+		return nil
 	}
-	return res, nil
+	res.Err = errors.Join(all...)
+	return &res
 }
 
 // flushOne runs fn for l and returns nil when l may be released: fn
@@ -189,22 +171,22 @@ func (m *Manager) flushOne(ctx context.Context, l *Lease, fn func(context.Contex
 // "lease-release(" + RoutePrefix + ")") that stops the renewer, releases
 // every lease still held in batched pipelines, and deletes the node
 // heartbeat last. Once [Manager.HandOff] has been called, a lease still
-// held was not flushed: it is left to expire, never released, so its next
-// owner recovers it from snapshot and log.
+// held was not flushed: it is left to expire, so its next owner recovers
+// it from snapshot and log.
 func (m *Manager) ReleaseHook() drain.Hook {
 	return drain.Hook{Name: m.hookName("lease-release"), Phase: drain.Release, Run: m.releaseAll}
 }
 
-// hookName names one of this Manager's hooks after its RoutePrefix, so
-// managers with their own keys can share a drain (which refuses a name
-// used twice).
+// hookName names a hook after the RoutePrefix, so that managers with their
+// own keys can share a drain, which refuses a name used twice.
 func (m *Manager) hookName(kind string) string {
 	return kind + "(" + m.cfg.RoutePrefix + ")"
 }
 
 // releaseAll is the Release hook's work; see [Manager.ReleaseHook].
 func (m *Manager) releaseAll(ctx context.Context) error {
-	m.closeGate() // in case the flip did not reach us: nothing may be acquired now
+	m.closeGate() // in case the flip did not reach us
+
 	stopErr := errors.Join(m.stopRenewer(ctx), m.waitFlights(ctx))
 	var release []*Lease
 	for _, l := range m.snapshot(false) {

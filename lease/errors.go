@@ -31,8 +31,8 @@ var (
 )
 
 // heldError names the holder of a room Acquire could not take; it matches
-// ErrHeld. Node is empty for a route value that cannot be parsed (treated
-// as held, never overwritten).
+// ErrHeld. Node is empty for a route value that cannot be parsed.
+
 type heldError struct {
 	ID    string
 	Node  string

@@ -7,9 +7,9 @@ import (
 )
 
 // flight is one acquisition of a room in progress, shared by every
-// Acquire call for the room meanwhile. Its script call runs detached from
-// the callers, and a lease nobody waits for when it returns is released,
-// never registered: it would keep its room owned, renewed and unserved.
+// Acquire call for the room meanwhile. A lease nobody waits for when its
+// script returns is released, never registered: it would keep its room
+// owned, renewed and unserved.
 //
 // golang.org/x/sync/singleflight is not used: it cannot tell when every
 // caller has left, and that moment decides whether the lease is kept.
@@ -26,11 +26,9 @@ type flight struct {
 
 // join returns the flight for id, starting one if there is none, and
 // counts the caller as its waiter. A decided flight still cleaning up is
-// waited for first (within ctx and until Stop): releaseUnknown deletes any
-// value of this holder, so one acquisition per room at a time, clean-up
-// included. A flight runs on its own goroutine so that a caller can leave;
-// one started by a caller whose ctx never ends runs on the caller's
-// goroutine, which spares the hand-over between goroutines.
+// waited for first: releaseUnknown deletes any value of this holder, so
+// one acquisition per room at a time, clean-up included. A caller whose
+// ctx never ends cannot leave, so its flight runs on its goroutine.
 func (m *Manager) join(ctx context.Context, id string) (*flight, error) {
 	var f *flight
 	m.mu.Lock()
@@ -92,8 +90,8 @@ func (m *Manager) leave(f *flight) bool {
 var errNobodyWaits = errors.New("every caller gave up")
 
 // stillWanted returns the check made before each retry of f: none starts
-// after the flip, after Stop, or when nobody waits. A flight nobody waits
-// for is decided under mu, so a later caller starts a flight of its own.
+// after the flip, after Stop, or when nobody waits (then f is decided, so
+// a later caller starts a flight of its own).
 func (m *Manager) stillWanted(f *flight) func() error {
 	return func() error {
 		m.mu.Lock()
@@ -134,9 +132,8 @@ func (m *Manager) run(id string, f *flight) {
 }
 
 // register adds a freshly acquired lease, unless the flip came while the
-// script ran (ErrDraining), the manager stopped or every caller gave up:
-// then the lease is discarded, so none outlives the flip unseen by the
-// drain and none is renewed for nobody.
+// script ran, the manager stopped or every caller gave up: then the lease
+// is discarded, so none outlives the flip unseen by the drain.
 func (m *Manager) register(ctx context.Context, l *Lease, f *flight) (*Lease, error) {
 	m.mu.Lock()
 	var err error
@@ -156,9 +153,7 @@ func (m *Manager) register(ctx context.Context, l *Lease, f *flight) (*Lease, er
 		}
 		return nil, err
 	}
-	if old := m.leases[l.ID()]; old != nil && old != l {
-		// Never expected (flights are one per room and local ends an
-		// overdue lease first), but a replaced lease must not live on.
+	if old := m.leases[l.ID()]; old != nil && old != l { // not expected, but a replaced lease must not live on
 		defer old.end(m.overdueError(old, m.now()), true)
 	}
 	m.leases[l.ID()] = l
@@ -170,8 +165,8 @@ func (m *Manager) register(ctx context.Context, l *Lease, f *flight) (*Lease, er
 }
 
 // waitFlights waits, within ctx, for every acquisition in progress to
-// settle. Call it once running is false: flights then start no further
-// attempt and release what they acquire.
+// settle. Call it once running is false, so that none starts.
+
 func (m *Manager) waitFlights(ctx context.Context) error {
 	m.mu.Lock()
 	fs := make([]*flight, 0, len(m.pending))

@@ -33,8 +33,8 @@ type Lease struct {
 	state  atomic.Int32
 	slot   uint16 // Cluster hash slot of key, for batching
 
-	// The context is made on first use: most holders never ask, and made
-	// eagerly it puts a held lease over BENCHMARKS.md's heap-per-lease target.
+	// The context is made on first use: made eagerly, it puts a held lease
+	// over BENCHMARKS.md's heap-per-lease target.
 	mu     sync.Mutex
 	ctx    context.Context
 	cancel context.CancelCauseFunc
@@ -58,11 +58,10 @@ func (l *Lease) ID() string {
 func (l *Lease) Token() int64 { return l.fence }
 
 // Context returns a context cancelled when the lease ends; context.Cause
-// says how: [ErrLost] (wrapped with the reason: gone, taken, or no renewal
-// confirmed for TTL·2/3), [ErrLeftToExpire] (the drain or Stop left it
-// unreleased) or [ErrReleased]. Work done as the room's owner should run
-// under it, and pass [Lease.Token] with every write: storage rejects a
-// stale owner in the window before the renewer notices a loss.
+// says how: [ErrLost] (wrapped with the reason), [ErrLeftToExpire] or
+// [ErrReleased]. Work as the room's owner under it, and pass [Lease.Token]
+// with every write: storage rejects a stale owner in the window before
+// the renewer notices a loss.
 func (l *Lease) Context() context.Context {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -75,9 +74,8 @@ func (l *Lease) Context() context.Context {
 	return l.ctx
 }
 
-// endCause returns how an ended lease ended. The goroutine that ended it
-// records the cause just after the state: waiting on the context never
-// misses it.
+// endCause returns how an ended lease ended, waiting for the goroutine
+// that ended it to record the cause.
 func (l *Lease) endCause() error {
 	ctx := l.Context()
 	<-ctx.Done()
@@ -85,19 +83,17 @@ func (l *Lease) endCause() error {
 }
 
 // held reports whether the lease has not ended and its last confirmed
-// renewal is recent enough (TTL·2/3) to trust: a renewer starved of CPU
-// cannot make a lease look held after its TTL could have passed.
+// renewal is recent enough to trust, even if the renewer is starved.
 func (l *Lease) held() bool {
 	return !l.ended() && !l.overdue(l.m.now(), l.m.lostAfter)
 }
 
 // Release ends the lease (its context first) and compare-and-DELs its key,
-// retried while ctx lasts but not past the key's expiry by the confirmed
-// renewals. It returns nil if it deleted the key, an error wrapping
-// [ErrNotHeld] if the key had expired or is someone else's (do not fail a
-// drain on it), or the Redis error. Once the drain's hand-off has taken
-// the lease, the hand-off decides and Release touches nothing: it returns
-// [ErrLeftToExpire] or [ErrDraining]. See docs/leases.md.
+// retried while ctx lasts but not past the key's expiry. It returns nil if
+// it deleted the key, an error wrapping [ErrNotHeld] if the key had
+// expired or is someone else's (do not fail a drain on it), or the Redis
+// error. A lease the drain's hand-off took is the hand-off's: Release
+// returns [ErrLeftToExpire] or [ErrDraining] and touches nothing.
 func (l *Lease) Release(ctx context.Context) error {
 	if !l.state.CompareAndSwap(stateHeld, stateEnded) {
 		switch {
@@ -108,8 +104,7 @@ func (l *Lease) Release(ctx context.Context) error {
 		case l.state.Load() == stateHandedOff:
 			return fmt.Errorf("lease: release %s: the drain's hand-off had it: %w", l.label(), ErrDraining)
 		}
-		// Released or lost before: the compare-and-DEL deletes the key
-		// only if it is still ours, and replies lost may have kept it.
+		// Released or lost before: the key may still be ours if replies were lost.
 	} else {
 		l.finish(ErrReleased, false)
 	}
@@ -131,8 +126,8 @@ func (l *Lease) releaseKey(ctx context.Context) (int64, error) {
 }
 
 // discard gives up a lease no caller ever saw: no OnEnd, no metric. Its
-// key is deleted on a context the callers cannot cancel (their giving up
-// is why it is unwanted), so it does not keep its room for a whole TTL.
+// key is deleted even though the callers gave up, so that it does not
+// keep its room for a whole TTL.
 func (l *Lease) discard(ctx context.Context) error {
 	l.state.Store(stateEnded)
 	l.setCause(ErrReleased)
@@ -147,11 +142,10 @@ func (l *Lease) beginHandOff() bool {
 	return l.state.CompareAndSwap(stateHeld, stateHandingOff)
 }
 
-// end ends the lease once and reports whether this call did. lost means
-// the holder did not choose the end, so OnLost runs (after the context is
-// cancelled), then OnEnd; the lease leaves the Manager's set only after
-// both, so no new lease of the room is handed out before the old holder
-// was told to stop (see Manager.local).
+// end ends the lease once and reports whether this call did; lost means
+// the holder did not choose the end, so OnLost runs. The lease leaves the
+// Manager's set only after its hooks, so no new lease of the room is handed
+// out before the old holder was told to stop.
 func (l *Lease) end(cause error, lost bool) bool {
 	for {
 		s := l.state.Load()
@@ -170,8 +164,7 @@ func (l *Lease) end(cause error, lost bool) bool {
 	return true
 }
 
-// ended reports whether the lease has ended, whether or not its hooks
-// have returned.
+// ended reports whether the lease has ended, its hooks returned or not.
 func (l *Lease) ended() bool {
 	s := l.state.Load()
 	return s == stateEnded || s == stateHandedOff
@@ -202,9 +195,8 @@ func (l *Lease) setCause(cause error) {
 	}
 }
 
-// callHook calls hook and recovers a panic in it: hooks run on the
-// Manager's goroutines (the renewer above all), where a panic would crash
-// the process or cut short the end of this lease and of others.
+// callHook calls hook and recovers a panic in it: on the renewer, a panic
+// would crash the process or cut short the end of other leases.
 func (l *Lease) callHook(name string, hook func(*Lease, error), cause error) {
 	if hook == nil {
 		return
@@ -218,9 +210,9 @@ func (l *Lease) callHook(name string, hook func(*Lease, error), cause error) {
 	hook(l, cause)
 }
 
-// overdue reports whether the last confirmed renewal was sent TTL·2/3 ago
-// or more: Redis may expire the key TTL after that send, and the last third
-// covers clock drift and a slow stop.
+// overdue reports whether the last confirmed renewal was sent lostAfter
+// (TTL·2/3) ago or more; docs/leases.md has the budget.
+
 func (l *Lease) overdue(now time.Time, lostAfter time.Duration) bool {
 	return !now.Before(l.deadline(lostAfter))
 }

@@ -42,16 +42,12 @@ type Manager struct {
 	stopRun  context.CancelFunc // cancels the renewer's calls when Stop's ctx runs out
 	done     chan struct{}      // closed when the renewer has exited
 	hbFailed bool               // the last heartbeat write failed (logs on change)
-	// leftSet is closed (and cleared) when a lease leaves the set, for an
-	// Acquire waiting on an ended lease's hooks. One per Manager: waits are
-	// rare, leases many.
-	leftSet chan struct{}
+	leftSet  chan struct{}      // closed when a lease leaves the set; one per Manager: waits are rare, leases many
 }
 
-// New returns a Manager for client. It validates cfg and refuses, in one
-// error listing each, the client options leases cannot work with (see
-// Client settings in the package doc). Its errors match lifecycle.ErrConfig.
-// It starts nothing and does no I/O.
+// New returns a Manager for client, or an error matching
+// lifecycle.ErrConfig for a bad cfg or client options leases cannot work
+// with (see Client settings in the package doc). It does no I/O.
 func New(client redis.UniversalClient, cfg Config) (*Manager, error) {
 	if client == nil {
 		return nil, badConfig("lease: client is nil")
@@ -91,12 +87,10 @@ func New(client redis.UniversalClient, cfg Config) (*Manager, error) {
 	return m, nil
 }
 
-// Start checks every server leases are written to (it refuses, with
-// [ErrUnsafeServer], one too old for the scripts or whose maxmemory-policy
-// may evict lease keys), loads the scripts, writes the node heartbeat and
-// starts the renewer, which runs until [Manager.Stop] or the Release hook.
-// Each step is retried while ctx lasts (at most TTL each without a
-// deadline): give ctx a deadline to bound the start.
+// Start checks every server leases are written to ([ErrUnsafeServer]),
+// loads the scripts, writes the node heartbeat and starts the renewer,
+// which runs until [Manager.Stop] or the Release hook. Each step is
+// retried while ctx lasts, at most TTL without a deadline.
 func (m *Manager) Start(ctx context.Context) error {
 	m.mu.Lock()
 	if m.running || m.stopped {
@@ -125,8 +119,7 @@ func (m *Manager) Start(ctx context.Context) error {
 // acquisitions in progress; ends every lease still held with cause
 // [ErrLeftToExpire] (not released: their rooms may not be flushed); and
 // deletes the heartbeat if it is still ours. If ctx ends first it still
-// does all three and returns the errors joined. It is safe to call more
-// than once and after the Release hook.
+// does all three. It is safe to call more than once.
 func (m *Manager) Stop(ctx context.Context) error {
 	stopErr := errors.Join(m.stopRenewer(ctx), m.waitFlights(ctx))
 	m.abandonAll()
@@ -136,10 +129,10 @@ func (m *Manager) Stop(ctx context.Context) error {
 // loadScripts caches every script on every server, so the first renewal
 // round needs no EVAL fallback.
 func (m *Manager) loadScripts(ctx context.Context) error {
-	load := func(ctx context.Context, c redis.UniversalClient) error {
+	err := m.forEachServer(ctx, func(ctx context.Context, c redis.UniversalClient, _ string) error {
 		return m.retry(ctx, nil, func(ctx context.Context) error {
-			// SCRIPT LOAD itself: Script.Load on a pipeline would read the
-			// unanswered reply and set the script's hash to "".
+			// Not Script.Load on a pipeline: it reads the unanswered reply
+			// and sets the script's hash to "".
 			pipe := c.Pipeline()
 			for _, src := range scriptSources {
 				pipe.ScriptLoad(ctx, src)
@@ -147,15 +140,14 @@ func (m *Manager) loadScripts(ctx context.Context) error {
 			_, err := pipe.Exec(ctx)
 			return err
 		})
-	}
-	if err := m.forEachServer(ctx, func(ctx context.Context, c redis.UniversalClient, _ string) error { return load(ctx, c) }); err != nil {
+	})
+	if err != nil {
 		return fmt.Errorf("load scripts: %w", err)
 	}
 	return nil
 }
 
-// forEachServer calls fn for every server leases are written to: every
-// master on Cluster, every shard on Ring, else the client itself.
+// forEachServer calls fn for every server leases are written to.
 func (m *Manager) forEachServer(ctx context.Context, fn func(ctx context.Context, c redis.UniversalClient, addr string) error) error {
 	each := func(ctx context.Context, n *redis.Client) error { return fn(ctx, n, n.Options().Addr) }
 	switch c := m.client.(type) {
@@ -171,9 +163,8 @@ func (m *Manager) forEachServer(ctx context.Context, fn func(ctx context.Context
 }
 
 // stopRenewer stops the renewer and waits for it, so none of its writes
-// lands after what the caller does next (deleting the heartbeat). Later
-// Acquires fail with ErrNotRunning. If ctx ends first the round in flight
-// is cancelled.
+// lands after the heartbeat's delete. If ctx ends first the round in
+// flight is cancelled.
 func (m *Manager) stopRenewer(ctx context.Context) error {
 	m.mu.Lock()
 	m.running, m.stopped = false, true
@@ -210,8 +201,9 @@ func (m *Manager) leaveToExpire(l *Lease) {
 	}
 }
 
-// Held returns how many leases m holds, those in hand-off included: the
-// leases the renewer renews.
+// Held returns how many leases m holds and renews, those in hand-off
+// included.
+
 func (m *Manager) Held() int { return len(m.snapshot(false)) }
 
 // snapshot copies the lease set without the leases that ended but have not

@@ -23,9 +23,9 @@ type Owner struct {
 
 // Owner returns the current holder of room id: [ErrNotHeld] if nobody
 // holds it, an error matching [ErrHeld] if the route value cannot be
-// parsed. It reads the route, then the holder's heartbeat (two keys, two
-// slots, two calls, each with its own CallTimeout and retried while ctx
-// lasts).
+// parsed. It reads the route, then the holder's heartbeat: two calls, as
+// the keys are in two slots.
+
 func (m *Manager) Owner(ctx context.Context, id string) (Owner, error) {
 	if err := validateID(id); err != nil {
 		return Owner{}, err

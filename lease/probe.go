@@ -6,11 +6,10 @@ import (
 	"time"
 )
 
-// Probe is a readiness check for the lease machinery: one Lua script that
-// reads this node's heartbeat and succeeds if it is ours and its TTL is
-// above TTL/3 (the renewer refreshes it every RenewInterval, so less means
-// renewals are failing). It answers within [ProbeTimeout] and writes
-// nothing. Failures count room_lease_check_failures_total.
+// Probe is a readiness check for the lease machinery: it succeeds if this
+// node's heartbeat is ours and its TTL is above TTL/3 (less means renewals
+// are failing). It answers within [ProbeTimeout] and writes nothing.
+
 func (m *Manager) Probe(ctx context.Context) error {
 	err := m.probe(ctx)
 	if err != nil {

@@ -8,10 +8,9 @@ import (
 )
 
 // releaseQueue releases the leases a hand-off has flushed, many per round
-// trip: add queues a lease and, if no pipeline is in flight, starts a
-// sender that sends everything queued until the queue is empty. A room
-// moves within a round trip of its flush, and flushes never wait for a
-// release.
+// trip: while a pipeline is in flight, flushed leases queue for the next.
+// A room moves within a round trip of its flush, and flushes never wait
+// for a release.
 type releaseQueue struct {
 	m    *Manager
 	ctx  context.Context           // the releases' own: not cut short by the drain's deadline
@@ -55,8 +54,8 @@ func (q *releaseQueue) send() {
 }
 
 // releaseEach compare-and-DELs leases in batched pipelines and returns one
-// result per lease, in order, as [Lease.Release] would. Calls another
-// attempt may fix are sent again while ctx lasts.
+// result per lease, in order, as [Lease.Release] would.
+
 func (m *Manager) releaseEach(ctx context.Context, leases []*Lease) []error {
 	errs := make([]error, len(leases))
 	at := make(map[*Lease]int, len(leases))

@@ -23,8 +23,9 @@ const (
 )
 
 // renewLoop is the renewer goroutine. It wakes at each tick, at the
-// earliest overdue deadline of any lease (so a lease is given up at TTL·2/3
-// even while a renewal call hangs) and once at the drain gate.
+// earliest overdue deadline of any lease (so a lease is given up in time
+// even while a renewal call hangs) and once at the drain gate, to mark the
+// heartbeat draining.
 func (m *Manager) renewLoop(ctx context.Context, stop <-chan struct{}, done chan<- struct{}) {
 	defer close(done)
 	gate := m.gate
@@ -37,7 +38,9 @@ func (m *Manager) renewLoop(ctx context.Context, stop <-chan struct{}, done chan
 			return
 		case <-gate:
 			gate = nil
-			m.heartbeatTick(ctx)
+			hbCtx, cancel := context.WithTimeout(ctx, m.cfg.CallTimeout)
+			m.noteHeartbeat(m.writeHeartbeat(hbCtx, false)) // the next round writes it again if this fails
+			cancel()
 		case <-timer.C:
 		}
 		now := m.now()
@@ -72,7 +75,7 @@ func (m *Manager) expireOverdue(now time.Time) time.Time {
 }
 
 // overdueError is the cause of l, lost at now for want of a confirmed
-// renewal: how long it has been (far more after a pause) and the limit.
+// renewal.
 func (m *Manager) overdueError(l *Lease, now time.Time) error {
 	since := now.Sub(time.Unix(0, l.lastOK.Load()))
 	return lostError(fmt.Sprintf("no renewal confirmed for %s (limit %s, TTL·2/3)",
@@ -93,19 +96,11 @@ func (m *Manager) tick(ctx context.Context, earliest time.Time) {
 	}
 }
 
-// heartbeatTick writes the heartbeat alone (the drain mark), in one call:
-// the next renewal round writes it again if this one fails.
-func (m *Manager) heartbeatTick(ctx context.Context) {
-	ctx, cancel := context.WithTimeout(ctx, m.cfg.CallTimeout)
-	defer cancel()
-	m.noteHeartbeat(m.writeHeartbeat(ctx, false))
-}
-
 // Renew renews every held lease and the node heartbeat in one pipeline,
-// one round trip per Redis node: what the renewer does each tick, for a
-// caller that wants the leases confirmed now or times one round. A lease
-// Redis reports gone or taken is lost at once; a failed renewal keeps the
-// last confirmed time. Call it between Start and Stop only; ctx bounds it.
+// one round trip per Redis node: the renewer's tick, for a caller that
+// wants the leases confirmed now. A lease Redis reports gone or taken is
+// lost at once; a failed renewal keeps the last confirmed time. Call it
+// between Start and Stop only.
 func (m *Manager) Renew(ctx context.Context) error {
 	leases := m.snapshot(false)
 	sent := m.now()
@@ -159,8 +154,7 @@ func (m *Manager) renewPipeline(ctx context.Context, leases []*Lease) ([]batchCa
 	return calls, hbErr, err
 }
 
-// heartbeatArgs are the heartbeat script's ARGV; every write after the
-// flip says draining.
+// heartbeatArgs are the heartbeat script's ARGV.
 func (m *Manager) heartbeatArgs() []any {
 	state := stateActive
 	if m.draining() {
@@ -186,8 +180,7 @@ func (m *Manager) writeHeartbeat(ctx context.Context, start bool) error {
 	return nil
 }
 
-// noteHeartbeat counts a failed heartbeat write and logs only changes
-// between failing and healthy.
+// noteHeartbeat counts a failed heartbeat write and logs only changes.
 func (m *Manager) noteHeartbeat(err error) {
 	if err != nil {
 		m.met.heartbeatErrors.Inc()
@@ -204,8 +197,8 @@ func (m *Manager) noteHeartbeat(err error) {
 	}
 }
 
-// deleteHeartbeat deletes the heartbeat if it is still ours, retrying
-// within ctx (the stop's or the drain's budget).
+// deleteHeartbeat deletes the heartbeat if it is still ours.
+
 func (m *Manager) deleteHeartbeat(ctx context.Context) error {
 	m.mu.Lock()
 	started := m.started

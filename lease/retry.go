@@ -14,11 +14,11 @@ import (
 )
 
 // retry calls call until it succeeds, fails in a way another attempt
-// cannot fix, ctx ends, or again (if set) returns an error before an
-// attempt after the first. A ctx without a deadline ends after TTL. Each
-// attempt gets CallTimeout within ctx, and attempts back off from
-// CallTimeout/8 doubling to CallTimeout, with jitter, so nodes retrying
-// together do not arrive together. Every lease script is safe to repeat.
+// cannot fix, ctx ends (after TTL without a deadline), or again (if set)
+// returns an error before a retry. Each attempt gets CallTimeout; retries
+// back off from CallTimeout/8 to CallTimeout with jitter, so that nodes
+// retrying together do not arrive together. Every lease script is safe to
+// repeat.
 func (m *Manager) retry(ctx context.Context, again func() error, call func(ctx context.Context) error) error {
 	end, ok := ctx.Deadline()
 	if !ok {
@@ -26,7 +26,7 @@ func (m *Manager) retry(ctx context.Context, again func() error, call func(ctx c
 	}
 	backoff := m.cfg.CallTimeout / 8
 	for attempt := 1; ; attempt++ {
-		cctx, cancel := context.WithDeadline(ctx, earlier(time.Now().Add(m.cfg.CallTimeout), end))
+		cctx, cancel := context.WithTimeout(ctx, min(m.cfg.CallTimeout, time.Until(end)))
 		err := call(cctx)
 		cancel()
 		if err == nil || !retryable(err) {
@@ -47,8 +47,8 @@ func (m *Manager) retry(ctx context.Context, again func() error, call func(ctx c
 	}
 }
 
-// beforeExpiry stops retries once expiry has passed: a key that Redis has
-// expired by then needs no release.
+// beforeExpiry stops retries once expiry has passed: an expired key needs
+// no release.
 func (m *Manager) beforeExpiry(expiry time.Time) func() error {
 	return func() error {
 		if m.now().Before(expiry) {
@@ -77,17 +77,10 @@ func backOff(ctx context.Context, end time.Time, d time.Duration) bool {
 	}
 }
 
-func earlier(a, b time.Time) time.Time {
-	if a.Before(b) {
-		return a
-	}
-	return b
-}
-
 // retryable reports whether err may pass on another attempt: a timeout, a
 // failed connection, or a server briefly unable to serve (MOVED and ASK
-// reach us only from calls sent to one Cluster node directly). A server's
-// answer to the command itself is final.
+// come only from calls sent to one Cluster node directly).
+
 func retryable(err error) bool {
 	var netErr net.Error
 	switch {

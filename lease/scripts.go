@@ -6,10 +6,9 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// The scripts live in their own files so they read (and can be tested in
-// redis-cli) as Lua. Each touches keys of one hash tag only, so it runs on
-// one Cluster slot. They run through EVALSHA; Script.Run falls back to
-// EVAL when the server lost its script cache (restart, failover).
+// The scripts live in their own files so they read as Lua. Each touches
+// keys of one hash tag only, so it runs on one Cluster slot.
+
 var (
 	//go:embed scripts/acquire.lua
 	acquireSrc string

@@ -23,9 +23,8 @@ func (m *Manager) checkServers(ctx context.Context) error {
 }
 
 func (m *Manager) checkServer(ctx context.Context, c redis.UniversalClient, addr string) error {
-	read := func(call func(ctx context.Context) (map[string]string, error)) (map[string]string, error) {
-		var out map[string]string
-		err := m.retry(ctx, nil, func(ctx context.Context) (err error) {
+	read := func(call func(ctx context.Context) (map[string]string, error)) (out map[string]string, err error) {
+		err = m.retry(ctx, nil, func(ctx context.Context) (err error) {
 			out, err = call(ctx)
 			return err
 		})
@@ -37,6 +36,7 @@ func (m *Manager) checkServer(ctx context.Context, c redis.UniversalClient, addr
 			return parseInfo(text), err
 		})
 	}
+
 	srv, err := info("server")
 	switch version := srv["redis_version"]; {
 	case err != nil && retryable(err):
