@@ -90,7 +90,6 @@ type batchCall struct {
 // sendBatches sends one call of script per batch in one pipeline, KEYS the
 // route keys and ARGV head then each route value; calls answered NOSCRIPT
 // go again as EVAL. extra queues more on the pipeline.
-
 func (m *Manager) sendBatches(ctx context.Context, script *redis.Script, batches [][]*Lease, head []any, extra func(redis.Pipeliner, bool)) ([]batchCall, error) {
 	calls := make([]batchCall, len(batches))
 	pipe := m.client.Pipeline()
@@ -153,5 +152,4 @@ func decodeStatuses(cmd *redis.Cmd, dst []int8) error {
 		dst[i] = int8(r.(int64))
 	}
 	return nil
-
 }

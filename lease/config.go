@@ -144,7 +144,6 @@ func (c Config) Validate() error {
 }
 
 // configError matches lifecycle.ErrConfig without adding to its text.
-
 type configError struct{ err error }
 
 func (e *configError) Error() string        { return e.err.Error() }

@@ -32,7 +32,6 @@ var (
 
 // heldError names the holder of a room Acquire could not take; it matches
 // ErrHeld. Node is empty for a route value that cannot be parsed.
-
 type heldError struct {
 	ID    string
 	Node  string

@@ -166,7 +166,6 @@ func (m *Manager) register(ctx context.Context, l *Lease, f *flight) (*Lease, er
 
 // waitFlights waits, within ctx, for every acquisition in progress to
 // settle. Call it once running is false, so that none starts.
-
 func (m *Manager) waitFlights(ctx context.Context) error {
 	m.mu.Lock()
 	fs := make([]*flight, 0, len(m.pending))

@@ -212,7 +212,6 @@ func (l *Lease) callHook(name string, hook func(*Lease, error), cause error) {
 
 // overdue reports whether the last confirmed renewal was sent lostAfter
 // (TTL·2/3) ago or more; docs/leases.md has the budget.
-
 func (l *Lease) overdue(now time.Time, lostAfter time.Duration) bool {
 	return !now.Before(l.deadline(lostAfter))
 }

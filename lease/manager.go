@@ -203,7 +203,6 @@ func (m *Manager) leaveToExpire(l *Lease) {
 
 // Held returns how many leases m holds and renews, those in hand-off
 // included.
-
 func (m *Manager) Held() int { return len(m.snapshot(false)) }
 
 // snapshot copies the lease set without the leases that ended but have not

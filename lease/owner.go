@@ -25,7 +25,6 @@ type Owner struct {
 // holds it, an error matching [ErrHeld] if the route value cannot be
 // parsed. It reads the route, then the holder's heartbeat: two calls, as
 // the keys are in two slots.
-
 func (m *Manager) Owner(ctx context.Context, id string) (Owner, error) {
 	if err := validateID(id); err != nil {
 		return Owner{}, err

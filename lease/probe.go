@@ -9,7 +9,6 @@ import (
 // Probe is a readiness check for the lease machinery: it succeeds if this
 // node's heartbeat is ours and its TTL is above TTL/3 (less means renewals
 // are failing). It answers within [ProbeTimeout] and writes nothing.
-
 func (m *Manager) Probe(ctx context.Context) error {
 	err := m.probe(ctx)
 	if err != nil {

@@ -55,7 +55,6 @@ func (q *releaseQueue) send() {
 
 // releaseEach compare-and-DELs leases in batched pipelines and returns one
 // result per lease, in order, as [Lease.Release] would.
-
 func (m *Manager) releaseEach(ctx context.Context, leases []*Lease) []error {
 	errs := make([]error, len(leases))
 	at := make(map[*Lease]int, len(leases))

@@ -198,7 +198,6 @@ func (m *Manager) noteHeartbeat(err error) {
 }
 
 // deleteHeartbeat deletes the heartbeat if it is still ours.
-
 func (m *Manager) deleteHeartbeat(ctx context.Context) error {
 	m.mu.Lock()
 	started := m.started

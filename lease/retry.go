@@ -80,7 +80,6 @@ func backOff(ctx context.Context, end time.Time, d time.Duration) bool {
 // retryable reports whether err may pass on another attempt: a timeout, a
 // failed connection, or a server briefly unable to serve (MOVED and ASK
 // come only from calls sent to one Cluster node directly).
-
 func retryable(err error) bool {
 	var netErr net.Error
 	switch {
