@@ -97,13 +97,7 @@ func (m *Manager) acquire(ctx context.Context, id string, stillWanted func() err
 		return err
 	})
 	if errors.Is(err, errShortWait) { // taken on the primary only: undo it
-		if _, val, derr := acquireReply(res); derr == nil {
-			fence, _ := strconv.ParseInt(val, 10, 64)
-			if rerr := m.newLease(id, fence, m.prefix+val, sent).discard(ctx); rerr != nil {
-				err = errors.Join(err, rerr) // the key expires within TTL
-			}
-		}
-		return nil, fmt.Errorf("lease: acquire %s: %w", m.routeKey(id), err)
+		unknown = sent
 	}
 	if err != nil {
 		if !unknown.IsZero() {
@@ -126,21 +120,6 @@ func (m *Manager) acquire(ctx context.Context, id string, stillWanted func() err
 		return nil, fmt.Errorf("lease: acquire %s: fence %q: %w", m.routeKey(id), val, err)
 	}
 	return m.newLease(id, fence, m.prefix+val, sent), nil
-}
-
-// releaseUnknown undoes an attempt whose reply was lost: the key may hold
-// our value with a fence nobody knows, leaving the room without a usable
-// owner for a TTL. Deleting any value of this holder is safe: acquire runs
-// in the room's only flight while we hold no lease of it.
-func (m *Manager) releaseUnknown(ctx context.Context, id string, sent time.Time) error {
-	key := m.routeKey(id)
-	err := m.retry(context.WithoutCancel(ctx), m.beforeExpiry(sent.Add(m.cfg.TTL)), func(ctx context.Context) error {
-		return releaseHolderScript.Run(ctx, m.client, []string{key}, m.prefix).Err()
-	})
-	if err != nil {
-		return fmt.Errorf("release %s after a lost reply: %w", key, err)
-	}
-	return nil
 }
 
 // acquireCall runs the acquire script and, with Config.WaitReplicas, WAITs

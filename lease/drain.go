@@ -113,8 +113,13 @@ func (m *Manager) runHandOff(ctx context.Context, fn func(ctx context.Context, l
 			mine = append(mine, l)
 		}
 	}
-	// A flushed room may move even if the drain's deadline is near.
-	q := &releaseQueue{m: m, ctx: context.WithoutCancel(ctx), done: settle}
+	flushed := make(chan *Lease, len(mine))
+	released := make(chan struct{})
+	go func() {
+		defer close(released)
+		// A flushed room may move even if the drain's deadline is near.
+		m.releaseFlushed(context.WithoutCancel(ctx), flushed, settle)
+	}()
 	var g errgroup.Group
 	g.SetLimit(max(concurrency, 1))
 	for _, l := range mine {
@@ -122,13 +127,14 @@ func (m *Manager) runHandOff(ctx context.Context, fn func(ctx context.Context, l
 			if err := m.flushOne(ctx, l, fn); err != nil {
 				settle(l, err)
 			} else {
-				q.add(l)
+				flushed <- l
 			}
 			return nil
 		})
 	}
 	_ = g.Wait()
-	q.wait()
+	close(flushed)
+	<-released
 	m.cfg.Logger.Info("lease hand-off done", "node_id", m.cfg.Node,
 		"released", res.Released, "left_to_expire", res.LeftToExpire, "lost", res.Lost)
 	if res.LeftToExpire == 0 {
@@ -202,11 +208,11 @@ func (m *Manager) releaseAll(ctx context.Context) error {
 		}
 	}
 	var relErr []error
-	for _, err := range m.releaseEach(ctx, release) {
+	m.releaseEach(ctx, release, func(_ *Lease, err error) {
 		if err != nil && !errors.Is(err, ErrNotHeld) { // gone or taken: nothing to undo
 			relErr = append(relErr, err)
 		}
-	}
+	})
 	m.abandonAll()
 	return errors.Join(stopErr, errors.Join(relErr...), m.deleteHeartbeat(ctx))
 }

@@ -266,12 +266,14 @@ func TestReleaseKeepsALeaseLeftToExpire(t *testing.T) {
 // ours if lost renewal replies kept it alive, must be left to expire).
 func TestReleaseAfterTheHandOffTouchesNothing(t *testing.T) {
 	b := standalone(t)
-	var holderReleases atomic.Int32 // release scripts sent alone, not in the hand-off's pipeline
-	c := b.client(cmdHook{fn: func(ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error {
-		if args := cmd.Args(); len(args) > 1 && (args[1] == releaseScript.Hash() || args[1] == releaseSrc) {
-			holderReleases.Add(1)
+	var releases atomic.Int32 // release scripts sent
+	c := b.client(pipelineHook{fn: func(ctx context.Context, cmds []redis.Cmder, next redis.ProcessPipelineHook) error {
+		for _, cmd := range cmds {
+			if args := cmd.Args(); len(args) > 1 && (args[1] == releaseScript.Hash() || args[1] == releaseSrc) {
+				releases.Add(1)
+			}
 		}
-		return next(ctx, cmd)
+		return next(ctx, cmds)
 	}})
 	ctx := context.Background()
 	for _, tt := range []struct {
@@ -290,9 +292,9 @@ func TestReleaseAfterTheHandOffTouchesNothing(t *testing.T) {
 			}, 1)
 			require.NoError(t, err, "HandOff")
 			_ = hook.Run(ctx) // a lost lease is no hand-off error; its outcome is checked below
-			before := holderReleases.Load()
+			before := releases.Load()
 			assert.ErrorIs(t, l.Release(ctx), ErrDraining, "Release after the hand-off (the hand-off decided)")
-			assert.Zero(t, holderReleases.Load()-before, "release scripts sent by the holder's Release")
+			assert.Zero(t, releases.Load()-before, "release scripts sent by the holder's Release")
 			assert.Equal(t, tt.wantKey, c.Exists(ctx, l.key).Val(), "Exists(key) after the hand-off and a Release")
 		})
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 )
 
 // flight is one acquisition of a room in progress, shared by every
@@ -148,7 +149,7 @@ func (m *Manager) register(ctx context.Context, l *Lease, f *flight) (*Lease, er
 	if err != nil {
 		f.decided = true
 		m.mu.Unlock()
-		if rerr := l.discard(ctx); rerr != nil {
+		if rerr := m.releaseUnknown(ctx, l.ID(), time.Unix(0, l.lastOK.Load())); rerr != nil {
 			return nil, errors.Join(err, rerr) // the key expires within TTL
 		}
 		return nil, err

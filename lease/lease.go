@@ -88,55 +88,6 @@ func (l *Lease) held() bool {
 	return !l.ended() && !l.overdue(l.m.now(), l.m.lostAfter)
 }
 
-// Release ends the lease (its context first) and compare-and-DELs its key,
-// retried while ctx lasts but not past the key's expiry. It returns nil if
-// it deleted the key, an error wrapping [ErrNotHeld] if the key had
-// expired or is someone else's (do not fail a drain on it), or the Redis
-// error. A lease the drain's hand-off took is the hand-off's: Release
-// returns [ErrLeftToExpire] or [ErrDraining] and touches nothing.
-func (l *Lease) Release(ctx context.Context) error {
-	if !l.state.CompareAndSwap(stateHeld, stateEnded) {
-		switch {
-		case l.state.Load() == stateHandingOff:
-			return fmt.Errorf("lease: release %s: the drain's hand-off has it: %w", l.label(), ErrDraining)
-		case errors.Is(l.endCause(), ErrLeftToExpire):
-			return fmt.Errorf("lease: release %s: %w", l.label(), ErrLeftToExpire)
-		case l.state.Load() == stateHandedOff:
-			return fmt.Errorf("lease: release %s: the drain's hand-off had it: %w", l.label(), ErrDraining)
-		}
-		// Released or lost before: the key may still be ours if replies were lost.
-	} else {
-		l.finish(ErrReleased, false)
-	}
-	status, err := l.releaseKey(ctx)
-	if err != nil {
-		return fmt.Errorf("lease: release %s: %w", l.key, err)
-	}
-	return l.m.releaseResult(l, status)
-}
-
-// releaseKey compare-and-DELs the key and returns the script's status:
-// 1 deleted, 0 gone, -1 someone else's.
-func (l *Lease) releaseKey(ctx context.Context) (int64, error) {
-	var status [1]int8
-	err := l.m.retry(ctx, l.m.beforeExpiry(l.deadline(l.m.cfg.TTL)), func(ctx context.Context) error {
-		return decodeStatuses(releaseScript.Run(ctx, l.m.client, []string{l.key}, l.value), status[:])
-	})
-	return int64(status[0]), err
-}
-
-// discard gives up a lease no caller ever saw: no OnEnd, no metric. Its
-// key is deleted even though the callers gave up, so that it does not
-// keep its room for a whole TTL.
-func (l *Lease) discard(ctx context.Context) error {
-	l.state.Store(stateEnded)
-	l.setCause(ErrReleased)
-	if _, err := l.releaseKey(context.WithoutCancel(ctx)); err != nil {
-		return fmt.Errorf("lease: release unregistered %s: %w", l.label(), err)
-	}
-	return nil
-}
-
 // beginHandOff moves a held lease into the hand-off; false if not held.
 func (l *Lease) beginHandOff() bool {
 	return l.state.CompareAndSwap(stateHeld, stateHandingOff)

@@ -233,19 +233,6 @@ func (m *Manager) forget(l *Lease) {
 	m.mu.Unlock()
 }
 
-// releaseResult maps the release script's reply to Release's result.
-func (m *Manager) releaseResult(l *Lease, n int64) error {
-	switch n {
-	case 1:
-		m.met.released.Inc()
-		return nil
-	case 0:
-		return fmt.Errorf("lease: release %s: expired: %w", l.label(), ErrNotHeld)
-	default:
-		return fmt.Errorf("lease: release %s: taken by another holder: %w", l.label(), ErrNotHeld)
-	}
-}
-
 func (m *Manager) routeKey(id string) string { return m.cfg.RoutePrefix + "{" + id + "}" }
 func (m *Manager) fenceKey(id string) string { return m.cfg.FencePrefix + "{" + id + "}" }
 func (m *Manager) nodeKey() string           { return m.nodeKeyOf(m.cfg.Node) }

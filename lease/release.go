@@ -4,79 +4,87 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
+	"time"
 )
 
-// releaseQueue releases the leases a hand-off has flushed, many per round
-// trip: while a pipeline is in flight, flushed leases queue for the next.
-// A room moves within a round trip of its flush, and flushes never wait
-// for a release.
-type releaseQueue struct {
-	m    *Manager
-	ctx  context.Context           // the releases' own: not cut short by the drain's deadline
-	done func(l *Lease, err error) // each lease's result, as Lease.Release returns it
-
-	senders sync.WaitGroup
-	mu      sync.Mutex
-	queued  []*Lease
-	sending bool
-}
-
-func (q *releaseQueue) add(l *Lease) {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	q.queued = append(q.queued, l)
-	if !q.sending {
-		q.sending = true
-		q.senders.Go(q.send)
+// Release ends the lease (its context first) and compare-and-DELs its key,
+// retried while ctx lasts but not past the key's expiry. It returns nil if
+// it deleted the key, an error wrapping [ErrNotHeld] if the key had
+// expired or is someone else's (do not fail a drain on it), or the Redis
+// error. A lease the drain's hand-off took is the hand-off's: Release
+// returns [ErrLeftToExpire] or [ErrDraining] and touches nothing.
+func (l *Lease) Release(ctx context.Context) error {
+	if !l.state.CompareAndSwap(stateHeld, stateEnded) {
+		switch {
+		case l.state.Load() == stateHandingOff:
+			return fmt.Errorf("lease: release %s: the drain's hand-off has it: %w", l.label(), ErrDraining)
+		case errors.Is(l.endCause(), ErrLeftToExpire):
+			return fmt.Errorf("lease: release %s: %w", l.label(), ErrLeftToExpire)
+		case l.state.Load() == stateHandedOff:
+			return fmt.Errorf("lease: release %s: the drain's hand-off had it: %w", l.label(), ErrDraining)
+		}
+		// Released or lost before: the key may still be ours if replies were lost.
+	} else {
+		l.finish(ErrReleased, false)
 	}
+	var err error
+	l.m.releaseEach(ctx, []*Lease{l}, func(_ *Lease, e error) { err = e })
+	return err
 }
 
-// wait returns once every lease added has been released and reported.
-func (q *releaseQueue) wait() { q.senders.Wait() }
-
-func (q *releaseQueue) send() {
-	for {
-		q.mu.Lock()
-		batch := q.queued
-		q.queued, q.sending = nil, len(batch) > 0
-		q.mu.Unlock()
-		if len(batch) == 0 {
-			return
+// releaseFlushed releases the leases received from flushed until it is
+// closed, many per round trip: those flushed while a pipeline is in flight
+// go together in the next. A room moves within a round trip of its flush,
+// and no flush waits for a release.
+func (m *Manager) releaseFlushed(ctx context.Context, flushed <-chan *Lease, done func(*Lease, error)) {
+	for l := range flushed {
+		batch := []*Lease{l}
+	more:
+		for {
+			select {
+			case l, ok := <-flushed:
+				if !ok {
+					break more
+				}
+				batch = append(batch, l)
+			default:
+				break more
+			}
 		}
 		for _, l := range batch {
 			l.end(ErrReleased, false) // the context is cancelled before the key goes
 		}
-		for i, err := range q.m.releaseEach(q.ctx, batch) {
-			q.done(batch[i], err)
-		}
+		m.releaseEach(ctx, batch, done)
 	}
 }
 
-// releaseEach compare-and-DELs leases in batched pipelines and returns one
-// result per lease, in order, as [Lease.Release] would.
-func (m *Manager) releaseEach(ctx context.Context, leases []*Lease) []error {
-	errs := make([]error, len(leases))
-	at := make(map[*Lease]int, len(leases))
-	for i, l := range leases {
-		at[l] = i
+// releaseEach compare-and-DELs leases in batched pipelines, retried while
+// ctx lasts but not past the last key's expiry, and calls done once per
+// lease with what [Lease.Release] returns.
+func (m *Manager) releaseEach(ctx context.Context, leases []*Lease, done func(*Lease, error)) {
+	var expiry time.Time
+	for _, l := range leases {
+		if d := l.deadline(m.cfg.TTL); d.After(expiry) {
+			expiry = d
+		}
 	}
 	pending := m.batches(leases)
-	err := m.retry(ctx, nil, func(ctx context.Context) error {
+	err := m.retry(ctx, m.beforeExpiry(expiry), func(ctx context.Context) error {
 		calls, _ := m.sendBatches(ctx, releaseScript, pending, nil, nil)
 		pending = pending[:0]
 		var retryErrs []error
 		for _, c := range calls {
-			if c.err != nil && retryable(c.err) {
+			switch {
+			case c.err != nil && retryable(c.err):
 				pending = append(pending, c.leases)
 				retryErrs = append(retryErrs, c.err)
-				continue
-			}
-			for i, l := range c.leases {
-				if c.err != nil {
-					errs[at[l]] = fmt.Errorf("lease: release %s: %w", l.label(), c.err)
-				} else {
-					errs[at[l]] = m.releaseResult(l, int64(c.status[i]))
+			case c.err != nil:
+				for _, l := range c.leases {
+					done(l, fmt.Errorf("lease: release %s: %w", l.label(), c.err))
+				}
+			default:
+				for i, l := range c.leases {
+					done(l, m.releaseResult(l, c.status[i]))
 				}
 			}
 		}
@@ -84,8 +92,36 @@ func (m *Manager) releaseEach(ctx context.Context, leases []*Lease) []error {
 	})
 	for _, b := range pending {
 		for _, l := range b {
-			errs[at[l]] = fmt.Errorf("lease: release %s: %w", l.label(), err)
+			done(l, fmt.Errorf("lease: release %s: %w", l.label(), err))
 		}
 	}
-	return errs
+}
+
+// releaseResult maps the release script's status to Release's result.
+func (m *Manager) releaseResult(l *Lease, status int8) error {
+	switch status {
+	case 1:
+		m.met.released.Inc()
+		return nil
+	case 0:
+		return fmt.Errorf("lease: release %s: expired: %w", l.label(), ErrNotHeld)
+	default:
+		return fmt.Errorf("lease: release %s: taken by another holder: %w", l.label(), ErrNotHeld)
+	}
+}
+
+// releaseUnknown deletes a lease of room id that no caller saw (every
+// caller gave up, the flip came, or too few replicas acknowledged) or
+// whose fence nobody knows (the reply was lost), so that it does not keep
+// its room for a TTL. Deleting any value of this holder is safe: it runs
+// in the room's only flight while we hold no lease of it.
+func (m *Manager) releaseUnknown(ctx context.Context, id string, sent time.Time) error {
+	key := m.routeKey(id)
+	err := m.retry(context.WithoutCancel(ctx), m.beforeExpiry(sent.Add(m.cfg.TTL)), func(ctx context.Context) error {
+		return releaseHolderScript.Run(ctx, m.client, []string{key}, m.prefix).Err()
+	})
+	if err != nil {
+		return fmt.Errorf("release %s of this holder: %w", key, err)
+	}
+	return nil
 }

@@ -24,12 +24,6 @@ func (c *waitingCtx) Done() <-chan struct{} {
 	return c.Context.Done()
 }
 
-// isRelease reports whether cmd runs the release script.
-func isRelease(cmd redis.Cmder) bool {
-	args := cmd.Args()
-	return len(args) > 1 && cmd.Name() == "evalsha" && args[1] == releaseScript.Hash()
-}
-
 // TestStopWakesAcquireWaitingForAnEarlierCleanUp: an Acquire waiting for
 // the clean-up of its room's earlier lease or acquisition returns
 // ErrNotRunning once Stop begins, not when the clean-up ends: a hook or a
@@ -87,7 +81,7 @@ func acquisitionReleasing(t *testing.T, ctx context.Context) (*Manager, func() e
 		case isAcquire(cmd) && holdAcquire.CompareAndSwap(true, false):
 			close(acquireHeld)
 			<-acquireGate
-		case isRelease(cmd) && holdRelease.CompareAndSwap(true, false):
+		case isReleaseHolder(cmd) && holdRelease.CompareAndSwap(true, false):
 			close(releaseHeld)
 			<-releaseGate
 		}

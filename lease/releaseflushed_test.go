@@ -12,10 +12,10 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestReleaseQueueBatches: leases queued while a release pipeline is in
+// TestReleaseFlushedBatches: leases flushed while a release pipeline is in
 // flight go together in the next one, instead of one round trip each, and
 // each lease's result is reported once.
-func TestReleaseQueueBatches(t *testing.T) {
+func TestReleaseFlushedBatches(t *testing.T) {
 	const n = 50
 	var (
 		pipelines atomic.Int32
@@ -47,16 +47,22 @@ func TestReleaseQueueBatches(t *testing.T) {
 		mu   sync.Mutex
 		errs = map[*Lease][]error{}
 	)
-	q := &releaseQueue{m: m, ctx: ctx, done: func(l *Lease, err error) {
-		mu.Lock()
-		errs[l] = append(errs[l], err)
-		mu.Unlock()
-	}}
+	flushed := make(chan *Lease, n)
+	released := make(chan struct{})
+	go func() {
+		defer close(released)
+		m.releaseFlushed(ctx, flushed, func(l *Lease, err error) {
+			mu.Lock()
+			errs[l] = append(errs[l], err)
+			mu.Unlock()
+		})
+	}()
 	for _, l := range leases {
-		q.add(l)
+		flushed <- l
 	}
 	close(allAdded)
-	q.wait()
+	close(flushed)
+	<-released
 	// The first pipeline took what was queued when it started (at least
 	// one lease), the second everything queued behind it.
 	got := pipelines.Load()
