@@ -40,7 +40,7 @@ func TestUnregisteredLeaseIsReleasedSilently(t *testing.T) {
 			waitFor(t, "the caller to leave", func() bool {
 				m.mu.Lock()
 				defer m.mu.Unlock()
-				for f := range m.pending {
+				for _, f := range m.flights {
 					return f.waiters == 0
 				}
 				return false

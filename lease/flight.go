@@ -61,7 +61,6 @@ func (m *Manager) join(ctx context.Context, id string) (*flight, error) {
 	if started {
 		f = &flight{done: make(chan struct{}), ctx: context.WithoutCancel(ctx)}
 		m.flights[id] = f
-		m.pending[f] = struct{}{}
 	}
 	f.waiters++
 	m.mu.Unlock()
@@ -90,23 +89,32 @@ func (m *Manager) leave(f *flight) bool {
 // errNobodyWaits ends an acquisition every caller gave up on.
 var errNobodyWaits = errors.New("every caller gave up")
 
-// stillWanted returns the check made before each retry of f: none starts
-// after the flip, after Stop, or when nobody waits (then f is decided, so
-// a later caller starts a flight of its own).
+// unwanted returns why f's acquisition must stop, deciding f, or nil: no
+// attempt starts and no lease is registered after the flip, after Stop,
+// or when nobody waits (a later caller then starts a flight of its own).
+// Call it under mu.
+func (m *Manager) unwanted(f *flight) error {
+	var err error
+	switch {
+	case m.draining():
+		err = ErrDraining
+	case !m.running:
+		err = ErrNotRunning
+	case f.waiters == 0:
+		err = errNobodyWaits
+	default:
+		return nil
+	}
+	f.decided = true
+	return err
+}
+
+// stillWanted is unwanted as the check before each retry of f.
 func (m *Manager) stillWanted(f *flight) func() error {
 	return func() error {
 		m.mu.Lock()
 		defer m.mu.Unlock()
-		switch {
-		case m.draining():
-			return ErrDraining
-		case !m.running:
-			return ErrNotRunning
-		case f.waiters == 0:
-			f.decided = true
-			return errNobodyWaits
-		}
-		return nil
+		return m.unwanted(f)
 	}
 }
 
@@ -114,7 +122,6 @@ func (m *Manager) stillWanted(f *flight) func() error {
 func (m *Manager) run(id string, f *flight) {
 	defer func() {
 		m.mu.Lock()
-		delete(m.pending, f)
 		if m.flights[id] == f { // a waiting join must not find f again, even after a panic
 			delete(m.flights, id)
 		}
@@ -132,22 +139,12 @@ func (m *Manager) run(id string, f *flight) {
 	m.mu.Unlock()
 }
 
-// register adds a freshly acquired lease, unless the flip came while the
-// script ran, the manager stopped or every caller gave up: then the lease
-// is discarded, so none outlives the flip unseen by the drain.
+// register adds a freshly acquired lease unless it is unwanted; then it
+// is released, so that none outlives the flip unseen by the drain (the
+// gate is read under the same lock as the hand-off's snapshot).
 func (m *Manager) register(ctx context.Context, l *Lease, f *flight) (*Lease, error) {
 	m.mu.Lock()
-	var err error
-	switch {
-	case m.draining():
-		err = ErrDraining
-	case !m.running:
-		err = ErrNotRunning
-	case f.waiters == 0:
-		err = fmt.Errorf("lease: acquire %s: %w", l.key, errNobodyWaits)
-	}
-	if err != nil {
-		f.decided = true
+	if err := m.unwanted(f); err != nil {
 		m.mu.Unlock()
 		if rerr := m.releaseUnknown(ctx, l.ID(), time.Unix(0, l.lastOK.Load())); rerr != nil {
 			return nil, errors.Join(err, rerr) // the key expires within TTL
@@ -169,8 +166,8 @@ func (m *Manager) register(ctx context.Context, l *Lease, f *flight) (*Lease, er
 // settle. Call it once running is false, so that none starts.
 func (m *Manager) waitFlights(ctx context.Context) error {
 	m.mu.Lock()
-	fs := make([]*flight, 0, len(m.pending))
-	for f := range m.pending {
+	fs := make([]*flight, 0, len(m.flights))
+	for _, f := range m.flights {
 		fs = append(fs, f)
 	}
 	m.mu.Unlock()

@@ -33,8 +33,7 @@ type Manager struct {
 
 	mu       sync.Mutex
 	leases   map[string]*Lease
-	flights  map[string]*flight   // one acquisition per room at a time
-	pending  map[*flight]struct{} // acquisitions not yet settled, for Stop to wait on
+	flights  map[string]*flight // one acquisition per room at a time
 	running  bool
 	started  bool // Start wrote the heartbeat: only then is there one to delete
 	stopped  bool
@@ -78,7 +77,6 @@ func New(client redis.UniversalClient, cfg Config) (*Manager, error) {
 		gate:      make(chan struct{}),
 		leases:    make(map[string]*Lease),
 		flights:   make(map[string]*flight),
-		pending:   make(map[*flight]struct{}),
 	}
 	m.acquireArgs = []any{cfg.Node, holder, cfg.TTL.Milliseconds(), fenceRetention.Milliseconds()}
 	if err := m.met.register(cfg.Registerer); err != nil {

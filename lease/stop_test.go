@@ -31,7 +31,7 @@ func settled(t *testing.T, m *Manager) {
 	waitFor(t, "acquisitions in progress to settle", func() bool {
 		m.mu.Lock()
 		defer m.mu.Unlock()
-		return len(m.pending) == 0
+		return len(m.flights) == 0
 	})
 }
 
@@ -68,7 +68,7 @@ func TestStopOutOfTimeStillEndsLeases(t *testing.T) {
 	waitFor(t, "the slow acquisition to start", func() bool {
 		m.mu.Lock()
 		defer m.mu.Unlock()
-		return len(m.pending) == 1 && len(armed) == 0
+		return len(m.flights) == 1 && len(armed) == 0
 	})
 
 	stopCtx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
