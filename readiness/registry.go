@@ -79,8 +79,9 @@ func New(cfg Config, state func() lifecycle.State) (*Registry, error) {
 // and paces its polling by its CacheTTL.
 func (r *Registry) Config() Config { return r.cfg }
 
-// Add registers a check. A check with an empty name, a nil Probe, a negative
-// Timeout or a name already taken is rejected. A zero Timeout means
+// Add registers a check. A check with an empty name or one that is not
+// UTF-8, a nil Probe, a negative Timeout or a name already taken is
+// rejected, and nothing is added. A zero Timeout means
 // [Config.CheckTimeout].
 // Checks may be added while probes are answered; the next evaluation
 // includes them.

@@ -62,6 +62,8 @@ func TestAddRejectsBadChecks(t *testing.T) {
 		{"nil probe", readiness.Check{Name: "x"}, `check "x": Probe is nil`},
 		{"negative timeout", readiness.Check{Name: "x", Probe: probe, Timeout: -time.Millisecond}, "Timeout is -1ms"},
 		{"bad tier", readiness.Check{Name: "x", Probe: probe, Tier: 7}, "Tier is tier(7)"},
+		// A metric label must be UTF-8: refused here, not by a panic later.
+		{"name not UTF-8", readiness.Check{Name: "db\xff", Probe: probe}, `check "db\xff": Name is not valid UTF-8`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -69,6 +71,11 @@ func TestAddRejectsBadChecks(t *testing.T) {
 		})
 	}
 	assert.ErrorIs(t, r.Add(readiness.Check{Name: "db", Probe: probe}), readiness.ErrDuplicate, "Add(duplicate)")
+	var names []string
+	for _, c := range r.Ready(t.Context()).Checks {
+		names = append(names, c.Name)
+	}
+	assert.Equal(t, []string{"db"}, names, "checks after the refused Adds: none of them may be added")
 }
 
 func TestReadyStatus(t *testing.T) {
