@@ -38,8 +38,11 @@ type Server struct {
 }
 
 // NewServer returns a Server for reg's service, answering NOT_SERVING
-// until [Server.Run] sees the process ready.
+// until [Server.Run] sees the process ready. A nil reg panics, naming it.
 func NewServer(reg *readiness.Registry) *Server {
+	if reg == nil {
+		panic("grpchealth: NewServer: reg is nil")
+	}
 	cfg := reg.Config()
 	s := &Server{
 		reg:     reg,
@@ -54,8 +57,12 @@ func NewServer(reg *readiness.Registry) *Server {
 	return s
 }
 
-// Register registers the server as r's grpc.health.v1.Health service.
+// Register registers the server as r's grpc.health.v1.Health service; a
+// nil r panics.
 func (s *Server) Register(r grpc.ServiceRegistrar) {
+	if r == nil {
+		panic("grpchealth: Register: r is nil")
+	}
 	// The RPC methods live on an unexported type: callers drive the Server
 	// through Run, Drain and Close, never through Check or Watch.
 	healthpb.RegisterHealthServer(r, healthService{s: s})
