@@ -3,6 +3,8 @@ package readiness_test
 import (
 	"context"
 	"errors"
+	"net/http"
+	"net/http/httptest"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -372,4 +374,38 @@ func TestFailingResultsKeptForAFifth(t *testing.T) {
 			})
 		})
 	}
+}
+
+// A Registry not made by New has no service, node or lifecycle state to
+// answer from: every method fails, saying so, and none panics.
+func TestZeroRegistryFailsSayingSo(t *testing.T) {
+	const want = "readiness: Registry not made by New"
+	var r readiness.Registry
+	errs := []struct {
+		name string
+		give func() error
+	}{
+		{"Add", func() error { return r.Add(readiness.Check{Name: "db", Probe: (&counter{}).probe}) }},
+		{"Heartbeat", func() error { _, err := r.Heartbeat("loop", time.Second); return err }},
+		{"Close", func() error { return r.Close(t.Context()) }},
+	}
+	for _, tt := range errs {
+		assert.EqualError(t, tt.give(), want, tt.name)
+	}
+	reports := []struct {
+		name string
+		give func() readiness.Report
+	}{
+		{"Ready", func() readiness.Report { return r.Ready(t.Context()) }},
+		{"Live", r.Live},
+	}
+	for _, tt := range reports {
+		rep := tt.give()
+		assert.Equal(t, readiness.StatusFail, rep.Status, "%s: Status", tt.name)
+		assert.Equal(t, want, rep.Reason, "%s: Reason", tt.name)
+	}
+	rec := httptest.NewRecorder()
+	r.ReadyHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, readiness.ReadyPath, nil))
+	assert.Equal(t, http.StatusServiceUnavailable, rec.Code, "ready handler: status code")
+	r.OnTransition(lifecycle.Transition{To: lifecycle.Running}) // no-op, no panic
 }
