@@ -10,36 +10,38 @@ import (
 	"github.com/drainkit/drainkit/drain"
 )
 
-// logPhase logs the hooks of phase that begin, under msg. The key is
-// "phase", as in the report, so the two can be matched.
-func (m *Manager) logPhase(msg, phase string, hooks int) {
+// logPhase logs the hooks of phase that begin, under msg, with the time
+// since stoppedAt: the first stop request, as the drain read it under m.mu
+// for the report's Start. The key is "phase", as in the report, so the
+// two can be matched.
+func (m *Manager) logPhase(msg, phase string, hooks int, stoppedAt time.Time) {
 	m.log.Info(msg, slog.String("service", m.cfg.Service), slog.String("node_id", m.cfg.NodeID),
-		slog.String("phase", phase), slog.Int("hooks", hooks), slog.Float64("elapsed_ms", msOf(time.Since(m.stopRequestedAt))))
+		slog.String("phase", phase), slog.Int("hooks", hooks), slog.Float64("elapsed_ms", msOf(time.Since(stoppedAt))))
 }
 
 // logSkipped logs, per phase, the hooks a drain cut short never ran:
 // their phase never began, so it had no line of its own.
-func (m *Manager) logSkipped(results []drain.HookResult) {
+func (m *Manager) logSkipped(results []drain.HookResult, stoppedAt time.Time) {
 	var skipped []drain.HookResult
 	for _, r := range results {
 		if r.Outcome == drain.Skipped {
 			skipped = append(skipped, r)
 		}
 	}
-	m.logPerPhase("drain phase skipped", skipped)
+	m.logPerPhase("drain phase skipped", skipped, stoppedAt)
 }
 
 // logAfterDrain logs, per phase, how many results the work after the
 // drain (fx's OnStop hooks under fxmodule) added to the report: they ran
 // after the drain's own phase lines, and without this line the report
 // would list more hooks of a phase than its line said.
-func (m *Manager) logAfterDrain(results []drain.HookResult) {
-	m.logPerPhase("after-drain hooks", results)
+func (m *Manager) logAfterDrain(results []drain.HookResult, stoppedAt time.Time) {
+	m.logPerPhase("after-drain hooks", results, stoppedAt)
 }
 
 // logPerPhase logs msg once per phase of results, in their order, with
 // how many results it has.
-func (m *Manager) logPerPhase(msg string, results []drain.HookResult) {
+func (m *Manager) logPerPhase(msg string, results []drain.HookResult, stoppedAt time.Time) {
 	var phases []drain.Phase
 	count := map[drain.Phase]int{}
 	for _, r := range results {
@@ -49,7 +51,7 @@ func (m *Manager) logPerPhase(msg string, results []drain.HookResult) {
 		count[r.Phase]++
 	}
 	for _, p := range phases {
-		m.logPhase(msg, string(p), count[p])
+		m.logPhase(msg, string(p), count[p], stoppedAt)
 	}
 }
 

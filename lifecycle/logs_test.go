@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"log"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"testing/synctest"
@@ -121,4 +123,40 @@ func TestPhaseLinesCountWhatTheReportLists(t *testing.T) {
 			})
 		})
 	}
+}
+
+// Stop requests that race one another and the drain (Shutdowns and a force
+// from other goroutines) must not race the phase lines' read of when the
+// first stop came (run with -race): every line's elapsed_ms counts from it.
+func TestPhaseLinesCountFromTheFirstStopWhileStopsRace(t *testing.T) {
+	h := newHarness(t, lifecycle.Config{Service: "api", NodeID: "n1"})
+	noop := func(context.Context) error { return nil }
+	for _, p := range []drain.Phase{drain.StopIntake, drain.WaitInFlight, drain.Flush, drain.Release, drain.Close} {
+		require.NoError(t, h.AddHook(drain.Hook{Name: "api." + string(p), Phase: p, Run: noop}))
+	}
+	reports := make(chan *lifecycle.Report, 4)
+	var stops sync.WaitGroup
+	for i := range cap(reports) {
+		stops.Go(func() { reports <- h.Shutdown(context.Background(), fmt.Sprintf("stop %d", i)) })
+	}
+	stops.Go(func() { h.Force("force") })
+	stops.Wait()
+	close(reports)
+	first := <-reports
+	for r := range reports {
+		assert.Same(t, first, r, "every Shutdown returns the first one's report")
+	}
+	lines := 0
+	for _, line := range strings.Split(strings.TrimSpace(h.logs.String()), "\n") {
+		var rec map[string]any
+		require.NoError(t, json.Unmarshal([]byte(line), &rec))
+		if rec["msg"] != "drain phase" && rec["msg"] != "drain phase skipped" {
+			continue
+		}
+		lines++
+		elapsed, _ := rec["elapsed_ms"].(float64)
+		assert.GreaterOrEqual(t, elapsed, 0.0, "elapsed_ms of %s", line)
+		assert.LessOrEqual(t, elapsed, float64(first.Duration.Microseconds())/1000, "elapsed_ms of %s: got more than the whole drain took", line)
+	}
+	assert.Positive(t, lines, "phase lines")
 }

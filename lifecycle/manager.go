@@ -101,7 +101,11 @@ func (m *Manager) SetSignals(ch <-chan os.Signal) { m.givenSignals = ch }
 // results join the report after the drain's own and count toward the exit
 // code like them. fn bounds its own work. Package fxmodule runs fx's
 // OnStop hooks here, so clients close only after in-flight work is done.
+// A nil fn panics here, as http.HandleFunc's nil handler does.
 func (m *Manager) OnDrained(fn func() []drain.HookResult) {
+	if fn == nil {
+		panic("lifecycle: OnDrained: nil function")
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.onDrained = append(m.onDrained, fn)
@@ -121,8 +125,12 @@ func (m *Manager) State() State { return State(m.state.Load()) }
 // Transitions are serialised, listeners included: every listener sees every
 // transition exactly once, in the order the state changed, even when a stop
 // races the end of start-up. So fn must not itself cause a transition (call
-// Shutdown): that would wait for its own turn forever.
+// Shutdown): that would wait for its own turn forever. A nil fn panics
+// here, as http.HandleFunc's nil handler does.
 func (m *Manager) OnTransition(fn func(Transition)) {
+	if fn == nil {
+		panic("lifecycle: OnTransition: nil listener")
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.listeners = append(m.listeners, fn)
@@ -130,7 +138,11 @@ func (m *Manager) OnTransition(fn func(Transition)) {
 
 // OnStart registers a start step for [Manager.Run]. Steps run in order;
 // their context is cancelled when a stop is requested during start-up.
+// A nil fn panics here, as http.HandleFunc's nil handler does.
 func (m *Manager) OnStart(fn func(ctx context.Context) error) {
+	if fn == nil {
+		panic("lifecycle: OnStart: nil step")
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.startSteps = append(m.startSteps, fn)

@@ -460,3 +460,27 @@ func TestStoppedTransitionCarriesTheDrainReport(t *testing.T) {
 		assert.Equal(t, "fx.OnStop close", r.Hooks[len(r.Hooks)-1].Name, "the final report has the after-drain work")
 	})
 }
+
+// A nil function is refused where it is registered, naming the method, as
+// net/http's HandleFunc refuses a nil handler, not by a panic when it is
+// called mid-start or mid-drain.
+func TestRegisteringANilFunctionPanicsAtOnce(t *testing.T) {
+	h := newHarness(t, lifecycle.Config{})
+	tests := []struct {
+		name string
+		give func()
+		want string
+	}{
+		{"OnStart", func() { h.OnStart(nil) }, "lifecycle: OnStart: nil step"},
+		{"OnTransition", func() { h.OnTransition(nil) }, "lifecycle: OnTransition: nil listener"},
+		{"OnDrained", func() { h.OnDrained(nil) }, "lifecycle: OnDrained: nil function"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			assert.PanicsWithValue(t, tt.want, tt.give)
+		})
+	}
+	// None of them was added: the drain calls no nil function.
+	r := h.Shutdown(context.Background(), "test")
+	assert.Equal(t, lifecycle.ExitStartFailed, r.ExitCode, "exit code of a drain while Starting")
+}

@@ -18,7 +18,11 @@ import (
 // for, after shutting srv down. Serve closes srv only at the end: an intake
 // also adds drain.HTTPHooks(name, srv, m.Tracker()), which stop it after
 // the delay; a server of probes does not, so liveness answers throughout.
+// An empty name or a nil srv is refused with an error matching [ErrConfig].
 func (m *Manager) Serve(name string, srv *http.Server) error {
+	if name == "" {
+		return configError{errors.New(`lifecycle: Serve: name is empty; want the server's name, such as "api"`)}
+	}
 	if srv == nil {
 		return configError{fmt.Errorf("lifecycle: Serve %q: srv is nil", name)}
 	}

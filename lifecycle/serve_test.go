@@ -59,15 +59,29 @@ func TestServeFailsTheStartBeforeRunningWhenThePortIsTaken(t *testing.T) {
 	assert.Equal(t, drain.OK, serve.Outcome, "nothing listened: nothing to wait for")
 }
 
-// A nil server is refused when it is given, not found by a panic in Run.
-func TestServeRefusesANilServer(t *testing.T) {
-	m := quietManager(t, lifecycle.Config{})
-	err := m.Serve("api", nil)
-	if err == nil {
-		t.Fatal(`Serve("api", nil): got no error; want one naming srv`)
+// A nil server, or an empty name (whose hook would be ".serve"), is refused
+// when it is given, as a configuration error, and adds nothing.
+func TestServeRefusesANilServerOrAnEmptyName(t *testing.T) {
+	tests := []struct {
+		name     string
+		giveName string
+		giveSrv  *http.Server
+		want     string
+	}{
+		{"nil server", "api", nil, `lifecycle: Serve "api": srv is nil`},
+		{"empty name", "", &http.Server{}, `lifecycle: Serve: name is empty; want the server's name, such as "api"`},
 	}
-	assert.ErrorIs(t, err, lifecycle.ErrConfig)
-	assert.EqualError(t, err, `lifecycle: Serve "api": srv is nil`)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := quietManager(t, lifecycle.Config{})
+			err := m.Serve(tt.giveName, tt.giveSrv)
+			require.Error(t, err, "Serve(%q, …): got no error; want %q", tt.giveName, tt.want)
+			assert.ErrorIs(t, err, lifecycle.ErrConfig)
+			assert.EqualError(t, err, tt.want)
+			r := m.Shutdown(context.Background(), "test")
+			assert.Empty(t, r.Hooks, "hooks of the drain: a refused Serve adds none")
+		})
+	}
 }
 
 // An intake (drain.HTTPHooks and Serve) closes after the delay; a server of

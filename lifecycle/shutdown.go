@@ -146,9 +146,9 @@ func (m *Manager) drainAndReport(ctx context.Context, startErr error) *Report {
 		m.propagationDelay(drainCtx)
 	}
 	rep := drain.Run(drainCtx, reason, hooks, drain.OnPhase(func(p drain.Phase, n int) {
-		m.logPhase("drain phase", string(p), n)
+		m.logPhase("drain phase", string(p), n, stoppedAt)
 	}))
-	m.logSkipped(rep.Hooks)
+	m.logSkipped(rep.Hooks, stoppedAt)
 	rep.Start, rep.Duration = stoppedAt, time.Since(stoppedAt) // the whole budget, delay included
 	_ = m.transition(Stopped, "drained", rep)
 
@@ -159,7 +159,7 @@ func (m *Manager) drainAndReport(ctx context.Context, startErr error) *Report {
 		}
 		rep.Hooks = append(rep.Hooks, after...)
 		rep.Duration = time.Since(stoppedAt)
-		m.logAfterDrain(after)
+		m.logAfterDrain(after, stoppedAt)
 	}
 	r := &Report{Report: rep, Service: m.cfg.Service, NodeID: m.cfg.NodeID, ExitCode: exitCode(rep, startErr)}
 	if startErr != nil {

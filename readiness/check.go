@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"time"
+	"unicode/utf8"
 )
 
 // Tier says what a check's failure does to readiness.
@@ -31,7 +32,8 @@ func (t Tier) String() string {
 
 // Check is one readiness probe of a dependency.
 type Check struct {
-	// Name identifies the check in bodies, logs and metric labels; unique.
+	// Name identifies the check in bodies, logs and metric labels; unique
+	// and valid UTF-8.
 	Name string
 	// Tier says whether a failure gates readiness.
 	Tier Tier
@@ -50,6 +52,9 @@ func (c Check) validate() error {
 	switch {
 	case c.Name == "":
 		return fmt.Errorf("readiness: check name is empty")
+	case !utf8.ValidString(c.Name):
+		// The name is a metric label, which Prometheus refuses with a panic.
+		return fmt.Errorf("readiness: check %q: Name is not valid UTF-8", c.Name)
 	case c.Probe == nil:
 		return fmt.Errorf("readiness: check %q: Probe is nil", c.Name)
 	case c.Timeout < 0:

@@ -32,6 +32,9 @@ func (h *heartbeat) age() time.Duration { return h.clock.now() - time.Duration(h
 // between attempts. An empty or taken name, a maxGap that is not positive,
 // or a closed registry is refused.
 func (r *Registry) Heartbeat(name string, maxGap time.Duration) (beat func(), err error) {
+	if r.notNew() {
+		return nil, errNotNew
+	}
 	if name == "" {
 		return nil, fmt.Errorf("readiness: heartbeat name is empty")
 	}

@@ -2,6 +2,7 @@ package readiness
 
 import (
 	"net/http"
+	"net/url"
 )
 
 // Paths that [Registry.Mount] serves.
@@ -17,7 +18,19 @@ const (
 //     client that disconnects stops only its own wait, not the evaluation.
 //   - [LivePath] answers 200 while every heartbeat is recent (and always
 //     while starting or draining), 500 otherwise; it checks no dependency.
+//
+// Like mux.Handle, Mount panics if mux is nil or already serves the paths
+// (a second Mount on one mux): a mistake in how the program is put together.
 func (r *Registry) Mount(mux *http.ServeMux) {
+	if mux == nil {
+		panic("readiness: Mount: mux is nil")
+	}
+	for _, path := range []string{LivePath, ReadyPath} { // both checked before either is added
+		probe := &http.Request{Method: http.MethodGet, URL: &url.URL{Path: path}}
+		if _, pattern := mux.Handler(probe); pattern == "GET "+path {
+			panic("readiness: Mount: mux already serves " + pattern + "; mount a registry once per mux")
+		}
+	}
 	mux.Handle("GET "+LivePath, r.liveHandler())
 	mux.Handle("GET "+ReadyPath, r.readyHandler())
 }

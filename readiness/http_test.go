@@ -117,3 +117,16 @@ func TestHTTPStatusCodes(t *testing.T) {
 		})
 	}
 }
+
+// A nil mux, or one the registry is already mounted on, is a mistake in how
+// the program is put together: Mount panics at once, as mux.Handle does,
+// with a message that says which.
+func TestMountPanicsOnANilOrAlreadyMountedMux(t *testing.T) {
+	r := newRegistry(t, newState(lifecycle.Running), nil)
+	assert.PanicsWithValue(t, "readiness: Mount: mux is nil", func() { r.Mount(nil) }, "Mount(nil)")
+	mux := http.NewServeMux()
+	r.Mount(mux)
+	assert.PanicsWithValue(t, "readiness: Mount: mux already serves GET /healthz/live; mount a registry once per mux",
+		func() { r.Mount(mux) }, "second Mount on one mux")
+	assert.NotPanics(t, func() { r.Mount(http.NewServeMux()) }, "Mount on another mux")
+}

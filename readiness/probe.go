@@ -18,6 +18,9 @@ func (r *Registry) Ready(ctx context.Context) Report { return r.ready(ctx, true)
 // what a probe's body lists without ?verbose, and all that the
 // transition log reads, so a healthy probe builds no list at all.
 func (r *Registry) ready(ctx context.Context, all bool) Report {
+	if r.notNew() {
+		return notNewReport()
+	}
 	if rep, ok := r.stateReport(); ok {
 		return rep
 	}
@@ -83,6 +86,9 @@ func (r *Registry) stateReport() (Report, bool) {
 // Running: loops start with the app and stop on purpose in the drain. Once
 // the drain stops the clock, ages no longer grow.
 func (r *Registry) live() Report {
+	if r.notNew() {
+		return notNewReport()
+	}
 	st := r.state()
 	enforced := enforcedIn(st)
 	rep := Report{Status: StatusOK, Service: r.cfg.Service, NodeID: r.cfg.NodeID, Time: time.Now()}
@@ -109,6 +115,11 @@ func (r *Registry) live() Report {
 	}
 	r.liveTransition(&rep, st)
 	return rep
+}
+
+// notNewReport is every probe's answer from a zero Registry.
+func notNewReport() Report {
+	return Report{Status: StatusFail, Reason: errNotNew.Error(), Time: time.Now()}
 }
 
 // enforcedIn reports whether a stale heartbeat fails liveness in state st.

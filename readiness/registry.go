@@ -21,10 +21,17 @@ var (
 	ErrClosed = errors.New("readiness: closed")
 )
 
+// errNotNew is what a zero Registry answers with: without New it has no
+// service, node or lifecycle state to answer from.
+var errNotNew = errors.New("readiness: Registry not made by New")
+
 // Registry holds the checks and heartbeats of one process and answers live
 // and ready probes. Create it with [New]; it starts no goroutine until a
 // probe needs an evaluation or, with a heartbeat, the process runs (its
 // clock), and [Registry.Close] waits for every goroutine it started.
+// The zero value is not usable, for it has no service, node or lifecycle
+// state: its probes answer fail and its methods return an error that says
+// so, instead of panicking.
 type Registry struct {
 	cfg     Config
 	state   func() lifecycle.State
@@ -73,18 +80,25 @@ func New(cfg Config, state func() lifecycle.State) (*Registry, error) {
 	return r, nil
 }
 
+// notNew reports whether r is a zero Registry; New refuses a nil state.
+func (r *Registry) notNew() bool { return r.state == nil }
+
 // Config returns the configuration r runs with, defaults applied. An
 // adapter that serves r's answers elsewhere reads it to agree with r: the
 // grpc.health.v1 server of package grpchealth serves under its Service
 // and paces its polling by its CacheTTL.
 func (r *Registry) Config() Config { return r.cfg }
 
-// Add registers a check. A check with an empty name, a nil Probe, a negative
-// Timeout or a name already taken is rejected. A zero Timeout means
+// Add registers a check. A check with an empty name or one that is not
+// UTF-8, a nil Probe, a negative Timeout or a name already taken is
+// rejected, and nothing is added. A zero Timeout means
 // [Config.CheckTimeout].
 // Checks may be added while probes are answered; the next evaluation
 // includes them.
 func (r *Registry) Add(c Check) error {
+	if r.notNew() {
+		return errNotNew
+	}
 	if err := c.validate(); err != nil {
 		return err
 	}
@@ -113,6 +127,9 @@ func (r *Registry) Add(c Check) error {
 // answer fail with reason "stopped" and run no check: a result cached
 // before Close says nothing about a process whose checks can no longer run.
 func (r *Registry) Close(ctx context.Context) error {
+	if r.notNew() {
+		return errNotNew
+	}
 	r.mu.Lock()
 	r.closed.Store(true)
 	r.mu.Unlock()

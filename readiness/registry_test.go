@@ -3,6 +3,8 @@ package readiness_test
 import (
 	"context"
 	"errors"
+	"net/http"
+	"net/http/httptest"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -62,6 +64,8 @@ func TestAddRejectsBadChecks(t *testing.T) {
 		{"nil probe", readiness.Check{Name: "x"}, `check "x": Probe is nil`},
 		{"negative timeout", readiness.Check{Name: "x", Probe: probe, Timeout: -time.Millisecond}, "Timeout is -1ms"},
 		{"bad tier", readiness.Check{Name: "x", Probe: probe, Tier: 7}, "Tier is tier(7)"},
+		// A metric label must be UTF-8: refused here, not by a panic later.
+		{"name not UTF-8", readiness.Check{Name: "db\xff", Probe: probe}, `check "db\xff": Name is not valid UTF-8`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -69,6 +73,11 @@ func TestAddRejectsBadChecks(t *testing.T) {
 		})
 	}
 	assert.ErrorIs(t, r.Add(readiness.Check{Name: "db", Probe: probe}), readiness.ErrDuplicate, "Add(duplicate)")
+	var names []string
+	for _, c := range r.Ready(t.Context()).Checks {
+		names = append(names, c.Name)
+	}
+	assert.Equal(t, []string{"db"}, names, "checks after the refused Adds: none of them may be added")
 }
 
 func TestReadyStatus(t *testing.T) {
@@ -365,4 +374,38 @@ func TestFailingResultsKeptForAFifth(t *testing.T) {
 			})
 		})
 	}
+}
+
+// A Registry not made by New has no service, node or lifecycle state to
+// answer from: every method fails, saying so, and none panics.
+func TestZeroRegistryFailsSayingSo(t *testing.T) {
+	const want = "readiness: Registry not made by New"
+	var r readiness.Registry
+	errs := []struct {
+		name string
+		give func() error
+	}{
+		{"Add", func() error { return r.Add(readiness.Check{Name: "db", Probe: (&counter{}).probe}) }},
+		{"Heartbeat", func() error { _, err := r.Heartbeat("loop", time.Second); return err }},
+		{"Close", func() error { return r.Close(t.Context()) }},
+	}
+	for _, tt := range errs {
+		assert.EqualError(t, tt.give(), want, tt.name)
+	}
+	reports := []struct {
+		name string
+		give func() readiness.Report
+	}{
+		{"Ready", func() readiness.Report { return r.Ready(t.Context()) }},
+		{"Live", r.Live},
+	}
+	for _, tt := range reports {
+		rep := tt.give()
+		assert.Equal(t, readiness.StatusFail, rep.Status, "%s: Status", tt.name)
+		assert.Equal(t, want, rep.Reason, "%s: Reason", tt.name)
+	}
+	rec := httptest.NewRecorder()
+	r.ReadyHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, readiness.ReadyPath, nil))
+	assert.Equal(t, http.StatusServiceUnavailable, rec.Code, "ready handler: status code")
+	r.OnTransition(lifecycle.Transition{To: lifecycle.Running}) // no-op, no panic
 }

@@ -105,6 +105,9 @@ func statusValue(s string) float64 {
 // before the first live probe is not counted either. Register it with the
 // lifecycle manager's OnTransition; it does no I/O beyond the log line.
 func (r *Registry) OnTransition(t lifecycle.Transition) {
+	if r.notNew() {
+		return // its probes say what is wrong; a listener must not panic the flip
+	}
 	r.stateReport()
 	if t.To == lifecycle.Running {
 		r.mu.Lock()

@@ -164,3 +164,11 @@ func TestServerOptionsRefusesASecondStreams(t *testing.T) {
 	assert.NotPanics(t, func() { grpcdrain.ServerOptions(new(drain.Tracker), a) }, "one Streams")
 	assert.NotPanics(t, func() { grpcdrain.ServerOptions(new(drain.Tracker)) }, "none")
 }
+
+// A nil tracker is refused where the server is built, as a second Streams
+// is, not by a panic in the first RPC's interceptor.
+func TestServerOptionsRefusesANilTracker(t *testing.T) {
+	assert.PanicsWithValue(t, "grpcdrain: ServerOptions: t is nil; want the manager's Tracker", func() {
+		grpcdrain.ServerOptions(nil)
+	})
+}

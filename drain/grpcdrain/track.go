@@ -22,9 +22,14 @@ import (
 // Given a [drain.Streams], server-streaming RPCs are registered with it
 // instead of counted, so they hold neither WaitInFlight nor GracefulStop.
 // A stream the drain closed, whose handler returns nil or a context error,
-// ends with [Refused]; a handler's own error is passed on. More than one
-// Streams panics: all but one would go undrained.
+// ends with [Refused]; a handler's own error is passed on. A nil t, or
+// more than one Streams (all but one would go undrained), panics here
+// rather than at the first RPC: a mistake in how the server is built, not
+// an error to handle, and returning one would break the append form above.
 func ServerOptions(t *drain.Tracker, streams ...*drain.Streams) []grpc.ServerOption {
+	if t == nil {
+		panic("grpcdrain: ServerOptions: t is nil; want the manager's Tracker")
+	}
 	if len(streams) > 1 {
 		panic(fmt.Sprintf("grpcdrain: ServerOptions given %d Streams; want at most one per server", len(streams)))
 	}

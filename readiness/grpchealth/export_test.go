@@ -19,3 +19,6 @@ func (s *Server) Status(ctx context.Context, service string) (healthpb.HealthChe
 	}
 	return resp.Status, nil
 }
+
+// MinPoll is the shortest interval Run polls the registry at.
+const MinPoll = minPoll

@@ -67,3 +67,44 @@ func TestRunServesRecoveryPromptly(t *testing.T) {
 		assert.NoError(t, <-done, "Run")
 	})
 }
+
+// A registry that caches nothing (a CacheTTL of a few nanoseconds, whose
+// tenth is zero) must not have Run poll it in a tight loop, running its
+// checks back to back: Run polls at most every MinPoll.
+func TestRunPollsNoFasterThanTheFloorOnATinyCacheTTL(t *testing.T) {
+	tests := []struct {
+		name string
+		give error // the check's answer
+	}{
+		{"serving", nil},
+		{"not serving", errors.New("connection refused")},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				reg, err := readiness.New(readiness.Config{Service: "room-service", NodeID: "room-1",
+					CacheTTL: time.Nanosecond, Logger: quietLogger()}, newState(lifecycle.Running).State)
+				require.NoError(t, err, "New")
+				t.Cleanup(func() { assert.NoError(t, reg.Close(context.Background()), "Close") })
+				ctx, cancel := context.WithCancel(t.Context())
+				var runs atomic.Int64
+				require.NoError(t, reg.Add(readiness.Check{Name: "redis", Probe: func(context.Context) error {
+					if runs.Add(1) == 10_000 {
+						cancel() // a spinning Run never lets fake time reach the end of the test: stop it
+					}
+					return tt.give
+				}}))
+				h := grpchealth.NewServer(reg)
+				done := make(chan error, 1)
+				go func() { done <- h.Run(ctx) }()
+
+				const span = time.Second
+				time.Sleep(span)
+				cancel()
+				assert.NoError(t, <-done, "Run")
+				assert.LessOrEqual(t, runs.Load(), int64(span/grpchealth.MinPoll)+1,
+					"check runs in %v: want at most one per %v", span, grpchealth.MinPoll)
+			})
+		})
+	}
+}

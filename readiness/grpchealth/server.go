@@ -38,8 +38,11 @@ type Server struct {
 }
 
 // NewServer returns a Server for reg's service, answering NOT_SERVING
-// until [Server.Run] sees the process ready.
+// until [Server.Run] sees the process ready. A nil reg panics, naming it.
 func NewServer(reg *readiness.Registry) *Server {
+	if reg == nil {
+		panic("grpchealth: NewServer: reg is nil")
+	}
 	cfg := reg.Config()
 	s := &Server{
 		reg:     reg,
@@ -54,8 +57,12 @@ func NewServer(reg *readiness.Registry) *Server {
 	return s
 }
 
-// Register registers the server as r's grpc.health.v1.Health service.
+// Register registers the server as r's grpc.health.v1.Health service; a
+// nil r panics.
 func (s *Server) Register(r grpc.ServiceRegistrar) {
+	if r == nil {
+		panic("grpchealth: Register: r is nil")
+	}
 	// The RPC methods live on an unexported type: callers drive the Server
 	// through Run, Drain and Close, never through Check or Watch.
 	healthpb.RegisterHealthServer(r, healthService{s: s})
@@ -66,6 +73,7 @@ func (s *Server) Register(r grpc.ServiceRegistrar) {
 // NOT_SERVING, so that a recovery is served as soon as the registry's next
 // evaluation lands. The faster polling runs no check more often: the
 // registry answers from its last result in between (docs/readiness.md).
+// It never polls more often than every 10 ms, however short CacheTTL is.
 func (s *Server) Run(ctx context.Context) error {
 	t := time.NewTimer(s.every)
 	defer t.Stop()
@@ -74,7 +82,7 @@ func (s *Server) Run(ctx context.Context) error {
 		if !s.update(ctx) {
 			next = s.every / recheckDivisor
 		}
-		t.Reset(next)
+		t.Reset(max(next, minPoll))
 		select {
 		case <-ctx.Done():
 			return nil
@@ -91,6 +99,12 @@ func (s *Server) Run(ctx context.Context) error {
 // together): a recovery is served at most a tenth of CacheTTL after the
 // evaluation that saw it.
 const recheckDivisor = 10
+
+// minPoll floors Run's polling interval. A registry that caches nothing (a
+// CacheTTL of nanoseconds, whose tenth is zero) would otherwise be polled
+// in a tight loop, its checks run back to back. A hundred polls a second is
+// still far more often than any balancer or kubelet probes.
+const minPoll = 10 * time.Millisecond
 
 // update sets the serving status from one ready probe of the registry and
 // reports whether it is SERVING.

@@ -222,3 +222,11 @@ func TestHealthProbeBinary(t *testing.T) {
 	probe("draining", "room-service", 4)
 	probe("draining, whole server", "", 4)
 }
+
+// Nil arguments panic where they are given, naming the argument, not at
+// the first probe or RPC.
+func TestNewServerAndRegisterPanicOnNil(t *testing.T) {
+	assert.PanicsWithValue(t, "grpchealth: NewServer: reg is nil", func() { grpchealth.NewServer(nil) }, "NewServer(nil)")
+	h := grpchealth.NewServer(newRegistry(t, newState(lifecycle.Starting)))
+	assert.PanicsWithValue(t, "grpchealth: Register: r is nil", func() { h.Register(nil) }, "Register(nil)")
+}
