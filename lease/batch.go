@@ -87,12 +87,11 @@ type batchCall struct {
 	err    error
 }
 
-// sendBatches sends one call of script per batch in one pipeline, KEYS the
-// route keys and ARGV head then each route value; calls answered NOSCRIPT
-// go again as EVAL. extra queues more on the pipeline.
-func (m *Manager) sendBatches(ctx context.Context, script *redis.Script, batches [][]*Lease, head []any, extra func(redis.Pipeliner, bool)) ([]batchCall, error) {
+// sendBatches queues one call of script per batch on pipe (KEYS the route
+// keys, ARGV head then each route value) and sends it; calls answered
+// NOSCRIPT go again as EVAL.
+func (m *Manager) sendBatches(ctx context.Context, pipe redis.Pipeliner, script *redis.Script, batches [][]*Lease, head ...any) ([]batchCall, error) {
 	calls := make([]batchCall, len(batches))
-	pipe := m.client.Pipeline()
 	for i, b := range batches {
 		c := &calls[i]
 		c.leases, c.keys, c.args = b, make([]string, len(b)), slices.Grow(slices.Clone(head), len(b))
@@ -102,9 +101,6 @@ func (m *Manager) sendBatches(ctx context.Context, script *redis.Script, batches
 		}
 		c.cmd = script.EvalSha(ctx, pipe, c.keys, c.args...)
 	}
-	if extra != nil {
-		extra(pipe, false)
-	}
 	_, err := pipe.Exec(ctx)
 	if err != nil {
 		retry := m.client.Pipeline()
@@ -112,9 +108,6 @@ func (m *Manager) sendBatches(ctx context.Context, script *redis.Script, batches
 			if c := &calls[i]; isNoScript(c.cmd.Err()) {
 				c.cmd = script.Eval(ctx, retry, c.keys, c.args...)
 			}
-		}
-		if extra != nil {
-			extra(retry, true)
 		}
 		if retry.Len() > 0 {
 			_, err = retry.Exec(ctx)

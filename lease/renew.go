@@ -135,18 +135,13 @@ func (m *Manager) Renew(ctx context.Context) error {
 }
 
 // renewPipeline sends the renew batches and the heartbeat in one pipeline
-// and returns the calls, the heartbeat's error and the pipeline's.
+// and returns the calls, the heartbeat's error and the pipeline's. The
+// heartbeat goes as EVAL: its source is small, and it needs no NOSCRIPT
+// fallback then.
 func (m *Manager) renewPipeline(ctx context.Context, leases []*Lease) ([]batchCall, error, error) {
-	var hb *redis.Cmd
-	heartbeat := func(pipe redis.Pipeliner, again bool) {
-		switch {
-		case !again:
-			hb = heartbeatScript.EvalSha(ctx, pipe, []string{m.nodeKey()}, m.heartbeatArgs()...)
-		case isNoScript(hb.Err()):
-			hb = heartbeatScript.Eval(ctx, pipe, []string{m.nodeKey()}, m.heartbeatArgs()...)
-		}
-	}
-	calls, err := m.sendBatches(ctx, renewScript, m.batches(leases), []any{m.cfg.TTL.Milliseconds()}, heartbeat)
+	pipe := m.client.Pipeline()
+	hb := heartbeatScript.Eval(ctx, pipe, []string{m.nodeKey()}, m.heartbeatArgs()...)
+	calls, err := m.sendBatches(ctx, pipe, renewScript, m.batches(leases), m.cfg.TTL.Milliseconds())
 	hbErr := hb.Err()
 	if errors.Is(hbErr, redis.Nil) {
 		hbErr = nil // no previous holder
