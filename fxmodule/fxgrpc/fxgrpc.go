@@ -85,7 +85,10 @@ func serve(name, addr string, p params) error {
 	if log == nil {
 		log = slog.Default()
 	}
-	health := grpchealth.NewServer(p.Registry)
+	health, err := grpchealth.NewServer(p.Registry)
+	if err != nil {
+		return err
+	}
 	health.Register(p.Server)
 	p.Manager.OnTransition(func(t lifecycle.Transition) { // NOT_SERVING at the flip, latched
 		if t.To == lifecycle.Draining {

@@ -11,7 +11,10 @@
 // reports SERVING again. Wire it to a lifecycle manager m and a grpc.Server
 // srv:
 //
-//	health := grpchealth.NewServer(reg)
+//	health, err := grpchealth.NewServer(reg)
+//	if err != nil {
+//		return err
+//	}
 //	health.Register(srv)
 //	m.OnTransition(func(t lifecycle.Transition) {
 //		if t.To == lifecycle.Draining {

@@ -20,7 +20,10 @@ func ExampleServer() {
 	defer reg.Close(context.Background())
 
 	srv := grpc.NewServer()
-	health := grpchealth.NewServer(reg)
+	health, err := grpchealth.NewServer(reg)
+	if err != nil {
+		panic(err)
+	}
 	health.Register(srv)
 	// With a lifecycle.Manager m:
 	//	m.OnTransition(func(t lifecycle.Transition) {

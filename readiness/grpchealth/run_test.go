@@ -37,7 +37,7 @@ func TestRunServesRecoveryPromptly(t *testing.T) {
 			return nil
 		}})
 		require.NoError(t, err)
-		h := grpchealth.NewServer(reg)
+		h := newServer(t, reg)
 		ctx, cancel := context.WithCancel(t.Context())
 		done := make(chan error, 1)
 		start := time.Now()
@@ -94,7 +94,7 @@ func TestRunPollsNoFasterThanTheFloorOnATinyCacheTTL(t *testing.T) {
 					}
 					return tt.give
 				}}))
-				h := grpchealth.NewServer(reg)
+				h := newServer(t, reg)
 				done := make(chan error, 1)
 				go func() { done <- h.Run(ctx) }()
 

@@ -2,6 +2,7 @@ package grpchealth
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -38,10 +39,10 @@ type Server struct {
 }
 
 // NewServer returns a Server for reg's service, answering NOT_SERVING
-// until [Server.Run] sees the process ready. A nil reg panics, naming it.
-func NewServer(reg *readiness.Registry) *Server {
+// until [Server.Run] sees the process ready, or an error for a nil reg.
+func NewServer(reg *readiness.Registry) (*Server, error) {
 	if reg == nil {
-		panic("grpchealth: NewServer: reg is nil")
+		return nil, errors.New("grpchealth: NewServer: reg is nil")
 	}
 	cfg := reg.Config()
 	s := &Server{
@@ -54,7 +55,7 @@ func NewServer(reg *readiness.Registry) *Server {
 	s.closing, s.close = context.WithCancel(context.Background())
 	// health.NewServer starts with "" SERVING: not true of a starting process.
 	s.set(healthpb.HealthCheckResponse_NOT_SERVING)
-	return s
+	return s, nil
 }
 
 // Register registers the server as r's grpc.health.v1.Health service; a

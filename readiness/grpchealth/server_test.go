@@ -42,7 +42,7 @@ func startBackend(t *testing.T, register ...func(grpc.ServiceRegistrar)) *backen
 	require.NoError(t, err)
 	b := &backend{addr: ln.Addr().String(), state: newState(lifecycle.Starting), served: make(chan struct{})}
 	b.reg = newRegistry(t, b.state)
-	b.health = grpchealth.NewServer(b.reg)
+	b.health = newServer(t, b.reg)
 	b.srv = grpc.NewServer()
 	b.health.Register(b.srv)
 	for _, reg := range register {
@@ -223,10 +223,20 @@ func TestHealthProbeBinary(t *testing.T) {
 	probe("draining, whole server", "", 4)
 }
 
-// Nil arguments panic where they are given, naming the argument, not at
-// the first probe or RPC.
-func TestNewServerAndRegisterPanicOnNil(t *testing.T) {
-	assert.PanicsWithValue(t, "grpchealth: NewServer: reg is nil", func() { grpchealth.NewServer(nil) }, "NewServer(nil)")
-	h := grpchealth.NewServer(newRegistry(t, newState(lifecycle.Starting)))
+// A nil registry is refused by the constructor and a nil registrar panics
+// where it is given, naming the argument, not at the first probe or RPC.
+func TestNewServerRefusesAndRegisterPanicsOnNil(t *testing.T) {
+	h, err := grpchealth.NewServer(nil)
+	assert.EqualError(t, err, "grpchealth: NewServer: reg is nil", "NewServer(nil)")
+	assert.Nil(t, h, "NewServer(nil)")
+	h = newServer(t, newRegistry(t, newState(lifecycle.Starting)))
 	assert.PanicsWithValue(t, "grpchealth: Register: r is nil", func() { h.Register(nil) }, "Register(nil)")
+}
+
+// newServer is grpchealth.NewServer for a registry that is never nil.
+func newServer(t *testing.T, reg *readiness.Registry) *grpchealth.Server {
+	t.Helper()
+	h, err := grpchealth.NewServer(reg)
+	require.NoError(t, err, "NewServer")
+	return h
 }
