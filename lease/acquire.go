@@ -21,8 +21,8 @@ func (m *Manager) Acquire(ctx context.Context, id string) (*Lease, error) {
 	if err := validateID(id); err != nil {
 		return nil, err
 	}
-	if err := m.refuseIfDraining(); err != nil {
-		return nil, err
+	if m.draining() {
+		return nil, ErrDraining
 	}
 	if l, err := m.local(ctx, id); l != nil || err != nil {
 		return l, err

@@ -38,14 +38,6 @@ func (m *Manager) closeGate() {
 	m.gateOnce.Do(func() { close(m.gate) })
 }
 
-// refuseIfDraining returns ErrDraining once the gate is closed.
-func (m *Manager) refuseIfDraining() error {
-	if m.draining() {
-		return ErrDraining
-	}
-	return nil
-}
-
 // handOffError reports leases a hand-off left to expire, with what it did
 // with the others.
 type handOffError struct {

@@ -52,8 +52,8 @@ func (m *Manager) join(ctx context.Context, id string) (*flight, error) {
 		if err := ctx.Err(); err != nil {
 			return nil, fmt.Errorf("lease: acquire %s: waiting for an earlier acquisition to finish: %w", m.routeKey(id), err)
 		}
-		if err := m.refuseIfDraining(); err != nil { // the flip came while this caller waited
-			return nil, err
+		if m.draining() { // the flip came while this caller waited
+			return nil, ErrDraining
 		}
 		m.mu.Lock()
 	}
