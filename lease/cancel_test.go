@@ -295,7 +295,7 @@ func TestAcquireWaitsForTheEarlierFlightsCleanUp(t *testing.T) {
 // caller waits, directly: Acquire's own gate check comes before it.
 func TestAcquireWaitingAcrossTheFlipSendsNothing(t *testing.T) {
 	r := startCleanupRace(t)
-	r.m.closeGate()
+	r.m.BeginDrain()
 	f, err := r.m.join(context.Background(), "cleanup")
 	if err == nil {
 		<-f.done

@@ -75,11 +75,6 @@ type Config struct {
 	// (Redis WAIT) before Acquire returns it; default 0. It needs a
 	// *redis.Client or *redis.ClusterClient. See docs/leases.md.
 	WaitReplicas int
-	// Draining reports, cheaply and without blocking, whether the process
-	// drains; fxlease passes the lifecycle state. Once true, Acquire
-	// returns [ErrDraining]. Left nil, the gate closes only when the
-	// drain's lease hooks begin.
-	Draining func() bool
 	// Logger receives warnings; default slog.Default().
 	Logger *slog.Logger
 	// Registerer, if set, registers the lease metrics.

@@ -22,9 +22,9 @@
 // [Lease.Token] with every write, so storage refuses a stale owner; work
 // under [Lease.Context], which ends when the lease does. For the drain,
 // add [Manager.HandOff] (flush, then release, room by room) and
-// [Manager.ReleaseHook] to the drain's hooks, and set [Config].Draining so
-// that no lease is acquired after the flip. fxlease does all of it but the
-// hand-off, whose fn is the service's.
+// [Manager.ReleaseHook] to the drain's hooks, and call [Manager.BeginDrain]
+// at the flip, so that no lease is acquired after it. fxlease does all of
+// it but the hand-off, whose fn is the service's.
 //
 // # Metrics
 //

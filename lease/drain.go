@@ -11,31 +11,26 @@ import (
 	"github.com/drainkit/drainkit/drain"
 )
 
-// The drain gate. Once closed, Acquire returns ErrDraining, an
-// acquisition that raced it is released, and heartbeats say draining. It
-// closes at the first of: Config.Draining reporting true, or a lease hook
-// starting (in case the flip did not reach the Manager).
+// BeginDrain closes the drain gate: from now on Acquire returns
+// [ErrDraining], an acquisition in progress starts no further attempt (one
+// whose script raced the gate is released), and the renewer marks the node
+// heartbeat draining at once. Call it at the flip, from a
+// lifecycle.Manager.OnTransition listener, as fxlease does; the lease hooks
+// call it too. It is safe to call more than once, and before Start.
+func (m *Manager) BeginDrain() {
+	// No lock: registration reads the gate under mu, so a lease registered
+	// just before the close is in the hand-off's snapshot.
+	m.gateOnce.Do(func() { close(m.gate) })
+}
 
-// draining reports whether the gate is closed, closing it if
-// Config.Draining has seen the flip.
+// draining reports whether the gate is closed.
 func (m *Manager) draining() bool {
 	select {
 	case <-m.gate:
 		return true
 	default:
+		return false
 	}
-	if m.cfg.Draining != nil && m.cfg.Draining() {
-		m.closeGate()
-		return true
-	}
-	return false
-}
-
-// closeGate closes the gate. It takes no lock, so it may run under mu,
-// where a registration reads the gate: a lease registered just before the
-// close is in the hand-off's snapshot.
-func (m *Manager) closeGate() {
-	m.gateOnce.Do(func() { close(m.gate) })
 }
 
 // handOffError reports leases a hand-off left to expire, with what it did
@@ -69,7 +64,7 @@ func (m *Manager) HandOff(fn func(ctx context.Context, l *Lease) error, concurre
 		Name:  m.hookName("lease-handoff"),
 		Phase: drain.Flush,
 		Run: func(ctx context.Context) error {
-			m.closeGate() // in case the flip did not reach us
+			m.BeginDrain() // in case the flip did not reach us
 			return m.runHandOff(ctx, fn, concurrency)
 		},
 	}, nil
@@ -183,8 +178,7 @@ func (m *Manager) hookName(kind string) string {
 
 // releaseAll is the Release hook's work; see [Manager.ReleaseHook].
 func (m *Manager) releaseAll(ctx context.Context) error {
-	m.closeGate() // in case the flip did not reach us
-
+	m.BeginDrain() // in case the flip did not reach us
 	stopErr := errors.Join(m.stopRenewer(ctx), m.waitFlights(ctx))
 	var release []*Lease
 	for _, l := range m.snapshot(false) {

@@ -9,6 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/drainkit/drainkit/lease"
+	"github.com/drainkit/drainkit/lifecycle"
 )
 
 // A room-service node: acquire a room, forward when another node owns it,
@@ -43,9 +44,8 @@ func ExampleManager_Acquire() {
 	}
 }
 
-// Wiring the drain: the gate closes at the flip (Config.Draining reads the
-// process's state), rooms are flushed and handed over, the rest released
-// and the heartbeat deleted last.
+// Wiring the drain: the gate closes at the flip, rooms are flushed and
+// handed over, the rest released and the heartbeat deleted last.
 func ExampleManager_HandOff() {
 	// New does no I/O: the hooks can be made before Redis is reachable.
 	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379", MaxRetries: 1, ContextTimeoutEnabled: true})
@@ -62,7 +62,18 @@ func ExampleManager_HandOff() {
 		panic(err)
 	}
 	release := m.ReleaseHook()
-	// Add both with the lifecycle manager's AddHook.
+	lc, err := lifecycle.New(lifecycle.Config{Service: "room", NodeID: "room-1"})
+	if err != nil {
+		panic(err)
+	}
+	lc.OnTransition(func(t lifecycle.Transition) {
+		if t.To == lifecycle.Draining {
+			m.BeginDrain()
+		}
+	})
+	if err := lc.AddHook(handOff, release); err != nil {
+		panic(err)
+	}
 	fmt.Println(handOff.Name, handOff.Phase)
 	fmt.Println(release.Name, release.Phase)
 	// Output:

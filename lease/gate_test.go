@@ -13,31 +13,28 @@ import (
 	"github.com/drainkit/drainkit/drain"
 )
 
-// The process's state closes the gate by itself, from the moment the flip
-// is published: no acquisition completes after it.
-func TestExternalDrainingGate(t *testing.T) {
+// BeginDrain closes the gate and marks the heartbeat draining at once, not
+// at the next renewal round: routers stop placing rooms here at the flip,
+// even when no Acquire comes to notice it.
+func TestBeginDrainClosesTheGateAndMarksTheHeartbeat(t *testing.T) {
 	b := standalone(t)
 	c := b.client()
-	var flipped atomic.Bool
 	cfg := testConfig()
-	cfg.Draining = flipped.Load
+	cfg.TTL = time.Minute // the renewer's tick never comes in this test
 	m := startManager(t, c, cfg)
 	ctx := context.Background()
 	_, err := m.Acquire(ctx, "before")
 	require.NoError(t, err, "Acquire before the flip")
-	flipped.Store(true)
-	_, err = m.Acquire(ctx, "after")
-	require.ErrorIs(t, err, ErrDraining, "Acquire after the flip")
-	// The refused Acquire closed the gate, which wakes the renewer: the
-	// heartbeat says draining now rather than at the next renewal round.
-	assert.True(t, isClosed(m.gate), "Acquire refused by Config.Draining did not close the Manager's gate; want the renewer told")
+	m.BeginDrain()
 	waitFor(t, "heartbeat marked draining", func() bool {
 		return c.HGet(ctx, m.nodeKey(), "state").Val() == stateDraining
 	})
+	_, err = m.Acquire(ctx, "after")
+	require.ErrorIs(t, err, ErrDraining, "Acquire after the flip")
 }
 
-// The hand-off hook closes the gate itself: a Manager whose Config.Draining
-// is not set hands no room over to a lease acquired during its hand-off.
+// The hand-off hook closes the gate itself: a Manager whose BeginDrain
+// was not called hands no room over to a lease acquired during its hand-off.
 func TestHandOffClosesTheGate(t *testing.T) {
 	b := standalone(t)
 	c := b.client()
@@ -75,7 +72,7 @@ func TestAbandonedHandOffReleasesNothingUnflushed(t *testing.T) {
 	handOff, err := m.HandOff(hang, 1)
 	require.NoError(t, err)
 	handOff.Timeout = 100 * time.Millisecond
-	m.closeGate()
+	m.BeginDrain()
 	rep := drain.Run(ctx, "test", []drain.Hook{handOff, m.ReleaseHook()})
 	h, _ := rep.Hook(handOff.Name)
 	require.Equal(t, drain.TimedOut, h.Outcome, "hand-off outcome")
@@ -99,7 +96,7 @@ func TestReleaseHookLeavesUnflushedWithHandOff(t *testing.T) {
 	require.NoError(t, err)
 	_, err = m.Acquire(ctx, "room-x")
 	require.NoError(t, err)
-	m.closeGate() // the hand-off's hook never runs
+	m.BeginDrain() // the hand-off's hook never runs
 	require.NoError(t, m.releaseAll(ctx))
 	assert.Positive(t, c.PTTL(ctx, m.routeKey("room-x")).Val(), "room-x PTTL; want the unflushed lease left to expire")
 }
@@ -135,7 +132,7 @@ func TestNoAcquireScriptAfterTheFlip(t *testing.T) {
 			afterFlip.Add(1)
 		}
 		if attempts.Add(1) == 1 {
-			mgr.Load().closeGate() // the flip comes while the first attempt is lost
+			mgr.Load().BeginDrain() // the flip comes while the first attempt is lost
 			return context.DeadlineExceeded
 		}
 		return next(ctx, cmd)

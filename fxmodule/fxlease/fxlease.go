@@ -72,13 +72,15 @@ func newManager(p params) (*lease.Manager, error) {
 	if cfg.Registerer == nil {
 		cfg.Registerer = p.Registerer
 	}
-	if cfg.Draining == nil {
-		cfg.Draining = func() bool { return p.Manager.State() >= lifecycle.Draining }
-	}
 	l, err := lease.New(p.Client, cfg)
 	if err != nil {
 		return nil, err
 	}
+	p.Manager.OnTransition(func(t lifecycle.Transition) {
+		if t.To == lifecycle.Draining {
+			l.BeginDrain()
+		}
+	})
 	p.Lifecycle.Append(fx.Hook{
 		OnStart: fxmodule.Abortable(p.Manager, l.Start), // a signal or StartTimeout ends its retries
 		OnStop:  l.Stop,                                 // a method value: the report names it lease.(*Manager).Stop

@@ -125,3 +125,38 @@ func TestModuleRefusesADefaultClientInOneLine(t *testing.T) {
 	}
 	assert.Equal(t, 1, strings.Count(errs[0], "MaxRetries 3"), "said once, not repeated inside fx's wrapping: %s", errs[0])
 }
+
+// The gate closes at the flip itself, before the propagation delay: the
+// heartbeat says draining while the process still serves, so routers stop
+// placing rooms here, and no lease is acquired after the flip.
+func TestHeartbeatMarkedDrainingAtTheFlip(t *testing.T) {
+	srv := redistest.Start(t)
+	var (
+		leases *lease.Manager
+		m      *lifecycle.Manager
+	)
+	a := fxmoduletest.Start(t,
+		fxmodule.Module, fxlease.Module,
+		// The delay outlasts the test: only the flip, not a hook, can mark it.
+		fx.Supply(lifecycle.Config{Service: "room-service", NodeID: "node-a", DrainDelay: time.Minute, DrainTimeout: 2 * time.Minute}),
+		fx.Supply(lease.Config{TTL: time.Minute}, quiet()), // nor a renewal round, every 20 s
+		leaseClient(srv.Addr),
+		fx.Populate(&leases, &m),
+	)
+	flipped := make(chan struct{})
+	m.OnTransition(func(tr lifecycle.Transition) {
+		if tr.To == lifecycle.Draining {
+			close(flipped)
+		}
+	})
+	a.Signal()
+	<-flipped
+	ctx := context.Background()
+	require.Eventually(t, func() bool {
+		return srv.Client().HGet(ctx, "room:node:{node-a}", "state").Val() == "draining"
+	}, 5*time.Second, 10*time.Millisecond, "heartbeat marked draining during the propagation delay")
+	_, err := leases.Acquire(ctx, "42")
+	assert.ErrorIs(t, err, lease.ErrDraining, "Acquire after the flip")
+	a.Signal() // skip the rest of the delay
+	a.Wait()
+}
