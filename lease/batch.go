@@ -20,7 +20,7 @@ type grouping uint8
 const (
 	groupAll  grouping = iota // *redis.Client: one server holds every key
 	groupSlot                 // Redis Cluster: one hash slot per call
-	groupNone                 // Ring or a custom client: one lease per call
+	groupNone                 // a custom client: one lease per call
 )
 
 func groupingFor(client redis.UniversalClient) grouping {

@@ -167,9 +167,6 @@ func checkClient(c redis.UniversalClient, callTimeout time.Duration) error {
 	case *redis.ClusterClient:
 		o := cl.Options()
 		options, retries, timeouts, honoursCtx = "redis.ClusterOptions", o.MaxRetries, [2]time.Duration{o.ReadTimeout, o.WriteTimeout}, o.ContextTimeoutEnabled
-	case *redis.Ring:
-		o := cl.Options()
-		options, retries, timeouts, honoursCtx = "redis.RingOptions", o.MaxRetries, [2]time.Duration{o.ReadTimeout, o.WriteTimeout}, o.ContextTimeoutEnabled
 	default:
 		return nil
 	}

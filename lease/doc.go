@@ -2,7 +2,8 @@
 // leases (room:route:{ID}), with fencing tokens, one batched renewer per
 // node, lost-lease signals before expiry, a drain gate and the per-room
 // hand-off of the drain. It works through redis.UniversalClient:
-// standalone, Sentinel and Cluster. docs/leases.md holds the algorithm,
+// standalone, Sentinel and Cluster (not Ring, which moves the keys of an
+// unreachable shard to another). docs/leases.md holds the algorithm,
 // the budgets, the safety argument and what Redis alone does not
 // guarantee.
 //

@@ -45,11 +45,16 @@ type Manager struct {
 }
 
 // New returns a Manager for client, or an error matching
-// lifecycle.ErrConfig for a bad cfg or client options leases cannot work
-// with (see Client settings in the package doc). It does no I/O.
+// lifecycle.ErrConfig for a bad cfg, a *redis.Ring, or client options
+// leases cannot work with (see Client settings in the package doc). It
+// does no I/O.
 func New(client redis.UniversalClient, cfg Config) (*Manager, error) {
-	if client == nil {
+	switch client.(type) {
+	case nil:
 		return nil, badConfig("lease: client is nil")
+	case *redis.Ring: // it moves an unreachable shard's keys: a room would get two owners
+		return nil, badConfig("lease: *redis.Ring cannot keep leases: while a shard is unreachable it sends the shard's keys to another shard, " +
+			"so a room can have two owners; use a *redis.Client (standalone or Sentinel) or a *redis.ClusterClient")
 	}
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -151,8 +156,6 @@ func (m *Manager) forEachServer(ctx context.Context, fn func(ctx context.Context
 	switch c := m.client.(type) {
 	case *redis.ClusterClient:
 		return c.ForEachMaster(ctx, each)
-	case *redis.Ring:
-		return c.ForEachShard(ctx, each)
 	case *redis.Client:
 		return each(ctx, c)
 	default:
