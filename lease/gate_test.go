@@ -156,13 +156,3 @@ func TestHandOffRefusesANilFn(t *testing.T) {
 	_, err := m.HandOff(nil, 1)
 	require.ErrorContains(t, err, "fn is nil", "HandOff(nil)")
 }
-
-// isClosed reports whether ch is closed.
-func isClosed(ch chan struct{}) bool {
-	select {
-	case <-ch:
-		return true
-	default:
-		return false
-	}
-}
