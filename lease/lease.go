@@ -74,14 +74,6 @@ func (l *Lease) Context() context.Context {
 	return l.ctx
 }
 
-// endCause returns how an ended lease ended, waiting for the goroutine
-// that ended it to record the cause.
-func (l *Lease) endCause() error {
-	ctx := l.Context()
-	<-ctx.Done()
-	return context.Cause(ctx)
-}
-
 // held reports whether the lease has not ended and its last confirmed
 // renewal is recent enough to trust, even if the renewer is starved.
 func (l *Lease) held() bool {
@@ -121,10 +113,17 @@ func (l *Lease) ended() bool {
 	return s == stateEnded || s == stateHandedOff
 }
 
-// finish does the rest of an end, once the state says so.
+// finish does the rest of an end, once the state says so: the cause and
+// the context first, then the hooks.
 func (l *Lease) finish(cause error, lost bool) {
 	defer l.m.forget(l)
-	l.setCause(cause)
+	l.mu.Lock()
+	l.cause = cause
+	cancel := l.cancel
+	l.mu.Unlock()
+	if cancel != nil {
+		cancel(cause)
+	}
 	if lost {
 		if errors.Is(cause, ErrLost) { // left to expire is counted by the drain
 			l.m.met.lost.Inc()
@@ -133,17 +132,6 @@ func (l *Lease) finish(cause error, lost bool) {
 		l.callHook("OnLost", l.m.cfg.OnLost, cause)
 	}
 	l.callHook("OnEnd", l.m.cfg.OnEnd, cause)
-}
-
-// setCause records how the lease ended and cancels its context, if made.
-func (l *Lease) setCause(cause error) {
-	l.mu.Lock()
-	l.cause = cause
-	cancel := l.cancel
-	l.mu.Unlock()
-	if cancel != nil {
-		cancel(cause)
-	}
 }
 
 // callHook calls hook and recovers a panic in it: on the renewer, a panic

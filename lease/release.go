@@ -14,18 +14,21 @@ import (
 // error. A lease the drain's hand-off took is the hand-off's: Release
 // returns [ErrLeftToExpire] or [ErrDraining] and touches nothing.
 func (l *Lease) Release(ctx context.Context) error {
-	if !l.state.CompareAndSwap(stateHeld, stateEnded) {
+	switch {
+	case l.state.CompareAndSwap(stateHeld, stateEnded):
+		l.finish(ErrReleased, false)
+	case l.state.Load() == stateHandingOff:
+		return fmt.Errorf("lease: release %s: the drain's hand-off has it: %w", l.label(), ErrDraining)
+	default: // ended: wait for the goroutine that ended it to set the cause
+		lctx := l.Context()
+		<-lctx.Done()
 		switch {
-		case l.state.Load() == stateHandingOff:
-			return fmt.Errorf("lease: release %s: the drain's hand-off has it: %w", l.label(), ErrDraining)
-		case errors.Is(l.endCause(), ErrLeftToExpire):
+		case errors.Is(context.Cause(lctx), ErrLeftToExpire):
 			return fmt.Errorf("lease: release %s: %w", l.label(), ErrLeftToExpire)
 		case l.state.Load() == stateHandedOff:
 			return fmt.Errorf("lease: release %s: the drain's hand-off had it: %w", l.label(), ErrDraining)
 		}
 		// Released or lost before: the key may still be ours if replies were lost.
-	} else {
-		l.finish(ErrReleased, false)
 	}
 	var err error
 	l.m.releaseEach(ctx, []*Lease{l}, func(_ *Lease, e error) { err = e })

@@ -32,7 +32,12 @@ func (m *Manager) retry(ctx context.Context, again func() error, call func(ctx c
 		if err == nil || !retryable(err) {
 			return err
 		}
-		if !backOff(ctx, end, backoff/2+rand.N(backoff/2+1)) {
+		wait, left := backoff/2+rand.N(backoff/2+1), time.Until(end)
+		select {
+		case <-ctx.Done():
+		case <-time.After(min(wait, left)):
+		}
+		if ctx.Err() != nil || wait >= left {
 			if attempt > 1 {
 				return fmt.Errorf("%w (%d attempts)", err, attempt)
 			}
@@ -54,26 +59,7 @@ func (m *Manager) beforeExpiry(expiry time.Time) func() error {
 		if m.now().Before(expiry) {
 			return nil
 		}
-		return errPastExpiry
-	}
-}
-
-// errPastExpiry ends a release's retries at the key's expiry.
-var errPastExpiry = errors.New("past the key's expiry by the last confirmed renewal, no retry")
-
-// backOff waits d, and reports false if ctx ends or end passes first.
-func backOff(ctx context.Context, end time.Time, d time.Duration) bool {
-	left := time.Until(end)
-	if left <= 0 {
-		return false
-	}
-	wait := time.NewTimer(min(d, left))
-	defer wait.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-wait.C:
-		return d < left
+		return errors.New("past the key's expiry by the last confirmed renewal, no retry")
 	}
 }
 

@@ -17,51 +17,47 @@ var minRedisVersion = [3]int{5, 0, 0}
 // checkServers refuses, on every server leases are written to, one the
 // scripts cannot run on or whose maxmemory-policy may evict lease keys
 // (unless Config.AcceptEviction), and warns of what it cannot read: a
-// managed Redis may refuse INFO sections or CONFIG.
+// managed Redis may refuse INFO or CONFIG.
 func (m *Manager) checkServers(ctx context.Context) error {
-	return m.forEachServer(ctx, m.checkServer)
+	check := func(ctx context.Context, c *redis.Client) error { return m.checkServer(ctx, c, c.Options().Addr) }
+	switch c := m.client.(type) {
+	case *redis.ClusterClient:
+		return c.ForEachMaster(ctx, check)
+	case *redis.Client:
+		return check(ctx, c)
+	}
+	return m.checkServer(ctx, m.client, "the server")
 }
 
 func (m *Manager) checkServer(ctx context.Context, c redis.UniversalClient, addr string) error {
-	read := func(call func(ctx context.Context) (map[string]string, error)) (out map[string]string, err error) {
+	var info, cfg map[string]string
+	err := m.retry(ctx, nil, func(ctx context.Context) error {
+		text, err := c.Info(ctx).Result() // the default sections hold server and memory
+		info = parseInfo(text)
+		return err
+	})
+	policy := info["maxmemory_policy"]
+	if policy == "" && (err == nil || !retryable(err)) {
 		err = m.retry(ctx, nil, func(ctx context.Context) (err error) {
-			out, err = call(ctx)
+			cfg, err = c.ConfigGet(ctx, "maxmemory-policy").Result()
 			return err
 		})
-		return out, err
+		policy = cfg["maxmemory-policy"]
 	}
-	info := func(section string) (map[string]string, error) {
-		return read(func(ctx context.Context) (map[string]string, error) {
-			text, err := c.Info(ctx, section).Result()
-			return parseInfo(text), err
-		})
-	}
-
-	srv, err := info("server")
-	switch version := srv["redis_version"]; {
-	case err != nil && retryable(err):
+	if err != nil && retryable(err) {
 		return fmt.Errorf("check %s: %w", addr, err)
+	}
+	switch version := info["redis_version"]; {
 	case version == "":
-		m.cfg.Logger.Warn("cannot read the Redis version (INFO server); the lease scripts need Redis 5.0.0 or later",
+		m.cfg.Logger.Warn("cannot read the Redis version (INFO); the lease scripts need Redis 5.0.0 or later",
 			"addr", addr, "error", fmt.Sprint(err))
 	case !atLeast(version, minRedisVersion):
 		return fmt.Errorf("%w: %s runs Redis %s; the lease scripts need 5.0.0 or later (acquire.lua reads TIME before writing)",
 			ErrUnsafeServer, addr, version)
 	}
-	mem, err := info("memory")
-	policy := mem["maxmemory_policy"]
-	if policy == "" && (err == nil || !retryable(err)) {
-		var cfg map[string]string
-		cfg, err = read(func(ctx context.Context) (map[string]string, error) {
-			return c.ConfigGet(ctx, "maxmemory-policy").Result()
-		})
-		policy = cfg["maxmemory-policy"]
-	}
 	switch {
-	case policy == "" && err != nil && retryable(err):
-		return fmt.Errorf("check %s: %w", addr, err)
 	case policy == "":
-		m.cfg.Logger.Warn("cannot read maxmemory-policy (INFO memory and CONFIG GET refused); unless it is noeviction, Redis may evict a lease key and give its room two owners",
+		m.cfg.Logger.Warn("cannot read maxmemory-policy (INFO and CONFIG GET refused); unless it is noeviction, Redis may evict a lease key and give its room two owners",
 			"addr", addr, "error", fmt.Sprint(err))
 	case policy == "noeviction":
 	case m.cfg.AcceptEviction:
