@@ -172,6 +172,10 @@ func (m *Manager) acquireCall(ctx context.Context, id string) ([]any, error) {
 	return res, nil
 }
 
+// errShortWait is wrapped when fewer replicas than Config.WaitReplicas
+// acknowledged an acquisition.
+var errShortWait = errors.New("replicas did not acknowledge in time")
+
 // isRedirect reports a Cluster MOVED or ASK reply.
 func isRedirect(err error) bool {
 	return err != nil && (redis.HasErrorPrefix(err, "MOVED") || redis.HasErrorPrefix(err, "ASK"))

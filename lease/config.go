@@ -8,77 +8,61 @@ import (
 	"unicode"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/redis/go-redis/v9"
 
 	"github.com/drainkit/drainkit/lifecycle"
 )
 
 // Defaults for [Config].
 const (
-	// DefaultTTL is how long a lease lives in Redis without renewal.
-	DefaultTTL = 10 * time.Second
-	// DefaultRoutePrefix prefixes room:route:{ID}, the lease key.
-	DefaultRoutePrefix = "room:route:"
-	// DefaultFencePrefix prefixes room:fence:{ID}, the fencing counter.
-	DefaultFencePrefix = "room:fence:"
-	// DefaultNodePrefix prefixes room:node:{NODE}, the node heartbeat.
-	DefaultNodePrefix = "room:node:"
-	// MinTTL is the shortest TTL accepted: below it, network jitter alone
-	// would lose leases.
-	MinTTL = time.Second
-	// MaxIDLen is the longest room id accepted, in bytes.
-	MaxIDLen = 128
-	// ProbeTimeout bounds [Manager.Probe].
+	DefaultTTL         = 10 * time.Second
+	DefaultRoutePrefix = "room:route:" // the lease key, room:route:{ID}
+	DefaultFencePrefix = "room:fence:" // the fencing counter, room:fence:{ID}
+	DefaultNodePrefix  = "room:node:"  // the node heartbeat, room:node:{NODE}
+	// MinTTL is the shortest TTL accepted: below it, jitter alone loses leases.
+	MinTTL       = time.Second
+	MaxIDLen     = 128 // bytes of a room id
 	ProbeTimeout = 100 * time.Millisecond
 )
 
-// fenceRetention is how long an idle fencing counter is kept: its floor is
-// the server clock, so an expired counter still yields larger fences.
+// fenceRetention is how long an idle fencing counter is kept; its floor is
+// the server clock, so an expired one still yields larger fences.
 const fenceRetention = 24 * time.Hour
 
 // Config configures a [Manager]. The zero value of every field but Node
 // takes its default.
 type Config struct {
-	// Node is this process's node id (NODE_ID): it names the heartbeat key
-	// and is written into every lease. Required.
+	// Node is this process's node id (NODE_ID), written into the heartbeat
+	// key and every lease. Required.
 	Node string
-	// Addr is where other nodes forward a room's requests; it is written
-	// into the heartbeat and returned by [Manager.Owner].
+	// Addr is where other nodes forward a room's requests ([Manager.Owner]).
 	Addr string
-	// TTL is a lease's lifetime in Redis without renewal; default
-	// [DefaultTTL], at least [MinTTL].
+	// TTL is a lease's lifetime without renewal; default [DefaultTTL], at least [MinTTL].
 	TTL time.Duration
 	// RenewInterval is the renewer's tick; default TTL/3, below TTL/2 so
 	// that a failed tick leaves a second chance.
 	RenewInterval time.Duration
 	// CallTimeout bounds every Redis call; default and maximum TTL/6.
 	CallTimeout time.Duration
-	// RoutePrefix, FencePrefix and NodePrefix prefix the keys; defaults
-	// [DefaultRoutePrefix], [DefaultFencePrefix], [DefaultNodePrefix]. No
-	// '{' or '}': the hash tag is the id's.
+	// RoutePrefix, FencePrefix and NodePrefix prefix the keys (defaults
+	// above); no '{' or '}', as the hash tag is the id's.
 	RoutePrefix, FencePrefix, NodePrefix string
 	// OnLost, if set, is called once for each lease that ends without its
 	// holder choosing to (lost, or left to expire), after its context is
-	// cancelled, on the goroutine that ended it (usually the renewer). It
-	// must return promptly and must not Acquire the lease's own room. A
-	// panic in it is recovered and logged.
+	// cancelled, on the goroutine that ended it. It must return promptly
+	// and not Acquire the lease's room; a panic in it is logged.
 	OnLost func(l *Lease, cause error)
-	// OnEnd, if set, is called once for every lease this node stops
-	// holding, after OnLost and before Redis is told, so an audit log
-	// written here never shows the next owner first. OnLost's rules apply.
+	// OnEnd, if set, is called once for every lease that ends, after OnLost
+	// and before Redis is told, so an audit log written here never shows
+	// the next owner first. OnLost's rules apply.
 	OnEnd func(l *Lease, cause error)
 	// AcceptEviction lets Start proceed, with a warning, on a server whose
-	// maxmemory-policy may evict lease keys; by default Start refuses it
-	// with [ErrUnsafeServer].
+	// maxmemory-policy may evict lease keys ([ErrUnsafeServer] otherwise).
 	AcceptEviction bool
 	// WaitReplicas is how many replicas must acknowledge an acquisition
-	// (Redis WAIT) before Acquire returns it; default 0. It needs a
-	// *redis.Client or *redis.ClusterClient. See docs/leases.md.
+	// (Redis WAIT) before Acquire returns it. See docs/leases.md.
 	WaitReplicas int
-	// Logger receives warnings; default slog.Default().
-	Logger *slog.Logger
-	// Registerer, if set, registers the lease metrics.
-	Registerer prometheus.Registerer
+	Logger       *slog.Logger          // default slog.Default()
+	Registerer   prometheus.Registerer // if set, registers the lease metrics
 }
 
 // withDefaults returns c with zero fields set to their defaults.
@@ -147,52 +131,6 @@ func (e *configError) Is(target error) bool { return target == lifecycle.ErrConf
 
 func badConfig(format string, args ...any) error {
 	return &configError{fmt.Errorf(format, args...)}
-}
-
-// checkClient refuses, in one error, client options under which a renewal
-// could outlive the lease. It checks rather than building a client from
-// the options: a second pool would lose the team's hooks (tracing,
-// metrics). Unknown client types are accepted as they are.
-func checkClient(c redis.UniversalClient, callTimeout time.Duration) error {
-	var (
-		options    string // the options type, for the advice
-		retries    int
-		timeouts   [2]time.Duration // read, write; as go-redis resolved them
-		honoursCtx bool
-	)
-	switch cl := c.(type) {
-	case *redis.Client:
-		o := cl.Options()
-		options, retries, timeouts, honoursCtx = "redis.Options", o.MaxRetries, [2]time.Duration{o.ReadTimeout, o.WriteTimeout}, o.ContextTimeoutEnabled
-	case *redis.ClusterClient:
-		o := cl.Options()
-		options, retries, timeouts, honoursCtx = "redis.ClusterOptions", o.MaxRetries, [2]time.Duration{o.ReadTimeout, o.WriteTimeout}, o.ContextTimeoutEnabled
-	default:
-		return nil
-	}
-	limit := callTimeout.Truncate(time.Millisecond)
-	var bad, over []string
-	if retries > 1 {
-		bad = append(bad, fmt.Sprintf("MaxRetries %d: want at most 1, or a retried renewal can land after the lease expired (go-redis reads 0 as 3, -1 as none)", retries))
-	}
-	for i, name := range []string{"ReadTimeout", "WriteTimeout"} {
-		switch d := timeouts[i]; {
-		case honoursCtx:
-		case d <= 0: // resolved 0 and -1 mean no socket deadline at all
-			over = append(over, name+" unbounded")
-		case d > callTimeout:
-			over = append(over, name+" "+d.String())
-		}
-	}
-	if len(over) > 0 {
-		bad = append(bad, fmt.Sprintf("ContextTimeoutEnabled false with %s: want ContextTimeoutEnabled true, so that each call's CallTimeout (%s) bounds it, or both timeouts at most %s",
-			strings.Join(over, " and "), limit, limit))
-	}
-	if len(bad) == 0 {
-		return nil
-	}
-	return badConfig("lease: %T options cannot keep leases: %s; e.g. %s{MaxRetries: 1, ContextTimeoutEnabled: true}",
-		c, strings.Join(bad, "; "), options)
 }
 
 // validateID refuses an id that is empty, longer than [MaxIDLen], or holds

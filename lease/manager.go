@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/drainkit/drainkit/internal/redischeck"
 )
 
 // Manager acquires room leases for one node, renews them all from one
@@ -49,19 +51,12 @@ type Manager struct {
 // leases cannot work with (see Client settings in the package doc). It
 // does no I/O.
 func New(client redis.UniversalClient, cfg Config) (*Manager, error) {
-	switch client.(type) {
-	case nil:
-		return nil, badConfig("lease: client is nil")
-	case *redis.Ring: // it moves an unreachable shard's keys: a room would get two owners
-		return nil, badConfig("lease: *redis.Ring cannot keep leases: while a shard is unreachable it sends the shard's keys to another shard, " +
-			"so a room can have two owners; use a *redis.Client (standalone or Sentinel) or a *redis.ClusterClient")
-	}
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	if err := checkClient(client, cfg.CallTimeout); err != nil {
-		return nil, err
+	if err := redischeck.Client(client, cfg.CallTimeout); err != nil {
+		return nil, badConfig("lease: %w", err)
 	}
 	g := groupingFor(client)
 	if cfg.WaitReplicas > 0 && g == groupNone {
@@ -101,7 +96,9 @@ func (m *Manager) Start(ctx context.Context) error {
 		return errors.New("lease: Start called twice")
 	}
 	m.mu.Unlock()
-	if err := m.checkServers(ctx); err != nil {
+	check := redischeck.Servers{AcceptEviction: m.cfg.AcceptEviction, Unsafe: ErrUnsafeServer, Logger: m.cfg.Logger,
+		Retry: func(ctx context.Context, call func(context.Context) error) error { return m.retry(ctx, nil, call) }, Retryable: retryable}
+	if err := check.Check(ctx, m.client); err != nil {
 		return fmt.Errorf("lease: start: %w", err)
 	}
 	if err := m.loadScripts(ctx); err != nil {
@@ -132,7 +129,7 @@ func (m *Manager) Stop(ctx context.Context) error {
 // loadScripts caches every script on every server, so the first renewal
 // round needs no EVAL fallback.
 func (m *Manager) loadScripts(ctx context.Context) error {
-	err := m.forEachServer(ctx, func(ctx context.Context, c redis.UniversalClient, _ string) error {
+	err := redischeck.EachServer(ctx, m.client, func(ctx context.Context, c redis.UniversalClient, _ string) error {
 		return m.retry(ctx, nil, func(ctx context.Context) error {
 			// Not Script.Load on a pipeline: it reads the unanswered reply
 			// and sets the script's hash to "".
@@ -148,19 +145,6 @@ func (m *Manager) loadScripts(ctx context.Context) error {
 		return fmt.Errorf("load scripts: %w", err)
 	}
 	return nil
-}
-
-// forEachServer calls fn for every server leases are written to.
-func (m *Manager) forEachServer(ctx context.Context, fn func(ctx context.Context, c redis.UniversalClient, addr string) error) error {
-	each := func(ctx context.Context, n *redis.Client) error { return fn(ctx, n, n.Options().Addr) }
-	switch c := m.client.(type) {
-	case *redis.ClusterClient:
-		return c.ForEachMaster(ctx, each)
-	case *redis.Client:
-		return each(ctx, c)
-	default:
-		return fn(ctx, c, "the server")
-	}
 }
 
 // stopRenewer stops the renewer and waits for it, so none of its writes

@@ -127,24 +127,6 @@ func TestWaitReplicas(t *testing.T) {
 	require.Empty(t, m2.snapshot(false), "leases held after a short WAIT; want the lease released")
 }
 
-func TestAtLeastVersion(t *testing.T) {
-	tests := []struct {
-		give string
-		want bool
-	}{
-		{"7.0.15", true},
-		{"5.0.0", true},
-		{"4.0.14", false},
-		{"4.9", false},
-		{"10.0.0", true},
-		{"", true},    // unreadable: the scripts fail loudly themselves
-		{"x.y", true}, // unparseable likewise
-	}
-	for _, tt := range tests {
-		assert.Equal(t, tt.want, atLeast(tt.give, minRedisVersion), "atLeast(%q, 5.0.0)", tt.give)
-	}
-}
-
 // TestWaitReplicasFollowsAMovedSlot: with WaitReplicas on Cluster the
 // script goes to the room's primary directly, outside the cluster
 // client's redirect handling; after the room's slot moved, the MOVED

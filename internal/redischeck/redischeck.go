@@ -1,0 +1,169 @@
+// Package redischeck refuses a go-redis client or server that cannot keep
+// leases: a Ring, options under which a call can outlive its budget or be
+// sent more than twice, a server too old for the lease scripts, and a
+// maxmemory-policy that may evict lease keys. Its one importer is lease,
+// whose algorithm reads better without these checks beside it.
+package redischeck
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Client refuses, in one error, a client under which a call could outlive
+// callTimeout or be sent more than twice. It checks the options rather than
+// building a client from them: a second pool would lose the team's hooks.
+// Client types other than *redis.Client and *redis.ClusterClient pass.
+func Client(c redis.UniversalClient, callTimeout time.Duration) error {
+	var (
+		options    string // the options type, for the advice
+		retries    int
+		timeouts   [2]time.Duration // read, write; as go-redis resolved them
+		honoursCtx bool
+	)
+	switch cl := c.(type) {
+	case nil:
+		return fmt.Errorf("client is nil")
+	case *redis.Ring: // it moves an unreachable shard's keys: a room would get two owners
+		return fmt.Errorf("*redis.Ring cannot keep leases: while a shard is unreachable it sends the shard's keys to another shard, " +
+			"so a room can have two owners; use a *redis.Client (standalone or Sentinel) or a *redis.ClusterClient")
+	case *redis.Client:
+		o := cl.Options()
+		options, retries, timeouts, honoursCtx = "redis.Options", o.MaxRetries, [2]time.Duration{o.ReadTimeout, o.WriteTimeout}, o.ContextTimeoutEnabled
+	case *redis.ClusterClient:
+		o := cl.Options()
+		options, retries, timeouts, honoursCtx = "redis.ClusterOptions", o.MaxRetries, [2]time.Duration{o.ReadTimeout, o.WriteTimeout}, o.ContextTimeoutEnabled
+	default:
+		return nil
+	}
+	limit := callTimeout.Truncate(time.Millisecond)
+	var bad, over []string
+	if retries > 1 {
+		bad = append(bad, fmt.Sprintf("MaxRetries %d: want at most 1, or a retried renewal can land after the lease expired (go-redis reads 0 as 3, -1 as none)", retries))
+	}
+	for i, name := range []string{"ReadTimeout", "WriteTimeout"} {
+		switch d := timeouts[i]; {
+		case honoursCtx:
+		case d <= 0: // resolved 0 and -1 mean no socket deadline at all
+			over = append(over, name+" unbounded")
+		case d > callTimeout:
+			over = append(over, name+" "+d.String())
+		}
+	}
+	if len(over) > 0 {
+		bad = append(bad, fmt.Sprintf("ContextTimeoutEnabled false with %s: want ContextTimeoutEnabled true, so that each call's CallTimeout (%s) bounds it, or both timeouts at most %s",
+			strings.Join(over, " and "), limit, limit))
+	}
+	if len(bad) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%T options cannot keep leases: %s; e.g. %s{MaxRetries: 1, ContextTimeoutEnabled: true}",
+		c, strings.Join(bad, "; "), options)
+}
+
+// Servers checks every server a client writes leases to.
+type Servers struct {
+	AcceptEviction bool                                                              // warn of an evicting policy instead of refusing it
+	Unsafe         error                                                             // wrapped by every refusal
+	Logger         *slog.Logger                                                      // receives the warnings
+	Retry          func(ctx context.Context, call func(context.Context) error) error // the caller's retry
+	Retryable      func(error) bool                                                  // whether an error says "not reached" rather than "refused"
+}
+
+// minVersion is the oldest server the scripts run on: acquire.lua reads
+// TIME and then writes, which servers before 5.0 refuse.
+var minVersion = [3]int{5, 0, 0}
+
+// Check refuses, on every server c writes to, one the lease scripts cannot
+// run on or whose maxmemory-policy may evict lease keys (unless
+// AcceptEviction), and warns of what it cannot read: a managed Redis may
+// refuse INFO or CONFIG.
+func (s Servers) Check(ctx context.Context, c redis.UniversalClient) error {
+	return EachServer(ctx, c, s.check)
+}
+
+// EachServer calls fn for every server c writes to, with its address: the
+// primaries of a Cluster, or c itself.
+func EachServer(ctx context.Context, c redis.UniversalClient, fn func(ctx context.Context, c redis.UniversalClient, addr string) error) error {
+	each := func(ctx context.Context, n *redis.Client) error { return fn(ctx, n, n.Options().Addr) }
+	switch c := c.(type) {
+	case *redis.ClusterClient:
+		return c.ForEachMaster(ctx, each)
+	case *redis.Client:
+		return each(ctx, c)
+	}
+	return fn(ctx, c, "the server")
+}
+
+func (s Servers) check(ctx context.Context, c redis.UniversalClient, addr string) error {
+	var info, cfg map[string]string
+	err := s.Retry(ctx, func(ctx context.Context) error {
+		text, err := c.Info(ctx).Result() // the default sections hold server and memory
+		info = parseInfo(text)
+		return err
+	})
+	policy := info["maxmemory_policy"]
+	if policy == "" && (err == nil || !s.Retryable(err)) {
+		err = s.Retry(ctx, func(ctx context.Context) (err error) {
+			cfg, err = c.ConfigGet(ctx, "maxmemory-policy").Result()
+			return err
+		})
+		policy = cfg["maxmemory-policy"]
+	}
+	if err != nil && s.Retryable(err) {
+		return fmt.Errorf("check %s: %w", addr, err)
+	}
+	switch version := info["redis_version"]; {
+	case version == "":
+		s.Logger.Warn("cannot read the Redis version (INFO); the lease scripts need Redis 5.0.0 or later",
+			"addr", addr, "error", fmt.Sprint(err))
+	case !atLeast(version, minVersion):
+		return fmt.Errorf("%w: %s runs Redis %s; the lease scripts need 5.0.0 or later (acquire.lua reads TIME before writing)",
+			s.Unsafe, addr, version)
+	}
+	switch {
+	case policy == "":
+		s.Logger.Warn("cannot read maxmemory-policy (INFO and CONFIG GET refused); unless it is noeviction, Redis may evict a lease key and give its room two owners",
+			"addr", addr, "error", fmt.Sprint(err))
+	case policy == "noeviction":
+	case s.AcceptEviction:
+		s.Logger.Warn("maxmemory-policy may evict lease keys and give a room two owners; accepted by Config.AcceptEviction",
+			"addr", addr, "maxmemory_policy", policy)
+	default:
+		return fmt.Errorf("%w: %s has maxmemory-policy %s, which may evict lease keys (they have a TTL) and give a room two owners; "+
+			"set maxmemory-policy noeviction, or Config.AcceptEviction to accept the risk", s.Unsafe, addr, policy)
+	}
+	return nil
+}
+
+// parseInfo reads the key:value lines of an INFO reply.
+func parseInfo(text string) map[string]string {
+	out := map[string]string{}
+	for line := range strings.Lines(text) {
+		if k, v, ok := strings.Cut(strings.TrimSpace(line), ":"); ok && !strings.HasPrefix(k, "#") {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// atLeast reports whether version (major.minor.patch) is at least min. An
+// unparseable version passes: the scripts themselves fail loudly.
+func atLeast(version string, min [3]int) bool {
+	for i, p := range strings.SplitN(version, ".", 3) {
+		n, err := strconv.Atoi(strings.TrimFunc(p, func(r rune) bool { return r < '0' || r > '9' }))
+		if err != nil {
+			return true
+		}
+		if n != min[i] {
+			return n > min[i]
+		}
+	}
+	return true
+}
