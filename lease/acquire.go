@@ -11,12 +11,11 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Acquire takes the lease on room id for this node. While this Manager
-// holds the room it returns the same *Lease without touching Redis;
-// concurrent calls for one room share one script call, and a lease every
+// Acquire takes the lease on room id, or returns the one this Manager
+// holds. Concurrent calls for a room share one script call; a lease every
 // caller gave up on is released. Errors: a bad id, [ErrDraining],
-// [ErrNotRunning] outside Start/Stop, one matching [ErrHeld] naming the
-// holder's node and fence, the Redis error, or ctx's.
+// [ErrNotRunning], one matching [ErrHeld] naming the holder, the Redis
+// error, or ctx's.
 func (m *Manager) Acquire(ctx context.Context, id string) (*Lease, error) {
 	if err := validateID(id); err != nil {
 		return nil, err
@@ -47,8 +46,8 @@ func (m *Manager) Acquire(ctx context.Context, id string) (*Lease, error) {
 }
 
 // local returns the lease held for id, if any, or ErrNotRunning. An
-// overdue lease is ended here as lost, and one being ended is waited for:
-// its holder must stop before the room gets a new fence.
+// overdue lease is ended here, and one being ended is waited for: its
+// holder must stop before the room gets a new fence.
 func (m *Manager) local(ctx context.Context, id string) (*Lease, error) {
 	for {
 		m.mu.Lock()
@@ -79,9 +78,8 @@ func (m *Manager) local(ctx context.Context, id string) (*Lease, error) {
 	}
 }
 
-// acquire runs the acquire script and returns the new lease, not yet
-// registered. ctx must not be cancellable, so that a lease an attempt
-// took comes back to be released.
+// acquire runs the acquire script and returns the new lease, unregistered.
+// ctx must not be cancellable, so a lease an attempt took comes back.
 func (m *Manager) acquire(ctx context.Context, id string, stillWanted func() error) (*Lease, error) {
 	var (
 		sent    time.Time
@@ -123,8 +121,8 @@ func (m *Manager) acquire(ctx context.Context, id string, stillWanted func() err
 }
 
 // acquireCall runs the acquire script and, with Config.WaitReplicas, WAITs
-// in the same pipeline to the room's primary (WAIT counts its own
-// connection's writes). A short WAIT returns the reply with errShortWait.
+// in one pipeline to the room's primary (WAIT counts its connection's
+// writes). A short WAIT returns the reply with errShortWait.
 func (m *Manager) acquireCall(ctx context.Context, id string) ([]any, error) {
 	keys := []string{m.routeKey(id), m.fenceKey(id)}
 	args := m.acquireArgs
@@ -151,11 +149,10 @@ func (m *Manager) acquireCall(ctx context.Context, id string) ([]any, error) {
 	wait := pipe.Do(ctx, "WAIT", n, timeout.Milliseconds())
 	_, _ = pipe.Exec(ctx) // errors are read from each command
 	res, err := cmd.Slice()
-	if cl, ok := m.client.(*redis.ClusterClient); ok && isRedirect(err) {
+	if cl, ok := m.client.(*redis.ClusterClient); ok && err != nil &&
+		(redis.HasErrorPrefix(err, "MOVED") || redis.HasErrorPrefix(err, "ASK")) {
 		cl.ReloadState(ctx) // sent to a primary directly: the retry finds the slot's owner
-		return nil, err
 	}
-
 	if err != nil {
 		return nil, err
 	}
@@ -175,11 +172,6 @@ func (m *Manager) acquireCall(ctx context.Context, id string) ([]any, error) {
 // errShortWait is wrapped when fewer replicas than Config.WaitReplicas
 // acknowledged an acquisition.
 var errShortWait = errors.New("replicas did not acknowledge in time")
-
-// isRedirect reports a Cluster MOVED or ASK reply.
-func isRedirect(err error) bool {
-	return err != nil && (redis.HasErrorPrefix(err, "MOVED") || redis.HasErrorPrefix(err, "ASK"))
-}
 
 // acquireReply decodes {code, fence-or-value}.
 func acquireReply(res []any) (int64, string, error) {

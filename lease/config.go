@@ -1,6 +1,7 @@
 package lease
 
 import (
+	"cmp"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -67,27 +68,13 @@ type Config struct {
 
 // withDefaults returns c with zero fields set to their defaults.
 func (c Config) withDefaults() Config {
-	if c.TTL == 0 {
-		c.TTL = DefaultTTL
-	}
-	if c.RenewInterval == 0 {
-		c.RenewInterval = c.TTL / 3
-	}
-	if c.CallTimeout == 0 {
-		c.CallTimeout = c.TTL / 6
-	}
-	if c.RoutePrefix == "" {
-		c.RoutePrefix = DefaultRoutePrefix
-	}
-	if c.FencePrefix == "" {
-		c.FencePrefix = DefaultFencePrefix
-	}
-	if c.NodePrefix == "" {
-		c.NodePrefix = DefaultNodePrefix
-	}
-	if c.Logger == nil {
-		c.Logger = slog.Default()
-	}
+	c.TTL = cmp.Or(c.TTL, DefaultTTL)
+	c.RenewInterval = cmp.Or(c.RenewInterval, c.TTL/3)
+	c.CallTimeout = cmp.Or(c.CallTimeout, c.TTL/6)
+	c.RoutePrefix = cmp.Or(c.RoutePrefix, DefaultRoutePrefix)
+	c.FencePrefix = cmp.Or(c.FencePrefix, DefaultFencePrefix)
+	c.NodePrefix = cmp.Or(c.NodePrefix, DefaultNodePrefix)
+	c.Logger = cmp.Or(c.Logger, slog.Default())
 	return c
 }
 

@@ -1,6 +1,7 @@
 package lease
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -33,20 +34,6 @@ func (m *Manager) draining() bool {
 	}
 }
 
-// handOffError reports leases a hand-off left to expire, with what it did
-// with the others.
-type handOffError struct {
-	Released, LeftToExpire, Lost int
-	Err                          error // the per-lease errors, joined
-}
-
-func (e *handOffError) Error() string {
-	return fmt.Sprintf("lease: hand-off: %d released, %d left to expire, %d lost: %v",
-		e.Released, e.LeftToExpire, e.Lost, e.Err)
-}
-
-func (e *handOffError) Unwrap() error { return e.Err }
-
 // HandOff returns a drain hook (phase [drain.Flush], named
 // "lease-handoff(" + RoutePrefix + ")") that calls fn for every held lease,
 // at most concurrency at a time, and releases each lease as soon as its fn
@@ -74,21 +61,21 @@ func (m *Manager) HandOff(fn func(ctx context.Context, l *Lease) error, concurre
 // their fn runs.
 func (m *Manager) runHandOff(ctx context.Context, fn func(ctx context.Context, l *Lease) error, concurrency int) error {
 	var (
-		mu  sync.Mutex
-		res handOffError
-		all []error
+		mu                           sync.Mutex
+		released, leftToExpire, lost int
+		errs                         []error
 	)
 	settle := func(l *Lease, err error) {
 		mu.Lock()
 		defer mu.Unlock()
 		switch {
 		case err == nil:
-			res.Released++
+			released++
 		case errors.Is(err, ErrNotHeld), errors.Is(err, ErrLost):
-			res.Lost++
+			lost++
 		default:
-			res.LeftToExpire++
-			all = append(all, fmt.Errorf("room %s: %w", l.ID(), err))
+			leftToExpire++
+			errs = append(errs, fmt.Errorf("room %s: %w", l.ID(), err))
 		}
 	}
 	// Take every lease before any fn runs: g.Go blocks at the limit, and a
@@ -101,9 +88,9 @@ func (m *Manager) runHandOff(ctx context.Context, fn func(ctx context.Context, l
 		}
 	}
 	flushed := make(chan *Lease, len(mine))
-	released := make(chan struct{})
+	releaserDone := make(chan struct{})
 	go func() {
-		defer close(released)
+		defer close(releaserDone)
 		// A flushed room may move even if the drain's deadline is near.
 		m.releaseFlushed(context.WithoutCancel(ctx), flushed, settle)
 	}()
@@ -121,14 +108,13 @@ func (m *Manager) runHandOff(ctx context.Context, fn func(ctx context.Context, l
 	}
 	_ = g.Wait()
 	close(flushed)
-	<-released
+	<-releaserDone
 	m.cfg.Logger.Info("lease hand-off done", "node_id", m.cfg.Node,
-		"released", res.Released, "left_to_expire", res.LeftToExpire, "lost", res.Lost)
-	if res.LeftToExpire == 0 {
+		"released", released, "left_to_expire", leftToExpire, "lost", lost)
+	if leftToExpire == 0 {
 		return nil
 	}
-	res.Err = errors.Join(all...)
-	return &res
+	return fmt.Errorf("lease: hand-off: %d released, %d left to expire, %d lost: %w", released, leftToExpire, lost, errors.Join(errs...))
 }
 
 // flushOne runs fn for l and returns nil when l may be released: fn
@@ -144,20 +130,17 @@ func (m *Manager) flushOne(ctx context.Context, l *Lease, fn func(context.Contex
 		stop()
 		cancel(nil)
 	}
-	if err == nil && !l.held() {
-		// Lost while fn ran: the room may have moved already.
-		if err = context.Cause(lctx); err == nil {
-			err = ErrLost
-		}
+	if err == nil && !l.held() { // lost while fn ran: the room may have moved
+		err = cmp.Or(context.Cause(lctx), ErrLost)
 	}
-	if err != nil {
-		if errors.Is(err, ErrLost) || errors.Is(context.Cause(lctx), ErrLost) {
-			return ErrLost
-		}
-		m.leaveToExpire(l)
-		return err
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, ErrLost), errors.Is(context.Cause(lctx), ErrLost):
+		return ErrLost
 	}
-	return nil
+	m.leaveToExpire(l)
+	return err
 }
 
 // ReleaseHook returns a drain hook (phase [drain.Release], named

@@ -7,13 +7,10 @@ import (
 	"time"
 )
 
-// flight is one acquisition of a room in progress, shared by every
-// Acquire call for the room meanwhile. A lease nobody waits for when its
-// script returns is released, never registered: it would keep its room
-// owned, renewed and unserved.
-//
-// golang.org/x/sync/singleflight is not used: it cannot tell when every
-// caller has left, and that moment decides whether the lease is kept.
+// flight is one acquisition of a room, shared by every Acquire of the room
+// meanwhile. A lease nobody waits for is released, never registered: it
+// would keep its room owned and unserved. singleflight is not used: it
+// cannot tell when every caller has left, which decides that.
 type flight struct {
 	done  chan struct{} // closed once lease and err are final and any release is done
 	lease *Lease
@@ -25,10 +22,9 @@ type flight struct {
 	decided bool // the result is fixed: a caller that gives up now still gets it
 }
 
-// join returns the flight for id, starting one if there is none, and
-// counts the caller as its waiter. A decided flight still cleaning up is
-// waited for first: releaseUnknown deletes any value of this holder, so
-// one acquisition per room at a time, clean-up included. A caller whose
+// join returns the flight for id, starting one if there is none, counting
+// the caller as its waiter. A decided flight still cleaning up is waited
+// for (releaseUnknown deletes any value of this holder). A caller whose
 // ctx never ends cannot leave, so its flight runs on its goroutine.
 func (m *Manager) join(ctx context.Context, id string) (*flight, error) {
 	var f *flight
@@ -74,8 +70,8 @@ func (m *Manager) join(ctx context.Context, id string) (*flight, error) {
 	return f, nil
 }
 
-// leave stops counting the caller as f's waiter. It reports false if the
-// result was already decided: the caller must take it.
+// leave stops counting the caller as f's waiter; false if the result was
+// decided, and the caller must take it.
 func (m *Manager) leave(f *flight) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -89,10 +85,8 @@ func (m *Manager) leave(f *flight) bool {
 // errNobodyWaits ends an acquisition every caller gave up on.
 var errNobodyWaits = errors.New("every caller gave up")
 
-// unwanted returns why f's acquisition must stop, deciding f, or nil: no
-// attempt starts and no lease is registered after the flip, after Stop,
-// or when nobody waits (a later caller then starts a flight of its own).
-// Call it under mu.
+// unwanted returns why f's acquisition must stop (the flip, Stop, or
+// nobody waits), deciding f, or nil. Call it under mu.
 func (m *Manager) unwanted(f *flight) error {
 	var err error
 	switch {
@@ -109,15 +103,6 @@ func (m *Manager) unwanted(f *flight) error {
 	return err
 }
 
-// stillWanted is unwanted as the check before each retry of f.
-func (m *Manager) stillWanted(f *flight) func() error {
-	return func() error {
-		m.mu.Lock()
-		defer m.mu.Unlock()
-		return m.unwanted(f)
-	}
-}
-
 // run runs the acquisition for f and settles its result.
 func (m *Manager) run(id string, f *flight) {
 	defer func() {
@@ -130,7 +115,12 @@ func (m *Manager) run(id string, f *flight) {
 	}()
 	l, err := m.local(f.ctx, id) // a flight that just ended may have registered it
 	if l == nil && err == nil {
-		if l, err = m.acquire(f.ctx, id, m.stillWanted(f)); err == nil {
+		stillWanted := func() error {
+			m.mu.Lock()
+			defer m.mu.Unlock()
+			return m.unwanted(f)
+		}
+		if l, err = m.acquire(f.ctx, id, stillWanted); err == nil {
 			l, err = m.register(f.ctx, l, f)
 		}
 	}
@@ -139,9 +129,9 @@ func (m *Manager) run(id string, f *flight) {
 	m.mu.Unlock()
 }
 
-// register adds a freshly acquired lease unless it is unwanted; then it
-// is released, so that none outlives the flip unseen by the drain (the
-// gate is read under the same lock as the hand-off's snapshot).
+// register adds a new lease, or releases it if unwanted: the gate is read
+// under the lock of the hand-off's snapshot, so none outlives the flip
+// unseen by the drain.
 func (m *Manager) register(ctx context.Context, l *Lease, f *flight) (*Lease, error) {
 	m.mu.Lock()
 	if err := m.unwanted(f); err != nil {
@@ -162,8 +152,8 @@ func (m *Manager) register(ctx context.Context, l *Lease, f *flight) (*Lease, er
 	return l, nil
 }
 
-// waitFlights waits, within ctx, for every acquisition in progress to
-// settle. Call it once running is false, so that none starts.
+// waitFlights waits, within ctx, for every acquisition in progress. Call it
+// once running is false.
 func (m *Manager) waitFlights(ctx context.Context) error {
 	m.mu.Lock()
 	fs := make([]*flight, 0, len(m.flights))

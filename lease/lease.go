@@ -10,8 +10,7 @@ import (
 	"time"
 )
 
-// Lease states. A lease moves held → handingOff → handedOff, or
-// held → ended; ended and handedOff are final.
+// Lease states: held → handingOff → handedOff, or held → ended.
 const (
 	stateHeld int32 = iota
 	stateHandingOff
@@ -19,11 +18,7 @@ const (
 	stateHandedOff // ended while the drain's hand-off had it
 )
 
-// Lease is one room held by this process. Its fencing token ([Lease.Token])
-// grows with every acquisition of the room, by anyone: pass it with every
-// write the room's owner makes so storage can reject a stale owner.
-//
-// A Lease is safe for concurrent use.
+// Lease is one room held by this process; it is safe for concurrent use.
 type Lease struct {
 	m      *Manager
 	key    string // route key; the id is its hash tag
@@ -33,8 +28,8 @@ type Lease struct {
 	state  atomic.Int32
 	slot   uint16 // Cluster hash slot of key, for batching
 
-	// The context is made on first use: made eagerly, it puts a held lease
-	// over BENCHMARKS.md's heap-per-lease target.
+	// The context is made on first use: made eagerly, it puts a lease over
+	// the heap-per-lease target in BENCHMARKS.md.
 	mu     sync.Mutex
 	ctx    context.Context
 	cancel context.CancelCauseFunc
@@ -53,15 +48,14 @@ func (l *Lease) ID() string {
 	return l.key[len(l.m.cfg.RoutePrefix)+1 : len(l.key)-1]
 }
 
-// Token returns the fencing token: strictly greater than the token of any
-// earlier acquisition of this room.
+// Token returns the fencing token, greater than that of any earlier
+// acquisition of the room by anyone: pass it with every write, so storage
+// refuses a stale owner.
 func (l *Lease) Token() int64 { return l.fence }
 
 // Context returns a context cancelled when the lease ends; context.Cause
 // says how: [ErrLost] (wrapped with the reason), [ErrLeftToExpire] or
-// [ErrReleased]. Work as the room's owner under it, and pass [Lease.Token]
-// with every write: storage rejects a stale owner in the window before
-// the renewer notices a loss.
+// [ErrReleased]. Work as the room's owner under it.
 func (l *Lease) Context() context.Context {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -74,8 +68,8 @@ func (l *Lease) Context() context.Context {
 	return l.ctx
 }
 
-// held reports whether the lease has not ended and its last confirmed
-// renewal is recent enough to trust, even if the renewer is starved.
+// held reports whether the lease has not ended and is not overdue, even if
+// the renewer is starved.
 func (l *Lease) held() bool {
 	return !l.ended() && !l.overdue(l.m.now(), l.m.lostAfter)
 }
@@ -86,9 +80,8 @@ func (l *Lease) beginHandOff() bool {
 }
 
 // end ends the lease once and reports whether this call did; lost means
-// the holder did not choose the end, so OnLost runs. The lease leaves the
-// Manager's set only after its hooks, so no new lease of the room is handed
-// out before the old holder was told to stop.
+// the holder did not choose it (OnLost runs). The lease leaves the set
+// after its hooks: the room gets no new lease before its holder is told.
 func (l *Lease) end(cause error, lost bool) bool {
 	for {
 		s := l.state.Load()
@@ -107,14 +100,13 @@ func (l *Lease) end(cause error, lost bool) bool {
 	return true
 }
 
-// ended reports whether the lease has ended, its hooks returned or not.
+// ended reports whether the lease has ended, its hooks run or not.
 func (l *Lease) ended() bool {
 	s := l.state.Load()
 	return s == stateEnded || s == stateHandedOff
 }
 
-// finish does the rest of an end, once the state says so: the cause and
-// the context first, then the hooks.
+// finish does the rest of an end: the cause and context, then the hooks.
 func (l *Lease) finish(cause error, lost bool) {
 	defer l.m.forget(l)
 	l.mu.Lock()
@@ -134,8 +126,8 @@ func (l *Lease) finish(cause error, lost bool) {
 	l.callHook("OnEnd", l.m.cfg.OnEnd, cause)
 }
 
-// callHook calls hook and recovers a panic in it: on the renewer, a panic
-// would crash the process or cut short the end of other leases.
+// callHook calls hook, recovering a panic: on the renewer it would crash
+// the process or cut short the end of other leases.
 func (l *Lease) callHook(name string, hook func(*Lease, error), cause error) {
 	if hook == nil {
 		return
@@ -150,7 +142,7 @@ func (l *Lease) callHook(name string, hook func(*Lease, error), cause error) {
 }
 
 // overdue reports whether the last confirmed renewal was sent lostAfter
-// (TTL·2/3) ago or more; docs/leases.md has the budget.
+// (TTL·2/3, see docs/leases.md) ago or more.
 func (l *Lease) overdue(now time.Time, lostAfter time.Duration) bool {
 	return !now.Before(l.deadline(lostAfter))
 }

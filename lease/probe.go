@@ -9,15 +9,12 @@ import (
 // Probe is a readiness check for the lease machinery: it succeeds if this
 // node's heartbeat is ours and its TTL is above TTL/3 (less means renewals
 // are failing). It answers within [ProbeTimeout] and writes nothing.
-func (m *Manager) Probe(ctx context.Context) error {
-	err := m.probe(ctx)
-	if err != nil {
-		m.met.checkFailures.Inc()
-	}
-	return err
-}
-
-func (m *Manager) probe(ctx context.Context) error {
+func (m *Manager) Probe(ctx context.Context) (err error) {
+	defer func() {
+		if err != nil {
+			m.met.checkFailures.Inc()
+		}
+	}()
 	ctx, cancel := context.WithTimeout(ctx, min(ProbeTimeout, m.cfg.CallTimeout))
 	defer cancel()
 	n, err := probeScript.Run(ctx, m.client, []string{m.nodeKey()}, m.holder).Int64()

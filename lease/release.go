@@ -36,23 +36,14 @@ func (l *Lease) Release(ctx context.Context) error {
 }
 
 // releaseFlushed releases the leases received from flushed until it is
-// closed, many per round trip: those flushed while a pipeline is in flight
-// go together in the next. A room moves within a round trip of its flush,
-// and no flush waits for a release.
+// closed, those flushed during a round trip together in the next: a room
+// moves within a round trip of its flush, and no flush waits for a
+// release. flushed must have room for every lease, so len sees them all.
 func (m *Manager) releaseFlushed(ctx context.Context, flushed <-chan *Lease, done func(*Lease, error)) {
 	for l := range flushed {
 		batch := []*Lease{l}
-	more:
-		for {
-			select {
-			case l, ok := <-flushed:
-				if !ok {
-					break more
-				}
-				batch = append(batch, l)
-			default:
-				break more
-			}
+		for len(flushed) > 0 {
+			batch = append(batch, <-flushed)
 		}
 		for _, l := range batch {
 			l.end(ErrReleased, false) // the context is cancelled before the key goes

@@ -22,10 +22,9 @@ const (
 	renewStolen = -1
 )
 
-// renewLoop is the renewer goroutine. It wakes at each tick, at the
-// earliest overdue deadline of any lease (so a lease is given up in time
-// even while a renewal call hangs) and once at the drain gate, to mark the
-// heartbeat draining.
+// renewLoop is the renewer. It wakes at each tick, at the earliest overdue
+// deadline (so a lease is given up in time even while a renewal hangs) and
+// at the drain gate, to mark the heartbeat draining.
 func (m *Manager) renewLoop(ctx context.Context, stop <-chan struct{}, done chan<- struct{}) {
 	defer close(done)
 	gate := m.gate
@@ -74,16 +73,15 @@ func (m *Manager) expireOverdue(now time.Time) time.Time {
 	return earliest
 }
 
-// overdueError is the cause of l, lost at now for want of a confirmed
-// renewal.
+// overdueError is the cause of l, lost at now for want of a renewal.
 func (m *Manager) overdueError(l *Lease, now time.Time) error {
 	since := now.Sub(time.Unix(0, l.lastOK.Load()))
 	return lostError(fmt.Sprintf("no renewal confirmed for %s (limit %s, TTL·2/3)",
 		since.Truncate(time.Millisecond), m.lostAfter.Truncate(time.Millisecond)))
 }
 
-// tick runs one renewal round, its call bounded by CallTimeout and by the
-// earliest overdue deadline.
+// tick runs one renewal round, bounded by CallTimeout and the earliest
+// overdue deadline.
 func (m *Manager) tick(ctx context.Context, earliest time.Time) {
 	deadline := m.now().Add(m.cfg.CallTimeout)
 	if !earliest.IsZero() && earliest.Before(deadline) {
@@ -99,15 +97,16 @@ func (m *Manager) tick(ctx context.Context, earliest time.Time) {
 // Renew renews every held lease and the node heartbeat in one pipeline,
 // one round trip per Redis node: the renewer's tick, for a caller that
 // wants the leases confirmed now. A lease Redis reports gone or taken is
-// lost at once; a failed renewal keeps the last confirmed time. Call it
-// between Start and Stop only.
+// lost at once. Call it between Start and Stop only.
 func (m *Manager) Renew(ctx context.Context) error {
 	leases := m.snapshot(false)
-	sent := m.now()
-	start := time.Now()
-	calls, hbErr, err := m.renewPipeline(ctx, leases)
+	sent, start := m.now(), time.Now()
+	pipe := m.client.Pipeline()
+	// The heartbeat goes as EVAL: it is small, and needs no NOSCRIPT fallback.
+	hb := heartbeatScript.Eval(ctx, pipe, []string{m.nodeKey()}, m.heartbeatArgs()...)
+	calls, err := m.sendBatches(ctx, pipe, renewScript, m.batches(leases), m.cfg.TTL.Milliseconds())
 	m.met.renewDuration.Observe(float64(time.Since(start).Microseconds()) / 1000)
-	m.noteHeartbeat(hbErr)
+	m.noteHeartbeat(hb.Err())
 	renewed := 0
 	var errs []error
 	for _, c := range calls {
@@ -134,21 +133,6 @@ func (m *Manager) Renew(ctx context.Context) error {
 	return err
 }
 
-// renewPipeline sends the renew batches and the heartbeat in one pipeline
-// and returns the calls, the heartbeat's error and the pipeline's. The
-// heartbeat goes as EVAL: its source is small, and it needs no NOSCRIPT
-// fallback then.
-func (m *Manager) renewPipeline(ctx context.Context, leases []*Lease) ([]batchCall, error, error) {
-	pipe := m.client.Pipeline()
-	hb := heartbeatScript.Eval(ctx, pipe, []string{m.nodeKey()}, m.heartbeatArgs()...)
-	calls, err := m.sendBatches(ctx, pipe, renewScript, m.batches(leases), m.cfg.TTL.Milliseconds())
-	hbErr := hb.Err()
-	if errors.Is(hbErr, redis.Nil) {
-		hbErr = nil // no previous holder
-	}
-	return calls, hbErr, err
-}
-
 // heartbeatArgs are the heartbeat script's ARGV.
 func (m *Manager) heartbeatArgs() []any {
 	state := stateActive
@@ -158,8 +142,8 @@ func (m *Manager) heartbeatArgs() []any {
 	return []any{m.holder, state, m.cfg.Addr, m.cfg.TTL.Milliseconds()}
 }
 
-// writeHeartbeat writes the heartbeat in one call. At start it warns of a
-// heartbeat left by another process with our node id.
+// writeHeartbeat writes the heartbeat. At start it warns of one left by
+// another process with our node id.
 func (m *Manager) writeHeartbeat(ctx context.Context, start bool) error {
 	prev, err := heartbeatScript.Run(ctx, m.client, []string{m.nodeKey()}, m.heartbeatArgs()...).Text()
 	if errors.Is(err, redis.Nil) {
@@ -175,8 +159,12 @@ func (m *Manager) writeHeartbeat(ctx context.Context, start bool) error {
 	return nil
 }
 
-// noteHeartbeat counts a failed heartbeat write and logs only changes.
+// noteHeartbeat counts a failed heartbeat write and logs changes only.
+// redis.Nil (no previous holder) is a success.
 func (m *Manager) noteHeartbeat(err error) {
+	if errors.Is(err, redis.Nil) {
+		err = nil
+	}
 	if err != nil {
 		m.met.heartbeatErrors.Inc()
 	}
