@@ -11,7 +11,7 @@ import (
 	"go.uber.org/fx"
 
 	"github.com/drainkit/drainkit/drain"
-	"github.com/drainkit/drainkit/internal/listener"
+	"github.com/drainkit/drainkit/fxmodule/internal/listener"
 	"github.com/drainkit/drainkit/lifecycle"
 	"github.com/drainkit/drainkit/readiness"
 )

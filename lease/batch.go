@@ -126,8 +126,8 @@ func (m *Manager) sendBatches(ctx context.Context, pipe redis.Pipeliner, script 
 func isNoScript(err error) bool { return err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") }
 
 // decodeStatuses decodes a batch script's reply, one status (1, 0 or -1)
-// per key. A reply of the wrong shape fails the whole batch: a status is
-// never guessed or shifted onto another lease.
+// per key. A reply of the wrong shape fails the whole batch and leaves dst
+// untouched: a status is never guessed or shifted onto another lease.
 func decodeStatuses(cmd *redis.Cmd, dst []int8) error {
 	if err := cmd.Err(); err != nil {
 		return err

@@ -145,10 +145,10 @@ func (m *Manager) flushOne(ctx context.Context, l *Lease, fn func(context.Contex
 
 // ReleaseHook returns a drain hook (phase [drain.Release], named
 // "lease-release(" + RoutePrefix + ")") that stops the renewer, releases
-// every lease still held in batched pipelines, and deletes the node
-// heartbeat last. Once [Manager.HandOff] has been called, a lease still
-// held was not flushed: it is left to expire, so its next owner recovers
-// it from snapshot and log.
+// every lease still held in batched pipelines, then does what
+// [Manager.Stop] does, so the heartbeat goes last. Once [Manager.HandOff]
+// was called, a lease still held was not flushed: it is left to expire,
+// and its next owner recovers it from snapshot and log.
 func (m *Manager) ReleaseHook() drain.Hook {
 	return drain.Hook{Name: m.hookName("lease-release"), Phase: drain.Release, Run: m.releaseAll}
 }
@@ -161,18 +161,15 @@ func (m *Manager) hookName(kind string) string {
 
 // releaseAll is the Release hook's work; see [Manager.ReleaseHook].
 func (m *Manager) releaseAll(ctx context.Context) error {
-	m.BeginDrain() // in case the flip did not reach us
-	stopErr := errors.Join(m.stopRenewer(ctx), m.waitFlights(ctx))
+	m.BeginDrain()                // in case the flip did not reach us
+	stopErr := m.stopRenewer(ctx) // a flight settling later releases its own lease: running is false
 	var release []*Lease
 	for _, l := range m.snapshot(false) {
-		if l.state.Load() != stateHeld {
-			continue // in a hand-off that did not finish: left to expire below
-		}
-		if m.handOff.Load() { // not flushed: never released
+		switch {
+		case l.state.Load() != stateHeld: // in a hand-off that did not finish: Stop leaves it to expire
+		case m.handOff.Load(): // not flushed: never released
 			m.leaveToExpire(l)
-			continue
-		}
-		if l.end(ErrReleased, false) {
+		case l.end(ErrReleased, false):
 			release = append(release, l) // context cancelled before the key goes
 		}
 	}
@@ -182,6 +179,5 @@ func (m *Manager) releaseAll(ctx context.Context) error {
 			relErr = append(relErr, err)
 		}
 	})
-	m.abandonAll()
-	return errors.Join(stopErr, errors.Join(relErr...), m.deleteHeartbeat(ctx))
+	return errors.Join(stopErr, errors.Join(relErr...), m.Stop(ctx))
 }

@@ -7,31 +7,28 @@ import (
 
 // Sentinel errors. How a lease ended is context.Cause(l.Context()).
 var (
-	// ErrDraining is returned by Acquire once the process drains, and by
-	// [Lease.Release] for a lease the drain's hand-off took.
+	// ErrDraining is returned by Acquire after the flip, and by Release
+	// for a lease the hand-off took.
 	ErrDraining = errors.New("lease: draining")
-	// ErrHeld is matched by Acquire's error when someone else holds the
-	// room; the text names the holder's node and fence.
+	// ErrHeld is matched by Acquire's error naming another holder.
 	ErrHeld = errors.New("lease: held by another holder")
-	// ErrNotHeld reports a lease (or route) that is not ours in Redis: it
-	// expired or was taken. It should not fail a drain.
+	// ErrNotHeld: expired or taken in Redis. It should not fail a drain.
 	ErrNotHeld = errors.New("lease: not held")
 	// ErrNotRunning is returned by Acquire before Start or after Stop.
 	ErrNotRunning = errors.New("lease: manager not running")
 	// ErrUnsafeServer is returned by Start for a server too old for the
-	// scripts or whose maxmemory-policy may evict lease keys.
+	// scripts, or that may evict lease keys.
 	ErrUnsafeServer = errors.New("lease: server cannot keep leases safely")
 	// ErrLost is the cause of a lost lease: gone, taken, or overdue.
 	ErrLost = errors.New("lease: lost")
 	// ErrReleased is the cause of a released lease.
 	ErrReleased = errors.New("lease: released")
-	// ErrLeftToExpire is the cause of a lease the drain or Stop left to
-	// expire unreleased.
+	// ErrLeftToExpire is the cause of a lease left to expire unreleased.
 	ErrLeftToExpire = errors.New("lease: left to expire")
 )
 
-// heldError names the holder of a room Acquire could not take; it matches
-// ErrHeld. Node is empty for a route value that cannot be parsed.
+// heldError names the holder of a room and matches ErrHeld. Node is empty
+// for a route value that cannot be parsed.
 type heldError struct {
 	ID    string
 	Node  string

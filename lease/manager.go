@@ -98,13 +98,14 @@ func (m *Manager) Start(ctx context.Context) error {
 	m.mu.Unlock()
 	check := redischeck.Servers{AcceptEviction: m.cfg.AcceptEviction, Unsafe: ErrUnsafeServer, Logger: m.cfg.Logger,
 		Retry: func(ctx context.Context, call func(context.Context) error) error { return m.retry(ctx, nil, call) }, Retryable: retryable}
-	if err := check.Check(ctx, m.client); err != nil {
-		return fmt.Errorf("lease: start: %w", err)
+	err := check.Check(ctx, m.client)
+	if err == nil {
+		err = m.loadScripts(ctx)
 	}
-	if err := m.loadScripts(ctx); err != nil {
-		return fmt.Errorf("lease: start: %w", err)
+	if err == nil {
+		err = m.retry(ctx, nil, func(ctx context.Context) error { return m.writeHeartbeat(ctx, true) })
 	}
-	if err := m.retry(ctx, nil, func(ctx context.Context) error { return m.writeHeartbeat(ctx, true) }); err != nil {
+	if err != nil {
 		return fmt.Errorf("lease: start: %w", err)
 	}
 	runCtx, cancel := context.WithCancel(context.Background())
@@ -121,9 +122,11 @@ func (m *Manager) Start(ctx context.Context) error {
 // deletes the heartbeat if it is still ours. If ctx ends first it still
 // does all three. It is safe to call more than once.
 func (m *Manager) Stop(ctx context.Context) error {
-	stopErr := errors.Join(m.stopRenewer(ctx), m.waitFlights(ctx))
-	m.abandonAll()
-	return errors.Join(stopErr, m.deleteHeartbeat(ctx))
+	err := errors.Join(m.stopRenewer(ctx), m.waitFlights(ctx))
+	for _, l := range m.snapshot(false) { // nothing renews them now: their holders must stop
+		m.leaveToExpire(l)
+	}
+	return errors.Join(err, m.deleteHeartbeat(ctx))
 }
 
 // loadScripts caches every script on every server, so the first renewal
@@ -169,14 +172,6 @@ func (m *Manager) stopRenewer(ctx context.Context) error {
 	cancel()
 	<-done // every call of the renewer honours its context
 	return fmt.Errorf("lease: waiting for the renewer: %w", context.Cause(ctx))
-}
-
-// abandonAll ends every remaining lease without touching Redis: nothing
-// renews them any more, so their holders must stop now.
-func (m *Manager) abandonAll() {
-	for _, l := range m.snapshot(false) {
-		m.leaveToExpire(l)
-	}
 }
 
 // leaveToExpire ends l unreleased: its key stays until the TTL passes.

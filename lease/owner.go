@@ -4,21 +4,19 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
 
 // Owner is the current holder of a room, for forwarding.
 type Owner struct {
-	// Node is the holder's node id.
-	Node string
+	Node string // the holder's node id
 	// Addr is the holder's forwarding address from its heartbeat; empty if
 	// the heartbeat is gone (the node stopped or cannot reach Redis).
-	Addr string
-	// Fence is the holder's fencing token.
-	Fence int64
-	// Draining reports that the holder's heartbeat is marked draining.
-	Draining bool
+	Addr     string
+	Fence    int64 // the holder's fencing token
+	Draining bool  // the holder's heartbeat is marked draining
 }
 
 // Owner returns the current holder of room id: [ErrNotHeld] if nobody
@@ -57,4 +55,33 @@ func (m *Manager) Owner(ctx context.Context, id string) (Owner, error) {
 	state, _ := hb[1].(string)
 	o.Draining = state == stateDraining
 	return o, nil
+}
+
+// Probe is a readiness check for the lease machinery: it succeeds if this
+// node's heartbeat is ours and its TTL is above TTL/3 (less means renewals
+// are failing). It answers within [ProbeTimeout] and writes nothing.
+func (m *Manager) Probe(ctx context.Context) error {
+	err := m.probe(ctx)
+	if err != nil {
+		m.met.checkFailures.Inc()
+	}
+	return err
+}
+
+func (m *Manager) probe(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, min(ProbeTimeout, m.cfg.CallTimeout))
+	defer cancel()
+	n, err := probeScript.Run(ctx, m.client, []string{m.nodeKey()}, m.holder).Int64()
+	if err != nil {
+		return fmt.Errorf("lease: probe %s: %w", m.nodeKey(), err)
+	}
+	switch {
+	case n == -2:
+		return fmt.Errorf("lease: probe: heartbeat %s is missing", m.nodeKey())
+	case n == -1:
+		return fmt.Errorf("lease: probe: heartbeat %s belongs to another process with node id %q", m.nodeKey(), m.cfg.Node)
+	case time.Duration(n)*time.Millisecond <= m.cfg.TTL/3:
+		return fmt.Errorf("lease: probe: heartbeat %s TTL %dms is at or below TTL/3 (%s): renewals are failing", m.nodeKey(), n, m.cfg.TTL/3)
+	}
+	return nil
 }

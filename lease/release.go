@@ -62,6 +62,11 @@ func (m *Manager) releaseEach(ctx context.Context, leases []*Lease, done func(*L
 			expiry = d
 		}
 	}
+	fail := func(ls []*Lease, err error) {
+		for _, l := range ls {
+			done(l, fmt.Errorf("lease: release %s: %w", l.label(), err))
+		}
+	}
 	pending := m.batches(leases)
 	err := m.retry(ctx, m.beforeExpiry(expiry), func(ctx context.Context) error {
 		calls, _ := m.sendBatches(ctx, m.client.Pipeline(), releaseScript, pending)
@@ -73,34 +78,25 @@ func (m *Manager) releaseEach(ctx context.Context, leases []*Lease, done func(*L
 				pending = append(pending, c.leases)
 				retryErrs = append(retryErrs, c.err)
 			case c.err != nil:
-				for _, l := range c.leases {
-					done(l, fmt.Errorf("lease: release %s: %w", l.label(), c.err))
-				}
+				fail(c.leases, c.err)
 			default:
 				for i, l := range c.leases {
-					done(l, m.releaseResult(l, c.status[i]))
+					switch c.status[i] {
+					case renewOK:
+						m.met.released.Inc()
+						done(l, nil)
+					case renewGone:
+						fail([]*Lease{l}, fmt.Errorf("expired: %w", ErrNotHeld))
+					default:
+						fail([]*Lease{l}, fmt.Errorf("taken by another holder: %w", ErrNotHeld))
+					}
 				}
 			}
 		}
 		return errors.Join(retryErrs...)
 	})
 	for _, b := range pending {
-		for _, l := range b {
-			done(l, fmt.Errorf("lease: release %s: %w", l.label(), err))
-		}
-	}
-}
-
-// releaseResult maps the release script's status to Release's result.
-func (m *Manager) releaseResult(l *Lease, status int8) error {
-	switch status {
-	case 1:
-		m.met.released.Inc()
-		return nil
-	case 0:
-		return fmt.Errorf("lease: release %s: expired: %w", l.label(), ErrNotHeld)
-	default:
-		return fmt.Errorf("lease: release %s: taken by another holder: %w", l.label(), ErrNotHeld)
+		fail(b, err)
 	}
 }
 

@@ -15,7 +15,7 @@ const (
 	stateDraining = "draining"
 )
 
-// Renew script replies.
+// Per-key replies of the renew and release scripts.
 const (
 	renewOK     = 1
 	renewGone   = 0
@@ -44,8 +44,16 @@ func (m *Manager) renewLoop(ctx context.Context, stop <-chan struct{}, done chan
 		}
 		now := m.now()
 		earliest := m.expireOverdue(now)
-		if !now.Before(next) {
-			m.tick(ctx, earliest)
+		if !now.Before(next) { // a round, bounded by CallTimeout and the earliest overdue deadline
+			deadline := m.now().Add(m.cfg.CallTimeout)
+			if !earliest.IsZero() && earliest.Before(deadline) {
+				deadline = earliest
+			}
+			rctx, cancel := context.WithDeadline(ctx, deadline)
+			if err := m.Renew(rctx); err != nil && rctx.Err() == nil {
+				m.cfg.Logger.Debug("lease renewal round failed", "error", err)
+			}
+			cancel()
 			next = now.Add(m.cfg.RenewInterval)
 			earliest = m.expireOverdue(m.now())
 		}
@@ -78,20 +86,6 @@ func (m *Manager) overdueError(l *Lease, now time.Time) error {
 	since := now.Sub(time.Unix(0, l.lastOK.Load()))
 	return lostError(fmt.Sprintf("no renewal confirmed for %s (limit %s, TTL·2/3)",
 		since.Truncate(time.Millisecond), m.lostAfter.Truncate(time.Millisecond)))
-}
-
-// tick runs one renewal round, bounded by CallTimeout and the earliest
-// overdue deadline.
-func (m *Manager) tick(ctx context.Context, earliest time.Time) {
-	deadline := m.now().Add(m.cfg.CallTimeout)
-	if !earliest.IsZero() && earliest.Before(deadline) {
-		deadline = earliest
-	}
-	ctx, cancel := context.WithDeadline(ctx, deadline)
-	defer cancel()
-	if err := m.Renew(ctx); err != nil && ctx.Err() == nil {
-		m.cfg.Logger.Debug("lease renewal round failed", "error", err)
-	}
 }
 
 // Renew renews every held lease and the node heartbeat in one pipeline,

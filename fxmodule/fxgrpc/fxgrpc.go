@@ -35,7 +35,7 @@ import (
 
 	"github.com/drainkit/drainkit/drain"
 	"github.com/drainkit/drainkit/drain/grpcdrain"
-	"github.com/drainkit/drainkit/internal/listener"
+	"github.com/drainkit/drainkit/fxmodule/internal/listener"
 	"github.com/drainkit/drainkit/lifecycle"
 	"github.com/drainkit/drainkit/readiness"
 	"github.com/drainkit/drainkit/readiness/grpchealth"
