@@ -46,8 +46,8 @@ func (m *Manager) Acquire(ctx context.Context, id string) (*Lease, error) {
 }
 
 // local returns the lease held for id, if any, or ErrNotRunning. An
-// overdue lease is ended here, and one being ended is waited for: its
-// holder must stop before the room gets a new fence.
+// overdue lease is ended, and one ending is waited for: its holder must
+// stop before the room gets a new fence.
 func (m *Manager) local(ctx context.Context, id string) (*Lease, error) {
 	for {
 		m.mu.Lock()
@@ -111,7 +111,7 @@ func (m *Manager) acquire(ctx context.Context, id string, stillWanted func() err
 	}
 	if code == 0 {
 		node, fence, _ := parseValue(val)
-		return nil, &heldError{ID: id, Node: node, Fence: fence}
+		return nil, heldBy(id, node, fence)
 	}
 	fence, err := strconv.ParseInt(val, 10, 64)
 	if err != nil {
@@ -120,9 +120,9 @@ func (m *Manager) acquire(ctx context.Context, id string, stillWanted func() err
 	return m.newLease(id, fence, m.prefix+val, sent), nil
 }
 
-// acquireCall runs the acquire script and, with Config.WaitReplicas, WAITs
+// acquireCall runs the acquire script and, with Config.WaitReplicas, WAIT
 // in one pipeline to the room's primary (WAIT counts its connection's
-// writes). A short WAIT returns the reply with errShortWait.
+// writes); a short WAIT returns the reply with errShortWait.
 func (m *Manager) acquireCall(ctx context.Context, id string) ([]any, error) {
 	keys := []string{m.routeKey(id), m.fenceKey(id)}
 	args := m.acquireArgs
@@ -169,8 +169,7 @@ func (m *Manager) acquireCall(ctx context.Context, id string) ([]any, error) {
 	return res, nil
 }
 
-// errShortWait is wrapped when fewer replicas than Config.WaitReplicas
-// acknowledged an acquisition.
+// errShortWait: fewer replicas than Config.WaitReplicas acknowledged.
 var errShortWait = errors.New("replicas did not acknowledge in time")
 
 // acquireReply decodes {code, fence-or-value}.

@@ -13,33 +13,14 @@ import (
 // meanwhile; calls share one pipeline, so the cap costs no round trips.
 const maxBatch = 500
 
-// grouping says which leases may share one script call: a script may only
-// touch keys of the server it runs on.
-type grouping uint8
-
-const (
-	groupAll  grouping = iota // *redis.Client: one server holds every key
-	groupSlot                 // Redis Cluster: one hash slot per call
-	groupNone                 // a custom client: one lease per call
-)
-
-func groupingFor(client redis.UniversalClient) grouping {
-	switch client.(type) {
-	case *redis.Client:
-		return groupAll
-	case *redis.ClusterClient:
-		return groupSlot
-	}
-	return groupNone
-}
-
 // batches splits leases into script calls of at most maxBatch leases that
-// the grouping allows together.
+// may share one: a script may only touch keys of the server it runs on, so
+// a call holds one hash slot on Cluster and one lease on a custom client.
 func (m *Manager) batches(leases []*Lease) [][]*Lease {
-	switch m.grouping {
-	case groupAll:
+	switch m.client.(type) {
+	case *redis.Client:
 		return slices.Collect(slices.Chunk(leases, maxBatch))
-	case groupSlot:
+	case *redis.ClusterClient:
 		sorted := slices.Clone(leases)
 		slices.SortFunc(sorted, func(a, b *Lease) int { return int(a.slot) - int(b.slot) })
 		var out [][]*Lease
@@ -114,11 +95,7 @@ func (m *Manager) sendBatches(ctx context.Context, pipe redis.Pipeliner, script 
 		}
 	}
 	for i := range calls {
-		c := &calls[i]
-		status := make([]int8, len(c.leases))
-		if c.err = decodeStatuses(c.cmd, status); c.err == nil {
-			c.status = status
-		}
+		calls[i].status, calls[i].err = decodeStatuses(calls[i].cmd, len(calls[i].leases))
 	}
 	return calls, err
 }
@@ -126,23 +103,23 @@ func (m *Manager) sendBatches(ctx context.Context, pipe redis.Pipeliner, script 
 func isNoScript(err error) bool { return err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") }
 
 // decodeStatuses decodes a batch script's reply, one status (1, 0 or -1)
-// per key. A reply of the wrong shape fails the whole batch and leaves dst
-// untouched: a status is never guessed or shifted onto another lease.
-func decodeStatuses(cmd *redis.Cmd, dst []int8) error {
+// per key. A reply of the wrong shape fails the whole batch: a status is
+// never guessed or shifted onto another lease.
+func decodeStatuses(cmd *redis.Cmd, n int) ([]int8, error) {
 	if err := cmd.Err(); err != nil {
-		return err
+		return nil, err
 	}
 	reply, ok := cmd.Val().([]any)
-	if !ok || len(reply) != len(dst) {
-		return fmt.Errorf("unexpected reply %v for %d keys", cmd.Val(), len(dst))
+	if !ok || len(reply) != n {
+		return nil, fmt.Errorf("unexpected reply %v for %d keys", cmd.Val(), n)
 	}
+	status := make([]int8, n)
 	for i, r := range reply {
-		if v, ok := r.(int64); !ok || v < -1 || v > 1 {
-			return fmt.Errorf("unexpected status %v for key %d of %d", r, i+1, len(dst))
+		v, ok := r.(int64)
+		if !ok || v < -1 || v > 1 {
+			return nil, fmt.Errorf("unexpected status %v for key %d of %d", r, i+1, n)
 		}
+		status[i] = int8(v)
 	}
-	for i, r := range reply {
-		dst[i] = int8(r.(int64))
-	}
-	return nil
+	return status, nil
 }

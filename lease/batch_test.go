@@ -200,18 +200,19 @@ func TestBatches(t *testing.T) {
 		key := DefaultRoutePrefix + fmt.Sprintf("{b-%d}", i%(maxBatch+3)) // some slots repeat
 		leases[i] = &Lease{key: key, slot: keySlot(key)}
 	}
+	type custom struct{ redis.UniversalClient } // neither of the two go-redis clients
 	tests := []struct {
-		name     string
-		grouping grouping
-		calls    int // 0: not checked
+		name   string
+		client redis.UniversalClient
+		calls  int // 0: not checked
 	}{
-		{"standalone", groupAll, 3},
-		{"cluster", groupSlot, 0},
-		{"other", groupNone, len(leases)},
+		{"standalone", &redis.Client{}, 3},
+		{"cluster", &redis.ClusterClient{}, 0},
+		{"other", custom{}, len(leases)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			m := &Manager{grouping: tt.grouping}
+			m := &Manager{client: tt.client}
 			batches := m.batches(leases)
 			if tt.calls != 0 {
 				require.Len(t, batches, tt.calls, "calls")
@@ -222,7 +223,7 @@ func TestBatches(t *testing.T) {
 				require.LessOrEqual(t, len(b), maxBatch, "leases in one call")
 				for _, l := range b {
 					seen[l]++
-					if tt.grouping == groupSlot {
+					if tt.name == "cluster" {
 						require.Equal(t, b[0].slot, l.slot, "call mixes slots; want one slot")
 					}
 				}
@@ -257,15 +258,14 @@ func TestDecodeStatuses(t *testing.T) {
 			cmd := redis.NewCmd(context.Background())
 			cmd.SetVal(tt.val)
 			cmd.SetErr(tt.err)
-			dst := []int8{7, 7, 7}
-			err := decodeStatuses(cmd, dst)
+			got, err := decodeStatuses(cmd, 3)
 			if tt.wantErr {
 				require.Error(t, err)
-				require.Equal(t, []int8{7, 7, 7}, dst, "dst after a failed decode; want untouched")
+				require.Nil(t, got, "statuses after a failed decode; want none")
 				return
 			}
 			require.NoError(t, err)
-			require.Equal(t, tt.want, dst, "statuses")
+			require.Equal(t, tt.want, got, "statuses")
 		})
 	}
 }

@@ -25,8 +25,8 @@ const (
 	ProbeTimeout = 100 * time.Millisecond
 )
 
-// fenceRetention is how long an idle fencing counter is kept; its floor is
-// the server clock, so an expired one still yields larger fences.
+// fenceRetention is how long an idle fencing counter is kept; an expired
+// one still yields larger fences, as its floor is the server clock.
 const fenceRetention = 24 * time.Hour
 
 // Config configures a [Manager]. The zero value of every field but Node
@@ -78,8 +78,8 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-// Validate reports the first setting that cannot keep a lease safely,
-// naming the field and its value, in an error matching lifecycle.ErrConfig.
+// Validate reports the first setting that cannot keep a lease safely, by
+// field and value, in an error matching lifecycle.ErrConfig.
 func (c Config) Validate() error {
 	c = c.withDefaults()
 	switch {

@@ -12,15 +12,13 @@ import (
 	"github.com/drainkit/drainkit/drain"
 )
 
-// BeginDrain closes the drain gate: from now on Acquire returns
-// [ErrDraining], an acquisition in progress starts no further attempt (one
-// whose script raced the gate is released), and the renewer marks the node
-// heartbeat draining at once. Call it at the flip, from a
-// lifecycle.Manager.OnTransition listener, as fxlease does; the lease hooks
-// call it too. It is safe to call more than once, and before Start.
+// BeginDrain closes the drain gate: Acquire returns [ErrDraining], an
+// acquisition in progress stops (one that raced the gate is released) and
+// the heartbeat is marked draining. Call it at the flip, as fxlease does;
+// the lease hooks call it too. It may be called again, and before Start.
 func (m *Manager) BeginDrain() {
-	// No lock: registration reads the gate under mu, so a lease registered
-	// just before the close is in the hand-off's snapshot.
+	// No lock: a lease registered (under mu) before the close is in the
+	// hand-off's snapshot.
 	m.gateOnce.Do(func() { close(m.gate) })
 }
 
@@ -34,14 +32,12 @@ func (m *Manager) draining() bool {
 	}
 }
 
-// HandOff returns a drain hook (phase [drain.Flush], named
-// "lease-handoff(" + RoutePrefix + ")") that calls fn for every held lease,
-// at most concurrency at a time, and releases each lease as soon as its fn
-// returned nil, batched with the others ready meanwhile. A lease whose fn
-// failed or whose turn came after the deadline is left to expire
-// ([ErrLeftToExpire]). fn's context ends with the hook's or when the lease
-// is lost. Once HandOff is called, the Release hook leaves unflushed
-// leases to expire instead of releasing them. See docs/leases.md.
+// HandOff returns a drain hook (phase [drain.Flush]) that calls fn for
+// every held lease, at most concurrency at a time, and releases each lease
+// once its fn returned nil. A lease whose fn failed or came after the
+// deadline is left to expire. fn's context ends with the hook's or the
+// lease's. Once HandOff is called, the Release hook leaves unflushed leases
+// to expire instead of releasing them. See docs/leases.md.
 func (m *Manager) HandOff(fn func(ctx context.Context, l *Lease) error, concurrency int) (drain.Hook, error) {
 	if fn == nil {
 		return drain.Hook{}, errors.New("lease: HandOff: fn is nil")
@@ -57,8 +53,7 @@ func (m *Manager) HandOff(fn func(ctx context.Context, l *Lease) error, concurre
 	}, nil
 }
 
-// runHandOff is the hand-off hook's work. Leases keep being renewed while
-// their fn runs.
+// runHandOff is the hand-off hook's work; leases are renewed meanwhile.
 func (m *Manager) runHandOff(ctx context.Context, fn func(ctx context.Context, l *Lease) error, concurrency int) error {
 	var (
 		mu                           sync.Mutex
@@ -83,7 +78,7 @@ func (m *Manager) runHandOff(ctx context.Context, fn func(ctx context.Context, l
 	// releasable to the Release hook.
 	var mine []*Lease
 	for _, l := range m.snapshot(true) {
-		if l.beginHandOff() { // false: lost or released since the snapshot
+		if l.state.CompareAndSwap(stateHeld, stateHandingOff) { // false: lost or released since the snapshot
 			mine = append(mine, l)
 		}
 	}
@@ -143,18 +138,16 @@ func (m *Manager) flushOne(ctx context.Context, l *Lease, fn func(context.Contex
 	return err
 }
 
-// ReleaseHook returns a drain hook (phase [drain.Release], named
-// "lease-release(" + RoutePrefix + ")") that stops the renewer, releases
-// every lease still held in batched pipelines, then does what
-// [Manager.Stop] does, so the heartbeat goes last. Once [Manager.HandOff]
-// was called, a lease still held was not flushed: it is left to expire,
-// and its next owner recovers it from snapshot and log.
+// ReleaseHook returns a drain hook (phase [drain.Release]) that stops the
+// renewer, releases every lease still held, then does what [Manager.Stop]
+// does. Once [Manager.HandOff] was called, a lease still held was not
+// flushed: it is left to expire, for its next owner to recover.
 func (m *Manager) ReleaseHook() drain.Hook {
 	return drain.Hook{Name: m.hookName("lease-release"), Phase: drain.Release, Run: m.releaseAll}
 }
 
-// hookName names a hook after the RoutePrefix, so that managers with their
-// own keys can share a drain, which refuses a name used twice.
+// hookName names a hook kind(RoutePrefix): managers with their own keys
+// can share a drain, which refuses a name used twice.
 func (m *Manager) hookName(kind string) string {
 	return kind + "(" + m.cfg.RoutePrefix + ")"
 }

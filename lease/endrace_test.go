@@ -145,7 +145,7 @@ func TestAcquireWaitsForALeaseEndedInTheHandOff(t *testing.T) {
 	ctx := context.Background()
 	l, err := m.Acquire(ctx, "handed")
 	require.NoError(t, err)
-	require.True(t, l.beginHandOff())
+	require.True(t, l.state.CompareAndSwap(stateHeld, stateHandingOff))
 	l.state.Store(stateHandedOff) // ended in the hand-off, its hooks still running
 	t.Cleanup(func() { m.forget(l) })
 

@@ -22,10 +22,10 @@ type flight struct {
 	decided bool // the result is fixed: a caller that gives up now still gets it
 }
 
-// join returns the flight for id, starting one if there is none, counting
-// the caller as its waiter. A decided flight still cleaning up is waited
-// for (releaseUnknown deletes any value of this holder). A caller whose
-// ctx never ends cannot leave, so its flight runs on its goroutine.
+// join counts the caller as a waiter of id's flight, starting one if there
+// is none. A decided flight still cleaning up is waited for: its
+// releaseUnknown deletes any value of this holder. A caller whose ctx
+// never ends cannot leave, so its flight runs on its goroutine.
 func (m *Manager) join(ctx context.Context, id string) (*flight, error) {
 	var f *flight
 	m.mu.Lock()
@@ -85,8 +85,8 @@ func (m *Manager) leave(f *flight) bool {
 // errNobodyWaits ends an acquisition every caller gave up on.
 var errNobodyWaits = errors.New("every caller gave up")
 
-// unwanted returns why f's acquisition must stop (the flip, Stop, or
-// nobody waits), deciding f, or nil. Call it under mu.
+// unwanted returns why f's acquisition must stop, deciding f, or nil.
+// Call it under mu.
 func (m *Manager) unwanted(f *flight) error {
 	var err error
 	switch {
@@ -129,9 +129,8 @@ func (m *Manager) run(id string, f *flight) {
 	m.mu.Unlock()
 }
 
-// register adds a new lease, or releases it if unwanted: the gate is read
-// under the lock of the hand-off's snapshot, so none outlives the flip
-// unseen by the drain.
+// register adds a new lease, or releases it if unwanted. The gate is read
+// under the snapshot's lock: no lease outlives the flip unseen by the drain.
 func (m *Manager) register(ctx context.Context, l *Lease, f *flight) (*Lease, error) {
 	m.mu.Lock()
 	if err := m.unwanted(f); err != nil {
@@ -152,8 +151,8 @@ func (m *Manager) register(ctx context.Context, l *Lease, f *flight) (*Lease, er
 	return l, nil
 }
 
-// waitFlights waits, within ctx, for every acquisition in progress. Call it
-// once running is false.
+// waitFlights waits, within ctx, for every acquisition in progress, once
+// running is false.
 func (m *Manager) waitFlights(ctx context.Context) error {
 	m.mu.Lock()
 	fs := make([]*flight, 0, len(m.flights))

@@ -68,20 +68,14 @@ func (l *Lease) Context() context.Context {
 	return l.ctx
 }
 
-// held reports whether the lease has not ended and is not overdue, even if
-// the renewer is starved.
+// held reports whether the lease has neither ended nor is overdue.
 func (l *Lease) held() bool {
 	return !l.ended() && !l.overdue(l.m.now(), l.m.lostAfter)
 }
 
-// beginHandOff moves a held lease into the hand-off; false if not held.
-func (l *Lease) beginHandOff() bool {
-	return l.state.CompareAndSwap(stateHeld, stateHandingOff)
-}
-
-// end ends the lease once and reports whether this call did; lost means
-// the holder did not choose it (OnLost runs). The lease leaves the set
-// after its hooks: the room gets no new lease before its holder is told.
+// end ends the lease once and reports whether this call did; lost (the
+// holder did not choose it) runs OnLost. The lease leaves the set after
+// its hooks: the room gets no new lease before its holder is told.
 func (l *Lease) end(cause error, lost bool) bool {
 	for {
 		s := l.state.Load()
@@ -106,7 +100,7 @@ func (l *Lease) ended() bool {
 	return s == stateEnded || s == stateHandedOff
 }
 
-// finish does the rest of an end: the cause and context, then the hooks.
+// finish does the rest of an end: cause, context, hooks.
 func (l *Lease) finish(cause error, lost bool) {
 	defer l.m.forget(l)
 	l.mu.Lock()
@@ -142,7 +136,7 @@ func (l *Lease) callHook(name string, hook func(*Lease, error), cause error) {
 }
 
 // overdue reports whether the last confirmed renewal was sent lostAfter
-// (TTL·2/3, see docs/leases.md) ago or more.
+// (TTL·2/3, docs/leases.md) ago or more.
 func (l *Lease) overdue(now time.Time, lostAfter time.Duration) bool {
 	return !now.Before(l.deadline(lostAfter))
 }

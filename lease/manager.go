@@ -20,7 +20,6 @@ import (
 // [Manager.Start] it.
 type Manager struct {
 	client      redis.UniversalClient
-	grouping    grouping // which leases may share a renew or release script call
 	cfg         Config
 	holder      string // random per Manager: a restarted process never mistakes an old lease for its own
 	prefix      string // node|holder|, the start of every route value we write
@@ -48,8 +47,7 @@ type Manager struct {
 
 // New returns a Manager for client, or an error matching
 // lifecycle.ErrConfig for a bad cfg, a *redis.Ring, or client options
-// leases cannot work with (see Client settings in the package doc). It
-// does no I/O.
+// leases cannot work with (see the package doc). It does no I/O.
 func New(client redis.UniversalClient, cfg Config) (*Manager, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -58,8 +56,9 @@ func New(client redis.UniversalClient, cfg Config) (*Manager, error) {
 	if err := redischeck.Client(client, cfg.CallTimeout); err != nil {
 		return nil, badConfig("lease: %w", err)
 	}
-	g := groupingFor(client)
-	if cfg.WaitReplicas > 0 && g == groupNone {
+	_, plain := client.(*redis.Client)
+	_, cluster := client.(*redis.ClusterClient)
+	if cfg.WaitReplicas > 0 && !plain && !cluster {
 		return nil, badConfig("lease: Config.WaitReplicas %d needs a *redis.Client or *redis.ClusterClient, not %T", cfg.WaitReplicas, client)
 	}
 	var b [8]byte
@@ -67,11 +66,10 @@ func New(client redis.UniversalClient, cfg Config) (*Manager, error) {
 	holder := hex.EncodeToString(b[:])
 	m := &Manager{
 		client:    client,
-		grouping:  g,
 		cfg:       cfg,
 		holder:    holder,
 		prefix:    cfg.Node + "|" + holder + "|",
-		met:       newMetrics(cfg.RoutePrefix),
+		met:       newMetrics(),
 		now:       time.Now,
 		lostAfter: cfg.TTL * 2 / 3,
 		gate:      make(chan struct{}),
@@ -79,7 +77,7 @@ func New(client redis.UniversalClient, cfg Config) (*Manager, error) {
 		flights:   make(map[string]*flight),
 	}
 	m.acquireArgs = []any{cfg.Node, holder, cfg.TTL.Milliseconds(), fenceRetention.Milliseconds()}
-	if err := m.met.register(cfg.Registerer); err != nil {
+	if err := m.met.register(cfg.Registerer, cfg.RoutePrefix); err != nil {
 		return nil, badConfig("lease: register metrics of RoutePrefix %q: %w", cfg.RoutePrefix, err)
 	}
 	return m, nil
@@ -117,10 +115,9 @@ func (m *Manager) Start(ctx context.Context) error {
 }
 
 // Stop stops the renewer and waits, within ctx, for it and for
-// acquisitions in progress; ends every lease still held with cause
-// [ErrLeftToExpire] (not released: their rooms may not be flushed); and
-// deletes the heartbeat if it is still ours. If ctx ends first it still
-// does all three. It is safe to call more than once.
+// acquisitions in progress; leaves every lease still held to expire (its
+// room may not be flushed); and deletes the heartbeat if it is still ours.
+// It does all three even if ctx ends first, and may be called again.
 func (m *Manager) Stop(ctx context.Context) error {
 	err := errors.Join(m.stopRenewer(ctx), m.waitFlights(ctx))
 	for _, l := range m.snapshot(false) { // nothing renews them now: their holders must stop
@@ -150,9 +147,8 @@ func (m *Manager) loadScripts(ctx context.Context) error {
 	return nil
 }
 
-// stopRenewer stops the renewer and waits for it, so none of its writes
-// lands after the heartbeat's delete. If ctx ends first the round in
-// flight is cancelled.
+// stopRenewer stops the renewer and waits for it, cancelling its round
+// when ctx ends: none of its writes may land after the heartbeat's delete.
 func (m *Manager) stopRenewer(ctx context.Context) error {
 	m.mu.Lock()
 	m.running, m.stopped = false, true
@@ -181,12 +177,11 @@ func (m *Manager) leaveToExpire(l *Lease) {
 	}
 }
 
-// Held returns how many leases m holds and renews, those in hand-off
-// included.
+// Held returns how many leases m holds, those in hand-off included.
 func (m *Manager) Held() int { return len(m.snapshot(false)) }
 
-// snapshot copies the lease set without the leases that ended but have not
-// left it yet (their hooks are running); onlyHeld skips those in hand-off.
+// snapshot copies the lease set without leases whose hooks are running;
+// onlyHeld skips those in hand-off too.
 func (m *Manager) snapshot(onlyHeld bool) []*Lease {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -216,6 +211,4 @@ func (m *Manager) forget(l *Lease) {
 func (m *Manager) routeKey(id string) string { return m.cfg.RoutePrefix + "{" + id + "}" }
 func (m *Manager) fenceKey(id string) string { return m.cfg.FencePrefix + "{" + id + "}" }
 func (m *Manager) nodeKey() string           { return m.nodeKeyOf(m.cfg.Node) }
-func (m *Manager) nodeKeyOf(node string) string {
-	return m.cfg.NodePrefix + "{" + node + "}"
-}
+func (m *Manager) nodeKeyOf(n string) string { return m.cfg.NodePrefix + "{" + n + "}" }

@@ -17,14 +17,12 @@ type metrics struct {
 	renewDuration                                   prometheus.Histogram
 }
 
-func newMetrics(routePrefix string) *metrics {
-	labels := prometheus.Labels{"route_prefix": routePrefix}
+func newMetrics() *metrics {
 	counter := func(name, help string) prometheus.Counter {
-		return prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help, ConstLabels: labels})
+		return prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help})
 	}
 	return &metrics{
-		held: prometheus.NewGauge(prometheus.GaugeOpts{Name: "room_leases_held", Help: "Room leases this process holds.",
-			ConstLabels: labels}),
+		held:            prometheus.NewGauge(prometheus.GaugeOpts{Name: "room_leases_held", Help: "Room leases this process holds."}),
 		acquired:        counter("room_lease_acquired_total", "Room leases acquired."),
 		renewed:         counter("room_lease_renewed_total", "Room lease renewals Redis confirmed."),
 		lost:            counter("room_lease_lost_total", "Room leases lost: gone, stolen or renewal overdue."),
@@ -34,19 +32,17 @@ func newMetrics(routePrefix string) *metrics {
 		heartbeatErrors: counter("room_node_heartbeat_failures_total", "Failed node heartbeat writes."),
 		renewDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
 			// Milliseconds, like the service guide's health_*_ms metrics.
-			Name:        "room_lease_renew_duration_ms",
-			Help:        "Round-trip time of one renewal tick (all held leases and the heartbeat), in milliseconds.",
-			Buckets:     prometheus.ExponentialBuckets(0.5, 2, 14),
-			ConstLabels: labels,
+			Name:    "room_lease_renew_duration_ms",
+			Help:    "Round-trip time of one renewal tick (all held leases and the heartbeat), in milliseconds.",
+			Buckets: prometheus.ExponentialBuckets(0.5, 2, 14),
 		}),
 	}
 }
 
-// register registers every collector on r, or none.
-func (m *metrics) register(r prometheus.Registerer) error {
-	if r == nil {
-		return nil
-	}
+// register registers every collector on r (if not nil), labelled
+// route_prefix, or none.
+func (m *metrics) register(r prometheus.Registerer, routePrefix string) error {
+	r = prometheus.WrapRegistererWith(prometheus.Labels{"route_prefix": routePrefix}, r) // a no-op for nil
 	all := []prometheus.Collector{m.held, m.acquired, m.renewed, m.lost, m.released, m.leftToExpire,
 		m.renewDuration, m.checkFailures, m.heartbeatErrors}
 	for i, c := range all {

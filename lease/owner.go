@@ -40,7 +40,7 @@ func (m *Manager) Owner(ctx context.Context, id string) (Owner, error) {
 	}
 	node, fence, ok := parseValue(v)
 	if !ok {
-		return Owner{}, &heldError{ID: id}
+		return Owner{}, heldBy(id, "", 0)
 	}
 	var hb []any
 	err = m.retry(ctx, nil, func(ctx context.Context) (err error) {
@@ -50,11 +50,8 @@ func (m *Manager) Owner(ctx context.Context, id string) (Owner, error) {
 	if err != nil {
 		return Owner{}, fmt.Errorf("lease: heartbeat of %q: %w", node, err)
 	}
-	o := Owner{Node: node, Fence: fence}
-	o.Addr, _ = hb[0].(string)
-	state, _ := hb[1].(string)
-	o.Draining = state == stateDraining
-	return o, nil
+	addr, _ := hb[0].(string) // nil if the heartbeat is gone
+	return Owner{Node: node, Addr: addr, Fence: fence, Draining: hb[1] == stateDraining}, nil
 }
 
 // Probe is a readiness check for the lease machinery: it succeeds if this

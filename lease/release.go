@@ -35,10 +35,9 @@ func (l *Lease) Release(ctx context.Context) error {
 	return err
 }
 
-// releaseFlushed releases the leases received from flushed until it is
-// closed, those flushed during a round trip together in the next: a room
-// moves within a round trip of its flush, and no flush waits for a
-// release. flushed must have room for every lease, so len sees them all.
+// releaseFlushed releases the leases from flushed until it is closed,
+// those flushed during a round trip together in the next, so no flush
+// waits for a release. flushed must have room for every lease.
 func (m *Manager) releaseFlushed(ctx context.Context, flushed <-chan *Lease, done func(*Lease, error)) {
 	for l := range flushed {
 		batch := []*Lease{l}
@@ -82,10 +81,10 @@ func (m *Manager) releaseEach(ctx context.Context, leases []*Lease, done func(*L
 			default:
 				for i, l := range c.leases {
 					switch c.status[i] {
-					case renewOK:
+					case keyOurs:
 						m.met.released.Inc()
 						done(l, nil)
-					case renewGone:
+					case keyGone:
 						fail([]*Lease{l}, fmt.Errorf("expired: %w", ErrNotHeld))
 					default:
 						fail([]*Lease{l}, fmt.Errorf("taken by another holder: %w", ErrNotHeld))
@@ -100,11 +99,10 @@ func (m *Manager) releaseEach(ctx context.Context, leases []*Lease, done func(*L
 	}
 }
 
-// releaseUnknown deletes a lease of room id that no caller saw (every
-// caller gave up, the flip came, or too few replicas acknowledged) or
-// whose fence nobody knows (the reply was lost), so that it does not keep
-// its room for a TTL. Deleting any value of this holder is safe: it runs
-// in the room's only flight while we hold no lease of it.
+// releaseUnknown deletes a lease of room id that no caller saw or whose
+// fence nobody knows (its reply was lost), so it does not keep its room
+// for a TTL. Any value of this holder may go: this runs in the room's only
+// flight, while we hold no lease of it.
 func (m *Manager) releaseUnknown(ctx context.Context, id string, sent time.Time) error {
 	key := m.routeKey(id)
 	err := m.retry(context.WithoutCancel(ctx), m.beforeExpiry(sent.Add(m.cfg.TTL)), func(ctx context.Context) error {

@@ -9,22 +9,20 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Heartbeat states, as written to the heartbeat hash's "state" field.
-const (
-	stateActive   = "active"
-	stateDraining = "draining"
-)
+// stateDraining is the heartbeat's "state" field once the drain began
+// ("active" before).
+const stateDraining = "draining"
 
 // Per-key replies of the renew and release scripts.
 const (
-	renewOK     = 1
-	renewGone   = 0
-	renewStolen = -1
+	keyOurs  = 1
+	keyGone  = 0
+	keyTaken = -1
 )
 
 // renewLoop is the renewer. It wakes at each tick, at the earliest overdue
-// deadline (so a lease is given up in time even while a renewal hangs) and
-// at the drain gate, to mark the heartbeat draining.
+// deadline (a lease is given up in time even while a renewal hangs) and at
+// the drain gate, to mark the heartbeat draining.
 func (m *Manager) renewLoop(ctx context.Context, stop <-chan struct{}, done chan<- struct{}) {
 	defer close(done)
 	gate := m.gate
@@ -88,10 +86,10 @@ func (m *Manager) overdueError(l *Lease, now time.Time) error {
 		since.Truncate(time.Millisecond), m.lostAfter.Truncate(time.Millisecond)))
 }
 
-// Renew renews every held lease and the node heartbeat in one pipeline,
-// one round trip per Redis node: the renewer's tick, for a caller that
-// wants the leases confirmed now. A lease Redis reports gone or taken is
-// lost at once. Call it between Start and Stop only.
+// Renew renews every held lease and the heartbeat in one pipeline, one
+// round trip per Redis node: the renewer's tick, for a caller that wants
+// the leases confirmed now. A lease reported gone or taken is lost at once.
+// Call it between Start and Stop only.
 func (m *Manager) Renew(ctx context.Context) error {
 	leases := m.snapshot(false)
 	sent, start := m.now(), time.Now()
@@ -110,12 +108,12 @@ func (m *Manager) Renew(ctx context.Context) error {
 		}
 		for i, l := range c.leases {
 			switch c.status[i] {
-			case renewOK:
+			case keyOurs:
 				l.lastOK.Store(sent.UnixNano())
 				renewed++
-			case renewGone:
+			case keyGone:
 				l.end(lostError("expired in Redis"), true)
-			case renewStolen:
+			case keyTaken:
 				l.end(lostError("taken by another holder"), true)
 			}
 		}
@@ -129,14 +127,14 @@ func (m *Manager) Renew(ctx context.Context) error {
 
 // heartbeatArgs are the heartbeat script's ARGV.
 func (m *Manager) heartbeatArgs() []any {
-	state := stateActive
+	state := "active"
 	if m.draining() {
 		state = stateDraining
 	}
 	return []any{m.holder, state, m.cfg.Addr, m.cfg.TTL.Milliseconds()}
 }
 
-// writeHeartbeat writes the heartbeat. At start it warns of one left by
+// writeHeartbeat writes the heartbeat; at start it warns of one left by
 // another process with our node id.
 func (m *Manager) writeHeartbeat(ctx context.Context, start bool) error {
 	prev, err := heartbeatScript.Run(ctx, m.client, []string{m.nodeKey()}, m.heartbeatArgs()...).Text()
@@ -153,8 +151,8 @@ func (m *Manager) writeHeartbeat(ctx context.Context, start bool) error {
 	return nil
 }
 
-// noteHeartbeat counts a failed heartbeat write and logs changes only.
-// redis.Nil (no previous holder) is a success.
+// noteHeartbeat counts a failed heartbeat write (redis.Nil, no previous
+// holder, is a success) and logs changes only.
 func (m *Manager) noteHeartbeat(err error) {
 	if errors.Is(err, redis.Nil) {
 		err = nil

@@ -16,9 +16,8 @@ import (
 // retry calls call until it succeeds, fails in a way another attempt
 // cannot fix, ctx ends (after TTL without a deadline), or again (if set)
 // returns an error before a retry. Each attempt gets CallTimeout; retries
-// back off from CallTimeout/8 to CallTimeout with jitter, so that nodes
-// retrying together do not arrive together. Every lease script is safe to
-// repeat.
+// back off from CallTimeout/8 to CallTimeout with jitter, so that nodes do
+// not retry in step. Every lease script is safe to repeat.
 func (m *Manager) retry(ctx context.Context, again func() error, call func(ctx context.Context) error) error {
 	end, ok := ctx.Deadline()
 	if !ok {

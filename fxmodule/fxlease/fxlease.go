@@ -11,7 +11,7 @@
 //		}),
 //	)
 //
-// The client must fit leases (see the lease package's Client settings):
+// The client must fit leases (docs/leases.md, "The client you give it"):
 // Run refuses one that does not with exit code 78 and one line listing
 // each option to change. A lease.Config in the graph is optional.
 package fxlease
