@@ -23,16 +23,12 @@ const ProbeInterval = 200 * time.Millisecond
 
 // ProbeFall is how many probes in a row must fail (a non-2xx answer, a
 // refused connection, or no answer within the balancer's 1 s check
-// timeout) before the balancer takes a server out: a Kubernetes readiness
-// failureThreshold of 2, with timeoutSeconds 1. With one, a single probe
-// answered late took a server out: when a fault ends, every server
-// answers its held requests at the same moment, and on a machine whose
-// run queue is many times its two cores each missed one 1 s check
-// timeout at once ("Layer7 timeout, check duration: 1001ms" with 169
-// sessions active) and HAProxy answered 503. A balancer stricter than any
-// production configuration measures the machine, not the product. Two
-// failures still take a draining server out within 2 × ProbeInterval of
-// its flip.
+// timeout) before the balancer takes a server out: Kubernetes'
+// failureThreshold 2 with timeoutSeconds 1. With one, a fault's end (every
+// server answering its held requests at once) on an overloaded machine
+// made every server miss one check, and HAProxy answered 503: the machine
+// measured, not the product. Two still take a draining server out within
+// 2 × ProbeInterval of its flip.
 const ProbeFall = 2
 
 // Server is one backend of a balancer.
