@@ -25,13 +25,10 @@ type loggerParams struct {
 //
 //	func main() { os.Exit(fxmodule.Run(fxmodule.Module, fxmodule.FromEnv, …)) }
 //
-// It marks the process Running once every OnStart hook has returned, and
-// drains at SIGTERM/SIGINT before fx runs any OnStop hook; the OnStop hooks
-// then get the rest of fx's StopTimeout ([StopMargin] if the app sets
-// none), even after a forced drain. A signal or fx's StartTimeout aborts
-// the start ([Abortable]); a configuration mistake is refused before it
-// ([lifecycle.ExitConfig]). docs/fxmodule.md has the order, the budgets
-// and the exit codes.
+// The process is Running once every OnStart hook has returned; it drains
+// at SIGTERM/SIGINT before fx runs any OnStop hook, which get the rest of
+// fx's StopTimeout. docs/fxmodule.md has the order, the budgets, how a
+// start is aborted ([Abortable]) and the exit codes.
 func Run(opts ...fx.Option) int {
 	var (
 		m   *lifecycle.Manager

@@ -13,19 +13,17 @@ import (
 )
 
 // ServerOptions returns the gRPC server options that count RPCs in t: a
-// unary and a stream interceptor, which count each RPC and refuse new ones
-// with [Refused] after CloseIntake, and a stats handler, which keeps an RPC
-// counted until its answer has been written. Use them all:
+// unary and a stream interceptor, which refuse new RPCs with [Refused]
+// after CloseIntake, and a stats handler, which keeps an RPC counted until
+// its answer is written. Use them all:
 //
 //	grpc.NewServer(append(grpcdrain.ServerOptions(t), yourOptions...)...)
 //
 // Given a [drain.Streams], server-streaming RPCs are registered with it
-// instead of counted, so they hold neither WaitInFlight nor GracefulStop.
-// A stream the drain closed, whose handler returns nil or a context error,
-// ends with [Refused]; a handler's own error is passed on. A nil t, or
-// more than one Streams (all but one would go undrained), panics here
-// rather than at the first RPC: a mistake in how the server is built, not
-// an error to handle, and returning one would break the append form above.
+// instead of counted. A stream the drain closed ends with [Refused] if its
+// handler returns nil or a context error, else with the handler's error.
+// A nil t or more than one Streams panics: a mistake in building the
+// server, and an error return would not fit the append form above.
 func ServerOptions(t *drain.Tracker, streams ...*drain.Streams) []grpc.ServerOption {
 	if t == nil {
 		panic("grpcdrain: ServerOptions: t is nil; want the manager's Tracker")
