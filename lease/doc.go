@@ -10,9 +10,9 @@
 //
 //	redis.NewClient(&redis.Options{Addr: addr, MaxRetries: 1, ContextTimeoutEnabled: true})
 //
-// [New] and [Manager.Start]; [Manager.Acquire] a room and pass
-// [Lease.Token] with every write; work under [Lease.Context], which ends
-// with the lease. For the drain, call [Manager.BeginDrain] at the flip and
+// Make a Manager with [New], [Manager.Start] it, [Manager.Acquire] a room,
+// pass [Lease.Token] with every write and work under [Lease.Context], which
+// ends with the lease. For the drain, call [Manager.BeginDrain] at the flip and
 // add [Manager.HandOff] and [Manager.ReleaseHook] to the drain's hooks;
 // fxlease does all of it but the hand-off, whose fn is the service's. The
 // metrics, listed in docs/reference.md, go on [Config].Registerer labelled
