@@ -150,8 +150,8 @@ func (m *Manager) OnStart(fn func(ctx context.Context) error) {
 
 // AddHook registers drain hooks. A hook that [drain.Run] would refuse
 // (empty Name, a Phase that is not one of the five, a negative Timeout, a
-// nil Run), or whose name is taken, is refused with an error and none of hooks is
-// added; so are hooks added once the drain has begun.
+// nil Run), or whose name is taken, is refused with an error and none of
+// the hooks is added; so are hooks added once the drain has begun.
 func (m *Manager) AddHook(hooks ...drain.Hook) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
