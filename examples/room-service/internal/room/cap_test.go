@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/drainkit/drainkit/internal/redistest"
 )
 
@@ -21,40 +23,28 @@ func TestOutboxCapsEventStream(t *testing.T) {
 	rdb.Set(ctx, RouteKey("r1"), "a|l|1", 0)
 	st := store{rdb: rdb}
 	for i := range events {
-		if _, _, err := st.append(ctx, "r1", 1, fmt.Sprintf("c%d", i), "join"); err != nil {
-			t.Fatal(err)
-		}
+		_, _, err := st.append(ctx, "r1", 1, fmt.Sprintf("c%d", i), "join")
+		require.NoError(t, err, "append c%d", i)
 	}
 	ob, err := NewOutbox(rdb, OutboxConfig{Batch: 10, StreamMaxLen: maxLen, Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "NewOutbox")
 	for more := true; more; {
-		if more, err = ob.publish(ctx, "r1"); err != nil {
-			t.Fatal(err)
-		}
+		more, err = ob.publish(ctx, "r1")
+		require.NoError(t, err, "publish")
 		// Whatever the cap removed was published: the stream and the
 		// outbox together still hold the newest events, without a gap.
 		left := rdb.LLen(ctx, outboxKey("r1")).Val()
 		msgs := rdb.XRange(ctx, DefaultEventStream, "-", "+").Val()
-		if len(msgs) == 0 {
-			t.Fatalf("stream empty with %d events left in the outbox", left)
-		}
+		require.NotEmpty(t, msgs, "stream with %d events left in the outbox", left)
 		last, _ := strconv.Atoi(msgs[len(msgs)-1].Values["seq"].(string))
-		if want := events - int(left); last != want {
-			t.Fatalf("newest event in the stream: got seq %d; want %d (%d still in the outbox)", last, want, left)
-		}
+		require.Equal(t, events-int(left), last, "seq of the newest event in the stream (%d still in the outbox)", left)
 		for i, m := range msgs {
 			seq, _ := strconv.Atoi(m.Values["seq"].(string))
-			if want := last - len(msgs) + 1 + i; seq != want {
-				t.Fatalf("stream entry %d: got seq %d; want %d (a gap)", i, seq, want)
-			}
+			require.Equal(t, last-len(msgs)+1+i, seq, "seq of stream entry %d (else a gap)", i)
 		}
 	}
-	if n := rdb.XLen(ctx, DefaultEventStream).Val(); n < maxLen || n > maxLen+node {
-		t.Fatalf("XLEN %s after %d events: got %d; want %d to %d", DefaultEventStream, events, n, maxLen, maxLen+node)
-	}
-	if n := rdb.LLen(ctx, outboxKey("r1")).Val(); n != 0 {
-		t.Fatalf("outbox after publishing: got %d events; want 0", n)
-	}
+	n := rdb.XLen(ctx, DefaultEventStream).Val()
+	require.GreaterOrEqual(t, n, int64(maxLen), "XLEN %s after %d events: want %d to %d", DefaultEventStream, events, maxLen, maxLen+node)
+	require.LessOrEqual(t, n, int64(maxLen+node), "XLEN %s after %d events: want %d to %d", DefaultEventStream, events, maxLen, maxLen+node)
+	require.Zero(t, rdb.LLen(ctx, outboxKey("r1")).Val(), "events in the outbox after publishing")
 }

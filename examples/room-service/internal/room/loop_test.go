@@ -2,13 +2,14 @@ package room
 
 import (
 	"context"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/drainkit/drainkit/examples/room-service/roompb"
 	"github.com/drainkit/drainkit/internal/redistest"
@@ -38,7 +39,7 @@ func await[T any](t *testing.T, ch <-chan T, what string) T {
 	case v := <-ch:
 		return v
 	case <-time.After(10 * time.Second):
-		t.Fatalf("timed out waiting for %s", what)
+		require.FailNow(t, "timed out waiting for "+what)
 		panic("unreachable")
 	}
 }
@@ -53,9 +54,7 @@ func runLoop(t *testing.T, b *beats, fn func(context.Context) error) {
 		if b != nil {
 			close(b.done)
 		}
-		if err := <-errc; err != nil {
-			t.Errorf("loop returned %v; want nil", err)
-		}
+		assert.NoError(t, <-errc, "loop returned")
 	})
 }
 
@@ -71,12 +70,8 @@ func TestServiceRunSnapshotsChangedRooms(t *testing.T) {
 	// Beat, then a turn that started after the commands, then beat.
 	await(t, b.ch, "beat")
 	await(t, b.ch, "beat after a snapshot turn")
-	if r := getRoom(t, a.svc, "r1"); r.GetSnapshotSeq() != 2 {
-		t.Fatalf("snapshot_seq after a loop turn: got %d; want 2", r.GetSnapshotSeq())
-	}
-	if n := rdb.XLen(context.Background(), logKey("r1")).Val(); n != 0 {
-		t.Fatalf("log after a loop turn: got %d entries; want 0", n)
-	}
+	require.Equal(t, int64(2), getRoom(t, a.svc, "r1").GetSnapshotSeq(), "snapshot_seq after a loop turn")
+	require.Zero(t, rdb.XLen(context.Background(), logKey("r1")).Val(), "log entries after a loop turn")
 }
 
 // xaddGate counts XADDs sent in pipelines and holds the first such
@@ -122,9 +117,7 @@ func newOutboxNode(t *testing.T, gate *xaddGate, hb Heartbeat) (node, *Outbox, *
 	obClient := srv.Client()
 	obClient.AddHook(gate)
 	ob, err := NewOutbox(obClient, OutboxConfig{Interval: time.Millisecond, Heartbeat: hb, Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "NewOutbox")
 	return newNode(t, rdb, "a", ob), ob, rdb
 }
 
@@ -142,19 +135,13 @@ func TestOutboxPublishesWithEventIDs(t *testing.T) {
 	await(t, b.ch, "beat")
 	await(t, b.ch, "beat after a publishing turn")
 	msgs, err := rdb.XRange(context.Background(), DefaultEventStream, "-", "+").Result()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "XRANGE %s", DefaultEventStream)
 	var got []string
 	for _, m := range msgs {
 		got = append(got, m.Values["event_id"].(string))
 	}
-	if !slices.Equal(got, want) {
-		t.Fatalf("event ids in %s: got %v; want %v", DefaultEventStream, got, want)
-	}
-	if n := rdb.LLen(context.Background(), outboxKey("r1")).Val(); n != 0 {
-		t.Fatalf("outbox after publishing: got %d events; want 0", n)
-	}
+	require.Equal(t, want, got, "event ids in %s", DefaultEventStream)
+	require.Zero(t, rdb.LLen(context.Background(), outboxKey("r1")).Val(), "events in the outbox after publishing")
 }
 
 func TestOutboxPauseWaitsForBatch(t *testing.T) {
@@ -172,17 +159,11 @@ func TestOutboxPauseWaitsForBatch(t *testing.T) {
 	go func() { paused <- ob.Pause(context.Background()) }()
 	await(t, waiting, "Pause to wait for the batch")
 	close(gate.release)
-	if err := await(t, paused, "Pause to return"); err != nil {
-		t.Fatalf("Pause: %v", err)
-	}
+	require.NoError(t, await(t, paused, "Pause to return"), "Pause")
 	// Pause returned: the whole batch, including its ack, is done.
 	ctx := context.Background()
-	if got := rdb.XLen(ctx, DefaultEventStream).Val(); got != 3 {
-		t.Fatalf("events published when Pause returned: got %d; want 3", got)
-	}
-	if got := rdb.LLen(ctx, outboxKey("r1")).Val(); got != 0 {
-		t.Fatalf("outbox when Pause returned: got %d events; want 0", got)
-	}
+	require.Equal(t, int64(3), rdb.XLen(ctx, DefaultEventStream).Val(), "events published when Pause returned")
+	require.Zero(t, rdb.LLen(ctx, outboxKey("r1")).Val(), "events in the outbox when Pause returned")
 }
 
 func TestOutboxPauseHonoursContext(t *testing.T) {
@@ -193,9 +174,7 @@ func TestOutboxPauseHonoursContext(t *testing.T) {
 	await(t, gate.started, "a batch to start")
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if err := ob.Pause(ctx); err == nil {
-		t.Fatal("Pause with a done context mid-batch: got nil; want an error")
-	}
+	require.Error(t, ob.Pause(ctx), "Pause with a done context mid-batch")
 	close(gate.release) // let the batch end so Run can stop
 }
 
@@ -211,15 +190,9 @@ func TestOutboxStartsNoBatchAfterStopFetching(t *testing.T) {
 	for range 3 { // the loop keeps turning (and beating) while stopped
 		await(t, b.ch, "beat while stopped")
 	}
-	if n := gate.xadds.Load(); n != 0 {
-		t.Fatalf("XADDs after StopFetching: got %d; want 0", n)
-	}
-	if n := rdb.LLen(context.Background(), outboxKey("r1")).Val(); n != 1 {
-		t.Fatalf("outbox after StopFetching: got %d events; want 1 left for the next owner", n)
-	}
-	if err := ob.Pause(context.Background()); err != nil {
-		t.Fatalf("Pause when idle: %v", err)
-	}
+	require.Zero(t, gate.xadds.Load(), "XADDs after StopFetching")
+	require.Equal(t, int64(1), rdb.LLen(context.Background(), outboxKey("r1")).Val(), "events in the outbox after StopFetching: want 1 left for the next owner")
+	require.NoError(t, ob.Pause(context.Background()), "Pause when idle")
 }
 
 func TestOutboxAckKeepsUnpublishedEvents(t *testing.T) {
@@ -228,11 +201,8 @@ func TestOutboxAckKeepsUnpublishedEvents(t *testing.T) {
 	rdb.RPush(ctx, outboxKey("r1"), "e3", "e4")
 	// A worker published e1..e3 while another already removed e1, e2.
 	n, err := outboxAckScript.Run(ctx, rdb, []string{outboxKey("r1")}, "e1", "e2", "e3").Int()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "ack script")
 	left := rdb.LRange(ctx, outboxKey("r1"), 0, -1).Val()
-	if n != 1 || !slices.Equal(left, []string{"e4"}) {
-		t.Fatalf("ack: got %d removed, %v left; want 1 removed, [e4] left", n, left)
-	}
+	require.Equal(t, 1, n, "ack: events removed (%v left)", left)
+	require.Equal(t, []string{"e4"}, left, "ack: events left")
 }

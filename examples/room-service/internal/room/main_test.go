@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
 	"github.com/drainkit/drainkit/internal/redistest"
@@ -111,9 +112,7 @@ func (t *testLeases) lose(id string) {
 // expire deletes the route key, as Redis does when a lease's TTL runs out.
 func expire(t *testing.T, rdb *redis.Client, id string) {
 	t.Helper()
-	if err := rdb.Del(context.Background(), RouteKey(id)).Err(); err != nil {
-		t.Fatalf("expire %s: %v", id, err)
-	}
+	require.NoError(t, rdb.Del(context.Background(), RouteKey(id)).Err(), "expire %s", id)
 }
 
 func (t *testLeases) setDraining() {
@@ -132,9 +131,7 @@ func newNode(t *testing.T, rdb *redis.Client, name string, outbox Notifier) node
 	t.Helper()
 	leases := newTestLeases(rdb, name)
 	svc, err := New(rdb, leases, Config{ErrHeld: errHeld, ErrDraining: errDraining, Outbox: outbox, Logger: quiet})
-	if err != nil {
-		t.Fatalf("New: %v", err)
-	}
+	require.NoError(t, err, "New")
 	return node{svc: svc, leases: leases}
 }
 
@@ -152,9 +149,7 @@ func (s *Service) cellState(t *testing.T, id string) (State, bool) {
 	if c == nil {
 		return State{}, false
 	}
-	if err := c.lock(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, c.lock(context.Background()), "lock the cell of %s", id)
 	defer c.unlock()
 	return c.state.clone(), !c.dropped
 }

@@ -5,13 +5,14 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/drainkit/drainkit/examples/room-service/roompb"
 	"github.com/drainkit/drainkit/internal/redistest"
@@ -43,14 +44,10 @@ func TestOutboxStaysAliveWhileRedisHangs(t *testing.T) {
 	const maxGap = time.Second
 	reg, err := readiness.New(readiness.Config{Service: "room-test", NodeID: "a", Logger: quiet},
 		func() lifecycle.State { return lifecycle.Running })
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "readiness.New")
 	t.Cleanup(func() { _ = reg.Close(context.Background()) })
 	beat, err := reg.Heartbeat("outbox_worker", maxGap)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "Heartbeat")
 	mux := http.NewServeMux()
 	reg.Mount(mux)
 	live := func() (int, string) {
@@ -68,9 +65,7 @@ func TestOutboxStaysAliveWhileRedisHangs(t *testing.T) {
 	ob, err := NewOutbox(obClient, OutboxConfig{
 		Interval: 20 * time.Millisecond, BatchTimeout: 200 * time.Millisecond, Heartbeat: hb, Logger: quiet,
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "NewOutbox")
 	a := newNode(t, rdb, "a", ob)
 	const rooms = 10 // each pending: one turn would try every one of them
 	for i := range rooms {
@@ -88,9 +83,8 @@ func TestOutboxStaysAliveWhileRedisHangs(t *testing.T) {
 		select {
 		case <-outage:
 		case <-poll.C:
-			if code, body := live(); code != http.StatusOK {
-				t.Fatalf("liveness %s into the Redis outage: got %d %s; want 200", time.Since(start).Round(time.Millisecond), code, body)
-			}
+			code, body := live()
+			require.Equal(t, http.StatusOK, code, "liveness %s into the Redis outage (body %s)", time.Since(start).Round(time.Millisecond), body)
 			continue
 		}
 		break
@@ -106,7 +100,7 @@ func TestOutboxStaysAliveWhileRedisHangs(t *testing.T) {
 		select {
 		case <-hb.beats: // a batch or a turn ended
 		case <-giveUp:
-			t.Fatalf("events published after Redis answers again: got %d (%v); want %d", n, err, rooms)
+			require.FailNowf(t, "events published after Redis answers again", "got %d (%v); want %d", n, err, rooms)
 		}
 	}
 }
@@ -137,23 +131,15 @@ func TestOutboxTurnEndsAtFailedBatch(t *testing.T) {
 	var tried lrangeCount
 	obClient.AddHook(&tried)
 	ob, err := NewOutbox(obClient, OutboxConfig{Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "NewOutbox")
 	const rooms = 10
 	for i := range rooms {
 		ob.Notify(fmt.Sprintf("r%d", i))
 	}
 	srv.Kill()
-	if ob.turn(context.Background()) {
-		t.Fatal("turn with Redis down: got true; want false")
-	}
-	if n := tried.n.Load(); n != 1 {
-		t.Errorf("batches tried in one turn with Redis down: got %d; want 1", n)
-	}
-	if n := len(ob.takePending()); n != rooms {
-		t.Errorf("rooms pending after the turn: got %d; want %d", n, rooms)
-	}
+	require.False(t, ob.turn(context.Background()), "turn with Redis down")
+	assert.Equal(t, int64(1), tried.n.Load(), "batches tried in one turn with Redis down")
+	assert.Len(t, ob.takePending(), rooms, "rooms pending after the turn")
 }
 
 func TestOutboxConfigValidateNamesField(t *testing.T) {
@@ -171,11 +157,10 @@ func TestOutboxConfigValidateNamesField(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			err := tt.give.Validate()
-			switch {
-			case tt.want == "" && err != nil:
-				t.Fatalf("got %v; want nil", err)
-			case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
-				t.Fatalf("got %v; want an error containing %q", err, tt.want)
+			if tt.want == "" {
+				require.NoError(t, err, "Validate()")
+			} else {
+				require.ErrorContains(t, err, tt.want, "Validate()")
 			}
 		})
 	}
@@ -188,9 +173,7 @@ func TestOutboxBadEventEndsNoTurn(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, ContextTimeoutEnabled: true})
 	t.Cleanup(func() { _ = rdb.Close() })
 	ob, err := NewOutbox(rdb, OutboxConfig{Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "NewOutbox")
 	ctx := context.Background()
 	const rooms = 10
 	for i := range rooms {
@@ -199,13 +182,11 @@ func TestOutboxBadEventEndsNoTurn(t *testing.T) {
 		if i%2 == 0 { // half the rooms: the order of a turn is random
 			entry = "not json"
 		}
-		if err := rdb.RPush(ctx, outboxKey(id), entry).Err(); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, rdb.RPush(ctx, outboxKey(id), entry).Err(), "RPUSH %s", outboxKey(id))
 		ob.Notify(id)
 	}
 	ob.turn(ctx)
-	if n, err := rdb.XLen(ctx, DefaultEventStream).Result(); err != nil || n != rooms/2 {
-		t.Errorf("events published in one turn with %d bad entries: got %d (%v); want %d", rooms/2, n, err, rooms/2)
-	}
+	n, err := rdb.XLen(ctx, DefaultEventStream).Result()
+	assert.NoError(t, err, "XLEN %s", DefaultEventStream)
+	assert.Equal(t, int64(rooms/2), n, "events published in one turn with %d bad entries", rooms/2)
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -52,25 +53,19 @@ func applyLosingReply(t *testing.T) (node, error) {
 	hook.on = true
 	_, err := apply(context.Background(), a.svc, "r1", "c2")
 	hook.on = false
-	if got := status.Code(err); got != codes.Unknown {
-		t.Fatalf("Apply with a lost reply: got %v (%v); want Unknown", got, err)
-	}
+	require.Equal(t, codes.Unknown, status.Code(err), "code of Apply with a lost reply (err %v)", err)
 	return a, err
 }
 
 func TestApplyOutcomeUnknownIsNotARefusal(t *testing.T) {
 	a, err := applyLosingReply(t)
-	if grpcdrain.IsRefused(err) {
-		t.Fatalf("Apply with a lost reply claims nothing was processed: %v", err)
-	}
+	require.False(t, grpcdrain.IsRefused(err), "Apply with a lost reply claims nothing was processed: %v", err)
 	// It was applied: a retry with the same command id says so.
 	mustApply(t, a.svc, "r1", "c2", roompb.ApplyResponse_APPLIED)
 
 	a.leases.setDraining()
 	_, err = apply(context.Background(), a.svc, "r2", "c1")
-	if !grpcdrain.IsRefused(err) {
-		t.Fatalf("Apply on a draining node: got %v; want a refusal (UNAVAILABLE with RetryInfo)", err)
-	}
+	require.True(t, grpcdrain.IsRefused(err), "Apply on a draining node: got %v; want a refusal (UNAVAILABLE with RetryInfo)", err)
 }
 
 // A command already in the log is a duplicate whoever retries it, also a
@@ -91,10 +86,6 @@ func TestDuplicateBeatsFence(t *testing.T) {
 func TestFlushAfterUnknownOutcomeSnapshotsTheLog(t *testing.T) {
 	a, _ := applyLosingReply(t)
 	a.leases.setDraining()
-	if err := a.svc.FlushRoom(context.Background(), a.leases.lease("r1")); err != nil {
-		t.Fatalf("FlushRoom: %v", err)
-	}
-	if r := getRoom(t, a.svc, "r1"); r.GetSnapshotSeq() != 2 {
-		t.Fatalf("snapshot after the flush: seq %d; want 2 (c2 was applied, its reply lost)", r.GetSnapshotSeq())
-	}
+	require.NoError(t, a.svc.FlushRoom(context.Background(), a.leases.lease("r1")), "FlushRoom")
+	require.Equal(t, int64(2), getRoom(t, a.svc, "r1").GetSnapshotSeq(), "snapshot seq after the flush (c2 was applied, its reply lost)")
 }

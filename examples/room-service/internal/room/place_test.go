@@ -5,6 +5,8 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -48,26 +50,16 @@ func TestApplyAsksPlacementBeforeAcquiring(t *testing.T) {
 			rdb := startRedis(t)
 			leases := newTestLeases(rdb, "a")
 			svc, err := New(rdb, leases, Config{ErrHeld: errHeld, ErrDraining: errDraining, Logger: quiet, Placement: tt.give})
-			if err != nil {
-				t.Fatal(err)
-			}
+			require.NoError(t, err, "New")
 			resp, err := apply(context.Background(), svc, "r1", "c1")
-			if got := status.Code(err); got != tt.wantCode {
-				t.Fatalf("code: got %v (%v); want %v", got, err, tt.wantCode)
+			require.Equal(t, tt.wantCode, status.Code(err), "code (err %v)", err)
+			if err == nil {
+				require.Equal(t, tt.wantStatus, resp.GetStatus(), "status")
 			}
-			if got := resp.GetStatus(); err == nil && got != tt.wantStatus {
-				t.Fatalf("status: got %v; want %v", got, tt.wantStatus)
-			}
-			if got := resp.GetOwnerNode(); got != tt.wantOwner {
-				t.Errorf("owner: got %q; want %q", got, tt.wantOwner)
-			}
+			assert.Equal(t, tt.wantOwner, resp.GetOwnerNode(), "owner")
 			held, err := rdb.Exists(context.Background(), RouteKey("r1")).Result()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got := held == 1; got != tt.wantHeld {
-				t.Errorf("room:route:{r1} exists: got %v; want %v", got, tt.wantHeld)
-			}
+			require.NoError(t, err, "EXISTS room:route:{r1}")
+			assert.Equal(t, tt.wantHeld, held == 1, "room:route:{r1} exists")
 		})
 	}
 }

@@ -2,15 +2,15 @@ package room
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
@@ -25,21 +25,15 @@ func apply(ctx context.Context, s *Service, room, cmd string) (*roompb.ApplyResp
 func mustApply(t *testing.T, s *Service, room, cmd string, want roompb.ApplyResponse_Status) *roompb.ApplyResponse {
 	t.Helper()
 	resp, err := apply(context.Background(), s, room, cmd)
-	if err != nil {
-		t.Fatalf("Apply(%s, %s): %v", room, cmd, err)
-	}
-	if resp.GetStatus() != want {
-		t.Fatalf("Apply(%s, %s): got status %v; want %v", room, cmd, resp.GetStatus(), want)
-	}
+	require.NoError(t, err, "Apply(%s, %s)", room, cmd)
+	require.Equal(t, want, resp.GetStatus(), "Apply(%s, %s): status", room, cmd)
 	return resp
 }
 
 func getRoom(t *testing.T, s *Service, room string) *roompb.Room {
 	t.Helper()
 	r, err := s.GetRoom(context.Background(), &roompb.GetRoomRequest{RoomId: room})
-	if err != nil {
-		t.Fatalf("GetRoom(%s): %v", room, err)
-	}
+	require.NoError(t, err, "GetRoom(%s)", room)
 	return r
 }
 
@@ -51,13 +45,10 @@ func TestApplyResendAnswersAsFirst(t *testing.T) {
 	first := mustApply(t, a.svc, "r1", "c1", roompb.ApplyResponse_APPLIED)
 	mustApply(t, a.svc, "r1", "c2", roompb.ApplyResponse_APPLIED)
 	resp := mustApply(t, a.svc, "r1", "c1", roompb.ApplyResponse_APPLIED)
-	if !proto.Equal(resp, first) {
-		t.Fatalf("resent c1: got %v; want the first answer %v", resp, first)
-	}
+	require.True(t, proto.Equal(resp, first), "resent c1: got %v; want the first answer %v", resp, first)
 	r := getRoom(t, a.svc, "r1")
-	if want := []string{"c1", "c2"}; r.GetSeq() != 2 || !slices.Equal(r.GetCommandIds(), want) {
-		t.Fatalf("GetRoom: got seq %d %v; want 2 %v", r.GetSeq(), r.GetCommandIds(), want)
-	}
+	require.Equal(t, int64(2), r.GetSeq(), "GetRoom: seq (commands %v)", r.GetCommandIds())
+	require.Equal(t, []string{"c1", "c2"}, r.GetCommandIds(), "GetRoom: command ids")
 }
 
 func TestApplyRefusals(t *testing.T) {
@@ -113,19 +104,15 @@ func TestApplyRefusals(t *testing.T) {
 			}
 			req := &roompb.ApplyRequest{RoomId: tt.room, CommandId: tt.cmd, Op: op}
 			resp, err := self.svc.Apply(context.Background(), req)
-			if got := status.Code(err); got != tt.wantCode {
-				t.Fatalf("Apply: got code %v (%v); want %v", got, err, tt.wantCode)
-			}
+			require.Equal(t, tt.wantCode, status.Code(err), "Apply: code (err %v)", err)
 			if err != nil {
 				return
 			}
-			if resp.GetStatus() != tt.wantStatus || resp.GetOwnerNode() != tt.wantOwner || resp.GetOwnerAddr() != addrOf(tt.wantOwner) {
-				t.Fatalf("Apply: got %v %q %q; want %v %q %q", resp.GetStatus(), resp.GetOwnerNode(), resp.GetOwnerAddr(),
-					tt.wantStatus, tt.wantOwner, addrOf(tt.wantOwner))
-			}
-			if _, live := self.svc.cellState(t, tt.room); live {
-				t.Fatalf("node a keeps a cell for %s it does not own", tt.room)
-			}
+			require.Equal(t, tt.wantStatus, resp.GetStatus(), "Apply: status (owner %q %q)", resp.GetOwnerNode(), resp.GetOwnerAddr())
+			require.Equal(t, tt.wantOwner, resp.GetOwnerNode(), "Apply: owner node (addr %q)", resp.GetOwnerAddr())
+			require.Equal(t, addrOf(tt.wantOwner), resp.GetOwnerAddr(), "Apply: owner addr")
+			_, live := self.svc.cellState(t, tt.room)
+			require.False(t, live, "node a keeps a cell for %s it does not own", tt.room)
 		})
 	}
 }
@@ -138,22 +125,16 @@ func TestApplyRefusesUnknownOp(t *testing.T) {
 	a := newNode(t, rdb, "a", nil)
 	for _, op := range []string{"", "drop table", "JOIN", "join "} {
 		_, err := a.svc.Apply(context.Background(), &roompb.ApplyRequest{RoomId: "r1", CommandId: "c1", Op: op})
-		if got := status.Code(err); got != codes.InvalidArgument {
-			t.Fatalf("Apply op %q: got code %v (%v); want InvalidArgument", op, got, err)
-		}
-		if want := fmt.Sprintf("op %q", op); !strings.Contains(status.Convert(err).Message(), want) {
-			t.Errorf("Apply op %q: got message %q; want it to name %s", op, status.Convert(err).Message(), want)
-		}
+		require.Equal(t, codes.InvalidArgument, status.Code(err), "Apply op %q: code (err %v)", op, err)
+		assert.Contains(t, status.Convert(err).Message(), fmt.Sprintf("op %q", op), "Apply op %q: message naming the op", op)
 	}
 	keys, err := rdb.Keys(context.Background(), "room:*").Result()
-	if err != nil || len(keys) != 0 {
-		t.Fatalf("keys after refused commands: got %v (%v); want none", keys, err)
-	}
+	require.NoError(t, err, "KEYS room:*")
+	require.Empty(t, keys, "keys after refused commands")
 	for i, op := range []string{"hello", "join"} { // the set the README, the demo and the e2e load use
 		resp, err := a.svc.Apply(context.Background(), &roompb.ApplyRequest{RoomId: "r1", CommandId: fmt.Sprint("c", i), Op: op})
-		if err != nil || resp.GetStatus() != roompb.ApplyResponse_APPLIED {
-			t.Fatalf("Apply op %q: got %v, %v; want APPLIED", op, resp.GetStatus(), err)
-		}
+		require.NoError(t, err, "Apply op %q", op)
+		require.Equal(t, roompb.ApplyResponse_APPLIED, resp.GetStatus(), "Apply op %q: status", op)
 	}
 }
 
@@ -167,15 +148,10 @@ func TestApplyAfterLeaseExpiredIsFenced(t *testing.T) {
 	mustApply(t, b.svc, "r1", "c2", roompb.ApplyResponse_APPLIED)
 
 	_, err := apply(context.Background(), a.svc, "r1", "c3")
-	if got := status.Code(err); got != codes.Unavailable {
-		t.Fatalf("Apply on the stale owner: got %v (%v); want Unavailable", got, err)
-	}
-	if _, live := a.svc.cellState(t, "r1"); live {
-		t.Fatal("stale owner kept its cell after a fenced write")
-	}
-	if r := getRoom(t, b.svc, "r1"); !slices.Equal(r.GetCommandIds(), []string{"c1", "c2"}) {
-		t.Fatalf("GetRoom: got %v; want [c1 c2] (the fenced c3 must not be written)", r.GetCommandIds())
-	}
+	require.Equal(t, codes.Unavailable, status.Code(err), "Apply on the stale owner: code (err %v)", err)
+	_, live := a.svc.cellState(t, "r1")
+	require.False(t, live, "stale owner kept its cell after a fenced write")
+	require.Equal(t, []string{"c1", "c2"}, getRoom(t, b.svc, "r1").GetCommandIds(), "GetRoom: command ids (the fenced c3 must not be written)")
 }
 
 func TestRecoveryEqualsPreCrashState(t *testing.T) {
@@ -185,9 +161,7 @@ func TestRecoveryEqualsPreCrashState(t *testing.T) {
 	for i := range 5 {
 		mustApply(t, a.svc, "r1", fmt.Sprintf("c%d", i), roompb.ApplyResponse_APPLIED)
 	}
-	if err := a.svc.SnapshotAll(ctx); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, a.svc.SnapshotAll(ctx), "SnapshotAll")
 	for i := 5; i < 8; i++ {
 		mustApply(t, a.svc, "r1", fmt.Sprintf("c%d", i), roompb.ApplyResponse_APPLIED)
 	}
@@ -196,21 +170,16 @@ func TestRecoveryEqualsPreCrashState(t *testing.T) {
 	// a crashes: no flush; its lease expires and b takes the room with a
 	// higher fence.
 	expire(t, rdb, "r1")
-	if got := mustApply(t, b.svc, "r1", "c3", roompb.ApplyResponse_APPLIED).GetSeq(); got != 4 { // dedup survives the move
-		t.Fatalf("resent c3 after the move: got seq %d; want 4", got)
-	}
+	got := mustApply(t, b.svc, "r1", "c3", roompb.ApplyResponse_APPLIED).GetSeq()
+	require.Equal(t, int64(4), got, "seq of c3 resent after the move") // dedup survives the move
 	after, _ := b.svc.cellState(t, "r1")
-	if after.Seq != before.Seq || !slices.Equal(after.CommandIDs, before.CommandIDs) {
-		t.Fatalf("recovered state: got seq %d %v; want seq %d %v", after.Seq, after.CommandIDs, before.Seq, before.CommandIDs)
-	}
+	require.Equal(t, before.Seq, after.Seq, "recovered state: seq (commands %v)", after.CommandIDs)
+	require.Equal(t, before.CommandIDs, after.CommandIDs, "recovered state: command ids")
 	resp := mustApply(t, b.svc, "r1", "c8", roompb.ApplyResponse_APPLIED)
-	if resp.GetSeq() != before.Seq+1 {
-		t.Fatalf("first command after recovery: got seq %d; want %d", resp.GetSeq(), before.Seq+1)
-	}
+	require.Equal(t, before.Seq+1, resp.GetSeq(), "seq of the first command after recovery")
 	r := getRoom(t, a.svc, "r1") // any node reads any room
-	if r.GetSnapshotSeq() != 5 || r.GetSeq() != 9 {
-		t.Fatalf("GetRoom: got snapshot_seq %d seq %d; want 5 9", r.GetSnapshotSeq(), r.GetSeq())
-	}
+	require.Equal(t, int64(5), r.GetSnapshotSeq(), "GetRoom: snapshot_seq (seq %d)", r.GetSeq())
+	require.Equal(t, int64(9), r.GetSeq(), "GetRoom: seq")
 }
 
 func TestFlushRoomSnapshotsAndDropsCell(t *testing.T) {
@@ -222,24 +191,16 @@ func TestFlushRoomSnapshotsAndDropsCell(t *testing.T) {
 	l := a.leases.lease("r1")
 	a.leases.setDraining()
 
-	if err := a.svc.FlushRoom(ctx, l); err != nil {
-		t.Fatalf("FlushRoom: %v", err)
-	}
-	if _, live := a.svc.cellState(t, "r1"); live {
-		t.Fatal("cell still live after FlushRoom")
-	}
-	if r := getRoom(t, a.svc, "r1"); r.GetSnapshotSeq() != 2 || r.GetFence() != l.Token() {
-		t.Fatalf("GetRoom after flush: got snapshot_seq %d fence %d; want 2 %d", r.GetSnapshotSeq(), r.GetFence(), l.Token())
-	}
-	if n := rdb.XLen(ctx, logKey("r1")).Val(); n != 0 {
-		t.Fatalf("log after flush: got %d entries; want 0", n)
-	}
-	if _, err := apply(ctx, a.svc, "r1", "c3"); status.Code(err) != codes.Unavailable {
-		t.Fatalf("Apply after flush on a draining node: got %v; want Unavailable", err)
-	}
-	if err := a.svc.FlushRoom(ctx, l); err != nil {
-		t.Fatalf("second FlushRoom: got %v; want nil", err)
-	}
+	require.NoError(t, a.svc.FlushRoom(ctx, l), "FlushRoom")
+	_, live := a.svc.cellState(t, "r1")
+	require.False(t, live, "cell still live after FlushRoom")
+	r := getRoom(t, a.svc, "r1")
+	require.Equal(t, int64(2), r.GetSnapshotSeq(), "GetRoom after flush: snapshot_seq (fence %d)", r.GetFence())
+	require.Equal(t, l.Token(), r.GetFence(), "GetRoom after flush: fence")
+	require.Zero(t, rdb.XLen(ctx, logKey("r1")).Val(), "log entries after flush")
+	_, err := apply(ctx, a.svc, "r1", "c3")
+	require.Equal(t, codes.Unavailable, status.Code(err), "Apply after flush on a draining node: code (err %v)", err)
+	require.NoError(t, a.svc.FlushRoom(ctx, l), "second FlushRoom")
 }
 
 func TestFlushRoomFencedLeavesError(t *testing.T) {
@@ -250,19 +211,12 @@ func TestFlushRoomFencedLeavesError(t *testing.T) {
 	mustApply(t, a.svc, "r1", "c1", roompb.ApplyResponse_APPLIED)
 	l := a.leases.lease("r1")
 	expire(t, rdb, "r1")
-	if err := a.svc.FlushRoom(context.Background(), l); !errors.Is(err, ErrFenced) {
-		t.Fatalf("FlushRoom after losing the room: got %v; want ErrFenced", err)
-	}
+	require.ErrorIs(t, a.svc.FlushRoom(context.Background(), l), ErrFenced, "FlushRoom after losing the room")
 	var m dto.Metric
-	if err := failures.Write(&m); err != nil {
-		t.Fatal(err)
-	}
-	if got := m.GetCounter().GetValue(); got != 1 {
-		t.Fatalf("snapshot failures counted: got %v; want 1", got)
-	}
-	if _, live := a.svc.cellState(t, "r1"); live {
-		t.Fatal("cell still live after a failed FlushRoom")
-	}
+	require.NoError(t, failures.Write(&m), "write the failures counter")
+	require.Equal(t, 1.0, m.GetCounter().GetValue(), "snapshot failures counted")
+	_, live := a.svc.cellState(t, "r1")
+	require.False(t, live, "cell still live after a failed FlushRoom")
 }
 
 func TestConcurrentCommandsSerializePerRoom(t *testing.T) {
@@ -274,8 +228,7 @@ func TestConcurrentCommandsSerializePerRoom(t *testing.T) {
 	for i := range n {
 		wg.Go(func() {
 			resp, err := apply(context.Background(), a.svc, "r1", fmt.Sprintf("c%d", i%(n/2)))
-			if err != nil {
-				t.Errorf("Apply: %v", err)
+			if !assert.NoError(t, err, "Apply") {
 				return
 			}
 			seqs[i] = resp.GetSeq()
@@ -283,18 +236,14 @@ func TestConcurrentCommandsSerializePerRoom(t *testing.T) {
 	}
 	wg.Wait()
 	r := getRoom(t, a.svc, "r1")
-	if r.GetSeq() != n/2 || len(r.GetCommandIds()) != n/2 {
-		t.Fatalf("GetRoom: got seq %d with %d commands; want %d distinct commands", r.GetSeq(), len(r.GetCommandIds()), n/2)
-	}
+	require.Equal(t, int64(n/2), r.GetSeq(), "GetRoom: seq (%d commands); want %d distinct commands", len(r.GetCommandIds()), n/2)
+	require.Len(t, r.GetCommandIds(), n/2, "GetRoom: commands; want %d distinct commands", n/2)
 	for i := range n / 2 { // both copies of a command id got the same seq
-		if seqs[i] != seqs[i+n/2] || seqs[i] == 0 {
-			t.Fatalf("c%d: got seqs %d and %d; want one nonzero seq", i, seqs[i], seqs[i+n/2])
-		}
+		require.NotZero(t, seqs[i], "c%d: seq (other copy got %d); want one nonzero seq", i, seqs[i+n/2])
+		require.Equal(t, seqs[i], seqs[i+n/2], "c%d: seqs of its two copies; want one nonzero seq", i)
 	}
 	st, _ := a.svc.cellState(t, "r1")
-	if !slices.Equal(st.CommandIDs, r.GetCommandIds()) {
-		t.Fatalf("cell state %v differs from Redis %v", st.CommandIDs, r.GetCommandIds())
-	}
+	require.Equal(t, r.GetCommandIds(), st.CommandIDs, "cell state's command ids; want those in Redis")
 }
 
 func TestSnapshotAllDropsCellWithLostLease(t *testing.T) {
@@ -302,13 +251,8 @@ func TestSnapshotAllDropsCellWithLostLease(t *testing.T) {
 	a := newNode(t, rdb, "a", nil)
 	mustApply(t, a.svc, "r1", "c1", roompb.ApplyResponse_APPLIED)
 	a.leases.lose("r1")
-	if err := a.svc.SnapshotAll(context.Background()); err != nil {
-		t.Fatalf("SnapshotAll: %v", err)
-	}
-	if _, live := a.svc.cellState(t, "r1"); live {
-		t.Fatal("cell with a lost lease still live after SnapshotAll")
-	}
-	if r := getRoom(t, a.svc, "r1"); r.GetSnapshotSeq() != 0 {
-		t.Fatalf("snapshot_seq: got %d; want 0 (a lost lease writes no snapshot)", r.GetSnapshotSeq())
-	}
+	require.NoError(t, a.svc.SnapshotAll(context.Background()), "SnapshotAll")
+	_, live := a.svc.cellState(t, "r1")
+	require.False(t, live, "cell with a lost lease still live after SnapshotAll")
+	require.Zero(t, getRoom(t, a.svc, "r1").GetSnapshotSeq(), "snapshot_seq (a lost lease writes no snapshot)")
 }

@@ -4,9 +4,11 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"strings"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/drainkit/drainkit/examples/room-service/roompb"
 )
@@ -25,13 +27,10 @@ func TestCommandNotHeldBehindBlockedSnapshotWrite(t *testing.T) {
 
 	ctx := context.Background()
 	conn, err := db.Conn(ctx) // LOCK TABLES holds for the session
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "db.Conn")
 	defer conn.Close()
-	if _, err := conn.ExecContext(ctx, "LOCK TABLES room_snapshots WRITE"); err != nil {
-		t.Fatal(err)
-	}
+	_, err = conn.ExecContext(ctx, "LOCK TABLES room_snapshots WRITE")
+	require.NoError(t, err, "LOCK TABLES room_snapshots WRITE")
 	// A turn far longer than the budget a drain leaves its in-flight
 	// commands (the default turn is 5 s; a drain's wait_in_flight often
 	// gets 3 s).
@@ -45,22 +44,15 @@ func TestCommandNotHeldBehindBlockedSnapshotWrite(t *testing.T) {
 	cctx, ccancel := context.WithTimeout(ctx, 3*time.Second)
 	defer ccancel()
 	resp, err := apply(cctx, a.svc, "r1", "c2")
-	if err != nil || resp.GetStatus() != roompb.ApplyResponse_APPLIED {
-		t.Errorf("Apply behind a blocked snapshot write: got %v, %v; want APPLIED once the write's budget ran out", resp, err)
+	if assert.NoError(t, err, "Apply behind a blocked snapshot write: want APPLIED once the write's budget ran out") {
+		assert.Equal(t, roompb.ApplyResponse_APPLIED, resp.GetStatus(), "Apply behind a blocked snapshot write: status (response %v)", resp)
 	}
-	if err := <-snapped; !errors.Is(err, context.DeadlineExceeded) {
-		t.Errorf("SnapshotAll with the table locked: got %v; want the write's deadline exceeded", err)
-	}
+	assert.ErrorIs(t, <-snapped, context.DeadlineExceeded, "SnapshotAll with the table locked: want the write's deadline exceeded")
 
-	if _, err := conn.ExecContext(ctx, "UNLOCK TABLES"); err != nil {
-		t.Fatal(err)
-	}
-	if err := a.svc.SnapshotAll(ctx); err != nil {
-		t.Fatalf("SnapshotAll after the unlock: %v", err)
-	}
-	if got := getRoom(t, a.svc, "r1"); got.GetSnapshotSeq() != 2 {
-		t.Fatalf("snapshot seq after the next turn: got %d; want 2", got.GetSnapshotSeq())
-	}
+	_, err = conn.ExecContext(ctx, "UNLOCK TABLES")
+	require.NoError(t, err, "UNLOCK TABLES")
+	require.NoError(t, a.svc.SnapshotAll(ctx), "SnapshotAll after the unlock")
+	require.Equal(t, int64(2), getRoom(t, a.svc, "r1").GetSnapshotSeq(), "snapshot seq after the next turn")
 }
 
 // awaitBlockedSnapshotWrite waits until MariaDB shows a snapshot write
@@ -80,7 +72,7 @@ func awaitBlockedSnapshotWrite(t *testing.T, db *sql.DB) {
 		}
 		select {
 		case <-ctx.Done():
-			t.Fatalf("no snapshot write waiting for the table lock: %v", errors.Join(err, ctx.Err()))
+			require.FailNowf(t, "no snapshot write waiting for the table lock", "%v", errors.Join(err, ctx.Err()))
 		case <-tick.C:
 		}
 	}
@@ -104,11 +96,10 @@ func TestConfigValidateNamesField(t *testing.T) {
 			c := ok
 			tt.give(&c)
 			err := c.Validate()
-			switch {
-			case tt.want == "" && err != nil:
-				t.Fatalf("got %v; want nil", err)
-			case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
-				t.Fatalf("got %v; want an error containing %q", err, tt.want)
+			if tt.want == "" {
+				require.NoError(t, err, "Validate()")
+			} else {
+				require.ErrorContains(t, err, tt.want, "Validate()")
 			}
 		})
 	}

@@ -3,14 +3,12 @@ package room
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
-	"slices"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
 
 	"github.com/drainkit/drainkit/examples/room-service/roompb"
 	"github.com/drainkit/drainkit/internal/mariadbtest"
@@ -21,12 +19,8 @@ func startSnapshots(t *testing.T) (*SQLSnapshots, *sql.DB) {
 	t.Helper()
 	db := mariadbtest.Start(t).DB()
 	snaps, err := NewSQLSnapshots(db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := snaps.Migrate(context.Background()); err != nil {
-		t.Fatalf("Migrate: %v", err)
-	}
+	require.NoError(t, err, "NewSQLSnapshots")
+	require.NoError(t, snaps.Migrate(context.Background()), "Migrate")
 	return snaps, db
 }
 
@@ -34,29 +28,20 @@ func newSQLNode(t *testing.T, rdb *redis.Client, snaps *SQLSnapshots, name strin
 	t.Helper()
 	leases := newTestLeases(rdb, name)
 	svc, err := New(rdb, leases, Config{ErrHeld: errHeld, ErrDraining: errDraining, Logger: quiet, Snapshots: snaps})
-	if err != nil {
-		t.Fatalf("New: %v", err)
-	}
+	require.NoError(t, err, "New")
 	return node{svc: svc, leases: leases}
 }
 
 func TestSQLSnapshotsMigrate(t *testing.T) {
 	snaps, db := startSnapshots(t)
 	ctx := context.Background()
-	if err := snaps.Migrate(ctx); err != nil {
-		t.Fatalf("second Migrate: got %v; want nil (idempotent)", err)
-	}
+	require.NoError(t, snaps.Migrate(ctx), "second Migrate: want nil (idempotent)")
 	var v int
-	if err := db.QueryRowContext(ctx, "SELECT version FROM schema_version WHERE id = 1").Scan(&v); err != nil || v != SchemaVersion {
-		t.Fatalf("schema_version: got %d, %v; want %d", v, err, SchemaVersion)
-	}
-	if _, err := db.ExecContext(ctx, "UPDATE schema_version SET version = ? WHERE id = 1", SchemaVersion+1); err != nil {
-		t.Fatal(err)
-	}
-	err := snaps.Migrate(ctx)
-	if err == nil || !strings.Contains(err.Error(), "schema version 2 is newer than this service's 1") {
-		t.Fatalf("Migrate of a newer schema: got %v; want a refusal naming both versions", err)
-	}
+	require.NoError(t, db.QueryRowContext(ctx, "SELECT version FROM schema_version WHERE id = 1").Scan(&v), "read schema_version")
+	require.Equal(t, SchemaVersion, v, "schema_version")
+	_, err := db.ExecContext(ctx, "UPDATE schema_version SET version = ? WHERE id = 1", SchemaVersion+1)
+	require.NoError(t, err, "UPDATE schema_version")
+	require.ErrorContains(t, snaps.Migrate(ctx), "schema version 2 is newer than this service's 1", "Migrate of a newer schema: want a refusal naming both versions")
 }
 
 func TestSQLSnapshotsConditionalUpsert(t *testing.T) {
@@ -88,16 +73,16 @@ func TestSQLSnapshotsConditionalUpsert(t *testing.T) {
 	}
 	for _, tt := range tests {
 		err := snaps.put(ctx, "r1", tt.fence, state(tt.seq))
-		if !errors.Is(err, tt.wantErr) {
-			t.Fatalf("%s: put fence %d seq %d: got %v; want %v", tt.name, tt.fence, tt.seq, err, tt.wantErr)
+		if tt.wantErr == nil {
+			require.NoError(t, err, "%s: put fence %d seq %d", tt.name, tt.fence, tt.seq)
+		} else {
+			require.ErrorIs(t, err, tt.wantErr, "%s: put fence %d seq %d", tt.name, tt.fence, tt.seq)
 		}
 		rec, err := snaps.get(ctx, "r1")
-		if err != nil {
-			t.Fatalf("%s: get: %v", tt.name, err)
-		}
-		if rec.SnapshotFence != tt.wantFence || rec.SnapshotSeq != tt.wantSeq || !slices.Equal(rec.CommandIDs, state(int(tt.wantSeq)).CommandIDs) {
-			t.Fatalf("%s: stored fence %d seq %d %v; want fence %d seq %d", tt.name, rec.SnapshotFence, rec.SnapshotSeq, rec.CommandIDs, tt.wantFence, tt.wantSeq)
-		}
+		require.NoError(t, err, "%s: get", tt.name)
+		require.Equal(t, tt.wantFence, rec.SnapshotFence, "%s: stored fence (seq %d %v)", tt.name, rec.SnapshotSeq, rec.CommandIDs)
+		require.Equal(t, tt.wantSeq, rec.SnapshotSeq, "%s: stored seq (%v)", tt.name, rec.CommandIDs)
+		require.Equal(t, state(int(tt.wantSeq)).CommandIDs, rec.CommandIDs, "%s: stored command ids", tt.name)
 	}
 }
 
@@ -112,9 +97,9 @@ func TestSQLLateWriterCannotOverwriteNewerOwner(t *testing.T) {
 	apply := func(n node, cmd string, wantSeq int64) {
 		t.Helper()
 		resp, err := n.svc.Apply(ctx, &roompb.ApplyRequest{RoomId: "r1", CommandId: cmd, Op: "hello"})
-		if err != nil || resp.GetStatus() != roompb.ApplyResponse_APPLIED || resp.GetSeq() != wantSeq {
-			t.Fatalf("apply %s: got %v %v; want applied at seq %d", cmd, resp, err, wantSeq)
-		}
+		require.NoError(t, err, "apply %s", cmd)
+		require.Equal(t, roompb.ApplyResponse_APPLIED, resp.GetStatus(), "apply %s: status (response %v)", cmd, resp)
+		require.Equal(t, wantSeq, resp.GetSeq(), "apply %s: seq", cmd)
 	}
 	apply(a, "c1", 1)
 	apply(a, "c2", 2)
@@ -122,19 +107,12 @@ func TestSQLLateWriterCannotOverwriteNewerOwner(t *testing.T) {
 	expire(t, rdb, "r1") // a does not know yet: its cell is still there
 
 	apply(b, "c3", 3) // b recovers c1, c2 from the log
-	if err := b.svc.FlushRoom(ctx, b.leases.lease("r1")); err != nil {
-		t.Fatalf("b flush: %v", err)
-	}
-	if err := a.svc.FlushRoom(ctx, oldLease); !errors.Is(err, ErrFenced) {
-		t.Fatalf("a's late flush: got %v; want ErrFenced", err)
-	}
+	require.NoError(t, b.svc.FlushRoom(ctx, b.leases.lease("r1")), "b flush")
+	require.ErrorIs(t, a.svc.FlushRoom(ctx, oldLease), ErrFenced, "a's late flush")
 	rec, err := snaps.get(ctx, "r1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := []string{"c1", "c2", "c3"}; rec.SnapshotFence != b.leases.lease("r1").token || !slices.Equal(rec.CommandIDs, want) {
-		t.Fatalf("mysql snapshot: fence %d %v; want b's fence %d %v", rec.SnapshotFence, rec.CommandIDs, b.leases.lease("r1").token, want)
-	}
+	require.NoError(t, err, "get the mysql snapshot")
+	require.Equal(t, b.leases.lease("r1").token, rec.SnapshotFence, "mysql snapshot: fence; want b's (commands %v)", rec.CommandIDs)
+	require.Equal(t, []string{"c1", "c2", "c3"}, rec.CommandIDs, "mysql snapshot: command ids")
 }
 
 // A room snapshotted to MySQL, then written to, then abandoned without a
@@ -146,42 +124,30 @@ func TestSQLRecoverFromSnapshotPlusLog(t *testing.T) {
 	ctx := context.Background()
 	a, b := newSQLNode(t, rdb, snaps, "a"), newSQLNode(t, rdb, snaps, "b")
 	for i, cmd := range []string{"c1", "c2", "c3"} {
-		if _, err := a.svc.Apply(ctx, &roompb.ApplyRequest{RoomId: "r1", CommandId: cmd, Op: "hello"}); err != nil {
-			t.Fatalf("apply %d: %v", i, err)
-		}
+		_, err := a.svc.Apply(ctx, &roompb.ApplyRequest{RoomId: "r1", CommandId: cmd, Op: "hello"})
+		require.NoError(t, err, "apply %d", i)
 	}
-	if err := a.svc.SnapshotAll(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if n := rdb.XLen(ctx, logKey("r1")).Val(); n != 0 {
-		t.Fatalf("log after a snapshot at seq 3: got %d entries; want 0", n)
-	}
-	if n := rdb.Exists(ctx, snapKey("r1")).Val(); n != 0 {
-		t.Fatalf("%s exists; want snapshots only in mysql", snapKey("r1"))
-	}
-	if _, err := a.svc.Apply(ctx, &roompb.ApplyRequest{RoomId: "r1", CommandId: "c4", Op: "hello"}); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, a.svc.SnapshotAll(ctx), "SnapshotAll")
+	require.Zero(t, rdb.XLen(ctx, logKey("r1")).Val(), "log entries after a snapshot at seq 3")
+	require.Zero(t, rdb.Exists(ctx, snapKey("r1")).Val(), "%s exists; want snapshots only in mysql", snapKey("r1"))
+	_, err := a.svc.Apply(ctx, &roompb.ApplyRequest{RoomId: "r1", CommandId: "c4", Op: "hello"})
+	require.NoError(t, err, "apply c4")
 	a.leases.lose("r1") // not flushed: left to expire
 	expire(t, rdb, "r1")
 
 	resp, err := b.svc.Apply(ctx, &roompb.ApplyRequest{RoomId: "r1", CommandId: "c5", Op: "hello"})
-	if err != nil || resp.GetSeq() != 5 {
-		t.Fatalf("b apply: got %v %v; want seq 5", resp, err)
-	}
+	require.NoError(t, err, "b apply")
+	require.Equal(t, int64(5), resp.GetSeq(), "b apply: seq (response %v)", resp)
 	// A command folded into the MySQL snapshot is still answered as its
 	// first application was, and not applied again.
 	resp, err = b.svc.Apply(ctx, &roompb.ApplyRequest{RoomId: "r1", CommandId: "c2", Op: "hello"})
-	if err != nil || resp.GetStatus() != roompb.ApplyResponse_APPLIED || resp.GetSeq() != 2 {
-		t.Fatalf("b resend of c2: got %v %v; want applied at seq 2", resp, err)
-	}
+	require.NoError(t, err, "b resend of c2")
+	require.Equal(t, roompb.ApplyResponse_APPLIED, resp.GetStatus(), "b resend of c2: status (response %v)", resp)
+	require.Equal(t, int64(2), resp.GetSeq(), "b resend of c2: seq")
 	room, err := a.svc.GetRoom(ctx, &roompb.GetRoomRequest{RoomId: "r1"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := []string{"c1", "c2", "c3", "c4", "c5"}; !slices.Equal(room.GetCommandIds(), want) || room.GetSnapshotSeq() != 3 {
-		t.Fatalf("read-back: %v (snapshot seq %d); want %v (snapshot seq 3)", room.GetCommandIds(), room.GetSnapshotSeq(), want)
-	}
+	require.NoError(t, err, "GetRoom")
+	require.Equal(t, []string{"c1", "c2", "c3", "c4", "c5"}, room.GetCommandIds(), "read-back: command ids (snapshot seq %d)", room.GetSnapshotSeq())
+	require.Equal(t, int64(3), room.GetSnapshotSeq(), "read-back: snapshot seq")
 }
 
 // A hung snapshot database must not stall the room loop: each turn ends
@@ -191,12 +157,8 @@ func TestRunKeepsBeatingWhileMySQLHangs(t *testing.T) {
 	rdb := startRedis(t)
 	srv := mariadbtest.Start(t)
 	snaps, err := NewSQLSnapshots(srv.DB())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := snaps.Migrate(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "NewSQLSnapshots")
+	require.NoError(t, snaps.Migrate(context.Background()), "Migrate")
 	a := newSQLNode(t, rdb, snaps, "a")
 	b := newBeats()
 	a.svc.cfg.Heartbeat, a.svc.cfg.SnapshotInterval, a.svc.cfg.SnapshotTurn = b, 50*time.Millisecond, 50*time.Millisecond

@@ -2,9 +2,10 @@ package room
 
 import (
 	"context"
-	"errors"
-	"slices"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func TestStoreAppendFence(t *testing.T) {
@@ -29,11 +30,14 @@ func TestStoreAppendFence(t *testing.T) {
 			}
 			st := store{rdb: rdb}
 			out, seq, err := st.append(ctx, "r1", tt.fence, "c1", "op")
-			if !errors.Is(err, tt.wantErr) {
-				t.Fatalf("append: got err %v; want %v", err, tt.wantErr)
+			if tt.wantErr == nil {
+				require.NoError(t, err, "append")
+			} else {
+				require.ErrorIs(t, err, tt.wantErr, "append")
 			}
-			if tt.wantWrote && (out != applied || seq != 1) {
-				t.Fatalf("append: got outcome %d seq %d; want applied seq 1", out, seq)
+			if tt.wantWrote {
+				require.Equal(t, applied, out, "append: outcome (seq %d)", seq)
+				require.Equal(t, int64(1), seq, "append: seq")
 			}
 			wantLen := int64(0)
 			if tt.wantWrote {
@@ -41,9 +45,8 @@ func TestStoreAppendFence(t *testing.T) {
 			}
 			for _, key := range []string{logKey("r1"), cmdsKey("r1"), outboxKey("r1")} {
 				n, err := rdb.Exists(ctx, key).Result()
-				if err != nil || n != wantLen {
-					t.Errorf("EXISTS %s: got %d (%v); want %d", key, n, err, wantLen)
-				}
+				assert.NoError(t, err, "EXISTS %s", key)
+				assert.Equal(t, wantLen, n, "EXISTS %s", key)
 			}
 		})
 	}
@@ -66,22 +69,17 @@ func TestStoreDuplicateHasNoEffect(t *testing.T) {
 		{"c", applied, 3, 3},
 	} {
 		out, seq, err := st.append(ctx, "r1", 3, give.cmd, "op-"+give.cmd)
-		if err != nil || out != give.wantOut || seq != give.wantSeq {
-			t.Fatalf("append %d (%s): got %d seq %d err %v; want %d seq %d", i, give.cmd, out, seq, err, give.wantOut, give.wantSeq)
-		}
+		require.NoError(t, err, "append %d (%s)", i, give.cmd)
+		require.Equal(t, give.wantOut, out, "append %d (%s): outcome (seq %d)", i, give.cmd, seq)
+		require.Equal(t, give.wantSeq, seq, "append %d (%s): seq", i, give.cmd)
 		for _, n := range []int64{rdb.XLen(ctx, logKey("r1")).Val(), rdb.LLen(ctx, outboxKey("r1")).Val()} {
-			if n != give.wantLogs {
-				t.Fatalf("after append %d: got %d log/outbox entries; want %d", i, n, give.wantLogs)
-			}
+			require.Equal(t, give.wantLogs, n, "after append %d: log/outbox entries", i)
 		}
 	}
 	rec, err := st.load(ctx, "r1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := []string{"a", "b", "c"}; rec.Seq != 3 || !slices.Equal(rec.CommandIDs, want) {
-		t.Fatalf("load: got seq %d %v; want 3 %v", rec.Seq, rec.CommandIDs, want)
-	}
+	require.NoError(t, err, "load")
+	require.Equal(t, int64(3), rec.Seq, "load: seq (commands %v)", rec.CommandIDs)
+	require.Equal(t, []string{"a", "b", "c"}, rec.CommandIDs, "load: command ids")
 }
 
 func TestStoreSnapshotTrimsLog(t *testing.T) {
@@ -92,41 +90,23 @@ func TestStoreSnapshotTrimsLog(t *testing.T) {
 	var state State
 	for _, cmd := range []string{"a", "b", "c"} {
 		_, seq, err := st.append(ctx, "r1", 5, cmd, "")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := state.apply(seq, cmd); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err, "append %s", cmd)
+		require.NoError(t, state.apply(seq, cmd), "apply %s at seq %d", cmd, seq)
 	}
-	if err := st.snapshot(ctx, "r1", 4, state); !errors.Is(err, ErrFenced) {
-		t.Fatalf("snapshot with stale fence: got %v; want ErrFenced", err)
-	}
-	if n := rdb.Exists(ctx, snapKey("r1")).Val(); n != 0 {
-		t.Fatalf("stale snapshot wrote %s", snapKey("r1"))
-	}
-	if err := st.snapshot(ctx, "r1", 5, state.clone()); err != nil {
-		t.Fatal(err)
-	}
-	if n := rdb.XLen(ctx, logKey("r1")).Val(); n != 0 {
-		t.Fatalf("log after snapshot at seq 3: got %d entries; want 0", n)
-	}
-	if _, _, err := st.append(ctx, "r1", 5, "d", ""); err != nil {
-		t.Fatal(err)
-	}
+	require.ErrorIs(t, st.snapshot(ctx, "r1", 4, state), ErrFenced, "snapshot with stale fence")
+	require.Zero(t, rdb.Exists(ctx, snapKey("r1")).Val(), "stale snapshot wrote %s", snapKey("r1"))
+	require.NoError(t, st.snapshot(ctx, "r1", 5, state.clone()), "snapshot")
+	require.Zero(t, rdb.XLen(ctx, logKey("r1")).Val(), "log entries after snapshot at seq 3")
+	_, _, err := st.append(ctx, "r1", 5, "d", "")
+	require.NoError(t, err, "append d")
 	// An older snapshot arriving late must neither regress nor untrim.
 	old := State{Seq: 1, CommandIDs: []string{"a"}}
-	if err := st.snapshot(ctx, "r1", 5, old); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, st.snapshot(ctx, "r1", 5, old), "late snapshot at seq 1")
 	rec, err := st.load(ctx, "r1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := []string{"a", "b", "c", "d"}; rec.Seq != 4 || rec.SnapshotSeq != 3 || rec.SnapshotFence != 5 || !slices.Equal(rec.CommandIDs, want) {
-		t.Fatalf("load: got seq %d snapshot_seq %d fence %d %v; want 4 3 5 %v", rec.Seq, rec.SnapshotSeq, rec.SnapshotFence, rec.CommandIDs, want)
-	}
-	if n := rdb.XLen(ctx, logKey("r1")).Val(); n != 1 {
-		t.Fatalf("log: got %d entries; want 1 (seq 4)", n)
-	}
+	require.NoError(t, err, "load")
+	require.Equal(t, int64(4), rec.Seq, "load: seq (snapshot_seq %d fence %d %v)", rec.SnapshotSeq, rec.SnapshotFence, rec.CommandIDs)
+	require.Equal(t, int64(3), rec.SnapshotSeq, "load: snapshot_seq (fence %d %v)", rec.SnapshotFence, rec.CommandIDs)
+	require.Equal(t, int64(5), rec.SnapshotFence, "load: fence (%v)", rec.CommandIDs)
+	require.Equal(t, []string{"a", "b", "c", "d"}, rec.CommandIDs, "load: command ids")
+	require.Equal(t, int64(1), rdb.XLen(ctx, logKey("r1")).Val(), "log entries (seq 4)")
 }

@@ -2,10 +2,11 @@ package room
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"slices"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/drainkit/drainkit/examples/room-service/roompb"
 )
@@ -27,28 +28,21 @@ func TestSnapshotTrimsCommandsAndKeepsDedup(t *testing.T) {
 	}
 	sizes := func(wantLog, wantCmds int64) {
 		t.Helper()
-		if n := rdb.XLen(ctx, logKey("r1")).Val(); n != wantLog {
-			t.Errorf("XLEN %s: got %d; want %d", logKey("r1"), n, wantLog)
-		}
-		if n := rdb.HLen(ctx, cmdsKey("r1")).Val(); n != wantCmds {
-			t.Errorf("HLEN %s: got %d; want %d", cmdsKey("r1"), n, wantCmds)
-		}
+		assert.Equal(t, wantLog, rdb.XLen(ctx, logKey("r1")).Val(), "XLEN %s", logKey("r1"))
+		assert.Equal(t, wantCmds, rdb.HLen(ctx, cmdsKey("r1")).Val(), "HLEN %s", cmdsKey("r1"))
 	}
 	readsBack := func(wantSeq, wantSnap int64, want []string) {
 		t.Helper()
 		r := getRoom(t, a.svc, "r1")
-		if r.GetSeq() != wantSeq || r.GetSnapshotSeq() != wantSnap || !slices.Equal(r.GetCommandIds(), want) {
-			t.Fatalf("GetRoom: got seq %d snapshot_seq %d %v; want %d %d %v",
-				r.GetSeq(), r.GetSnapshotSeq(), r.GetCommandIds(), wantSeq, wantSnap, want)
-		}
+		require.Equal(t, wantSeq, r.GetSeq(), "GetRoom: seq (snapshot_seq %d %v)", r.GetSnapshotSeq(), r.GetCommandIds())
+		require.Equal(t, wantSnap, r.GetSnapshotSeq(), "GetRoom: snapshot_seq (%v)", r.GetCommandIds())
+		require.Equal(t, want, r.GetCommandIds(), "GetRoom: command ids")
 	}
 
 	for _, id := range ids(0, 5) {
 		mustApply(t, a.svc, "r1", id, roompb.ApplyResponse_APPLIED)
 	}
-	if err := a.svc.SnapshotAll(ctx); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, a.svc.SnapshotAll(ctx), "a's SnapshotAll")
 	sizes(0, 0) // everything folded into the snapshot
 	for _, id := range ids(5, 8) {
 		mustApply(t, a.svc, "r1", id, roompb.ApplyResponse_APPLIED)
@@ -61,9 +55,8 @@ func TestSnapshotTrimsCommandsAndKeepsDedup(t *testing.T) {
 		cmd  string
 		want int64
 	}{{"c2", 3}, {"c6", 7}} {
-		if got := mustApply(t, a.svc, "r1", give.cmd, roompb.ApplyResponse_APPLIED).GetSeq(); got != give.want {
-			t.Fatalf("retry of %s on the owner: got seq %d; want %d", give.cmd, got, give.want)
-		}
+		got := mustApply(t, a.svc, "r1", give.cmd, roompb.ApplyResponse_APPLIED).GetSeq()
+		require.Equal(t, give.want, got, "seq of the retry of %s on the owner", give.cmd)
 	}
 
 	// a crashes without a flush; b takes the room with a higher fence and
@@ -75,31 +68,22 @@ func TestSnapshotTrimsCommandsAndKeepsDedup(t *testing.T) {
 		cmd  string
 		want int64
 	}{{"c0", 1}, {"c4", 5}, {"c7", 8}} {
-		if got := mustApply(t, b.svc, "r1", give.cmd, roompb.ApplyResponse_APPLIED).GetSeq(); got != give.want {
-			t.Fatalf("retry of %s on the next owner: got seq %d; want %d", give.cmd, got, give.want)
-		}
+		got := mustApply(t, b.svc, "r1", give.cmd, roompb.ApplyResponse_APPLIED).GetSeq()
+		require.Equal(t, give.want, got, "seq of the retry of %s on the next owner", give.cmd)
 	}
-	if got := mustApply(t, b.svc, "r1", "c8", roompb.ApplyResponse_APPLIED).GetSeq(); got != 9 {
-		t.Fatalf("first new command on b: got seq %d; want 9", got)
-	}
+	require.Equal(t, int64(9), mustApply(t, b.svc, "r1", "c8", roompb.ApplyResponse_APPLIED).GetSeq(), "seq of the first new command on b")
 	readsBack(9, 5, ids(0, 9))
 
 	// Only the holder of the current fence trims: a's late snapshot writes
 	// and removes nothing.
 	all := State{Seq: 9, CommandIDs: ids(0, 9)}
-	if err := a.svc.store.snapshot(ctx, "r1", oldFence, all); !errors.Is(err, ErrFenced) {
-		t.Fatalf("snapshot with the old fence: got %v; want ErrFenced", err)
-	}
+	require.ErrorIs(t, a.svc.store.snapshot(ctx, "r1", oldFence, all), ErrFenced, "snapshot with the old fence")
 	sizes(4, 4)
 	readsBack(9, 5, ids(0, 9))
 
 	// b's snapshot folds the rest; the room still reads back whole.
-	if err := b.svc.SnapshotAll(ctx); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, b.svc.SnapshotAll(ctx), "b's SnapshotAll")
 	sizes(0, 0)
 	readsBack(9, 9, ids(0, 9))
-	if got := mustApply(t, b.svc, "r1", "c6", roompb.ApplyResponse_APPLIED).GetSeq(); got != 7 {
-		t.Fatalf("retry of c6 after the second snapshot: got seq %d; want 7", got)
-	}
+	require.Equal(t, int64(7), mustApply(t, b.svc, "r1", "c6", roompb.ApplyResponse_APPLIED).GetSeq(), "seq of the retry of c6 after the second snapshot")
 }
