@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/drainkit/drainkit/examples/internal/e2e"
 	"github.com/drainkit/drainkit/fxmodule"
@@ -161,18 +163,15 @@ func redisOutage(t *testing.T, length time.Duration, cfg e2e.Config) {
 	close(stop)
 	p.wg.Wait()
 	for _, n := range nodes {
-		if err := c.AwaitReady(ctx, n); err != nil {
-			t.Fatalf("readiness did not recover: %v", err)
-		}
+		require.NoError(t, c.AwaitReady(ctx, n), "readiness did not recover")
 	}
 	res := wait()
 	r := check(t, c, res, nil, fault)
 
 	for _, n := range nodes {
 		at, ok := p.notReady[n.Name]
-		if !ok || at.Sub(pausedAt) > notReadyWithin {
-			t.Errorf("%s: not ready %s after Redis stopped (seen: %v); want within %s", n.Name, at.Sub(pausedAt), ok, notReadyWithin)
-		}
+		assert.True(t, ok && at.Sub(pausedAt) <= notReadyWithin,
+			"%s: not ready %s after Redis stopped (seen: %v); want within %s", n.Name, at.Sub(pausedAt), ok, notReadyWithin)
 	}
 	liveThroughout(t, p)
 	held := 0
@@ -187,16 +186,16 @@ func redisOutage(t *testing.T, length time.Duration, cfg e2e.Config) {
 			// flush came just before Redis stopped (the lease ends where
 			// it is held before the release reaches Redis).
 			case h.Open || !strings.Contains(h.EndedCause, "lost") && !strings.Contains(h.EndedCause, "released"):
-				t.Errorf("room %s on %s: held at the outage, ended %q; want lost (or released)", room, h.Node, h.EndedCause)
+				assert.Failf(t, "lease held at the outage not lost",
+					"room %s on %s: held at the outage, ended %q; want lost (or released)", room, h.Node, h.EndedCause)
 			case h.To.Sub(pausedAt) >= e2e.DefaultLeaseTTL:
-				t.Errorf("room %s on %s: reported lost %s after Redis stopped; want before the TTL (%s)",
+				assert.Failf(t, "lease lost too late",
+					"room %s on %s: reported lost %s after Redis stopped; want before the TTL (%s)",
 					room, h.Node, h.To.Sub(pausedAt), e2e.DefaultLeaseTTL)
 			}
 		}
 	}
-	if held == 0 {
-		t.Error("no lease was held when Redis stopped: the scenario tested nothing")
-	}
+	assert.NotZero(t, held, "leases held when Redis stopped: with none, the scenario tested nothing")
 }
 
 func TestRedisStopsDuringDrain(t *testing.T) {
@@ -207,26 +206,19 @@ func TestRedisStopsDuringDrain(t *testing.T) {
 	wait := loadPastSteady(t, ctx, c, 6*time.Second)
 
 	victim := c.Busiest()
-	if err := victim.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := victim.Await(ctx, `"new_status":"draining"`); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, victim.Signal(syscall.SIGTERM), "SIGTERM %s", victim.Name)
+	_, err := victim.Await(ctx, `"new_status":"draining"`)
+	require.NoError(t, err, "%s: await draining", victim.Name)
 	fault := e2e.Window{From: time.Now()}
 	rs.Pause()
 	code, err := victim.Wait(ctx)
 	rs.Resume()
 	fault.To = time.Now()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "wait for %s to exit", victim.Name)
 	d := e2e.Drained{Name: victim.Name, ExitCode: code, DrainTime: victim.DrainTime()}
 	for _, n := range c.Rooms() {
 		if n != victim {
-			if err := c.AwaitReady(ctx, n); err != nil {
-				t.Fatalf("readiness did not recover: %v", err)
-			}
+			require.NoError(t, c.AwaitReady(ctx, n), "readiness did not recover")
 		}
 	}
 	res := wait()
@@ -236,13 +228,12 @@ func TestRedisStopsDuringDrain(t *testing.T) {
 	// it, fx's OnStop hooks (closing clients) get StopMargin and no more,
 	// however long Redis stays away; an orchestrator SIGKILLs at its grace
 	// period, which DRAIN_TIMEOUT + StopMargin is set to fit.
-	if limit := drainTimeout + fxmodule.StopMargin + time.Second; d.DrainTime > limit {
-		t.Errorf("%s exited %s after SIGTERM; want within DRAIN_TIMEOUT %s + StopMargin %s (+1 s to exit): work after the drain's deadline still waits on Redis",
-			d.Name, d.DrainTime.Round(time.Millisecond), drainTimeout, fxmodule.StopMargin)
-	}
-	if code != 3 && code != 1 {
-		t.Errorf("%s exit code %d; want 3 (deadline) or 1 (a hook failed): a drain that could not flush is not clean", d.Name, code)
-	}
+	limit := drainTimeout + fxmodule.StopMargin + time.Second
+	assert.LessOrEqual(t, d.DrainTime, limit,
+		"%s exited %s after SIGTERM; want within DRAIN_TIMEOUT %s + StopMargin %s (+1 s to exit): work after the drain's deadline still waits on Redis",
+		d.Name, d.DrainTime.Round(time.Millisecond), drainTimeout, fxmodule.StopMargin)
+	assert.Contains(t, []int{3, 1}, code,
+		"%s exit code; want 3 (deadline) or 1 (a hook failed): a drain that could not flush is not clean", d.Name)
 	// Only the holds that ended once Redis stopped: before that, the
 	// victim may have handed rooms off towards their balanced node, each
 	// flushed and then released, as it should.
@@ -254,9 +245,7 @@ func TestRedisStopsDuringDrain(t *testing.T) {
 			}
 		}
 	}
-	if released > 0 {
-		t.Errorf("%s released %d leases while Redis was stopped; want every unflushed room left to expire", victim.Name, released)
-	}
+	assert.Zero(t, released, "%s: leases released while Redis was stopped; want every unflushed room left to expire", victim.Name)
 }
 
 // TestCrashTakenOverAfterTTL runs the crash at two lease TTLs: today's,
@@ -279,17 +268,13 @@ func crashTakenOver(t *testing.T, ttl time.Duration) {
 	defer cancel()
 	wait := loadPastSteady(t, ctx, c, 6*time.Second+steadyWindow)
 	rate, err := commandRate(ctx, rs.Client(), steadyWindow)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "Redis's command rate at steady state")
 	t.Logf("LEASE_TTL=%s: Redis at steady state: %.0f commands/s", ttl, rate)
 	victim := c.Busiest()
 	killedAt := c.Crash(victim)
 	// The fault lasts until every room the victim held has a new owner:
 	// requests for them wait that long.
-	if err := c.AwaitTakenOver(ctx, victim.Name); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, c.AwaitTakenOver(ctx, victim.Name), "await the take-over of %s's rooms", victim.Name)
 	fault := e2e.Window{From: killedAt, To: time.Now()}
 	res := wait()
 	r := check(t, c, res, nil, fault)
@@ -314,24 +299,19 @@ func crashTakenOver(t *testing.T, ttl time.Duration) {
 			}
 			orphaned++
 			if i+1 == len(hs) {
-				t.Errorf("room %s: owned by %s when it crashed, never taken over", room, victim.Name)
+				assert.Failf(t, "room never taken over", "room %s: owned by %s when it crashed, never taken over", room, victim.Name)
 				continue
 			}
 			next := hs[i+1]
 			takenOver++
 			gap := next.From.Sub(killedAt)
-			if next.From.Before(earliest) {
-				t.Errorf("room %s: taken over by %s %s after the kill; want no earlier than TTL·2/3 (%s): a valid lease was taken over",
-					room, next.Node, gap, ttl*2/3)
-			}
-			if gap > ttl+2*time.Second {
-				t.Errorf("room %s: taken over %s after the crash; want within the TTL %s (+2 s)", room, gap, ttl)
-			}
+			assert.False(t, next.From.Before(earliest),
+				"room %s: taken over by %s %s after the kill; want no earlier than TTL·2/3 (%s): a valid lease was taken over",
+				room, next.Node, gap, ttl*2/3)
+			assert.LessOrEqual(t, gap, ttl+2*time.Second, "room %s: time from the crash to its take-over; want within the TTL %s (+2 s)", room, ttl)
 		}
 	}
-	if orphaned == 0 {
-		t.Errorf("%s held no room when it crashed: the scenario tested nothing", victim.Name)
-	}
+	assert.NotZero(t, orphaned, "rooms %s held when it crashed: with none, the scenario tested nothing", victim.Name)
 	t.Logf("LEASE_TTL=%s: %d rooms owned by the crashed node, %d taken over; hand-over gaps %s", ttl, orphaned, takenOver, r.Gap)
 }
 
@@ -374,26 +354,15 @@ func TestTwoSIGTERMs(t *testing.T) {
 	wait := loadPastSteady(t, ctx, c, 6*time.Second)
 	victim := c.Busiest()
 	fault := e2e.Window{From: time.Now()}
-	if err := victim.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := victim.Await(ctx, `"new_status":"draining"`); err != nil {
-		t.Fatal(err)
-	}
-	if err := victim.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, victim.Signal(syscall.SIGTERM), "first SIGTERM to %s", victim.Name)
+	_, err := victim.Await(ctx, `"new_status":"draining"`)
+	require.NoError(t, err, "%s: await draining", victim.Name)
+	require.NoError(t, victim.Signal(syscall.SIGTERM), "second SIGTERM to %s", victim.Name)
 	code, err := victim.Wait(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.AwaitTakenOver(ctx, victim.Name); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "wait for %s to exit", victim.Name)
+	require.NoError(t, c.AwaitTakenOver(ctx, victim.Name), "await the take-over of %s's rooms", victim.Name)
 	fault.To = time.Now()
 	res := wait()
 	check(t, c, res, []e2e.Drained{{Name: victim.Name, ExitCode: code, DrainTime: victim.DrainTime()}}, fault)
-	if code != 4 {
-		t.Errorf("%s: exit code %d after two SIGTERMs; want 4 (forced)", victim.Name, code)
-	}
+	assert.Equal(t, 4, code, "%s: exit code after two SIGTERMs; want 4 (forced)", victim.Name)
 }

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
 	"github.com/drainkit/drainkit/examples/internal/e2e"
@@ -50,9 +52,7 @@ var (
 func binaries(t *testing.T) e2e.Binaries {
 	t.Helper()
 	race, err := servicesRace(os.Getenv("E2E_SERVICES_RACE"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "servicesRace")
 	buildOnce.Do(func() {
 		if binDir, buildErr = os.MkdirTemp("", "drainkit-e2e"); buildErr != nil {
 			return
@@ -61,9 +61,7 @@ func binaries(t *testing.T) e2e.Binaries {
 		defer cancel()
 		bins, buildErr = e2e.Build(ctx, binDir, race)
 	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
+	require.NoError(t, buildErr, "build the services")
 	t.Logf("services built with the race detector: %v (E2E_SERVICES_RACE)", race)
 	return bins
 }
@@ -93,9 +91,7 @@ func startCluster(t *testing.T, cfg e2e.Config) (*e2e.Cluster, *redistest.Server
 	ctx, cancel := context.WithTimeout(context.Background(), bound)
 	defer cancel()
 	c, err := e2e.Start(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "start the cluster")
 	markSched(c)
 	t.Cleanup(func() {
 		if t.Failed() {
@@ -145,9 +141,7 @@ func check(t *testing.T, c *e2e.Cluster, res *e2e.LoadResult, drained []e2e.Drai
 	ctx, cancel := context.WithTimeout(context.Background(), bound)
 	defer cancel()
 	r, err := e2e.Check(ctx, c, res, drained, fault)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "check the load's result")
 	t.Logf("\n%s", r.Table())
 	t.Log(schedWait(c))
 	shown := 0
@@ -157,17 +151,13 @@ func check(t *testing.T, c *e2e.Cluster, res *e2e.LoadResult, drained []e2e.Drai
 		}
 	}
 	for _, p := range r.Problems() {
-		t.Error(p)
+		assert.Fail(t, p)
 	}
-	if r.Failed != 0 {
-		t.Errorf("failed requests: got %d; want 0 (first: %s)", r.Failed, firstFailure(res))
-	}
+	assert.Zero(t, r.Failed, "failed requests (first: %s)", firstFailure(res))
 	if testing.Verbose() && !fault.From.IsZero() {
 		t.Logf("latency by send time, from the fault's start (%s long):\n%s", fault.To.Sub(fault.From).Round(time.Millisecond), latencyBySecond(res, fault.From))
 	}
-	if len(r.Holds) == 0 {
-		t.Error("no lease events in the room-service logs: the ownership checks saw nothing")
-	}
+	assert.NotEmpty(t, r.Holds, "lease events in the room-service logs: with none, the ownership checks saw nothing")
 	return r
 }
 
@@ -217,11 +207,10 @@ func TestServicesRaceReadsItsVariable(t *testing.T) {
 		wantErr bool
 	}{{"", true, false}, {"1", true, false}, {"0", false, false}, {"no", false, true}} {
 		got, err := servicesRace(tt.give)
-		if got != tt.want || (err != nil) != tt.wantErr {
-			t.Errorf("servicesRace(%q): got %v, %v; want %v, an error: %v", tt.give, got, err, tt.want, tt.wantErr)
-		}
-		if err != nil && !strings.Contains(err.Error(), `E2E_SERVICES_RACE="no"`) {
-			t.Errorf("servicesRace(%q): error %q does not name the variable and its value", tt.give, err)
+		assert.Equal(t, tt.want, got, "servicesRace(%q) (err %v)", tt.give, err)
+		assert.Equal(t, tt.wantErr, err != nil, "servicesRace(%q): an error (err %v)", tt.give, err)
+		if err != nil {
+			assert.ErrorContains(t, err, `E2E_SERVICES_RACE="no"`, "servicesRace(%q): the error names the variable and its value", tt.give)
 		}
 	}
 }

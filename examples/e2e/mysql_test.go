@@ -13,6 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/drainkit/drainkit/examples/internal/e2e"
 	"github.com/drainkit/drainkit/fxmodule"
 	"github.com/drainkit/drainkit/internal/mariadbtest"
@@ -37,19 +40,13 @@ func probeReady(t *testing.T, n *e2e.Node) (int, []readyCheck, time.Duration) {
 	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
 	start := time.Now()
 	resp, err := client.Get("http://" + n.Admin + "/healthz/ready?verbose=1")
-	if err != nil {
-		t.Fatalf("%s: ready probe: %v", n.Name, err)
-	}
+	require.NoError(t, err, "%s: ready probe", n.Name)
 	defer resp.Body.Close()
 	took := time.Since(start)
 	raw, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatalf("%s: ready probe: %v", n.Name, err)
-	}
+	require.NoError(t, err, "%s: ready probe: read the body", n.Name)
 	var b struct{ Checks []readyCheck }
-	if err := json.Unmarshal(raw, &b); err != nil {
-		t.Fatalf("%s: ready body %q: %v", n.Name, raw, err)
-	}
+	require.NoError(t, json.Unmarshal(raw, &b), "%s: ready body %q", n.Name, raw)
 	return resp.StatusCode, b.Checks, took
 }
 
@@ -78,9 +75,7 @@ func failingGating(checks []readyCheck) []string {
 func metric(t *testing.T, n *e2e.Node, name, labels string) float64 {
 	t.Helper()
 	resp, err := http.Get("http://" + n.Admin + "/metrics")
-	if err != nil {
-		t.Fatalf("%s: metrics: %v", n.Name, err)
-	}
+	require.NoError(t, err, "%s: metrics", n.Name)
 	defer resp.Body.Close()
 	prefix := name
 	if labels != "" {
@@ -91,9 +86,7 @@ func metric(t *testing.T, n *e2e.Node, name, labels string) float64 {
 		line := sc.Text()
 		if v, ok := strings.CutPrefix(line, prefix+" "); ok {
 			f, err := strconv.ParseFloat(v, 64)
-			if err != nil {
-				t.Fatalf("%s: metric line %q: %v", n.Name, line, err)
-			}
+			require.NoError(t, err, "%s: metric line %q", n.Name, line)
 			return f
 		}
 	}
@@ -125,9 +118,8 @@ func startMySQLCluster(t *testing.T, cfg e2e.Config) (*e2e.Cluster, *mariadbtest
 	cfg.RoomEnv = append(cfg.RoomEnv, "MYSQL_DSN="+db.DSN)
 	c, _ := startCluster(t, cfg)
 	for _, n := range c.Rooms() {
-		if !strings.Contains(n.Output(), `"msg":"room snapshots in mysql"`) {
-			t.Fatalf("%s does not keep its snapshots in mysql:\n%s", n.Name, lastLines(n.Output(), 10))
-		}
+		require.True(t, strings.Contains(n.Output(), `"msg":"room snapshots in mysql"`),
+			"%s does not keep its snapshots in mysql:\n%s", n.Name, lastLines(n.Output(), 10))
 	}
 	return c, db
 }
@@ -150,9 +142,8 @@ func TestMySQLOutage(t *testing.T) {
 		// the listener have no reason to fail (on a loaded machine the
 		// 100 ms listener self-check may, now and then: logged).
 		got := failingGating(checks)
-		if code != http.StatusServiceUnavailable || !slices.Contains(got, "mysql") {
-			t.Errorf("%s with MySQL stopped: %d, failing gating checks %v; want 503 naming mysql", n.Name, code, got)
-		}
+		assert.True(t, code == http.StatusServiceUnavailable && slices.Contains(got, "mysql"),
+			"%s with MySQL stopped: %d, failing gating checks %v; want 503 naming mysql", n.Name, code, got)
 		if len(got) > 1 {
 			t.Logf("%s with MySQL stopped: also failing %v", n.Name, got)
 		}
@@ -162,20 +153,16 @@ func TestMySQLOutage(t *testing.T) {
 	close(stop)
 	p.wg.Wait()
 	for _, n := range nodes {
-		if err := c.AwaitReady(ctx, n); err != nil {
-			t.Fatalf("readiness did not recover: %v", err)
-		}
+		require.NoError(t, c.AwaitReady(ctx, n), "readiness did not recover")
 	}
 	check(t, c, wait(), nil, fault)
 
 	for _, n := range nodes {
 		at, ok := p.notReady[n.Name]
-		if !ok || at.Sub(stoppedAt) > notReadyWithin {
-			t.Errorf("%s: not ready %s after MySQL stopped (seen: %v); want within %s", n.Name, at.Sub(stoppedAt), ok, notReadyWithin)
-		}
-		if _, err := n.Await(ctx, `"failed_check":"mysql`); err != nil {
-			t.Errorf("%s: no transition log naming mysql: %v", n.Name, err)
-		}
+		assert.True(t, ok && at.Sub(stoppedAt) <= notReadyWithin,
+			"%s: not ready %s after MySQL stopped (seen: %v); want within %s", n.Name, at.Sub(stoppedAt), ok, notReadyWithin)
+		_, err := n.Await(ctx, `"failed_check":"mysql`)
+		assert.NoError(t, err, "%s: a transition log naming mysql", n.Name)
 	}
 	// A probe the process answered with anything but 200 is a failure. One
 	// that got no answer within the watcher's 1 s (its code 0, no status
@@ -189,9 +176,7 @@ func TestMySQLOutage(t *testing.T) {
 			said = append(said, b)
 		}
 	}
-	if len(said) > 0 {
-		t.Errorf("liveness failed during the MySQL outage: %v; want 200 throughout (no restart storm)", said)
-	}
+	assert.Empty(t, said, "liveness failed during the MySQL outage; want 200 throughout (no restart storm)")
 	if len(silent) > 0 {
 		t.Logf("liveness probes unanswered within 1 s (host overloaded): %v", silent)
 	}
@@ -219,9 +204,7 @@ func TestMySQLHung(t *testing.T) {
 	// the cache TTL: wait for the first answer after the hang.
 	nodes := c.Rooms()
 	for _, n := range nodes {
-		if err := awaitNotReady(ctx, n); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, awaitNotReady(ctx, n), "await not ready with MySQL hung")
 	}
 	// Six probes a cache TTL apart: the fault must stay well inside the
 	// gateways' request deadline (REQUEST_TIMEOUT), which the requests
@@ -232,14 +215,12 @@ func TestMySQLHung(t *testing.T) {
 		for _, n := range nodes {
 			code, checks, took := probeReady(t, n)
 			ch, _ := findReadyCheck(checks, "mysql")
-			if code != http.StatusServiceUnavailable || ch.Status != "fail" || !strings.HasPrefix(ch.Message, "deadline exceeded") {
-				t.Errorf("%s probe %d with MySQL hung: %d, mysql %s %q; want 503, mysql timed out", n.Name, i, code, ch.Status, ch.Message)
-			}
+			assert.True(t, code == http.StatusServiceUnavailable && ch.Status == "fail" && strings.HasPrefix(ch.Message, "deadline exceeded"),
+				"%s probe %d with MySQL hung: %d, mysql %s %q; want 503, mysql timed out", n.Name, i, code, ch.Status, ch.Message)
 			// The process's own measure of the check: within the total
 			// budget, however long the database stays hung.
-			if ch.DurationMS > readiness.DefaultReadyTimeout.Milliseconds() {
-				t.Errorf("%s probe %d: mysql check ran %d ms; want at most the total budget %s", n.Name, i, ch.DurationMS, readiness.DefaultReadyTimeout)
-			}
+			assert.LessOrEqual(t, ch.DurationMS, readiness.DefaultReadyTimeout.Milliseconds(),
+				"%s probe %d: ms the mysql check ran; want at most the total budget %s", n.Name, i, readiness.DefaultReadyTimeout)
 			t.Logf("%s probe %d answered in %s (total budget %s): mysql %q after %d ms", n.Name, i, took.Round(time.Millisecond), readiness.DefaultReadyTimeout, ch.Message, ch.DurationMS)
 			if i == 0 {
 				before[n.Name] = metric(t, n, "go_goroutines", "")
@@ -260,16 +241,13 @@ func TestMySQLHung(t *testing.T) {
 		}
 		t.Logf("%s: go_goroutines %v after the first timed-out probe, %v after %d more", n.Name, before[n.Name], after, probes-1)
 	}
-	if grew == len(nodes) {
-		t.Errorf("every replica gained %d or more goroutines over %d probes of a hung MySQL; want no pile-up", probes-1, probes)
-	}
+	assert.NotEqual(t, len(nodes), grew,
+		"replicas that gained %d or more goroutines over %d probes of a hung MySQL; want not every one (no pile-up)", probes-1, probes)
 	db.Resume()
 	resumed = true
 	fault := e2e.Window{From: pausedAt, To: time.Now()}
 	for _, n := range c.Rooms() {
-		if err := c.AwaitReady(ctx, n); err != nil {
-			t.Fatalf("readiness did not recover: %v", err)
-		}
+		require.NoError(t, c.AwaitReady(ctx, n), "readiness did not recover")
 	}
 	check(t, c, wait(), nil, fault)
 }
@@ -290,21 +268,17 @@ func TestMySQLPoolExhausted(t *testing.T) {
 	wait := loadPastSteady(t, ctx, c, 6*time.Second)
 
 	conn, err := db.DB().Conn(ctx) // LOCK TABLES holds for the session
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "MySQL connection")
 	defer conn.Close()
 	lockedAt := time.Now()
-	if _, err := conn.ExecContext(ctx, "LOCK TABLES room_snapshots WRITE"); err != nil {
-		t.Fatal(err)
-	}
+	_, err = conn.ExecContext(ctx, "LOCK TABLES room_snapshots WRITE")
+	require.NoError(t, err, "LOCK TABLES")
 	unlocked := false
 	unlock := func() {
 		if !unlocked {
 			unlocked = true
-			if _, err := conn.ExecContext(ctx, "UNLOCK TABLES"); err != nil {
-				t.Error(err)
-			}
+			_, err := conn.ExecContext(ctx, "UNLOCK TABLES")
+			assert.NoError(t, err, "UNLOCK TABLES")
 		}
 	}
 	defer unlock()
@@ -314,9 +288,7 @@ func TestMySQLPoolExhausted(t *testing.T) {
 	// no exhausted pool, and not this scenario.
 	nodes := []*e2e.Node{c.Busiest()}
 	for _, n := range nodes {
-		if err := awaitNotReady(ctx, n); err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, awaitNotReady(ctx, n), "await not ready with the pool exhausted")
 	}
 	const probes = 6
 	before := map[string]float64{}
@@ -328,15 +300,13 @@ func TestMySQLPoolExhausted(t *testing.T) {
 			switch {
 			case strings.HasPrefix(ch.Message, "deadline exceeded"):
 				timedOut[n.Name]++
-				if code != http.StatusServiceUnavailable {
-					t.Errorf("%s probe %d: %d with mysql timed out; want 503", n.Name, i, code)
-				}
+				assert.Equal(t, http.StatusServiceUnavailable, code, "%s probe %d: ready status with mysql timed out", n.Name, i)
 			case ch.Status != "ok":
-				t.Errorf("%s probe %d with the pool exhausted: mysql %s %q; want timed out (or ok, between two turns)", n.Name, i, ch.Status, ch.Message)
+				assert.Failf(t, "mysql check neither timed out nor ok",
+					"%s probe %d with the pool exhausted: mysql %s %q; want timed out (or ok, between two turns)", n.Name, i, ch.Status, ch.Message)
 			}
-			if ch.DurationMS > readiness.DefaultReadyTimeout.Milliseconds() {
-				t.Errorf("%s probe %d: mysql check ran %d ms; want at most the total budget %s", n.Name, i, ch.DurationMS, readiness.DefaultReadyTimeout)
-			}
+			assert.LessOrEqual(t, ch.DurationMS, readiness.DefaultReadyTimeout.Milliseconds(),
+				"%s probe %d: ms the mysql check ran; want at most the total budget %s", n.Name, i, readiness.DefaultReadyTimeout)
 			g := metric(t, n, "go_goroutines", "")
 			t.Logf("%s probe %d answered %d in %s: mysql %s %q after %d ms; go_goroutines %v", n.Name, i, code, took.Round(time.Millisecond), ch.Status, ch.Message, ch.DurationMS, g)
 			if i == 0 {
@@ -352,17 +322,13 @@ func TestMySQLPoolExhausted(t *testing.T) {
 	// reaches the replicas (TestMySQLHung) and, for a pool exhausted
 	// alone, in readiness/sqlcheck.
 	for _, n := range nodes {
-		if timedOut[n.Name] == 0 {
-			t.Errorf("%s: mysql never timed out in %d probes with the pool exhausted", n.Name, probes)
-		}
+		assert.NotZero(t, timedOut[n.Name], "%s: probes in which mysql timed out, of %d with the pool exhausted", n.Name, probes)
 		t.Logf("%s: mysql timed out in %d of %d probes; go_goroutines %v, then %v", n.Name, timedOut[n.Name], probes, before[n.Name], metric(t, n, "go_goroutines", ""))
 	}
 	unlock()
 	fault := e2e.Window{From: lockedAt, To: time.Now()}
 	for _, n := range nodes {
-		if err := c.AwaitReady(ctx, n); err != nil {
-			t.Fatalf("readiness did not recover: %v", err)
-		}
+		require.NoError(t, c.AwaitReady(ctx, n), "readiness did not recover")
 	}
 	check(t, c, wait(), nil, fault)
 }
@@ -385,15 +351,12 @@ func TestAnalyticsDownOnEveryReplica(t *testing.T) {
 	for _, n := range nodes {
 		code, checks, _ := probeReady(t, n)
 		ch, ok := findReadyCheck(checks, "analytics")
-		if code != http.StatusOK || !ok || ch.Status != "fail" || ch.Tier != "informational" || ch.Message == "" {
-			t.Errorf("%s with analytics down: %d, analytics %+v; want 200 and analytics failed, informational, with its error", n.Name, code, ch)
-		}
-		if _, err := n.Await(ctx, `"failed_check":"analytics"`); err != nil {
-			t.Errorf("%s: no transition log naming analytics: %v", n.Name, err)
-		}
-		if got := metric(t, n, "health_dependency_failures_total", `check="analytics",tier="informational"`); got == 0 {
-			t.Errorf("%s: health_dependency_failures_total for analytics is 0; want the failures counted", n.Name)
-		}
+		assert.True(t, code == http.StatusOK && ok && ch.Status == "fail" && ch.Tier == "informational" && ch.Message != "",
+			"%s with analytics down: %d, analytics %+v; want 200 and analytics failed, informational, with its error", n.Name, code, ch)
+		_, err := n.Await(ctx, `"failed_check":"analytics"`)
+		assert.NoError(t, err, "%s: a transition log naming analytics", n.Name)
+		assert.NotZero(t, metric(t, n, "health_dependency_failures_total", `check="analytics",tier="informational"`),
+			"%s: health_dependency_failures_total for analytics; want the failures counted", n.Name)
 	}
 	fault := e2e.Window{From: stoppedAt, To: time.Now()}
 	close(stop)
@@ -404,14 +367,13 @@ func TestAnalyticsDownOnEveryReplica(t *testing.T) {
 	// and then; that is reported, and is not what this scenario is about.)
 	for _, nr := range p.bodies {
 		if slices.Contains(nr.failing, "analytics") || len(nr.failing) == 0 {
-			t.Errorf("%s answered %d with failing gating checks %v while only analytics was down; want 200", nr.node, nr.code, nr.failing)
+			assert.Failf(t, "not-ready answer without a gating check of its own",
+				"%s answered %d with failing gating checks %v while only analytics was down; want 200", nr.node, nr.code, nr.failing)
 		} else {
 			t.Logf("%s answered %d for its own gating checks %v (not analytics)", nr.node, nr.code, nr.failing)
 		}
 	}
-	if len(p.liveBad) > 0 {
-		t.Errorf("liveness failed while analytics was down: %v", p.liveBad)
-	}
+	assert.Empty(t, p.liveBad, "liveness failed while analytics was down")
 	check(t, c, wait(), nil, fault) // and 0 failed
 }
 
@@ -435,28 +397,20 @@ func TestDrainWhileMySQLSlow(t *testing.T) {
 
 	// LOCK TABLES holds for the session: one connection, kept.
 	conn, err := db.DB().Conn(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "MySQL connection")
 	defer conn.Close()
 	victim := c.Busiest()
 	lockedAt := time.Now()
-	if _, err := conn.ExecContext(ctx, "LOCK TABLES room_snapshots WRITE"); err != nil {
-		t.Fatal(err)
-	}
+	_, err = conn.ExecContext(ctx, "LOCK TABLES room_snapshots WRITE")
+	require.NoError(t, err, "LOCK TABLES")
 	d, err := c.Stop(ctx, victim) // SIGTERM, wait for the exit
-	if _, uerr := conn.ExecContext(ctx, "UNLOCK TABLES"); uerr != nil {
-		t.Fatal(uerr)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, uerr := conn.ExecContext(ctx, "UNLOCK TABLES")
+	require.NoError(t, uerr, "UNLOCK TABLES")
+	require.NoError(t, err, "stop %s", victim.Name)
 	fault := e2e.Window{From: lockedAt, To: time.Now()}
 	code := d.ExitCode
 	for _, n := range c.Rooms() {
-		if err := c.AwaitReady(ctx, n); err != nil {
-			t.Fatalf("readiness did not recover: %v", err)
-		}
+		require.NoError(t, c.AwaitReady(ctx, n), "readiness did not recover")
 	}
 	balanced(t, ctx, c, "after the drain")
 	close(stop)
@@ -464,17 +418,14 @@ func TestDrainWhileMySQLSlow(t *testing.T) {
 	r := check(t, c, res, []e2e.Drained{d}, fault)
 	t.Logf("failed requests: %d; %s exited %d after %s", r.Failed, d.Name, code, d.DrainTime.Round(time.Millisecond))
 
-	if limit := drainTimeout + fxmodule.StopMargin + time.Second; d.DrainTime > limit {
-		t.Errorf("%s exited %s after SIGTERM; want within DRAIN_TIMEOUT %s + StopMargin %s (+1 s to exit)",
-			d.Name, d.DrainTime.Round(time.Millisecond), drainTimeout, fxmodule.StopMargin)
-	}
+	limit := drainTimeout + fxmodule.StopMargin + time.Second
+	assert.LessOrEqual(t, d.DrainTime, limit, "%s exited %s after SIGTERM; want within DRAIN_TIMEOUT %s + StopMargin %s (+1 s to exit)",
+		d.Name, d.DrainTime.Round(time.Millisecond), drainTimeout, fxmodule.StopMargin)
 	// The exit code depends on how the unflushed leases ended: 1 when the
 	// hand-off left them to expire, 0 when they were lost first (a loaded
 	// machine that delays renewals past TTL·2/3); either way none may be
 	// released, checked below.
-	if code != 0 && code != 1 && code != 3 {
-		t.Errorf("%s exit code %d; want 0, 1 or 3", d.Name, code)
-	}
+	assert.Contains(t, []int{0, 1, 3}, code, "%s exit code; want 0, 1 or 3", d.Name)
 	// The flush must have run: a command held behind a snapshot write
 	// that waits on the locked table must not keep wait_in_flight busy
 	// until the deadline, or the flush, which guards the rooms, is skipped.
@@ -489,9 +440,8 @@ func TestDrainWhileMySQLSlow(t *testing.T) {
 			flushed = h.Outcome != "skipped"
 		}
 	}
-	if !flushed {
-		t.Errorf("%s: the flush (lease-handoff) did not run during the drain; want it run, its slow writes failed and their leases left to expire", victim.Name)
-	}
+	assert.True(t, flushed,
+		"%s: the flush (lease-handoff) did not run during the drain; want it run, its slow writes failed and their leases left to expire", victim.Name)
 	// A room whose flush failed must not be released: only left to
 	// expire, then taken over from the last snapshot plus the log.
 	unflushed := map[string]bool{}
@@ -504,9 +454,7 @@ func TestDrainWhileMySQLSlow(t *testing.T) {
 			unflushed[e.RoomID] = true
 		}
 	}
-	if len(unflushed) == 0 {
-		t.Fatalf("%s logged no failed flush: the table lock did not slow its flush", victim.Name)
-	}
+	require.NotEmpty(t, unflushed, "%s: rooms whose flush failed; with none, the table lock did not slow its flush", victim.Name)
 	expired := 0
 	for room := range unflushed {
 		hs := r.Holds[room]
@@ -516,11 +464,12 @@ func TestDrainWhileMySQLSlow(t *testing.T) {
 			}
 			switch {
 			case strings.Contains(h.EndedCause, "released"):
-				t.Errorf("room %s: %s released it after its flush failed (%q); want it left to expire", room, victim.Name, h.EndedCause)
+				assert.Failf(t, "unflushed room released",
+					"room %s: %s released it after its flush failed (%q); want it left to expire", room, victim.Name, h.EndedCause)
 			case i+1 < len(hs):
 				expired++
 			default:
-				t.Errorf("room %s: left by %s, never taken over", room, victim.Name)
+				assert.Failf(t, "unflushed room never taken over", "room %s: left by %s, never taken over", room, victim.Name)
 			}
 		}
 	}
@@ -545,6 +494,6 @@ func drainHooks(t *testing.T, n *e2e.Node) []drainHook {
 			return e.Report.Hooks
 		}
 	}
-	t.Fatalf("%s logged no drain report:\n%s", n.Name, lastLines(n.Output(), 10))
+	require.FailNowf(t, "no drain report", "%s logged no drain report:\n%s", n.Name, lastLines(n.Output(), 10))
 	return nil
 }

@@ -4,10 +4,12 @@ import (
 	"context"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/drainkit/drainkit/internal/harness"
 	"github.com/drainkit/drainkit/internal/redistest"
@@ -21,9 +23,8 @@ func basicBin(t *testing.T) string {
 	t.Helper()
 	binaries(t) // creates binDir
 	bin := filepath.Join(binDir, "basic")
-	if out, err := exec.Command("go", "build", "-race", "-o", bin, "github.com/drainkit/drainkit/examples/basic").CombinedOutput(); err != nil {
-		t.Fatalf("go build examples/basic: %v\n%s", err, out)
-	}
+	out, err := exec.Command("go", "build", "-race", "-o", bin, "github.com/drainkit/drainkit/examples/basic").CombinedOutput()
+	require.NoError(t, err, "go build examples/basic\n%s", out)
 	return bin
 }
 
@@ -31,9 +32,7 @@ func basicBin(t *testing.T) string {
 func run(t *testing.T, name, bin string, env ...string) *harness.Proc {
 	t.Helper()
 	p, err := harness.StartProc(name, bin, env)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "start %s", name)
 	t.Cleanup(p.Kill)
 	return p
 }
@@ -42,9 +41,8 @@ func await(t *testing.T, p *harness.Proc, s string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), bound)
 	defer cancel()
-	if _, err := p.Await(ctx, s); err != nil {
-		t.Fatal(err)
-	}
+	_, err := p.Await(ctx, s)
+	require.NoError(t, err, "await %q", s)
 }
 
 func exitCode(t *testing.T, p *harness.Proc) int {
@@ -52,9 +50,7 @@ func exitCode(t *testing.T, p *harness.Proc) int {
 	ctx, cancel := context.WithTimeout(context.Background(), bound)
 	defer cancel()
 	code, err := p.Wait(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "wait for the exit")
 	return code
 }
 
@@ -62,22 +58,14 @@ func TestHungHookExitsAtDeadline(t *testing.T) {
 	const timeout = 2 * time.Second
 	p := run(t, "basic", basicBin(t), "ADDR=127.0.0.1:0", "ADMIN_ADDR=127.0.0.1:0", "HANG_HOOK=1", "DRAIN_DELAY=100ms", "DRAIN_TIMEOUT="+timeout.String())
 	await(t, p, "listening on ")
-	if err := p.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	if got := exitCode(t, p); got != 3 {
-		t.Errorf("exit code %d; want 3 (deadline)\n%s", got, p.Output())
-	}
+	require.NoError(t, p.Signal(syscall.SIGTERM), "SIGTERM")
+	assert.Equal(t, 3, exitCode(t, p), "exit code; want 3 (deadline)\n%s", p.Output())
 	// Timed at the exit the harness saw, not at the report: the invariant
 	// is that nothing keeps the process alive, after its report included.
-	if d := p.ExitSeenAfter(); d > timeout+time.Second {
-		t.Errorf("exited %s after SIGTERM; want within DRAIN_TIMEOUT %s (+1 s)", d, timeout)
-	}
+	assert.LessOrEqual(t, p.ExitSeenAfter(), timeout+time.Second, "time from SIGTERM to the exit; want within DRAIN_TIMEOUT %s (+1 s)", timeout)
 	out := p.Output()
 	for _, want := range []string{`"msg":"drain report"`, `"name":"stuck-flush"`, `"outcome":"timeout"`} {
-		if !strings.Contains(out, want) {
-			t.Errorf("output lacks %s; the report must name the hung hook\n%s", want, out)
-		}
+		assert.Contains(t, out, want, "output: the report must name the hung hook")
 	}
 }
 
@@ -87,24 +75,14 @@ func TestSecondSignalForces(t *testing.T) {
 	p := run(t, "room", binaries(t).RoomService, "NODE_ID=room-forced", "REDIS_URL="+rs.URL(),
 		"GRPC_ADDR="+grpcAddr, "ADMIN_ADDR="+adminAddr, "LEASE_TTL=2s", "DRAIN_DELAY=20s", "DRAIN_TIMEOUT=30s")
 	await(t, p, `"new_status":"running"`)
-	if err := p.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, p.Signal(syscall.SIGTERM), "first SIGTERM")
 	await(t, p, `"new_status":"draining"`)
 	second := time.Now()
-	if err := p.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	if got := exitCode(t, p); got != 4 {
-		t.Errorf("exit code %d; want 4 (forced)\n%s", got, p.Output())
-	}
+	require.NoError(t, p.Signal(syscall.SIGTERM), "second SIGTERM")
+	assert.Equal(t, 4, exitCode(t, p), "exit code; want 4 (forced)\n%s", p.Output())
 	exited, _ := p.Exited()
-	if d := exited.Sub(second); d > 2*time.Second {
-		t.Errorf("exited %s after the second SIGTERM; want within 2 s (the drain delay was 20 s)", d)
-	}
-	if !strings.Contains(p.Output(), `"forced":true`) {
-		t.Errorf("report lacks \"forced\":true\n%s", p.Output())
-	}
+	assert.LessOrEqual(t, exited.Sub(second), 2*time.Second, "time from the second SIGTERM to the exit; want within 2 s (the drain delay was 20 s)")
+	assert.Contains(t, p.Output(), `"forced":true`, "output: the drain report")
 }
 
 func TestBadConfigurationRefusesToStart(t *testing.T) {
@@ -130,12 +108,8 @@ func TestBadConfigurationRefusesToStart(t *testing.T) {
 			env := append([]string{"NODE_ID=n", "REDIS_URL=" + rs.URL(), "GRPC_ADDR=" + freeAddr(t),
 				"ADMIN_ADDR=" + freeAddr(t), "HTTP_ADDR=" + freeAddr(t), "ROOM_GRPC_ADDRS=" + dead}, tt.env...)
 			p := run(t, tt.name, tt.bin, env...)
-			if got := exitCode(t, p); got != tt.wantCode {
-				t.Errorf("exit code %d; want %d\n%s", got, tt.wantCode, p.Output())
-			}
-			if !strings.Contains(p.Output(), tt.wantText) {
-				t.Errorf("output lacks %s\n%s", tt.wantText, p.Output())
-			}
+			assert.Equal(t, tt.wantCode, exitCode(t, p), "exit code\n%s", p.Output())
+			assert.Contains(t, p.Output(), tt.wantText, "output")
 		})
 	}
 }
@@ -143,8 +117,6 @@ func TestBadConfigurationRefusesToStart(t *testing.T) {
 func freeAddr(t *testing.T) string {
 	t.Helper()
 	a, err := harness.FreePort()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "free port")
 	return a
 }

@@ -5,6 +5,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/drainkit/drainkit/examples/internal/e2e"
 )
 
@@ -13,9 +16,7 @@ import (
 // +1 on a node), so a fault or an update happens under steady load.
 func steady(t *testing.T, ctx context.Context, c *e2e.Cluster) {
 	t.Helper()
-	if err := c.AwaitOwned(ctx, e2e.DefaultLoadRooms); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, c.AwaitOwned(ctx, e2e.DefaultLoadRooms), "await every room of the load owned")
 	balanced(t, ctx, c, "after the load's warm-up")
 }
 
@@ -40,9 +41,7 @@ func loadPastSteady(t *testing.T, ctx context.Context, c *e2e.Cluster, d time.Du
 func balanced(t *testing.T, ctx context.Context, c *e2e.Cluster, when string) {
 	t.Helper()
 	per, err := c.AwaitBalanced(ctx, e2e.DefaultLoadRooms)
-	if err != nil {
-		t.Fatalf("rooms per node %s: %v", when, err)
-	}
+	require.NoError(t, err, "rooms per node %s", when)
 	t.Logf("rooms per node %s: %s", when, e2e.Spread(per))
 }
 
@@ -80,8 +79,8 @@ func rollUnderLoad(t *testing.T, c *e2e.Cluster, within time.Duration, roll func
 	w.To = time.Now()
 	if err != nil {
 		close(stop)
-		t.Fatal(err)
 	}
+	require.NoError(t, err, "rolling update")
 	// The rooms the update left where they landed move to their nodes,
 	// paced, under the same load.
 	bctx, bcancel := context.WithTimeout(context.Background(), bound)
@@ -90,10 +89,9 @@ func rollUnderLoad(t *testing.T, c *e2e.Cluster, within time.Duration, roll func
 	<-time.After(loadAfterRoll) // the load's length after the update is the scenario, not a wait for a condition
 	close(stop)
 	res := wait()
-	if last := e2e.LastExit(drained); !res.LastSent.After(last) {
-		t.Errorf("load sent its last command at %s, the last old instance exited at %s; want the update to end under load",
-			res.LastSent.Format("15:04:05.000"), last.Format("15:04:05.000"))
-	}
+	last := e2e.LastExit(drained)
+	assert.True(t, res.LastSent.After(last), "load sent its last command at %s, the last old instance exited at %s; want the update to end under load",
+		res.LastSent.Format("15:04:05.000"), last.Format("15:04:05.000"))
 	return res, drained, w
 }
 
@@ -103,9 +101,7 @@ func TestRollingUpdateRoomService(t *testing.T) {
 	r := check(t, c, res, drained, w)
 
 	requireCleanRoll(t, drained, e2e.DefaultRooms, e2e.DefaultDrainTimeout)
-	if r.RoomsHandedOver == 0 {
-		t.Error("no room changed owner: the update moved nothing")
-	}
+	assert.NotZero(t, r.RoomsHandedOver, "rooms that changed owner: with none, the update moved nothing")
 }
 
 func firstFailure(res *e2e.LoadResult) string {
@@ -129,12 +125,8 @@ func TestRollingUpdateGateway(t *testing.T) {
 // 0 within its DRAIN_TIMEOUT.
 func requireCleanRoll(t *testing.T, drained []e2e.Drained, instances int, drainTimeout time.Duration) {
 	t.Helper()
-	if len(drained) != instances {
-		t.Errorf("instances replaced: got %d; want %d", len(drained), instances)
-	}
+	assert.Len(t, drained, instances, "instances replaced")
 	for _, d := range drained {
-		if d.ExitCode != 0 || d.DrainTime >= drainTimeout {
-			t.Errorf("%s: exit %d after %s; want 0 within %s", d.Name, d.ExitCode, d.DrainTime, drainTimeout)
-		}
+		assert.True(t, d.ExitCode == 0 && d.DrainTime < drainTimeout, "%s: exit %d after %s; want 0 within %s", d.Name, d.ExitCode, d.DrainTime, drainTimeout)
 	}
 }

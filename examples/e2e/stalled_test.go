@@ -6,6 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/drainkit/drainkit/examples/internal/e2e"
 )
 
@@ -37,12 +40,8 @@ func probeAll(c *e2e.Cluster) func() *probes {
 // nothing was probed.
 func liveThroughout(t *testing.T, p *probes) {
 	t.Helper()
-	if len(p.liveBad) > 0 {
-		t.Errorf("liveness not 200: %v; want 200 on every replica throughout", p.liveBad)
-	}
-	if p.live == 0 {
-		t.Error("no liveness answer checked: the scenario tested nothing")
-	}
+	assert.Empty(t, p.liveBad, "liveness not 200; want 200 on every replica throughout")
+	assert.NotZero(t, p.live, "liveness answers checked: with none, the scenario tested nothing")
 	t.Logf("liveness: %d answers 200, %d unanswered while their process was stopped", p.live, p.exempt)
 }
 
@@ -68,9 +67,7 @@ func heldAt(r *e2e.Report, node string, at time.Time) []string {
 func takenOver(t *testing.T, r *e2e.Report, node string, fault time.Time, ttl time.Duration) {
 	t.Helper()
 	rooms := heldAt(r, node, fault)
-	if len(rooms) == 0 {
-		t.Fatalf("%s held no room when the fault began: the scenario tested nothing", node)
-	}
+	require.NotEmpty(t, rooms, "rooms %s held when the fault began: with none, the scenario tested nothing", node)
 	var slowest time.Duration
 	for _, room := range rooms {
 		var next *e2e.Hold
@@ -80,18 +77,15 @@ func takenOver(t *testing.T, r *e2e.Report, node string, fault time.Time, ttl ti
 				break
 			}
 		}
-		if next == nil {
-			t.Errorf("room %s: held by %s when the fault began, never acquired by another node", room, node)
+		if !assert.NotNil(t, next, "room %s: held by %s when the fault began, never acquired by another node", room, node) {
 			continue
 		}
 		gap := next.From.Sub(fault)
 		slowest = max(slowest, gap)
-		if gap < ttl*2/3 {
-			t.Errorf("room %s: taken by %s %s after the fault began; want no earlier than TTL·2/3 (%s): a valid lease was taken over", room, next.Node, gap, ttl*2/3)
-		}
-		if gap > ttl+takeOverSlack {
-			t.Errorf("room %s: served again by %s %s after the fault began; want within LEASE_TTL %s + %s", room, next.Node, gap.Round(time.Millisecond), ttl, takeOverSlack)
-		}
+		assert.GreaterOrEqual(t, gap, ttl*2/3,
+			"room %s: time from the fault's start to its take-over by %s; want no earlier than TTL·2/3: a valid lease was taken over", room, next.Node)
+		assert.LessOrEqual(t, gap, ttl+takeOverSlack,
+			"room %s: time from the fault's start until %s served it again; want within LEASE_TTL %s + %s", room, next.Node, ttl, takeOverSlack)
 	}
 	t.Logf("%d rooms of %s taken over, the last %s after the fault began", len(rooms), node, slowest.Round(time.Millisecond))
 }
@@ -99,9 +93,7 @@ func takenOver(t *testing.T, r *e2e.Report, node string, fault time.Time, ttl ti
 // withinP99 checks the latency of the commands pending during the fault.
 func withinP99(t *testing.T, r *e2e.Report, ttl time.Duration) {
 	t.Helper()
-	if limit := ttl + p99Slack; r.Latency.P99 > limit {
-		t.Errorf("p99 during the fault %s; want at most LEASE_TTL %s + %s", r.Latency.P99, ttl, p99Slack)
-	}
+	assert.LessOrEqual(t, r.Latency.P99, ttl+p99Slack, "p99 during the fault; want at most LEASE_TTL %s + %s", ttl, p99Slack)
 }
 
 // A room-service stopped (SIGSTOP) for twice its lease TTL, as a paused VM
@@ -118,15 +110,11 @@ func TestPausedRoomServicesRoomsMove(t *testing.T) {
 	victim := c.Busiest()
 	probed := probeAll(c)
 	resume, err := c.Pause(victim)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "pause %s", victim.Name)
 	t.Cleanup(func() { resume() })
 	<-time.After(2 * ttl) // the fault's length is the scenario, not a wait for a condition
 	fault := resume()
-	if err := c.AwaitReady(ctx, victim); err != nil {
-		t.Fatalf("%s not ready again after waking: %v", victim.Name, err)
-	}
+	require.NoError(t, c.AwaitReady(ctx, victim), "%s not ready again after waking", victim.Name)
 	res := wait()
 	p := probed()
 	r := check(t, c, res, nil, fault)
@@ -146,14 +134,10 @@ func TestRoomServiceCutOffFromRedis(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), bound)
 	defer cancel()
 	proxy, err := c.StartRedisProxy()
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "start the Redis proxy")
 	t.Cleanup(proxy.Close)
 	victim, err := c.StartRoomVia(ctx, -1, proxy)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "start a room-service via the proxy")
 	wait := loadPastSteady(t, ctx, c, 4*ttl+4*time.Second)
 	probed := probeAll(c)
 	fault := e2e.Window{From: time.Now()}
@@ -161,17 +145,14 @@ func TestRoomServiceCutOffFromRedis(t *testing.T) {
 	<-time.After(2 * ttl) // the fault's length is the scenario, not a wait for a condition
 	proxy.Forward()
 	fault.To = time.Now()
-	if err := c.AwaitReady(ctx, victim); err != nil {
-		t.Fatalf("%s not ready again after the partition healed: %v", victim.Name, err)
-	}
+	require.NoError(t, c.AwaitReady(ctx, victim), "%s not ready again after the partition healed", victim.Name)
 	res := wait()
 	p := probed()
 	r := check(t, c, res, nil, fault)
 
 	liveThroughout(t, p)
-	if at, ok := p.notReady[victim.Name]; !ok || at.Sub(fault.From) > ttl {
-		t.Errorf("%s: not ready %s after the cut (seen: %v); want within LEASE_TTL %s", victim.Name, at.Sub(fault.From), ok, ttl)
-	}
+	at, ok := p.notReady[victim.Name]
+	assert.True(t, ok && at.Sub(fault.From) <= ttl, "%s: not ready %s after the cut (seen: %v); want within LEASE_TTL %s", victim.Name, at.Sub(fault.From), ok, ttl)
 	takenOver(t, r, victim.Name, fault.From, ttl)
 	withinP99(t, r, ttl)
 	// Running but cut off, the victim must give its rooms up itself
@@ -179,9 +160,9 @@ func TestRoomServiceCutOffFromRedis(t *testing.T) {
 	// owner, and here each of its holds ended lost.
 	for room, hs := range r.Holds {
 		for _, h := range hs {
-			if h.Node == victim.Name && h.From.Before(fault.From) && (h.Open || !h.To.Before(fault.From)) &&
-				(h.Open || !strings.Contains(h.EndedCause, "lost")) {
-				t.Errorf("room %s on %s: held when cut off, ended %q (open: %v); want lost", room, victim.Name, h.EndedCause, h.Open)
+			if h.Node == victim.Name && h.From.Before(fault.From) && (h.Open || !h.To.Before(fault.From)) {
+				assert.True(t, !h.Open && strings.Contains(h.EndedCause, "lost"),
+					"room %s on %s: held when cut off, ended %q (open: %v); want lost", room, victim.Name, h.EndedCause, h.Open)
 			}
 		}
 	}

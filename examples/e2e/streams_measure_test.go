@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/drainkit/drainkit/examples/internal/e2e"
 )
 
@@ -20,18 +22,12 @@ import (
 func raiseFileLimit(t *testing.T, want uint64) {
 	t.Helper()
 	var lim syscall.Rlimit
-	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
-		t.Fatal(err)
-	}
-	if lim.Max < want {
-		t.Fatalf("open-file hard limit %d; want at least %d for the subscribers' connections", lim.Max, want)
-	}
+	require.NoError(t, syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim), "getrlimit RLIMIT_NOFILE")
+	require.GreaterOrEqual(t, lim.Max, want, "open-file hard limit; want at least this for the subscribers' connections")
 	if lim.Cur < want {
 		lim.Cur = want
 	}
-	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim), "setrlimit RLIMIT_NOFILE to %d", lim.Cur)
 }
 
 // closes summarises the stream closes one gateway's drain made, as the

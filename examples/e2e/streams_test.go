@@ -12,6 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/drainkit/drainkit/examples/internal/e2e"
 )
 
@@ -35,23 +38,16 @@ func startSubscribers(t *testing.T, c *e2e.Cluster, prefix string, per int) *sub
 	ctx, cancel := context.WithTimeout(context.Background(), bound)
 	defer cancel()
 	bin, err := e2e.BuildSubscribers(ctx, t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "build the subscribers program")
 	s := &subscribers{lines: make(chan string)}
 	s.cmd = exec.Command(bin, "-url", c.URL(), "-prefix", prefix+"room-",
 		"-rooms", strconv.Itoa(e2e.DefaultLoadRooms), "-per", strconv.Itoa(per), "-bound", bound.String())
 	s.cmd.Stderr = &s.stderr
 	stdout, err := s.cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if s.stdin, err = s.cmd.StdinPipe(); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "subscribers' stdout")
+	s.stdin, err = s.cmd.StdinPipe()
+	require.NoError(t, err, "subscribers' stdin")
+	require.NoError(t, s.cmd.Start(), "start the subscribers")
 	go func() {
 		defer close(s.lines)
 		sc := bufio.NewScanner(stdout)
@@ -66,9 +62,7 @@ func startSubscribers(t *testing.T, c *e2e.Cluster, prefix string, per int) *sub
 		}
 		_ = s.cmd.Wait()
 	})
-	if line := s.next(t, "connected"); line != "connected" {
-		t.Fatalf("subscribers: got %q; want connected", line)
-	}
+	require.Equal(t, "connected", s.next(t, "connected"), "subscribers' first line")
 	return s
 }
 
@@ -80,11 +74,11 @@ func (s *subscribers) next(t *testing.T, what string) string {
 	case line, ok := <-s.lines:
 		if !ok {
 			_ = s.cmd.Wait()
-			t.Fatalf("subscribers ended before %s: %v\n%s", what, s.cmd.ProcessState, s.stderr.String())
+			require.FailNowf(t, "subscribers ended", "subscribers ended before %s: %v\n%s", what, s.cmd.ProcessState, s.stderr.String())
 		}
 		return line
 	case <-time.After(bound):
-		t.Fatalf("subscribers: no %s within %s", what, bound)
+		require.FailNowf(t, "subscribers silent", "subscribers: no %s within %s", what, bound)
 	}
 	return ""
 }
@@ -93,13 +87,10 @@ func (s *subscribers) next(t *testing.T, what string) string {
 // log, read through the balancer once every subscriber has caught up.
 func (s *subscribers) check(t *testing.T) subscribersReport {
 	t.Helper()
-	if _, err := io.WriteString(s.stdin, "check\n"); err != nil {
-		t.Fatal(err)
-	}
+	_, err := io.WriteString(s.stdin, "check\n")
+	require.NoError(t, err, "ask the subscribers for their check")
 	var r subscribersReport
-	if err := json.Unmarshal([]byte(s.next(t, "report")), &r); err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, json.Unmarshal([]byte(s.next(t, "report")), &r), "subscribers' report")
 	return r
 }
 
@@ -165,9 +156,7 @@ func TestSubscribersFollowRollingUpdates(t *testing.T) {
 	})
 	t.Logf("gateways replaced; %s", usage(c, subs))
 	check(t, c, res, drained, w)
-	if len(drained) != e2e.DefaultRooms+e2e.DefaultGateways {
-		t.Fatalf("instances replaced: got %d; want %d", len(drained), e2e.DefaultRooms+e2e.DefaultGateways)
-	}
+	require.Len(t, drained, e2e.DefaultRooms+e2e.DefaultGateways, "instances replaced")
 	requireCleanRoll(t, drained[:e2e.DefaultRooms], e2e.DefaultRooms, streamsDrainTimeout)
 	// The paced gateway is held to its DRAIN_TIMEOUT like every service.
 	// The naive one is the baseline being measured: closing a thousand
@@ -177,21 +166,17 @@ func TestSubscribersFollowRollingUpdates(t *testing.T) {
 	for _, d := range drained[e2e.DefaultRooms:] {
 		if d.Name != naiveGateway {
 			requireCleanRoll(t, []e2e.Drained{d}, 1, gwTimeout)
-		} else if d.ExitCode != 0 {
-			t.Errorf("%s: exit %d after %s; want 0 (its drain in time)", d.Name, d.ExitCode, d.DrainTime)
+		} else {
+			assert.Zero(t, d.ExitCode, "%s: exit code after %s; want 0 (its drain in time)", d.Name, d.DrainTime)
 		}
 	}
 
 	r := subs.check(t)
 	for _, p := range r.Problems {
-		t.Error(p)
+		assert.Fail(t, p)
 	}
-	if r.More > 0 {
-		t.Errorf("and %d problems more", r.More)
-	}
-	if r.Subscribers != subscribersPerRoom*e2e.DefaultLoadRooms {
-		t.Errorf("subscribers checked: got %d; want %d", r.Subscribers, subscribersPerRoom*e2e.DefaultLoadRooms)
-	}
+	assert.Zero(t, r.More, "problems more than those listed")
+	assert.Equal(t, subscribersPerRoom*e2e.DefaultLoadRooms, r.Subscribers, "subscribers checked")
 	t.Logf("%d subscribers over %d rooms; %d reconnects in all; every event once and in order", r.Subscribers, e2e.DefaultLoadRooms, r.Reconnects)
 
 	// The closes each gateway's drain sent to the others, as the balancer
@@ -206,11 +191,10 @@ func TestSubscribersFollowRollingUpdates(t *testing.T) {
 		}
 		t.Logf("%s (%s): %s; exit %d after %s by its drain report, seen by the harness after %s (DRAIN_TIMEOUT %s)",
 			d.Name, how, cl, d.ExitCode, d.DrainTime.Round(time.Millisecond), d.Exited.Sub(d.Signalled).Round(time.Millisecond), gwTimeout)
-		if cl.n < subscribersPerRoom*e2e.DefaultLoadRooms/4 {
-			t.Errorf("%s closed %d subscribers; want about half of %d: the comparison needs both gateways loaded", d.Name, cl.n, r.Subscribers)
-		}
-		if paced && cl.perSecond > sseCloseCap {
-			t.Errorf("%s: peak closes in one second: got %d; want at most its cap, %d", d.Name, cl.perSecond, sseCloseCap)
+		assert.GreaterOrEqual(t, cl.n, subscribersPerRoom*e2e.DefaultLoadRooms/4,
+			"%s: subscribers closed; want about half of %d: the comparison needs both gateways loaded", d.Name, r.Subscribers)
+		if paced {
+			assert.LessOrEqual(t, cl.perSecond, sseCloseCap, "%s: peak closes in one second; want at most its cap", d.Name)
 		}
 	}
 }

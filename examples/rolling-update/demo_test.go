@@ -3,6 +3,8 @@ package main
 import (
 	"testing"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/drainkit/drainkit/examples/internal/e2e"
 	"github.com/drainkit/drainkit/examples/internal/proctest"
 )
@@ -29,7 +31,5 @@ func TestDemoWithEmbeddedRedisAndInProcessBalancer(t *testing.T) {
 	p.Await(t, "snapshots: MariaDB") // scripts/test installs mariadb-server
 	p.Await(t, "behind inprocess")
 	p.Await(t, "OK: 0 failed requests, 0 lost writes, never two owners of a room.")
-	if code := p.ExitCode(t); code != 0 {
-		t.Fatalf("demo exit code %d; want 0\n%s", code, p.Output())
-	}
+	require.Zero(t, p.ExitCode(t), "demo exit code\n%s", p.Output())
 }

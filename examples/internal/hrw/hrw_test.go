@@ -3,6 +3,9 @@ package hrw
 import (
 	"fmt"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func TestRankStartsWithPreferredAndOrdersByWeight(t *testing.T) {
@@ -10,13 +13,10 @@ func TestRankStartsWithPreferredAndOrdersByWeight(t *testing.T) {
 	for r := range 200 {
 		room := fmt.Sprintf("room-%d", r)
 		rank := Rank(room, addrs)
-		if got, want := rank[0], Preferred(room, addrs); got != want {
-			t.Fatalf("%s: Rank starts with %d; want Preferred's %d", room, got, want)
-		}
+		require.Equal(t, Preferred(room, addrs), rank[0], "%s: first of Rank; want Preferred's", room)
 		for i := 1; i < len(rank); i++ {
-			if Weight(room, addrs[rank[i-1]]) < Weight(room, addrs[rank[i]]) {
-				t.Fatalf("%s: Rank %v is not in descending weight at %d", room, rank, i)
-			}
+			require.GreaterOrEqual(t, Weight(room, addrs[rank[i-1]]), Weight(room, addrs[rank[i]]),
+				"%s: Rank %v is not in descending weight at %d", room, rank, i)
 		}
 	}
 }
@@ -30,9 +30,7 @@ func TestPreferredIgnoresOrderOfAddrs(t *testing.T) {
 		for r := range 100 {
 			room := fmt.Sprintf("r%d", r)
 			got, want := tt.reversed[Preferred(room, tt.reversed)], tt.give[Preferred(room, tt.give)]
-			if got != want {
-				t.Errorf("%s over %v: got %s; want %s", room, tt.reversed, got, want)
-			}
+			assert.Equal(t, want, got, "%s: Preferred over %v", room, tt.reversed)
 		}
 	}
 }

@@ -3,6 +3,9 @@ package proctest
 import (
 	"os"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // TestNothingLeftInTempDir: the built binary and whatever the started
@@ -13,25 +16,19 @@ func TestNothingLeftInTempDir(t *testing.T) {
 	t.Setenv("TMPDIR", tmp) // where os.MkdirTemp, t.TempDir and the child write by default
 	t.Run("build and start", func(t *testing.T) {
 		bin := Build(t, "./testdata/tempfile")
-		if again := Build(t, "./testdata/tempfile"); again != bin {
-			t.Errorf("second Build in one test: got %s; want the first build, %s", again, bin)
-		}
+		assert.Equal(t, bin, Build(t, "./testdata/tempfile"), "second Build in one test; want the first build")
 		p := Start(t, "tempfile", bin)
 		p.Await(t, "wrote ")
-		if code := p.ExitCode(t); code != 0 {
-			t.Fatalf("exit code %d; want 0\n%s", code, p.Output())
-		}
+		require.Zero(t, p.ExitCode(t), "exit code\n%s", p.Output())
 		t.Run("subtest reuses the build", func(t *testing.T) {
-			if got := Build(t, "./testdata/tempfile"); got != bin {
-				t.Errorf("Build in a subtest: got %s; want its parent's build, %s", got, bin)
-			}
+			assert.Equal(t, bin, Build(t, "./testdata/tempfile"), "Build in a subtest; want its parent's build")
 		})
 	})
 	entries, err := os.ReadDir(tmp)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err, "ReadDir %s", tmp)
+	var left []string
 	for _, e := range entries {
-		t.Errorf("left in %s after the subtest's cleanup: %s", tmp, e.Name())
+		left = append(left, e.Name())
 	}
+	assert.Empty(t, left, "left in %s after the subtest's cleanup", tmp)
 }
