@@ -74,6 +74,8 @@ func TestPingMariaDBStoppedFailsFast(t *testing.T) {
 	assert.Equal(t, readiness.StatusOK, rep.Status, "server back (%+v)", c)
 }
 
+// A hung server (SIGSTOP): the probe times out, and probing it again and
+// again leaves no goroutine behind.
 func TestPingMariaDBHungTimesOut(t *testing.T) {
 	s := mariadbtest.Start(t)
 	db := s.DB()
@@ -96,6 +98,17 @@ func TestPingMariaDBHungTimesOut(t *testing.T) {
 			assert.Equal(t, readiness.StatusFail, rep.Status, "server hung (message %q)", c.Message)
 			assert.Contains(t, c.Message, timedOut, "server hung")
 			assert.LessOrEqual(t, c.Duration, readiness.DefaultReadyTimeout, "server hung: check duration; want at most the total budget")
+			// Each probe's dial or query ends with its context. The last
+			// one's goroutines end just after its answer: polled for, a
+			// goroutine left per probe would still show as ten more.
+			before := runtime.NumGoroutine()
+			for i := range 10 {
+				rep, c := probe(t, r)
+				require.Equal(t, readiness.StatusFail, rep.Status, "probe %d (message %q)", i, c.Message)
+				require.Contains(t, c.Message, timedOut, "probe %d", i)
+			}
+			assert.Eventually(t, func() bool { return runtime.NumGoroutine() <= before+2 }, time.Second, 10*time.Millisecond,
+				"goroutines after ten probes of a hung server (%d before); want no growth", before)
 		})
 	}
 }
