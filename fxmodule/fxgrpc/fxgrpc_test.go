@@ -93,24 +93,28 @@ func TestServerServesAndDrains(t *testing.T) {
 	}
 	stopWatch()
 
-	// The signal reaches the app's run loop asynchronously, as a real one
-	// does: the flip is waited for, not assumed once Signal returns.
-	// fxgrpc's listener was registered first, so it has latched
-	// NOT_SERVING by the time this one runs.
-	flipped := make(chan struct{})
+	// The Check runs inside a listener of the flip: fxgrpc's, registered
+	// first, has latched NOT_SERVING, and the propagation delay, after
+	// which stop_intake refuses new RPCs, starts only once this one returns.
+	// Checking after the flip instead would have to land within the delay.
+	type checked struct {
+		r   *healthpb.HealthCheckResponse
+		err error
+	}
+	atFlip := make(chan checked, 1)
 	app.Manager().OnTransition(func(tr lifecycle.Transition) {
 		if tr.To == lifecycle.Draining {
-			close(flipped)
+			r, err := health.Check(ctx, &healthpb.HealthCheckRequest{Service: "svc"})
+			atFlip <- checked{r, err}
 		}
 	})
 	answered := make(chan error, 1)
 	go func() { answered <- conn.Invoke(ctx, blockMethod, &emptypb.Empty{}, &emptypb.Empty{}) }()
 	<-b.entered
 	app.Signal()
-	<-flipped
-	r, err := health.Check(ctx, &healthpb.HealthCheckRequest{Service: "svc"})
-	require.NoError(t, err, "still serving during the propagation delay")
-	assert.Equal(t, healthpb.HealthCheckResponse_NOT_SERVING, r.Status, "NOT_SERVING from the flip")
+	c := <-atFlip
+	require.NoError(t, c.err, "health Check at the flip")
+	assert.Equal(t, healthpb.HealthCheckResponse_NOT_SERVING, c.r.Status, "NOT_SERVING from the flip")
 	close(b.release)
 	require.NoError(t, <-answered, "the RPC in flight at the signal is answered")
 
