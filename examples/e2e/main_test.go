@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -33,11 +34,20 @@ func TestMain(m *testing.M) {
 }
 
 var (
-	buildOnce sync.Once
-	binDir    string
-	bins      e2e.Binaries
-	buildErr  error
+	dirOnce sync.Once
+	binDir  string // every build's output, removed by TestMain
+	dirErr  error
+
+	// builds of room-service and gateway, with the race detector (true)
+	// and without.
+	builds = map[bool]*build{true: {}, false: {}}
 )
+
+type build struct {
+	once sync.Once
+	bins e2e.Binaries
+	err  error
+}
 
 // binaries builds room-service and gateway once per test binary, with the
 // race detector unless E2E_SERVICES_RACE=0.
@@ -53,17 +63,42 @@ func binaries(t *testing.T) e2e.Binaries {
 	t.Helper()
 	race, err := servicesRace(os.Getenv("E2E_SERVICES_RACE"))
 	require.NoError(t, err, "servicesRace")
-	buildOnce.Do(func() {
-		if binDir, buildErr = os.MkdirTemp("", "drainkit-e2e"); buildErr != nil {
+	t.Logf("services built with the race detector: %v (E2E_SERVICES_RACE)", race)
+	return buildServices(t, race)
+}
+
+// plainBinaries are the services as users deploy them, whatever
+// E2E_SERVICES_RACE says: for a scenario whose load the race detector's
+// CPU, not the product, would decide (see TestSubscribersFollowRollingUpdates).
+func plainBinaries(t *testing.T) e2e.Binaries {
+	t.Helper()
+	t.Log("services built with the race detector: false (this scenario's own build)")
+	return buildServices(t, false)
+}
+
+// buildDir is the directory every build of the test binary writes to.
+func buildDir(t *testing.T) string {
+	t.Helper()
+	dirOnce.Do(func() { binDir, dirErr = os.MkdirTemp("", "drainkit-e2e") })
+	require.NoError(t, dirErr, "a directory for the builds")
+	return binDir
+}
+
+func buildServices(t *testing.T, race bool) e2e.Binaries {
+	t.Helper()
+	dir := buildDir(t)
+	b := builds[race]
+	b.once.Do(func() {
+		dir := filepath.Join(dir, map[bool]string{true: "race", false: "plain"}[race])
+		if b.err = os.Mkdir(dir, 0o755); b.err != nil {
 			return
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		defer cancel()
-		bins, buildErr = e2e.Build(ctx, binDir, race)
+		b.bins, b.err = e2e.Build(ctx, dir, race)
 	})
-	require.NoError(t, buildErr, "build the services")
-	t.Logf("services built with the race detector: %v (E2E_SERVICES_RACE)", race)
-	return bins
+	require.NoError(t, b.err, "build the services (race detector: %v)", race)
+	return b.bins
 }
 
 // servicesRace reads E2E_SERVICES_RACE: empty or 1 builds the services
@@ -87,7 +122,10 @@ const bound = 90 * time.Second
 func startCluster(t *testing.T, cfg e2e.Config) (*e2e.Cluster, *redistest.Server) {
 	t.Helper()
 	rs := redistest.StartAuth(t, "room-service", "e2e-s3cret")
-	cfg.Bin, cfg.RedisURL, cfg.Dir = binaries(t), rs.URL(), t.TempDir()
+	if cfg.Bin == (e2e.Binaries{}) {
+		cfg.Bin = binaries(t)
+	}
+	cfg.RedisURL, cfg.Dir = rs.URL(), t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), bound)
 	defer cancel()
 	c, err := e2e.Start(ctx, cfg)

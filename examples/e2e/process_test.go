@@ -21,8 +21,7 @@ import (
 // this test would use.
 func basicBin(t *testing.T) string {
 	t.Helper()
-	binaries(t) // creates binDir
-	bin := filepath.Join(binDir, "basic")
+	bin := filepath.Join(buildDir(t), "basic")
 	out, err := exec.Command("go", "build", "-race", "-o", bin, "github.com/drainkit/drainkit/examples/basic").CombinedOutput()
 	require.NoError(t, err, "go build examples/basic\n%s", out)
 	return bin
