@@ -89,7 +89,11 @@ func buildServices(t *testing.T, race bool) e2e.Binaries {
 	dir := buildDir(t)
 	b := builds[race]
 	b.once.Do(func() {
-		dir := filepath.Join(dir, map[bool]string{true: "race", false: "plain"}[race])
+		if race {
+			dir = filepath.Join(dir, "race")
+		} else {
+			dir = filepath.Join(dir, "plain")
+		}
 		if b.err = os.Mkdir(dir, 0o755); b.err != nil {
 			return
 		}

@@ -104,7 +104,9 @@ func TestServerServesAndDrains(t *testing.T) {
 	atFlip := make(chan checked, 1)
 	app.Manager().OnTransition(func(tr lifecycle.Transition) {
 		if tr.To == lifecycle.Draining {
-			r, err := health.Check(ctx, &healthpb.HealthCheckRequest{Service: "svc"})
+			cctx, cancel := context.WithTimeout(ctx, 5*time.Second) // a failure, not a hung flip
+			defer cancel()
+			r, err := health.Check(cctx, &healthpb.HealthCheckRequest{Service: "svc"})
 			atFlip <- checked{r, err}
 		}
 	})
