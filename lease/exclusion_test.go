@@ -22,7 +22,7 @@ if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
 redis.call('RPUSH', KEYS[2], ARGV[2])
 return 1`)
 
-// interval is one lease's time as owner, as its holder saw it.
+// interval is one lease's time as owner, as its holders saw it.
 type interval struct {
 	node       string
 	fence      int64
@@ -31,10 +31,19 @@ type interval struct {
 
 // recorder collects ownership intervals and writes refused while the writer
 // still believed it held the room.
+//
+// An interval belongs to a *Lease, not to a caller: Acquire of a room this
+// Manager already holds returns the same *Lease, so two workers of one
+// Manager may share one ownership. Its first begin starts it; the first stop
+// by any of its holders, OnLost or the end of the lease's context ends it,
+// and nothing restarts it: a begin after the end (a worker whose Acquire
+// returned the lease while another holder was releasing it) is counted in
+// lateJoins, not taken for a new ownership.
 type recorder struct {
 	mu        sync.Mutex
 	intervals map[*Lease]*interval
 	refused   []string
+	lateJoins []string
 	writes    int
 	// enough is closed once the competition has seen enoughOwners
 	// ownerships and enoughWrites writes: the run lasts as long as the
@@ -46,7 +55,15 @@ type recorder struct {
 func (r *recorder) begin(l *Lease, node string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if iv := r.intervals[l]; iv != nil {
+		if !iv.end.IsZero() {
+			r.lateJoins = append(r.lateJoins, fmt.Sprintf("%s by %s, %s after %s stopped it",
+				l.label(), node, time.Since(iv.end), iv.node))
+		}
+		return
+	}
 	r.intervals[l] = &interval{node: node, fence: l.Token(), start: time.Now()}
+	context.AfterFunc(l.Context(), func() { r.stop(l, time.Now()) })
 	r.checkEnough()
 }
 
@@ -118,6 +135,9 @@ func TestMutualExclusion(t *testing.T) {
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
 	assert.Empty(t, rec.refused, "writes refused while the writer held the lease")
+	for _, j := range rec.lateJoins {
+		t.Logf("lease returned to a second holder after the first stopped it (same ownership, not a new one): %s", j)
+	}
 	byRoom := map[string][]*interval{}
 	for l, iv := range rec.intervals {
 		if iv.end.IsZero() {
