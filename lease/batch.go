@@ -2,9 +2,11 @@ package lease
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -68,10 +70,16 @@ type batchCall struct {
 	err    error
 }
 
-// sendBatches queues one call of script per batch on pipe (KEYS the route
-// keys, ARGV head then each route value) and sends it; calls answered
-// NOSCRIPT go again as EVAL.
-func (m *Manager) sendBatches(ctx context.Context, pipe redis.Pipeliner, script *redis.Script, batches [][]*Lease, head ...any) ([]batchCall, error) {
+// sendBatches sends one call of script per batch (KEYS the route keys,
+// ARGV head then each route value) and, if heartbeat is set, what it
+// queues: one pipeline per Redis primary, sent together. Calls answered
+// NOSCRIPT go again as EVAL. The error is the pipelines' joined.
+//
+// One pipeline per primary, not one for all: when a primary dies, go-redis's
+// Cluster pipeline retries its commands until the deadline and then sets
+// the deadline's error on every command of the pipeline, answered ones
+// included, so one dead primary would cost the renewals of every other.
+func (m *Manager) sendBatches(ctx context.Context, script *redis.Script, batches [][]*Lease, heartbeat func(redis.Pipeliner), head ...any) ([]batchCall, error) {
 	calls := make([]batchCall, len(batches))
 	for i, b := range batches {
 		c := &calls[i]
@@ -80,13 +88,87 @@ func (m *Manager) sendBatches(ctx context.Context, pipe redis.Pipeliner, script 
 			c.keys[j] = l.key
 			c.args = append(c.args, l.value)
 		}
+	}
+	groups := m.byPrimary(ctx, calls, heartbeat != nil)
+	errs := make([]error, len(groups))
+	send := func(i int) {
+		pipe := m.client.Pipeline()
+		if groups[i].heartbeat {
+			heartbeat(pipe)
+		}
+		errs[i] = m.sendCalls(ctx, pipe, script, groups[i].calls)
+	}
+	if len(groups) == 1 {
+		send(0)
+	} else {
+		var wg sync.WaitGroup
+		for i := range groups {
+			wg.Go(func() { send(i) })
+		}
+		wg.Wait()
+	}
+	for i := range calls {
+		calls[i].status, calls[i].err = decodeStatuses(calls[i].cmd, len(calls[i].leases))
+	}
+	return calls, errors.Join(errs...)
+}
+
+// primaryGroup is what one pipeline of a round sends.
+type primaryGroup struct {
+	calls     []*batchCall
+	heartbeat bool
+}
+
+// byPrimary groups calls by the primary that serves their slot, as far as
+// a Cluster client's slot map knows; the heartbeat goes with its key's
+// primary. Other clients get one group. A stale map costs nothing but the
+// grouping: the Cluster pipeline still sends each command to its slot's
+// primary and follows MOVED and ASK.
+func (m *Manager) byPrimary(ctx context.Context, calls []batchCall, heartbeat bool) []primaryGroup {
+	cl, ok := m.client.(*redis.ClusterClient)
+	if !ok {
+		g := primaryGroup{calls: make([]*batchCall, len(calls)), heartbeat: heartbeat}
+		for i := range calls {
+			g.calls[i] = &calls[i]
+		}
+		return []primaryGroup{g}
+	}
+	var groups []primaryGroup
+	index := map[*redis.Client]int{}
+	groupOf := func(key string) *primaryGroup {
+		primary, _ := cl.MasterForKey(ctx, key) // nil without a slot map: one group for those
+		i, ok := index[primary]
+		if !ok {
+			i = len(groups)
+			index[primary] = i
+			groups = append(groups, primaryGroup{})
+		}
+		return &groups[i]
+	}
+	for i := range calls {
+		g := groupOf(calls[i].keys[0])
+		g.calls = append(g.calls, &calls[i])
+	}
+	if heartbeat {
+		groupOf(m.nodeKey()).heartbeat = true
+	}
+	if len(groups) == 0 {
+		groups = append(groups, primaryGroup{})
+	}
+	return groups
+}
+
+// sendCalls queues calls on pipe, after what it already holds, and sends
+// them; calls answered NOSCRIPT go again as EVAL.
+func (m *Manager) sendCalls(ctx context.Context, pipe redis.Pipeliner, script *redis.Script, calls []*batchCall) error {
+	for _, c := range calls {
 		c.cmd = script.EvalSha(ctx, pipe, c.keys, c.args...)
 	}
 	_, err := pipe.Exec(ctx)
 	if err != nil {
 		retry := m.client.Pipeline()
-		for i := range calls {
-			if c := &calls[i]; isNoScript(c.cmd.Err()) {
+		for _, c := range calls {
+			if isNoScript(c.cmd.Err()) {
 				c.cmd = script.Eval(ctx, retry, c.keys, c.args...)
 			}
 		}
@@ -94,10 +176,7 @@ func (m *Manager) sendBatches(ctx context.Context, pipe redis.Pipeliner, script 
 			_, err = retry.Exec(ctx)
 		}
 	}
-	for i := range calls {
-		calls[i].status, calls[i].err = decodeStatuses(calls[i].cmd, len(calls[i].leases))
-	}
-	return calls, err
+	return err
 }
 
 func isNoScript(err error) bool { return err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") }

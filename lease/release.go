@@ -68,7 +68,7 @@ func (m *Manager) releaseEach(ctx context.Context, leases []*Lease, done func(*L
 	}
 	pending := m.batches(leases)
 	err := m.retry(ctx, m.beforeExpiry(expiry), func(ctx context.Context) error {
-		calls, _ := m.sendBatches(ctx, m.client.Pipeline(), releaseScript, pending)
+		calls, _ := m.sendBatches(ctx, releaseScript, pending, nil)
 		pending = pending[:0]
 		var retryErrs []error
 		for _, c := range calls {

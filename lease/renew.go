@@ -93,16 +93,20 @@ func (m *Manager) overdueError(l *Lease, now time.Time) error {
 func (m *Manager) Renew(ctx context.Context) error {
 	leases := m.snapshot(false)
 	sent, start := m.now(), time.Now()
-	pipe := m.client.Pipeline()
 	// The heartbeat goes as EVAL: it is small, and needs no NOSCRIPT fallback.
-	hb := heartbeatScript.Eval(ctx, pipe, []string{m.nodeKey()}, m.heartbeatArgs()...)
-	calls, err := m.sendBatches(ctx, pipe, renewScript, m.batches(leases), m.cfg.TTL.Milliseconds())
+	var hb *redis.Cmd
+	heartbeat := func(pipe redis.Pipeliner) {
+		hb = heartbeatScript.Eval(ctx, pipe, []string{m.nodeKey()}, m.heartbeatArgs()...)
+	}
+	calls, err := m.sendBatches(ctx, renewScript, m.batches(leases), heartbeat, m.cfg.TTL.Milliseconds())
 	m.met.renewDuration.Observe(float64(time.Since(start).Microseconds()) / 1000)
 	m.noteHeartbeat(hb.Err())
+	m.followTopology(hb.Err())
 	renewed := 0
 	var errs []error
 	for _, c := range calls {
 		if c.err != nil {
+			m.followTopology(c.err)
 			errs = append(errs, c.err) // these leases keep their last confirmed time
 			continue
 		}

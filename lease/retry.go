@@ -31,6 +31,7 @@ func (m *Manager) retry(ctx context.Context, again func() error, call func(ctx c
 		if err == nil || !retryable(err) {
 			return err
 		}
+		m.followTopology(err)
 		wait, left := backoff/2+rand.N(backoff/2+1), time.Until(end)
 		select {
 		case <-ctx.Done():
@@ -48,6 +49,19 @@ func (m *Manager) retry(ctx context.Context, again func() error, call func(ctx c
 				return fmt.Errorf("%w (after attempt %d: %w)", stop, attempt, err)
 			}
 		}
+	}
+}
+
+// followTopology asks a Cluster client to reload its slot map after a call
+// failed in a way a failover explains (err is retryable). go-redis reloads
+// it by itself only on MOVED or ASK, or once ClusterStateReloadInterval (a
+// minute by default) has passed, and a dead primary answers neither: its
+// slots would stay mapped to it long after its replica took over. The
+// reload is go-redis's own, in the background and coalesced (one at a time,
+// at most one every 200 ms), so a failure costs no round trip here.
+func (m *Manager) followTopology(err error) {
+	if cl, ok := m.client.(*redis.ClusterClient); ok && retryable(err) {
+		cl.ReloadState(context.Background()) // it ignores the context: the reload is not the caller's
 	}
 }
 

@@ -3,6 +3,8 @@ package redistest
 import (
 	"context"
 	"fmt"
+	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -14,37 +16,80 @@ import (
 // clusterSlots is the number of hash slots in a Redis Cluster.
 const clusterSlots = 16384
 
-// Cluster is a running 3-node Redis Cluster (three masters, no replicas)
-// whose slots are split evenly across the nodes.
-type Cluster struct {
-	// Addrs are the nodes' host:port addresses, in slot order.
-	Addrs []string
-	// Servers are the nodes, in the same order as Addrs.
-	Servers []*Server
+// clusterPrimaries is how many primaries a Cluster has; its slots are
+// split evenly across them.
+const clusterPrimaries = 3
 
-	t testing.TB
+// DefaultNodeTimeout is a Cluster's cluster-node-timeout when its
+// ClusterConfig leaves it unset: how long a node may not answer before the
+// others mark it failed and, for a primary, its replica takes over.
+const DefaultNodeTimeout = 5 * time.Second
+
+// ClusterConfig describes the Cluster StartClusterWith starts.
+type ClusterConfig struct {
+	// Replicas is how many replicas each primary has (0: none).
+	Replicas int
+	// NodeTimeout is cluster-node-timeout; zero means [DefaultNodeTimeout].
+	// A primary's replica is promoted about two node timeouts after the
+	// primary stops answering.
+	NodeTimeout time.Duration
+	// Args are more redis-server arguments for every node, such as
+	// "--cluster-require-full-coverage", "no".
+	Args []string
+	// User and Password, when set, are what every client must AUTH with,
+	// as for [StartAuth]; replicas authenticate to their primary with them.
+	User, Password string
 }
 
-// StartCluster starts three cluster-enabled redis-servers, assigns every slot
-// with CLUSTER ADDSLOTSRANGE, joins them with CLUSTER MEET and waits until
-// every node reports cluster_state:ok and knows the owner of every slot.
-// The nodes are stopped at cleanup.
+// Cluster is a running Redis Cluster of three primaries, each with the
+// replicas its ClusterConfig asked for, whose slots are split evenly across
+// the primaries.
+type Cluster struct {
+	// Addrs are the primaries' host:port addresses as started, in slot
+	// order: the seed addresses a client is configured with.
+	Addrs []string
+	// Servers are the primaries as started, in the same order as Addrs.
+	Servers []*Server
+	// Replicas are the replicas as started: Replicas[i] replicate
+	// Servers[i] (until a failover changes roles).
+	Replicas [][]*Server
+
+	t   testing.TB
+	cfg ClusterConfig
+}
+
+// StartCluster starts three cluster-enabled redis-servers with no
+// replicas; see StartClusterWith.
 func StartCluster(t testing.TB) *Cluster {
 	t.Helper()
-	c := &Cluster{t: t}
-	for range 3 {
-		s := start(t, FreePort(t), "", "",
-			"--cluster-enabled", "yes",
-			"--cluster-config-file", "nodes.conf", // relative to the server's own --dir
-			"--cluster-port", strconv.Itoa(FreePort(t)), // the default port+10000 may be taken or out of range
-			"--cluster-node-timeout", "5000",
-			"--cluster-announce-ip", "127.0.0.1",
-		)
+	return StartClusterWith(t, ClusterConfig{})
+}
+
+// StartClusterWith starts three cluster-enabled primaries and their
+// replicas, assigns every slot with CLUSTER ADDSLOTSRANGE, joins them with
+// CLUSTER MEET, attaches each replica with CLUSTER REPLICATE, and waits
+// until every node reports cluster_state:ok, knows the owner of every slot
+// and every replica is in sync. The nodes are stopped at cleanup.
+func StartClusterWith(t testing.TB, cfg ClusterConfig) *Cluster {
+	t.Helper()
+	if cfg.NodeTimeout == 0 {
+		cfg.NodeTimeout = DefaultNodeTimeout
+	}
+	c := &Cluster{t: t, cfg: cfg}
+	for range clusterPrimaries {
+		s := c.startNode()
 		c.Servers = append(c.Servers, s)
 		c.Addrs = append(c.Addrs, s.Addr)
 	}
+	for range c.Servers {
+		var rs []*Server
+		for range cfg.Replicas {
+			rs = append(rs, c.startNode())
+		}
+		c.Replicas = append(c.Replicas, rs)
+	}
 
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	per := clusterSlots / len(c.Servers)
 	for i, s := range c.Servers {
@@ -54,11 +99,41 @@ func StartCluster(t testing.TB) *Cluster {
 		}
 		c.do(ctx, s, "CLUSTER", "ADDSLOTSRANGE", lo, hi)
 	}
-	for _, s := range c.Servers[1:] {
+	for _, s := range c.all()[1:] {
 		c.do(ctx, c.Servers[0], "CLUSTER", "MEET", "127.0.0.1", s.Port, busPort(t, ctx, s))
 	}
-	c.waitConverged(ctx)
+	c.waitConverged(ctx, nil)
+	for i, rs := range c.Replicas {
+		id := c.NodeID(c.Servers[i])
+		for _, r := range rs {
+			c.do(ctx, r, "CLUSTER", "REPLICATE", id)
+		}
+	}
+	c.waitConverged(ctx, nil)
 	return c
+}
+
+// startNode starts one cluster-enabled redis-server.
+func (c *Cluster) startNode() *Server {
+	args := []string{
+		"--cluster-enabled", "yes",
+		"--cluster-config-file", "nodes.conf", // relative to the server's own --dir
+		"--cluster-port", strconv.Itoa(FreePort(c.t)), // the default port+10000 may be taken or out of range
+		"--cluster-node-timeout", strconv.FormatInt(c.cfg.NodeTimeout.Milliseconds(), 10),
+		"--cluster-announce-ip", "127.0.0.1",
+	}
+	if c.cfg.Password != "" {
+		args = append(args, "--masterauth", c.cfg.Password)
+		if c.cfg.User != "default" {
+			args = append(args, "--masteruser", c.cfg.User)
+		}
+	}
+	return start(c.t, FreePort(c.t), c.cfg.User, c.cfg.Password, append(args, c.cfg.Args...)...)
+}
+
+// all is every node as started, primaries first.
+func (c *Cluster) all() []*Server {
+	return append(slices.Clone(c.Servers), slices.Concat(c.Replicas...)...)
 }
 
 // Client returns a cluster client for the nodes, closed at cleanup.
@@ -66,28 +141,207 @@ func (c *Cluster) Client() *redis.ClusterClient {
 	return c.ClientWith(&redis.ClusterOptions{})
 }
 
-// ClientWith returns a cluster client built from opt with Addrs filled in,
-// closed at cleanup.
+// ClientWith returns a cluster client built from opt with Addrs (and the
+// credentials, if any) filled in, closed at cleanup.
 func (c *Cluster) ClientWith(opt *redis.ClusterOptions) *redis.ClusterClient {
 	opt.Addrs = c.Addrs
+	opt.Username, opt.Password = c.cfg.User, c.cfg.Password
 	cl := redis.NewClusterClient(opt)
 	c.t.Cleanup(func() { _ = cl.Close() })
 	return cl
 }
 
+// URL is the cluster's redis:// URL as go-redis's ParseClusterURL reads
+// it: the first primary, the others as addr parameters, credentials
+// included.
+func (c *Cluster) URL() string {
+	u := c.Servers[0].URL()
+	for _, a := range c.Addrs[1:] {
+		sep := "&"
+		if !strings.Contains(u, "?") {
+			sep = "?"
+		}
+		u += sep + "addr=" + a
+	}
+	return u
+}
+
+// NodeID is s's cluster node id.
+func (c *Cluster) NodeID(s *Server) string {
+	c.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	cl := nodeClient(s)
+	defer cl.Close()
+	id, err := cl.Do(ctx, "CLUSTER", "MYID").Text()
+	if err != nil {
+		c.t.Fatalf("redistest: CLUSTER MYID on %s: %v", s.Addr, err)
+	}
+	return id
+}
+
+// PrimaryOf is the server that serves key's slot now, as the first live
+// node asked says.
+func (c *Cluster) PrimaryOf(ctx context.Context, key string) *Server {
+	c.t.Helper()
+	for _, s := range c.all() {
+		if s.cmd.ProcessState != nil {
+			continue
+		}
+		cl := nodeClient(s)
+		slot, err := cl.ClusterKeySlot(ctx, key).Result()
+		var slots []redis.ClusterSlot
+		if err == nil {
+			slots, err = cl.ClusterSlots(ctx).Result()
+		}
+		cl.Close()
+		if err != nil {
+			continue
+		}
+		for _, r := range slots {
+			if int64(r.Start) <= slot && slot <= int64(r.End) && len(r.Nodes) > 0 {
+				return c.server(r.Nodes[0].Addr)
+			}
+		}
+	}
+	c.t.Fatalf("redistest: no live node knows the primary of %q", key)
+	return nil
+}
+
+// server is the node listening on addr.
+func (c *Cluster) server(addr string) *Server {
+	for _, s := range c.all() {
+		if s.Addr == addr {
+			return s
+		}
+	}
+	c.t.Fatalf("redistest: %s is not a node of the cluster", addr)
+	return nil
+}
+
+// Failover SIGKILLs primary and waits until the cluster itself has
+// promoted one of its replicas and every live node reports cluster_state:ok
+// with every slot served by a live primary. It returns the promoted
+// replica and when it was first seen answering ROLE as a primary.
+func (c *Cluster) Failover(ctx context.Context, primary *Server) (*Server, time.Time) {
+	c.t.Helper()
+	replicas := c.replicasOf(ctx, primary)
+	if len(replicas) == 0 {
+		c.t.Fatalf("redistest: %s has no replica to fail over to", primary.Addr)
+	}
+	primary.Kill()
+	var promoted *Server
+	var at time.Time
+	for promoted == nil {
+		for _, r := range replicas {
+			if role(ctx, r) == "master" {
+				promoted, at = r, time.Now()
+				break
+			}
+		}
+		if promoted == nil && !pause(ctx, 20*time.Millisecond) {
+			c.t.Fatalf("redistest: no replica of %s was promoted: %v", primary.Addr, ctx.Err())
+		}
+	}
+	c.waitConverged(ctx, primary)
+	return promoted, at
+}
+
+// replicasOf are the live nodes that replicate primary now.
+func (c *Cluster) replicasOf(ctx context.Context, primary *Server) []*Server {
+	c.t.Helper()
+	id := c.NodeID(primary)
+	cl := nodeClient(primary)
+	defer cl.Close()
+	ids, err := cl.Do(ctx, "CLUSTER", "REPLICAS", id).StringSlice()
+	if err != nil {
+		c.t.Fatalf("redistest: CLUSTER REPLICAS on %s: %v", primary.Addr, err)
+	}
+	var out []*Server
+	for _, line := range ids {
+		// <id> <ip:port@cport[,hostname]> <flags> …
+		f := strings.Fields(line)
+		if len(f) < 3 || strings.Contains(f[2], "fail") {
+			continue
+		}
+		addr, _, _ := strings.Cut(f[1], "@")
+		out = append(out, c.server(addr))
+	}
+	return out
+}
+
+// role is what ROLE answers first on s ("master", "slave"), or "" when
+// it does not answer.
+func role(ctx context.Context, s *Server) string {
+	cl := nodeClient(s)
+	defer cl.Close()
+	v, err := cl.Do(ctx, "ROLE").Slice()
+	if err != nil || len(v) == 0 {
+		return ""
+	}
+	r, _ := v[0].(string)
+	return r
+}
+
+// MigrateSlots moves every slot from serves to to, keys included, with
+// redis-cli --cluster reshard as an operator would, and waits until every
+// node agrees.
+func (c *Cluster) MigrateSlots(ctx context.Context, from, to *Server) {
+	c.t.Helper()
+	n := 0
+	cl := nodeClient(from)
+	slots, err := cl.ClusterSlots(ctx).Result()
+	cl.Close()
+	if err != nil {
+		c.t.Fatalf("redistest: CLUSTER SLOTS on %s: %v", from.Addr, err)
+	}
+	for _, r := range slots {
+		if len(r.Nodes) > 0 && r.Nodes[0].Addr == from.Addr {
+			n += int(r.End-r.Start) + 1
+		}
+	}
+	if n == 0 {
+		c.t.Fatalf("redistest: %s serves no slot to migrate", from.Addr)
+	}
+	args := []string{"--cluster", "reshard", to.Addr,
+		"--cluster-from", c.NodeID(from), "--cluster-to", c.NodeID(to),
+		"--cluster-slots", strconv.Itoa(n), "--cluster-yes"}
+	if c.cfg.Password != "" {
+		args = append(args, "--user", c.cfg.User, "--pass", c.cfg.Password, "--no-auth-warning")
+	}
+	out, err := exec.CommandContext(ctx, "redis-cli", args...).CombinedOutput()
+	if err != nil {
+		c.t.Fatalf("redistest: redis-cli --cluster reshard %d slots from %s to %s: %v\n%s", n, from.Addr, to.Addr, err, lastLine(string(out)))
+	}
+	c.waitConverged(ctx, nil)
+}
+
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return lines[len(lines)-1]
+}
+
 func (c *Cluster) do(ctx context.Context, s *Server, args ...any) {
 	c.t.Helper()
-	cl := redis.NewClient(&redis.Options{Addr: s.Addr, MaxRetries: -1})
+	cl := nodeClient(s)
 	defer cl.Close()
 	if err := cl.Do(ctx, args...).Err(); err != nil {
 		c.t.Fatalf("redistest: %v on %s: %v", args, s.Addr, err)
 	}
 }
 
+// nodeClient is a client of the one node s, which neither retries nor
+// follows redirects.
+func nodeClient(s *Server) *redis.Client {
+	o := s.options()
+	o.MaxRetries = -1
+	return redis.NewClient(o)
+}
+
 // busPort reads the cluster bus port the server was started with.
 func busPort(t testing.TB, ctx context.Context, s *Server) int {
 	t.Helper()
-	cl := redis.NewClient(&redis.Options{Addr: s.Addr, MaxRetries: -1})
+	cl := nodeClient(s)
 	defer cl.Close()
 	kv, err := cl.ConfigGet(ctx, "cluster-port").Result()
 	if err != nil {
@@ -100,34 +354,46 @@ func busPort(t testing.TB, ctx context.Context, s *Server) int {
 	return p
 }
 
-// waitConverged polls every node until it reports cluster_state:ok and
-// knows an owner for all 16384 slots. Polling is the only way to observe
-// gossip converging in external processes.
-func (c *Cluster) waitConverged(ctx context.Context) {
+// waitConverged polls every node but gone until it reports
+// cluster_state:ok, knows every node, sees all 16384 slots served by
+// three primaries other than gone, and, for a replica, is in sync with
+// its primary. Polling is the only way to observe gossip converging in
+// external processes.
+func (c *Cluster) waitConverged(ctx context.Context, gone *Server) {
 	c.t.Helper()
 	var last string
 	for {
-		ok := true
-		for _, s := range c.Servers {
-			if msg := nodeConverged(ctx, s, len(c.Servers)); msg != "" {
-				ok, last = false, msg
+		last = ""
+		for _, s := range c.all() {
+			if s == gone || s.cmd.ProcessState != nil {
+				continue
+			}
+			if last = nodeConverged(ctx, s, len(c.all()), gone); last != "" {
 				break
 			}
 		}
-		if ok {
+		if last == "" {
 			return
 		}
-		select {
-		case <-ctx.Done():
+		if !pause(ctx, 20*time.Millisecond) {
 			c.t.Fatalf("redistest: cluster did not converge: %s", last)
-		case <-time.After(20 * time.Millisecond):
 		}
 	}
 }
 
+// pause waits d, or reports false once ctx ends.
+func pause(ctx context.Context, d time.Duration) bool {
+	select {
+	case <-ctx.Done():
+		return false
+	case <-time.After(d):
+		return true
+	}
+}
+
 // nodeConverged returns "" when s is ready, else what it is waiting for.
-func nodeConverged(ctx context.Context, s *Server, nodes int) string {
-	cl := redis.NewClient(&redis.Options{Addr: s.Addr, MaxRetries: -1})
+func nodeConverged(ctx context.Context, s *Server, nodes int, gone *Server) string {
+	cl := nodeClient(s)
 	defer cl.Close()
 	info, err := cl.ClusterInfo(ctx).Result()
 	if err != nil {
@@ -150,8 +416,18 @@ func nodeConverged(ctx context.Context, s *Server, nodes int) string {
 			owners[r.Nodes[0].Addr] = true
 		}
 	}
-	if covered != clusterSlots || len(owners) != nodes {
-		return fmt.Sprintf("%s: knows %d slots on %d nodes; want %d on %d", s.Addr, covered, len(owners), clusterSlots, nodes)
+	if gone != nil && owners[gone.Addr] {
+		return fmt.Sprintf("%s: still has %s serving slots", s.Addr, gone.Addr)
+	}
+	if covered != clusterSlots || len(owners) > clusterPrimaries {
+		return fmt.Sprintf("%s: knows %d slots on %d nodes; want %d on at most %d", s.Addr, covered, len(owners), clusterSlots, clusterPrimaries)
+	}
+	repl, err := cl.Info(ctx, "replication").Result()
+	if err != nil {
+		return fmt.Sprintf("%s: INFO replication: %v", s.Addr, err)
+	}
+	if strings.Contains(repl, "role:slave") && !strings.Contains(repl, "master_link_status:up") {
+		return fmt.Sprintf("%s: replica not in sync with its primary yet", s.Addr)
 	}
 	return ""
 }
