@@ -12,7 +12,8 @@ import (
 )
 
 // maxBatch caps the keys of one script call, since Redis runs nothing else
-// meanwhile; calls share one pipeline, so the cap costs no round trips.
+// meanwhile; calls to one primary share a pipeline, so the cap costs no
+// round trips.
 const maxBatch = 500
 
 // batches splits leases into script calls of at most maxBatch leases that

@@ -86,8 +86,8 @@ func (m *Manager) overdueError(l *Lease, now time.Time) error {
 		since.Truncate(time.Millisecond), m.lostAfter.Truncate(time.Millisecond)))
 }
 
-// Renew renews every held lease and the heartbeat in one pipeline, one
-// round trip per Redis node: the renewer's tick, for a caller that wants
+// Renew renews every held lease and the heartbeat, one pipeline per Redis
+// primary sent together (a round trip each): the renewer's tick, for a caller that wants
 // the leases confirmed now. A lease reported gone or taken is lost at once.
 // Call it between Start and Stop only.
 func (m *Manager) Renew(ctx context.Context) error {

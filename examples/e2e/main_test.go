@@ -126,10 +126,18 @@ const bound = 90 * time.Second
 func startCluster(t *testing.T, cfg e2e.Config) (*e2e.Cluster, *redistest.Server) {
 	t.Helper()
 	rs := redistest.StartAuth(t, "room-service", "e2e-s3cret")
+	cfg.RedisURL = rs.URL()
+	return startServices(t, cfg), rs
+}
+
+// startServices starts the room-services and gateways on cfg's Redis,
+// stopped at cleanup.
+func startServices(t *testing.T, cfg e2e.Config) *e2e.Cluster {
+	t.Helper()
 	if cfg.Bin == (e2e.Binaries{}) {
 		cfg.Bin = binaries(t)
 	}
-	cfg.RedisURL, cfg.Dir = rs.URL(), t.TempDir()
+	cfg.Dir = t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), bound)
 	defer cancel()
 	c, err := e2e.Start(ctx, cfg)
@@ -144,7 +152,7 @@ func startCluster(t *testing.T, cfg e2e.Config) (*e2e.Cluster, *redistest.Server
 		}
 		c.Close()
 	})
-	return c, rs
+	return c
 }
 
 // load runs l in the background; the returned function waits for it. The

@@ -35,9 +35,12 @@ const (
 type Config struct {
 	// Bin are the programs to run (see [Build]).
 	Bin Binaries
-	// RedisURL is the Redis every room-service uses, its REDIS_URL
-	// (redis://[user:password@]host:port). Required.
+	// RedisURL is the Redis every room-service uses
+	// (redis://[user:password@]host:port[?addr=host:port…]). Required.
 	RedisURL string
+	// RedisVar is the variable RedisURL is given in: "REDIS_URL" (the
+	// default) or "REDIS_CLUSTER_URL".
+	RedisVar string
 	// Rooms and Gateways are how many instances run at once; zero means
 	// [DefaultRooms], [DefaultGateways].
 	Rooms, Gateways int
@@ -89,6 +92,9 @@ func (c *Config) defaults() {
 	}
 	if c.Balancer == "" {
 		c.Balancer = "haproxy"
+	}
+	if c.RedisVar == "" {
+		c.RedisVar = "REDIS_URL"
 	}
 }
 
@@ -290,7 +296,7 @@ func (c *Cluster) StartRoomEnv(ctx context.Context, slot int, env ...string) (*N
 	name := c.name("room")
 	n := &Node{Kind: "room-service", Slot: slot, Addr: c.roomSlot[slot], Admin: admin[0]}
 	env = append(append(c.commonEnv(name),
-		"REDIS_URL="+c.cfg.RedisURL, "GRPC_ADDR="+n.Addr, "ADVERTISE_ADDR="+n.Addr, "ADMIN_ADDR="+n.Admin,
+		c.cfg.RedisVar+"="+c.cfg.RedisURL, "GRPC_ADDR="+n.Addr, "ADVERTISE_ADDR="+n.Addr, "ADMIN_ADDR="+n.Admin,
 		"LEASE_TTL="+ms(c.cfg.LeaseTTL)), append(c.cfg.RoomEnv, env...)...)
 	if n.Proc, err = harness.StartProc(name, c.cfg.Bin.RoomService, env); err != nil {
 		return nil, err

@@ -1,0 +1,109 @@
+package e2e
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/drainkit/drainkit/examples/internal/e2e"
+	"github.com/drainkit/drainkit/internal/redistest"
+)
+
+// The room-services on a Redis Cluster of three primaries with one replica
+// each, configured as operators do: REDIS_CLUSTER_URL names the three
+// primaries, credentials included, and cluster-node-timeout is 1 s.
+func startOnRedisCluster(t *testing.T) (*e2e.Cluster, *redistest.Cluster) {
+	t.Helper()
+	rc := redistest.StartClusterWith(t, redistest.ClusterConfig{Replicas: 1, NodeTimeout: time.Second,
+		User: "room-service", Password: "e2e-s3cret"})
+	return startServices(t, e2e.Config{RedisURL: rc.URL(), RedisVar: "REDIS_CLUSTER_URL"}), rc
+}
+
+// servedAgainWithin is how soon after its slot's replica was promoted a
+// room is served again: the lease lost in the failover is taken again on
+// the next command for the room, once the room-services' clients know the
+// new primary (they reload the slot map on the first failed call).
+const servedAgainWithin = 2 * time.Second
+
+// TestRedisClusterPrimaryFailover SIGKILLs the primary that holds the most
+// room leases; the cluster promotes its replica by itself. Nothing is lost
+// or applied twice, no command fails, and every room is served again
+// within servedAgainWithin of the promotion.
+func TestRedisClusterPrimaryFailover(t *testing.T) {
+	c, rc := startOnRedisCluster(t)
+	ctx, cancel := context.WithTimeout(context.Background(), bound)
+	defer cancel()
+	wait := loadPastSteady(t, ctx, c, 10*time.Second)
+	victim := busiestPrimary(t, ctx, rc)
+	killed := time.Now()
+	promoted, promotedAt := rc.Failover(ctx, victim)
+	failover := promotedAt.Sub(killed)
+	t.Logf("killed primary %s; replica %s promoted %s later", victim.Addr, promoted.Addr, failover.Round(time.Millisecond))
+	res := wait()
+
+	// A command sent before the promotion waits for it; from then on, its
+	// room must be served within servedAgainWithin.
+	var late time.Duration
+	for _, o := range res.Outcomes {
+		if o.Acked {
+			late = max(late, o.Answered.Sub(maxTime(o.Sent, promotedAt)))
+		}
+	}
+	fault := e2e.Window{From: killed, To: promotedAt.Add(servedAgainWithin)}
+	r := check(t, c, res, nil, fault)
+	t.Logf("latest answer after the promotion (or after its sending, if later): %s", late.Round(time.Millisecond))
+	assert.LessOrEqual(t, late, servedAgainWithin, "a room served again later than %s after the promotion", servedAgainWithin)
+	assert.LessOrEqual(t, r.Latency.P99, failover+1500*time.Millisecond,
+		"p99 of the commands pending during the fault; want at most the failover (%s) + 1.5 s", failover.Round(time.Millisecond))
+	assert.Zero(t, r.BalancerRetries, "balancer retries: no gateway went away, so none are the balancer's to make")
+}
+
+// TestRedisClusterSlotMigration moves every slot of the primary holding the
+// most leases to another primary under load, with redis-cli --cluster
+// reshard: no command fails.
+func TestRedisClusterSlotMigration(t *testing.T) {
+	c, rc := startOnRedisCluster(t)
+	ctx, cancel := context.WithTimeout(context.Background(), bound)
+	defer cancel()
+	wait := loadPastSteady(t, ctx, c, 15*time.Second)
+	from := busiestPrimary(t, ctx, rc)
+	to := rc.Servers[0]
+	if to == from {
+		to = rc.Servers[1]
+	}
+	began := time.Now()
+	rc.MigrateSlots(ctx, from, to)
+	fault := e2e.Window{From: began, To: time.Now()}
+	t.Logf("moved every slot of %s to %s in %s", from.Addr, to.Addr, fault.To.Sub(fault.From).Round(time.Millisecond))
+	res := wait()
+	require.True(t, res.LastSent.After(fault.To), "the load ended before the migration did: it spanned nothing")
+	r := check(t, c, res, nil, fault)
+	assert.Zero(t, r.BalancerRetries, "balancer retries: no gateway went away, so none are the balancer's to make")
+}
+
+// busiestPrimary is the primary that holds the most room:route keys.
+func busiestPrimary(t *testing.T, ctx context.Context, rc *redistest.Cluster) *redistest.Server {
+	t.Helper()
+	var best *redistest.Server
+	most := -1
+	for _, s := range rc.Servers {
+		keys, err := s.Client().Keys(ctx, "room:route:*").Result() // a test's few dozen keys
+		require.NoError(t, err, "KEYS room:route:* on %s", s.Addr)
+		if len(keys) > most {
+			best, most = s, len(keys)
+		}
+	}
+	require.Positive(t, most, "room:route keys on the busiest primary: with none, the fault would test nothing")
+	t.Logf("busiest primary %s holds %d room:route keys", best.Addr, most)
+	return best
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
