@@ -63,7 +63,7 @@ func errorLines(recs []record) []string {
 
 // dbConfig stands for a service's own configuration, read by its own
 // constructor.
-type dbConfig struct{ dsn string }
+type dbConfig struct{}
 
 func newDBConfig() (*dbConfig, error) {
 	return nil, fmt.Errorf("%w: DATABASE_URL is empty; set it to the database's DSN", lifecycle.ErrConfig)

@@ -5,6 +5,7 @@ export PATH="$PATH:$(go env GOPATH)/bin"
 
 # Pinned tools the tests call.
 GRPC_HEALTH_PROBE=github.com/grpc-ecosystem/grpc-health-probe@v0.4.62
+STATICCHECK=honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
 missing=()
 command -v redis-server >/dev/null || missing+=(redis-server)
@@ -32,4 +33,8 @@ if ! command -v grpc-health-probe >/dev/null; then
   echo "$(basename "$0"): go install $GRPC_HEALTH_PROBE"
   go install "$GRPC_HEALTH_PROBE"
 fi
-
+# The pinned staticcheck, installed again when another version is on PATH.
+if ! staticcheck -version 2>/dev/null | grep -qF "(${STATICCHECK##*@v})"; then
+  echo "$(basename "$0"): go install $STATICCHECK"
+  go install "$STATICCHECK"
+fi

@@ -56,20 +56,31 @@ func Packages(root string) ([]string, error) {
 // "field T.F type", "const C", "var V".
 func List(dir string) ([]string, error) {
 	fset := token.NewFileSet()
-	pkgs, err := parser.ParseDir(fset, dir, func(fi fs.FileInfo) bool {
-		return !strings.HasSuffix(fi.Name(), "_test.go")
-	}, parser.ParseComments)
+	names, err := filepath.Glob(filepath.Join(dir, "*.go"))
 	if err != nil {
 		return nil, err
 	}
-	if len(pkgs) != 1 {
-		return nil, fmt.Errorf("apilist: %s: %d packages; want 1", dir, len(pkgs))
+	var files []*ast.File
+	for _, name := range names {
+		if strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, name, nil, parser.ParseComments)
+		if err != nil {
+			return nil, err
+		}
+		if len(files) > 0 && f.Name.Name != files[0].Name.Name {
+			return nil, fmt.Errorf("apilist: %s: packages %s and %s; want one", dir, files[0].Name.Name, f.Name.Name)
+		}
+		files = append(files, f)
 	}
-	var astPkg *ast.Package
-	for _, p := range pkgs {
-		astPkg = p
+	if len(files) == 0 {
+		return nil, fmt.Errorf("apilist: %s: no Go files", dir)
 	}
-	d := doc.New(astPkg, dir, 0)
+	d, err := doc.NewFromFiles(fset, files, dir)
+	if err != nil {
+		return nil, err
+	}
 	var out []string
 	add := func(format string, args ...any) { out = append(out, fmt.Sprintf(format, args...)) }
 	str := func(n ast.Node) string {

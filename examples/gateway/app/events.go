@@ -130,7 +130,7 @@ func (e *events) follow(ctx context.Context, id string, after int64, w http.Resp
 	defer func() { e.feeds.leave(id, f) }()
 	checked := false // a position ahead of the feed was checked against the log
 	for {
-		frames, behind, ferr, changed := f.since(after)
+		frames, behind, changed, ferr := f.since(after)
 		if behind || (!checked && after > f.head()) {
 			// Behind the feed's buffer, or ahead of a feed that is itself
 			// catching up: read what is missing from the room's log.

@@ -168,18 +168,18 @@ func (f *feed) fail(err error) {
 
 // since returns the frames of the events after seq after that the buffer
 // holds (shared: not to be changed); behind when it no longer holds seq
-// after+1; the error that ended the feed; and a channel closed at the next
-// change.
-func (f *feed) since(after int64) (frames [][]byte, behind bool, err error, changed <-chan struct{}) {
+// after+1; a channel closed at the next change; and the error that ended
+// the feed.
+func (f *feed) since(after int64) (frames [][]byte, behind bool, changed <-chan struct{}, err error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if after+1 < f.first {
-		return nil, true, f.err, f.changed
+		return nil, true, f.changed, f.err
 	}
 	if i := after + 1 - f.first; i < int64(len(f.buf)) {
 		frames = f.buf[i:len(f.buf):len(f.buf)] // add appends past it or copies: never writes into it
 	}
-	return frames, false, f.err, f.changed
+	return frames, false, f.changed, f.err
 }
 
 // frame is the SSE event of a room's command at seq.
