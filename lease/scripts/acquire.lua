@@ -20,6 +20,13 @@ if cur then
   end
   code = 2
 end
+-- A counter this script did not write (not a decimal integer, or at or
+-- above 2^53, where a double cannot add one) is refused before anything is
+-- written: a fence issued over it would not be above it.
+if both[2] and (not string.match(both[2], '^%d+$') or counter >= 9007199254740992) then
+  return redis.error_reply('fence counter ' .. KEYS[2] .. ' holds ' .. string.sub(both[2], 1, 40) ..
+    ', not a fence this package wrote (a decimal integer below 2^53): delete the key to reseed it from the server clock')
+end
 -- The fence is the counter plus one, with a floor: the server clock in
 -- microseconds, so a lost counter (failover, eviction, deletion) still
 -- yields a larger fence than any issued before, as long as a room gets

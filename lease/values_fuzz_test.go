@@ -1,0 +1,115 @@
+package lease
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/drainkit/drainkit/internal/redistest"
+)
+
+// FuzzParseValue: a route value parses only into a non-empty node and a
+// positive fence, and a value in the format this package writes
+// (node|holder|fence) parses back to its node and fence.
+func FuzzParseValue(f *testing.F) {
+	f.Add("node-1|h|42", "node-1", "h", int64(42))
+	f.Add("", "", "", int64(0))
+	f.Add("|h|1", "n", "", int64(1))
+	f.Add("a|b|c", "a|x", "b", int64(-1))
+	f.Add("n|h|99999999999999999999", "n", "h|h", int64(9223372036854775807))
+	f.Fuzz(func(t *testing.T, raw, node, holder string, fence int64) {
+		if n, fc, ok := parseValue(raw); ok {
+			assert.NotEmpty(t, n, "node parsed from %q", raw)
+			assert.NotContains(t, n, "|", "node parsed from %q", raw)
+			assert.Positive(t, fc, "fence parsed from %q", raw)
+		}
+		if node == "" || strings.Contains(node, "|") || strings.Contains(holder, "|") || fence <= 0 {
+			return
+		}
+		v := node + "|" + holder + "|" + strconv.FormatInt(fence, 10)
+		n, fc, ok := parseValue(v)
+		require.True(t, ok, "parseValue(%q): got not ok; want ok", v)
+		assert.Equal(t, node, n, "node of %q", v)
+		assert.Equal(t, fence, fc, "fence of %q", v)
+	})
+}
+
+// FuzzStoredValues writes what another process, an older version or a
+// person with redis-cli might have left in a room's route and fence keys,
+// then acquires the room. A route value that is there is never taken
+// over: Acquire fails with ErrHeld and the value is left as it was. With
+// no route value, Acquire either takes the room with a fence above any
+// counter left (the fence only rises), or refuses with an error naming the
+// fence key and leaves both keys as they were.
+func FuzzStoredValues(f *testing.F) {
+	f.Add("", "")
+	f.Add("node-x|h|123", "")
+	f.Add("garbage", "17")
+	f.Add("", "not a number")
+	f.Add("", "1e308")
+	f.Add("", "-5")
+	f.Add("", "9007199254740993")
+	f.Add("n||", "0x10")
+	// One server and Manager for every input (a server per input would be
+	// most of the time spent), stopped once the inputs are done.
+	s := redistest.Start(f)
+	c := redis.NewClient(&redis.Options{Addr: s.Addr, MaxRetries: 1, ContextTimeoutEnabled: true})
+	f.Cleanup(func() { _ = c.Close() })
+	m, err := New(c, testConfig())
+	require.NoError(f, err, "New")
+	require.NoError(f, m.Start(context.Background()), "Start")
+	f.Cleanup(func() { _ = m.Stop(context.Background()) })
+	f.Fuzz(func(t *testing.T, route, fence string) {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		id := "fuzz"
+		routeKey, fenceKey := m.routeKey(id), m.fenceKey(id)
+		require.NoError(t, c.Del(ctx, routeKey, fenceKey).Err())
+		if route != "" {
+			require.NoError(t, c.Set(ctx, routeKey, route, time.Minute).Err())
+		}
+		if fence != "" {
+			require.NoError(t, c.Set(ctx, fenceKey, fence, time.Minute).Err())
+		}
+		l, err := m.Acquire(ctx, id)
+		if l != nil {
+			defer l.Release(context.Background()) //nolint:errcheck // the next input deletes the keys anyway
+		}
+		if route != "" {
+			require.ErrorIs(t, err, ErrHeld, "Acquire over route value %q", route)
+			got, _ := c.Get(ctx, routeKey).Result()
+			assert.Equal(t, route, got, "route value after a refused Acquire")
+			if n, fc, ok := parseValue(route); ok {
+				assert.ErrorContains(t, err, fmt.Sprintf("node %q (fence %d)", n, fc), "Acquire's error names the holder")
+				o, oerr := m.Owner(ctx, id)
+				require.NoError(t, oerr, "Owner of a well-formed value %q", route)
+				assert.Equal(t, n, o.Node, "Owner's node for %q", route)
+			} else {
+				_, oerr := m.Owner(ctx, id)
+				assert.ErrorIs(t, oerr, ErrHeld, "Owner of an unparseable value %q", route)
+			}
+			return
+		}
+		if err != nil {
+			assert.False(t, errors.Is(err, ErrHeld), "got %v over no route value", err)
+			assert.ErrorContains(t, err, fenceKey, "an Acquire refused over fence value %q names the key", fence)
+			n, _ := c.Exists(ctx, routeKey).Result()
+			assert.Zero(t, n, "route key after a refused Acquire")
+			got, _ := c.Get(ctx, fenceKey).Result()
+			assert.Equal(t, fence, got, "fence value after a refused Acquire")
+			return
+		}
+		if prev, perr := strconv.ParseInt(strings.TrimSpace(fence), 10, 64); perr == nil {
+			assert.Greater(t, l.Token(), prev, "fence over a counter of %q", fence)
+		}
+		assert.Positive(t, l.Token(), "fence over a counter of %q", fence)
+	})
+}
