@@ -154,7 +154,8 @@ func (c Config) Validate() error {
 // ConfigFromEnv reads the configuration from the environment through
 // getenv (os.Getenv when nil), applies defaults and validates it. A value
 // that does not parse is an error naming the variable and the value:
-// nothing falls back silently to a default. Logger and Registerer are left
+// nothing falls back silently to a default, and a default that does not
+// fit (DRAIN_DELAY's 5s with DRAIN_TIMEOUT=3s) is refused as a value would be. Logger and Registerer are left
 // for the caller to set.
 func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	if getenv == nil {
@@ -188,11 +189,12 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		}
 		*d.dst = parsed
 	}
-	if getenv("DRAIN_DELAY") == "" {
+	delayUnset := getenv("DRAIN_DELAY") == ""
+	if delayUnset {
+		// The default even when it does not fit a short DRAIN_TIMEOUT:
+		// shortening it would change the drain without a word, so Validate
+		// refuses it as it refuses an explicit one.
 		c.DrainDelay = DefaultDrainDelay
-		if c.DrainTimeout > 0 && c.DrainDelay >= c.DrainTimeout {
-			c.DrainDelay = c.DrainTimeout / 3 // a short timeout given alone keeps a delay that fits
-		}
 	}
 	c = c.withDefaults()
 	if err := c.Validate(); err != nil {
@@ -201,6 +203,9 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		if errors.As(err, &fe) {
 			fe.field = envName(fe.field)
 			fe.problem = fieldsAsEnv.Replace(fe.problem)
+			if fe.field == "DRAIN_DELAY" && delayUnset {
+				fe.problem += fmt.Sprintf(" (DRAIN_DELAY is unset and defaults to %s: set it, 0s for none)", DefaultDrainDelay)
+			}
 		}
 		return Config{}, err
 	}

@@ -19,6 +19,19 @@ func (m *Manager) logPhase(msg, phase string, hooks int, stoppedAt time.Time) {
 		slog.String("phase", phase), slog.Int("hooks", hooks), slog.Float64("elapsed_ms", msOf(time.Since(stoppedAt))))
 }
 
+// logTiming states, once at start-up, the drain timing in effect: the
+// values a drain will use, whatever their source, so that none is a
+// surprise at the first SIGTERM.
+func (m *Manager) logTiming() {
+	attrs := []any{slog.String("service", m.cfg.Service), slog.String("node_id", m.cfg.NodeID),
+		slog.String("drain_timeout", m.cfg.DrainTimeout.String()), slog.String("drain_delay", m.cfg.DrainDelay.String())}
+	if m.cfg.QuietWindow > 0 {
+		attrs = append(attrs, slog.String("drain_quiet_window", m.cfg.QuietWindow.String()),
+			slog.String("drain_delay_floor", m.cfg.DelayFloor.String()))
+	}
+	m.log.Info("drain timing", attrs...)
+}
+
 // logSkipped logs, per phase, the hooks a drain cut short never ran:
 // their phase never began, so it had no line of its own.
 func (m *Manager) logSkipped(results []drain.HookResult, stoppedAt time.Time) {

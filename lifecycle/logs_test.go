@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log"
+	"log/slog"
 	"strings"
 	"sync"
 	"syscall"
@@ -159,4 +161,30 @@ func TestPhaseLinesCountFromTheFirstStopWhileStopsRace(t *testing.T) {
 		assert.LessOrEqual(t, elapsed, float64(first.Duration.Microseconds())/1000, "elapsed_ms of %s: got more than the whole drain took", line)
 	}
 	assert.Positive(t, lines, "phase lines")
+}
+
+// Run states the drain timing in effect in one line before anything
+// starts.
+func TestRunStatesTheDrainTiming(t *testing.T) {
+	var out bytes.Buffer
+	cfg := lifecycle.Config{Service: "api", NodeID: "n1", DrainTimeout: 20 * time.Second, DrainDelay: 8 * time.Second,
+		QuietWindow: 2 * time.Second, DelayFloor: 3 * time.Second, Logger: slog.New(slog.NewJSONHandler(&out, nil))}
+	m, err := lifecycle.New(cfg)
+	require.NoError(t, err)
+	m.OnStart(func(context.Context) error { return errors.New("no start needed") })
+	m.Run(context.Background())
+
+	var timing map[string]any
+	for _, l := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+		var rec map[string]any
+		require.NoError(t, json.Unmarshal([]byte(l), &rec), "log line %s", l)
+		if rec["msg"] == "drain timing" {
+			require.Nil(t, timing, "a second drain timing line: %s", l)
+			timing = rec
+		}
+	}
+	require.NotNil(t, timing, "no drain timing line in:\n%s", out.String())
+	for k, want := range map[string]string{"drain_timeout": "20s", "drain_delay": "8s", "drain_quiet_window": "2s", "drain_delay_floor": "3s"} {
+		assert.Equal(t, want, timing[k], "%s in the drain timing line", k)
+	}
 }

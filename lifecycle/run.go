@@ -14,6 +14,7 @@ import (
 // started steps had added; a step that fails does the same, and the report
 // carries StartError and [ExitStartFailed].
 func (m *Manager) Run(ctx context.Context) *Report {
+	m.logTiming()
 	unsubscribe := m.watchSignals()
 	defer unsubscribe()
 	stopWatchingCtx := context.AfterFunc(ctx, func() { m.requestStop("context: " + context.Cause(ctx).Error()) })
