@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -94,14 +95,18 @@ func (m *Manager) Start(ctx context.Context) error {
 		return errors.New("lease: Start called twice")
 	}
 	m.mu.Unlock()
+	waiting := m.waitLogger()
+	startRetry := func(ctx context.Context, call func(context.Context) error) error {
+		return m.retry(ctx, nil, waiting(call))
+	}
 	check := redischeck.Servers{AcceptEviction: m.cfg.AcceptEviction, Unsafe: ErrUnsafeServer, Logger: m.cfg.Logger,
-		Retry: func(ctx context.Context, call func(context.Context) error) error { return m.retry(ctx, nil, call) }, Retryable: retryable}
+		Retry: startRetry, Retryable: retryable}
 	err := check.Check(ctx, m.client)
 	if err == nil {
-		err = m.loadScripts(ctx)
+		err = m.loadScripts(ctx, startRetry)
 	}
 	if err == nil {
-		err = m.retry(ctx, nil, func(ctx context.Context) error { return m.writeHeartbeat(ctx, true) })
+		err = startRetry(ctx, func(ctx context.Context) error { return m.writeHeartbeat(ctx, true) })
 	}
 	if err != nil {
 		return fmt.Errorf("lease: start: %w", err)
@@ -128,9 +133,9 @@ func (m *Manager) Stop(ctx context.Context) error {
 
 // loadScripts caches every script on every server, so the first renewal
 // round needs no EVAL fallback.
-func (m *Manager) loadScripts(ctx context.Context) error {
+func (m *Manager) loadScripts(ctx context.Context, retry func(context.Context, func(context.Context) error) error) error {
 	err := redischeck.EachServer(ctx, m.client, func(ctx context.Context, c redis.UniversalClient, _ string) error {
-		return m.retry(ctx, nil, func(ctx context.Context) error {
+		return retry(ctx, func(ctx context.Context) error {
 			// Not Script.Load on a pipeline: it reads the unanswered reply
 			// and sets the script's hash to "".
 			pipe := c.Pipeline()
@@ -145,6 +150,45 @@ func (m *Manager) loadScripts(ctx context.Context) error {
 		return fmt.Errorf("load scripts: %w", err)
 	}
 	return nil
+}
+
+// waitStartLogEvery is how often Start says it is still waiting for Redis.
+const waitStartLogEvery = 2 * time.Second
+
+// waitLogger wraps Start's calls so that a start waiting on an unreachable
+// or refusing Redis says so while it waits, naming the address and the
+// last error: at the first failure, then every waitStartLogEvery.
+func (m *Manager) waitLogger() func(call func(context.Context) error) func(context.Context) error {
+	var mu sync.Mutex
+	var logged time.Time
+	began := time.Now()
+	return func(call func(context.Context) error) func(context.Context) error {
+		return func(ctx context.Context) error {
+			err := call(ctx)
+			if err == nil || ctx.Err() != nil && !errors.Is(err, context.DeadlineExceeded) {
+				return err
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if logged.IsZero() || time.Since(logged) >= waitStartLogEvery {
+				logged = time.Now()
+				m.cfg.Logger.Warn("lease: start waiting for Redis", "addr", clientAddr(m.client),
+					"waited", time.Since(began).Round(time.Millisecond).String(), "error", err.Error())
+			}
+			return err
+		}
+	}
+}
+
+// clientAddr names the server (or the Cluster's seed nodes) c talks to.
+func clientAddr(c redis.UniversalClient) string {
+	switch c := c.(type) {
+	case *redis.Client:
+		return c.Options().Addr
+	case *redis.ClusterClient:
+		return strings.Join(c.Options().Addrs, ",")
+	}
+	return fmt.Sprintf("%T", c)
 }
 
 // stopRenewer stops the renewer and waits for it, cancelling its round

@@ -17,18 +17,25 @@ import (
 // cannot fix, ctx ends (after TTL without a deadline), or again (if set)
 // returns an error before a retry. Each attempt gets CallTimeout; retries
 // back off from CallTimeout/8 to CallTimeout with jitter, so that nodes do
-// not retry in step. Every lease script is safe to repeat.
+// not retry in step. Every lease script is safe to repeat. When ctx ends,
+// the error leads with the last attempt's own failure (a refused
+// connection, say: what an operator must fix) and still matches ctx's.
 func (m *Manager) retry(ctx context.Context, again func() error, call func(ctx context.Context) error) error {
 	end, ok := ctx.Deadline()
 	if !ok {
 		end = time.Now().Add(m.cfg.TTL)
 	}
 	backoff := m.cfg.CallTimeout / 8
+	var cause error // the last failure that was not ctx's ending
 	for attempt := 1; ; attempt++ {
 		cctx, cancel := context.WithTimeout(ctx, min(m.cfg.CallTimeout, time.Until(end)))
 		err := call(cctx)
 		cancel()
-		if err == nil || !retryable(err) {
+		cutShort := ctx.Err() != nil // this attempt's error may be ctx's, not the server's
+		if err != nil && !cutShort {
+			cause = err
+		}
+		if err == nil || !retryable(err) && !cutShort {
 			return err
 		}
 		m.followTopology(err)
@@ -38,10 +45,18 @@ func (m *Manager) retry(ctx context.Context, again func() error, call func(ctx c
 		case <-time.After(min(wait, left)):
 		}
 		if ctx.Err() != nil || wait >= left {
-			if attempt > 1 {
-				return fmt.Errorf("%w (%d attempts)", err, attempt)
+			last := err
+			if cutShort && cause != nil {
+				last = cause
 			}
-			return err
+			ended := context.Cause(ctx)
+			if ended == nil { // the next attempt would start past the deadline: the deadline ended it
+				ended = context.DeadlineExceeded
+			}
+			if errors.Is(last, ended) {
+				return fmt.Errorf("%w (%d attempts)", last, attempt)
+			}
+			return fmt.Errorf("%w (%d attempts, then %w)", last, attempt, ended)
 		}
 		backoff = min(backoff*2, m.cfg.CallTimeout)
 		if again != nil {

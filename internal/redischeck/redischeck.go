@@ -116,7 +116,9 @@ func (s Servers) check(ctx context.Context, c redis.UniversalClient, addr string
 		})
 		policy = cfg["maxmemory-policy"]
 	}
-	if err != nil && s.Retryable(err) {
+	if err != nil && (s.Retryable(err) || ctx.Err() != nil) {
+		// The server was not reached: nothing below could be read, and a
+		// warning built on that would point away from the cause.
 		return fmt.Errorf("check %s: %w", addr, err)
 	}
 	switch version := info["redis_version"]; {
