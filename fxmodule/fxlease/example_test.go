@@ -43,3 +43,25 @@ func Example() {
 		fxmodule.HTTP("api", ":8080", rooms),
 	))
 }
+
+// A room taken as the service starts: in an OnStart hook of a function
+// that takes the *lease.Manager, so it runs after the Manager's own start
+// (fx runs a constructor before what depends on it, and OnStart hooks in
+// the order they were appended). Acquire answers lease.ErrNotRunning
+// before that start and lease.ErrDraining after the flip.
+func Example_atStart() {
+	newRedis := func() redis.UniversalClient {
+		return redis.NewClient(&redis.Options{Addr: os.Getenv("REDIS_ADDR"), MaxRetries: 1, ContextTimeoutEnabled: true})
+	}
+	takeHomeRoom := func(lc fx.Lifecycle, leases *lease.Manager) {
+		lc.Append(fx.Hook{OnStart: func(ctx context.Context) error {
+			_, err := leases.Acquire(ctx, "home") // a failed start if another node holds it
+			return err
+		}})
+	}
+	os.Exit(fxmodule.Run(
+		fxmodule.Module, fxmodule.FromEnv, fxlease.Module,
+		fx.Provide(newRedis),
+		fx.Invoke(takeHomeRoom),
+	))
+}

@@ -160,3 +160,34 @@ func TestHeartbeatMarkedDrainingAtTheFlip(t *testing.T) {
 	a.Signal() // skip the rest of the delay
 	a.Wait()
 }
+
+// A lease taken in an OnStart hook of a function that takes the
+// *lease.Manager is taken after the Manager started: fx runs a
+// constructor before what depends on it, and OnStart hooks in the order
+// they were appended. Before its start the Manager answers ErrNotRunning,
+// and after the flip ErrDraining.
+func TestLeaseTakenAtStart(t *testing.T) {
+	srv := redistest.Start(t)
+	var early, atStart error
+	var held *lease.Lease
+	var leases *lease.Manager
+	a := fxmoduletest.Start(t,
+		fxmodule.Module, fxlease.Module,
+		fx.Supply(lifecycle.Config{Service: "room-service", NodeID: "node-s", DrainTimeout: 10 * time.Second}, quiet()),
+		leaseClient(srv.Addr),
+		fx.Invoke(func(lc fx.Lifecycle, l *lease.Manager) {
+			_, early = l.Acquire(context.Background(), "7") // in the graph, before any start
+			lc.Append(fx.Hook{OnStart: func(ctx context.Context) error {
+				held, atStart = l.Acquire(ctx, "7")
+				return atStart
+			}})
+		}),
+		fx.Populate(&leases),
+	)
+	assert.ErrorIs(t, early, lease.ErrNotRunning, "Acquire before the Manager started")
+	require.NoError(t, atStart, "Acquire in an OnStart hook appended after fxlease.Module's")
+	assert.NoError(t, held.Context().Err(), "the lease taken at start is held")
+	a.Stop()
+	_, err := leases.Acquire(context.Background(), "8")
+	assert.ErrorIs(t, err, lease.ErrDraining, "Acquire after the flip")
+}
