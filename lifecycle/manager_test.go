@@ -484,3 +484,54 @@ func TestRegisteringANilFunctionPanicsAtOnce(t *testing.T) {
 	r := h.Shutdown(context.Background(), "test")
 	assert.Equal(t, lifecycle.ExitStartFailed, r.ExitCode, "exit code of a drain while Starting")
 }
+
+// The Stopped transition says how the drain ended, as the exit code does:
+// a failed start or a forced drain does not read as a drain.
+func TestStoppedTransitionSaysHowTheDrainEnded(t *testing.T) {
+	tests := []struct {
+		name  string
+		start func(context.Context) error
+		force bool
+		want  string
+	}{
+		{name: "drained", want: "drained"},
+		{name: "start failed", start: func(context.Context) error { return errors.New("port taken") }, want: "start failed"},
+		{name: "forced", force: true, want: "forced"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				h := newHarness(t, lifecycle.Config{DrainTimeout: 30 * time.Second, DrainDelay: time.Second})
+				var stopped lifecycle.Transition
+				h.OnTransition(func(tr lifecycle.Transition) {
+					if tr.To == lifecycle.Stopped {
+						stopped = tr
+					}
+				})
+				if tt.start != nil {
+					h.OnStart(tt.start)
+				}
+				inFlight := make(chan struct{})
+				require.NoError(t, h.AddHook(drain.Hook{Name: "wait", Phase: drain.WaitInFlight, Run: func(ctx context.Context) error {
+					close(inFlight)
+					if tt.force {
+						<-ctx.Done()
+					}
+					return ctx.Err()
+				}}))
+				reports := h.run()
+				synctest.Wait()
+				if tt.start == nil {
+					h.sig <- syscall.SIGTERM
+				}
+				<-inFlight
+				if tt.force {
+					h.sig <- syscall.SIGTERM
+				}
+				r := <-reports
+				assert.Equal(t, tt.want, stopped.Reason, "the Stopped transition's reason (exit code %d)", r.ExitCode)
+				assert.Contains(t, h.logs.String(), `"new_status":"stopped","reason":"`+tt.want+`"`, "the transition log line")
+			})
+		})
+	}
+}

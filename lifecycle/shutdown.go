@@ -150,7 +150,7 @@ func (m *Manager) drainAndReport(ctx context.Context, startErr error) *Report {
 	}))
 	m.logSkipped(rep.Hooks, stoppedAt)
 	rep.Start, rep.Duration = stoppedAt, time.Since(stoppedAt) // the whole budget, delay included
-	_ = m.transition(Stopped, "drained", rep)
+	_ = m.transition(Stopped, stoppedReason(rep, startErr), rep)
 
 	if len(onDrained) > 0 { // the drain is over: what runs now only closes
 		var after []drain.HookResult
@@ -217,6 +217,20 @@ func (m *Manager) adaptiveEnd(start time.Time) time.Time {
 
 // exitCode is the code for what the drain did, the first that applies:
 // forced, out of time, a failed start, a hook that did not end OK, clean.
+// stoppedReason is the Stopped transition's reason: how the drain ended,
+// in the order exitCode tells the outcomes apart.
+func stoppedReason(rep *drain.Report, startErr error) string {
+	switch {
+	case rep.Forced:
+		return "forced"
+	case rep.DeadlineExceeded:
+		return "deadline exceeded"
+	case startErr != nil:
+		return "start failed"
+	}
+	return "drained"
+}
+
 func exitCode(rep *drain.Report, startErr error) int {
 	switch {
 	case rep.Forced:
