@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/drainkit/drainkit/internal/redischeck"
 )
 
 // retry calls call until it succeeds, fails in a way another attempt
@@ -67,16 +69,12 @@ func (m *Manager) retry(ctx context.Context, again func() error, call func(ctx c
 	}
 }
 
-// followTopology asks a Cluster client to reload its slot map after a call
-// failed in a way a failover explains (err is retryable). go-redis reloads
-// it by itself only on MOVED or ASK, or once ClusterStateReloadInterval (a
-// minute by default) has passed, and a dead primary answers neither: its
-// slots would stay mapped to it long after its replica took over. The
-// reload is go-redis's own, in the background and coalesced (one at a time,
-// at most one every 200 ms), so a failure costs no round trip here.
+// followTopology has a Cluster client follow a failover
+// ([redischeck.FollowFailover]) after a call failed in a way one explains
+// (err is retryable).
 func (m *Manager) followTopology(err error) {
-	if cl, ok := m.client.(*redis.ClusterClient); ok && retryable(err) {
-		cl.ReloadState(context.Background()) // it ignores the context: the reload is not the caller's
+	if retryable(err) {
+		redischeck.FollowFailover(m.client)
 	}
 }
 

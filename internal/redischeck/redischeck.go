@@ -1,8 +1,10 @@
 // Package redischeck refuses a go-redis client or server that cannot keep
 // leases: a Ring, options under which a call can outlive its budget or be
 // sent more than twice, a server too old for the lease scripts, and a
-// maxmemory-policy that may evict lease keys. Its one importer is lease,
-// whose algorithm reads better without these checks beside it.
+// maxmemory-policy that may evict lease keys. Its importers are lease,
+// whose algorithm reads better without these checks beside it, and the
+// readiness check of package readiness/redischeck, which shares
+// [FollowFailover] with it.
 package redischeck
 
 import (
@@ -15,6 +17,20 @@ import (
 
 	"github.com/redis/go-redis/v9"
 )
+
+// FollowFailover asks a Cluster client to reload its slot map; other
+// clients need nothing. Call it after a call failed in a way a failover
+// explains. go-redis reloads the map by itself only on MOVED or ASK, or once
+// ClusterStateReloadInterval (a minute by default) has passed, and a dead
+// primary answers neither: its slots stay mapped to it long after its
+// replica took over. The reload is go-redis's own, in the background and
+// coalesced (one at a time, at most one every 200 ms), so it costs the
+// caller no round trip.
+func FollowFailover(c redis.UniversalClient) {
+	if cl, ok := c.(*redis.ClusterClient); ok {
+		cl.ReloadState(context.Background()) // it ignores the context: the reload is not the caller's
+	}
+}
 
 // Client refuses, in one error, a client under which a call could outlive
 // callTimeout or be sent more than twice. It checks the options rather than

@@ -2,10 +2,12 @@ package redischeck
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	redisinternal "github.com/drainkit/drainkit/internal/redischeck"
 	"github.com/drainkit/drainkit/readiness"
 )
 
@@ -15,8 +17,17 @@ const DefaultTimeout = 200 * time.Millisecond
 
 // Ping checks a Redis server (standalone, Sentinel or Cluster) with PING,
 // which writes nothing. The check is gating, named "redis", with
-// [DefaultTimeout].
+// [DefaultTimeout]. On a Cluster client a failed PING makes the client
+// reload its slot map, so after a primary's failover the probe stops
+// reaching the dead primary once its replica took over (go-redis would
+// keep it for up to a minute: docs/leases.md, "On a Redis Cluster").
 func Ping(client redis.UniversalClient) readiness.Check {
 	return readiness.Check{Name: "redis", Tier: readiness.Gating, Timeout: DefaultTimeout,
-		Probe: func(ctx context.Context) error { return client.Ping(ctx).Err() }}
+		Probe: func(ctx context.Context) error {
+			err := client.Ping(ctx).Err()
+			if err != nil && !errors.Is(err, context.Canceled) {
+				redisinternal.FollowFailover(client)
+			}
+			return err
+		}}
 }

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -31,4 +32,30 @@ func TestPing(t *testing.T) {
 	require.NoError(t, run(), "PING a running redis-server")
 	srv.Kill()
 	assert.Error(t, run(), "PING a killed redis-server")
+}
+
+// After a primary of a Cluster with replicas is killed and its replica
+// promoted, the probe passes every time again: without a reload of the
+// client's slot map it would reach the dead primary on every third PING
+// for up to a minute, and readiness would flap.
+func TestPingFollowsAClusterFailover(t *testing.T) {
+	cl := redistest.StartClusterWith(t, redistest.ClusterConfig{Replicas: 1, NodeTimeout: time.Second})
+	c := cl.ClientWith(&redis.ClusterOptions{MaxRetries: 1, ContextTimeoutEnabled: true})
+	check := redischeck.Ping(c)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	require.NoError(t, check.Probe(ctx), "before the failover")
+	cl.Failover(ctx, cl.Servers[0])
+
+	var results []error
+	for passed := 0; passed < 6; {
+		require.Less(t, len(results), 12, "probes after the failover: %v; want 6 in a row passing", results)
+		pctx, pcancel := context.WithTimeout(ctx, time.Second)
+		err := check.Probe(pctx)
+		pcancel()
+		results = append(results, err)
+		if passed++; err != nil {
+			passed = 0
+		}
+	}
 }
