@@ -90,50 +90,51 @@ func (m *Manager) sendBatches(ctx context.Context, script *redis.Script, batches
 			c.args = append(c.args, l.value)
 		}
 	}
-	groups := m.byPrimary(ctx, calls, heartbeat != nil)
-	errs := make([]error, len(groups))
-	send := func(i int) {
+	cl, cluster := m.client.(*redis.ClusterClient)
+	if !cluster { // one server: one pipeline, and nothing allocated to group it
 		pipe := m.client.Pipeline()
-		if groups[i].heartbeat {
+		if heartbeat != nil {
 			heartbeat(pipe)
 		}
-		errs[i] = m.sendCalls(ctx, pipe, script, groups[i].calls)
+		err := m.sendCalls(ctx, pipe, script, calls, nil)
+		decodeAll(calls)
+		return calls, err
 	}
-	if len(groups) == 1 {
-		send(0)
-	} else {
-		var wg sync.WaitGroup
-		for i := range groups {
-			wg.Go(func() { send(i) })
-		}
-		wg.Wait()
+	groups := m.byPrimary(ctx, cl, calls, heartbeat != nil)
+	errs := make([]error, len(groups))
+	var wg sync.WaitGroup
+	for i, g := range groups {
+		wg.Go(func() {
+			pipe := m.client.Pipeline()
+			if g.heartbeat {
+				heartbeat(pipe)
+			}
+			errs[i] = m.sendCalls(ctx, pipe, script, calls, g.calls)
+		})
 	}
-	for i := range calls {
-		calls[i].status, calls[i].err = decodeStatuses(calls[i].cmd, len(calls[i].leases))
-	}
+	wg.Wait()
+	decodeAll(calls)
 	return calls, errors.Join(errs...)
 }
 
-// primaryGroup is what one pipeline of a round sends.
+// decodeAll decodes every call's reply into its statuses.
+func decodeAll(calls []batchCall) {
+	for i := range calls {
+		calls[i].status, calls[i].err = decodeStatuses(calls[i].cmd, len(calls[i].leases))
+	}
+}
+
+// primaryGroup is what one pipeline of a round sends: calls by index.
 type primaryGroup struct {
-	calls     []*batchCall
+	calls     []int
 	heartbeat bool
 }
 
 // byPrimary groups calls by the primary that serves their slot, as far as
-// a Cluster client's slot map knows; the heartbeat goes with its key's
-// primary. Other clients get one group. A stale map costs nothing but the
-// grouping: the Cluster pipeline still sends each command to its slot's
-// primary and follows MOVED and ASK.
-func (m *Manager) byPrimary(ctx context.Context, calls []batchCall, heartbeat bool) []primaryGroup {
-	cl, ok := m.client.(*redis.ClusterClient)
-	if !ok {
-		g := primaryGroup{calls: make([]*batchCall, len(calls)), heartbeat: heartbeat}
-		for i := range calls {
-			g.calls[i] = &calls[i]
-		}
-		return []primaryGroup{g}
-	}
+// the client's slot map knows; the heartbeat goes with its key's primary.
+// A stale map costs nothing but the grouping: the Cluster pipeline still
+// sends each command to its slot's primary and follows MOVED and ASK.
+func (m *Manager) byPrimary(ctx context.Context, cl *redis.ClusterClient, calls []batchCall, heartbeat bool) []primaryGroup {
 	var groups []primaryGroup
 	index := map[*redis.Client]int{}
 	groupOf := func(key string) *primaryGroup {
@@ -142,34 +143,44 @@ func (m *Manager) byPrimary(ctx context.Context, calls []batchCall, heartbeat bo
 		if !ok {
 			i = len(groups)
 			index[primary] = i
-			groups = append(groups, primaryGroup{})
+			groups = append(groups, primaryGroup{calls: []int{}}) // never nil: see sendCalls
 		}
 		return &groups[i]
 	}
 	for i := range calls {
 		g := groupOf(calls[i].keys[0])
-		g.calls = append(g.calls, &calls[i])
+		g.calls = append(g.calls, i)
 	}
 	if heartbeat {
 		groupOf(m.nodeKey()).heartbeat = true
 	}
-	if len(groups) == 0 {
-		groups = append(groups, primaryGroup{})
-	}
 	return groups
 }
 
-// sendCalls queues calls on pipe, after what it already holds, and sends
-// them; calls answered NOSCRIPT go again as EVAL.
-func (m *Manager) sendCalls(ctx context.Context, pipe redis.Pipeliner, script *redis.Script, calls []*batchCall) error {
-	for _, c := range calls {
+// sendCalls queues the calls at indices which on pipe, after what it
+// already holds, and sends them; calls answered NOSCRIPT go again as EVAL.
+// A nil which sends every call (byPrimary's groups are never nil): an
+// iterator or a slice of pointers would cost every release allocations.
+func (m *Manager) sendCalls(ctx context.Context, pipe redis.Pipeliner, script *redis.Script, calls []batchCall, which []int) error {
+	n := len(which)
+	if which == nil {
+		n = len(calls)
+	}
+	call := func(k int) *batchCall {
+		if which == nil {
+			return &calls[k]
+		}
+		return &calls[which[k]]
+	}
+	for k := range n {
+		c := call(k)
 		c.cmd = script.EvalSha(ctx, pipe, c.keys, c.args...)
 	}
 	_, err := pipe.Exec(ctx)
 	if err != nil {
 		retry := m.client.Pipeline()
-		for _, c := range calls {
-			if isNoScript(c.cmd.Err()) {
+		for k := range n {
+			if c := call(k); isNoScript(c.cmd.Err()) {
 				c.cmd = script.Eval(ctx, retry, c.keys, c.args...)
 			}
 		}
