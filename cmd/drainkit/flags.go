@@ -314,7 +314,11 @@ func (c *drillConfig) checkLoad(headers []string) error {
 		c.Header.Add(k, v)
 	}
 	if n := c.loadBound().Seconds() * float64(c.Rate); n > maxRequests {
-		return fmt.Errorf("-rate %d for up to %s is %.0f requests; the drill sends at most %d", c.Rate, c.loadBound(), n, maxRequests)
+		length := "-duration " + c.Duration.String()
+		if c.Duration == 0 {
+			length = fmt.Sprintf("up to %s (the bound -n, -start, -grace, -lag, -warmup and -tail give the update)", c.loadBound())
+		}
+		return fmt.Errorf("-rate %d for %s is %.0f requests; the drill sends at most %d", c.Rate, length, n, maxRequests)
 	}
 	return nil
 }
