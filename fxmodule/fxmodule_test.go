@@ -66,6 +66,18 @@ func newFlushHook(c *client, tr *trace) drain.Hook {
 	}}
 }
 
+// releaseHook is a hook of a phase a failed start still runs (a failed
+// start skips Flush), for the tests of the order of a failed start's drain.
+func releaseHook(c *client, tr *trace) drain.Hook {
+	return drain.Hook{Name: "release", Phase: drain.Release, Run: func(context.Context) error {
+		if c.closed {
+			return errors.New("client already closed")
+		}
+		tr.add("released")
+		return nil
+	}}
+}
+
 func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
 func baseOptions(tr *trace, extra ...fx.Option) []fx.Option {
@@ -336,10 +348,11 @@ func TestRunStartTimeoutRollsBack(t *testing.T) {
 		})
 		sig := make(chan os.Signal) // none comes: the timeout alone stops the start
 		signals := fx.Invoke(func(m *lifecycle.Manager) { m.SetSignals(sig) })
-		code := fxmodule.Run(baseOptions(tr, warm, signals, fx.StartTimeout(2*time.Second))...)
+		release := fx.Provide(fxmodule.AsHook(releaseHook))
+		code := fxmodule.Run(baseOptions(tr, warm, signals, release, fx.StartTimeout(2*time.Second))...)
 		assert.Equal(t, lifecycle.ExitStartFailed, code)
-		assert.Equal(t, []string{"flushed", "client closed while stopped"}, tr.list(),
-			"the drain ran and the client was closed")
+		assert.Equal(t, []string{"released", "client closed while stopped"}, tr.list(),
+			"the drain ran (a failed start flushes nothing) and the client was closed")
 	})
 }
 
@@ -372,9 +385,9 @@ func TestRunStartFailureIsExitStartFailed(t *testing.T) {
 		signals := fx.Invoke(func(m *lifecycle.Manager) { m.SetSignals(sig) })
 		logs := &testlog.Buffer{}
 		log := fx.Decorate(func() *slog.Logger { return slog.New(slog.NewJSONHandler(logs, nil)) })
-		code := fxmodule.Run(baseOptions(tr, failing, signals, log)...)
+		code := fxmodule.Run(baseOptions(tr, failing, signals, log, fx.Provide(fxmodule.AsHook(releaseHook)))...)
 		assert.Equal(t, lifecycle.ExitStartFailed, code)
-		assert.Equal(t, []string{"flushed", "client closed while stopped"}, tr.list())
+		assert.Equal(t, []string{"released", "client closed while stopped"}, tr.list(), "a failed start flushes nothing")
 		// The report, logged from inside fx's rollback, already says so.
 		var logged struct {
 			ExitCode   int    `json:"exit_code"`
@@ -479,10 +492,11 @@ func TestRunDrainsBeforeRollbackClosesClients(t *testing.T) {
 		}))
 		sig := make(chan os.Signal)
 		signals := fx.Invoke(func(m *lifecycle.Manager) { m.SetSignals(sig) })
-		code := fxmodule.Run(baseOptions(tr, failing, needsWarmer, signals)...)
+		release := fx.Provide(fxmodule.AsHook(releaseHook))
+		code := fxmodule.Run(baseOptions(tr, failing, needsWarmer, signals, release)...)
 		assert.Equal(t, lifecycle.ExitStartFailed, code)
-		assert.Equal(t, []string{"flushed", "client closed while stopped"}, tr.list(),
-			"the drain used the client before the rollback closed it")
+		assert.Equal(t, []string{"released", "client closed while stopped"}, tr.list(),
+			"the drain used the client before the rollback closed it (a failed start flushes nothing)")
 	})
 }
 

@@ -27,7 +27,9 @@ type loggerParams struct {
 //
 // The process is Running once every OnStart hook has returned; it drains
 // at SIGTERM/SIGINT before fx runs any OnStop hook, which get the rest of
-// fx's StopTimeout. docs/fxmodule.md has the order, the budgets, how a
+// fx's StopTimeout. A failed start drains too, before fx rolls back the
+// OnStart hooks that ran, but runs no Flush hook: drain hooks are all in
+// the graph, and a flush would write out state never loaded. docs/fxmodule.md has the order, the budgets, how a
 // start is aborted ([Abortable]) and the exit codes.
 func Run(opts ...fx.Option) int {
 	var (

@@ -535,3 +535,38 @@ func TestStoppedTransitionSaysHowTheDrainEnded(t *testing.T) {
 		})
 	}
 }
+
+// A failed start drains what started but flushes nothing: the process
+// never served, and a flush hook would write out state its start may not
+// have loaded. The flush hook is reported skipped, saying why; the others
+// run.
+func TestFailedStartSkipsFlush(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, lifecycle.Config{DrainTimeout: 30 * time.Second, DrainDelay: time.Second})
+		ran := map[string]bool{}
+		for _, hk := range []drain.Hook{
+			{Name: "api.stop_intake", Phase: drain.StopIntake},
+			{Name: "store.flush", Phase: drain.Flush},
+			{Name: "db.close", Phase: drain.Close},
+		} {
+			name := hk.Name
+			hk.Run = func(context.Context) error { ran[name] = true; return nil }
+			require.NoError(t, h.AddHook(hk))
+		}
+		h.OnStart(func(context.Context) error { return errors.New("loading the store: connection refused") })
+		r := h.Run(context.Background())
+
+		assert.Equal(t, lifecycle.ExitStartFailed, r.ExitCode)
+		assert.Equal(t, map[string]bool{"api.stop_intake": true, "db.close": true}, ran, "hooks that ran")
+		var order []string
+		for _, res := range r.Hooks {
+			order = append(order, res.Name)
+		}
+		assert.Equal(t, []string{"api.stop_intake", "store.flush", "db.close"}, order, "the report lists the hooks by phase")
+		flush, ok := r.Hook("store.flush")
+		require.True(t, ok)
+		assert.Equal(t, drain.Skipped, flush.Outcome)
+		assert.Contains(t, flush.Error, "the start failed, so nothing was served to flush: ")
+		assert.Contains(t, flush.Error, "connection refused")
+	})
+}

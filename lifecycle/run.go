@@ -11,8 +11,10 @@ import (
 // signal or for ctx to end, drains ([Manager.Shutdown]) and returns the
 // report, whose ExitCode goes to os.Exit. A signal during start-up cancels
 // the step that is running, skips the rest, and drains the hooks the
-// started steps had added; a step that fails does the same, and the report
-// carries StartError and [ExitStartFailed].
+// started steps had added; a step that fails does the same but runs no
+// Flush hook (reported skipped: nothing was served, and the state to flush
+// may never have been loaded), and the report carries StartError and
+// [ExitStartFailed].
 func (m *Manager) Run(ctx context.Context) *Report {
 	m.logTiming()
 	unsubscribe := m.watchSignals()

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"os/signal"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -145,9 +146,14 @@ func (m *Manager) drainAndReport(ctx context.Context, startErr error) *Report {
 	if wasRunning { // never ready, never in a load balancer: nothing to wait for
 		m.propagationDelay(drainCtx)
 	}
+	var notFlushed []drain.HookResult
+	if startErr != nil {
+		hooks, notFlushed = withoutFlush(hooks, startErr)
+	}
 	rep := drain.Run(drainCtx, reason, hooks, drain.OnPhase(func(p drain.Phase, n int) {
 		m.logPhase("drain phase", string(p), n, stoppedAt)
 	}))
+	rep.Hooks = insertAtFlush(rep.Hooks, notFlushed)
 	m.logSkipped(rep.Hooks, stoppedAt)
 	rep.Start, rep.Duration = stoppedAt, time.Since(stoppedAt) // the whole budget, delay included
 	_ = m.transition(Stopped, stoppedReason(rep, startErr), rep)
@@ -217,6 +223,41 @@ func (m *Manager) adaptiveEnd(start time.Time) time.Time {
 
 // exitCode is the code for what the drain did, the first that applies:
 // forced, out of time, a failed start, a hook that did not end OK, clean.
+// withoutFlush takes the Flush hooks out of a failed start's drain and
+// reports them skipped. The process never served, so it has nothing to
+// flush, and a flush hook would write out state that its start may never
+// have loaded: under fx every hook is in the graph, whichever OnStart hooks
+// ran. A lease whose room is not flushed is left to expire, never released.
+func withoutFlush(hooks []drain.Hook, startErr error) ([]drain.Hook, []drain.HookResult) {
+	var rest []drain.Hook
+	var skipped []drain.HookResult
+	for _, h := range hooks {
+		if h.Phase != drain.Flush {
+			rest = append(rest, h)
+			continue
+		}
+		skipped = append(skipped, drain.HookResult{Name: h.Name, Phase: h.Phase, Outcome: drain.Skipped,
+			Error: "the start failed, so nothing was served to flush: " + startErr.Error()})
+	}
+	return rest, skipped
+}
+
+// insertAtFlush puts results of Flush hooks where the report lists that
+// phase: after the phases before it, before those after it.
+func insertAtFlush(results, flush []drain.HookResult) []drain.HookResult {
+	if len(flush) == 0 {
+		return results
+	}
+	at := len(results)
+	for i, r := range results {
+		if r.Phase == drain.Release || r.Phase == drain.Close {
+			at = i
+			break
+		}
+	}
+	return slices.Insert(results, at, flush...)
+}
+
 // stoppedReason is the Stopped transition's reason: how the drain ended,
 // in the order exitCode tells the outcomes apart.
 func stoppedReason(rep *drain.Report, startErr error) string {
