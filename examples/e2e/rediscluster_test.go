@@ -34,15 +34,15 @@ const servedAgainWithin = 2 * time.Second
 // within servedAgainWithin of the promotion.
 func TestRedisClusterPrimaryFailover(t *testing.T) {
 	c, rc := startOnRedisCluster(t)
-	ctx, cancel := context.WithTimeout(context.Background(), bound)
-	defer cancel()
-	wait := loadPastSteady(t, ctx, c, 10*time.Second)
-	victim := busiestPrimary(t, ctx, rc)
-	killed := time.Now()
-	promoted, promotedAt := rc.Failover(ctx, victim)
+	var promoted *redistest.Server
+	var killed, promotedAt time.Time
+	res, _ := faultUnderLoad(t, c, func(ctx context.Context) {
+		victim := busiestPrimary(t, ctx, rc)
+		killed = time.Now()
+		promoted, promotedAt = rc.Failover(ctx, victim)
+		t.Logf("killed primary %s; replica %s promoted %s later", victim.Addr, promoted.Addr, promotedAt.Sub(killed).Round(time.Millisecond))
+	})
 	failover := promotedAt.Sub(killed)
-	t.Logf("killed primary %s; replica %s promoted %s later", victim.Addr, promoted.Addr, failover.Round(time.Millisecond))
-	res := wait()
 
 	// A command sent before the promotion waits for it; from then on, its
 	// room must be served within servedAgainWithin.
@@ -66,22 +66,39 @@ func TestRedisClusterPrimaryFailover(t *testing.T) {
 // reshard: no command fails.
 func TestRedisClusterSlotMigration(t *testing.T) {
 	c, rc := startOnRedisCluster(t)
-	ctx, cancel := context.WithTimeout(context.Background(), bound)
-	defer cancel()
-	wait := loadPastSteady(t, ctx, c, 15*time.Second)
-	from := busiestPrimary(t, ctx, rc)
-	to := rc.Servers[0]
-	if to == from {
-		to = rc.Servers[1]
-	}
-	began := time.Now()
-	rc.MigrateSlots(ctx, from, to)
-	fault := e2e.Window{From: began, To: time.Now()}
-	t.Logf("moved every slot of %s to %s in %s", from.Addr, to.Addr, fault.To.Sub(fault.From).Round(time.Millisecond))
-	res := wait()
-	require.True(t, res.LastSent.After(fault.To), "the load ended before the migration did: it spanned nothing")
+	res, fault := faultUnderLoad(t, c, func(ctx context.Context) {
+		from := busiestPrimary(t, ctx, rc)
+		to := rc.Servers[0]
+		if to == from {
+			to = rc.Servers[1]
+		}
+		began := time.Now()
+		rc.MigrateSlots(ctx, from, to)
+		t.Logf("moved every slot of %s to %s in %s", from.Addr, to.Addr, time.Since(began).Round(time.Millisecond))
+	})
 	r := check(t, c, res, nil, fault)
 	assert.Zero(t, r.BalancerRetries, "balancer retries: no gateway went away, so none are the balancer's to make")
+}
+
+// faultUnderLoad starts the load, waits for the steady state, runs fault,
+// and keeps the load going for loadAfterRoll after it: the load spans the
+// fault however long a loaded machine makes it. It returns the load's
+// result and the fault's window.
+func faultUnderLoad(t *testing.T, c *e2e.Cluster, fault func(ctx context.Context)) (*e2e.LoadResult, e2e.Window) {
+	t.Helper()
+	stop := make(chan struct{})
+	wait := load(t, c, e2e.Load{Duration: 2 * bound, Until: stop})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*bound) // steady, then the fault
+	defer cancel()
+	steady(t, ctx, c)
+	w := e2e.Window{From: time.Now()}
+	fault(ctx)
+	w.To = time.Now()
+	<-time.After(loadAfterRoll) // the load's length after the fault is the scenario, not a wait for a condition
+	close(stop)
+	res := wait()
+	require.True(t, res.LastSent.After(w.To), "the load ended before the fault did: it spanned nothing")
+	return res, w
 }
 
 // busiestPrimary is the primary that holds the most room:route keys.
