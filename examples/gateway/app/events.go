@@ -77,19 +77,28 @@ type event struct {
 	CommandID string `json:"command_id"`
 }
 
+// lastEventID reads the Last-Event-ID header's value: the seq of the last
+// event received, 0 when absent. An error names the header and the value.
+func lastEventID(v string) (int64, error) {
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("Last-Event-ID %s: want a seq received before (a non-negative integer)", quote(v))
+	}
+	return n, nil
+}
+
 func (e *events) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	id, ok := roomID(w, r)
 	if !ok {
 		return
 	}
-	var after int64
-	if v := r.Header.Get("Last-Event-ID"); v != "" {
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil || n < 0 {
-			writeError(w, http.StatusBadRequest, fmt.Sprintf("Last-Event-ID %s: want a seq received before (a non-negative integer)", quote(v)))
-			return
-		}
-		after = n
+	after, err := lastEventID(r.Header.Get("Last-Event-ID"))
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
 	}
 	ctx, end, ok := e.streams.Open(r.Context())
 	if !ok {
