@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"strconv"
 	"time"
 
 	"github.com/drainkit/drainkit/examples/room-service/internal/room"
@@ -40,19 +41,12 @@ type config struct {
 // minSnapshotInterval keeps snapshot writes from crowding out commands.
 const minSnapshotInterval = 100 * time.Millisecond
 
-func getenv(k, def string) string {
-	if v := os.Getenv(k); v != "" {
+// withDefault is getenv's value of k, or def when it is empty.
+func withDefault(getenv func(string) string, k, def string) string {
+	if v := getenv(k); v != "" {
 		return v
 	}
 	return def
-}
-
-// envWithDefaults is os.Getenv with this service's SERVICE_NAME default.
-func envWithDefaults(k string) string {
-	if k == "SERVICE_NAME" {
-		return getenv(k, "room-service")
-	}
-	return os.Getenv(k)
 }
 
 // configError names an environment variable and the value refused; main
@@ -66,14 +60,21 @@ func (e *configError) Error() string {
 	return fmt.Sprintf("room-service: %s=%q: %s", e.Field, e.Value, e.Problem)
 }
 
-func loadConfig() (config, lifecycle.Config, error) {
-	lc, err := lifecycle.ConfigFromEnv(envWithDefaults)
+// loadConfig reads the service's variables through getenv (os.Getenv in
+// main), and the lifecycle's with this service's SERVICE_NAME default.
+func loadConfig(getenv func(string) string) (config, lifecycle.Config, error) {
+	lc, err := lifecycle.ConfigFromEnv(func(k string) string {
+		if k == "SERVICE_NAME" {
+			return withDefault(getenv, k, "room-service")
+		}
+		return getenv(k)
+	})
 	if err != nil {
 		return config{}, lifecycle.Config{}, err
 	}
 	c := config{
-		GRPCAddr:   getenv("GRPC_ADDR", ":13001"),
-		AdminAddr:  getenv("ADMIN_ADDR", ":13002"),
+		GRPCAddr:   withDefault(getenv, "GRPC_ADDR", ":13001"),
+		AdminAddr:  withDefault(getenv, "ADMIN_ADDR", ":13002"),
 		LeaseTTL:   lease.DefaultTTL,
 		HandOffMax: 8,
 
@@ -85,39 +86,41 @@ func loadConfig() (config, lifecycle.Config, error) {
 			return config{}, lifecycle.Config{}, &configError{Field: a.env, Value: a.v, Problem: "not host:port"}
 		}
 	}
-	if c.Redis, err = redisFromEnv(os.Getenv); err != nil {
+	if c.Redis, err = redisFromEnv(getenv); err != nil {
 		return config{}, lifecycle.Config{}, err
 	}
-	if c.SQL, err = sqlFromEnv(os.Getenv); err != nil {
+	if c.SQL, err = sqlFromEnv(getenv); err != nil {
 		return config{}, lifecycle.Config{}, err
 	}
-	if v := os.Getenv("LEASE_TTL"); v != "" {
+	if v := getenv("LEASE_TTL"); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil || d < lease.MinTTL {
 			return config{}, lifecycle.Config{}, &configError{Field: "LEASE_TTL", Value: v, Problem: fmt.Sprintf("want a duration of at least %s", lease.MinTTL)}
 		}
 		c.LeaseTTL = d
 	}
-	if v := os.Getenv("HANDOFF_CONCURRENCY"); v != "" {
-		if _, err := fmt.Sscanf(v, "%d", &c.HandOffMax); err != nil || c.HandOffMax < 1 {
+	if v := getenv("HANDOFF_CONCURRENCY"); v != "" {
+		n, err := strconv.Atoi(v) // the whole value: "8x" is not 8
+		if err != nil || n < 1 {
 			return config{}, lifecycle.Config{}, &configError{Field: "HANDOFF_CONCURRENCY", Value: v, Problem: "want a positive integer"}
 		}
+		c.HandOffMax = n
 	}
-	if v := os.Getenv("BALANCE_INTERVAL"); v != "" {
+	if v := getenv("BALANCE_INTERVAL"); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil || (d != 0 && d < minBalanceInterval) {
 			return config{}, lifecycle.Config{}, &configError{Field: "BALANCE_INTERVAL", Value: v, Problem: fmt.Sprintf("want 0 (off) or a duration of at least %s", minBalanceInterval)}
 		}
 		c.BalanceInterval = d
 	}
-	if v := os.Getenv("SNAPSHOT_INTERVAL"); v != "" {
+	if v := getenv("SNAPSHOT_INTERVAL"); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil || d < minSnapshotInterval {
 			return config{}, lifecycle.Config{}, &configError{Field: "SNAPSHOT_INTERVAL", Value: v, Problem: fmt.Sprintf("want a duration of at least %s", minSnapshotInterval)}
 		}
 		c.SnapshotInterval = d
 	}
-	c.Advertise = os.Getenv("ADVERTISE_ADDR")
+	c.Advertise = getenv("ADVERTISE_ADDR")
 	if c.Advertise == "" {
 		c.Advertise = advertised(c.GRPCAddr)
 	}

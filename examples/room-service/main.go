@@ -55,7 +55,7 @@ import (
 func main() {
 	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
 	slog.SetDefault(log)
-	c, lc, err := loadConfig()
+	c, lc, err := loadConfig(os.Getenv)
 	if err != nil {
 		log.Error("bad configuration", "err", err)
 		os.Exit(lifecycle.ExitConfig)
