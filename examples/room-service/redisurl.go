@@ -195,7 +195,9 @@ func redact(raw string) string {
 		u.User = url.UserPassword(u.User.Username(), redactMark)
 	}
 	u.RawQuery = secretParams.ReplaceAllString(u.RawQuery, "${1}"+redactMark)
-	return strings.ReplaceAll(u.String(), redactMark, "***")
+	// A password parameter after a '#' is in the fragment, which go-redis
+	// ignores but a log line would show: the whole text is scrubbed too.
+	return secretParams.ReplaceAllString(strings.ReplaceAll(u.String(), redactMark, "***"), "${1}***")
 }
 
 // redactText redacts what url.Parse cannot take apart, or takes apart in

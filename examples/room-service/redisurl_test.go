@@ -20,6 +20,8 @@ func TestRedact(t *testing.T) {
 		{"redis://s:sp@h:26379?master_name=m&password=mp&addr=h2:26379", "redis://s:***@h:26379?master_name=m&password=***&addr=h2:26379"},
 		{"redis://h:26379?Password=mp&sentinel_password=sp", "redis://h:26379?Password=***&sentinel_password=***"},
 		{"redis://app:s3cret@n1:6379?addr=n2:6379&addr=n3:6379", "redis://app:***@n1:6379?addr=n2:6379&addr=n3:6379"},
+		// After a '#' the parameter is in the fragment: go-redis ignores it, a log line would not.
+		{"redis://h:1?#&password=s3cret", "redis://h:1?#&password=***"},
 		// What url.Parse rejects or misreads is redacted as text.
 		{"redis://app:s3/cret@h:1", "redis://app:***@h:1"},
 		{"redis://app:s3 cret@h:1", "redis://app:***@h:1"},
