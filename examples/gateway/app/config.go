@@ -164,8 +164,11 @@ func configFromEnv(getenv func(string) string, lcfg lifecycle.Config) (Config, e
 // the request's: a stalled backend would then hold the whole request.
 func (c Config) checkAttemptTimeout() error {
 	if c.attemptTimeout() >= c.RequestTimeout {
-		return &ConfigError{Var: "ATTEMPT_TIMEOUT", Value: c.attemptTimeout().String(),
-			Problem: fmt.Sprintf("want less than REQUEST_TIMEOUT %s, so a stalled backend is left while the request can still be served", c.RequestTimeout)}
+		problem := fmt.Sprintf("want less than REQUEST_TIMEOUT %s, so a stalled backend is left while the request can still be served", c.RequestTimeout)
+		if c.AttemptTimeout == 0 {
+			problem += fmt.Sprintf(" (ATTEMPT_TIMEOUT is unset and defaults to %s: set it)", DefaultAttemptTimeout)
+		}
+		return &ConfigError{Var: "ATTEMPT_TIMEOUT", Value: c.attemptTimeout().String(), Problem: problem}
 	}
 	return nil
 }
