@@ -172,13 +172,12 @@ func decodeCommand(w http.ResponseWriter, r *http.Request) (command, int, error)
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBodyLen))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&c); err != nil {
-		if mbe := (*http.MaxBytesError)(nil); errors.As(err, &mbe) {
-			return c, http.StatusRequestEntityTooLarge, fmt.Errorf("body exceeds %d bytes", mbe.Limit)
-		}
-		return c, http.StatusBadRequest, fmt.Errorf("malformed JSON body: %v", err)
+		code, err := unreadable(err, fmt.Sprintf("malformed JSON body: %v", err))
+		return c, code, err
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return c, http.StatusBadRequest, errors.New("malformed JSON body: data after the object")
+		code, err := unreadable(err, "malformed JSON body: data after the object")
+		return c, code, err
 	}
 	switch {
 	case c.CommandID == "":
@@ -192,6 +191,16 @@ func decodeCommand(w http.ResponseWriter, r *http.Request) (command, int, error)
 		return c, http.StatusBadRequest, err
 	}
 	return c, 0, nil
+}
+
+// unreadable is the answer to a body whose reading failed with err: 413
+// when it ran past maxBodyLen, in the object or in the white space after
+// it alike, and otherwise 400 saying malformed.
+func unreadable(err error, malformed string) (int, error) {
+	if mbe := (*http.MaxBytesError)(nil); errors.As(err, &mbe) {
+		return http.StatusRequestEntityTooLarge, fmt.Errorf("body exceeds %d bytes", mbe.Limit)
+	}
+	return http.StatusBadRequest, errors.New(malformed)
 }
 
 // fail answers a backend failure that was not waited out. UNAVAILABLE is,

@@ -118,8 +118,11 @@ func configFromEnv(getenv func(string) string, lcfg lifecycle.Config) (Config, e
 		return Config{}, err
 	}
 	if budget := lcfg.DrainTimeout - lcfg.DrainDelay; lcfg.DrainTimeout > 0 && c.RequestTimeout >= budget {
-		return Config{}, &ConfigError{Var: "REQUEST_TIMEOUT", Value: c.RequestTimeout.String(),
-			Problem: fmt.Sprintf("want less than DRAIN_TIMEOUT %s minus DRAIN_DELAY %s, so the drain can wait for a request", lcfg.DrainTimeout, lcfg.DrainDelay)}
+		problem := fmt.Sprintf("want less than DRAIN_TIMEOUT %s minus DRAIN_DELAY %s, so the drain can wait for a request", lcfg.DrainTimeout, lcfg.DrainDelay)
+		if getenv("REQUEST_TIMEOUT") == "" {
+			problem += unsetNote("REQUEST_TIMEOUT", DefaultRequestTimeout)
+		}
+		return Config{}, &ConfigError{Var: "REQUEST_TIMEOUT", Value: c.RequestTimeout.String(), Problem: problem}
 	}
 	if v := getenv("MAX_PENDING"); v != "" {
 		n, err := strconv.Atoi(v)
@@ -166,11 +169,17 @@ func (c Config) checkAttemptTimeout() error {
 	if c.attemptTimeout() >= c.RequestTimeout {
 		problem := fmt.Sprintf("want less than REQUEST_TIMEOUT %s, so a stalled backend is left while the request can still be served", c.RequestTimeout)
 		if c.AttemptTimeout == 0 {
-			problem += fmt.Sprintf(" (ATTEMPT_TIMEOUT is unset and defaults to %s: set it)", DefaultAttemptTimeout)
+			problem += unsetNote("ATTEMPT_TIMEOUT", DefaultAttemptTimeout)
 		}
 		return &ConfigError{Var: "ATTEMPT_TIMEOUT", Value: c.attemptTimeout().String(), Problem: problem}
 	}
 	return nil
+}
+
+// unsetNote ends the problem of a refused default: the variable was never
+// set, so the error says what it stood for and that setting it is the fix.
+func unsetNote(env string, def time.Duration) string {
+	return fmt.Sprintf(" (%s is unset and defaults to %s: set it)", env, def)
 }
 
 // attemptTimeout is AttemptTimeout or its default.
