@@ -72,7 +72,7 @@ func sqlFromEnv(getenv func(string) string) (sqlTargets, error) {
 		}
 		cfg, err := mysql.ParseDSN(v)
 		if err != nil {
-			return sqlTargets{}, &configError{Field: x.env, Value: redactDSN(v), Problem: "not a MySQL DSN (user:password@tcp(host:3306)/db): " + err.Error()}
+			return sqlTargets{}, &configError{Field: x.env, Value: redactDSN(v), Problem: "not a MySQL DSN (user:password@tcp(host:3306)/db)" + dsnProblem(v)}
 		}
 		if cfg.Timeout == 0 {
 			cfg.Timeout = sqlStartBudget // dial timeout; the driver's default is the OS's
@@ -85,6 +85,17 @@ func sqlFromEnv(getenv func(string) string) (sqlTargets, error) {
 		x.t.redacted = r.FormatDSN()
 	}
 	return ts, nil
+}
+
+// dsnProblem is why the driver refuses v, as it says of v redacted: its
+// errors quote what they could not read, which in a DSN split at a '/' in
+// the password ("app:hunter2/x@tcp(db:3306)" is network "app:hunter2") is
+// part of the password.
+func dsnProblem(v string) string {
+	if _, err := mysql.ParseDSN(redactDSN(v)); err != nil {
+		return ": " + err.Error()
+	}
+	return ""
 }
 
 // redactDSN hides what may be a password in a DSN that did not parse:
