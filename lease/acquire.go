@@ -45,8 +45,8 @@ func (m *Manager) Acquire(ctx context.Context, id string) (*Lease, error) {
 	return nil, fmt.Errorf("lease: acquire %s: %w", m.routeKey(id), ctx.Err())
 }
 
-// local returns the lease held for id, if any, or ErrNotRunning. An
-// overdue lease is ended, and one ending is waited for: its holder must
+// local returns the lease held for id, if any, or ErrNotRunning. A lease
+// whose session is lost or overdue is ended, and one ending is waited for: its holder must
 // stop before the room gets a new fence.
 func (m *Manager) local(ctx context.Context, id string) (*Lease, error) {
 	for {
@@ -61,7 +61,7 @@ func (m *Manager) local(ctx context.Context, id string) (*Lease, error) {
 			return l, nil
 		case !l.ended():
 			m.mu.Unlock()
-			l.end(m.overdueError(l, m.now()), true) // leaves the set on return, unless another goroutine ended it first
+			l.end(m.lostCause(l), true) // leaves the set on return, unless another goroutine ended it first
 			continue
 		}
 		if m.leftSet == nil {
@@ -78,34 +78,25 @@ func (m *Manager) local(ctx context.Context, id string) (*Lease, error) {
 	}
 }
 
-// acquire runs the acquire script and returns the new lease, unregistered.
-// ctx must not be cancellable, so a lease an attempt took comes back.
+// acquire takes room id under the current session and returns the new
+// lease, unregistered. A room whose route names a session that has ended
+// is taken at once. ctx must not be cancellable, so a lease an attempt
+// took comes back.
 func (m *Manager) acquire(ctx context.Context, id string, stillWanted func() error) (*Lease, error) {
-	var (
-		sent    time.Time
-		res     []any
-		unknown time.Time // when the last attempt whose reply was lost was sent
-	)
-	err := m.retry(ctx, stillWanted, func(ctx context.Context) (err error) {
-		sent = m.now()
-		res, err = m.acquireCall(ctx, id)
-		if err != nil && retryable(err) {
-			unknown = sent
-		}
-		return err
-	})
-	if errors.Is(err, errShortWait) { // taken on the primary only: undo it
-		unknown = sent
-	}
+	wctx, cancel := context.WithTimeout(ctx, m.cfg.TTL) // a session lost is started again within a tick, or Redis is down
+	s, err := m.currentSession(wctx)
+	cancel()
 	if err != nil {
-		if !unknown.IsZero() {
-			if rerr := m.releaseUnknown(ctx, id, unknown); rerr != nil {
-				err = errors.Join(err, rerr) // the key expires within TTL
-			}
-		}
 		return nil, fmt.Errorf("lease: acquire %s: %w", m.routeKey(id), err)
 	}
-	code, val, err := acquireReply(res)
+	code, val, err := m.acquireOnce(ctx, id, s, s.args, stillWanted)
+	if err == nil && code == 0 {
+		var dead bool
+		if dead, err = m.sessionEnded(ctx, val); err == nil && dead {
+			args := []any{s.args[0], s.args[1], val, s.args[3]}
+			code, val, err = m.acquireOnce(ctx, id, s, args, stillWanted)
+		}
+	}
 	if err != nil {
 		return nil, fmt.Errorf("lease: acquire %s: %w", m.routeKey(id), err)
 	}
@@ -117,15 +108,65 @@ func (m *Manager) acquire(ctx context.Context, id string, stillWanted func() err
 	if err != nil {
 		return nil, fmt.Errorf("lease: acquire %s: fence %q: %w", m.routeKey(id), val, err)
 	}
-	return m.newLease(id, fence, m.prefix+val, sent), nil
+	return m.newLease(id, fence, s), nil
+}
+
+// acquireOnce runs the acquire script with args, retried, and returns its
+// reply. An attempt whose reply was lost may have taken the room: if the
+// acquisition fails, any route value of this session is deleted.
+func (m *Manager) acquireOnce(ctx context.Context, id string, s *session, args []any, stillWanted func() error) (int64, string, error) {
+	var (
+		res     []any
+		unknown bool // an attempt's reply was lost
+	)
+	err := m.retry(ctx, stillWanted, func(ctx context.Context) (err error) {
+		res, err = m.acquireCall(ctx, id, args)
+		unknown = unknown || err != nil && retryable(err)
+		return err
+	})
+	if errors.Is(err, errShortWait) { // taken on the primary only: undo it
+		unknown = true
+	}
+	if err != nil {
+		if unknown {
+			if rerr := m.releaseUnknown(ctx, id, s.epoch); rerr != nil {
+				err = errors.Join(err, rerr) // the route dies with the session
+			}
+		}
+		return 0, "", err
+	}
+	return acquireReply(res)
+}
+
+// sessionEnded reports whether the route value v names a session that has
+// ended: its node's session is gone or has another epoch. It is read
+// outside the acquire script (another slot on Cluster), which is safe as
+// an ended epoch never comes back (docs/leases.md). A value of the earlier
+// per-room format is never taken for dead: the script checks its TTL.
+func (m *Manager) sessionEnded(ctx context.Context, v string) (bool, error) {
+	node, epoch, ok := splitValue(v)
+	if !ok {
+		return false, nil
+	}
+	var cur string
+	err := m.retry(ctx, nil, func(ctx context.Context) (err error) {
+		cur, err = m.client.HGet(ctx, m.nodeKeyOf(node), "epoch").Result()
+		if errors.Is(err, redis.Nil) {
+			cur, err = "", nil
+		}
+		return err
+	})
+	if err != nil {
+		return false, fmt.Errorf("session of node %q: %w", node, err)
+	}
+	return cur != epoch, nil
 }
 
 // acquireCall runs the acquire script and, with Config.WaitReplicas, WAIT
 // in one pipeline to the room's primary (WAIT counts its connection's
 // writes); a short WAIT returns the reply with errShortWait.
-func (m *Manager) acquireCall(ctx context.Context, id string) ([]any, error) {
+func (m *Manager) acquireCall(ctx context.Context, id string, args []any) ([]any, error) {
 	keys := []string{m.routeKey(id), m.fenceKey(id)}
-	args := m.acquireArgs
 	n := m.cfg.WaitReplicas
 	if n == 0 {
 		return acquireScript.Run(ctx, m.client, keys, args...).Slice()
@@ -185,7 +226,7 @@ func acquireReply(res []any) (int64, string, error) {
 	return code, val, nil
 }
 
-// parseValue splits node|holder|fence; ok is false for anything else.
+// parseValue splits node|epoch|fence; ok is false for anything else.
 func parseValue(v string) (node string, fence int64, ok bool) {
 	parts := strings.Split(v, "|")
 	if len(parts) != 3 || parts[0] == "" {
@@ -196,4 +237,15 @@ func parseValue(v string) (node string, fence int64, ok bool) {
 		return "", 0, false
 	}
 	return parts[0], f, true
+}
+
+// splitValue returns a route value's node and epoch (the holder, in the
+// earlier per-room format); ok is false if it does not parse.
+func splitValue(v string) (node, epoch string, ok bool) {
+	if _, _, ok = parseValue(v); !ok {
+		return "", "", false
+	}
+	node, rest, _ := strings.Cut(v, "|")
+	epoch, _, _ = strings.Cut(rest, "|")
+	return node, epoch, true
 }

@@ -72,19 +72,19 @@ type batchCall struct {
 }
 
 // sendBatches sends one call of script per batch (KEYS the route keys,
-// ARGV head then each route value) and, if heartbeat is set, what it
-// queues: one pipeline per Redis primary, sent together. Calls answered
-// NOSCRIPT go again as EVAL. The error is the pipelines' joined.
+// ARGV each route value): one pipeline per Redis primary, sent together.
+// Calls answered NOSCRIPT go again as EVAL. The error is the pipelines'
+// joined.
 //
 // One pipeline per primary, not one for all: when a primary dies, go-redis's
 // Cluster pipeline retries its commands until the deadline and then sets
 // the deadline's error on every command of the pipeline, answered ones
-// included, so one dead primary would cost the renewals of every other.
-func (m *Manager) sendBatches(ctx context.Context, script *redis.Script, batches [][]*Lease, heartbeat func(redis.Pipeliner), head ...any) ([]batchCall, error) {
+// included, so one dead primary would cost the releases of every other.
+func (m *Manager) sendBatches(ctx context.Context, script *redis.Script, batches [][]*Lease) ([]batchCall, error) {
 	calls := make([]batchCall, len(batches))
 	for i, b := range batches {
 		c := &calls[i]
-		c.leases, c.keys, c.args = b, make([]string, len(b)), slices.Grow(slices.Clone(head), len(b))
+		c.leases, c.keys, c.args = b, make([]string, len(b)), make([]any, 0, len(b))
 		for j, l := range b {
 			c.keys[j] = l.key
 			c.args = append(c.args, l.value)
@@ -92,25 +92,15 @@ func (m *Manager) sendBatches(ctx context.Context, script *redis.Script, batches
 	}
 	cl, cluster := m.client.(*redis.ClusterClient)
 	if !cluster { // one server: one pipeline, and nothing allocated to group it
-		pipe := m.client.Pipeline()
-		if heartbeat != nil {
-			heartbeat(pipe)
-		}
-		err := m.sendCalls(ctx, pipe, script, calls, nil)
+		err := m.sendCalls(ctx, m.client.Pipeline(), script, calls, nil)
 		decodeAll(calls)
 		return calls, err
 	}
-	groups := m.byPrimary(ctx, cl, calls, heartbeat != nil)
+	groups := m.byPrimary(ctx, cl, calls)
 	errs := make([]error, len(groups))
 	var wg sync.WaitGroup
 	for i, g := range groups {
-		wg.Go(func() {
-			pipe := m.client.Pipeline()
-			if g.heartbeat {
-				heartbeat(pipe)
-			}
-			errs[i] = m.sendCalls(ctx, pipe, script, calls, g.calls)
-		})
+		wg.Go(func() { errs[i] = m.sendCalls(ctx, m.client.Pipeline(), script, calls, g) })
 	}
 	wg.Wait()
 	decodeAll(calls)
@@ -124,41 +114,27 @@ func decodeAll(calls []batchCall) {
 	}
 }
 
-// primaryGroup is what one pipeline of a round sends: calls by index.
-type primaryGroup struct {
-	calls     []int
-	heartbeat bool
-}
-
-// byPrimary groups calls by the primary that serves their slot, as far as
-// the client's slot map knows; the heartbeat goes with its key's primary.
-// A stale map costs nothing but the grouping: the Cluster pipeline still
-// sends each command to its slot's primary and follows MOVED and ASK.
-func (m *Manager) byPrimary(ctx context.Context, cl *redis.ClusterClient, calls []batchCall, heartbeat bool) []primaryGroup {
-	var groups []primaryGroup
+// byPrimary groups calls, by index, by the primary that serves their
+// slot, as far as the client's slot map knows. A stale map costs nothing
+// but the grouping: the Cluster pipeline still sends each command to its
+// slot's primary and follows MOVED and ASK.
+func (m *Manager) byPrimary(ctx context.Context, cl *redis.ClusterClient, calls []batchCall) [][]int {
+	var groups [][]int
 	index := map[*redis.Client]int{}
-	groupOf := func(key string) *primaryGroup {
-		primary, _ := cl.MasterForKey(ctx, key) // nil without a slot map: one group for those
-		i, ok := index[primary]
-		if !ok {
-			i = len(groups)
-			index[primary] = i
-			groups = append(groups, primaryGroup{calls: []int{}}) // never nil: see sendCalls
-		}
-		return &groups[i]
-	}
 	for i := range calls {
-		g := groupOf(calls[i].keys[0])
-		g.calls = append(g.calls, i)
-	}
-	if heartbeat {
-		groupOf(m.nodeKey()).heartbeat = true
+		primary, _ := cl.MasterForKey(ctx, calls[i].keys[0]) // nil without a slot map: one group for those
+		g, ok := index[primary]
+		if !ok {
+			g = len(groups)
+			index[primary] = g
+			groups = append(groups, []int{}) // never nil: see sendCalls
+		}
+		groups[g] = append(groups[g], i)
 	}
 	return groups
 }
 
-// sendCalls queues the calls at indices which on pipe, after what it
-// already holds, and sends them; calls answered NOSCRIPT go again as EVAL.
+// sendCalls queues the calls at indices which on pipe and sends them; calls answered NOSCRIPT go again as EVAL.
 // A nil which sends every call (byPrimary's groups are never nil): an
 // iterator or a slice of pointers would cost every release allocations.
 func (m *Manager) sendCalls(ctx context.Context, pipe redis.Pipeliner, script *redis.Script, calls []batchCall, which []int) error {

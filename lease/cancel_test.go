@@ -306,8 +306,8 @@ func TestAcquireWaitingAcrossTheFlipSendsNothing(t *testing.T) {
 	assert.Zero(t, r.afterFlip.Load(), "acquire scripts sent after the flip")
 }
 
-// isReleaseHolder reports whether cmd runs release_holder.lua.
+// isReleaseHolder reports whether cmd runs release_session.lua.
 func isReleaseHolder(cmd redis.Cmder) bool {
 	args := cmd.Args()
-	return len(args) > 1 && (args[1] == releaseHolderScript.Hash() || args[1] == releaseHolderSrc)
+	return len(args) > 1 && (args[1] == releaseSessionScript.Hash() || args[1] == releaseSessionSrc)
 }

@@ -15,10 +15,13 @@ import (
 
 // Defaults for [Config].
 const (
-	DefaultTTL         = 10 * time.Second
+	// DefaultTTL is the session's lifetime without renewal: a crashed
+	// node's rooms are free at most this long after its last renewal.
+	// docs/leases.md weighs it against what a pause or a Redis stall costs.
+	DefaultTTL         = time.Second
 	DefaultRoutePrefix = "room:route:" // the lease key, room:route:{ID}
 	DefaultFencePrefix = "room:fence:" // the fencing counter, room:fence:{ID}
-	DefaultNodePrefix  = "room:node:"  // the node heartbeat, room:node:{NODE}
+	DefaultNodePrefix  = "room:node:"  // the node's session, room:node:{NODE}
 	// MinTTL is the shortest TTL accepted: below it, jitter alone loses leases.
 	MinTTL       = time.Second
 	MaxIDLen     = 128 // bytes of a room id
@@ -32,15 +35,18 @@ const fenceRetention = 24 * time.Hour
 // Config configures a [Manager]. The zero value of every field but Node
 // takes its default.
 type Config struct {
-	// Node is this process's node id (NODE_ID), written into the heartbeat
-	// key and every lease. Required.
+	// Node is this process's node id (NODE_ID), naming its session key and
+	// written into every route it takes. Required.
 	Node string
 	// Addr is where other nodes forward a room's requests ([Manager.Owner]).
 	Addr string
-	// TTL is a lease's lifetime without renewal; default [DefaultTTL], at least [MinTTL].
+	// TTL is the session's lifetime without renewal; default
+	// [DefaultTTL], at least [MinTTL]. The node gives its leases up at
+	// TTL·2/3 after its last confirmed renewal.
 	TTL time.Duration
-	// RenewInterval is the renewer's tick; default TTL/3, below TTL/2 so
-	// that a failed tick leaves a second chance.
+	// RenewInterval is the session renewer's tick; default TTL/6 (one
+	// call, whatever the rooms held), below TTL/2 so that a failed tick
+	// leaves a second chance.
 	RenewInterval time.Duration
 	// CallTimeout bounds every Redis call; default and maximum TTL/6.
 	CallTimeout time.Duration
@@ -69,7 +75,7 @@ type Config struct {
 // withDefaults returns c with zero fields set to their defaults.
 func (c Config) withDefaults() Config {
 	c.TTL = cmp.Or(c.TTL, DefaultTTL)
-	c.RenewInterval = cmp.Or(c.RenewInterval, c.TTL/3)
+	c.RenewInterval = cmp.Or(c.RenewInterval, c.TTL/6)
 	c.CallTimeout = cmp.Or(c.CallTimeout, c.TTL/6)
 	c.RoutePrefix = cmp.Or(c.RoutePrefix, DefaultRoutePrefix)
 	c.FencePrefix = cmp.Or(c.FencePrefix, DefaultFencePrefix)

@@ -90,7 +90,7 @@ func TestBadIDTouchesNothing(t *testing.T) {
 // in one error that names every option leases need changed, its value and
 // the value wanted: not one option per failed start.
 func TestNewListsEveryClientOptionLeasesNeed(t *testing.T) {
-	cfg := Config{Node: "n"} // default TTL 10s: CallTimeout 1.666s
+	cfg := Config{Node: "n", TTL: 10 * time.Second} // CallTimeout 1.666s
 	tests := []struct {
 		name   string
 		client redis.UniversalClient
@@ -167,14 +167,19 @@ func TestConfigErrorsMatchErrConfig(t *testing.T) {
 func TestProbe(t *testing.T) {
 	b := standalone(t)
 	c := b.client()
-	m := startManager(t, c, testConfig())
+	cfg := testConfig()
+	cfg.TTL = time.Minute // the renewer does not tick while the test edits the session
+	m := startManager(t, c, cfg)
 	ctx := context.Background()
 	require.NoError(t, m.Probe(ctx), "Probe after Start")
-	c.HSet(ctx, m.nodeKey(), "holder", "someone-else")
-	require.ErrorContains(t, m.Probe(ctx), "another process", "Probe with a foreign heartbeat")
+	epoch := c.HGet(ctx, m.nodeKey(), "epoch").Val()
+	c.HSet(ctx, m.nodeKey(), "epoch", "1")
+	require.ErrorContains(t, m.Probe(ctx), "another process", "Probe with another epoch")
 	c.Del(ctx, m.nodeKey())
-	require.ErrorContains(t, m.Probe(ctx), "missing", "Probe without heartbeat")
-	c.HSet(ctx, m.nodeKey(), "holder", m.holder)
+	require.ErrorContains(t, m.Probe(ctx), "missing", "Probe without a session")
+	c.HSet(ctx, m.nodeKey(), "epoch", epoch)
 	c.PExpire(ctx, m.nodeKey(), m.cfg.TTL/4)
-	require.ErrorContains(t, m.Probe(ctx), "renewals are failing", "Probe with a stale heartbeat")
+	require.ErrorContains(t, m.Probe(ctx), "renewals are failing", "Probe with a stale session")
+	m.sess.Store(nil)
+	require.ErrorContains(t, m.Probe(ctx), "no session", "Probe while the session is started again")
 }

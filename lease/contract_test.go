@@ -5,9 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
@@ -22,12 +22,11 @@ func TestContract(t *testing.T) {
 			t.Run("idempotent acquire", func(t *testing.T) { testIdempotentAcquire(t, b) })
 			t.Run("retry after a lost reply", func(t *testing.T) { testAcquireRetry(t, b) })
 			t.Run("held by another", func(t *testing.T) { testHeld(t, b) })
-			t.Run("renew after expiry", func(t *testing.T) { testRenewGone(t, b) })
-			t.Run("renew stolen", func(t *testing.T) { testRenewStolen(t, b) })
+			t.Run("session gone", func(t *testing.T) { testSessionGone(t, b) })
 			t.Run("release only own", func(t *testing.T) { testReleaseOwn(t, b) })
 			t.Run("fence increases", func(t *testing.T) { testFenceIncreases(t, b) })
 			t.Run("owner", func(t *testing.T) { testOwner(t, b) })
-			t.Run("many leases renewed", func(t *testing.T) { testRenewMany(t, b) })
+			t.Run("renewal is one call", func(t *testing.T) { testRenewalIsOneCall(t, b) })
 		})
 	}
 }
@@ -50,7 +49,7 @@ func testAcquireRetry(t *testing.T, b backend) {
 	var armed atomic.Bool
 	drop := cmdHook{fn: func(ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error {
 		err := next(ctx, cmd)
-		if err == nil && strings.HasPrefix(cmd.Name(), "eval") && armed.CompareAndSwap(true, false) {
+		if err == nil && isScript(cmd, acquireScript) && armed.CompareAndSwap(true, false) {
 			return errors.New("reply lost") // the script ran; the caller never hears
 		}
 		return err
@@ -86,57 +85,33 @@ func testHeld(t *testing.T, b backend) {
 	require.Equal(t, "not-a-lease", c.Get(ctx, key).Val(), "unparseable value: want it untouched")
 }
 
-// testRenewGone lets a lease expire in Redis: the renewal reports it gone,
-// the lease is lost at once and the key is not re-created.
-func testRenewGone(t *testing.T, b backend) {
+// testSessionGone deletes the node's session in Redis: the next renewal
+// finds it gone, every lease is lost at once, the old epoch is not
+// re-created and a new one starts, under which the rooms are acquired
+// again with higher fences.
+func testSessionGone(t *testing.T, b backend) {
 	c := b.client()
-	m := startManager(t, c, testConfig())
+	cfg := testConfig()
+	cfg.TTL = time.Minute // the test drives the renewal
+	m := startManager(t, c, cfg)
 	ctx := context.Background()
 	l, err := m.Acquire(ctx, "gone")
 	require.NoError(t, err, "Acquire")
-	expireNow(t, c, l.key)
-	require.NoError(t, m.Renew(ctx), "RenewAll")
-	require.True(t, isLost(l), "lease not lost after the key expired (cause %v); want lost", context.Cause(l.Context()))
+	old := m.sess.Load().epoch
+	require.NoError(t, c.Del(ctx, m.nodeKey()).Err())
+	require.ErrorIs(t, m.tick(ctx), errSessionLost, "renewal of a deleted session")
+	require.True(t, isLost(l), "lease not lost after its session was deleted (cause %v); want lost", context.Cause(l.Context()))
 	cause := context.Cause(l.Context())
 	require.ErrorIs(t, cause, ErrLost, "cause")
-	require.ErrorContains(t, cause, "expired", "cause")
-	require.Zero(t, c.Exists(ctx, l.key).Val(), "key exists after renewing an expired lease; want it not re-created")
-}
-
-// testRenewStolen: a key whose value is not the lease's is neither
-// extended nor renewed, and the lease is lost. The thieves include a
-// process with our node id (a restarted one: another holder) and, above
-// all, our own node and holder with another fence: what an acquire
-// attempt whose reply was lost, run by the server after its retry won, or
-// a failover that lost a takeover, leaves on the key while the lease is
-// live. Renewing on node|holder| alone would keep such a lease held
-// forever under a fence the key no longer carries, and every fenced write
-// of the room would be refused; lost, the next Acquire takes the room over
-// with a fresh fence.
-func testRenewStolen(t *testing.T, b backend) {
-	c := b.client()
-	m := startManager(t, c, testConfig())
-	ctx := context.Background()
-	thieves := map[string]func(l *Lease) string{
-		"another node":               func(*Lease) string { return "thief|x|1" },
-		"our node, other holder":     func(*Lease) string { return m.cfg.Node + "|0123456789abcdef|1" },
-		"our holder, another fence":  func(l *Lease) string { return m.prefix + strconv.FormatInt(l.Token()+1, 10) },
-		"our value not at the start": func(l *Lease) string { return "x" + l.value },
-	}
-	for name, thiefOf := range thieves {
-		t.Run(name, func(t *testing.T) {
-			l, err := m.Acquire(ctx, "stolen-"+strings.NewReplacer(" ", "-", ",", "").Replace(name))
-			require.NoError(t, err, "Acquire")
-			thief := thiefOf(l)
-			c.Set(ctx, l.key, thief, 0)
-			require.NoError(t, m.Renew(ctx), "RenewAll")
-			cause := context.Cause(l.Context())
-			require.ErrorIs(t, cause, ErrLost, "cause")
-			require.ErrorContains(t, cause, "taken", "cause: want taken by another holder")
-			require.Equal(t, thief, c.Get(ctx, l.key).Val(), "stolen key: want the thief's value")
-			require.Negative(t, c.PTTL(ctx, l.key).Val(), "stolen key got a TTL from our renewal; want none")
-		})
-	}
+	require.ErrorContains(t, cause, "session ended", "cause")
+	now := m.sess.Load()
+	require.NotNil(t, now, "no new session after the old one was lost")
+	require.Greater(t, now.epoch, old, "new epoch")
+	require.Equal(t, strconv.FormatInt(now.epoch, 10), c.HGet(ctx, m.nodeKey(), "epoch").Val(), "session in Redis")
+	again, err := m.Acquire(ctx, "gone")
+	require.NoError(t, err, "Acquire under the new session")
+	require.Greater(t, again.Token(), l.Token(), "fence under the new session")
+	require.Equal(t, again.value, c.Get(ctx, again.key).Val(), "route under the new session")
 }
 
 func testReleaseOwn(t *testing.T, b backend) {
@@ -175,9 +150,9 @@ func testFenceIncreases(t *testing.T, b backend) {
 	l := next("first")
 	_ = l.Release(ctx)
 	l = next("after release")
-	expireNow(t, c, l.key)
-	_ = m.Renew(ctx) // notices the expiry
-	l = next("after expiry")
+	c.Del(ctx, m.nodeKey())
+	_ = m.tick(ctx) // finds the session gone
+	l = next("after the session ended")
 	c.Del(ctx, m.fenceKey("fence"))
 	_ = l.Release(ctx)
 	next("after the counter was lost")
@@ -194,27 +169,54 @@ func testOwner(t *testing.T, b backend) {
 	got, err := m.Owner(ctx, "owner")
 	require.NoError(t, err, "Owner")
 	require.Equal(t, Owner{Node: m.cfg.Node, Addr: m.cfg.Addr, Fence: l.Token()}, got, "Owner")
+
+	// Another node whose session ended holds nothing, although its route
+	// is still there.
+	cfg := testConfig()
+	cfg.TTL = time.Minute
+	o := startManager(t, c, cfg)
+	_, err = o.Acquire(ctx, "owner-ended")
+	require.NoError(t, err, "Acquire by the other node")
+	require.NoError(t, c.Del(ctx, o.nodeKey()).Err())
+	_, err = m.Owner(ctx, "owner-ended")
+	require.ErrorIs(t, err, ErrNotHeld, "Owner of a room whose holder's session ended")
 }
 
-// testRenewMany spreads leases over every slot owner and renews them in
-// one pipeline.
-func testRenewMany(t *testing.T, b backend) {
-	c := b.client()
-	m := startManager(t, c, testConfig())
+// testRenewalIsOneCall holds leases on every slot owner: a renewal round
+// is still one call, the session's, and sends nothing per lease.
+func testRenewalIsOneCall(t *testing.T, b backend) {
+	var sent atomic.Int32
+	count := cmdHook{fn: func(ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error {
+		sent.Add(1)
+		return next(ctx, cmd)
+	}}
+	c := b.client(count)
+	cfg := testConfig()
+	cfg.TTL = time.Minute // the test drives the renewal
+	m := startManager(t, c, cfg)
 	ctx := context.Background()
-	var ls []*Lease
 	for _, id := range []string{"a", "b", "c", "d", "e", "f", "g", "h"} {
-		l, err := m.Acquire(ctx, "many-"+id)
+		_, err := m.Acquire(ctx, "many-"+id)
 		require.NoError(t, err, "Acquire")
-		ls = append(ls, l)
 	}
-	before := make([]int64, len(ls))
-	for i, l := range ls {
-		before[i] = l.lastOK.Load()
-	}
-	require.NoError(t, m.Renew(ctx), "RenewAll")
-	for i, l := range ls {
+	before := m.okAt.Load()
+	sent.Store(0)
+	require.NoError(t, m.tick(ctx), "renewal round")
+	require.EqualValues(t, 1, sent.Load(), "commands sent by a renewal round with 8 leases")
+	require.Greater(t, m.okAt.Load(), before, "session renewed")
+	for _, l := range m.snapshot(false) {
 		require.True(t, l.held(), "lease %s: want held", l.label())
-		require.Greater(t, l.lastOK.Load(), before[i], "lease %s: want renewed", l.label())
 	}
+}
+
+// isScript reports whether cmd runs script (as EVALSHA or EVAL).
+func isScript(cmd redis.Cmder, script *redis.Script) bool {
+	args := cmd.Args()
+	return len(args) > 1 && (args[1] == script.Hash() || args[1] == scriptSrc[script])
+}
+
+// scriptSrc maps each script to its source, for isScript.
+var scriptSrc = map[*redis.Script]string{
+	acquireScript: acquireSrc, releaseScript: releaseSrc, releaseSessionScript: releaseSessionSrc,
+	sessionScript: sessionSrc, sessionRenewScript: sessionRenewSrc, sessionEndScript: sessionEndSrc, probeScript: probeSrc,
 }

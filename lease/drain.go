@@ -34,10 +34,10 @@ func (m *Manager) draining() bool {
 
 // HandOff returns a drain hook (phase [drain.Flush]) that calls fn for
 // every held lease, at most concurrency at a time, and releases each lease
-// once its fn returned nil. A lease whose fn failed or came after the
-// deadline is left to expire. fn's context ends with the hook's or the
-// lease's. Once HandOff is called, the Release hook leaves unflushed leases
-// to expire instead of releasing them. See docs/leases.md.
+// once its fn returned nil, so its room moves at once. A lease whose fn
+// failed or came after the deadline ends with [ErrLeftToExpire]: its room
+// stays owned until the session ends (the Release hook). fn's context ends
+// with the hook's or the lease's. See docs/leases.md.
 func (m *Manager) HandOff(fn func(ctx context.Context, l *Lease) error, concurrency int) (drain.Hook, error) {
 	if fn == nil {
 		return drain.Hook{}, errors.New("lease: HandOff: fn is nil")
@@ -138,39 +138,20 @@ func (m *Manager) flushOne(ctx context.Context, l *Lease, fn func(context.Contex
 	return err
 }
 
-// ReleaseHook returns a drain hook (phase [drain.Release]) that stops the
-// renewer, releases every lease still held, then does what [Manager.Stop]
-// does. Once [Manager.HandOff] was called, a lease still held was not
-// flushed: it is left to expire, for its next owner to recover.
+// ReleaseHook returns a drain hook (phase [drain.Release]) that closes
+// the drain gate and does what [Manager.Stop] does: the session ends, and
+// with it every lease still held, in one command. Once [Manager.HandOff]
+// was called, a lease still held was not flushed: it ends with
+// [ErrLeftToExpire], for its next owner to recover the room.
 func (m *Manager) ReleaseHook() drain.Hook {
-	return drain.Hook{Name: m.hookName("lease-release"), Phase: drain.Release, Run: m.releaseAll}
+	return drain.Hook{Name: m.hookName("lease-release"), Phase: drain.Release, Run: func(ctx context.Context) error {
+		m.BeginDrain() // in case the flip did not reach us
+		return m.Stop(ctx)
+	}}
 }
 
 // hookName names a hook kind(RoutePrefix): managers with their own keys
 // can share a drain, which refuses a name used twice.
 func (m *Manager) hookName(kind string) string {
 	return kind + "(" + m.cfg.RoutePrefix + ")"
-}
-
-// releaseAll is the Release hook's work; see [Manager.ReleaseHook].
-func (m *Manager) releaseAll(ctx context.Context) error {
-	m.BeginDrain()                // in case the flip did not reach us
-	stopErr := m.stopRenewer(ctx) // a flight settling later releases its own lease: running is false
-	var release []*Lease
-	for _, l := range m.snapshot(false) {
-		switch {
-		case l.state.Load() != stateHeld: // in a hand-off that did not finish: Stop leaves it to expire
-		case m.handOff.Load(): // not flushed: never released
-			m.leaveToExpire(l)
-		case l.end(ErrReleased, false):
-			release = append(release, l) // context cancelled before the key goes
-		}
-	}
-	var relErr []error
-	m.releaseEach(ctx, release, func(_ *Lease, err error) {
-		if err != nil && !errors.Is(err, ErrNotHeld) { // gone or taken: nothing to undo
-			relErr = append(relErr, err)
-		}
-	})
-	return errors.Join(stopErr, errors.Join(relErr...), m.Stop(ctx))
 }

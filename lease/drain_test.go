@@ -58,8 +58,8 @@ func TestDrainRace(t *testing.T) {
 }
 
 // TestHandOff flushes rooms with bounded concurrency: flushed rooms are
-// released one by one, failed rooms are left to expire, and the release
-// hook then deletes the heartbeat last.
+// released one by one, failed rooms stay owned until the release hook
+// ends the session, last, which frees them at once.
 func TestHandOff(t *testing.T) {
 	b := standalone(t)
 	var (
@@ -132,75 +132,58 @@ func TestHandOff(t *testing.T) {
 	log = nil
 	logMu.Unlock()
 	require.NoError(t, release.Run(ctx), "ReleaseHook")
-	require.Zero(t, c.Exists(ctx, m.nodeKey()).Val(), "heartbeat exists after the release hook; want deleted")
-	for _, id := range []string{"fail-1", "fail-2"} {
-		assert.Equal(t, int64(1), c.Exists(ctx, leases[id].key).Val(), "unflushed room %s released by the release hook; want left to expire", id)
-	}
+	require.Zero(t, c.Exists(ctx, m.nodeKey()).Val(), "session exists after the release hook; want ended")
 	logMu.Lock()
-	defer logMu.Unlock()
-	require.NotEmpty(t, log, "scripts during release; want the heartbeat last")
-	require.Equal(t, m.nodeKey(), log[len(log)-1], "last script during release %v; want the heartbeat's", log)
+	require.Equal(t, []string{m.nodeKey()}, log, "scripts during release; want the session's end only")
+	logMu.Unlock()
+	next := startManager(t, c, testConfig())
+	for _, id := range []string{"fail-1", "fail-2"} {
+		l, err := next.Acquire(ctx, id)
+		if assert.NoError(t, err, "Acquire of unflushed room %s after the session ended", id) {
+			assert.Greater(t, l.Token(), leases[id].Token(), "room %s: fence of the next owner", id)
+		}
+	}
 }
 
-// TestReleaseHookWithoutHandOff releases every lease in one batch, before
-// the heartbeat goes.
+// TestReleaseHookWithoutHandOff ends every lease, then the session in one
+// call, whatever the number of leases: every room is free at once.
 func TestReleaseHookWithoutHandOff(t *testing.T) {
 	b := standalone(t)
-	var (
-		mu    sync.Mutex
-		order []string
-	)
-	hook := pipelineHook{fn: func(ctx context.Context, cmds []redis.Cmder, next redis.ProcessPipelineHook) error {
-		evals, keys := 0, 0
-		for _, c := range cmds {
-			if strings.HasPrefix(c.Name(), "eval") {
-				evals++
-				keys += int(c.Args()[2].(int)) // EVALSHA sha numkeys keys...
-			}
-		}
-		if evals > 0 { // not a connection's set-up pipeline
-			mu.Lock()
-			order = append(order, fmt.Sprintf("pipeline of %d calls, %d keys", evals, keys))
-			mu.Unlock()
-		}
-		return next(ctx, cmds)
-	}}
-	del := cmdHook{fn: func(ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error {
-		if args := cmd.Args(); len(args) > 1 && args[1] == heartbeatDeleteScript.Hash() {
-			mu.Lock()
-			order = append(order, "delete heartbeat")
-			mu.Unlock()
-		}
+	var sent atomic.Int32
+	count := cmdHook{fn: func(ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error {
+		sent.Add(1)
 		return next(ctx, cmd)
 	}}
-	c := b.client(hook, del)
+	c := b.client(count)
 	cfg := testConfig()
-	cfg.TTL = 30 * time.Second // no renewal round interferes with the order
+	cfg.TTL = 30 * time.Second // no renewal round is counted
 	m := startManager(t, c, cfg)
 	ctx := context.Background()
 	var ls []*Lease
-	for i := range 5 {
+	for i := range 50 {
 		l, err := m.Acquire(ctx, fmt.Sprintf("batch-%d", i))
 		require.NoError(t, err, "Acquire")
 		ls = append(ls, l)
 	}
-	mu.Lock()
-	order = nil
-	mu.Unlock()
-	require.NoError(t, m.releaseAll(ctx), "releaseAll")
+	m.BeginDrain() // the renewer marks the session draining: not the release's
+	waitFor(t, "the session marked draining", func() bool { return c.HGet(ctx, m.nodeKey(), "state").Val() == stateDraining })
+	sent.Store(0)
+	require.NoError(t, m.ReleaseHook().Run(ctx), "release hook")
+	assert.EqualValues(t, 1, sent.Load(), "commands sent by the release hook for 50 leases")
+	assert.Zero(t, c.Exists(ctx, m.nodeKey()).Val(), "session exists after the release hook; want ended")
+	next := startManager(t, c, testConfig())
 	for _, l := range ls {
-		assert.Zero(t, c.Exists(ctx, l.key).Val(), "%s still in Redis after releaseAll; want released", l.label())
+		assert.ErrorIs(t, context.Cause(l.Context()), ErrReleased, "%s: cause", l.label())
+		_, err := next.Acquire(ctx, l.ID())
+		assert.NoError(t, err, "%s: Acquire by the next node", l.label())
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	require.Equal(t, []string{"pipeline of 1 calls, 5 keys", "delete heartbeat"}, order, "calls")
 	_, err := m.Acquire(ctx, "late")
-	require.ErrorIs(t, err, ErrDraining, "Acquire after releaseAll")
+	require.ErrorIs(t, err, ErrDraining, "Acquire after the release hook")
 }
 
-// TestStopLeavesLeasesToExpire: Stop never releases (rooms may be
-// unflushed) but tells holders at once.
-func TestStopLeavesLeasesToExpire(t *testing.T) {
+// TestStopEndsTheSession: Stop ends every lease and the session at once,
+// telling holders before Redis; their rooms are free.
+func TestStopEndsTheSession(t *testing.T) {
 	b := standalone(t)
 	c := b.client()
 	m := startManager(t, c, testConfig())
@@ -208,17 +191,19 @@ func TestStopLeavesLeasesToExpire(t *testing.T) {
 	l, err := m.Acquire(ctx, "stop")
 	require.NoError(t, err, "Acquire")
 	require.NoError(t, m.Stop(ctx), "Stop")
-	require.True(t, isLost(l), "lease not lost after Stop (cause %v); want lost", context.Cause(l.Context()))
-	require.Equal(t, int64(1), c.Exists(ctx, l.key).Val(), "lease key deleted by Stop; want left to expire")
-	require.Zero(t, c.Exists(ctx, m.nodeKey()).Val(), "heartbeat exists after Stop; want deleted")
+	require.ErrorIs(t, context.Cause(l.Context()), ErrReleased, "cause after Stop")
+	require.Zero(t, c.Exists(ctx, m.nodeKey()).Val(), "session exists after Stop; want ended")
+	require.ErrorIs(t, l.Release(ctx), ErrNotHeld, "Release after Stop")
 	_, err = m.Acquire(ctx, "after-stop")
 	require.ErrorIs(t, err, ErrNotRunning, "Acquire after Stop")
+	_, err = startManager(t, c, testConfig()).Acquire(ctx, "stop")
+	require.NoError(t, err, "Acquire by the next node after Stop")
 }
 
-// A holder that releases its lease after the drain left it to expire (a
+// A holder that releases its lease after the hand-off left it unflushed (a
 // deferred Release in the room's worker, whose context the drain just
-// cancelled) must not delete the key: the room was not flushed, and the
-// next owner must wait for the TTL. Release used to delete it.
+// cancelled) must not delete the key: the room was not flushed, and moves
+// only with the session's end. Release used to delete it.
 func TestReleaseKeepsALeaseLeftToExpire(t *testing.T) {
 	b := standalone(t)
 	c := b.client()
@@ -247,14 +232,6 @@ func TestReleaseKeepsALeaseLeftToExpire(t *testing.T) {
 			assert.Equal(t, int64(1), c.Exists(ctx, l.key).Val(), "Exists(key of an unflushed room) after a Release: want 1 (left to expire)")
 		})
 	}
-	t.Run("by Stop", func(t *testing.T) {
-		m := startManager(t, c, testConfig())
-		l, err := m.Acquire(ctx, "stopped")
-		require.NoError(t, err, "Acquire")
-		require.NoError(t, m.Stop(ctx), "Stop")
-		assert.ErrorIs(t, l.Release(ctx), ErrLeftToExpire, "Release after Stop")
-		assert.Equal(t, int64(1), c.Exists(ctx, l.key).Val(), "Exists(key) after Stop and a Release: want 1 (left to expire)")
-	})
 }
 
 // Once the hand-off has taken a lease, a holder's Release sends nothing,
@@ -282,9 +259,8 @@ func TestReleaseAfterTheHandOffTouchesNothing(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			m, l := handOffLease(t, c, strings.ReplaceAll(tt.name, " ", "-"))
 			hook, err := m.HandOff(func(context.Context, *Lease) error {
-				if tt.lose { // renewal overdue: the renewer would end it as lost
-					l.lastOK.Store(time.Now().Add(-time.Hour).UnixNano())
-					m.expireOverdue(time.Now())
+				if tt.lose { // the session lost: the renewer would end its leases
+					m.loseSession(l.epoch, lostError("test"))
 				}
 				return nil
 			}, 1)

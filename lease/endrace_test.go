@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// endingLease is a lease the renewer found gone and is ending: its OnLost
+// endingLease is a lease the renewer found its session gone and is ending: its OnLost
 // blocks until the test calls proceed, so the holder has not stopped yet.
 type endingLease struct {
 	m    *Manager
@@ -34,8 +34,8 @@ func (e *endingLease) waiting() bool {
 	return e.m.leftSet != nil
 }
 
-// startEnding acquires room, deletes its key and returns once the renewer,
-// having found the key gone, is inside the lease's OnLost.
+// startEnding acquires room, deletes the session and returns once the
+// renewer, having found the session gone, is inside the lease's OnLost.
 func startEnding(t *testing.T, room string) *endingLease {
 	t.Helper()
 	var (
@@ -72,8 +72,8 @@ func startEnding(t *testing.T, room string) *endingLease {
 	l, err := m.Acquire(context.Background(), room)
 	require.NoError(t, err, "Acquire")
 	old.Store(l)
-	require.NoError(t, c.Del(context.Background(), l.key).Err(), "DEL %s", l.key)
-	<-entered // the next renewal round finds the key gone
+	require.NoError(t, c.Del(context.Background(), m.nodeKey()).Err(), "DEL %s", m.nodeKey())
+	<-entered // the next renewal finds the session gone
 	require.Error(t, l.Context().Err(), "OnLost ran before the lease's context was cancelled")
 	return &endingLease{m: m, old: l, room: room, early: &early, stopped: &stopped, proceed: proceed}
 }

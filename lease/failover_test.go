@@ -13,17 +13,19 @@ import (
 	"github.com/drainkit/drainkit/internal/redistest"
 )
 
-// TestClusterFailover kills the primary of a held room's slot on a
-// Redis Cluster with replicas. The holder is told before its key could
-// have expired, a lease on another primary's slot is kept throughout, and
-// the room is acquired again, with a higher fence, from the promoted
-// replica as soon as the cluster serves the slot: go-redis reloads its slot
-// map by itself only on a redirect or once a minute, and a dead primary
-// sends no redirect.
+// TestClusterFailover kills primaries of a Redis Cluster with replicas
+// under a Manager holding rooms. A primary serving only room routes costs
+// nothing: the session lives elsewhere, so every lease is kept, and rooms
+// of its slots are acquired again once the replica is promoted. The
+// primary serving the node's session costs every lease, each told before
+// the session could have expired in Redis; the Manager starts a new
+// session on the promoted replica and takes its rooms again with higher
+// fences. go-redis reloads its slot map by itself only on a redirect or
+// once a minute, and a dead primary sends no redirect: the Manager asks.
 //
-// The other primaries keep serving while the slot has no primary
+// The other primaries keep serving while a slot has no primary
 // (cluster-require-full-coverage no): with the default, every node refuses
-// every command for that while, and no lease of the Manager could be kept.
+// every command for that while, and the session would be lost either way.
 func TestClusterFailover(t *testing.T) {
 	cl := redistest.StartClusterWith(t, redistest.ClusterConfig{Replicas: 1, NodeTimeout: time.Second,
 		Args: []string{"--cluster-require-full-coverage", "no"}})
@@ -32,7 +34,7 @@ func TestClusterFailover(t *testing.T) {
 	lostAt := make(chan time.Time, 1)
 	cfg.OnLost = func(l *Lease, _ error) {
 		select {
-		case lostAt <- time.Now(): // the first: the room on the killed primary, or the check below fails
+		case lostAt <- time.Now():
 		default:
 		}
 	}
@@ -40,35 +42,55 @@ func TestClusterFailover(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 
-	victim, survivor := cl.Servers[0], cl.Servers[1]
-	onVictim, onSurvivor := roomOn(t, ctx, cl, m, victim), roomOn(t, ctx, cl, m, survivor)
-	l, err := m.Acquire(ctx, onVictim)
-	require.NoError(t, err, "Acquire %s", onVictim)
-	kept, err := m.Acquire(ctx, onSurvivor)
-	require.NoError(t, err, "Acquire %s", onSurvivor)
+	session := cl.PrimaryOf(ctx, m.nodeKey())
+	var routesOnly *redistest.Server
+	for _, s := range cl.Servers {
+		if s != session {
+			routesOnly = s
+			break
+		}
+	}
+	onRoutes, onSession := roomOn(t, ctx, cl, m, routesOnly), roomOn(t, ctx, cl, m, session)
+	kept, err := m.Acquire(ctx, onRoutes)
+	require.NoError(t, err, "Acquire %s", onRoutes)
+	l, err := m.Acquire(ctx, onSession)
+	require.NoError(t, err, "Acquire %s", onSession)
 
-	// Every renewal confirmed before the kill was sent before it, so the
-	// key on the killed primary expires no later than killed + TTL.
+	// A primary with routes only.
+	promoted, promotedAt := cl.Failover(ctx, routesOnly)
+	t.Logf("routes only: replica %s promoted %s", promoted.Addr, time.Since(promotedAt).Round(time.Millisecond))
+	waitFor(t, "Owner of "+onRoutes+" read from the promoted replica", func() bool {
+		o, err := m.Owner(ctx, onRoutes)
+		return err == nil && o.Fence == kept.Token()
+	})
+	require.NoError(t, kept.Context().Err(), "lease of a room on the killed primary %s: want kept, its session lives elsewhere", routesOnly.Addr)
+	require.NoError(t, l.Context().Err(), "lease of a room on the session's primary: want kept")
+	other := roomOn(t, ctx, cl, m, promoted)
+	_, err = m.Acquire(ctx, other)
+	require.NoError(t, err, "Acquire of another room on the promoted replica")
+
+	// The session's primary: the session is written before every
+	// confirmed renewal's reply, so it expires no later than killed + TTL.
 	killed := time.Now()
-	promoted, promotedAt := cl.Failover(ctx, victim)
-	t.Logf("replica %s promoted %s after the kill", promoted.Addr, promotedAt.Sub(killed).Round(time.Millisecond))
+	promoted, promotedAt = cl.Failover(ctx, session)
+	t.Logf("session: replica %s promoted %s after the kill", promoted.Addr, promotedAt.Sub(killed).Round(time.Millisecond))
 	select {
 	case at := <-lostAt:
-		assert.Less(t, at.Sub(killed), cfg.TTL, "from the kill to OnLost; want before the key's TTL %s", cfg.TTL)
+		assert.Less(t, at.Sub(killed), cfg.TTL, "from the kill to OnLost; want before the session's TTL %s", cfg.TTL)
 	case <-ctx.Done():
-		require.FailNow(t, "lease on the killed primary never reported lost")
+		require.FailNow(t, "leases never reported lost after the session's primary was killed")
 	}
-	require.ErrorIs(t, context.Cause(l.Context()), ErrLost, "how the lease on the killed primary ended")
-
+	require.ErrorIs(t, context.Cause(l.Context()), ErrLost, "how the lease ended")
+	require.ErrorIs(t, context.Cause(kept.Context()), ErrLost, "how the other lease ended: with the session")
 	var again *Lease
-	waitFor(t, onVictim+" acquired again after the failover", func() bool {
-		again, err = m.Acquire(ctx, onVictim)
+	waitFor(t, onSession+" acquired again after the failover", func() bool {
+		again, err = m.Acquire(ctx, onSession)
 		return err == nil
 	})
-	t.Logf("%s acquired again %s after the promotion", onVictim, time.Since(promotedAt).Round(time.Millisecond))
+	t.Logf("%s acquired again %s after the promotion", onSession, time.Since(promotedAt).Round(time.Millisecond))
 	assert.Greater(t, again.Token(), l.Token(), "fence after the failover; want above the lost lease's")
-	assert.Equal(t, promoted, cl.PrimaryOf(ctx, again.key), "the primary the room was acquired on")
-	assert.NoError(t, kept.Context().Err(), "lease on the surviving primary %s: want kept through the failover", survivor.Addr)
+	assert.Greater(t, again.epoch, l.epoch, "epoch after the failover")
+	assert.Equal(t, promoted, cl.PrimaryOf(ctx, m.nodeKey()), "the primary the new session is on")
 }
 
 // roomOn is a room id whose route key's slot s serves.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 )
 
 // flight is one acquisition of a room, shared by every Acquire of the room
@@ -129,19 +128,25 @@ func (m *Manager) run(id string, f *flight) {
 	m.mu.Unlock()
 }
 
-// register adds a new lease, or releases it if unwanted. The gate is read
-// under the snapshot's lock: no lease outlives the flip unseen by the drain.
+// register adds a new lease, or releases it if unwanted. The gate and the
+// session are read under the snapshot's lock: no lease outlives the flip
+// unseen by the drain, nor its session unseen by loseSession.
 func (m *Manager) register(ctx context.Context, l *Lease, f *flight) (*Lease, error) {
 	m.mu.Lock()
+	if s := m.sess.Load(); s == nil || s.epoch != l.epoch {
+		f.decided = true
+		m.mu.Unlock()
+		return nil, fmt.Errorf("lease: acquire %s: %w", l.key, lostError("its session ended while it was acquired"))
+	}
 	if err := m.unwanted(f); err != nil {
 		m.mu.Unlock()
-		if rerr := m.releaseUnknown(ctx, l.ID(), time.Unix(0, l.lastOK.Load())); rerr != nil {
-			return nil, errors.Join(err, rerr) // the key expires within TTL
+		if rerr := m.releaseUnknown(ctx, l.ID(), l.epoch); rerr != nil {
+			return nil, errors.Join(err, rerr) // the route dies with the session
 		}
 		return nil, err
 	}
 	if old := m.leases[l.ID()]; old != nil && old != l { // not expected, but a replaced lease must not live on
-		defer old.end(m.overdueError(old, m.now()), true)
+		defer old.end(m.lostCause(old), true)
 	}
 	m.leases[l.ID()] = l
 	m.met.held.Set(float64(len(m.leases)))

@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"runtime/debug"
 	"sync"
+	"strconv"
 	"sync/atomic"
-	"time"
 )
 
 // Lease states: held → handingOff → handedOff, or held → ended.
@@ -20,13 +20,13 @@ const (
 
 // Lease is one room held by this process; it is safe for concurrent use.
 type Lease struct {
-	m      *Manager
-	key    string // route key; the id is its hash tag
-	value  string // node|holder|fence, as stored in Redis
-	fence  int64
-	lastOK atomic.Int64 // unix ns when the last confirmed renewal (or the acquire) was sent
-	state  atomic.Int32
-	slot   uint16 // Cluster hash slot of key, for batching
+	m     *Manager
+	key   string // route key; the id is its hash tag
+	value string // node|epoch|fence, as stored in Redis
+	fence int64
+	epoch int64 // the session it hangs off: held while that session lives
+	state atomic.Int32
+	slot  uint16 // Cluster hash slot of key, for batching
 
 	// The context is made on first use: made eagerly, it puts a lease over
 	// the heap-per-lease target in BENCHMARKS.md.
@@ -36,11 +36,9 @@ type Lease struct {
 	cause  error // how the lease ended; nil while it has not
 }
 
-func (m *Manager) newLease(id string, fence int64, value string, sent time.Time) *Lease {
+func (m *Manager) newLease(id string, fence int64, s *session) *Lease {
 	key := m.routeKey(id)
-	l := &Lease{m: m, key: key, slot: keySlot(key), value: value, fence: fence}
-	l.lastOK.Store(sent.UnixNano())
-	return l
+	return &Lease{m: m, key: key, slot: keySlot(key), value: s.prefix + strconv.FormatInt(fence, 10), fence: fence, epoch: s.epoch}
 }
 
 // ID returns the room id.
@@ -68,9 +66,10 @@ func (l *Lease) Context() context.Context {
 	return l.ctx
 }
 
-// held reports whether the lease has neither ended nor is overdue.
+// held reports whether the lease has not ended and its session is alive
+// by the node's own deadline.
 func (l *Lease) held() bool {
-	return !l.ended() && !l.overdue(l.m.now(), l.m.lostAfter)
+	return !l.ended() && l.m.alive(l.epoch, l.m.now())
 }
 
 // end ends the lease once and reports whether this call did; lost (the
@@ -133,17 +132,6 @@ func (l *Lease) callHook(name string, hook func(*Lease, error), cause error) {
 		}
 	}()
 	hook(l, cause)
-}
-
-// overdue reports whether the last confirmed renewal was sent lostAfter
-// (TTL·2/3, docs/leases.md) ago or more.
-func (l *Lease) overdue(now time.Time, lostAfter time.Duration) bool {
-	return !now.Before(l.deadline(lostAfter))
-}
-
-// deadline is the last confirmed renewal's send time plus after.
-func (l *Lease) deadline(after time.Duration) time.Time {
-	return time.Unix(0, l.lastOK.Load()+int64(after))
 }
 
 // label returns the route key and fence, for errors and logs.

@@ -3,6 +3,7 @@ package lease
 import (
 	"context"
 	"errors"
+	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -12,10 +13,10 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestLostBeforeExpiry stops renewals reaching Redis (dropped at once, or
-// delayed until the call's deadline) and checks that the holder is told
-// while Redis still holds the key: the context first, then Lost(), then
-// OnLost.
+// TestLostBeforeExpiry stops session renewals reaching Redis (dropped at
+// once, or delayed until the call's deadline) and checks that the holder
+// is told while Redis still holds the session: the context first, then
+// OnLost, which reads the session still alive with its epoch.
 func TestLostBeforeExpiry(t *testing.T) {
 	tests := []struct {
 		name  string
@@ -28,18 +29,25 @@ func TestLostBeforeExpiry(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var blocking atomic.Bool
-			hook := pipelineHook{fn: func(ctx context.Context, cmds []redis.Cmder, next redis.ProcessPipelineHook) error {
-				if blocking.Load() {
+			hook := cmdHook{fn: func(ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error {
+				if blocking.Load() && isScript(cmd, sessionRenewScript) {
 					return tt.block(ctx)
 				}
-				return next(ctx, cmds)
+				return next(ctx, cmd)
 			}}
 			c := b.client(hook)
-			type seen struct{ ctxDone, lostClosed bool }
+			type seen struct {
+				ctxDone, lostClosed bool
+				sessionTTL          time.Duration // the session's PTTL in Redis as the holder is told
+				epoch               string        // the session's epoch in Redis then
+			}
 			called := make(chan seen, 1)
 			cfg := testConfig()
+			cfg.TTL = 3 * time.Second // a third of it, 1 s, for OnLost's own read of Redis
 			cfg.OnLost = func(l *Lease, cause error) {
-				called <- seen{ctxDone: l.Context().Err() != nil, lostClosed: isLost(l)}
+				ctx := context.Background()
+				called <- seen{ctxDone: l.Context().Err() != nil, lostClosed: isLost(l),
+					sessionTTL: c.PTTL(ctx, l.m.nodeKey()).Val(), epoch: c.HGet(ctx, l.m.nodeKey(), "epoch").Val()}
 			}
 			m := startManager(t, c, cfg)
 			ctx := context.Background()
@@ -53,31 +61,40 @@ func TestLostBeforeExpiry(t *testing.T) {
 				require.FailNowf(t, "lease context still open", "%s after renewals stopped; want cancelled within TTL·2/3", cfg.TTL*2)
 			}
 			require.True(t, isLost(l), "lease ended with cause %v; want lost", context.Cause(l.Context()))
-			require.Positive(t, c.PTTL(ctx, l.key).Val(), "PTTL when Lost() closed: the holder must stop before Redis expires the key")
-			require.Equal(t, seen{ctxDone: true, lostClosed: true}, <-called, "in OnLost: want the context done and the lease lost")
+			got := <-called
+			assert.True(t, got.ctxDone && got.lostClosed, "in OnLost: got %+v; want the context done and the lease lost", got)
+			assert.Positive(t, got.sessionTTL, "session PTTL in OnLost: the holder must stop before Redis expires the session")
+			assert.Equal(t, strconv.FormatInt(l.epoch, 10), got.epoch, "session epoch in OnLost: want the lease's, still alive")
 			require.ErrorIs(t, context.Cause(l.Context()), ErrLost, "cause")
 		})
 	}
 }
 
-// TestOverdue pins the loss rule: a lease is overdue once its last
-// confirmed renewal was sent TTL·2/3 ago.
-func TestOverdue(t *testing.T) {
+// TestSessionDeadline pins the loss rule on an injected clock: the
+// session, and every lease under it, is held until TTL·2/3 after its last
+// confirmed renewal was sent, and a lease of another epoch never is.
+func TestSessionDeadline(t *testing.T) {
+	m := unstartedManager(t)
 	base := time.Unix(1000, 0)
-	lostAfter := 2 * time.Second
+	s := &session{epoch: 7, prefix: m.cfg.Node + "|7|"}
+	m.sess.Store(s)
+	m.okAt.Store(base.UnixNano())
 	tests := []struct {
 		give time.Duration // time since the last confirmed renewal was sent
 		want bool
 	}{
-		{0, false},
-		{lostAfter - time.Nanosecond, false},
-		{lostAfter, true},
-		{lostAfter + time.Hour, true},
+		{0, true},
+		{m.lostAfter - time.Nanosecond, true},
+		{m.lostAfter, false},
+		{m.lostAfter + time.Hour, false},
 	}
 	for _, tt := range tests {
-		l := &Lease{}
-		l.lastOK.Store(base.UnixNano())
-		assert.Equal(t, tt.want, l.overdue(base.Add(tt.give), lostAfter), "overdue after %s", tt.give)
-		assert.WithinDuration(t, base.Add(lostAfter), l.deadline(lostAfter), 0, "deadline")
+		now := base.Add(tt.give)
+		m.now = func() time.Time { return now }
+		assert.Equal(t, tt.want, m.alive(7, now), "session alive %s after its renewal", tt.give)
+		assert.Equal(t, tt.want, m.newLease("r", 1, s).held(), "lease held %s after its session's renewal", tt.give)
+		assert.False(t, m.alive(6, now), "an earlier epoch alive %s after the renewal", tt.give)
 	}
+	assert.Equal(t, base.Add(m.lostAfter), m.deadline(), "deadline")
+	assert.Equal(t, m.cfg.TTL*2/3, m.lostAfter, "lostAfter")
 }

@@ -2,8 +2,6 @@ package lease
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"strings"
@@ -20,14 +18,16 @@ import (
 // goroutine, and gives them up on drain. Create it with [New], then
 // [Manager.Start] it.
 type Manager struct {
-	client      redis.UniversalClient
-	cfg         Config
-	holder      string // random per Manager: a restarted process never mistakes an old lease for its own
-	prefix      string // node|holder|, the start of every route value we write
-	met         *metrics
-	now         func() time.Time // time.Now; tests may replace it before Start
-	lostAfter   time.Duration    // TTL·2/3
-	acquireArgs []any            // acquire.lua's ARGV, the same for every room: boxed once
+	client    redis.UniversalClient
+	cfg       Config
+	met       *metrics
+	now       func() time.Time // time.Now; tests may replace it before Start
+	lostAfter time.Duration    // TTL·2/3
+
+	sess      atomic.Pointer[session] // the current session; nil while there is none
+	okAt      atomic.Int64            // unix ns when its last confirmed renewal (or its start) was sent
+	lastEpoch atomic.Int64            // the last epoch this process started; 0 before
+	startMu   sync.Mutex              // one session start at a time
 
 	gate     chan struct{} // closed when the drain begins; see drain.go
 	gateOnce sync.Once
@@ -36,13 +36,13 @@ type Manager struct {
 	mu       sync.Mutex
 	leases   map[string]*Lease
 	flights  map[string]*flight // one acquisition per room at a time
+	sessUp   chan struct{} // closed when a session is started again after one was lost
 	running  bool
-	started  bool // Start wrote the heartbeat: only then is there one to delete
 	stopped  bool
 	stopReq  chan struct{}      // closed at stop: the renewer exits, waiting Acquires give up
 	stopRun  context.CancelFunc // cancels the renewer's calls when Stop's ctx runs out
 	done     chan struct{}      // closed when the renewer has exited
-	hbFailed bool               // the last heartbeat write failed (logs on change)
+	hbFailed bool               // the last session renewal failed (logs on change)
 	leftSet  chan struct{}      // closed when a lease leaves the set; one per Manager: waits are rare, leases many
 }
 
@@ -62,14 +62,9 @@ func New(client redis.UniversalClient, cfg Config) (*Manager, error) {
 	if cfg.WaitReplicas > 0 && !plain && !cluster {
 		return nil, badConfig("lease: Config.WaitReplicas %d needs a *redis.Client or *redis.ClusterClient, not %T", cfg.WaitReplicas, client)
 	}
-	var b [8]byte
-	_, _ = rand.Read(b[:]) // never fails on supported platforms
-	holder := hex.EncodeToString(b[:])
 	m := &Manager{
 		client:    client,
 		cfg:       cfg,
-		holder:    holder,
-		prefix:    cfg.Node + "|" + holder + "|",
 		met:       newMetrics(),
 		now:       time.Now,
 		lostAfter: cfg.TTL * 2 / 3,
@@ -77,7 +72,6 @@ func New(client redis.UniversalClient, cfg Config) (*Manager, error) {
 		leases:    make(map[string]*Lease),
 		flights:   make(map[string]*flight),
 	}
-	m.acquireArgs = []any{cfg.Node, holder, cfg.TTL.Milliseconds(), fenceRetention.Milliseconds()}
 	if err := m.met.register(cfg.Registerer, cfg.RoutePrefix); err != nil {
 		return nil, badConfig("lease: register metrics of RoutePrefix %q: %w", cfg.RoutePrefix, err)
 	}
@@ -85,9 +79,11 @@ func New(client redis.UniversalClient, cfg Config) (*Manager, error) {
 }
 
 // Start checks every server leases are written to ([ErrUnsafeServer]),
-// loads the scripts, writes the node heartbeat and starts the renewer,
-// which runs until [Manager.Stop] or the Release hook. Each step is
-// retried while ctx lasts, at most TTL without a deadline.
+// loads the scripts, starts the node's session and its renewer, which runs
+// until [Manager.Stop] or the Release hook. Each step is retried while ctx
+// lasts, at most TTL without a deadline; a session of the node id that
+// another process left alive (a crash) is waited out, one still renewed
+// fails the start.
 func (m *Manager) Start(ctx context.Context) error {
 	m.mu.Lock()
 	if m.running || m.stopped {
@@ -106,29 +102,45 @@ func (m *Manager) Start(ctx context.Context) error {
 		err = m.loadScripts(ctx, startRetry)
 	}
 	if err == nil {
-		err = startRetry(ctx, func(ctx context.Context) error { return m.writeHeartbeat(ctx, true) })
+		err = startRetry(ctx, m.startSession)
 	}
 	if err != nil {
 		return fmt.Errorf("lease: start: %w", err)
 	}
 	runCtx, cancel := context.WithCancel(context.Background())
 	m.mu.Lock()
-	m.running, m.started, m.stopReq, m.stopRun, m.done = true, true, make(chan struct{}), cancel, make(chan struct{})
+	m.running, m.stopReq, m.stopRun, m.done = true, make(chan struct{}), cancel, make(chan struct{})
 	m.mu.Unlock()
 	go m.renewLoop(runCtx, m.stopReq, m.done)
 	return nil
 }
 
 // Stop stops the renewer and waits, within ctx, for it and for
-// acquisitions in progress; leaves every lease still held to expire (its
-// room may not be flushed); and deletes the heartbeat if it is still ours.
-// It does all three even if ctx ends first, and may be called again.
+// acquisitions in progress; ends every lease still held, then the
+// session, in one command: every room is free at once. A lease ends with
+// [ErrReleased], or [ErrLeftToExpire] once [Manager.HandOff] was called (it
+// was not flushed: its next owner recovers the room). Stop does all of it
+// even if ctx ends first, and may be called again; the Release hook is
+// [Manager.BeginDrain] then Stop.
 func (m *Manager) Stop(ctx context.Context) error {
 	err := errors.Join(m.stopRenewer(ctx), m.waitFlights(ctx))
+	m.mu.Lock()
+	m.sess.Store(nil) // a Release from now on finds its session ended and sends nothing
+	m.mu.Unlock()
+	var released []*Lease
 	for _, l := range m.snapshot(false) { // nothing renews them now: their holders must stop
-		m.leaveToExpire(l)
+		switch {
+		case l.state.Load() == stateHeld && !m.handOff.Load() && l.end(ErrReleased, false):
+			released = append(released, l)
+		case l.end(ErrLeftToExpire, true):
+			m.met.leftToExpire.Inc()
+		}
 	}
-	return errors.Join(err, m.deleteHeartbeat(ctx))
+	if eerr := m.endSession(ctx); eerr != nil {
+		return errors.Join(err, eerr, fmt.Errorf("lease: %d rooms stay held until the session expires", len(released)))
+	}
+	m.met.released.Add(float64(len(released)))
+	return err
 }
 
 // loadScripts caches every script on every server, so the first renewal
@@ -192,7 +204,7 @@ func clientAddr(c redis.UniversalClient) string {
 }
 
 // stopRenewer stops the renewer and waits for it, cancelling its round
-// when ctx ends: none of its writes may land after the heartbeat's delete.
+// when ctx ends: none of its writes may land after the session's end.
 func (m *Manager) stopRenewer(ctx context.Context) error {
 	m.mu.Lock()
 	m.running, m.stopped = false, true
@@ -214,15 +226,13 @@ func (m *Manager) stopRenewer(ctx context.Context) error {
 	return fmt.Errorf("lease: waiting for the renewer: %w", context.Cause(ctx))
 }
 
-// leaveToExpire ends l unreleased: its key stays until the TTL passes.
+// leaveToExpire ends l unflushed and unreleased: its route stays until
+// the session ends.
 func (m *Manager) leaveToExpire(l *Lease) {
 	if l.end(ErrLeftToExpire, true) {
 		m.met.leftToExpire.Inc()
 	}
 }
-
-// Held returns how many leases m holds, those in hand-off included.
-func (m *Manager) Held() int { return len(m.snapshot(false)) }
 
 // snapshot copies the lease set without leases whose hooks are running;
 // onlyHeld skips those in hand-off too.

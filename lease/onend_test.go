@@ -9,8 +9,9 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// OnEnd must run while Redis still holds the key, for every way a lease
-// ends here, so an audit log never shows the next owner first.
+// OnEnd must run while Redis still holds the room (its route and its
+// session), for every way a lease ends here, so an audit log never shows
+// the next owner first.
 func TestOnEndRunsBeforeRedisIsTold(t *testing.T) {
 	b := standalone(t)
 	c := b.client()
@@ -22,7 +23,7 @@ func TestOnEndRunsBeforeRedisIsTold(t *testing.T) {
 	)
 	cfg := testConfig()
 	cfg.OnEnd = func(l *Lease, cause error) {
-		n, err := c.Exists(context.Background(), "room:route:{"+l.ID()+"}").Result()
+		n, err := c.Exists(context.Background(), "room:route:{"+l.ID()+"}", l.m.nodeKey()).Result()
 		mu.Lock()
 		defer mu.Unlock()
 		ended[l.ID()], held[l.ID()] = cause, n
@@ -36,11 +37,11 @@ func TestOnEndRunsBeforeRedisIsTold(t *testing.T) {
 	_, err = m.Acquire(ctx, "two")
 	require.NoError(t, err)
 	require.NoError(t, one.Release(ctx))
-	require.NoError(t, m.releaseAll(ctx))
+	require.NoError(t, m.ReleaseHook().Run(ctx))
 	mu.Lock()
 	defer mu.Unlock()
 	for _, id := range []string{"one", "two"} {
 		assert.ErrorIs(t, ended[id], ErrReleased, "lease %s: OnEnd cause", id)
-		assert.Equal(t, int64(1), held[id], "lease %s: key existed at OnEnd; want 1 (still held in Redis)", id)
+		assert.Equal(t, int64(2), held[id], "lease %s: route and session that existed at OnEnd; want 2 (still held in Redis)", id)
 	}
 }

@@ -21,10 +21,10 @@ if tonumber(ARGV[1]) < top then return 0 end
 redis.call('SET', KEYS[1], ARGV[1])
 return 1`)
 
-// TestAcquireEndsOverdueLease re-acquires a room whose lease is overdue
+// TestAcquireEndsOverdueLease re-acquires a room whose session is overdue
 // while the renewer has not yet noticed (it is starved of CPU, say): the
-// old lease must end, lost, before the new one is handed out, so its
-// holder can no longer write with the old token.
+// old lease must end, lost, before the new one is handed out under a new
+// session, so its holder can no longer write with the old token.
 func TestAcquireEndsOverdueLease(t *testing.T) {
 	b := standalone(t)
 	c := b.client()
@@ -47,7 +47,7 @@ func TestAcquireEndsOverdueLease(t *testing.T) {
 		return ok == 1
 	}
 	require.True(t, write(old), "write with the fresh lease refused; want accepted")
-	old.lastOK.Store(time.Now().Add(-m.lostAfter).UnixNano()) // renewals failing for TTL·2/3
+	m.okAt.Store(time.Now().Add(-m.lostAfter).UnixNano()) // session renewals failing for TTL·2/3
 
 	cur, err := m.Acquire(ctx, "overdue")
 	require.NoError(t, err, "Acquire of the overdue room")
@@ -90,10 +90,10 @@ func TestOverdueLeaseSaysTheTimeSinceItsLastRenewal(t *testing.T) {
 	// Renewals failing for 5m15s, well past the 2m limit.
 	now := time.Now()
 	fixed.Store(now.UnixNano())
-	old.lastOK.Store(now.Add(-5*time.Minute - 15*time.Second).UnixNano())
+	m.okAt.Store(now.Add(-5*time.Minute - 15*time.Second).UnixNano())
 	_, err = m.Acquire(ctx, "late")
 	require.NoError(t, err, "Acquire of the overdue room")
-	const want = "no renewal confirmed for 5m15s (limit 2m0s, TTL·2/3)"
+	const want = "no session renewal confirmed for 5m15s (limit 2m0s, TTL·2/3)"
 	assert.ErrorContains(t, context.Cause(old.Context()), want, "old lease: cause")
 	assert.Contains(t, logs.String(), want, "log: want a lease lost line")
 }

@@ -4,14 +4,20 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
+	"strconv"
 )
 
-// Release ends the lease (its context first) and compare-and-DELs its key,
-// retried while ctx lasts but not past the key's expiry. It returns nil if
-// it deleted the key, an error wrapping [ErrNotHeld] if the key had
-// expired or is someone else's (do not fail a drain on it), or the Redis
-// error. A lease the drain's hand-off took is the hand-off's: Release
+// Per-key replies of the release script.
+const (
+	keyOurs = 1
+	keyGone = 0
+)
+
+// Release ends the lease (its context first) and compare-and-DELs its
+// route, retried while ctx lasts and its session does. It returns nil if
+// it deleted the route, an error wrapping [ErrNotHeld] if the session
+// ended or the route is someone else's (do not fail a drain on it), or the
+// Redis error. A lease the drain's hand-off took is the hand-off's: Release
 // returns [ErrLeftToExpire] or [ErrDraining] and touches nothing.
 func (l *Lease) Release(ctx context.Context) error {
 	switch {
@@ -28,7 +34,10 @@ func (l *Lease) Release(ctx context.Context) error {
 		case l.state.Load() == stateHandedOff:
 			return fmt.Errorf("lease: release %s: the drain's hand-off had it: %w", l.label(), ErrDraining)
 		}
-		// Released or lost before: the key may still be ours if replies were lost.
+		// Released or lost before: the route may still be ours if replies were lost.
+	}
+	if s := l.m.sess.Load(); s == nil || s.epoch != l.epoch {
+		return fmt.Errorf("lease: release %s: its session ended: %w", l.label(), ErrNotHeld)
 	}
 	var err error
 	l.m.releaseEach(ctx, []*Lease{l}, func(_ *Lease, e error) { err = e })
@@ -51,15 +60,12 @@ func (m *Manager) releaseFlushed(ctx context.Context, flushed <-chan *Lease, don
 	}
 }
 
-// releaseEach compare-and-DELs leases in batched pipelines, retried while
-// ctx lasts but not past the last key's expiry, and calls done once per
-// lease with what [Lease.Release] returns.
+// releaseEach compare-and-DELs the routes of leases of one session in
+// batched pipelines, retried while ctx and the session last, and calls
+// done once per lease with what [Lease.Release] returns.
 func (m *Manager) releaseEach(ctx context.Context, leases []*Lease, done func(*Lease, error)) {
-	var expiry time.Time
-	for _, l := range leases {
-		if d := l.deadline(m.cfg.TTL); d.After(expiry) {
-			expiry = d
-		}
+	if len(leases) == 0 {
+		return
 	}
 	fail := func(ls []*Lease, err error) {
 		for _, l := range ls {
@@ -67,8 +73,8 @@ func (m *Manager) releaseEach(ctx context.Context, leases []*Lease, done func(*L
 		}
 	}
 	pending := m.batches(leases)
-	err := m.retry(ctx, m.beforeExpiry(expiry), func(ctx context.Context) error {
-		calls, _ := m.sendBatches(ctx, releaseScript, pending, nil)
+	err := m.retry(ctx, m.whileSession(leases[0].epoch), func(ctx context.Context) error {
+		calls, _ := m.sendBatches(ctx, releaseScript, pending)
 		pending = pending[:0]
 		var retryErrs []error
 		for _, c := range calls {
@@ -85,7 +91,7 @@ func (m *Manager) releaseEach(ctx context.Context, leases []*Lease, done func(*L
 						m.met.released.Inc()
 						done(l, nil)
 					case keyGone:
-						fail([]*Lease{l}, fmt.Errorf("expired: %w", ErrNotHeld))
+						fail([]*Lease{l}, fmt.Errorf("gone: %w", ErrNotHeld))
 					default:
 						fail([]*Lease{l}, fmt.Errorf("taken by another holder: %w", ErrNotHeld))
 					}
@@ -99,17 +105,18 @@ func (m *Manager) releaseEach(ctx context.Context, leases []*Lease, done func(*L
 	}
 }
 
-// releaseUnknown deletes a lease of room id that no caller saw or whose
+// releaseUnknown deletes a route of room id that no caller saw or whose
 // fence nobody knows (its reply was lost), so it does not keep its room
-// for a TTL. Any value of this holder may go: this runs in the room's only
-// flight, while we hold no lease of it.
-func (m *Manager) releaseUnknown(ctx context.Context, id string, sent time.Time) error {
+// while the session lives. Any value of this session may go: this runs in
+// the room's only flight, while we hold no lease of it.
+func (m *Manager) releaseUnknown(ctx context.Context, id string, epoch int64) error {
 	key := m.routeKey(id)
-	err := m.retry(context.WithoutCancel(ctx), m.beforeExpiry(sent.Add(m.cfg.TTL)), func(ctx context.Context) error {
-		return releaseHolderScript.Run(ctx, m.client, []string{key}, m.prefix).Err()
+	prefix := m.cfg.Node + "|" + strconv.FormatInt(epoch, 10) + "|"
+	err := m.retry(context.WithoutCancel(ctx), m.whileSession(epoch), func(ctx context.Context) error {
+		return releaseSessionScript.Run(ctx, m.client, []string{key}, prefix).Err()
 	})
 	if err != nil {
-		return fmt.Errorf("release %s of this holder: %w", key, err)
+		return fmt.Errorf("release %s of this session: %w", key, err)
 	}
 	return nil
 }

@@ -2,52 +2,46 @@ package lease
 
 import (
 	"context"
-	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
-// TestReleasePastExpiry: once lastOK+TTL has passed, Release still asks
-// Redis once. A key that is gone is reported as ErrNotHeld ("expired"); a
-// key still ours (renewals landed whose replies were lost) is deleted.
-func TestReleasePastExpiry(t *testing.T) {
-	tests := []struct {
-		name    string
-		expire  bool // the key expired in Redis
-		wantErr error
-	}{
-		{"key expired", true, ErrNotHeld},
-		{"key still ours", false, nil},
-	}
-	b := standalone(t)
-	c := b.client()
+// TestReleaseOfAnEndedRoute: a route that is gone is reported as
+// ErrNotHeld ("gone"); a lease whose session was lost sends nothing (its
+// route is dead with the session) and reports ErrNotHeld too.
+func TestReleaseOfAnEndedRoute(t *testing.T) {
+	var releases atomic.Int32
+	c := standalone(t).client(pipelineHook{fn: func(ctx context.Context, cmds []redis.Cmder, next redis.ProcessPipelineHook) error {
+		for _, cmd := range cmds {
+			if isScript(cmd, releaseScript) {
+				releases.Add(1)
+			}
+		}
+		return next(ctx, cmds)
+	}})
 	cfg := testConfig()
-	// The renewer's first wake is a minute away: it cannot touch the
-	// lease while the test ages it.
-	cfg.TTL, cfg.RenewInterval = 3*time.Minute, time.Minute
+	cfg.TTL = time.Minute // the renewer does not tick during the test
 	m := startManager(t, c, cfg)
 	ctx := context.Background()
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			id := strings.ReplaceAll(tt.name, " ", "-")
-			l, err := m.Acquire(ctx, id)
-			require.NoError(t, err, "Acquire")
-			if tt.expire {
-				expireNow(t, c, l.key)
-			}
-			l.lastOK.Store(time.Now().Add(-cfg.TTL - time.Second).UnixNano()) // no renewal confirmed for over a TTL
 
-			err = l.Release(ctx)
-			if tt.wantErr == nil {
-				assert.NoError(t, err, "Release")
-			} else {
-				assert.ErrorIs(t, err, tt.wantErr, "Release")
-				assert.ErrorContains(t, err, "expired", "Release")
-			}
-			assert.Zero(t, c.Exists(ctx, l.key).Val(), "key exists after Release")
-		})
-	}
+	l, err := m.Acquire(ctx, "gone")
+	require.NoError(t, err, "Acquire")
+	require.NoError(t, c.Del(ctx, l.key).Err())
+	err = l.Release(ctx)
+	assert.ErrorIs(t, err, ErrNotHeld, "Release of a deleted route")
+	assert.ErrorContains(t, err, "gone", "Release of a deleted route")
+
+	l, err = m.Acquire(ctx, "session-lost")
+	require.NoError(t, err, "Acquire")
+	m.loseSession(l.epoch, lostError("test"))
+	before := releases.Load()
+	err = l.Release(ctx)
+	assert.ErrorIs(t, err, ErrNotHeld, "Release after the session was lost")
+	assert.ErrorContains(t, err, "session ended", "Release after the session was lost")
+	assert.Equal(t, before, releases.Load(), "release scripts sent after the session was lost")
 }

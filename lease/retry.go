@@ -78,24 +78,36 @@ func (m *Manager) followTopology(err error) {
 	}
 }
 
-// beforeExpiry stops retries once expiry has passed: an expired key needs
-// no release.
+// beforeExpiry stops retries once expiry has passed: an expired session
+// needs no end, and a route under it no release.
 func (m *Manager) beforeExpiry(expiry time.Time) func() error {
 	return func() error {
 		if m.now().Before(expiry) {
 			return nil
 		}
-		return errors.New("past the key's expiry by the last confirmed renewal, no retry")
+		return errors.New("past the session's expiry by its last confirmed renewal, no retry")
+	}
+}
+
+// whileSession stops retries once the session of epoch is no longer
+// current: a route under an ended session needs no release.
+func (m *Manager) whileSession(epoch int64) func() error {
+	return func() error {
+		if s := m.sess.Load(); s != nil && s.epoch == epoch {
+			return nil
+		}
+		return errors.New("the session ended, no retry")
 	}
 }
 
 // retryable reports whether err may pass on another attempt: a timeout, a
-// failed connection, or a server briefly unable to serve (MOVED and ASK
+// failed connection, another process's session about to expire (a
+// restart after a crash), or a server briefly unable to serve (MOVED and ASK
 // come only from calls sent to one Cluster node directly).
 func retryable(err error) bool {
 	var netErr net.Error
 	switch {
-	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, redis.ErrPoolTimeout),
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, redis.ErrPoolTimeout), errors.Is(err, errSessionBusy),
 		errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF),
 		errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET),
 		errors.As(err, &netErr):

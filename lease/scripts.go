@@ -12,27 +12,27 @@ import (
 var (
 	//go:embed scripts/acquire.lua
 	acquireSrc string
-	//go:embed scripts/renew.lua
-	renewSrc string
 	//go:embed scripts/release.lua
 	releaseSrc string
-	//go:embed scripts/release_holder.lua
-	releaseHolderSrc string
-	//go:embed scripts/heartbeat.lua
-	heartbeatSrc string
-	//go:embed scripts/heartbeat_delete.lua
-	heartbeatDeleteSrc string
+	//go:embed scripts/release_session.lua
+	releaseSessionSrc string
+	//go:embed scripts/session.lua
+	sessionSrc string
+	//go:embed scripts/session_renew.lua
+	sessionRenewSrc string
+	//go:embed scripts/session_end.lua
+	sessionEndSrc string
 	//go:embed scripts/probe.lua
 	probeSrc string
 
-	acquireScript         = redis.NewScript(acquireSrc)
-	renewScript           = redis.NewScript(renewSrc)
-	releaseScript         = redis.NewScript(releaseSrc)
-	releaseHolderScript   = redis.NewScript(releaseHolderSrc)
-	heartbeatScript       = redis.NewScript(heartbeatSrc)
-	heartbeatDeleteScript = redis.NewScript(heartbeatDeleteSrc)
-	probeScript           = redis.NewScript(probeSrc)
+	acquireScript        = redis.NewScript(acquireSrc)
+	releaseScript        = redis.NewScript(releaseSrc)
+	releaseSessionScript = redis.NewScript(releaseSessionSrc)
+	sessionScript        = redis.NewScript(sessionSrc)
+	sessionRenewScript   = redis.NewScript(sessionRenewSrc)
+	sessionEndScript     = redis.NewScript(sessionEndSrc)
+	probeScript          = redis.NewScript(probeSrc)
 )
 
 // scriptSources are the sources of every script, for loading at Start.
-var scriptSources = []string{acquireSrc, renewSrc, releaseSrc, releaseHolderSrc, heartbeatSrc, heartbeatDeleteSrc, probeSrc}
+var scriptSources = []string{acquireSrc, releaseSrc, releaseSessionSrc, sessionSrc, sessionRenewSrc, sessionEndSrc, probeSrc}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
@@ -41,7 +40,7 @@ func TestSignalsAfterTheEnd(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			l := unstartedManager(t).newLease("r1", 1, "n|h|1", time.Now())
+			l := unstartedManager(t).newLease("r1", 1, &session{epoch: 1, prefix: "n|1|"})
 			if tt.askBefore {
 				require.NoError(t, l.Context().Err(), "Context().Err() before the end")
 			}
@@ -57,7 +56,7 @@ func TestSignalsAfterTheEnd(t *testing.T) {
 // context, and it ends with the lease.
 func TestSignalsRaceTheEnd(t *testing.T) {
 	for range 50 {
-		l := unstartedManager(t).newLease("r1", 1, "n|h|1", time.Now())
+		l := unstartedManager(t).newLease("r1", 1, &session{epoch: 1, prefix: "n|1|"})
 		const callers = 4
 		ctxs := make([]context.Context, callers)
 		var wg sync.WaitGroup

@@ -36,7 +36,7 @@ func TestSlowRedis(t *testing.T) {
 					return err
 				}
 				var hashes []string
-				for _, s := range []*redis.Script{acquireScript, renewScript, releaseScript, heartbeatScript, heartbeatDeleteScript, probeScript} {
+				for _, s := range []*redis.Script{acquireScript, releaseScript, releaseSessionScript, sessionScript, sessionRenewScript, sessionEndScript, probeScript} {
 					hashes = append(hashes, s.Hash())
 				}
 				loaded, err := admin.ScriptExists(context.Background(), hashes...).Result()
@@ -78,11 +78,10 @@ func TestSlowRedis(t *testing.T) {
 			_, err := m.Acquire(context.Background(), "slow-hook")
 			require.NoError(t, err, "Acquire")
 			return func(ctx context.Context) error {
-				if err := m.releaseAll(ctx); err != nil {
+				if err := m.ReleaseHook().Run(ctx); err != nil {
 					return err
 				}
-				n := admin.Exists(context.Background(), m.routeKey("slow-hook"), m.nodeKey()).Val()
-				assert.Zero(t, n, "lease and heartbeat keys left after the Release hook; want both deleted")
+				assert.Zero(t, admin.Exists(context.Background(), m.nodeKey()).Val(), "session left after the Release hook; want ended")
 				return nil
 			}
 		}},
@@ -92,7 +91,7 @@ func TestSlowRedis(t *testing.T) {
 				if err := m.Stop(ctx); err != nil {
 					return err
 				}
-				assert.Zero(t, admin.Exists(context.Background(), m.nodeKey()).Val(), "heartbeat left after Stop; want deleted")
+				assert.Zero(t, admin.Exists(context.Background(), m.nodeKey()).Val(), "session left after Stop; want ended")
 				return nil
 			}
 		}},
@@ -100,10 +99,14 @@ func TestSlowRedis(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			cfg := testConfig()
+			cfg.TTL = 3 * time.Second
 			m, err := New(newClient(), cfg)
 			require.NoError(t, err, "New")
 			step := tt.setup(t, m)
-			pause := 3 * m.cfg.CallTimeout // several calls' worth, well inside the leases' TTL·2/3
+			// Two calls' worth: with the last renewal up to RenewInterval
+			// (TTL/6) before it, the session's TTL·2/3 keeps a sixth of a
+			// TTL to spare.
+			pause := 2 * m.cfg.CallTimeout
 			require.NoError(t, admin.Do(context.Background(), "CLIENT", "PAUSE", pause.Milliseconds(), "ALL").Err(), "CLIENT PAUSE")
 			t.Cleanup(func() { _ = admin.Do(context.Background(), "CLIENT", "UNPAUSE").Err() })
 			ctx, cancel := context.WithTimeout(context.Background(), budget)

@@ -47,7 +47,11 @@ func TestStartWithRedisUnreachable(t *testing.T) {
 			t.Cleanup(func() { _ = c.Close() })
 			var logs bytes.Buffer
 			cfg := testConfig()
-			cfg.TTL = DefaultTTL // each attempt outlasts go-redis's own dial retries, as in production
+			// Each attempt (CallTimeout, TTL/6) outlasts go-redis's own dial
+			// retries (DialerRetries × DialerRetryTimeout, 500 ms): with a
+			// shorter one, an attempt ends on its deadline before the dial
+			// error comes back, and the start's error says only that.
+			cfg.TTL = 10 * time.Second
 			cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
 			m, err := New(c, cfg)
 			require.NoError(t, err)

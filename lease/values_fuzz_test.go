@@ -44,20 +44,24 @@ func FuzzParseValue(f *testing.F) {
 
 // FuzzStoredValues writes what another process, an older version or a
 // person with redis-cli might have left in a room's route and fence keys,
-// then acquires the room. A route value that is there is never taken
-// over: Acquire fails with ErrHeld and the value is left as it was. With
-// no route value, Acquire either takes the room with a fence above any
-// counter left (the fence only rises), or refuses with an error naming the
-// fence key and leaves both keys as they were.
+// then acquires the room. A route value with a TTL (the earlier per-room
+// format), or one that does not parse, is never taken over: Acquire fails
+// with ErrHeld and the value is left as it was. One without a TTL naming a
+// node with no session is dead and is taken; so is a free room. A taken
+// room gets a fence above any counter and any route fence left (the fence
+// only rises), or Acquire refuses with an error naming the fence key and
+// leaves both keys as they were.
 func FuzzStoredValues(f *testing.F) {
-	f.Add("", "")
-	f.Add("node-x|h|123", "")
-	f.Add("garbage", "17")
-	f.Add("", "not a number")
-	f.Add("", "1e308")
-	f.Add("", "-5")
-	f.Add("", "9007199254740993")
-	f.Add("n||", "0x10")
+	f.Add("", "", false)
+	f.Add("node-x|h|123", "", false)
+	f.Add("node-x|17|123", "", true)
+	f.Add("node-x|17|99999999999999999", "5", true)
+	f.Add("garbage", "17", true)
+	f.Add("", "not a number", false)
+	f.Add("", "1e308", false)
+	f.Add("", "-5", false)
+	f.Add("", "9007199254740993", false)
+	f.Add("n||", "0x10", false)
 	// One server and Manager for every input (a server per input would be
 	// most of the time spent), stopped once the inputs are done.
 	s := redistest.Start(f)
@@ -67,14 +71,18 @@ func FuzzStoredValues(f *testing.F) {
 	require.NoError(f, err, "New")
 	require.NoError(f, m.Start(context.Background()), "Start")
 	f.Cleanup(func() { _ = m.Stop(context.Background()) })
-	f.Fuzz(func(t *testing.T, route, fence string) {
+	f.Fuzz(func(t *testing.T, route, fence string, persist bool) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		id := "fuzz"
 		routeKey, fenceKey := m.routeKey(id), m.fenceKey(id)
 		require.NoError(t, c.Del(ctx, routeKey, fenceKey).Err())
 		if route != "" {
-			require.NoError(t, c.Set(ctx, routeKey, route, time.Minute).Err())
+			ttl := time.Minute
+			if persist {
+				ttl = 0
+			}
+			require.NoError(t, c.Set(ctx, routeKey, route, ttl).Err())
 		}
 		if fence != "" {
 			require.NoError(t, c.Set(ctx, fenceKey, fence, time.Minute).Err())
@@ -83,14 +91,17 @@ func FuzzStoredValues(f *testing.F) {
 		if l != nil {
 			defer l.Release(context.Background()) //nolint:errcheck // the next input deletes the keys anyway
 		}
-		if route != "" {
+		_, _, parses := parseValue(route)
+		node, _, _ := splitValue(route)
+		dead := persist && parses && node != m.cfg.Node // no other node has a session here
+		if route != "" && !dead {
 			require.ErrorIs(t, err, ErrHeld, "Acquire over route value %q", route)
 			got, _ := c.Get(ctx, routeKey).Result()
 			assert.Equal(t, route, got, "route value after a refused Acquire")
 			if n, fc, ok := parseValue(route); ok {
 				assert.ErrorContains(t, err, fmt.Sprintf("node %q (fence %d)", n, fc), "Acquire's error names the holder")
 				o, oerr := m.Owner(ctx, id)
-				require.NoError(t, oerr, "Owner of a well-formed value %q", route)
+				require.NoError(t, oerr, "Owner of a well-formed value %q of the earlier format", route)
 				assert.Equal(t, n, o.Node, "Owner's node for %q", route)
 			} else {
 				_, oerr := m.Owner(ctx, id)
@@ -109,6 +120,9 @@ func FuzzStoredValues(f *testing.F) {
 		}
 		if prev, perr := strconv.ParseInt(strings.TrimSpace(fence), 10, 64); perr == nil {
 			assert.Greater(t, l.Token(), prev, "fence over a counter of %q", fence)
+		}
+		if _, prev, ok := parseValue(route); ok && dead && prev < 1<<53 {
+			assert.Greater(t, l.Token(), prev, "fence over the dead route %q", route)
 		}
 		assert.Positive(t, l.Token(), "fence over a counter of %q", fence)
 	})

@@ -1,11 +1,17 @@
--- acquire: take room:route:{ID} for a holder, or report who has it.
+-- acquire: take room:route:{ID} for a node's session, or report who has it.
 -- KEYS[1] route key, KEYS[2] fence key (same hash tag, so one slot)
--- ARGV[1] node, ARGV[2] holder (one per Manager), ARGV[3] TTL ms,
--- ARGV[4] fence key retention ms
--- Returns {1, fence} acquired, {2, fence} taken over from this same holder
--- (a retry after a lost reply, or a lease the holder already gave up
--- locally: nobody acts on the old fence, so the room is ours at once with a
--- new one), {0, value} held by someone else.
+-- ARGV[1] node, ARGV[2] the node's session epoch, ARGV[3] the route value
+-- the caller found naming a dead session ('' if none), ARGV[4] fence key
+-- retention ms
+-- Returns {1, fence} acquired, {2, fence} taken over from this same node
+-- (a retry after a lost reply, a lease the node already gave up locally,
+-- or one of its earlier epochs, dead since the node's one session names
+-- another: nobody acts on the old fence, so the room is ours at once with
+-- a new one), {0, value} held by someone else.
+-- A route value is node|epoch|fence and has no TTL: it is held while that
+-- node's session has that epoch (the caller reads it: another slot on
+-- Cluster). One with a TTL was written by the earlier per-room lease
+-- format, renewed by its holder: held until it expires or is released.
 -- One MGET reads the route and the fence counter (one hash tag, so one
 -- slot): every redis.call costs the server's single thread, on every
 -- room's acquisition.
@@ -13,12 +19,13 @@ local code = 1
 local both = redis.call('MGET', KEYS[1], KEYS[2])
 local cur, counter = both[1], tonumber(both[2])
 if cur then
-  local node, holder = string.match(cur, '^([^|]*)|([^|]*)|%d+$')
-  if node ~= ARGV[1] or holder ~= ARGV[2] then
-    -- Not ours, parseable or not: never overwritten.
+  local node = string.match(cur, '^([^|]*)|[^|]*|%d+$')
+  if node == ARGV[1] and redis.call('PTTL', KEYS[1]) == -1 then
+    code = 2
+  elseif cur ~= ARGV[3] or redis.call('PTTL', KEYS[1]) ~= -1 then
+    -- Not ours, parseable or not, and not found dead: never overwritten.
     return {0, cur}
   end
-  code = 2
 end
 -- A counter this script did not write (not a decimal integer, or at or
 -- above 2^53, where a double cannot add one) is refused before anything is
@@ -35,12 +42,18 @@ end
 -- four (GET, SET floor, INCR, PEXPIRE): acquire is on every room's path.
 -- Lua numbers are doubles: exact below 2^53 (about 285 years of
 -- microseconds since 1970); '%.0f' prints all digits.
+-- A route taken over carries the last fence issued too: the fence rises
+-- above it even if the counter was lost and the clock went back.
 local t = redis.call('TIME')
 local fence = tonumber(t[1]) * 1000000 + tonumber(t[2])
 if counter and counter > fence then
   fence = counter
 end
+local last = cur and tonumber(string.match(cur, '|(%d+)$'))
+if last and last > fence and last < 9007199254740992 then
+  fence = last
+end
 fence = string.format('%.0f', fence + 1)
 redis.call('SET', KEYS[2], fence, 'PX', ARGV[4])
-redis.call('SET', KEYS[1], ARGV[1] .. '|' .. ARGV[2] .. '|' .. fence, 'PX', ARGV[3])
+redis.call('SET', KEYS[1], ARGV[1] .. '|' .. ARGV[2] .. '|' .. fence)
 return {code, fence}

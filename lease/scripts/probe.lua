@@ -1,9 +1,9 @@
 -- probe: readiness check of the lease machinery. Runs a script (so scripting
--- works) and reads the heartbeat without writing.
--- KEYS[1] node key; ARGV[1] holder
--- Returns the heartbeat's PTTL in ms if it is ours, -1 if it is someone
--- else's, -2 if it is missing.
-local cur = redis.call('HGET', KEYS[1], 'holder')
+-- works) and reads the session without writing.
+-- KEYS[1] node key; ARGV[1] epoch
+-- Returns the session's PTTL in ms if it is this epoch's, -1 if it is
+-- another's, -2 if it is missing.
+local cur = redis.call('HGET', KEYS[1], 'epoch')
 if not cur then
   return -2
 end
@@ -12,6 +12,6 @@ if cur ~= ARGV[1] then
 end
 local ttl = redis.call('PTTL', KEYS[1])
 if ttl < 0 then
-  return 0 -- no TTL: not written by a heartbeat
+  return 0 -- no TTL: not written by a session
 end
 return ttl

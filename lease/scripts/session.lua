@@ -1,0 +1,30 @@
+-- session: start a node's session, room:node:{NODE}, a hash with a new
+-- epoch, the node's state and its forwarding address, expiring after TTL.
+-- KEYS[1] node key; ARGV[1] the epoch this process last had ('' if none),
+-- ARGV[2] state, ARGV[3] addr, ARGV[4] TTL ms
+-- Returns {1, epoch} started, or {0, PTTL ms} while another process's
+-- session (or a heartbeat of the earlier per-room lease format) is alive:
+-- it is never replaced, as rooms hang off it.
+-- The epoch is never reused: it is above the server clock in microseconds,
+-- the stored epoch and the caller's last one, so neither an expired key
+-- nor a lost one (failover) brings an old epoch back. A session whose
+-- epoch has ended is dead for good, which is what lets another node take
+-- its rooms after reading it once (docs/leases.md).
+local cur = redis.call('HGET', KEYS[1], 'epoch')
+if redis.call('EXISTS', KEYS[1]) == 1 and cur ~= ARGV[1] then
+  return {0, redis.call('PTTL', KEYS[1])}
+end
+local t = redis.call('TIME')
+local epoch = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local stored, last = tonumber(cur), tonumber(ARGV[1])
+if stored and stored > epoch then
+  epoch = stored
+end
+if last and last > epoch then
+  epoch = last
+end
+epoch = string.format('%.0f', epoch + 1)
+redis.call('DEL', KEYS[1])
+redis.call('HSET', KEYS[1], 'epoch', epoch, 'state', ARGV[2], 'addr', ARGV[3])
+redis.call('PEXPIRE', KEYS[1], ARGV[4])
+return {1, epoch}

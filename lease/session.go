@@ -1,0 +1,296 @@
+package lease
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// session is one epoch of the node's session, room:node:{NODE}: every
+// lease acquired under it hangs off it, and ends with it.
+type session struct {
+	epoch  int64
+	prefix string // node|epoch|, the start of every route value written under it
+	args   []any  // acquire.lua's ARGV for a room nobody holds: boxed once per epoch
+}
+
+// State of the session's "state" field.
+const (
+	stateActive   = "active"
+	stateDraining = "draining"
+)
+
+// errSessionBusy: the node key holds another process's live session.
+var errSessionBusy = errors.New("another process's session of this node id is alive")
+
+// startSession starts a new epoch of the session, replacing this
+// process's earlier one if it is still there (its rooms are free at once),
+// and makes it current.
+func (m *Manager) startSession(ctx context.Context) error {
+	m.startMu.Lock() // the renewer and an Acquire that found the session overdue may both start one
+	defer m.startMu.Unlock()
+	if s := m.sess.Load(); s != nil && m.alive(s.epoch, m.now()) {
+		return nil // started meanwhile
+	}
+	sent := m.now()
+	res, err := sessionScript.Run(ctx, m.client, []string{m.nodeKey()},
+		epochArg(m.lastEpoch.Load()), m.state(), m.cfg.Addr, m.cfg.TTL.Milliseconds()).Int64Slice()
+	if err != nil {
+		return fmt.Errorf("session %s: %w", m.nodeKey(), err)
+	}
+	if len(res) != 2 {
+		return fmt.Errorf("session %s: unexpected reply %v", m.nodeKey(), res)
+	}
+	if res[0] == 0 {
+		return fmt.Errorf("session %s: %w (node id %q; it expires in %dms)", m.nodeKey(), errSessionBusy, m.cfg.Node, res[1])
+	}
+	s := &session{epoch: res[1], prefix: m.cfg.Node + "|" + strconv.FormatInt(res[1], 10) + "|"}
+	s.args = []any{m.cfg.Node, strconv.FormatInt(s.epoch, 10), "", fenceRetention.Milliseconds()}
+	m.mu.Lock()
+	m.lastEpoch.Store(s.epoch)
+	m.okAt.Store(sent.UnixNano())
+	m.sess.Store(s)
+	if m.sessUp != nil {
+		close(m.sessUp)
+		m.sessUp = nil
+	}
+	m.mu.Unlock()
+	m.cfg.Logger.Debug("lease session started", "node_id", m.cfg.Node, "epoch", s.epoch)
+	return nil
+}
+
+// epochArg is an epoch as the session script reads it: '' for none.
+func epochArg(e int64) string {
+	if e == 0 {
+		return ""
+	}
+	return strconv.FormatInt(e, 10)
+}
+
+// alive reports whether the session of epoch is current and its deadline
+// (the send time of its last confirmed renewal plus TTL·2/3) is after now.
+func (m *Manager) alive(epoch int64, now time.Time) bool {
+	s := m.sess.Load()
+	return s != nil && s.epoch == epoch && now.Before(m.deadline())
+}
+
+// deadline is when this node stops trusting its session: TTL·2/3 after
+// the last confirmed renewal was sent, so every lease's holder is told a
+// third of a TTL before Redis could let the session expire.
+func (m *Manager) deadline() time.Time {
+	return time.Unix(0, m.okAt.Load()+int64(m.lostAfter))
+}
+
+// loseSession ends the session of epoch locally, if it is still current,
+// and every lease under it with cause. Acquire waits for the next one.
+func (m *Manager) loseSession(epoch int64, cause error) {
+	m.mu.Lock()
+	if s := m.sess.Load(); s == nil || s.epoch != epoch {
+		m.mu.Unlock()
+		return
+	}
+	m.sess.Store(nil)
+	m.sessUp = make(chan struct{})
+	m.mu.Unlock()
+	m.cfg.Logger.Warn("lease session lost: every room this node held is lost", "node_id", m.cfg.Node, "epoch", epoch, "cause", cause.Error())
+	for _, l := range m.snapshot(false) {
+		if l.epoch == epoch {
+			l.end(cause, true)
+		}
+	}
+}
+
+// waitSession returns the current session, waiting within ctx for one
+// while it is being started again; ErrNotRunning once stopped.
+func (m *Manager) waitSession(ctx context.Context) (*session, error) {
+	for {
+		m.mu.Lock()
+		s, up, stopping := m.sess.Load(), m.sessUp, m.stopReq
+		running := m.running
+		m.mu.Unlock()
+		switch {
+		case !running:
+			return nil, ErrNotRunning
+		case s != nil:
+			return s, nil
+		}
+		select {
+		case <-up:
+		case <-stopping:
+		case <-ctx.Done():
+			return nil, fmt.Errorf("waiting for the node's session to start again: %w", ctx.Err())
+		}
+	}
+}
+
+// currentSession returns the current session, waiting within ctx while
+// one is started again. One past its deadline, which the renewer has not
+// noticed yet (starved of CPU, say), is lost here and a new one started: a
+// room is never taken under a session its node no longer trusts.
+func (m *Manager) currentSession(ctx context.Context) (*session, error) {
+	s, err := m.waitSession(ctx)
+	if err != nil || m.alive(s.epoch, m.now()) {
+		return s, err
+	}
+	m.loseSession(s.epoch, m.overdueError())
+	if err := m.startSession(ctx); err != nil {
+		return nil, err
+	}
+	return m.waitSession(ctx)
+}
+
+// renewLoop is the renewer: one call per RenewInterval extends the
+// session, whatever the number of rooms held. It wakes at the session's
+// deadline too (the leases end in time even while a renewal hangs) and at
+// the drain gate, to mark the session draining.
+func (m *Manager) renewLoop(ctx context.Context, stop <-chan struct{}, done chan<- struct{}) {
+	defer close(done)
+	gate := m.gate
+	timer := time.NewTimer(m.cfg.RenewInterval)
+	defer timer.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-gate:
+			gate = nil
+		case <-timer.C:
+		}
+		if err := m.tick(ctx); err != nil && ctx.Err() == nil {
+			m.cfg.Logger.Debug("lease session renewal failed", "error", err)
+		}
+		wake := m.cfg.RenewInterval
+		if m.sess.Load() != nil {
+			wake = min(wake, m.deadline().Sub(m.now()))
+		}
+		timer.Reset(wake)
+	}
+}
+
+// tick renews the session, or starts a new one if there is none, and
+// returns why the session is not renewed (nil if it is).
+func (m *Manager) tick(ctx context.Context) error {
+	s := m.sess.Load()
+	if s == nil {
+		return m.restart(ctx)
+	}
+	deadline := m.deadline()
+	if !m.now().Before(deadline) {
+		m.loseSession(s.epoch, m.overdueError())
+		return m.restart(ctx)
+	}
+	rdl := m.now().Add(m.cfg.CallTimeout)
+	if deadline.Before(rdl) {
+		rdl = deadline
+	}
+	rctx, cancel := context.WithDeadline(ctx, rdl)
+	defer cancel()
+	sent, start := m.now(), time.Now()
+	n, err := sessionRenewScript.Run(rctx, m.client, []string{m.nodeKey()}, s.epoch, m.state(), m.cfg.TTL.Milliseconds()).Int64()
+	m.met.renewDuration.Observe(float64(time.Since(start).Microseconds()) / 1000)
+	m.noteRenewal(err)
+	switch {
+	case err != nil:
+		m.followTopology(err)
+		if !m.now().Before(deadline) {
+			m.loseSession(s.epoch, m.overdueError())
+			return errors.Join(err, m.restart(ctx))
+		}
+		return err
+	case n == 1:
+		m.mu.Lock()
+		if m.sess.Load() == s {
+			m.okAt.Store(sent.UnixNano())
+		}
+		m.mu.Unlock()
+		m.met.renewed.Inc()
+		return nil
+	}
+	m.loseSession(s.epoch, lostError("the session ended in Redis"))
+	return m.restart(ctx)
+}
+
+// restart starts a new session after one was lost, in one call; the
+// renewer tries again at its next tick. A started session is not a
+// renewed one: restart's error says the old one was lost either way.
+func (m *Manager) restart(ctx context.Context) error {
+	sctx, cancel := context.WithTimeout(ctx, m.cfg.CallTimeout)
+	defer cancel()
+	err := m.startSession(sctx)
+	if err != nil && ctx.Err() == nil {
+		m.followTopology(err)
+		m.cfg.Logger.Warn("lease session not started again yet", "node_id", m.cfg.Node, "error", err.Error())
+	}
+	return errors.Join(errSessionLost, err)
+}
+
+// errSessionLost: tick found the session lost.
+var errSessionLost = errors.New("lease: the session was lost")
+
+// overdueError is the cause of leases lost for want of a confirmed
+// session renewal.
+func (m *Manager) overdueError() error {
+	since := m.now().Sub(time.Unix(0, m.okAt.Load()))
+	return lostError(fmt.Sprintf("no session renewal confirmed for %s (limit %s, TTL·2/3)",
+		since.Truncate(time.Millisecond), m.lostAfter.Truncate(time.Millisecond)))
+}
+
+// lostCause is why l, not held, is lost: its session ended, or is overdue.
+func (m *Manager) lostCause(l *Lease) error {
+	if s := m.sess.Load(); s == nil || s.epoch != l.epoch {
+		return lostError("its session ended")
+	}
+	return m.overdueError()
+}
+
+// state is the session's "state" field: active, or draining after the gate.
+func (m *Manager) state() string {
+	if m.draining() {
+		return stateDraining
+	}
+	return stateActive
+}
+
+// noteRenewal counts a failed session renewal and logs changes only.
+func (m *Manager) noteRenewal(err error) {
+	if err != nil {
+		m.met.heartbeatErrors.Inc()
+	}
+	m.mu.Lock()
+	was := m.hbFailed
+	m.hbFailed = err != nil
+	m.mu.Unlock()
+	switch {
+	case err != nil && !was:
+		m.cfg.Logger.Warn("lease session renewal failed; its rooms are lost if none succeeds in time", "node_id", m.cfg.Node,
+			"deadline_in", time.Until(m.deadline()).Round(time.Millisecond).String(), "error", err.Error())
+	case err == nil && was:
+		m.cfg.Logger.Info("lease session renewed again", "node_id", m.cfg.Node)
+	}
+}
+
+// endSession ends the node's session in Redis, if this process started
+// one: every room under it is free at once. Retried while ctx lasts, and
+// not past the session's own expiry.
+func (m *Manager) endSession(ctx context.Context) error {
+	epoch := m.lastEpoch.Load()
+	if epoch == 0 { // a start that failed: no session of ours, nothing to tell Redis
+		return nil
+	}
+	expiry := time.Unix(0, m.okAt.Load()+int64(m.cfg.TTL))
+	err := m.retry(ctx, m.beforeExpiry(expiry), func(ctx context.Context) error {
+		err := sessionEndScript.Run(ctx, m.client, []string{m.nodeKey()}, epoch).Err()
+		if errors.Is(err, redis.Nil) {
+			return nil
+		}
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("lease: end session %s: %w", m.nodeKey(), err)
+	}
+	return nil
+}
