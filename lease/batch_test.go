@@ -3,7 +3,7 @@ package lease
 import (
 	"context"
 	"errors"
-		"fmt"
+	"fmt"
 	"sync"
 	"testing"
 	"time"

@@ -5,8 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
-	"sync"
 	"strconv"
+	"sync"
 	"sync/atomic"
 )
 

@@ -36,7 +36,7 @@ type Manager struct {
 	mu       sync.Mutex
 	leases   map[string]*Lease
 	flights  map[string]*flight // one acquisition per room at a time
-	sessUp   chan struct{} // closed when a session is started again after one was lost
+	sessUp   chan struct{}      // closed when a session is started again after one was lost
 	running  bool
 	stopped  bool
 	stopReq  chan struct{}      // closed at stop: the renewer exits, waiting Acquires give up

@@ -63,7 +63,7 @@ func (m *Manager) startSession(ctx context.Context) error {
 	return nil
 }
 
-// epochArg is an epoch as the session script reads it: '' for none.
+// epochArg is an epoch as the session script reads it: ” for none.
 func epochArg(e int64) string {
 	if e == 0 {
 		return ""
