@@ -146,6 +146,33 @@ func (c *counted) serverWork(b *testing.B, loop func()) (trips int64, cpu time.D
 	return trips, c.serverCPU(b) - cpu
 }
 
+// commandStats is how many times the shared redis-server ran cmd and
+// the microseconds it spent in it (INFO commandstats).
+func (c *counted) commandStats(b *testing.B, cmd string) (calls, usec int64) {
+	b.Helper()
+	info, err := c.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		b.Fatalf("INFO commandstats: %v", err)
+	}
+	for _, line := range strings.Split(info, "\n") {
+		rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_"+cmd+":")
+		if !ok {
+			continue
+		}
+		for _, kv := range strings.Split(rest, ",") {
+			k, v, _ := strings.Cut(kv, "=")
+			n, _ := strconv.ParseInt(v, 10, 64)
+			switch k {
+			case "calls":
+				calls = n
+			case "usec":
+				usec = n
+			}
+		}
+	}
+	return calls, usec
+}
+
 // serverCPU is the shared redis-server's CPU time so far (user + system,
 // from INFO cpu, which the server reads from getrusage when asked).
 func (c *counted) serverCPU(b *testing.B) time.Duration {
