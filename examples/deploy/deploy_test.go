@@ -48,7 +48,7 @@ func TestKubeRulesCatchMutations(t *testing.T) {
 		{"delay not shorter than timeout", "gateway.yaml", "DRAIN_DELAY\n              value: 5s", "DRAIN_DELAY\n              value: 20s", "not shorter than DRAIN_TIMEOUT"},
 		{"unparsable timeout", "gateway.yaml", "value: 20s", "value: twenty", `DRAIN_TIMEOUT="twenty"`},
 		{"request outlasts the drain", "gateway.yaml", "value: 14s", "value: 15s", "REQUEST_TIMEOUT 15s is not shorter than DRAIN_TIMEOUT 20s minus DRAIN_DELAY 5s"},
-		{"request shorter than a lease", "gateway.yaml", "value: 14s", "value: 9s", "REQUEST_TIMEOUT 9s is not above room-service's LEASE_TTL 10s"},
+		{"request shorter than a lease", "gateway.yaml", "value: 14s", "value: 1s", "REQUEST_TIMEOUT 1s is not above room-service's LEASE_TTL 1s"},
 		{"request timeout left to default", "gateway.yaml", "            - name: REQUEST_TIMEOUT\n              value: 14s\n", "", "REQUEST_TIMEOUT is not set"},
 		{"ready timeout over probe timeout", "gateway.yaml", "value: 500ms", "value: 1s", "timeoutSeconds 1 does not exceed HEALTH_READY_TIMEOUT 1s"},
 		{"liveness on the ready path", "gateway.yaml", "path: /healthz/live", "path: /healthz/ready", `liveness path "/healthz/ready"`},

@@ -278,7 +278,7 @@ func checkRequestTimeout(where string, c *container, timeout, delay time.Duratio
 }
 
 // roomLeaseTTL is room-service's default LEASE_TTL, which the manifests keep.
-const roomLeaseTTL = 10 * time.Second
+const roomLeaseTTL = time.Second
 
 func durations(c *container) (timeout, delay, ready time.Duration, err error) {
 	get := func(name string) time.Duration {

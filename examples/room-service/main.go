@@ -10,13 +10,13 @@
 // each room is flushed and its lease released one by one, for at most half
 // of DRAIN_TIMEOUT − DRAIN_DELAY (a room not flushed by then is left to
 // expire), so that a hung snapshot store leaves the rest of the drain its
-// time; remaining leases are released and the node heartbeat deleted; the
+// time; the node's lease session ends, which frees every room left; the
 // loops and Redis close.
 //
 // Environment: SERVICE_NAME (room-service), NODE_ID, GRPC_ADDR (:13001),
 // ADMIN_ADDR (:13002), ADVERTISE_ADDR, one of REDIS_URL,
 // REDIS_SENTINEL_URL, REDIS_CLUSTER_URL (redisurl.go; none: embedded, for
-// development), LEASE_TTL (10s), HANDOFF_CONCURRENCY (8), BALANCE_INTERVAL
+// development), LEASE_TTL (1s: a crashed node's rooms are free within it; docs/leases.md), HANDOFF_CONCURRENCY (8), BALANCE_INTERVAL
 // (1s; 0 turns off moving rooms towards their preferred nodes),
 // SNAPSHOT_INTERVAL (5s; the room loop's liveness budget is three), DRAIN_TIMEOUT,
 // DRAIN_DELAY, HEALTH_READY_TIMEOUT. go-redis's own log lines join the

@@ -242,10 +242,10 @@ func TestDrainWithSnapshotsLockedStillReleasesAndCloses(t *testing.T) {
 
 	n, err := rs.Client().Exists(ctx, "room:node:{node-a}").Result()
 	require.NoError(t, err)
-	assert.Zero(t, n, "the release phase deleted the node heartbeat")
+	assert.Zero(t, n, "the release phase ended the lease session")
 	n, err = rs.Client().Exists(ctx, "room:route:{r1}", "room:route:{r2}", "room:route:{r3}").Result()
 	require.NoError(t, err)
-	assert.EqualValues(t, len(rooms), n, "unflushed rooms are left to expire, not released")
+	assert.EqualValues(t, len(rooms), n, "unflushed rooms are not released one by one (they move with the session's end)")
 }
 
 // drainHook is one hook of a drain report line.

@@ -94,7 +94,7 @@ func TestDrainHandsRoomsOver(t *testing.T) {
 	assert.Equal(t, 3, strings.Count(out, `"event":"ended"`), "one audit line per hand-over")
 	n, err := rs.Client().Exists(ctx, "room:route:{r1}", "room:route:{r2}", "room:route:{r3}", "room:node:{node-a}").Result()
 	require.NoError(t, err)
-	assert.Zero(t, n, "every room was handed over and the heartbeat deleted")
+	assert.Zero(t, n, "every room was handed over and the lease session ended")
 
 	// The next owner recovers each room from snapshot and log.
 	b := startNode(t, rs.URL(), "node-b")

@@ -18,9 +18,10 @@ const (
 	// DefaultService is the service name in logs and health bodies.
 	DefaultService = "gateway-service"
 	// DefaultRequestTimeout is a request's deadline when the client gives
-	// none shorter: above room-service's default LEASE_TTL (10 s) plus a
-	// margin, so a request for a room whose owner crashed waits until the
-	// lease expires and another node takes the room over, and under the
+	// none shorter: well above room-service's default LEASE_TTL (1 s), so a
+	// request for a room whose owner crashed waits until its session
+	// expires and another node takes the room over (or one with a raised
+	// LEASE_TTL, up to about 14 s), and under the
 	// default DRAIN_TIMEOUT minus DRAIN_DELAY, so a request in flight at
 	// SIGTERM ends before the drain does.
 	DefaultRequestTimeout = 15 * time.Second

@@ -383,6 +383,10 @@ func (c *Cluster) Crash(n *Node) time.Time {
 	return at
 }
 
+// SetRoomService makes bin the program of every room-service started
+// from now on: a rolling update to another build.
+func (c *Cluster) SetRoomService(bin string) { c.cfg.Bin.RoomService = bin }
+
 // RollRooms replaces every running room-service in turn: start the new
 // instance on the free slot, wait until it is ready, SIGTERM the old one,
 // wait for it to exit.

@@ -252,9 +252,8 @@ func (s *Service) refuse(ctx context.Context, id string, err error) (*roompb.App
 	case errors.Is(err, s.cfg.ErrHeld):
 		node, addr, _, oerr := s.leases.Owner(ctx, id)
 		if oerr != nil || node == "" || addr == "" {
-			// The owner released or lost the room since, or it died: its
-			// heartbeat (which carries the address) expired before the
-			// room's lease did. A retry may acquire it.
+			// The owner released or lost the room since, or its session
+			// (which carries the address) ended: a retry may acquire it.
 			return nil, grpcdrain.Refused(fmt.Sprintf("room %s: owner unknown; retry: %v", id, errors.Join(err, oerr)))
 		}
 		return &roompb.ApplyResponse{Status: roompb.ApplyResponse_REDIRECT, OwnerNode: node, OwnerAddr: addr}, nil
