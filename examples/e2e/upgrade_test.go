@@ -30,12 +30,18 @@ func TestUpgradeFromPerRoomLeases(t *testing.T) {
 	require.NoError(t, err)
 	old := buildRoomServiceAt(t, perRoomLeases, race)
 	now := binaries(t)
-	c, _ := startCluster(t, e2e.Config{Bin: e2e.Binaries{RoomService: old, Gateway: now.Gateway}})
+	c, rs := startCluster(t, e2e.Config{Bin: e2e.Binaries{RoomService: old, Gateway: now.Gateway}})
+	ctx := context.Background()
+	first := c.Rooms()[0].Name
+	require.NoError(t, rs.Client().HGet(ctx, "room:node:{"+first+"}", "holder").Err(),
+		"%s's heartbeat: want the per-room format's (a holder field): is the old build the old format?", first)
 	c.SetRoomService(now.RoomService)
 	res, drained, w := rollUnderLoad(t, c, rollBound(e2e.DefaultRooms, 0), c.RollRooms)
 	r := check(t, c, res, drained, w)
 	requireCleanRoll(t, drained, e2e.DefaultRooms, e2e.DefaultDrainTimeout)
 	assert.NotZero(t, r.RoomsHandedOver, "rooms that changed owner: with none, the update moved nothing")
+	last := c.Rooms()[0].Name
+	assert.NoError(t, rs.Client().HGet(ctx, "room:node:{"+last+"}", "epoch").Err(), "%s's session: want this tree's format (an epoch field)", last)
 }
 
 // buildRoomServiceAt builds room-service from the repository's commit,
@@ -60,7 +66,7 @@ func buildRoomServiceAt(t *testing.T, commit string, race bool) string {
 	}
 	build := exec.CommandContext(ctx, "go", append(args, "./room-service")...)
 	build.Dir = filepath.Join(src, "examples")
-	build.Env = append(os.Environ(), "GOWORK="+filepath.Join(src, "go.work"), "GOFLAGS=-mod=mod")
+	build.Env = append(os.Environ(), "GOWORK="+filepath.Join(src, "go.work"))
 	out, err = build.CombinedOutput()
 	require.NoError(t, err, "build room-service at %s: %s", commit, out)
 	return bin
