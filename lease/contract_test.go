@@ -217,6 +217,6 @@ func isScript(cmd redis.Cmder, script *redis.Script) bool {
 
 // scriptSrc maps each script to its source, for isScript.
 var scriptSrc = map[*redis.Script]string{
-	acquireScript: acquireSrc, releaseScript: releaseSrc, releaseSessionScript: releaseSessionSrc,
+	acquireScript: acquireSrc, releaseScript: releaseSrc,
 	sessionScript: sessionSrc, sessionRenewScript: sessionRenewSrc, sessionEndScript: sessionEndSrc, probeScript: probeSrc,
 }

@@ -3,6 +3,8 @@ package lease
 import (
 	"context"
 	"fmt"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -56,13 +58,23 @@ func TestClusterFailover(t *testing.T) {
 	l, err := m.Acquire(ctx, onSession)
 	require.NoError(t, err, "Acquire %s", onSession)
 
+	// The rooms were acquired just now: the test waits until the
+	// replicas have them, or a kill could lose them (asynchronous
+	// replication, docs/leases.md: Config.WaitReplicas is the lever).
+	for _, p := range cl.Servers {
+		waitReplicated(t, p.Client())
+	}
+
 	// A primary with routes only.
 	promoted, promotedAt := cl.Failover(ctx, routesOnly)
 	t.Logf("routes only: replica %s promoted %s", promoted.Addr, time.Since(promotedAt).Round(time.Millisecond))
-	waitFor(t, "Owner of "+onRoutes+" read from the promoted replica", func() bool {
+	var ownerErr error
+	ok := eventually(t, "Owner of "+onRoutes+" read from the promoted replica", func() bool {
 		o, err := m.Owner(ctx, onRoutes)
+		ownerErr = err
 		return err == nil && o.Fence == kept.Token()
 	})
+	require.True(t, ok, "Owner of %s: last error %v", onRoutes, ownerErr)
 	require.NoError(t, kept.Context().Err(), "lease of a room on the killed primary %s: want kept, its session lives elsewhere", routesOnly.Addr)
 	require.NoError(t, l.Context().Err(), "lease of a room on the session's primary: want kept")
 	other := roomOn(t, ctx, cl, m, promoted)
@@ -91,6 +103,37 @@ func TestClusterFailover(t *testing.T) {
 	assert.Greater(t, again.Token(), l.Token(), "fence after the failover; want above the lost lease's")
 	assert.Greater(t, again.epoch, l.epoch, "epoch after the failover")
 	assert.Equal(t, promoted, cl.PrimaryOf(ctx, m.nodeKey()), "the primary the new session is on")
+}
+
+// waitReplicated waits until every replica of primary has acknowledged
+// what the primary had written when it was called (INFO replication's
+// offsets).
+func waitReplicated(t *testing.T, primary *redis.Client) {
+	t.Helper()
+	ctx := context.Background()
+	field := func(info, name string) string {
+		for _, line := range strings.Split(info, "\r\n") {
+			if v, ok := strings.CutPrefix(line, name+":"); ok {
+				return v
+			}
+		}
+		return ""
+	}
+	info := primary.Info(ctx, "replication").Val()
+	want, err := strconv.ParseInt(field(info, "master_repl_offset"), 10, 64)
+	require.NoError(t, err, "master_repl_offset in %q", info)
+	waitFor(t, "the replicas to acknowledge the primary's writes", func() bool {
+		info := primary.Info(ctx, "replication").Val()
+		n, _ := strconv.Atoi(field(info, "connected_slaves"))
+		for i := range n {
+			_, off, _ := strings.Cut(field(info, fmt.Sprintf("slave%d", i)), "offset=")
+			off, _, _ = strings.Cut(off, ",")
+			if got, err := strconv.ParseInt(off, 10, 64); err != nil || got < want {
+				return false
+			}
+		}
+		return n > 0
+	})
 }
 
 // roomOn is a room id whose route key's slot s serves.

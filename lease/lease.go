@@ -26,7 +26,6 @@ type Lease struct {
 	fence int64
 	epoch int64 // the session it hangs off: held while that session lives
 	state atomic.Int32
-	slot  uint16 // Cluster hash slot of key, for batching
 
 	// The context is made on first use: made eagerly, it puts a lease over
 	// the heap-per-lease target in BENCHMARKS.md.
@@ -38,7 +37,7 @@ type Lease struct {
 
 func (m *Manager) newLease(id string, fence int64, s *session) *Lease {
 	key := m.routeKey(id)
-	return &Lease{m: m, key: key, slot: keySlot(key), value: s.prefix + strconv.FormatInt(fence, 10), fence: fence, epoch: s.epoch}
+	return &Lease{m: m, key: key, value: s.prefix + strconv.FormatInt(fence, 10), fence: fence, epoch: s.epoch}
 }
 
 // ID returns the room id.

@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // Per-key replies of the release script.
@@ -60,49 +63,88 @@ func (m *Manager) releaseFlushed(ctx context.Context, flushed <-chan *Lease, don
 	}
 }
 
-// releaseEach compare-and-DELs the routes of leases of one session in
-// batched pipelines, retried while ctx and the session last, and calls
-// done once per lease with what [Lease.Release] returns.
+// releaseEach compare-and-DELs the routes of leases of one session,
+// retried while ctx and the session last, and calls done once per lease
+// with what [Lease.Release] returns.
 func (m *Manager) releaseEach(ctx context.Context, leases []*Lease, done func(*Lease, error)) {
 	if len(leases) == 0 {
 		return
 	}
-	fail := func(ls []*Lease, err error) {
-		for _, l := range ls {
-			done(l, fmt.Errorf("lease: release %s: %w", l.label(), err))
-		}
-	}
-	pending := m.batches(leases)
+	fail := func(l *Lease, err error) { done(l, fmt.Errorf("lease: release %s: %w", l.label(), err)) }
+	pending := leases
 	err := m.retry(ctx, m.whileSession(leases[0].epoch), func(ctx context.Context) error {
-		calls, _ := m.sendBatches(ctx, releaseScript, pending)
-		pending = pending[:0]
-		var retryErrs []error
-		for _, c := range calls {
+		cmds := m.sendReleases(ctx, pending)
+		var retry []*Lease
+		var errs []error
+		for i, l := range pending {
+			n, err := cmds[i].Int64()
 			switch {
-			case c.err != nil && retryable(c.err):
-				pending = append(pending, c.leases)
-				retryErrs = append(retryErrs, c.err)
-			case c.err != nil:
-				fail(c.leases, c.err)
+			case err != nil && retryable(err):
+				retry, errs = append(retry, l), append(errs, err)
+			case err != nil:
+				fail(l, err)
+			case n == keyOurs:
+				m.met.released.Inc()
+				done(l, nil)
+			case n == keyGone:
+				fail(l, fmt.Errorf("gone: %w", ErrNotHeld))
 			default:
-				for i, l := range c.leases {
-					switch c.status[i] {
-					case keyOurs:
-						m.met.released.Inc()
-						done(l, nil)
-					case keyGone:
-						fail([]*Lease{l}, fmt.Errorf("gone: %w", ErrNotHeld))
-					default:
-						fail([]*Lease{l}, fmt.Errorf("taken by another holder: %w", ErrNotHeld))
-					}
-				}
+				fail(l, fmt.Errorf("taken by another holder: %w", ErrNotHeld))
 			}
 		}
-		return errors.Join(retryErrs...)
+		pending = retry
+		return errors.Join(errs...)
 	})
-	for _, b := range pending {
-		fail(b, err)
+	for _, l := range pending {
+		fail(l, err)
 	}
+}
+
+// sendReleases sends a release call per lease: one alone as a script
+// call, more in one pipeline per Redis primary, sent together (calls
+// answered NOSCRIPT go again as EVAL). One pipeline per primary, not one
+// for all: when a primary dies, go-redis's Cluster pipeline retries its
+// commands until the deadline and then sets the deadline's error on every
+// command of the pipeline, answered ones included.
+func (m *Manager) sendReleases(ctx context.Context, leases []*Lease) []*redis.Cmd {
+	cmds := make([]*redis.Cmd, len(leases))
+	if len(leases) == 1 {
+		cmds[0] = releaseScript.Run(ctx, m.client, []string{leases[0].key}, leases[0].value, "")
+		return cmds
+	}
+	send := func(which []int) {
+		pipe := m.client.Pipeline()
+		for _, i := range which {
+			cmds[i] = releaseScript.EvalSha(ctx, pipe, []string{leases[i].key}, leases[i].value, "")
+		}
+		if _, err := pipe.Exec(ctx); err == nil {
+			return
+		}
+		again := m.client.Pipeline()
+		for _, i := range which {
+			if err := cmds[i].Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+				cmds[i] = releaseScript.Eval(ctx, again, []string{leases[i].key}, leases[i].value, "")
+			}
+		}
+		if again.Len() > 0 {
+			_, _ = again.Exec(ctx) // errors are read from each command
+		}
+	}
+	groups := map[*redis.Client][]int{}
+	cl, cluster := m.client.(*redis.ClusterClient)
+	for i, l := range leases {
+		var primary *redis.Client
+		if cluster {
+			primary, _ = cl.MasterForKey(ctx, l.key) // nil without a slot map: one group for those
+		}
+		groups[primary] = append(groups[primary], i)
+	}
+	var wg sync.WaitGroup
+	for _, which := range groups {
+		wg.Go(func() { send(which) })
+	}
+	wg.Wait()
+	return cmds
 }
 
 // releaseUnknown deletes a route of room id that no caller saw or whose
@@ -113,7 +155,7 @@ func (m *Manager) releaseUnknown(ctx context.Context, id string, epoch int64) er
 	key := m.routeKey(id)
 	prefix := m.cfg.Node + "|" + strconv.FormatInt(epoch, 10) + "|"
 	err := m.retry(context.WithoutCancel(ctx), m.whileSession(epoch), func(ctx context.Context) error {
-		return releaseSessionScript.Run(ctx, m.client, []string{key}, prefix).Err()
+		return releaseScript.Run(ctx, m.client, []string{key}, prefix, "session").Err()
 	})
 	if err != nil {
 		return fmt.Errorf("release %s of this session: %w", key, err)

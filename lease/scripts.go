@@ -14,8 +14,6 @@ var (
 	acquireSrc string
 	//go:embed scripts/release.lua
 	releaseSrc string
-	//go:embed scripts/release_session.lua
-	releaseSessionSrc string
 	//go:embed scripts/session.lua
 	sessionSrc string
 	//go:embed scripts/session_renew.lua
@@ -25,14 +23,13 @@ var (
 	//go:embed scripts/probe.lua
 	probeSrc string
 
-	acquireScript        = redis.NewScript(acquireSrc)
-	releaseScript        = redis.NewScript(releaseSrc)
-	releaseSessionScript = redis.NewScript(releaseSessionSrc)
-	sessionScript        = redis.NewScript(sessionSrc)
-	sessionRenewScript   = redis.NewScript(sessionRenewSrc)
-	sessionEndScript     = redis.NewScript(sessionEndSrc)
-	probeScript          = redis.NewScript(probeSrc)
+	acquireScript      = redis.NewScript(acquireSrc)
+	releaseScript      = redis.NewScript(releaseSrc)
+	sessionScript      = redis.NewScript(sessionSrc)
+	sessionRenewScript = redis.NewScript(sessionRenewSrc)
+	sessionEndScript   = redis.NewScript(sessionEndSrc)
+	probeScript        = redis.NewScript(probeSrc)
 )
 
 // scriptSources are the sources of every script, for loading at Start.
-var scriptSources = []string{acquireSrc, releaseSrc, releaseSessionSrc, sessionSrc, sessionRenewSrc, sessionEndSrc, probeSrc}
+var scriptSources = []string{acquireSrc, releaseSrc, sessionSrc, sessionRenewSrc, sessionEndSrc, probeSrc}

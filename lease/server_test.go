@@ -160,8 +160,10 @@ func TestWaitReplicasFollowsAMovedSlot(t *testing.T) {
 	// take the slot back on the new owner, and the two would answer MOVED
 	// to each other for good. So the new owner bumps its epoch, and claims
 	// the slot again until every node agrees on it.
+	slot, err := tc.ClusterKeySlot(ctx, key).Result()
+	require.NoError(t, err, "CLUSTER KEYSLOT")
 	claim := func() {
-		for _, args := range [][]any{{"CLUSTER", "SETSLOT", keySlot(key), "NODE", targetID}, {"CLUSTER", "BUMPEPOCH"}} {
+		for _, args := range [][]any{{"CLUSTER", "SETSLOT", slot, "NODE", targetID}, {"CLUSTER", "BUMPEPOCH"}} {
 			require.NoError(t, tc.Do(ctx, args...).Err(), "%v on %s", args, target.Addr)
 		}
 	}
@@ -169,7 +171,7 @@ func TestWaitReplicasFollowsAMovedSlot(t *testing.T) {
 	var others []*redis.Client
 	for _, s := range cl.Servers {
 		if s != target {
-			err := s.Client().Do(ctx, "CLUSTER", "SETSLOT", keySlot(key), "NODE", targetID).Err()
+			err := s.Client().Do(ctx, "CLUSTER", "SETSLOT", slot, "NODE", targetID).Err()
 			require.NoError(t, err, "CLUSTER SETSLOT on %s", s.Addr)
 			others = append(others, s.Client())
 		}

@@ -36,7 +36,7 @@ func TestSlowRedis(t *testing.T) {
 					return err
 				}
 				var hashes []string
-				for _, s := range []*redis.Script{acquireScript, releaseScript, releaseSessionScript, sessionScript, sessionRenewScript, sessionEndScript, probeScript} {
+				for _, s := range []*redis.Script{acquireScript, releaseScript, sessionScript, sessionRenewScript, sessionEndScript, probeScript} {
 					hashes = append(hashes, s.Hash())
 				}
 				loaded, err := admin.ScriptExists(context.Background(), hashes...).Result()

@@ -1,20 +1,18 @@
--- release: compare-and-DEL, for a batch of leases, so a release never
--- deletes someone else's lease.
--- KEYS[i] route key (on Cluster, all in one slot); ARGV[i] our route value
--- for KEYS[i]
--- Returns one status per key, in KEYS order: 1 deleted, 0 gone, -1 stolen.
--- One MGET for the batch, as in renew.lua (at most 500 keys).
-local cur = redis.call('MGET', unpack(KEYS))
-local res = {}
-for i = 1, #KEYS do
-  local v = cur[i]
-  if not v then
-    res[i] = 0
-  elseif v ~= ARGV[i] then
-    res[i] = -1
-  else
-    redis.call('DEL', KEYS[i])
-    res[i] = 1
-  end
+-- release: compare-and-DEL of one route, so a release never deletes
+-- someone else's lease.
+-- KEYS[1] route key; ARGV[1] the lease's route value, or with ARGV[2]
+-- 'session' the start of every value of one session (node|epoch|): the
+-- one case where the fence is unknown, an acquire attempt whose reply was
+-- lost before the acquisition failed. The caller then holds no lease of
+-- the room (one acquisition per room at a time, none registered), so any
+-- value of its session is a lease nobody holds.
+-- Returns 1 deleted, 0 gone, -1 someone else's.
+local cur = redis.call('GET', KEYS[1])
+if not cur then
+  return 0
 end
-return res
+if cur ~= ARGV[1] and not (ARGV[2] == 'session' and string.sub(cur, 1, #ARGV[1]) == ARGV[1]) then
+  return -1
+end
+redis.call('DEL', KEYS[1])
+return 1
