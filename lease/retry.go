@@ -78,17 +78,6 @@ func (m *Manager) followTopology(err error) {
 	}
 }
 
-// beforeExpiry stops retries once expiry has passed: an expired session
-// needs no end, and a route under it no release.
-func (m *Manager) beforeExpiry(expiry time.Time) func() error {
-	return func() error {
-		if m.now().Before(expiry) {
-			return nil
-		}
-		return errors.New("past the session's expiry by its last confirmed renewal, no retry")
-	}
-}
-
 // whileSession stops retries once the session of epoch is no longer
 // current: a route under an ended session needs no release.
 func (m *Manager) whileSession(epoch int64) func() error {

@@ -38,7 +38,7 @@ func (m *Manager) startSession(ctx context.Context) error {
 	}
 	sent := m.now()
 	res, err := sessionScript.Run(ctx, m.client, []string{m.nodeKey()},
-		epochArg(m.lastEpoch.Load()), m.state(), m.cfg.Addr, m.cfg.TTL.Milliseconds()).Int64Slice()
+		strconv.FormatInt(m.lastEpoch.Load(), 10), m.state(), m.cfg.Addr, m.cfg.TTL.Milliseconds()).Int64Slice()
 	if err != nil {
 		return fmt.Errorf("session %s: %w", m.nodeKey(), err)
 	}
@@ -61,14 +61,6 @@ func (m *Manager) startSession(ctx context.Context) error {
 	m.mu.Unlock()
 	m.cfg.Logger.Debug("lease session started", "node_id", m.cfg.Node, "epoch", s.epoch)
 	return nil
-}
-
-// epochArg is an epoch as the session script reads it: ” for none.
-func epochArg(e int64) string {
-	if e == 0 {
-		return ""
-	}
-	return strconv.FormatInt(e, 10)
 }
 
 // alive reports whether the session of epoch is current and its deadline
@@ -104,19 +96,27 @@ func (m *Manager) loseSession(epoch int64, cause error) {
 	}
 }
 
-// waitSession returns the current session, waiting within ctx for one
-// while it is being started again; ErrNotRunning once stopped.
-func (m *Manager) waitSession(ctx context.Context) (*session, error) {
+// currentSession returns the current session, waiting within ctx while
+// one is started again; ErrNotRunning once stopped. One past its deadline,
+// which the renewer has not noticed yet (starved of CPU, say), is lost
+// here and a new one started: no room is taken under a session its node
+// no longer trusts.
+func (m *Manager) currentSession(ctx context.Context) (*session, error) {
 	for {
 		m.mu.Lock()
-		s, up, stopping := m.sess.Load(), m.sessUp, m.stopReq
-		running := m.running
+		s, up, stopping, running := m.sess.Load(), m.sessUp, m.stopReq, m.running
 		m.mu.Unlock()
 		switch {
 		case !running:
 			return nil, ErrNotRunning
-		case s != nil:
+		case s != nil && m.alive(s.epoch, m.now()):
 			return s, nil
+		case s != nil:
+			m.loseSession(s.epoch, m.overdueError())
+			if err := m.startSession(ctx); err != nil {
+				return nil, err
+			}
+			continue
 		}
 		select {
 		case <-up:
@@ -125,22 +125,6 @@ func (m *Manager) waitSession(ctx context.Context) (*session, error) {
 			return nil, fmt.Errorf("waiting for the node's session to start again: %w", ctx.Err())
 		}
 	}
-}
-
-// currentSession returns the current session, waiting within ctx while
-// one is started again. One past its deadline, which the renewer has not
-// noticed yet (starved of CPU, say), is lost here and a new one started: a
-// room is never taken under a session its node no longer trusts.
-func (m *Manager) currentSession(ctx context.Context) (*session, error) {
-	s, err := m.waitSession(ctx)
-	if err != nil || m.alive(s.epoch, m.now()) {
-		return s, err
-	}
-	m.loseSession(s.epoch, m.overdueError())
-	if err := m.startSession(ctx); err != nil {
-		return nil, err
-	}
-	return m.waitSession(ctx)
 }
 
 // renewLoop is the renewer: one call per RenewInterval extends the
@@ -274,15 +258,13 @@ func (m *Manager) noteRenewal(err error) {
 }
 
 // endSession ends the node's session in Redis, if this process started
-// one: every room under it is free at once. Retried while ctx lasts, and
-// not past the session's own expiry.
+// one: every room under it is free at once. Retried while ctx lasts.
 func (m *Manager) endSession(ctx context.Context) error {
 	epoch := m.lastEpoch.Load()
 	if epoch == 0 { // a start that failed: no session of ours, nothing to tell Redis
 		return nil
 	}
-	expiry := time.Unix(0, m.okAt.Load()+int64(m.cfg.TTL))
-	err := m.retry(ctx, m.beforeExpiry(expiry), func(ctx context.Context) error {
+	err := m.retry(ctx, nil, func(ctx context.Context) error {
 		err := sessionEndScript.Run(ctx, m.client, []string{m.nodeKey()}, epoch).Err()
 		if errors.Is(err, redis.Nil) {
 			return nil
