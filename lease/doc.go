@@ -1,6 +1,9 @@
 // Package lease gives a node exclusive ownership of rooms through Redis
-// leases (room:route:{ID}) with fencing tokens, one batched renewer per
-// node, lost-lease signals before expiry, a drain gate and the drain's
+// routes (room:route:{ID}) with fencing tokens, hung off one session per
+// node (room:node:{NODE}) as etcd hangs keys off a lease: one call per
+// tick renews every room held, one call at drain frees them all, and a
+// crashed node's rooms are free within a TTL (1 s by default). Beside it:
+// lost-session signals before expiry, a drain gate and the drain's
 // per-room hand-off, over a standalone, Sentinel or Cluster client.
 // docs/leases.md holds the algorithm, the budgets and the safety argument.
 //

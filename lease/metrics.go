@@ -24,16 +24,16 @@ func newMetrics() *metrics {
 	return &metrics{
 		held:            prometheus.NewGauge(prometheus.GaugeOpts{Name: "room_leases_held", Help: "Room leases this process holds."}),
 		acquired:        counter("room_lease_acquired_total", "Room leases acquired."),
-		renewed:         counter("room_lease_renewed_total", "Room lease renewals Redis confirmed."),
-		lost:            counter("room_lease_lost_total", "Room leases lost: gone, stolen or renewal overdue."),
-		released:        counter("room_lease_released_total", "Room leases released (deleted from Redis by us)."),
-		leftToExpire:    counter("room_lease_left_to_expire_total", "Room leases left to expire on drain or stop."),
+		renewed:         counter("room_lease_renewed_total", "Session renewals Redis confirmed (one renews every room held)."),
+		lost:            counter("room_lease_lost_total", "Room leases lost with their session: ended in Redis or renewal overdue."),
+		released:        counter("room_lease_released_total", "Room leases released: their route deleted, or freed with the session's end."),
+		leftToExpire:    counter("room_lease_left_to_expire_total", "Room leases ended unflushed at drain or stop (freed with the session)."),
 		checkFailures:   counter("room_lease_check_failures_total", "Failed lease readiness probes."),
-		heartbeatErrors: counter("room_node_heartbeat_failures_total", "Failed node heartbeat writes."),
+		heartbeatErrors: counter("room_node_heartbeat_failures_total", "Failed session renewals (room:node:{NODE})."),
 		renewDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
 			// Milliseconds, like the service guide's health_*_ms metrics.
 			Name:    "room_lease_renew_duration_ms",
-			Help:    "Round-trip time of one renewal tick (all held leases and the heartbeat), in milliseconds.",
+			Help:    "Round-trip time of one session renewal (it renews every held lease), in milliseconds.",
 			Buckets: prometheus.ExponentialBuckets(0.5, 2, 14),
 		}),
 	}
