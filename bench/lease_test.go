@@ -96,10 +96,10 @@ func BenchmarkLeaseAcquireRelease(b *testing.B) {
 		c := newRedisClient(b)
 		defer c.Close()
 		acquire, release := drainkitScript(b, c, "acquire.lua"), drainkitScript(b, c, "release.lua")
-		const node, holder = "ar-bare", "0123456789abcdef"
+		const node, epoch = "ar-bare", "1"
 		// The fence key's retention is the lease package's (24 h); it only
 		// sets a TTL, so its value changes nothing of the cost.
-		args := []any{node, holder, leaseTTL.Milliseconds(), (24 * time.Hour).Milliseconds()}
+		args := []any{node, epoch, "", (24 * time.Hour).Milliseconds()}
 		pairs(b, c, func(i int) error {
 			id := "{ar-" + strconv.Itoa(i%64) + "}"
 			got, err := acquire.EvalSha(ctx, c, []string{"room:route:" + id, "room:fence:" + id}, args...).Slice()
@@ -109,13 +109,13 @@ func BenchmarkLeaseAcquireRelease(b *testing.B) {
 			if len(got) != 2 || got[0] != int64(1) {
 				return fmt.Errorf("acquire %s: %v; want {1, fence}", id, got)
 			}
-			value := node + "|" + holder + "|" + got[1].(string)
-			st, err := release.EvalSha(ctx, c, []string{"room:route:" + id}, value).Slice()
+			value := node + "|" + epoch + "|" + got[1].(string)
+			st, err := release.EvalSha(ctx, c, []string{"room:route:" + id}, value, "").Int64()
 			if err != nil {
 				return err
 			}
-			if len(st) != 1 || st[0] != int64(1) {
-				return fmt.Errorf("release %s: %v; want {1}", id, st)
+			if st != 1 {
+				return fmt.Errorf("release %s: %d; want 1", id, st)
 			}
 			return nil
 		})
