@@ -395,7 +395,8 @@ func BenchmarkLeaseRenewScale(b *testing.B) {
 
 // BenchmarkLeaseReleaseAll: giving up every held lease at drain, wall time
 // and round trips. drainkit's Release hook (Manager.ReleaseHook) stops the
-// renewer and ends the node's session, one call that frees every room;
+// renewer and ends the node's session, one call that frees every room
+// (the flip, which marks the session draining, comes before, off the clock);
 // with redislock the drain calls Lock.Release per lock, one by one or from
 // 16 goroutines. Each op acquires the leases first, off the clock.
 //
@@ -415,6 +416,12 @@ func BenchmarkLeaseReleaseAll(b *testing.B) {
 					return err
 				}); err != nil {
 					b.Fatal(err)
+				}
+				// The flip comes long before the release phase: the
+				// session is marked draining then, not by the hook.
+				m.BeginDrain()
+				for c.HGet(ctx, "room:node:{"+node+"}", "state").Val() != "draining" {
+					time.Sleep(time.Millisecond)
 				}
 				release := m.ReleaseHook()
 				return func() error { return release.Run(ctx) }
