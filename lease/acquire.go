@@ -89,6 +89,13 @@ func (m *Manager) acquire(ctx context.Context, id string, stillWanted func() err
 	if err != nil {
 		return nil, fmt.Errorf("lease: acquire %s: %w", m.routeKey(id), err)
 	}
+	wanted := stillWanted
+	stillWanted = func() error { // no attempt under a session this node no longer trusts
+		if !m.alive(s.epoch, m.now()) {
+			return lostError("its session ended while it was acquired")
+		}
+		return wanted()
+	}
 	code, val, err := m.acquireOnce(ctx, id, s, s.args, stillWanted)
 	if err == nil && code == 0 {
 		var dead bool
@@ -129,7 +136,7 @@ func (m *Manager) acquireOnce(ctx context.Context, id string, s *session, args [
 	}
 	if err != nil {
 		if unknown {
-			if rerr := m.releaseUnknown(ctx, id, s.epoch); rerr != nil {
+			if rerr := m.releaseUnknown(ctx, id, s.epoch, ""); rerr != nil {
 				err = errors.Join(err, rerr) // the route dies with the session
 			}
 		}

@@ -45,8 +45,8 @@ type Config struct {
 	// TTL·2/3 after its last confirmed renewal.
 	TTL time.Duration
 	// RenewInterval is the session renewer's tick; default TTL/6 (one
-	// call, whatever the rooms held), below TTL/2 so that a failed tick
-	// leaves a second chance.
+	// call, whatever the rooms held), below TTL/3 so that a failed tick
+	// leaves a second chance before the TTL·2/3 deadline.
 	RenewInterval time.Duration
 	// CallTimeout bounds every Redis call; default and maximum TTL/6.
 	CallTimeout time.Duration
@@ -95,8 +95,8 @@ func (c Config) Validate() error {
 		return badConfig("lease: Config.Node %q contains '|', '{', '}' or whitespace", c.Node)
 	case c.TTL < MinTTL:
 		return badConfig("lease: Config.TTL %s is below %s", c.TTL, MinTTL)
-	case c.RenewInterval <= 0 || c.RenewInterval >= c.TTL/2:
-		return badConfig("lease: Config.RenewInterval %s must be above 0 and below TTL/2 (%s)", c.RenewInterval, c.TTL/2)
+	case c.RenewInterval <= 0 || c.RenewInterval >= c.TTL/3:
+		return badConfig("lease: Config.RenewInterval %s must be above 0 and below TTL/3 (%s)", c.RenewInterval, c.TTL/3)
 	case c.CallTimeout <= 0 || c.CallTimeout > c.TTL/6:
 		return badConfig("lease: Config.CallTimeout %s must be above 0 and at most TTL/6 (%s)", c.CallTimeout, c.TTL/6)
 	case c.WaitReplicas < 0:

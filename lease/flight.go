@@ -133,14 +133,14 @@ func (m *Manager) run(id string, f *flight) {
 // unseen by the drain, nor its session unseen by loseSession.
 func (m *Manager) register(ctx context.Context, l *Lease, f *flight) (*Lease, error) {
 	m.mu.Lock()
-	if s := m.sess.Load(); s == nil || s.epoch != l.epoch {
+	err := m.unwanted(f)
+	if err == nil && !m.alive(l.epoch, m.now()) { // lost or overdue: never handed out
 		f.decided = true
-		m.mu.Unlock()
-		return nil, fmt.Errorf("lease: acquire %s: %w", l.key, lostError("its session ended while it was acquired"))
+		err = fmt.Errorf("lease: acquire %s: %w", l.key, lostError("its session ended while it was acquired"))
 	}
-	if err := m.unwanted(f); err != nil {
+	if err != nil {
 		m.mu.Unlock()
-		if rerr := m.releaseUnknown(ctx, l.ID(), l.epoch); rerr != nil {
+		if rerr := m.releaseUnknown(ctx, l.ID(), l.epoch, l.value); rerr != nil {
 			return nil, errors.Join(err, rerr) // the route dies with the session
 		}
 		return nil, err

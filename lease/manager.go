@@ -2,6 +2,8 @@ package lease
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strings"
@@ -24,10 +26,11 @@ type Manager struct {
 	now       func() time.Time // time.Now; tests may replace it before Start
 	lostAfter time.Duration    // TTL·2/3
 
+	holder    string                  // random per Manager: its own session is known after a lost reply
 	sess      atomic.Pointer[session] // the current session; nil while there is none
 	okAt      atomic.Int64            // unix ns when its last confirmed renewal (or its start) was sent
 	lastEpoch atomic.Int64            // the last epoch this process started; 0 before
-	startMu   sync.Mutex              // one session start at a time
+	startMu   sync.Mutex              // one session start or loss at a time: a start waits for a loss to tell every holder
 
 	gate     chan struct{} // closed when the drain begins; see drain.go
 	gateOnce sync.Once
@@ -62,7 +65,10 @@ func New(client redis.UniversalClient, cfg Config) (*Manager, error) {
 	if cfg.WaitReplicas > 0 && !plain && !cluster {
 		return nil, badConfig("lease: Config.WaitReplicas %d needs a *redis.Client or *redis.ClusterClient, not %T", cfg.WaitReplicas, client)
 	}
+	var b [8]byte
+	_, _ = rand.Read(b[:]) // never fails on supported platforms
 	m := &Manager{
+		holder:    hex.EncodeToString(b[:]),
 		client:    client,
 		cfg:       cfg,
 		met:       newMetrics(),
@@ -124,6 +130,8 @@ func (m *Manager) Start(ctx context.Context) error {
 // [Manager.BeginDrain] then Stop.
 func (m *Manager) Stop(ctx context.Context) error {
 	err := errors.Join(m.stopRenewer(ctx), m.waitFlights(ctx))
+	m.startMu.Lock() // a start in progress (an Acquire's) finishes first; none begins after: stopped
+	defer m.startMu.Unlock()
 	m.mu.Lock()
 	m.sess.Store(nil) // a Release from now on finds its session ended and sends nothing
 	m.mu.Unlock()

@@ -31,7 +31,7 @@ func TestAcquireEndsOverdueLease(t *testing.T) {
 	cfg := testConfig()
 	// The renewer's first wake is a minute away: nothing but Acquire can
 	// end the old lease within this test.
-	cfg.TTL, cfg.RenewInterval = 3*time.Minute, time.Minute
+	cfg.TTL, cfg.RenewInterval = 3*time.Minute, 50*time.Second
 	m := startManager(t, c, cfg)
 	ctx := context.Background()
 	old, err := m.Acquire(ctx, "overdue")
@@ -69,7 +69,7 @@ func TestAcquireEndsOverdueLease(t *testing.T) {
 func TestOverdueLeaseSaysTheTimeSinceItsLastRenewal(t *testing.T) {
 	b := standalone(t)
 	cfg := testConfig()
-	cfg.TTL, cfg.RenewInterval = 3*time.Minute, time.Minute // the renewer stays asleep in this test
+	cfg.TTL, cfg.RenewInterval = 3*time.Minute, 50*time.Second // the renewer stays asleep in this test
 	var logs bytes.Buffer
 	cfg.Logger = slog.New(slog.NewJSONHandler(&logs, nil))
 	m, err := New(b.client(), cfg)

@@ -147,15 +147,27 @@ func (m *Manager) sendReleases(ctx context.Context, leases []*Lease) []*redis.Cm
 	return cmds
 }
 
-// releaseUnknown deletes a route of room id that no caller saw or whose
-// fence nobody knows (its reply was lost), so it does not keep its room
-// while the session lives. Any value of this session may go: this runs in
-// the room's only flight, while we hold no lease of it.
-func (m *Manager) releaseUnknown(ctx context.Context, id string, epoch int64) error {
+// releaseUnknown deletes a route of room id that no caller will see: the
+// value, or one whose fence nobody knows (value ""; an attempt's reply was
+// lost), so it does not keep its room while the session lives. This runs
+// in the room's only flight, while we hold no lease of it; with the fence
+// unknown, any value of the session up to the fence counter read first
+// goes, so a late delete never takes a later acquisition's route.
+func (m *Manager) releaseUnknown(ctx context.Context, id string, epoch int64, value string) error {
 	key := m.routeKey(id)
-	prefix := m.cfg.Node + "|" + strconv.FormatInt(epoch, 10) + "|"
 	err := m.retry(context.WithoutCancel(ctx), m.whileSession(epoch), func(ctx context.Context) error {
-		return releaseScript.Run(ctx, m.client, []string{key}, prefix, "session").Err()
+		if value != "" {
+			return releaseScript.Run(ctx, m.client, []string{key}, value, "").Err()
+		}
+		fence, err := m.client.Get(ctx, m.fenceKey(id)).Result()
+		if errors.Is(err, redis.Nil) {
+			return nil // no fence issued: no route of ours to delete
+		}
+		if err != nil {
+			return err
+		}
+		prefix := m.cfg.Node + "|" + strconv.FormatInt(epoch, 10) + "|"
+		return releaseScript.Run(ctx, m.client, []string{key}, prefix, "session", fence).Err()
 	})
 	if err != nil {
 		return fmt.Errorf("release %s of this session: %w", key, err)

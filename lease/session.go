@@ -33,12 +33,18 @@ var errSessionBusy = errors.New("another process's session of this node id is al
 func (m *Manager) startSession(ctx context.Context) error {
 	m.startMu.Lock() // the renewer and an Acquire that found the session overdue may both start one
 	defer m.startMu.Unlock()
-	if s := m.sess.Load(); s != nil && m.alive(s.epoch, m.now()) {
+	m.mu.Lock()
+	s, stopped := m.sess.Load(), m.stopped
+	m.mu.Unlock()
+	switch {
+	case stopped:
+		return ErrNotRunning
+	case s != nil && m.alive(s.epoch, m.now()):
 		return nil // started meanwhile
 	}
 	sent := m.now()
 	res, err := sessionScript.Run(ctx, m.client, []string{m.nodeKey()},
-		strconv.FormatInt(m.lastEpoch.Load(), 10), m.state(), m.cfg.Addr, m.cfg.TTL.Milliseconds()).Int64Slice()
+		strconv.FormatInt(m.lastEpoch.Load(), 10), m.holder, m.state(), m.cfg.Addr, m.cfg.TTL.Milliseconds()).Int64Slice()
 	if err != nil {
 		return fmt.Errorf("session %s: %w", m.nodeKey(), err)
 	}
@@ -48,7 +54,7 @@ func (m *Manager) startSession(ctx context.Context) error {
 	if res[0] == 0 {
 		return fmt.Errorf("session %s: %w (node id %q; it expires in %dms)", m.nodeKey(), errSessionBusy, m.cfg.Node, res[1])
 	}
-	s := &session{epoch: res[1], prefix: m.cfg.Node + "|" + strconv.FormatInt(res[1], 10) + "|"}
+	s = &session{epoch: res[1], prefix: m.cfg.Node + "|" + strconv.FormatInt(res[1], 10) + "|"}
 	s.args = []any{m.cfg.Node, strconv.FormatInt(s.epoch, 10), "", fenceRetention.Milliseconds()}
 	m.mu.Lock()
 	m.lastEpoch.Store(s.epoch)
@@ -78,8 +84,12 @@ func (m *Manager) deadline() time.Time {
 }
 
 // loseSession ends the session of epoch locally, if it is still current,
-// and every lease under it with cause. Acquire waits for the next one.
+// and every lease under it with cause. Acquire waits for the next one,
+// which starts only once every lease has ended: it replaces this one in
+// Redis, freeing its rooms.
 func (m *Manager) loseSession(epoch int64, cause error) {
+	m.startMu.Lock()
+	defer m.startMu.Unlock()
 	m.mu.Lock()
 	if s := m.sess.Load(); s == nil || s.epoch != epoch {
 		m.mu.Unlock()

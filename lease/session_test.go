@@ -2,10 +2,15 @@ package lease
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -129,4 +134,138 @@ func TestRestartWaitsForItsOldSession(t *testing.T) {
 	err = other.Start(sctx)
 	require.ErrorIs(t, err, errSessionBusy, "Start while another process's session lives")
 	assert.ErrorContains(t, err, cfg.Node, "Start's error: want the node id named")
+}
+
+// A session lost while its leases are still being ended (their OnLost
+// running) is not replaced before every one has ended: replacing it frees
+// its rooms in Redis, and another node must not take a room whose holder
+// has not been told. An Acquire that finds the session overdue meanwhile
+// would start one.
+func TestNoNewSessionBeforeTheLossHasEndedEveryLease(t *testing.T) {
+	c := standalone(t).client()
+	ctx := context.Background()
+	entered, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	cfg := testConfig()
+	cfg.TTL = time.Minute // the test drives the loss
+	cfg.OnLost = func(l *Lease, _ error) {
+		if l.ID() == "slow" {
+			once.Do(func() { close(entered) })
+			<-release
+		}
+	}
+	m := startManager(t, c, cfg)
+	l, err := m.Acquire(ctx, "slow")
+	require.NoError(t, err)
+	epoch := l.epoch
+	lost := make(chan struct{})
+	go func() { defer close(lost); m.loseSession(epoch, lostError("test")) }()
+	<-entered
+	started := make(chan error, 1)
+	go func() { started <- m.startSession(ctx) }()
+	select {
+	case err := <-started:
+		close(release)
+		require.FailNow(t, "a new session started while a lease of the lost one was still being ended", "startSession: %v", err)
+	case <-time.After(200 * time.Millisecond):
+		// An absence has no event to wait for: the window only decides how
+		// surely a start that does not wait is caught, never whether a
+		// start that waits passes.
+	}
+	assert.Equal(t, strconv.FormatInt(epoch, 10), c.HGet(ctx, m.nodeKey(), "epoch").Val(), "session in Redis while the loss runs")
+	close(release)
+	<-lost
+	require.NoError(t, <-started)
+	assert.NotEqual(t, epoch, m.sess.Load().epoch, "session after the loss")
+}
+
+// A delayed acquire attempt of an ended session (sent before the loss,
+// run after a later epoch took the room again) takes nothing: the route's
+// later epoch is not its own.
+func TestAcquireOfAnEndedSessionLeavesALaterOne(t *testing.T) {
+	c := standalone(t).client()
+	ctx := context.Background()
+	cfg := testConfig()
+	cfg.TTL = time.Minute
+	m := startManager(t, c, cfg)
+	old := m.sess.Load()
+	m.loseSession(old.epoch, lostError("test"))
+	require.NoError(t, m.startSession(ctx))
+	l, err := m.Acquire(ctx, "late")
+	require.NoError(t, err)
+	res, err := m.acquireCall(ctx, "late", old.args) // the old session's attempt, run late
+	require.NoError(t, err)
+	code, val, err := acquireReply(res)
+	require.NoError(t, err)
+	assert.Zero(t, code, "late attempt of epoch %d over %q: got code %d; want refused", old.epoch, l.value, code)
+	assert.Equal(t, l.value, val)
+	assert.Equal(t, l.value, c.Get(ctx, l.key).Val(), "route after the late attempt")
+}
+
+// A late clean-up of an acquire attempt whose reply was lost (the fence
+// unknown) deletes only what that attempt could have written: not a route
+// the next acquisition of the same session wrote since, with a higher
+// fence.
+func TestLateCleanUpLeavesALaterAcquisition(t *testing.T) {
+	c := standalone(t).client()
+	ctx := context.Background()
+	cfg := testConfig()
+	cfg.TTL = time.Minute
+	m := startManager(t, c, cfg)
+	s := m.sess.Load()
+	fence := c.Get(ctx, m.fenceKey("cleanup")).Val() // none yet: the attempt below sets it
+	assert.Empty(t, fence)
+	_, err := m.acquireCall(ctx, "cleanup", s.args) // the attempt whose reply was lost
+	require.NoError(t, err)
+	bound := c.Get(ctx, m.fenceKey("cleanup")).Val() // what the clean-up reads first
+	require.NoError(t, m.releaseUnknown(ctx, "cleanup", s.epoch, ""), "clean-up in time")
+	require.Zero(t, c.Exists(ctx, m.routeKey("cleanup")).Val(), "route after the clean-up")
+	l, err := m.Acquire(ctx, "cleanup") // the next acquisition, a higher fence
+	require.NoError(t, err)
+	prefix := m.cfg.Node + "|" + strconv.FormatInt(s.epoch, 10) + "|"
+	n, err := releaseScript.Run(ctx, c, []string{l.key}, prefix, "session", bound).Int64() // the clean-up's delete, run late
+	require.NoError(t, err)
+	assert.Equal(t, int64(-1), n, "late clean-up over a later acquisition")
+	assert.Equal(t, l.value, c.Get(ctx, l.key).Val(), "route after the late clean-up")
+}
+
+// A session start whose reply was lost left this process's session in
+// Redis under an epoch it never learnt: the next start replaces it at
+// once instead of waiting a TTL for it as if another process's.
+func TestStartAfterALostReplyReplacesItsOwnSession(t *testing.T) {
+	var drop atomic.Bool
+	c := standalone(t).client(cmdHook{fn: func(ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error {
+		err := next(ctx, cmd)
+		if err == nil && isScript(cmd, sessionScript) && drop.CompareAndSwap(true, false) {
+			return fmt.Errorf("reply lost: %w", context.DeadlineExceeded) // as a timeout reads
+		}
+		return err
+	}})
+	cfg := testConfig()
+	cfg.TTL = time.Minute // a wait for the orphan would outlast the test's ctx
+	m, err := New(c, cfg)
+	require.NoError(t, err)
+	drop.Store(true)
+	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	require.NoError(t, m.Start(sctx), "Start after its first session start's reply was lost")
+	t.Cleanup(func() { _ = m.Stop(context.Background()) })
+	assert.Equal(t, strconv.FormatInt(m.sess.Load().epoch, 10), c.HGet(sctx, m.nodeKey(), "epoch").Val())
+}
+
+// Stop racing a session start (an Acquire's, after the session was lost)
+// leaves no session in Redis: the start finishes first and Stop ends it,
+// or it sees the Manager stopped and starts none.
+func TestStopLeavesNoSessionStartedMeanwhile(t *testing.T) {
+	c := standalone(t).client()
+	ctx := context.Background()
+	m := startManager(t, c, testConfig())
+	m.loseSession(m.sess.Load().epoch, lostError("test"))
+	done := make(chan error, 1)
+	go func() { done <- m.startSession(ctx) }()
+	require.NoError(t, m.Stop(ctx))
+	err := <-done
+	assert.True(t, err == nil || errors.Is(err, ErrNotRunning), "start racing Stop: %v", err)
+	assert.Zero(t, c.Exists(ctx, m.nodeKey()).Val(), "session in Redis after Stop")
+	assert.ErrorIs(t, m.startSession(ctx), ErrNotRunning, "start after Stop")
 }

@@ -7,7 +7,9 @@
 -- (a retry after a lost reply, a lease the node already gave up locally,
 -- or one of its earlier epochs, dead since the node's one session names
 -- another: nobody acts on the old fence, so the room is ours at once with
--- a new one), {0, value} held by someone else.
+-- a new one), {0, value} held by someone else. A route of this node with
+-- a later epoch is not this caller's (a delayed attempt of an ended
+-- session): answered like anyone else's.
 -- A route value is node|epoch|fence and has no TTL: it is held while that
 -- node's session has that epoch (the caller reads it: another slot on
 -- Cluster). One with a TTL was written by the earlier per-room lease
@@ -19,8 +21,9 @@ local code = 1
 local both = redis.call('MGET', KEYS[1], KEYS[2])
 local cur, counter = both[1], tonumber(both[2])
 if cur then
-  local node = string.match(cur, '^([^|]*)|[^|]*|%d+$')
-  if node == ARGV[1] and redis.call('PTTL', KEYS[1]) == -1 then
+  local node, epoch = string.match(cur, '^([^|]*)|([^|]*)|%d+$')
+  epoch = tonumber(epoch)
+  if node == ARGV[1] and epoch and epoch <= tonumber(ARGV[2]) and redis.call('PTTL', KEYS[1]) == -1 then
     code = 2
   elseif cur ~= ARGV[3] or redis.call('PTTL', KEYS[1]) ~= -1 then
     -- Not ours, parseable or not, and not found dead: never overwritten.

@@ -1,17 +1,20 @@
 -- session: start a node's session, room:node:{NODE}, a hash with a new
 -- epoch, the node's state and its forwarding address, expiring after TTL.
--- KEYS[1] node key; ARGV[1] the epoch this process last had ('' if none),
--- ARGV[2] state, ARGV[3] addr, ARGV[4] TTL ms
+-- KEYS[1] node key; ARGV[1] the epoch this process last had ('0' if none),
+-- ARGV[2] holder (random per process), ARGV[3] state, ARGV[4] addr,
+-- ARGV[5] TTL ms
 -- Returns {1, epoch} started, or {0, PTTL ms} while another process's
 -- session (or a heartbeat of the earlier per-room lease format) is alive:
--- it is never replaced, as rooms hang off it.
+-- it is never replaced, as rooms hang off it. This process's own (its last
+-- epoch, or one whose start's reply was lost: same holder) is replaced;
+-- the caller has ended every lease under it first.
 -- The epoch is never reused: it is above the server clock in microseconds,
 -- the stored epoch and the caller's last one, so neither an expired key
 -- nor a lost one (failover) brings an old epoch back. A session whose
 -- epoch has ended is dead for good, which is what lets another node take
 -- its rooms after reading it once (docs/leases.md).
 local cur = redis.call('HGET', KEYS[1], 'epoch')
-if redis.call('EXISTS', KEYS[1]) == 1 and cur ~= ARGV[1] then
+if redis.call('EXISTS', KEYS[1]) == 1 and cur ~= ARGV[1] and redis.call('HGET', KEYS[1], 'holder') ~= ARGV[2] then
   return {0, redis.call('PTTL', KEYS[1])}
 end
 local t = redis.call('TIME')
@@ -25,6 +28,6 @@ if last and last > epoch then
 end
 epoch = string.format('%.0f', epoch + 1)
 redis.call('DEL', KEYS[1])
-redis.call('HSET', KEYS[1], 'epoch', epoch, 'state', ARGV[2], 'addr', ARGV[3])
-redis.call('PEXPIRE', KEYS[1], ARGV[4])
+redis.call('HSET', KEYS[1], 'epoch', epoch, 'holder', ARGV[2], 'state', ARGV[3], 'addr', ARGV[4])
+redis.call('PEXPIRE', KEYS[1], ARGV[5])
 return {1, epoch}
