@@ -310,5 +310,5 @@ func TestAcquireWaitingAcrossTheFlipSendsNothing(t *testing.T) {
 // session (the fence unknown).
 func isReleaseHolder(cmd redis.Cmder) bool {
 	args := cmd.Args()
-	return isScript(cmd, releaseScript) && len(args) > 0 && args[len(args)-1] == "session"
+	return isScript(cmd, releaseScript) && len(args) > 1 && args[len(args)-2] == "session" // ... prefix, "session", fence
 }

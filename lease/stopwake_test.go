@@ -81,7 +81,7 @@ func acquisitionReleasing(t *testing.T, ctx context.Context) (*Manager, func() e
 		case isAcquire(cmd) && holdAcquire.CompareAndSwap(true, false):
 			close(acquireHeld)
 			<-acquireGate
-		case isReleaseHolder(cmd) && holdRelease.CompareAndSwap(true, false):
+		case isScript(cmd, releaseScript) && holdRelease.CompareAndSwap(true, false):
 			close(releaseHeld)
 			<-releaseGate
 		}
