@@ -149,7 +149,7 @@ func testFenceIncreases(t *testing.T, b backend) {
 	}
 	l := next("first")
 	_ = l.Release(ctx)
-	l = next("after release")
+	next("after release")
 	c.Del(ctx, m.nodeKey())
 	_ = m.tick(ctx) // finds the session gone
 	l = next("after the session ended")

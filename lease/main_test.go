@@ -95,14 +95,6 @@ func eventually(t assert.TestingT, what string, cond func() bool) bool {
 	return true
 }
 
-// expireNow makes key expire at once and waits until Redis agrees.
-func expireNow(t *testing.T, c redis.UniversalClient, key string) {
-	t.Helper()
-	ctx := context.Background()
-	require.NoError(t, c.PExpire(ctx, key, time.Millisecond).Err(), "PEXPIRE %s", key)
-	waitFor(t, key+" to expire", func() bool { return c.Exists(ctx, key).Val() == 0 })
-}
-
 // pipelineHook intercepts pipelines (renewal rounds) with fn.
 type pipelineHook struct {
 	fn func(ctx context.Context, cmds []redis.Cmder, next redis.ProcessPipelineHook) error

@@ -125,14 +125,6 @@ func pct(v float64) string {
 	return fmt.Sprintf("%.0f%%", v*100)
 }
 
-// pct1 is pct with one decimal, for shares that sit near their target.
-func pct1(v float64) string {
-	if math.IsNaN(v) {
-		return "n/a"
-	}
-	return fmt.Sprintf("%.1f%%", v*100)
-}
-
 // verdict words a target check; NaN inputs make it "not measured".
 func verdict(ok bool, measured bool) string {
 	switch {
@@ -153,18 +145,6 @@ func floorVerdict(ok, measured, floorMisses bool) string {
 		return "**missed**, as is its floor"
 	}
 	return verdict(ok, measured)
-}
-
-// minMeasured is the least of vs that were measured (not NaN); NaN if
-// none was.
-func minMeasured(vs ...float64) float64 {
-	least := math.NaN()
-	for _, v := range vs {
-		if !math.IsNaN(v) && (math.IsNaN(least) || v < least) {
-			least = v
-		}
-	}
-	return least
 }
 
 func valid(vs ...float64) bool {
