@@ -11,17 +11,20 @@ var (
 	ErrDraining = errors.New("lease: draining")
 	// ErrHeld is matched by Acquire's error naming another holder.
 	ErrHeld = errors.New("lease: held by another holder")
-	// ErrNotHeld: expired or taken in Redis. It should not fail a drain.
+	// ErrNotHeld: gone, taken or its session ended in Redis. It should not fail a drain.
 	ErrNotHeld = errors.New("lease: not held")
 	// ErrNotRunning is returned by Acquire before Start or after Stop.
 	ErrNotRunning = errors.New("lease: manager not running")
 	// ErrUnsafeServer: Start found a server too old or that may evict lease keys.
 	ErrUnsafeServer = errors.New("lease: server cannot keep leases safely")
-	// ErrLost is the cause of a lost lease: gone, taken, or overdue.
+	// ErrLost is the cause of a lease lost with its session: the session
+	// ended in Redis, or no renewal was confirmed for TTL·2/3.
 	ErrLost = errors.New("lease: lost")
 	// ErrReleased is the cause of a released lease.
 	ErrReleased = errors.New("lease: released")
-	// ErrLeftToExpire is the cause of a lease left to expire unreleased.
+	// ErrLeftToExpire is the cause of a lease that ended unflushed once
+	// HandOff was called: not released one by one; its room moves with the
+	// session's end.
 	ErrLeftToExpire = errors.New("lease: left to expire")
 )
 
