@@ -155,18 +155,21 @@ func (m *Manager) sessionEnded(ctx context.Context, v string) (bool, error) {
 	if !ok {
 		return false, nil
 	}
-	var cur string
+	var (
+		cur  string
+		gone bool // no session at all: dead whatever the route's epoch reads
+	)
 	err := m.retry(ctx, nil, func(ctx context.Context) (err error) {
 		cur, err = m.client.HGet(ctx, m.nodeKeyOf(node), "epoch").Result()
 		if errors.Is(err, redis.Nil) {
-			cur, err = "", nil
+			gone, err = true, nil
 		}
 		return err
 	})
 	if err != nil {
 		return false, fmt.Errorf("session of node %q: %w", node, err)
 	}
-	return cur != epoch, nil
+	return gone || cur != epoch, nil
 }
 
 // acquireCall runs the acquire script and, with Config.WaitReplicas, WAIT
