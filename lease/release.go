@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"sync"
 
 	"github.com/redis/go-redis/v9"
@@ -166,8 +165,7 @@ func (m *Manager) releaseUnknown(ctx context.Context, id string, epoch int64, va
 		if err != nil {
 			return err
 		}
-		prefix := m.cfg.Node + "|" + strconv.FormatInt(epoch, 10) + "|"
-		return releaseScript.Run(ctx, m.client, []string{key}, prefix, "session", fence).Err()
+		return releaseScript.Run(ctx, m.client, []string{key}, m.routePrefixOf(epoch), "session", fence).Err()
 	})
 	if err != nil {
 		return fmt.Errorf("release %s of this session: %w", key, err)

@@ -54,7 +54,7 @@ func (m *Manager) startSession(ctx context.Context) error {
 	if res[0] == 0 {
 		return fmt.Errorf("session %s: %w (node id %q; it expires in %dms)", m.nodeKey(), errSessionBusy, m.cfg.Node, res[1])
 	}
-	s = &session{epoch: res[1], prefix: m.cfg.Node + "|" + strconv.FormatInt(res[1], 10) + "|"}
+	s = &session{epoch: res[1], prefix: m.routePrefixOf(res[1])}
 	s.args = []any{m.cfg.Node, strconv.FormatInt(s.epoch, 10), "", fenceRetention.Milliseconds()}
 	m.mu.Lock()
 	m.lastEpoch.Store(s.epoch)
@@ -67,6 +67,12 @@ func (m *Manager) startSession(ctx context.Context) error {
 	m.mu.Unlock()
 	m.cfg.Logger.Debug("lease session started", "node_id", m.cfg.Node, "epoch", s.epoch)
 	return nil
+}
+
+// routePrefixOf is node|epoch|, the start of every route value written
+// under that epoch of this node's session.
+func (m *Manager) routePrefixOf(epoch int64) string {
+	return m.cfg.Node + "|" + strconv.FormatInt(epoch, 10) + "|"
 }
 
 // alive reports whether the session of epoch is current and its deadline

@@ -60,14 +60,6 @@ func buildRoomServiceAt(t *testing.T, commit string, race bool) string {
 	out, err := archive.CombinedOutput()
 	require.NoError(t, err, "extract commit %s (a shallow clone lacks it: fetch the history, git fetch --unshallow): %s", commit, out)
 	bin := filepath.Join(src, "room-service.bin")
-	args := []string{"build", "-o", bin}
-	if race {
-		args = append(args, "-race")
-	}
-	build := exec.CommandContext(ctx, "go", append(args, "./room-service")...)
-	build.Dir = filepath.Join(src, "examples")
-	build.Env = append(os.Environ(), "GOWORK="+filepath.Join(src, "go.work"))
-	out, err = build.CombinedOutput()
-	require.NoError(t, err, "build room-service at %s: %s", commit, out)
+	require.NoError(t, e2e.BuildRoomServiceFrom(ctx, src, bin, race), "build room-service at %s", commit)
 	return bin
 }

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 )
@@ -27,7 +28,7 @@ type Binaries struct {
 func Build(ctx context.Context, dir string, race bool) (Binaries, error) {
 	b := Binaries{RoomService: filepath.Join(dir, "room-service"), Gateway: filepath.Join(dir, "gateway")}
 	for _, x := range []struct{ pkg, out string }{{RoomServicePkg, b.RoomService}, {GatewayPkg, b.Gateway}} {
-		if err := goBuild(ctx, x.pkg, x.out, race); err != nil {
+		if err := goBuild(ctx, "", x.pkg, x.out, race); err != nil {
 			return Binaries{}, err
 		}
 	}
@@ -39,15 +40,28 @@ func Build(ctx context.Context, dir string, race bool) (Binaries, error) {
 // the cluster it measures.
 func BuildSubscribers(ctx context.Context, dir string) (string, error) {
 	out := filepath.Join(dir, "subscribers")
-	return out, goBuild(ctx, SubscribersPkg, out, false)
+	return out, goBuild(ctx, "", SubscribersPkg, out, false)
 }
 
-func goBuild(ctx context.Context, pkg, out string, race bool) error {
+// BuildRoomServiceFrom compiles room-service from src, another copy of
+// the repository (an earlier commit's, for an upgrade), into out.
+func BuildRoomServiceFrom(ctx context.Context, src, out string, race bool) error {
+	return goBuild(ctx, src, RoomServicePkg, out, race)
+}
+
+// goBuild builds pkg into out, from this tree, or from the repository
+// copy src when it is set (its own workspace).
+func goBuild(ctx context.Context, src, pkg, out string, race bool) error {
 	args := []string{"build", "-o", out}
 	if race {
 		args = append(args, "-race")
 	}
-	if b, err := exec.CommandContext(ctx, "go", append(args, pkg)...).CombinedOutput(); err != nil {
+	cmd := exec.CommandContext(ctx, "go", append(args, pkg)...)
+	if src != "" {
+		cmd.Dir = filepath.Join(src, "examples")
+		cmd.Env = append(os.Environ(), "GOWORK="+filepath.Join(src, "go.work"))
+	}
+	if b, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("e2e: go build %s: %w\n%s", pkg, err, b)
 	}
 	return nil
