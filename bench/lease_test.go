@@ -391,6 +391,30 @@ func BenchmarkLeaseRenewScale(b *testing.B) {
 			drainkitRounds(b, drainkitHeld(b, n), n)
 		})
 	}
+	b.Run("c=ping", func(b *testing.B) { pingRounds(b) })
+}
+
+// pingRounds is the renewal round's floor: one PING per tick (TTL/6) from
+// a client idle in between, as the renewer is; the least any design with
+// one round trip per tick costs in wall time on this machine.
+func pingRounds(b *testing.B) {
+	c := newRedisClient(b)
+	defer c.Close()
+	ctx := context.Background()
+	tick := time.NewTicker(lease.DefaultTTL / 6)
+	defer tick.Stop()
+	var total time.Duration
+	for b.Loop() {
+		<-tick.C
+		start := time.Now()
+		if err := c.Ping(ctx).Err(); err != nil {
+			b.Fatal(err)
+		}
+		total += time.Since(start)
+	}
+	roundMS := float64(total.Microseconds()) / 1000 / float64(b.N)
+	b.ReportMetric(roundMS, "round-ms")
+	b.ReportMetric(100*roundMS/float64((lease.DefaultTTL/6).Milliseconds()), "%tick")
 }
 
 // BenchmarkLeaseReleaseAll: giving up every held lease at drain, wall time
