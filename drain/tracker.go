@@ -17,7 +17,9 @@ const closedBit = int64(1) << 62
 // zero value is a Tracker with intake open; it must not be copied after
 // first use.
 type Tracker struct {
-	state   atomic.Int64 // in-flight count | closedBit
+	state   atomic.Int64  // in-flight count | closedBit
+	arrived atomic.Uint64 // Begin calls; beside state, whose cache line every Begin writes anyway
+	refused atomic.Uint64 // Begin calls after CloseIntake
 	waiters atomic.Int32
 	_       [56]byte // keep lastArrivalMS off state's cache line: cores would bounce it on every request
 
@@ -40,11 +42,22 @@ func (t *Tracker) Begin() bool {
 	if ms := int64(time.Since(*t.firstArrival())/time.Millisecond) + 1; t.lastArrivalMS.Load() != ms { // +1: never 0, "none yet"
 		t.lastArrivalMS.Store(ms)
 	}
+	t.arrived.Add(1)
 	if t.state.Add(1)&closedBit != 0 {
+		t.refused.Add(1)
 		t.End()
 		return false
 	}
 	return true
+}
+
+// Arrivals returns how many times Begin was called and how many of those
+// calls were refused because intake was closed. Package lifecycle reads
+// them at the flip and after the drain: work that kept arriving after the
+// flip, and above all work refused after intake closed, says the
+// propagation delay was shorter than the load balancers took to notice.
+func (t *Tracker) Arrivals() (arrived, refused uint64) {
+	return t.arrived.Load(), t.refused.Load()
 }
 
 // firstArrival returns epoch, setting it to now if this is the first arrival.

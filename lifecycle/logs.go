@@ -68,18 +68,27 @@ func (m *Manager) logPerPhase(msg string, results []drain.HookResult, stoppedAt 
 	}
 }
 
-func (m *Manager) logReport(r *Report) {
+// logReport logs the report line: INFO for a clean exit, WARN with the
+// advice when work was refused after intake (the delay was too short),
+// ERROR for any other exit code.
+func (m *Manager) logReport(r *Report, advice string) {
 	level := slog.LevelInfo
-	if r.ExitCode != ExitClean {
+	switch {
+	case r.ExitCode != ExitClean:
 		level = slog.LevelError
+	case advice != "":
+		level = slog.LevelWarn
 	}
 	ctx := context.Background()
 	if !m.log.Enabled(ctx, level) {
 		return
 	}
-	reportLogger(m.log).Log(ctx, level, "drain report",
-		slog.String("service", r.Service), slog.String("node_id", r.NodeID),
-		slog.Int("exit_code", r.ExitCode), slog.Attr{Key: "report", Value: r.logValue()})
+	attrs := []slog.Attr{slog.String("service", r.Service), slog.String("node_id", r.NodeID),
+		slog.Int("exit_code", r.ExitCode), {Key: "report", Value: r.logValue()}}
+	if advice != "" {
+		attrs = append(attrs, slog.String("advice", advice))
+	}
+	reportLogger(m.log).LogAttrs(ctx, level, "drain report", attrs...)
 }
 
 // logValue is the report as one JSON object in a log line: nested under a

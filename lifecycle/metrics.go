@@ -7,9 +7,11 @@ import (
 )
 
 type metrics struct {
-	draining prometheus.Gauge
-	duration prometheus.Gauge
-	outcomes *prometheus.CounterVec
+	draining    prometheus.Gauge
+	duration    prometheus.Gauge
+	outcomes    *prometheus.CounterVec
+	lastArrival prometheus.Histogram
+	refused     prometheus.Counter
 }
 
 // newMetrics makes the manager's metrics and registers them with reg, all
@@ -28,6 +30,15 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "drain_hook_outcomes_total",
 			Help: "Drain hooks by phase and outcome (ok, failed, timeout, canceled, skipped, panic).",
 		}, []string{"phase", "outcome"}),
+		lastArrival: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "service_drain_last_arrival_after_flip_ms",
+			Help:    "Milliseconds from the flip to the last request or RPC that arrived during the drain (0 if none): the load balancers' propagation.",
+			Buckets: prometheus.ExponentialBuckets(10, 2, 15), // 10 ms to 164 s
+		}),
+		refused: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "service_drain_refused_after_intake_total",
+			Help: "Requests and RPCs that arrived after the drain's stop_intake and were refused: the propagation delay was too short.",
+		}),
 	}
 	if reg == nil {
 		return mt, nil
@@ -39,6 +50,8 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		{"service_draining", mt.draining},
 		{"service_shutdown_duration_ms", mt.duration},
 		{"drain_hook_outcomes_total", mt.outcomes},
+		{"service_drain_last_arrival_after_flip_ms", mt.lastArrival},
+		{"service_drain_refused_after_intake_total", mt.refused},
 	}
 	for i, c := range collectors {
 		if err := reg.Register(c.c); err != nil {
@@ -57,8 +70,14 @@ func (mt *metrics) transition(t Transition) {
 	}
 }
 
-func (mt *metrics) drained(r *Report) {
+// drained records r; the arrivals only if the process was serving at
+// the flip (a failed start has no load balancer to measure).
+func (mt *metrics) drained(r *Report, wasRunning bool) {
 	mt.duration.Set(msOf(r.Duration))
+	if wasRunning {
+		mt.lastArrival.Observe(msOf(r.LastArrivalAfterFlip))
+	}
+	mt.refused.Add(float64(r.RefusedAfterIntake))
 	for _, h := range r.Hooks {
 		mt.outcomes.WithLabelValues(string(h.Phase), string(h.Outcome)).Inc()
 	}

@@ -2,6 +2,7 @@ package lifecycle
 
 import (
 	"encoding/json"
+	"time"
 
 	"github.com/drainkit/drainkit/drain"
 )
@@ -38,6 +39,17 @@ type Report struct {
 	StartError string `json:"start_error,omitempty"`
 	// ExitCode is the process exit code for this outcome (Exit… constants).
 	ExitCode int `json:"exit_code"`
+	// ArrivedAfterFlip, LastArrivalAfterFlip and RefusedAfterIntake say
+	// whether the propagation delay was long enough. They count the work
+	// (requests, RPCs) that reached the [Manager.Tracker] after the flip,
+	// refused or not; when the last of it arrived, from the flip (zero if
+	// none did); and how much came after phase stop_intake and was refused
+	// (HTTP 503, gRPC UNAVAILABLE), which a longer DRAIN_DELAY would have
+	// served. JSON: "arrivals" {after_flip, last_after_flip_ms,
+	// refused_after_intake}. docs/shutdown.md sets the delay from them.
+	ArrivedAfterFlip     uint64        `json:"-"`
+	LastArrivalAfterFlip time.Duration `json:"-"`
+	RefusedAfterIntake   uint64        `json:"-"`
 }
 
 // MarshalJSON merges the drain report's fields with the Report's own (the
@@ -52,6 +64,8 @@ func (r *Report) MarshalJSON() ([]byte, error) {
 		return nil, err
 	}
 	obj["service"], obj["node_id"], obj["exit_code"] = r.Service, r.NodeID, r.ExitCode
+	obj["arrivals"] = map[string]any{"after_flip": r.ArrivedAfterFlip,
+		"last_after_flip_ms": msOf(r.LastArrivalAfterFlip), "refused_after_intake": r.RefusedAfterIntake}
 	if r.StartError != "" {
 		obj["start_error"] = r.StartError
 	}

@@ -3,6 +3,7 @@ package lifecycle
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/signal"
 	"slices"
@@ -126,6 +127,8 @@ func (m *Manager) drainAndReport(ctx context.Context, startErr error) *Report {
 	m.mu.Unlock()
 
 	wasRunning := m.State() == Running
+	arrivedBefore, _ := m.tracker.Arrivals()
+	flippedAt := time.Now()
 	_ = m.transition(Draining, reason, nil) // fails only from Stopped, which shutdownOnce rules out
 
 	// The deadline counts from the stop request: the delay is in the budget.
@@ -171,9 +174,41 @@ func (m *Manager) drainAndReport(ctx context.Context, startErr error) *Report {
 	if startErr != nil {
 		r.StartError = startErr.Error()
 	}
-	m.metrics.drained(r)
-	m.logReport(r)
+	m.countArrivals(r, arrivedBefore, flippedAt)
+	m.metrics.drained(r, wasRunning)
+	advice := ""
+	if wasRunning && !rep.Forced {
+		advice = m.delayAdvice(r)
+	}
+	m.logReport(r, advice)
 	return r
+}
+
+// countArrivals sets r's arrival figures from the tracker: what arrived
+// after the flip (when arrivedBefore had), and what intake refused.
+func (m *Manager) countArrivals(r *Report, arrivedBefore uint64, flippedAt time.Time) {
+	arrived, refused := m.tracker.Arrivals()
+	r.ArrivedAfterFlip, r.RefusedAfterIntake = arrived-arrivedBefore, refused
+	if r.ArrivedAfterFlip > 0 { // LastArrival is rounded down to the millisecond: never before the flip
+		r.LastArrivalAfterFlip = max(m.tracker.LastArrival().Sub(flippedAt), 0)
+	}
+}
+
+// delayAdvice says what to change when work was refused after intake
+// closed: the propagation delay ended before the load balancers stopped
+// sending. Empty when nothing was refused.
+func (m *Manager) delayAdvice(r *Report) string {
+	if r.RefusedAfterIntake == 0 {
+		return ""
+	}
+	last := r.LastArrivalAfterFlip.Round(100 * time.Millisecond)
+	if m.cfg.QuietWindow > 0 {
+		return fmt.Sprintf("the adaptive delay (%s %s, at most %s %s) ended before this rollout's propagation did: %d requests were refused after intake, the last arrived %s after the flip; raise %s, or %s if the delay ran to it",
+			envName("QuietWindow"), m.cfg.QuietWindow, envName("DrainDelay"), m.cfg.DrainDelay, r.RefusedAfterIntake, last,
+			envName("QuietWindow"), envName("DrainDelay"))
+	}
+	return fmt.Sprintf("%s %s was shorter than this rollout's propagation: %d requests were refused after intake, the last arrived %s after the flip; raise %s or use %s",
+		envName("DrainDelay"), m.cfg.DrainDelay, r.RefusedAfterIntake, last, envName("DrainDelay"), envName("QuietWindow"))
 }
 
 // propagationDelay keeps serving while load balancers notice the flip.
