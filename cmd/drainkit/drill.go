@@ -140,7 +140,36 @@ func drill(ctx context.Context, cfg *drillConfig, progress io.Writer) (*verdict,
 	if ctx.Err() != nil {
 		return nil, ctx.Err()
 	}
-	return judge(cfg, fe, insts, u, res.outcomes, res.sent), nil
+	v := judge(cfg, fe, insts, u, res.outcomes, res.sent)
+	if cfg.HTML != "" {
+		if err := writeHTML(cfg.HTML, &picture{v: v, outcomes: res.outcomes, lives: lives(insts, u), update: u}); err != nil {
+			return nil, err
+		}
+	}
+	return v, nil
+}
+
+// lives are the instances' lives for -html: the old ones, then the new.
+func lives(insts []*instance, u *update) []life {
+	var out []life
+	for i, in := range insts {
+		if in.proc == nil {
+			continue // never started: the drill failed before it
+		}
+		l := life{name: in.name, started: in.startedAt, ready: in.readyAt}
+		if i < len(u.old) {
+			s := u.old[i]
+			l.old, l.sigterm, l.removed, l.exited = true, s.sigterm, s.removed, s.exited
+			if s.Report != nil && !s.Report.Start.IsZero() {
+				l.flip = s.Report.Start
+				if d, ok := phaseElapsed(in.proc.Lines(), "stop_intake"); ok {
+					l.intake = l.flip.Add(d)
+				}
+			}
+		}
+		out = append(out, l)
+	}
+	return out
 }
 
 // pause waits d, a length of the drill (not a wait for a condition), or
@@ -202,10 +231,10 @@ func roll(ctx context.Context, cfg *drillConfig, fe frontend, insts []*instance,
 			return nil, err
 		}
 		p.set(fmt.Sprintf("update %d/%d: %s draining", k+1, n, old.name))
-		s, err := old.terminate(ctx, cfg.Grace, func(at time.Time) {
-			if leave := fe.terminating(k, at); leave.After(lastLeave) {
-				lastLeave = leave
-			}
+		s, err := old.terminate(ctx, cfg.Grace, func(at time.Time) time.Time {
+			leave := fe.terminating(k, at)
+			lastLeave = latest(lastLeave, leave)
+			return leave
 		})
 		if err != nil {
 			return nil, err

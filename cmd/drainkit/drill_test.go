@@ -6,6 +6,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -109,6 +112,9 @@ func TestDrillRefusesBadInput(t *testing.T) {
 		{name: "path not a path", give: []string{"-env", "A=:{port}", "-path", "http://example.com/", "--", "true"}, want: "want a path starting with /"},
 		{name: "bad header", give: []string{"-env", "A=:{port}", "-header", "NoColon", "--", "true"}, want: `-header "NoColon"`},
 		{name: "rate", give: []string{"-env", "A=:{port}", "-rate", "0", "--", "true"}, want: "-rate 0"},
+		{name: "html in no directory", give: []string{"-env", "A=:{port}", "-html", "/no/such/dir/drill.html", "--", "true"}, want: `-html "/no/such/dir/drill.html": directory /no/such/dir does not exist`},
+		{name: "html a directory", give: []string{"-env", "A=:{port}", "-html", os.TempDir(), "--", "true"}, want: "is a directory; want a file"},
+		{name: "html empty", give: []string{"-env", "A=:{port}", "-html", "", "--", "true"}, want: `-html "": want a file`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -177,12 +183,20 @@ func assertNoneRuns(t *testing.T, dir string) {
 func TestDrillPassesAServiceThatDrains(t *testing.T) {
 	for _, lb := range []string{"haproxy", "inprocess", "kube"} {
 		t.Run(lb, func(t *testing.T) {
-			args := append([]string{"-n", "2", "-lb", lb, "-ready", "http://127.0.0.1:{admin}/healthz/ready"}, short...)
+			page := filepath.Join(t.TempDir(), "drill.html")
+			args := append([]string{"-n", "2", "-lb", lb, "-ready", "http://127.0.0.1:{admin}/healthz/ready", "-html", page}, short...)
 			if lb == "kube" {
 				args = append(args, "-lag", "300ms")
 			}
 			args = append(args, service("drains", "-env", "DELAY=300ms", "-env", "ADMIN_ADDR=127.0.0.1:{admin}")...)
 			code, v := drillJSON(t, args...)
+			html := assertPage(t, page, v)
+			for _, moment := range []string{"ready at", "SIGTERM at", "readiness flip (drain began) at", "intake stopped at", "exit at"} {
+				assert.Equal(t, 2, strings.Count(html, "i1 "+moment)+strings.Count(html, "i2 "+moment), "old instances' %q marks", moment)
+			}
+			if lb == "kube" {
+				assert.Equal(t, 2, strings.Count(html, "endpoint removed at"))
+			}
 			assert.Equal(t, exitPass, code, "problems: %v", v.Problems)
 			assert.True(t, v.Pass)
 			assert.Equal(t, lb, v.Balancer)
@@ -212,8 +226,10 @@ func TestDrillPassesAServiceThatDrains(t *testing.T) {
 // retries none. Behind HAProxy the same
 // service loses nothing, because HAProxy retries a refused connection.
 func TestDrillKubeModeRefusesConnectionsToAServiceThatStopsAtOnce(t *testing.T) {
-	args := append([]string{"-n", "2", "-lb", "kube", "-lag", "1s"}, short...)
+	page := filepath.Join(t.TempDir(), "drill.html")
+	args := append([]string{"-n", "2", "-lb", "kube", "-lag", "1s", "-html", page}, short...)
 	code, v := drillJSON(t, append(args, service("naive")...)...)
+	assertPage(t, page, v)
 	assert.Equal(t, exitFail, code)
 	assert.False(t, v.Pass)
 	assert.Positive(t, v.Failed)
@@ -282,7 +298,8 @@ func TestDrillTable(t *testing.T) {
 		"failed                     0 (connection refused 0, reset 0, timeout 0, 5xx 0, other 0)",
 		"client retries             0 (the load never retries)",
 		"latency during the update  p50 ", "old i1                     exit 0, ",
-		"drain report: ", "stop_intake  api.stop_intake  ok  200µs",
+		"drain report: ", "; after the flip 7 arrived, the last 250ms after it, 0 refused after intake",
+		"stop_intake  api.stop_intake  ok  200µs",
 		"PASS: no request failed, every old instance exited 0 in time.",
 	} {
 		assert.Contains(t, out, want)
@@ -347,4 +364,51 @@ func TestDrillSendsTheRequestShape(t *testing.T) {
 	assert.Equal(t, exitFail, code)
 	assert.Equal(t, v.Sent/2, v.Failed, "the odd requests, to /broken, fail; by cause: %v", v.FailedBy)
 	assert.Equal(t, v.Failed, v.Failed5xx["500"], "every failure is /broken's 500: %v", v.FailedBy)
+}
+
+// assertPage checks the -html page against the -json verdict of the same
+// drill: its bars add up to the verdict's counts by outcome, its table
+// says the same, every old instance has a lane, and it fetches nothing.
+func assertPage(t *testing.T, path string, v verdictJSON) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	page := string(b)
+	// Error texts in tooltips may quote a URL; nothing may load one.
+	for _, fetch := range []string{"<script", "<link", "<img", "<iframe", "<object", " src=", " href=", "url(", "@import"} {
+		assert.False(t, strings.Contains(page, fetch), "the page opens with no network, yet holds %q", fetch)
+	}
+	bars := map[string]int{}
+	for _, m := range regexp.MustCompile(`<rect class="([a-z_0-9]+)" data-n="(\d+)"`).FindAllStringSubmatch(page, -1) {
+		n, _ := strconv.Atoi(m[2])
+		bars[m[1]] += n
+	}
+	assert.Equal(t, v.Succeeded, bars["ok"], "succeeded, in the bars")
+	failures := map[string]int{}
+	for _, m := range regexp.MustCompile(`<line class="failure ([a-z_0-9]+)"`).FindAllStringSubmatch(page, -1) {
+		failures[m[1]]++
+	}
+	cell := func(id string) int {
+		m := regexp.MustCompile(`id="` + id + `">(\d+)<`).FindStringSubmatch(page)
+		require.NotNil(t, m, "cell %s", id)
+		n, _ := strconv.Atoi(m[1])
+		return n
+	}
+	for cause, n := range v.FailedBy {
+		assert.Equal(t, n, bars[cause], "%s, in the bars", cause)
+		assert.Equal(t, n, failures[cause], "%s, marked", cause)
+		assert.Equal(t, n, cell("failed-"+cause), "%s, in the table", cause)
+	}
+	assert.Equal(t, v.Sent, cell("sent"))
+	assert.Equal(t, v.Succeeded, cell("succeeded"))
+	assert.Equal(t, v.Failed, cell("failed"))
+	assert.Equal(t, v.ClientRetries, cell("client-retries"))
+	assert.Equal(t, v.BalancerRetries, cell("balancer-retries"))
+	for _, o := range v.Old {
+		assert.Contains(t, page, ">old "+o.Name+"</text>")
+	}
+	for _, o := range v.New {
+		assert.Contains(t, page, ">new "+o.Name+"</text>")
+	}
+	return page
 }

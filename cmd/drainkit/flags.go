@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -86,6 +87,9 @@ Load:
 
 Output:
   -json             write the verdict as one JSON document instead of the table
+  -html FILE        also write the update as a picture to FILE: one page,
+                    no network needed (requests per 100ms by outcome, each
+                    instance's life, every failure with its cause)
 
 Exit status: 0 when no request failed and every old instance exited 0
 before -grace; 1 otherwise; 2 when the drill could not run (bad flags, a
@@ -114,6 +118,7 @@ type drillConfig struct {
 	Warmup, Tail time.Duration
 	Duration     time.Duration // zero: until the update ends plus Tail
 	JSON         bool
+	HTML         string   // a file for the page, or empty
 	Command      []string // Command[0] resolved to its path
 }
 
@@ -158,6 +163,7 @@ func parseDrill(args []string, output io.Writer) (*drillConfig, error) {
 	fs.DurationVar(&c.Tail, "tail", defaultTail, "")
 	fs.DurationVar(&c.Duration, "duration", 0, "")
 	fs.BoolVar(&c.JSON, "json", false, "")
+	fs.StringVar(&c.HTML, "html", "", "")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fmt.Fprintf(output, drillUsage, defaultInstances, defaultReady, defaultStart, defaultGrace,
@@ -178,6 +184,7 @@ func parseDrill(args []string, output io.Writer) (*drillConfig, error) {
 		func() error { return c.checkReady() },
 		func() error { return c.checkBalancer(set["lag"]) },
 		func() error { return c.checkLoad(headers) },
+		func() error { return c.checkHTML(set["html"]) },
 	} {
 		if err := check(); err != nil {
 			return nil, err
@@ -319,6 +326,25 @@ func (c *drillConfig) checkLoad(headers []string) error {
 			length = fmt.Sprintf("up to %s (the bound -n, -start, -grace, -lag, -warmup and -tail give the update)", c.loadBound())
 		}
 		return fmt.Errorf("-rate %d for %s is %.0f requests; the drill sends at most %d", c.Rate, length, n, maxRequests)
+	}
+	return nil
+}
+
+// checkHTML refuses an -html file that could not be written: the page
+// comes at the end of the drill, too late to find out.
+func (c *drillConfig) checkHTML(given bool) error {
+	if !given {
+		return nil
+	}
+	if c.HTML == "" {
+		return errors.New(`-html "": want a file for the page, e.g. -html /tmp/drill.html`)
+	}
+	if st, err := os.Stat(c.HTML); err == nil && st.IsDir() {
+		return fmt.Errorf("-html %q is a directory; want a file, e.g. -html %s", c.HTML, filepath.Join(c.HTML, "drill.html"))
+	}
+	dir := filepath.Dir(c.HTML)
+	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+		return fmt.Errorf("-html %q: directory %s does not exist", c.HTML, dir)
 	}
 	return nil
 }

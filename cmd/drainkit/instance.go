@@ -23,6 +23,8 @@ type instance struct {
 	ready string // the readiness URL
 	env   []string
 	proc  *harness.Proc // nil until started
+
+	startedAt, readyAt time.Time // for -html
 }
 
 // newInstances gives 2n instances their ports, environment and readiness
@@ -62,6 +64,7 @@ func portOf(addr string) string {
 // start runs the instance and waits, within budget, until its readiness
 // URL answers 2xx.
 func (in *instance) start(ctx context.Context, cfg *drillConfig) error {
+	in.startedAt = time.Now()
 	p, err := harness.StartProc(in.name, cfg.Command[0], in.env, cfg.Command[1:]...)
 	if err != nil {
 		return err
@@ -72,6 +75,7 @@ func (in *instance) start(ctx context.Context, cfg *drillConfig) error {
 	if err := harness.WaitReady(ctx, p, in.ready); err != nil {
 		return fmt.Errorf("instance %s did not become ready within -start %s: %w", in.name, cfg.Start, err)
 	}
+	in.readyAt = time.Now()
 	return nil
 }
 
@@ -105,12 +109,13 @@ type stopped struct {
 	// Early is set when it exited before its SIGTERM.
 	Early bool `json:"exited_early,omitempty"`
 
-	exited time.Time
+	sigterm, removed, exited time.Time // removed: the kube balancer's endpoint removal
 }
 
-// terminate sends SIGTERM, tells onTerm when, waits grace for the exit
+// terminate sends SIGTERM, tells onTerm when (it returns when the
+// balancer removes the instance, if it knows), waits grace for the exit
 // and SIGKILLs the instance after it.
-func (in *instance) terminate(ctx context.Context, grace time.Duration, onTerm func(time.Time)) (stopped, error) {
+func (in *instance) terminate(ctx context.Context, grace time.Duration, onTerm func(time.Time) time.Time) (stopped, error) {
 	s := stopped{Name: in.name, Pid: in.proc.Pid(), Early: !in.running()}
 	if err := in.proc.Signal(syscall.SIGTERM); err != nil {
 		if !errors.Is(err, os.ErrProcessDone) && !s.Early {
@@ -118,7 +123,8 @@ func (in *instance) terminate(ctx context.Context, grace time.Duration, onTerm f
 		}
 		s.Early = true // it exited between the look and the signal
 	}
-	onTerm(in.proc.Signalled())
+	s.sigterm = in.proc.Signalled()
+	s.removed = onTerm(s.sigterm)
 	wait, cancel := context.WithTimeout(ctx, grace)
 	defer cancel()
 	if _, err := in.proc.Wait(wait); err != nil {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -11,12 +12,24 @@ import (
 // "report" of the line lifecycle logs last, "drain report", in slog's JSON
 // form or a text form (where the report is one quoted JSON value).
 type drainReport struct {
-	Reason           string       `json:"reason"`
+	Reason string `json:"reason"`
+	// Start is the stop request, the drain's beginning: the flip.
+	Start            time.Time    `json:"start"`
 	Duration         float64      `json:"duration_ms"`
 	ExitCode         int          `json:"exit_code"`
 	Forced           bool         `json:"forced"`
 	DeadlineExceeded bool         `json:"deadline_exceeded"`
 	Hooks            []hookReport `json:"hooks"`
+	// Arrivals is what reached the instance after its flip (drainkit's
+	// lifecycle reports it; absent from an older report).
+	Arrivals *arrivals `json:"arrivals,omitempty"`
+}
+
+// arrivals is the report's measure of the propagation delay.
+type arrivals struct {
+	AfterFlip          int     `json:"after_flip"`
+	LastAfterFlipMS    float64 `json:"last_after_flip_ms"`
+	RefusedAfterIntake int     `json:"refused_after_intake"`
 }
 
 // hookReport is one hook of a drain report.
@@ -79,6 +92,38 @@ func parseReport(line string) *drainReport {
 	}
 	return &r
 }
+
+// phaseElapsed returns when phase began, from the stop request, as the
+// last "drain phase" line for it among lines says (slog's JSON or text
+// form); false if none does.
+func phaseElapsed(lines []string, phase string) (time.Duration, bool) {
+	for i := len(lines) - 1; i >= 0; i-- {
+		line := lines[i]
+		if !strings.Contains(line, "drain phase") || strings.Contains(line, "drain phase skipped") {
+			continue
+		}
+		var l struct {
+			Msg       string   `json:"msg"`
+			Phase     string   `json:"phase"`
+			ElapsedMS *float64 `json:"elapsed_ms"`
+		}
+		if strings.HasPrefix(line, "{") {
+			if json.Unmarshal([]byte(line), &l) == nil && l.Msg == "drain phase" && l.Phase == phase && l.ElapsedMS != nil {
+				return time.Duration(*l.ElapsedMS * float64(time.Millisecond)), true
+			}
+			continue
+		}
+		if m := textPhase.FindStringSubmatch(line); m != nil && m[1] == phase {
+			if v, err := strconv.ParseFloat(m[2], 64); err == nil {
+				return time.Duration(v * float64(time.Millisecond)), true
+			}
+		}
+	}
+	return 0, false
+}
+
+// textPhase matches a "drain phase" line of slog's text handler.
+var textPhase = regexp.MustCompile(`drain phase"? .*\bphase=(\S+) .*\belapsed_ms=([0-9.]+)`)
 
 // duration is a time.Duration that marshals as milliseconds.
 type duration time.Duration

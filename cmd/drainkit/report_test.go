@@ -11,9 +11,34 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 )
+
+// When phase stop_intake began is read from lifecycle's "drain phase"
+// line in each of slog's forms; a skipped phase and other phases are not it.
+func TestPhaseElapsed(t *testing.T) {
+	tests := []struct {
+		name string
+		give string
+		want time.Duration // 0: not found
+	}{
+		{"json", `{"time":"2026-12-03T11:44:15Z","level":"INFO","msg":"drain phase","service":"x","phase":"stop_intake","hooks":2,"elapsed_ms":5000.25}`, 5000250 * time.Microsecond},
+		{"text", `time=2026-12-03T11:44:15Z level=INFO msg="drain phase" service=x node_id=vm phase=stop_intake hooks=2 elapsed_ms=5000.25`, 5000250 * time.Microsecond},
+		{"default logger", `2026/12/03 11:44:15 INFO drain phase service=x node_id=vm phase=stop_intake hooks=2 elapsed_ms=12.5`, 12500 * time.Microsecond},
+		{"another phase", `{"msg":"drain phase","phase":"flush","hooks":1,"elapsed_ms":7.5}`, 0},
+		{"skipped", `time=2026-12-03T11:44:15Z level=INFO msg="drain phase skipped" phase=stop_intake hooks=1 elapsed_ms=9`, 0},
+		{"no elapsed", `{"msg":"drain phase","phase":"stop_intake","hooks":1}`, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, ok := phaseElapsed([]string{"listening", tt.give}, "stop_intake")
+			assert.Equal(t, tt.want != 0, ok)
+			assert.Equal(t, tt.want, got)
+		})
+	}
+}
 
 // A drain report is read from slog's JSON form, its text form and the
 // default logger's form; other lines are not reports.

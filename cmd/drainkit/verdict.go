@@ -151,12 +151,7 @@ func judge(cfg *drillConfig, fe frontend, insts []*instance, u *update, outs []o
 // table renders the verdict for a person.
 func (v *verdict) table() string {
 	var b strings.Builder
-	lb := v.Balancer
-	if v.Balancer == "kube" {
-		lb = fmt.Sprintf("kube (endpoints removed %s after SIGTERM)", v.Lag)
-	}
-	fmt.Fprintf(&b, "drainkit drill: %s of %s behind %s, %d requests/s\n\n",
-		plural(v.Instances, "instance"), filepath.Base(v.Command[0]), lb, v.Rate)
+	fmt.Fprintf(&b, "drainkit drill: %s\n\n", v.title())
 	w := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
 	row := func(k string, f string, args ...any) { fmt.Fprintf(w, "%s\t%s\n", k, fmt.Sprintf(f, args...)) }
 	row("requests sent", "%d", v.Sent)
@@ -207,6 +202,15 @@ func (v *verdict) table() string {
 	return b.String()
 }
 
+// title says what was drilled: "3 instances of svc behind haproxy, 50 requests/s".
+func (v *verdict) title() string {
+	lb := v.Balancer
+	if v.Balancer == "kube" {
+		lb = fmt.Sprintf("kube (endpoints removed %s after SIGTERM)", v.Lag)
+	}
+	return fmt.Sprintf("%s of %s behind %s, %d requests/s", plural(v.Instances, "instance"), filepath.Base(v.Command[0]), lb, v.Rate)
+}
+
 // summary is one line on how an old instance ended.
 func (s stopped) summary() string {
 	if s.Early {
@@ -229,6 +233,10 @@ func (s stopped) summary() string {
 	}
 	if r.Forced {
 		out += ", forced"
+	}
+	if a := r.Arrivals; a != nil {
+		out += fmt.Sprintf("; after the flip %d arrived, the last %s after it, %d refused after intake",
+			a.AfterFlip, ms(a.LastAfterFlipMS), a.RefusedAfterIntake)
 	}
 	return out
 }
