@@ -35,19 +35,18 @@ func (m *Manager) Acquire(ctx context.Context, id string) (*Lease, error) {
 	}
 	select {
 	case <-f.done:
-		return f.lease, f.err
 	case <-ctx.Done():
+		if m.leave(f) {
+			return nil, fmt.Errorf("lease: acquire %s: %w", m.routeKey(id), ctx.Err())
+		}
+		<-f.done // decided meanwhile: the lease is this caller's
 	}
-	if !m.leave(f) { // decided meanwhile: the lease is this caller's
-		<-f.done
-		return f.lease, f.err
-	}
-	return nil, fmt.Errorf("lease: acquire %s: %w", m.routeKey(id), ctx.Err())
+	return f.lease, f.err
 }
 
 // local returns the lease held for id, if any, or ErrNotRunning. A lease
-// whose session is lost or overdue is ended, and one ending is waited for: its holder must
-// stop before the room gets a new fence.
+// whose session is lost or overdue is ended, and one ending is waited for:
+// its holder must stop before the room gets a new fence.
 func (m *Manager) local(ctx context.Context, id string) (*Lease, error) {
 	for {
 		m.mu.Lock()
@@ -61,7 +60,7 @@ func (m *Manager) local(ctx context.Context, id string) (*Lease, error) {
 			return l, nil
 		case !l.ended():
 			m.mu.Unlock()
-			l.end(m.lostCause(l), true) // leaves the set on return, unless another goroutine ended it first
+			l.end(m.lostCause(l), true) // leaves the set on return, unless another end came first
 			continue
 		}
 		if m.leftSet == nil {
@@ -78,10 +77,9 @@ func (m *Manager) local(ctx context.Context, id string) (*Lease, error) {
 	}
 }
 
-// acquire takes room id under the current session and returns the new
-// lease, unregistered. A room whose route names a session that has ended
-// is taken at once. ctx must not be cancellable, so a lease an attempt
-// took comes back.
+// acquire takes room id under the current session and returns the new,
+// unregistered lease; a route of an ended session is taken at once. ctx
+// must not be cancellable, so a lease an attempt took comes back.
 func (m *Manager) acquire(ctx context.Context, id string, stillWanted func() error) (*Lease, error) {
 	wctx, cancel := context.WithTimeout(ctx, m.cfg.TTL) // a session lost is started again within a tick, or Redis is down
 	s, err := m.currentSession(wctx)
@@ -108,7 +106,7 @@ func (m *Manager) acquire(ctx context.Context, id string, stillWanted func() err
 		return nil, fmt.Errorf("lease: acquire %s: %w", m.routeKey(id), err)
 	}
 	if code == 0 {
-		node, fence, _ := parseValue(val)
+		node, _, fence, _ := parseValue(val)
 		return nil, heldBy(id, node, fence)
 	}
 	fence, err := strconv.ParseInt(val, 10, 64)
@@ -118,24 +116,18 @@ func (m *Manager) acquire(ctx context.Context, id string, stillWanted func() err
 	return m.newLease(id, fence, s), nil
 }
 
-// acquireOnce runs the acquire script with args, retried, and returns its
-// reply. An attempt whose reply was lost may have taken the room: if the
-// acquisition fails, any route value of this session is deleted.
+// acquireOnce runs the acquire script with args, retried. If it fails, any
+// route value of this session goes: a lost reply may have taken the room.
 func (m *Manager) acquireOnce(ctx context.Context, id string, s *session, args []any, stillWanted func() error) (int64, string, error) {
-	var (
-		res     []any
-		unknown bool // an attempt's reply was lost
-	)
+	var res []any
+	var unknown bool // an attempt's reply was lost
 	err := m.retry(ctx, stillWanted, func(ctx context.Context) (err error) {
 		res, err = m.acquireCall(ctx, id, args)
 		unknown = unknown || err != nil && retryable(err)
 		return err
 	})
-	if errors.Is(err, errShortWait) { // taken on the primary only: undo it
-		unknown = true
-	}
 	if err != nil {
-		if unknown {
+		if unknown || errors.Is(err, errShortWait) { // errShortWait: taken on the primary only, undo it
 			if rerr := m.releaseUnknown(ctx, id, s.epoch, ""); rerr != nil {
 				err = errors.Join(err, rerr) // the route dies with the session
 			}
@@ -145,20 +137,17 @@ func (m *Manager) acquireOnce(ctx context.Context, id string, s *session, args [
 	return acquireReply(res)
 }
 
-// sessionEnded reports whether the route value v names a session that has
-// ended: its node's session is gone or has another epoch. It is read
-// outside the acquire script (another slot on Cluster), which is safe as
-// an ended epoch never comes back (docs/leases.md). A value of the earlier
-// per-room format is never taken for dead: the script checks its TTL.
+// sessionEnded reports whether the route value v names an ended session:
+// its node's is gone or has another epoch. Read outside the script (another
+// slot), which is safe as an ended epoch never comes back (docs/leases.md).
+// A value of the earlier format is never dead here: the script checks its TTL.
 func (m *Manager) sessionEnded(ctx context.Context, v string) (bool, error) {
-	node, epoch, ok := splitValue(v)
+	node, epoch, _, ok := parseValue(v)
 	if !ok {
 		return false, nil
 	}
-	var (
-		cur  string
-		gone bool // no session at all: dead whatever the route's epoch reads
-	)
+	var cur string
+	var gone bool // no session at all: dead whatever the route's epoch reads
 	err := m.retry(ctx, nil, func(ctx context.Context) (err error) {
 		cur, err = m.client.HGet(ctx, m.nodeKeyOf(node), "epoch").Result()
 		if errors.Is(err, redis.Nil) {
@@ -210,11 +199,10 @@ func (m *Manager) acquireCall(ctx context.Context, id string, args []any) ([]any
 	if code, _, _ := acquireReply(res); code == 0 {
 		return res, nil // someone else's: nothing of ours to replicate
 	}
-	acked, err := wait.Int64()
-	if err != nil {
+	switch acked, err := wait.Int64(); {
+	case err != nil:
 		return res, fmt.Errorf("%w: WAIT: %w", errShortWait, err)
-	}
-	if acked < int64(n) {
+	case acked < int64(n):
 		return res, fmt.Errorf("%w: %d of Config.WaitReplicas %d within %s", errShortWait, acked, n, timeout)
 	}
 	return res, nil
@@ -225,37 +213,26 @@ var errShortWait = errors.New("replicas did not acknowledge in time")
 
 // acquireReply decodes {code, fence-or-value}.
 func acquireReply(res []any) (int64, string, error) {
-	if len(res) != 2 {
-		return 0, "", fmt.Errorf("unexpected reply %v", res)
+	if len(res) == 2 {
+		code, ok1 := res[0].(int64)
+		val, ok2 := res[1].(string)
+		if ok1 && ok2 {
+			return code, val, nil
+		}
 	}
-	code, ok1 := res[0].(int64)
-	val, ok2 := res[1].(string)
-	if !ok1 || !ok2 {
-		return 0, "", fmt.Errorf("unexpected reply %v", res)
-	}
-	return code, val, nil
+	return 0, "", fmt.Errorf("unexpected reply %v", res)
 }
 
-// parseValue splits node|epoch|fence; ok is false for anything else.
-func parseValue(v string) (node string, fence int64, ok bool) {
+// parseValue splits a route value, node|epoch|fence (node|holder|fence in
+// the earlier per-room format); ok is false for anything else.
+func parseValue(v string) (node, epoch string, fence int64, ok bool) {
 	parts := strings.Split(v, "|")
 	if len(parts) != 3 || parts[0] == "" {
-		return "", 0, false
+		return "", "", 0, false
 	}
 	f, err := strconv.ParseInt(parts[2], 10, 64)
 	if err != nil || f <= 0 {
-		return "", 0, false
+		return "", "", 0, false
 	}
-	return parts[0], f, true
-}
-
-// splitValue returns a route value's node and epoch (the holder, in the
-// earlier per-room format); ok is false if it does not parse.
-func splitValue(v string) (node, epoch string, ok bool) {
-	if _, _, ok = parseValue(v); !ok {
-		return "", "", false
-	}
-	node, rest, _ := strings.Cut(v, "|")
-	epoch, _, _ = strings.Cut(rest, "|")
-	return node, epoch, true
+	return parts[0], parts[1], f, true
 }

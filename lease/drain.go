@@ -17,8 +17,7 @@ import (
 // the heartbeat is marked draining. Call it at the flip, as fxlease does;
 // the lease hooks call it too. It may be called again, and before Start.
 func (m *Manager) BeginDrain() {
-	// No lock: a lease registered (under mu) before the close is in the
-	// hand-off's snapshot.
+	// No lock: a lease registered (under mu) before it is in the snapshot.
 	m.gateOnce.Do(func() { close(m.gate) })
 }
 
@@ -73,9 +72,8 @@ func (m *Manager) runHandOff(ctx context.Context, fn func(ctx context.Context, l
 			errs = append(errs, fmt.Errorf("room %s: %w", l.ID(), err))
 		}
 	}
-	// Take every lease before any fn runs: g.Go blocks at the limit, and a
-	// lease merely held when this hook is abandoned must not look
-	// releasable to the Release hook.
+	// Take every lease before any fn runs (g.Go blocks at the limit): one
+	// still held when this hook is abandoned would look releasable to Stop.
 	var mine []*Lease
 	for _, l := range m.snapshot(true) {
 		if l.state.CompareAndSwap(stateHeld, stateHandingOff) { // false: lost or released since the snapshot
@@ -83,12 +81,11 @@ func (m *Manager) runHandOff(ctx context.Context, fn func(ctx context.Context, l
 		}
 	}
 	flushed := make(chan *Lease, len(mine))
-	releaserDone := make(chan struct{})
-	go func() {
-		defer close(releaserDone)
+	var releaser sync.WaitGroup
+	releaser.Go(func() {
 		// A flushed room may move even if the drain's deadline is near.
 		m.releaseFlushed(context.WithoutCancel(ctx), flushed, settle)
-	}()
+	})
 	var g errgroup.Group
 	g.SetLimit(max(concurrency, 1))
 	for _, l := range mine {
@@ -103,7 +100,7 @@ func (m *Manager) runHandOff(ctx context.Context, fn func(ctx context.Context, l
 	}
 	_ = g.Wait()
 	close(flushed)
-	<-releaserDone
+	releaser.Wait()
 	m.cfg.Logger.Info("lease hand-off done", "node_id", m.cfg.Node,
 		"released", released, "left_to_expire", leftToExpire, "lost", lost)
 	if leftToExpire == 0 {
@@ -112,9 +109,8 @@ func (m *Manager) runHandOff(ctx context.Context, fn func(ctx context.Context, l
 	return fmt.Errorf("lease: hand-off: %d released, %d left to expire, %d lost: %w", released, leftToExpire, lost, errors.Join(errs...))
 }
 
-// flushOne runs fn for l and returns nil when l may be released: fn
-// succeeded and l is still held. Otherwise l is left to expire (unless
-// lost) and the error says why.
+// flushOne runs fn for l and returns nil if l may be released (still held);
+// otherwise l is left to expire, unless lost, and the error says why.
 func (m *Manager) flushOne(ctx context.Context, l *Lease, fn func(context.Context, *Lease) error) error {
 	err := context.Cause(ctx)
 	lctx := l.Context()
@@ -150,8 +146,7 @@ func (m *Manager) ReleaseHook() drain.Hook {
 	}}
 }
 
-// hookName names a hook kind(RoutePrefix): managers with their own keys
-// can share a drain, which refuses a name used twice.
+// hookName is kind(RoutePrefix): a drain refuses a name used twice.
 func (m *Manager) hookName(kind string) string {
 	return kind + "(" + m.cfg.RoutePrefix + ")"
 }

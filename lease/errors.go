@@ -22,9 +22,8 @@ var (
 	ErrLost = errors.New("lease: lost")
 	// ErrReleased is the cause of a released lease.
 	ErrReleased = errors.New("lease: released")
-	// ErrLeftToExpire is the cause of a lease that ended unflushed once
-	// HandOff was called: not released one by one; its room moves with the
-	// session's end.
+	// ErrLeftToExpire is the cause of a lease that ended unflushed once HandOff
+	// was called: not released one by one, its room moves with the session's end.
 	ErrLeftToExpire = errors.New("lease: left to expire")
 )
 

@@ -21,10 +21,9 @@ type flight struct {
 	decided bool // the result is fixed: a caller that gives up now still gets it
 }
 
-// join counts the caller as a waiter of id's flight, starting one if there
-// is none. A decided flight still cleaning up is waited for: its
-// releaseUnknown deletes any value of this holder. A caller whose ctx
-// never ends cannot leave, so its flight runs on its goroutine.
+// join makes the caller a waiter of id's flight, starting one if none; a
+// decided one may still be deleting this holder's values: it is waited out.
+// A caller whose ctx never ends cannot leave: its flight runs on its goroutine.
 func (m *Manager) join(ctx context.Context, id string) (*flight, error) {
 	var f *flight
 	m.mu.Lock()
@@ -84,8 +83,7 @@ func (m *Manager) leave(f *flight) bool {
 // errNobodyWaits ends an acquisition every caller gave up on.
 var errNobodyWaits = errors.New("every caller gave up")
 
-// unwanted returns why f's acquisition must stop, deciding f, or nil.
-// Call it under mu.
+// unwanted, under mu, returns why f's acquisition must stop (deciding f), or nil.
 func (m *Manager) unwanted(f *flight) error {
 	var err error
 	switch {
@@ -135,9 +133,9 @@ func (m *Manager) register(ctx context.Context, l *Lease, f *flight) (*Lease, er
 	m.mu.Lock()
 	err := m.unwanted(f)
 	if err == nil && !m.alive(l.epoch, m.now()) { // lost or overdue: never handed out
-		f.decided = true
 		err = fmt.Errorf("lease: acquire %s: %w", l.key, lostError("its session ended while it was acquired"))
 	}
+	f.decided = true // whatever follows, this is the result
 	if err != nil {
 		m.mu.Unlock()
 		if rerr := m.releaseUnknown(ctx, l.ID(), l.epoch, l.value); rerr != nil {
@@ -150,14 +148,12 @@ func (m *Manager) register(ctx context.Context, l *Lease, f *flight) (*Lease, er
 	}
 	m.leases[l.ID()] = l
 	m.met.held.Set(float64(len(m.leases)))
-	f.decided = true
 	m.mu.Unlock()
 	m.met.acquired.Inc()
 	return l, nil
 }
 
-// waitFlights waits, within ctx, for every acquisition in progress, once
-// running is false.
+// waitFlights waits, within ctx, for the acquisitions in progress; run it once stopped.
 func (m *Manager) waitFlights(ctx context.Context) error {
 	m.mu.Lock()
 	fs := make([]*flight, 0, len(m.flights))

@@ -27,8 +27,7 @@ type Lease struct {
 	epoch int64 // the session it hangs off: held while that session lives
 	state atomic.Int32
 
-	// The context is made on first use: made eagerly, it puts a lease over
-	// the heap-per-lease target in BENCHMARKS.md.
+	// Made on first use, or a lease exceeds BENCHMARKS.md's heap target.
 	mu     sync.Mutex
 	ctx    context.Context
 	cancel context.CancelCauseFunc
@@ -36,8 +35,7 @@ type Lease struct {
 }
 
 func (m *Manager) newLease(id string, fence int64, s *session) *Lease {
-	key := m.routeKey(id)
-	return &Lease{m: m, key: key, value: s.prefix + strconv.FormatInt(fence, 10), fence: fence, epoch: s.epoch}
+	return &Lease{m: m, key: m.routeKey(id), value: s.prefix + strconv.FormatInt(fence, 10), fence: fence, epoch: s.epoch}
 }
 
 // ID returns the room id.
@@ -65,8 +63,7 @@ func (l *Lease) Context() context.Context {
 	return l.ctx
 }
 
-// held reports whether the lease has not ended and its session is alive
-// by the node's own deadline.
+// held reports whether l has not ended and its session is alive.
 func (l *Lease) held() bool {
 	return !l.ended() && l.m.alive(l.epoch, l.m.now())
 }
@@ -75,18 +72,9 @@ func (l *Lease) held() bool {
 // holder did not choose it) runs OnLost. The lease leaves the set after
 // its hooks: the room gets no new lease before its holder is told.
 func (l *Lease) end(cause error, lost bool) bool {
-	for {
-		s := l.state.Load()
-		next := int32(stateEnded)
-		switch s {
-		case stateEnded, stateHandedOff:
-			return false
-		case stateHandingOff:
-			next = stateHandedOff
-		}
-		if l.state.CompareAndSwap(s, next) {
-			break
-		}
+	// No state goes back to held or handingOff: a failed swap means ended.
+	if !l.state.CompareAndSwap(stateHeld, stateEnded) && !l.state.CompareAndSwap(stateHandingOff, stateHandedOff) {
+		return false
 	}
 	l.finish(cause, lost)
 	return true

@@ -30,23 +30,23 @@ type Manager struct {
 	sess      atomic.Pointer[session] // the current session; nil while there is none
 	okAt      atomic.Int64            // unix ns when its last confirmed renewal (or its start) was sent
 	lastEpoch atomic.Int64            // the last epoch this process started; 0 before
+	hbFailed  atomic.Bool             // the last session renewal failed (logs on change)
 	startMu   sync.Mutex              // one session start or loss at a time: a start waits for a loss to tell every holder
 
 	gate     chan struct{} // closed when the drain begins; see drain.go
 	gateOnce sync.Once
 	handOff  atomic.Bool // HandOff was called: rooms are flushed before they move
 
-	mu       sync.Mutex
-	leases   map[string]*Lease
-	flights  map[string]*flight // one acquisition per room at a time
-	sessUp   chan struct{}      // closed when a session is started again after one was lost
-	running  bool
-	stopped  bool
-	stopReq  chan struct{}      // closed at stop: the renewer exits, waiting Acquires give up
-	stopRun  context.CancelFunc // cancels the renewer's calls when Stop's ctx runs out
-	done     chan struct{}      // closed when the renewer has exited
-	hbFailed bool               // the last session renewal failed (logs on change)
-	leftSet  chan struct{}      // closed when a lease leaves the set; one per Manager: waits are rare, leases many
+	mu      sync.Mutex
+	leases  map[string]*Lease
+	flights map[string]*flight // one acquisition per room at a time
+	sessUp  chan struct{}      // closed when a session is started again after one was lost
+	running bool
+	stopped bool
+	stopReq chan struct{}      // closed at stop: the renewer exits, waiting Acquires give up
+	stopRun context.CancelFunc // cancels the renewer's calls when Stop's ctx runs out
+	done    chan struct{}      // closed when the renewer has exited
+	leftSet chan struct{}      // closed when a lease leaves the set; one per Manager: waits are rare, leases many
 }
 
 // New returns a Manager for client, or an error matching
@@ -97,18 +97,15 @@ func (m *Manager) Start(ctx context.Context) error {
 		return errors.New("lease: Start called twice")
 	}
 	m.mu.Unlock()
-	waiting := m.waitLogger()
-	startRetry := func(ctx context.Context, call func(context.Context) error) error {
-		return m.retry(ctx, nil, waiting(call))
-	}
+	retry := m.startRetry()
 	check := redischeck.Servers{AcceptEviction: m.cfg.AcceptEviction, Unsafe: ErrUnsafeServer, Logger: m.cfg.Logger,
-		Retry: startRetry, Retryable: retryable}
+		Retry: retry, Retryable: retryable}
 	err := check.Check(ctx, m.client)
 	if err == nil {
-		err = m.loadScripts(ctx, startRetry)
+		err = m.loadScripts(ctx, retry)
 	}
 	if err == nil {
-		err = startRetry(ctx, m.startSession)
+		err = retry(ctx, m.startSession)
 	}
 	if err != nil {
 		return fmt.Errorf("lease: start: %w", err)
@@ -137,11 +134,10 @@ func (m *Manager) Stop(ctx context.Context) error {
 	m.mu.Unlock()
 	var released []*Lease
 	for _, l := range m.snapshot(false) { // nothing renews them now: their holders must stop
-		switch {
-		case l.state.Load() == stateHeld && !m.handOff.Load() && l.end(ErrReleased, false):
+		if l.state.Load() == stateHeld && !m.handOff.Load() && l.end(ErrReleased, false) {
 			released = append(released, l)
-		case l.end(ErrLeftToExpire, true):
-			m.met.leftToExpire.Inc()
+		} else {
+			m.leaveToExpire(l)
 		}
 	}
 	if eerr := m.endSession(ctx); eerr != nil {
@@ -151,13 +147,11 @@ func (m *Manager) Stop(ctx context.Context) error {
 	return err
 }
 
-// loadScripts caches every script on every server, so the first renewal
-// round needs no EVAL fallback.
+// loadScripts caches the scripts on every server: no EVAL in the first round.
 func (m *Manager) loadScripts(ctx context.Context, retry func(context.Context, func(context.Context) error) error) error {
 	err := redischeck.EachServer(ctx, m.client, func(ctx context.Context, c redis.UniversalClient, _ string) error {
 		return retry(ctx, func(ctx context.Context) error {
-			// Not Script.Load on a pipeline: it reads the unanswered reply
-			// and sets the script's hash to "".
+			// Not Script.Load on a pipeline: it sets the hash to "" from no reply.
 			pipe := c.Pipeline()
 			for _, src := range scriptSources {
 				pipe.ScriptLoad(ctx, src)
@@ -175,15 +169,14 @@ func (m *Manager) loadScripts(ctx context.Context, retry func(context.Context, f
 // waitStartLogEvery is how often Start says it is still waiting for Redis.
 const waitStartLogEvery = 2 * time.Second
 
-// waitLogger wraps Start's calls so that a start waiting on an unreachable
-// or refusing Redis says so while it waits, naming the address and the
-// last error: at the first failure, then every waitStartLogEvery.
-func (m *Manager) waitLogger() func(call func(context.Context) error) func(context.Context) error {
+// startRetry returns Start's retry, which logs the address and last error
+// while Redis fails: at once, then every waitStartLogEvery.
+func (m *Manager) startRetry() func(context.Context, func(context.Context) error) error {
 	var mu sync.Mutex
 	var logged time.Time
 	began := time.Now()
-	return func(call func(context.Context) error) func(context.Context) error {
-		return func(ctx context.Context) error {
+	return func(ctx context.Context, call func(context.Context) error) error {
+		return m.retry(ctx, nil, func(ctx context.Context) error {
 			err := call(ctx)
 			if err == nil || ctx.Err() != nil && !errors.Is(err, context.DeadlineExceeded) {
 				return err
@@ -196,7 +189,7 @@ func (m *Manager) waitLogger() func(call func(context.Context) error) func(conte
 					"waited", time.Since(began).Round(time.Millisecond).String(), "error", err.Error())
 			}
 			return err
-		}
+		})
 	}
 }
 
@@ -234,16 +227,14 @@ func (m *Manager) stopRenewer(ctx context.Context) error {
 	return fmt.Errorf("lease: waiting for the renewer: %w", context.Cause(ctx))
 }
 
-// leaveToExpire ends l unflushed and unreleased: its route stays until
-// the session ends.
+// leaveToExpire ends l unreleased: its route stays until the session ends.
 func (m *Manager) leaveToExpire(l *Lease) {
 	if l.end(ErrLeftToExpire, true) {
 		m.met.leftToExpire.Inc()
 	}
 }
 
-// snapshot copies the lease set without leases whose hooks are running;
-// onlyHeld skips those in hand-off too.
+// snapshot copies the held leases, and those in hand-off unless onlyHeld.
 func (m *Manager) snapshot(onlyHeld bool) []*Lease {
 	m.mu.Lock()
 	defer m.mu.Unlock()

@@ -39,8 +39,7 @@ func newMetrics() *metrics {
 	}
 }
 
-// register registers every collector on r (if not nil), labelled
-// route_prefix, or none.
+// register registers all collectors on r (if set), labelled route_prefix, or none.
 func (m *metrics) register(r prometheus.Registerer, routePrefix string) error {
 	r = prometheus.WrapRegistererWith(prometheus.Labels{"route_prefix": routePrefix}, r) // a no-op for nil
 	all := []prometheus.Collector{m.held, m.acquired, m.renewed, m.lost, m.released, m.leftToExpire,

@@ -25,13 +25,10 @@ func (m *Manager) Owner(ctx context.Context, id string) (Owner, error) {
 	if err := validateID(id); err != nil {
 		return Owner{}, err
 	}
-	var (
-		v   string
-		ttl time.Duration
-	)
+	var v string
+	var ttl time.Duration
 	err := m.retry(ctx, nil, func(ctx context.Context) error {
-		// One slot: one round trip. A route with a TTL is of the earlier
-		// per-room format, held while it lives.
+		// One slot, one round trip. A route with a TTL (earlier format) is held.
 		pipe := m.client.Pipeline()
 		get, pttl := pipe.Get(ctx, m.routeKey(id)), pipe.PTTL(ctx, m.routeKey(id))
 		_, _ = pipe.Exec(ctx)
@@ -44,11 +41,10 @@ func (m *Manager) Owner(ctx context.Context, id string) (Owner, error) {
 	if err != nil {
 		return Owner{}, fmt.Errorf("lease: owner of %q: %w", id, err)
 	}
-	node, fence, ok := parseValue(v)
+	node, epoch, fence, ok := parseValue(v)
 	if !ok {
 		return Owner{}, heldBy(id, "", 0)
 	}
-	_, epoch, _ := splitValue(v)
 	var sess []any
 	err = m.retry(ctx, nil, func(ctx context.Context) (err error) {
 		sess, err = m.client.HMGet(ctx, m.nodeKeyOf(node), "addr", "state", "epoch").Result()

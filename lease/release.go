@@ -46,9 +46,8 @@ func (l *Lease) Release(ctx context.Context) error {
 	return err
 }
 
-// releaseFlushed releases the leases from flushed until it is closed,
-// those flushed during a round trip together in the next, so no flush
-// waits for a release. flushed must have room for every lease.
+// releaseFlushed releases the leases from flushed until it closes, those
+// flushed during a round trip together: no flush waits for a release.
 func (m *Manager) releaseFlushed(ctx context.Context, flushed <-chan *Lease, done func(*Lease, error)) {
 	for l := range flushed {
 		batch := []*Lease{l}
@@ -62,13 +61,9 @@ func (m *Manager) releaseFlushed(ctx context.Context, flushed <-chan *Lease, don
 	}
 }
 
-// releaseEach compare-and-DELs the routes of leases of one session,
-// retried while ctx and the session last, and calls done once per lease
-// with what [Lease.Release] returns.
+// releaseEach compare-and-DELs the routes of leases of one session, retried
+// while ctx and the session last; done gets what [Lease.Release] returns.
 func (m *Manager) releaseEach(ctx context.Context, leases []*Lease, done func(*Lease, error)) {
-	if len(leases) == 0 {
-		return
-	}
 	fail := func(l *Lease, err error) { done(l, fmt.Errorf("lease: release %s: %w", l.label(), err)) }
 	pending := leases
 	err := m.retry(ctx, m.whileSession(leases[0].epoch), func(ctx context.Context) error {
@@ -99,12 +94,10 @@ func (m *Manager) releaseEach(ctx context.Context, leases []*Lease, done func(*L
 	}
 }
 
-// sendReleases sends a release call per lease: one alone as a script
-// call, more in one pipeline per Redis primary, sent together (calls
-// answered NOSCRIPT go again as EVAL). One pipeline per primary, not one
-// for all: when a primary dies, go-redis's Cluster pipeline retries its
-// commands until the deadline and then sets the deadline's error on every
-// command of the pipeline, answered ones included.
+// sendReleases sends a release call per lease: one alone, more in one
+// pipeline per primary, concurrently (NOSCRIPT replies go again as EVAL).
+// Not one for all: when a primary dies, go-redis sets the deadline's error
+// on every command of a Cluster pipeline, answered ones included.
 func (m *Manager) sendReleases(ctx context.Context, leases []*Lease) []*redis.Cmd {
 	cmds := make([]*redis.Cmd, len(leases))
 	if len(leases) == 1 {
@@ -146,12 +139,11 @@ func (m *Manager) sendReleases(ctx context.Context, leases []*Lease) []*redis.Cm
 	return cmds
 }
 
-// releaseUnknown deletes a route of room id that no caller will see: the
-// value, or one whose fence nobody knows (value ""; an attempt's reply was
-// lost), so it does not keep its room while the session lives. This runs
-// in the room's only flight, while we hold no lease of it; with the fence
-// unknown, any value of the session up to the fence counter read first
-// goes, so a late delete never takes a later acquisition's route.
+// releaseUnknown deletes a route of room id no caller will see, which would
+// keep its room while the session lives: value, or with value "" (a reply
+// was lost) any of the session's up to the fence counter read first, so a
+// late delete never takes a later acquisition's. It runs in the room's
+// only flight, while we hold no lease of it.
 func (m *Manager) releaseUnknown(ctx context.Context, id string, epoch int64, value string) error {
 	key := m.routeKey(id)
 	err := m.retry(context.WithoutCancel(ctx), m.whileSession(epoch), func(ctx context.Context) error {

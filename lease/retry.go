@@ -1,6 +1,7 @@
 package lease
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -15,13 +16,12 @@ import (
 	"github.com/drainkit/drainkit/internal/redischeck"
 )
 
-// retry calls call until it succeeds, fails in a way another attempt
-// cannot fix, ctx ends (after TTL without a deadline), or again (if set)
-// returns an error before a retry. Each attempt gets CallTimeout; retries
-// back off from CallTimeout/8 to CallTimeout with jitter, so that nodes do
-// not retry in step. Every lease script is safe to repeat. When ctx ends,
-// the error leads with the last attempt's own failure (a refused
-// connection, say: what an operator must fix) and still matches ctx's.
+// retry calls call until it succeeds, fails for good, ctx ends (after TTL
+// without a deadline) or again (if set) refuses a retry. Each attempt gets
+// CallTimeout; backoff rises to it from CallTimeout/8 with jitter, so nodes
+// do not retry in step (every script is safe to repeat). When ctx ends, the
+// error leads with the last own failure (what an operator must fix) and
+// still matches ctx's.
 func (m *Manager) retry(ctx context.Context, again func() error, call func(ctx context.Context) error) error {
 	end, ok := ctx.Deadline()
 	if !ok {
@@ -47,14 +47,9 @@ func (m *Manager) retry(ctx context.Context, again func() error, call func(ctx c
 		case <-time.After(min(wait, left)):
 		}
 		if ctx.Err() != nil || wait >= left {
-			last := err
-			if cutShort && cause != nil {
-				last = cause
-			}
-			ended := context.Cause(ctx)
-			if ended == nil { // the next attempt would start past the deadline: the deadline ended it
-				ended = context.DeadlineExceeded
-			}
+			last := cmp.Or(cause, err)
+			// No cause: the next attempt would start past the deadline, which ended it.
+			ended := cmp.Or(context.Cause(ctx), context.DeadlineExceeded)
 			if errors.Is(last, ended) {
 				return fmt.Errorf("%w (%d attempts)", last, attempt)
 			}
@@ -70,8 +65,7 @@ func (m *Manager) retry(ctx context.Context, again func() error, call func(ctx c
 }
 
 // followTopology has a Cluster client follow a failover
-// ([redischeck.FollowFailover]) after a call failed in a way one explains
-// (err is retryable).
+// ([redischeck.FollowFailover]) after a retryable failure.
 func (m *Manager) followTopology(err error) {
 	if retryable(err) {
 		redischeck.FollowFailover(m.client)
@@ -90,9 +84,8 @@ func (m *Manager) whileSession(epoch int64) func() error {
 }
 
 // retryable reports whether err may pass on another attempt: a timeout, a
-// failed connection, another process's session about to expire (a
-// restart after a crash), or a server briefly unable to serve (MOVED and ASK
-// come only from calls sent to one Cluster node directly).
+// failed connection, another process's expiring session (a restart after a
+// crash), or a server briefly unable to serve (MOVED, ASK: direct calls only).
 func retryable(err error) bool {
 	var netErr net.Error
 	switch {

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"strconv"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // session is one epoch of the node's session, room:node:{NODE}: every
@@ -28,8 +26,7 @@ const (
 var errSessionBusy = errors.New("another process's session of this node id is alive")
 
 // startSession starts a new epoch of the session, replacing this
-// process's earlier one if it is still there (its rooms are free at once),
-// and makes it current.
+// process's earlier one (its rooms are free at once), and makes it current.
 func (m *Manager) startSession(ctx context.Context) error {
 	m.startMu.Lock() // the renewer and an Acquire that found the session overdue may both start one
 	defer m.startMu.Unlock()
@@ -45,13 +42,12 @@ func (m *Manager) startSession(ctx context.Context) error {
 	sent := m.now()
 	res, err := sessionScript.Run(ctx, m.client, []string{m.nodeKey()},
 		strconv.FormatInt(m.lastEpoch.Load(), 10), m.holder, m.state(), m.cfg.Addr, m.cfg.TTL.Milliseconds()).Int64Slice()
-	if err != nil {
+	switch {
+	case err != nil:
 		return fmt.Errorf("session %s: %w", m.nodeKey(), err)
-	}
-	if len(res) != 2 {
+	case len(res) != 2:
 		return fmt.Errorf("session %s: unexpected reply %v", m.nodeKey(), res)
-	}
-	if res[0] == 0 {
+	case res[0] == 0:
 		return fmt.Errorf("session %s: %w (node id %q; it expires in %dms)", m.nodeKey(), errSessionBusy, m.cfg.Node, res[1])
 	}
 	s = &session{epoch: res[1], prefix: m.routePrefixOf(res[1])}
@@ -69,30 +65,26 @@ func (m *Manager) startSession(ctx context.Context) error {
 	return nil
 }
 
-// routePrefixOf is node|epoch|, the start of every route value written
-// under that epoch of this node's session.
+// routePrefixOf is node|epoch|, which starts every route value of epoch.
 func (m *Manager) routePrefixOf(epoch int64) string {
 	return m.cfg.Node + "|" + strconv.FormatInt(epoch, 10) + "|"
 }
 
-// alive reports whether the session of epoch is current and its deadline
-// (the send time of its last confirmed renewal plus TTL·2/3) is after now.
+// alive reports whether the session of epoch is current and now before its deadline.
 func (m *Manager) alive(epoch int64, now time.Time) bool {
 	s := m.sess.Load()
 	return s != nil && s.epoch == epoch && now.Before(m.deadline())
 }
 
-// deadline is when this node stops trusting its session: TTL·2/3 after
-// the last confirmed renewal was sent, so every lease's holder is told a
-// third of a TTL before Redis could let the session expire.
+// deadline is when this node stops trusting its session: TTL·2/3 after the
+// last confirmed renewal was sent, a third of a TTL before it could expire.
 func (m *Manager) deadline() time.Time {
 	return time.Unix(0, m.okAt.Load()+int64(m.lostAfter))
 }
 
-// loseSession ends the session of epoch locally, if it is still current,
-// and every lease under it with cause. Acquire waits for the next one,
-// which starts only once every lease has ended: it replaces this one in
-// Redis, freeing its rooms.
+// loseSession ends the session of epoch locally, if still current, and
+// every lease under it with cause. The next one starts only once every
+// lease has ended: it replaces this one in Redis, freeing its rooms.
 func (m *Manager) loseSession(epoch int64, cause error) {
 	m.startMu.Lock()
 	defer m.startMu.Unlock()
@@ -112,11 +104,9 @@ func (m *Manager) loseSession(epoch int64, cause error) {
 	}
 }
 
-// currentSession returns the current session, waiting within ctx while
-// one is started again; ErrNotRunning once stopped. One past its deadline,
-// which the renewer has not noticed yet (starved of CPU, say), is lost
-// here and a new one started: no room is taken under a session its node
-// no longer trusts.
+// currentSession returns the current session, waiting within ctx while one
+// starts again; ErrNotRunning once stopped. One past its deadline (a renewer
+// starved of CPU) is replaced: no room is taken under a distrusted session.
 func (m *Manager) currentSession(ctx context.Context) (*session, error) {
 	for {
 		m.mu.Lock()
@@ -144,9 +134,8 @@ func (m *Manager) currentSession(ctx context.Context) (*session, error) {
 }
 
 // renewLoop is the renewer: one call per RenewInterval extends the
-// session, whatever the number of rooms held. It wakes at the session's
-// deadline too (the leases end in time even while a renewal hangs) and at
-// the drain gate, to mark the session draining.
+// session, whatever the rooms held. It wakes at the session's deadline too
+// (leases end in time while a renewal hangs) and at the drain gate.
 func (m *Manager) renewLoop(ctx context.Context, stop <-chan struct{}, done chan<- struct{}) {
 	defer close(done)
 	gate := m.gate
@@ -171,8 +160,7 @@ func (m *Manager) renewLoop(ctx context.Context, stop <-chan struct{}, done chan
 	}
 }
 
-// tick renews the session, or starts a new one if there is none, and
-// returns why the session is not renewed (nil if it is).
+// tick renews the session, or starts one if there is none; nil if renewed.
 func (m *Manager) tick(ctx context.Context) error {
 	s := m.sess.Load()
 	if s == nil {
@@ -214,9 +202,8 @@ func (m *Manager) tick(ctx context.Context) error {
 	return m.restart(ctx)
 }
 
-// restart starts a new session after one was lost, in one call; the
-// renewer tries again at its next tick. A started session is not a
-// renewed one: restart's error says the old one was lost either way.
+// restart starts a new session after one was lost, in one call (the
+// renewer tries again next tick); its error says the old one was lost.
 func (m *Manager) restart(ctx context.Context) error {
 	sctx, cancel := context.WithTimeout(ctx, m.cfg.CallTimeout)
 	defer cancel()
@@ -231,8 +218,7 @@ func (m *Manager) restart(ctx context.Context) error {
 // errSessionLost: tick found the session lost.
 var errSessionLost = errors.New("lease: the session was lost")
 
-// overdueError is the cause of leases lost for want of a confirmed
-// session renewal.
+// overdueError is the cause of leases lost for want of a confirmed renewal.
 func (m *Manager) overdueError() error {
 	since := m.now().Sub(time.Unix(0, m.okAt.Load()))
 	return lostError(fmt.Sprintf("no session renewal confirmed for %s (limit %s, TTL·2/3)",
@@ -260,10 +246,7 @@ func (m *Manager) noteRenewal(err error) {
 	if err != nil {
 		m.met.heartbeatErrors.Inc()
 	}
-	m.mu.Lock()
-	was := m.hbFailed
-	m.hbFailed = err != nil
-	m.mu.Unlock()
+	was := m.hbFailed.Swap(err != nil)
 	switch {
 	case err != nil && !was:
 		m.cfg.Logger.Warn("lease session renewal failed; its rooms are lost if none succeeds in time", "node_id", m.cfg.Node,
@@ -277,15 +260,11 @@ func (m *Manager) noteRenewal(err error) {
 // one: every room under it is free at once. Retried while ctx lasts.
 func (m *Manager) endSession(ctx context.Context) error {
 	epoch := m.lastEpoch.Load()
-	if epoch == 0 { // a start that failed: no session of ours, nothing to tell Redis
+	if epoch == 0 { // a start that failed: no session of ours
 		return nil
 	}
 	err := m.retry(ctx, nil, func(ctx context.Context) error {
-		err := sessionEndScript.Run(ctx, m.client, []string{m.nodeKey()}, epoch).Err()
-		if errors.Is(err, redis.Nil) {
-			return nil
-		}
-		return err
+		return sessionEndScript.Run(ctx, m.client, []string{m.nodeKey()}, epoch).Err()
 	})
 	if err != nil {
 		return fmt.Errorf("lease: end session %s: %w", m.nodeKey(), err)

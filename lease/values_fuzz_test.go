@@ -26,7 +26,7 @@ func FuzzParseValue(f *testing.F) {
 	f.Add("a|b|c", "a|x", "b", int64(-1))
 	f.Add("n|h|99999999999999999999", "n", "h|h", int64(9223372036854775807))
 	f.Fuzz(func(t *testing.T, raw, node, holder string, fence int64) {
-		if n, fc, ok := parseValue(raw); ok {
+		if n, _, fc, ok := parseValue(raw); ok {
 			assert.NotEmpty(t, n, "node parsed from %q", raw)
 			assert.NotContains(t, n, "|", "node parsed from %q", raw)
 			assert.Positive(t, fc, "fence parsed from %q", raw)
@@ -35,7 +35,7 @@ func FuzzParseValue(f *testing.F) {
 			return
 		}
 		v := node + "|" + holder + "|" + strconv.FormatInt(fence, 10)
-		n, fc, ok := parseValue(v)
+		n, _, fc, ok := parseValue(v)
 		require.True(t, ok, "parseValue(%q): got not ok; want ok", v)
 		assert.Equal(t, node, n, "node of %q", v)
 		assert.Equal(t, fence, fc, "fence of %q", v)
@@ -92,7 +92,7 @@ func FuzzStoredValues(f *testing.F) {
 		if l != nil {
 			defer l.Release(context.Background()) //nolint:errcheck // the next input deletes the keys anyway
 		}
-		_, _, parses := parseValue(route)
+		_, _, _, parses := parseValue(route)
 		// Without a TTL a parseable route is this node's (taken over) or
 		// names a node with no session here: dead. Either is taken.
 		dead := persist && parses
@@ -100,7 +100,7 @@ func FuzzStoredValues(f *testing.F) {
 			require.ErrorIs(t, err, ErrHeld, "Acquire over route value %q", route)
 			got, _ := c.Get(ctx, routeKey).Result()
 			assert.Equal(t, route, got, "route value after a refused Acquire")
-			if n, fc, ok := parseValue(route); ok {
+			if n, _, fc, ok := parseValue(route); ok {
 				assert.ErrorContains(t, err, fmt.Sprintf("node %q (fence %d)", n, fc), "Acquire's error names the holder")
 				o, oerr := m.Owner(ctx, id)
 				require.NoError(t, oerr, "Owner of a well-formed value %q of the earlier format", route)
@@ -123,7 +123,7 @@ func FuzzStoredValues(f *testing.F) {
 		if prev, perr := strconv.ParseInt(strings.TrimSpace(fence), 10, 64); perr == nil {
 			assert.Greater(t, l.Token(), prev, "fence over a counter of %q", fence)
 		}
-		if _, prev, ok := parseValue(route); ok && dead && prev < 1<<53 {
+		if _, _, prev, ok := parseValue(route); ok && dead && prev < 1<<53 {
 			assert.Greater(t, l.Token(), prev, "fence over the dead route %q", route)
 		}
 		assert.Positive(t, l.Token(), "fence over a counter of %q", fence)
