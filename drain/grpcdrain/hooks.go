@@ -3,14 +3,24 @@ package grpcdrain
 import (
 	"context"
 	"sync"
+	"time"
 
 	"google.golang.org/grpc"
 
 	"github.com/drainkit/drainkit/drain"
 )
 
+// goawaySettle is how long stop_intake serves calls after it begins
+// GracefulStop, before it closes intake: a client keeps sending on a
+// connection until it reads the GOAWAY, so for about a round trip calls
+// still arrive that it sent in good faith. Refused, they would be lost by
+// a client that does not retry; served, they are waited for like any.
+// Half a second covers a round trip across regions and a loaded client.
+const goawaySettle = 500 * time.Millisecond
+
 // Hooks returns the three hooks that drain srv, built with [ServerOptions]
-// for t. name+".stop_intake" closes intake and begins GracefulStop (GOAWAY).
+// for t. name+".stop_intake" begins GracefulStop (GOAWAY), serves the
+// calls that raced it for half a second, then closes intake.
 // name+".wait_in_flight" waits for the RPCs counted in t, not for the
 // streams they leave out. name+".graceful_stop" (Release) waits for
 // GracefulStop. Each Stops the server at its deadline, and each one's
@@ -29,9 +39,15 @@ func Hooks(name string, srv *grpc.Server, t *drain.Tracker) []drain.Hook {
 			}()
 		})
 	}
-	stopIntake := func(context.Context) error {
-		t.CloseIntake()
+	stopIntake := func(ctx context.Context) error {
 		beginGracefulStop()
+		settle := time.NewTimer(goawaySettle)
+		defer settle.Stop()
+		select {
+		case <-settle.C:
+		case <-ctx.Done():
+		}
+		t.CloseIntake()
 		return nil
 	}
 	wait := func(ctx context.Context) error {

@@ -3,6 +3,8 @@ package grpcdrain_test
 import (
 	"context"
 	"net"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -211,4 +213,82 @@ func forceAfterStopIntake(t *testing.T, hooks map[drain.Phase]drain.Hook) *drain
 	rep := drain.Run(ctx, "test", []drain.Hook{hooks[drain.StopIntake], signal, hooks[drain.WaitInFlight]})
 	require.True(t, rep.Forced)
 	return rep
+}
+
+var echoDesc = grpc.ServiceDesc{
+	ServiceName: "drainkit.test.Echo",
+	HandlerType: (*any)(nil),
+	Methods: []grpc.MethodDesc{{MethodName: "Call", Handler: func(srv any, ctx context.Context, dec func(any) error, in grpc.UnaryServerInterceptor) (any, error) {
+		req := new(wrapperspb.StringValue)
+		if err := dec(req); err != nil {
+			return nil, err
+		}
+		echo := func(_ context.Context, req any) (any, error) { return req, nil }
+		return in(ctx, req, &grpc.UnaryServerInfo{Server: srv, FullMethod: "/drainkit.test.Echo/Call"}, echo)
+	}}},
+}
+
+// Clients send calls until they read the server's GOAWAY, so the calls
+// they sent in the last round trip before reach the server after
+// stop_intake has begun. Those are served, never refused: a client that
+// does not retry would lose them (the drill found it behind a Service,
+// where connections stay on a pod until its GOAWAY). Calls after the
+// GOAWAY fail at the client, on connections the closed listener refuses.
+func TestStopIntakeServesTheCallsThatRaceItsGoaway(t *testing.T) {
+	tr := new(drain.Tracker)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	srv := grpc.NewServer(grpcdrain.ServerOptions(tr)...)
+	srv.RegisterService(&echoDesc, struct{}{})
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+
+	var (
+		conns         []*grpc.ClientConn
+		answered      atomic.Int64
+		refused       atomic.Int64
+		stop          = make(chan struct{})
+		loaders       sync.WaitGroup
+		enoughAnswers = make(chan struct{})
+		once          sync.Once
+	)
+	for range 8 { // many clients, each on its own connection
+		conn, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithDisableRetry())
+		require.NoError(t, err)
+		defer conn.Close()
+		conns = append(conns, conn)
+	}
+	for i := range 16 {
+		loaders.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				err := conns[i%len(conns)].Invoke(context.Background(), "/drainkit.test.Echo/Call", wrapperspb.String("q"), new(wrapperspb.StringValue))
+				switch {
+				case err == nil:
+					if answered.Add(1) == 2000 {
+						once.Do(func() { close(enoughAnswers) })
+					}
+				case grpcdrain.IsRefused(err):
+					refused.Add(1)
+				}
+			}
+		})
+	}
+	<-enoughAnswers // every connection is busy
+	hooks := grpcdrain.Hooks("grpc", srv, tr)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for _, h := range hooks {
+		require.NoError(t, h.Run(ctx), h.Name)
+	}
+	close(stop)
+	loaders.Wait()
+	require.NoError(t, <-served)
+	_, refusedByTracker := tr.Arrivals()
+	assert.Zero(t, refused.Load(), "calls refused by the drain")
+	assert.Zero(t, refusedByTracker, "calls the tracker refused")
 }
