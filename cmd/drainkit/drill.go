@@ -93,8 +93,17 @@ func drill(ctx context.Context, cfg *drillConfig, progress io.Writer) (*verdict,
 		return nil, err
 	}
 
+	c, err := fe.caller(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.GRPC {
+		if err := probeCall(ctx, cfg, c); err != nil {
+			return nil, err
+		}
+	}
 	bound := cfg.loadBound()
-	l := newLoad(cfg, fe, bound)
+	l := newLoad(cfg, c, bound)
 	p := &phase{}
 	if progress != nil {
 		stop := showProgress(progress, l, p)
@@ -170,6 +179,20 @@ func lives(insts []*instance, u *update) []life {
 		out = append(out, l)
 	}
 	return out
+}
+
+// probeCall makes one call of -call before the load starts: a method the
+// instances do not serve, or -request bytes they cannot decode, is bad
+// input (exit 2), not a failed update.
+func probeCall(ctx context.Context, cfg *drillConfig, c caller) error {
+	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
+	defer cancel()
+	var o outcome
+	c.call(ctx, 0, &o)
+	if o.cause == "" {
+		return nil
+	}
+	return fmt.Errorf("-call %s with -request %x: the first call, before the update, failed: %s", cfg.Call, cfg.Request, o.err)
 }
 
 // pause waits d, a length of the drill (not a wait for a condition), or

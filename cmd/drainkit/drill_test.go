@@ -115,6 +115,15 @@ func TestDrillRefusesBadInput(t *testing.T) {
 		{name: "html in no directory", give: []string{"-env", "A=:{port}", "-html", "/no/such/dir/drill.html", "--", "true"}, want: `-html "/no/such/dir/drill.html": directory /no/such/dir does not exist`},
 		{name: "html a directory", give: []string{"-env", "A=:{port}", "-html", os.TempDir(), "--", "true"}, want: "is a directory; want a file"},
 		{name: "html empty", give: []string{"-env", "A=:{port}", "-html", "", "--", "true"}, want: `-html "": want a file`},
+		{name: "call without grpc", give: []string{"-env", "A=:{port}", "-call", "/a.B/C", "--", "true"}, want: "-call is for a gRPC load: add -grpc"},
+		{name: "request without grpc", give: []string{"-env", "A=:{port}", "-request", "0a00", "--", "true"}, want: "-request is for a gRPC load: add -grpc"},
+		{name: "roundrobin without grpc", give: []string{"-env", "A=:{port}", "-lb", "roundrobin", "--", "true"}, want: "-lb roundrobin is grpc-go's balancer: add -grpc"},
+		{name: "path with grpc", give: []string{"-grpc", "-env", "A=:{port}", "-path", "/hello", "--", "true"}, want: "-path is for an HTTP load: with -grpc, -call names the method"},
+		{name: "malformed call", give: []string{"-grpc", "-env", "A=:{port}", "-call", "grpc.health.v1.Health.Check", "--", "true"}, want: `-call "grpc.health.v1.Health.Check": want a method's full name, /package.Service/Method`},
+		{name: "request not hex", give: []string{"-grpc", "-env", "A=:{port}", "-request", "hello", "--", "true"}, want: `-request "hello": want the request message's bytes in hex`},
+		{name: "grpc behind haproxy", give: []string{"-grpc", "-env", "A=:{port}", "-lb", "haproxy", "--", "true"}, want: `-lb "haproxy": a gRPC load goes through -lb roundrobin`},
+		{name: "grpc negative lag", give: []string{"-grpc", "-env", "A=:{port}", "-lb", "kube", "-lag", "-1s", "--", "true"}, want: "-lag -1s: must not be negative"},
+		{name: "grpc bad lag", give: []string{"-grpc", "-env", "A=:{port}", "-lag", "2", "--", "true"}, want: `invalid value "2" for flag -lag`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -131,9 +140,11 @@ func TestDrillRefusesBadInput(t *testing.T) {
 func TestDrillHelp(t *testing.T) {
 	code, out, _ := drillRun(t, "-h")
 	assert.Equal(t, exitPass, code)
-	for _, want := range []string{"Usage: drainkit drill [flags] -- <command> [args]", "-lb MODE", "{port}", "Exit status"} {
+	for _, want := range []string{"Usage: drainkit drill [flags] -- <command> [args]", "-lb MODE", "{port}", "Exit status",
+		"(default /grpc.health.v1.Health/Check)", "(default auto)"} {
 		assert.Contains(t, out, want)
 	}
+	assert.NotContains(t, out, "%!", "every verb of the usage has its value")
 }
 
 // An instance that exits, or whose readiness URL never answers within

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
@@ -23,6 +24,8 @@ const (
 	defaultReady     = "/healthz/ready"
 	defaultStart     = 30 * time.Second
 	defaultLB        = "auto"
+	defaultCall      = "/grpc.health.v1.Health/Check"
+	readyGRPC        = "grpc" // -ready grpc: gRPC health on {port}
 	defaultLag       = 2 * time.Second
 	defaultRate      = 50
 	defaultWarmup    = time.Second
@@ -54,8 +57,9 @@ Instances:
                     own, {name} its name (i1, i2, ...), {index} its number.
                     e.g. -env 'ADDR=127.0.0.1:{port}' -env 'ADMIN_ADDR=127.0.0.1:{admin}'
   -ready URL        readiness: a path on {port}, or a URL template such as
-                    http://127.0.0.1:{admin}/healthz/ready; any 2xx is ready
-                    (default %s)
+                    http://127.0.0.1:{admin}/healthz/ready; any 2xx is ready;
+                    or "grpc": gRPC health SERVING on {port} (default %s,
+                    with -grpc grpc)
   -start D          how long an instance may take to become ready (default %s)
   -grace D          how long an old instance may take to exit after SIGTERM
                     before it is SIGKILLed (default %s)
@@ -69,8 +73,13 @@ Balancer:
                     kube: as kube-proxy does after a pod's deletion: no
                       checks, no retries; an instance stays in until -lag
                       after its SIGTERM, whatever its readiness says.
+                    roundrobin (-grpc only, its default): grpc-go's
+                      round_robin with health checking over the instances'
+                      addresses, as a headless Service's DNS gives them: an
+                      address is removed -lag after its instance's SIGTERM.
                     (default %s)
-  -lag D            with -lb kube: how long endpoint removal takes (default %s)
+  -lag D            with -lb kube or roundrobin: how long endpoint removal
+                    takes (default %s)
 
 Load:
   -rate R           requests per second, started on schedule whatever became
@@ -84,6 +93,13 @@ Load:
   -tail D           load after the update ends (default %s)
   -duration D       load for exactly D instead of until the update ends
                     plus -tail
+  -grpc             unary gRPC calls instead of HTTP requests, never retried
+                    (not even grpc-go's transparent retry); readiness is
+                    gRPC health on {port} unless -ready says otherwise
+  -call M           with -grpc: the method, /package.Service/Method
+                    (default %s)
+  -request HEX      with -grpc: its request message, encoded, in hex
+                    (default empty: every field at its default)
 
 Output:
   -json             write the verdict as one JSON document instead of the table
@@ -117,6 +133,9 @@ type drillConfig struct {
 	Timeout      time.Duration
 	Warmup, Tail time.Duration
 	Duration     time.Duration // zero: until the update ends plus Tail
+	GRPC         bool          // unary gRPC calls instead of HTTP requests
+	Call         string        // the gRPC method, /package.Service/Method
+	Request      []byte        // its request message, encoded
 	JSON         bool
 	HTML         string   // a file for the page, or empty
 	Command      []string // Command[0] resolved to its path
@@ -162,12 +181,15 @@ func parseDrill(args []string, output io.Writer) (*drillConfig, error) {
 	fs.DurationVar(&c.Warmup, "warmup", defaultWarmup, "")
 	fs.DurationVar(&c.Tail, "tail", defaultTail, "")
 	fs.DurationVar(&c.Duration, "duration", 0, "")
+	fs.BoolVar(&c.GRPC, "grpc", false, "")
+	fs.StringVar(&c.Call, "call", defaultCall, "")
+	request := fs.String("request", "", "")
 	fs.BoolVar(&c.JSON, "json", false, "")
 	fs.StringVar(&c.HTML, "html", "", "")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fmt.Fprintf(output, drillUsage, defaultInstances, defaultReady, defaultStart, defaultGrace,
-				defaultLB, defaultLag, defaultRate, maxRate, defaultTimeout, defaultWarmup, defaultTail)
+				defaultLB, defaultLag, defaultRate, maxRate, defaultTimeout, defaultWarmup, defaultTail, defaultCall)
 			return nil, errHelp
 		}
 		return nil, err
@@ -181,6 +203,7 @@ func parseDrill(args []string, output io.Writer) (*drillConfig, error) {
 	for _, check := range []func() error{
 		func() error { return c.checkCommand() },
 		func() error { return c.checkEnv() },
+		func() error { return c.checkGRPC(set, *request) },
 		func() error { return c.checkReady() },
 		func() error { return c.checkBalancer(set["lag"]) },
 		func() error { return c.checkLoad(headers) },
@@ -244,7 +267,63 @@ func (c *drillConfig) checkEnv() error {
 	return nil
 }
 
+// protocol is the load's: "grpc" or "http".
+func (c *drillConfig) protocol() string {
+	if c.GRPC {
+		return "grpc"
+	}
+	return "http"
+}
+
+// methodName matches a gRPC method's full name.
+var methodName = regexp.MustCompile(`^/[A-Za-z_][A-Za-z0-9_.]*/[A-Za-z_][A-Za-z0-9_]*$`)
+
+// checkGRPC refuses the flags of one protocol given with the other, a
+// malformed -call and -request bytes that are not hex; with -grpc the
+// readiness is gRPC health on {port} and the balancer round_robin, unless
+// given.
+func (c *drillConfig) checkGRPC(set map[string]bool, request string) error {
+	if !c.GRPC {
+		for _, f := range []string{"call", "request"} {
+			if set[f] {
+				return fmt.Errorf("-%s is for a gRPC load: add -grpc, or give -method and -path for HTTP", f)
+			}
+		}
+		if c.LB == "roundrobin" {
+			return errors.New("-lb roundrobin is grpc-go's balancer: add -grpc, or use -lb haproxy, inprocess or kube for HTTP")
+		}
+		return nil
+	}
+	for _, f := range []string{"method", "path", "body", "header"} {
+		if set[f] {
+			return fmt.Errorf("-%s is for an HTTP load: with -grpc, -call names the method and -request its message", f)
+		}
+	}
+	if !methodName.MatchString(c.Call) {
+		return fmt.Errorf("-call %q: want a method's full name, /package.Service/Method, e.g. %s", c.Call, defaultCall)
+	}
+	b, err := hex.DecodeString(request)
+	if err != nil {
+		return fmt.Errorf("-request %q: want the request message's bytes in hex (protoc --encode … | xxd -p): %w", request, err)
+	}
+	c.Request = b
+	switch c.LB {
+	case "auto":
+		c.LB = "roundrobin"
+	case "roundrobin", "kube":
+	default:
+		return fmt.Errorf("-lb %q: a gRPC load goes through -lb roundrobin (grpc-go's client-side balancer) or kube", c.LB)
+	}
+	if !set["ready"] {
+		c.Ready = readyGRPC
+	}
+	return nil
+}
+
 func (c *drillConfig) checkReady() error {
+	if c.Ready == readyGRPC {
+		return nil
+	}
 	if strings.HasPrefix(c.Ready, "/") {
 		c.Ready = "http://127.0.0.1:{port}" + c.Ready
 	}
@@ -269,17 +348,18 @@ func (c *drillConfig) checkReady() error {
 
 func (c *drillConfig) checkBalancer(lagSet bool) error {
 	switch c.LB {
-	case "auto", "haproxy", "inprocess", "kube":
+	case "auto", "haproxy", "inprocess", "kube", "roundrobin":
 	default:
-		return fmt.Errorf("-lb %q: want auto, haproxy, inprocess or kube", c.LB)
+		return fmt.Errorf("-lb %q: want auto, haproxy, inprocess, kube or (with -grpc) roundrobin", c.LB)
 	}
-	if lagSet && c.LB != "kube" {
-		return fmt.Errorf("-lag %s: only -lb kube has an endpoint lag; the other balancers follow readiness", c.Lag)
+	lagged := c.LB == "kube" || c.LB == "roundrobin"
+	if lagSet && !lagged {
+		return fmt.Errorf("-lag %s: only -lb kube and roundrobin have an endpoint lag; the other balancers follow readiness", c.Lag)
 	}
 	if c.Lag < 0 {
 		return fmt.Errorf("-lag %s: must not be negative", c.Lag)
 	}
-	if c.LB != "kube" {
+	if !lagged {
 		c.Lag = 0
 	}
 	return nil

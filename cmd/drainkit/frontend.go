@@ -14,10 +14,10 @@ import (
 // drives it: every instance the drill will start has a place in it from
 // the beginning, by index.
 type frontend interface {
-	// name is "haproxy", "inprocess" or "kube".
+	// name is "haproxy", "inprocess", "kube" or "roundrobin".
 	name() string
-	// target is where the load sends and the client to send with.
-	target() (baseURL string, client *http.Client)
+	// caller is how the load sends through the balancer.
+	caller(cfg *drillConfig) (caller, error)
 	// admit waits until the balancer sends requests to instance i, which
 	// is ready.
 	admit(ctx context.Context, i int) error
@@ -49,8 +49,8 @@ type checked struct {
 }
 
 func (f *checked) name() string { return f.b.Name() }
-func (f *checked) target() (string, *http.Client) {
-	return "http://" + f.b.Addr(), f.client
+func (f *checked) caller(cfg *drillConfig) (caller, error) {
+	return httpCaller{cfg: cfg, baseURL: "http://" + f.b.Addr(), client: f.client}, nil
 }
 func (f *checked) admit(ctx context.Context, i int) error  { return f.b.WaitServer(ctx, i, true) }
 func (f *checked) absent(ctx context.Context, i int) error { return f.b.WaitServer(ctx, i, false) }
@@ -64,12 +64,19 @@ type kube struct {
 	addrs     []string // by instance
 	lag       time.Duration
 	client    *http.Client
+	closeGRPC func() // the gRPC load's connections, if any
 }
 
 func (f *kube) name() string { return "kube" }
 
-// target is a loopback URL whose connections the Endpoints place.
-func (f *kube) target() (string, *http.Client) { return "http://127.0.0.1", f.client }
+// caller sends to a loopback URL, or a gRPC target, whose connections the
+// Endpoints place.
+func (f *kube) caller(cfg *drillConfig) (caller, error) {
+	if cfg.GRPC {
+		return f.grpcCaller(cfg)
+	}
+	return httpCaller{cfg: cfg, baseURL: "http://127.0.0.1", client: f.client}, nil
+}
 func (f *kube) admit(_ context.Context, i int) error {
 	f.endpoints.Add(f.addrs[i])
 	return nil
@@ -81,11 +88,19 @@ func (f *kube) terminating(i int, at time.Time) time.Time {
 	return leave
 }
 func (f *kube) retries() int { return 0 }
-func (f *kube) close()       { f.client.CloseIdleConnections() }
+func (f *kube) close() {
+	f.client.CloseIdleConnections()
+	if f.closeGRPC != nil {
+		f.closeGRPC()
+	}
+}
 
 // startFrontend starts the balancer cfg.LB asks for in front of every
 // instance, in dir.
 func startFrontend(ctx context.Context, cfg *drillConfig, dir string, ports *harness.Ports, insts []*instance) (frontend, error) {
+	if cfg.LB == "roundrobin" {
+		return newRoundRobin(cfg, insts)
+	}
 	if cfg.LB == "kube" {
 		f := &kube{lag: cfg.Lag}
 		for _, in := range insts {

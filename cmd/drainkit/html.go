@@ -42,6 +42,8 @@ var outcomeClasses = []struct{ class, color, label string }{
 	{causeReset, "#fb8c00", "reset"},
 	{causeTimeout, "#8e24aa", "timeout"},
 	{cause5xx, "#ad1457", "5xx"},
+	{causeUnavailable, "#e53935", "UNAVAILABLE"},
+	{causeDeadline, "#8e24aa", "DEADLINE_EXCEEDED"},
 	{causeOther, "#757575", "other"},
 }
 
@@ -150,7 +152,7 @@ svg{display:block;margin:16px 0}svg text{font:11px system-ui,sans-serif;fill:#44
 	p.writeAxis(&b, begin, end, x, 0, height-axisHeight)
 
 	// Requests per bucket, stacked by outcome.
-	fmt.Fprintf(&b, `<text x="%d" y="14">requests sent per %s, by outcome; the grey line is %d</text>`+"\n", leftMargin, bucket, peak)
+	fmt.Fprintf(&b, `<text x="%d" y="14">%s sent per %s, by outcome; the grey line is %d</text>`+"\n", leftMargin, p.v.unit(), bucket, peak)
 	for i, c := range counts {
 		y := float64(chartHeight)
 		for _, oc := range outcomeClasses {
@@ -185,7 +187,7 @@ svg{display:block;margin:16px 0}svg text{font:11px system-ui,sans-serif;fill:#44
 		p.writeLane(&b, l, top+float64(i)*laneHeight, begin, end, x)
 	}
 	b.WriteString("</svg>\n")
-	writeLegend(&b)
+	writeLegend(&b, p.v.causes())
 	b.WriteString("</body></html>\n")
 	_, err := io.WriteString(w, b.String())
 	return err
@@ -196,7 +198,7 @@ svg{display:block;margin:16px 0}svg text{font:11px system-ui,sans-serif;fill:#44
 func (p *picture) writeSummary(b *strings.Builder) {
 	v := p.v
 	if v.Pass {
-		b.WriteString(`<p class="verdict pass">PASS: no request failed, every old instance exited 0 in time.</p>` + "\n")
+		fmt.Fprintf(b, `<p class="verdict pass">PASS: no %s failed, every old instance exited 0 in time.</p>`+"\n", strings.TrimSuffix(v.unit(), "s"))
 	} else {
 		b.WriteString(`<p class="verdict fail">FAIL</p><ul>` + "\n")
 		for _, pr := range v.Problems {
@@ -208,10 +210,10 @@ func (p *picture) writeSummary(b *strings.Builder) {
 	row := func(id, label string, n int) {
 		fmt.Fprintf(b, `<tr><th>%s</th><td class="n" id="%s">%d</td></tr>`+"\n", label, id, n)
 	}
-	row("sent", "requests sent", v.Sent)
+	row("sent", v.unit()+" sent", v.Sent)
 	row("succeeded", "succeeded", v.Succeeded)
 	row("failed", "failed", v.Failed)
-	for _, c := range causes {
+	for _, c := range v.causes() {
 		row("failed-"+c, "&nbsp;&nbsp;"+words(c), v.FailedBy[c])
 	}
 	row("client-retries", "client retries", v.ClientRetries)
@@ -296,9 +298,12 @@ func firstOf(a, b time.Time) time.Time {
 }
 
 // writeLegend writes what each colour and mark means.
-func writeLegend(b *strings.Builder) {
+func writeLegend(b *strings.Builder, causes []string) {
 	b.WriteString(`<p class="legend">`)
 	for _, oc := range outcomeClasses {
+		if oc.class != "ok" && !slices.Contains(causes, oc.class) {
+			continue
+		}
 		fmt.Fprintf(b, `<span><i style="background:%s"></i>%s</span>`, oc.color, oc.label)
 	}
 	b.WriteString("</p>\n<p class=\"legend\">")

@@ -72,7 +72,11 @@ func (in *instance) start(ctx context.Context, cfg *drillConfig) error {
 	in.proc = p
 	ctx, cancel := context.WithTimeout(ctx, cfg.Start)
 	defer cancel()
-	if err := harness.WaitReady(ctx, p, in.ready); err != nil {
+	wait := harness.WaitReady
+	if in.ready == readyGRPC {
+		wait = func(ctx context.Context, p *harness.Proc, _ string) error { return waitServing(ctx, p, in.addr) }
+	}
+	if err := wait(ctx, p, in.ready); err != nil {
 		return fmt.Errorf("instance %s did not become ready within -start %s: %w", in.name, cfg.Start, err)
 	}
 	in.readyAt = time.Now()

@@ -25,22 +25,29 @@ const (
 	causeOther   = "other"
 )
 
-// causes in the order the verdict lists them.
-var causes = []string{causeRefused, causeReset, causeTimeout, cause5xx, causeOther}
+// httpCauses are the causes of a failed HTTP request, in the order the
+// verdict lists them.
+var httpCauses = []string{causeRefused, causeReset, causeTimeout, cause5xx, causeOther}
 
 // outcome is what became of one request.
 type outcome struct {
 	sent, answered time.Time
-	status         int    // the answer's status code, 0 without one
+	status         int    // the HTTP status code, 0 without one
+	code           string // the gRPC status code of a failed call
 	cause          string // empty for a success
 	err            string // the failure, for an example
 }
 
+// caller makes one request of the load and says what became of it: o's
+// status, code, cause and err.
+type caller interface {
+	call(ctx context.Context, i int, o *outcome)
+}
+
 // load is the drill's open-loop load: one request shape, never retried.
 type load struct {
-	cfg     *drillConfig
-	baseURL string
-	client  *http.Client
+	cfg    *drillConfig
+	caller caller
 
 	outcomes []outcome // by request number
 	sent     atomic.Int64
@@ -48,11 +55,8 @@ type load struct {
 	failed   atomic.Int64
 }
 
-func newLoad(cfg *drillConfig, fe frontend, bound time.Duration) *load {
-	l := &load{cfg: cfg}
-	l.baseURL, l.client = fe.target()
-	l.outcomes = make([]outcome, harness.OpenLoop{Rate: cfg.Rate, Duration: bound}.Max())
-	return l
+func newLoad(cfg *drillConfig, c caller, bound time.Duration) *load {
+	return &load{cfg: cfg, caller: c, outcomes: make([]outcome, harness.OpenLoop{Rate: cfg.Rate, Duration: bound}.Max())}
 }
 
 // run sends until bound passed or until is closed, and waits for every
@@ -68,19 +72,36 @@ func (l *load) send(ctx context.Context, i int) {
 	l.sent.Add(1)
 	ctx, cancel := context.WithTimeout(ctx, l.cfg.Timeout)
 	defer cancel()
-	var body io.Reader
-	if l.cfg.Body != "" {
-		body = strings.NewReader(l.cfg.Body)
-	}
-	req, err := http.NewRequestWithContext(ctx, l.cfg.Method, l.baseURL+l.cfg.Paths[i%len(l.cfg.Paths)], body)
 	o.sent = time.Now()
+	l.caller.call(ctx, i, o)
+	o.answered = time.Now()
+	if o.cause == "" {
+		l.ok.Add(1)
+		return
+	}
+	l.failed.Add(1)
+}
+
+// httpCaller sends the -method, -path, -body and -header request shape.
+type httpCaller struct {
+	cfg     *drillConfig
+	baseURL string
+	client  *http.Client
+}
+
+func (c httpCaller) call(ctx context.Context, i int, o *outcome) {
+	var body io.Reader
+	if c.cfg.Body != "" {
+		body = strings.NewReader(c.cfg.Body)
+	}
+	req, err := http.NewRequestWithContext(ctx, c.cfg.Method, c.baseURL+c.cfg.Paths[i%len(c.cfg.Paths)], body)
 	if err == nil {
-		req.Header = l.cfg.Header.Clone()
-		if l.cfg.Host != "" {
-			req.Host = l.cfg.Host
+		req.Header = c.cfg.Header.Clone()
+		if c.cfg.Host != "" {
+			req.Host = c.cfg.Host
 		}
 		var resp *http.Response
-		if resp, err = l.client.Do(req); err == nil {
+		if resp, err = c.client.Do(req); err == nil {
 			// The answer is whole once its body is read: a reset in the
 			// middle of it is a failure too.
 			_, err = io.Copy(io.Discard, resp.Body)
@@ -88,16 +109,12 @@ func (l *load) send(ctx context.Context, i int) {
 			o.status = resp.StatusCode
 		}
 	}
-	o.answered = time.Now()
 	o.cause = classify(o.status, err)
-	if o.cause == "" {
-		l.ok.Add(1)
-		return
-	}
-	l.failed.Add(1)
-	if err != nil {
+	switch {
+	case o.cause == "":
+	case err != nil:
 		o.err = err.Error()
-	} else {
+	default:
 		o.err = strconv.Itoa(o.status) + " " + http.StatusText(o.status)
 	}
 }

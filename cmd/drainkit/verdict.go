@@ -15,6 +15,8 @@ import (
 // verdict is what the drill found, as the table shows it and -json writes
 // it.
 type verdict struct {
+	// Protocol is "http" or "grpc": the load's, and which causes FailedBy has.
+	Protocol  string   `json:"protocol"`
 	Command   []string `json:"command"`
 	Instances int      `json:"instances"`
 	Balancer  string   `json:"balancer"`
@@ -28,6 +30,8 @@ type verdict struct {
 	FailedBy map[string]int `json:"failed_by_cause"`
 	// Failed5xx counts the 5xx answers by status code.
 	Failed5xx map[string]int `json:"failed_5xx_by_code,omitempty"`
+	// FailedByCode counts the failed gRPC calls by status code.
+	FailedByCode map[string]int `json:"failed_by_grpc_code,omitempty"`
 	// Examples holds the first failure of each cause.
 	Examples map[string]string `json:"failure_examples,omitempty"`
 	// ClientRetries is always 0: the load never retries.
@@ -77,11 +81,11 @@ func (l latency) String() string {
 // judge counts the outcomes and decides.
 func judge(cfg *drillConfig, fe frontend, insts []*instance, u *update, outs []outcome, s harness.Sent) *verdict {
 	v := &verdict{
-		Command: cfg.Command, Instances: cfg.Instances, Balancer: fe.name(), Lag: duration(cfg.Lag), Rate: cfg.Rate,
-		FailedBy: map[string]int{}, Failed5xx: map[string]int{}, Examples: map[string]string{},
+		Protocol: cfg.protocol(), Command: cfg.Command, Instances: cfg.Instances, Balancer: fe.name(), Lag: duration(cfg.Lag), Rate: cfg.Rate,
+		FailedBy: map[string]int{}, Failed5xx: map[string]int{}, FailedByCode: map[string]int{}, Examples: map[string]string{},
 		BalancerRetries: fe.retries(), Update: duration(u.end.Sub(u.start)), Old: u.old,
 	}
-	for _, c := range causes {
+	for _, c := range v.causes() {
 		v.FailedBy[c] = 0
 	}
 	var during, outside []time.Duration
@@ -93,6 +97,9 @@ func judge(cfg *drillConfig, fe frontend, insts []*instance, u *update, outs []o
 			v.FailedBy[o.cause]++
 			if o.cause == cause5xx {
 				v.Failed5xx[fmt.Sprint(o.status)]++
+			}
+			if o.code != "" {
+				v.FailedByCode[o.code]++
 			}
 			if _, ok := v.Examples[o.cause]; !ok {
 				v.Examples[o.cause] = o.err
@@ -120,7 +127,7 @@ func judge(cfg *drillConfig, fe frontend, insts []*instance, u *update, outs []o
 		v.Problems = append(v.Problems, fmt.Sprintf("no request succeeded before the update began (first failure: %s): are -path and -method right?", first))
 	}
 	if v.Failed > 0 {
-		v.Problems = append(v.Problems, fmt.Sprintf("%d of %d requests failed", v.Failed, v.Sent))
+		v.Problems = append(v.Problems, fmt.Sprintf("%d of %d %s failed", v.Failed, v.Sent, v.unit()))
 	}
 	for _, o := range u.old {
 		switch {
@@ -154,10 +161,10 @@ func (v *verdict) table() string {
 	fmt.Fprintf(&b, "drainkit drill: %s\n\n", v.title())
 	w := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
 	row := func(k string, f string, args ...any) { fmt.Fprintf(w, "%s\t%s\n", k, fmt.Sprintf(f, args...)) }
-	row("requests sent", "%d", v.Sent)
+	row(v.unit()+" sent", "%d", v.Sent)
 	row("succeeded", "%d", v.Succeeded)
 	var by []string
-	for _, c := range causes {
+	for _, c := range v.causes() {
 		by = append(by, fmt.Sprintf("%s %d", words(c), v.FailedBy[c]))
 	}
 	row("failed", "%d (%s)", v.Failed, strings.Join(by, ", "))
@@ -168,15 +175,25 @@ func (v *verdict) table() string {
 		}
 		row("  5xx by code", "%s", strings.Join(codes, ", "))
 	}
-	for _, c := range causes {
+	if len(v.FailedByCode) > 0 {
+		var codes []string
+		for _, c := range slices.Sorted(maps.Keys(v.FailedByCode)) {
+			codes = append(codes, fmt.Sprintf("%s: %d", c, v.FailedByCode[c]))
+		}
+		row("  by gRPC code", "%s", strings.Join(codes, ", "))
+	}
+	for _, c := range v.causes() {
 		if e, ok := v.Examples[c]; ok {
 			row("  first "+words(c), "%s", e)
 		}
 	}
 	row("client retries", "0 (the load never retries)")
-	if v.Balancer == "kube" {
+	switch v.Balancer {
+	case "kube":
 		row("balancer retries", "0 (kube-proxy does not retry)")
-	} else {
+	case "roundrobin":
+		row("balancer retries", "0 (grpc-go's retries are off)")
+	default:
 		row("balancer retries", "%d (connection failures only; a 5xx is never retried)", v.BalancerRetries)
 	}
 	row("latency during the update", "%s", v.LatencyDuring)
@@ -192,7 +209,7 @@ func (v *verdict) table() string {
 	}
 	w.Flush()
 	if v.Pass {
-		b.WriteString("\nPASS: no request failed, every old instance exited 0 in time.\n")
+		fmt.Fprintf(&b, "\nPASS: no %s failed, every old instance exited 0 in time.\n", strings.TrimSuffix(v.unit(), "s"))
 	} else {
 		b.WriteString("\nFAIL:\n")
 		for _, p := range v.Problems {
@@ -202,13 +219,36 @@ func (v *verdict) table() string {
 	return b.String()
 }
 
+// unit is what the load sends: "requests" or "calls".
+func (v *verdict) unit() string {
+	if v.Protocol == "grpc" {
+		return "calls"
+	}
+	return "requests"
+}
+
+// causes are the failure causes of the verdict's protocol, in order.
+func (v *verdict) causes() []string {
+	if v.Protocol == "grpc" {
+		return grpcCauses
+	}
+	return httpCauses
+}
+
 // title says what was drilled: "3 instances of svc behind haproxy, 50 requests/s".
 func (v *verdict) title() string {
 	lb := v.Balancer
 	if v.Balancer == "kube" {
 		lb = fmt.Sprintf("kube (endpoints removed %s after SIGTERM)", v.Lag)
 	}
-	return fmt.Sprintf("%s of %s behind %s, %d requests/s", plural(v.Instances, "instance"), filepath.Base(v.Command[0]), lb, v.Rate)
+	if v.Balancer == "roundrobin" {
+		lb = fmt.Sprintf("grpc-go's health-checked round_robin (addresses removed %s after SIGTERM)", v.Lag)
+	}
+	unit := "requests"
+	if v.Protocol == "grpc" {
+		unit = "gRPC calls"
+	}
+	return fmt.Sprintf("%s of %s behind %s, %d %s/s", plural(v.Instances, "instance"), filepath.Base(v.Command[0]), lb, v.Rate, unit)
 }
 
 // summary is one line on how an old instance ended.

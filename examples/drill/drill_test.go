@@ -1,6 +1,7 @@
 package drill
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -32,6 +33,7 @@ type verdict struct {
 	Sent            int            `json:"sent"`
 	Failed          int            `json:"failed"`
 	FailedBy        map[string]int `json:"failed_by_cause"`
+	FailedByCode    map[string]int `json:"failed_by_grpc_code"`
 	BalancerRetries int            `json:"balancer_retries"`
 	Old             []struct {
 		Name     string          `json:"name"`
@@ -93,4 +95,69 @@ func TestDrillTellsTheTwoShutdownsApart(t *testing.T) {
 			assert.True(t, v.Pass)
 		})
 	}
+}
+
+// The same for gRPC: unary calls through a Service (-lb kube, endpoints
+// removed 2 s after SIGTERM), over client connections that are placed
+// when dialled and stay. The service that calls GracefulStop at SIGTERM
+// sends GOAWAY and closes its listener at once: clients that dial again
+// within the 2 s may land on it and are refused, their calls fail
+// UNAVAILABLE (grpc-go's retries are off, as the drill never retries).
+// drainkit's keeps serving through DRAIN_DELAY: none fails. Through
+// grpc-go's health-checked round_robin (-lb roundrobin) drainkit's loses
+// none either. A method the services do not serve is bad input (exit 2).
+func TestDrillTellsTheTwoGRPCShutdownsApart(t *testing.T) {
+	dir := t.TempDir()
+	drainkit := build(t, dir, "drainkit", "github.com/drainkit/drainkit/cmd/drainkit")
+	naive := build(t, dir, "grpc-naive", "github.com/drainkit/drainkit/examples/grpc-naive")
+	ours := build(t, dir, "grpc-drainkit", "github.com/drainkit/drainkit/examples/grpc")
+	drill := func(t *testing.T, svc string, args ...string) (int, verdict, string) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+		defer cancel()
+		args = append([]string{"drill", "-json", "-grpc", "-n", "2", "-rate", "50",
+			"-env", "GRPC_ADDR=127.0.0.1:{port}", "-env", "ADMIN_ADDR=127.0.0.1:{admin}"}, args...)
+		cmd := exec.CommandContext(ctx, drainkit, append(args, "--", svc)...)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		out, _ := cmd.Output()
+		var v verdict
+		if cmd.ProcessState.ExitCode() != 2 {
+			require.NoError(t, json.Unmarshal(out, &v), "stdout:\n%s\nstderr:\n%s", out, stderr.String())
+			t.Logf("sent %d, failed %d %v by code %v", v.Sent, v.Failed, v.FailedBy, v.FailedByCode)
+		}
+		return cmd.ProcessState.ExitCode(), v, stderr.String()
+	}
+	const call = "/grpc.testing.TestService/UnaryCall"
+	t.Run("GracefulStop behind kube", func(t *testing.T) {
+		code, v, _ := drill(t, naive, "-lb", "kube", "-lag", "2s", "-call", call)
+		assert.Equal(t, 1, code, "the drill fails it")
+		assert.Positive(t, v.Failed)
+		assert.Equal(t, v.Failed, v.FailedBy["unavailable"], "every failed call UNAVAILABLE: %v", v.FailedByCode)
+		assert.Equal(t, v.Failed, v.FailedByCode["Unavailable"])
+		for _, o := range v.Old {
+			assert.Equal(t, 0, o.ExitCode, "%s exits 0: its shutdown is not what fails", o.Name)
+			assert.Empty(t, o.Report)
+		}
+	})
+	for _, lb := range []string{"kube", "roundrobin"} {
+		t.Run("drainkit behind "+lb, func(t *testing.T) {
+			args := []string{"-lb", lb, "-lag", "2s", "-call", call, "-env", "DRAIN_DELAY=3s"}
+			code, v, _ := drill(t, ours, args...)
+			assert.Equal(t, 0, code, "the drill passes it; problems: %v", v.Problems)
+			assert.Positive(t, v.Sent)
+			assert.Zero(t, v.Failed, "failed by code: %v", v.FailedByCode)
+			require.Len(t, v.Old, 2)
+			for _, o := range v.Old {
+				assert.Equal(t, 0, o.ExitCode, "%s's exit code", o.Name)
+				assert.NotEmpty(t, o.Report, "%s printed a drain report", o.Name)
+			}
+		})
+	}
+	t.Run("unknown method", func(t *testing.T) {
+		code, _, stderr := drill(t, naive, "-lb", "kube", "-call", "/grpc.testing.TestService/NoSuchCall")
+		assert.Equal(t, 2, code)
+		assert.Contains(t, stderr, "-call /grpc.testing.TestService/NoSuchCall with -request : the first call, before the update, failed: ")
+		assert.Contains(t, stderr, "Unimplemented")
+	})
 }

@@ -1,0 +1,211 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	_ "google.golang.org/grpc/health" // registers client-side health checking for round_robin
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/resolver"
+	"google.golang.org/grpc/resolver/manual"
+	"google.golang.org/grpc/status"
+
+	"github.com/drainkit/drainkit/internal/harness"
+)
+
+// Failure causes of a gRPC call, by its status code.
+const (
+	causeUnavailable = "unavailable"
+	causeDeadline    = "deadline_exceeded"
+)
+
+// grpcCauses are the causes of a failed call, in the order the verdict
+// lists them; failed_by_grpc_code has every code.
+var grpcCauses = []string{causeUnavailable, causeDeadline, causeOther}
+
+// grpcPool is how many client connections the load spreads its calls
+// over: many clients, as a Service has, each with its own connection.
+const grpcPool = 8
+
+// grpcCaller makes the -call with the -request bytes, round robin over
+// its connections.
+type grpcCaller struct {
+	conns   []*grpc.ClientConn
+	method  string
+	request []byte
+}
+
+func (c grpcCaller) call(ctx context.Context, i int, o *outcome) {
+	var reply []byte
+	err := c.conns[i%len(c.conns)].Invoke(ctx, c.method, &c.request, &reply, grpc.ForceCodec(rawCodec{}))
+	if err == nil {
+		return
+	}
+	st := status.Convert(err)
+	o.code, o.err = st.Code().String(), err.Error()
+	switch st.Code() {
+	case codes.Unavailable:
+		o.cause = causeUnavailable
+	case codes.DeadlineExceeded:
+		o.cause = causeDeadline
+	default:
+		o.cause = causeOther
+	}
+}
+
+func (c grpcCaller) close() {
+	for _, cc := range c.conns {
+		cc.Close()
+	}
+}
+
+// rawCodec sends -request's bytes as they are and keeps the reply's: the
+// drill knows no message types. Its name is proto's, so the server
+// decodes the bytes as the method's request message.
+type rawCodec struct{}
+
+func (rawCodec) Marshal(v any) ([]byte, error) { return *v.(*[]byte), nil }
+func (rawCodec) Unmarshal(data []byte, v any) error {
+	*v.(*[]byte) = append([]byte(nil), data...)
+	return nil
+}
+func (rawCodec) Name() string { return "proto" }
+
+// dialOptions are every drill connection's: plain text, and no retry on
+// the product's behalf, not even grpc-go's transparent one.
+func dialOptions(more ...grpc.DialOption) []grpc.DialOption {
+	return append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithDisableRetry()}, more...)
+}
+
+// kubeGRPC is a Service's ClusterIP as gRPC clients meet it: each client
+// connection is placed on an endpoint when it is dialled and stays there
+// (pick_first, one address); after a GOAWAY or a broken connection it is
+// dialled again, placed anew.
+func (f *kube) grpcCaller(cfg *drillConfig) (caller, error) {
+	c := grpcCaller{method: cfg.Call, request: cfg.Request}
+	for range grpcPool {
+		cc, err := grpc.NewClient("passthrough:///kube", dialOptions(grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) {
+			return f.endpoints.DialContext(ctx, "tcp", "")
+		}))...)
+		if err != nil {
+			c.close()
+			return nil, err
+		}
+		c.conns = append(c.conns, cc)
+	}
+	f.closeGRPC = c.close
+	return c, nil
+}
+
+// roundRobin is grpc-go's client-side round_robin with health checking,
+// over the instances' addresses as a headless Service's DNS gives them:
+// an instance's address is added once it is ready and removed -lag after
+// its SIGTERM. Health checking takes an instance out as soon as it
+// answers NOT_SERVING, whatever the addresses say.
+type roundRobin struct {
+	addrs []string // by instance
+	lag   time.Duration
+	r     *manual.Resolver
+	conn  *grpc.ClientConn
+
+	mu     sync.Mutex
+	in     []string
+	timers []*time.Timer
+}
+
+func newRoundRobin(cfg *drillConfig, insts []*instance) (*roundRobin, error) {
+	f := &roundRobin{lag: cfg.Lag, r: manual.NewBuilderWithScheme("drill")}
+	for _, in := range insts {
+		f.addrs = append(f.addrs, in.addr)
+	}
+	f.r.InitialState(resolver.State{})
+	conn, err := grpc.NewClient("drill:///instances", dialOptions(grpc.WithResolvers(f.r),
+		grpc.WithDefaultServiceConfig(`{"loadBalancingConfig":[{"round_robin":{}}],"healthCheckConfig":{"serviceName":""}}`))...)
+	if err != nil {
+		return nil, err
+	}
+	f.conn = conn
+	return f, nil
+}
+
+func (f *roundRobin) name() string { return "roundrobin" }
+func (f *roundRobin) caller(cfg *drillConfig) (caller, error) {
+	return grpcCaller{conns: []*grpc.ClientConn{f.conn}, method: cfg.Call, request: cfg.Request}, nil
+}
+func (f *roundRobin) admit(_ context.Context, i int) error {
+	f.set(f.addrs[i], true)
+	return nil
+}
+func (f *roundRobin) absent(context.Context, int) error { return nil }
+func (f *roundRobin) terminating(i int, at time.Time) time.Time {
+	leave := at.Add(f.lag)
+	f.mu.Lock()
+	f.timers = append(f.timers, time.AfterFunc(time.Until(leave), func() { f.set(f.addrs[i], false) }))
+	f.mu.Unlock()
+	return leave
+}
+func (f *roundRobin) retries() int { return 0 }
+func (f *roundRobin) close() {
+	f.mu.Lock()
+	for _, t := range f.timers {
+		t.Stop()
+	}
+	f.mu.Unlock()
+	f.conn.Close()
+}
+
+// set adds or removes addr and tells the client.
+func (f *roundRobin) set(addr string, in bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.in = slices.DeleteFunc(f.in, func(a string) bool { return a == addr })
+	if in {
+		f.in = append(f.in, addr)
+	}
+	var st resolver.State
+	for _, a := range f.in {
+		st.Addresses = append(st.Addresses, resolver.Address{Addr: a})
+	}
+	f.r.UpdateState(st)
+}
+
+// waitServing waits until addr's gRPC health service answers SERVING for
+// the whole server (service ""), the -ready grpc form.
+func waitServing(ctx context.Context, p *harness.Proc, addr string) error {
+	conn, err := grpc.NewClient("passthrough:///"+addr, dialOptions()...)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	client := healthpb.NewHealthClient(conn)
+	var last error
+	for {
+		cctx, cancel := context.WithTimeout(ctx, time.Second)
+		resp, err := client.Check(cctx, &healthpb.HealthCheckRequest{})
+		cancel()
+		switch {
+		case err == nil && resp.GetStatus() == healthpb.HealthCheckResponse_SERVING:
+			return nil
+		case err == nil:
+			last = fmt.Errorf("health: %s", resp.GetStatus())
+		default:
+			last = err
+		}
+		select {
+		case <-p.Done():
+			return fmt.Errorf("it exited (%s); its last lines:\n%s", p.ExitState(), strings.Join(p.LastLines(10), "\n"))
+		case <-ctx.Done():
+			return errors.Join(fmt.Errorf("last answer: %w", last), ctx.Err())
+		case <-time.After(50 * time.Millisecond): // the next probe, as a readiness probe's period
+		}
+	}
+}
