@@ -153,15 +153,21 @@ func TestDrillHelp(t *testing.T) {
 func TestDrillEndsWhenAnInstanceNeverBecomesReady(t *testing.T) {
 	tests := []struct {
 		mode string
+		grpc bool
 		want []string
 	}{
 		{mode: "crash", want: []string{"exited (exit status 3)", "fatal: cannot open the database"}},
 		{mode: "deaf", want: []string{"did not become ready within -start 1s", "never answered 2xx", "test service deaf starting"}},
+		{mode: "deaf", grpc: true, want: []string{"did not become ready within -start 1s", "last answer: ", "connection refused"}},
 	}
 	for _, tt := range tests {
-		t.Run(tt.mode, func(t *testing.T) {
+		t.Run(fmt.Sprintf("%s grpc=%t", tt.mode, tt.grpc), func(t *testing.T) {
 			pids := t.TempDir()
-			args := append([]string{"-start", "1s", "-n", "2"}, service(tt.mode, "-env", "PID_DIR="+pids)...)
+			args := []string{"-start", "1s", "-n", "2"}
+			if tt.grpc { // readiness is gRPC health on {port}
+				args = append(args, "-grpc")
+			}
+			args = append(args, service(tt.mode, "-env", "PID_DIR="+pids)...)
 			code, out, errOut := drillRun(t, args...)
 			assert.Equal(t, exitCantRun, code, "stdout:\n%s\nstderr:\n%s", out, errOut)
 			for _, w := range tt.want {
