@@ -30,7 +30,7 @@ func (r *Registry) ready(ctx context.Context, all bool) Report {
 		return rep
 	}
 	now := time.Now()
-	rep := Report{Service: r.cfg.Service, NodeID: r.cfg.NodeID, Time: now}
+	rep := Report{State: lifecycle.Running, Service: r.cfg.Service, NodeID: r.cfg.NodeID, Time: now}
 	if err != nil {
 		// Only this caller's wait ended (the prober gave up before the
 		// first results, or the first after a quiet spell, landed): it
@@ -74,7 +74,7 @@ func (r *Registry) stateReport() (Report, bool) {
 	if st == lifecycle.Running { // closed while the process still runs
 		st = lifecycle.Stopped
 	}
-	rep := Report{Status: StatusFail, Reason: st.String(),
+	rep := Report{Status: StatusFail, Reason: st.String(), State: st,
 		Service: r.cfg.Service, NodeID: r.cfg.NodeID, Time: time.Now()}
 	r.readyTransition(&rep, st, 0)
 	return rep, true
@@ -91,7 +91,7 @@ func (r *Registry) live() Report {
 	}
 	st := r.state()
 	enforced := enforcedIn(st)
-	rep := Report{Status: StatusOK, Service: r.cfg.Service, NodeID: r.cfg.NodeID, Time: time.Now()}
+	rep := Report{Status: StatusOK, State: st, Service: r.cfg.Service, NodeID: r.cfg.NodeID, Time: time.Now()}
 	r.mu.Lock()
 	if enforced {
 		r.watchClockLocked()

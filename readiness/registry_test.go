@@ -185,13 +185,17 @@ func TestStateAnswersWithoutChecks(t *testing.T) {
 		rep := r.Ready(t.Context())
 		assert.Equal(t, readiness.StatusFail, rep.Status, "starting")
 		assert.Equal(t, "starting", rep.Reason, "starting")
+		assert.Equal(t, lifecycle.Starting, rep.State, "starting")
 		st.set(lifecycle.Running)
-		assert.Equal(t, readiness.StatusOK, r.Ready(t.Context()).Status, "running")
+		rep = r.Ready(t.Context())
+		assert.Equal(t, readiness.StatusOK, rep.Status, "running")
+		assert.Equal(t, lifecycle.Running, rep.State, "running")
 		// The cached "ok" is fresh, yet the first probe after the flip fails.
 		st.set(lifecycle.Draining)
 		rep = r.Ready(t.Context())
 		assert.Equal(t, readiness.StatusFail, rep.Status, "draining")
 		assert.Equal(t, "draining", rep.Reason, "draining")
+		assert.Equal(t, lifecycle.Draining, rep.State, "draining")
 		time.Sleep(2 * readiness.DefaultCacheTTL)
 		r.Ready(t.Context())
 		assert.Equal(t, int32(1), db.runs.Load(), "check runs: only while running")
@@ -298,6 +302,7 @@ func TestClosedRegistryAnswersStoppedFromCache(t *testing.T) {
 			rep := r.Ready(t.Context())
 			assert.Equal(t, readiness.StatusFail, rep.Status, "after Close")
 			assert.Equal(t, "stopped", rep.Reason, "after Close")
+			assert.Equal(t, lifecycle.Stopped, rep.State, "after Close: the state a reader acts on, whatever the process's")
 			time.Sleep(time.Second) // synctest: advances the fake clock past CacheTTL
 		}
 		assert.Zero(t, c.runs.Load()-runs, "checks run after Close")

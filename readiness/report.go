@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"strconv"
 	"time"
+
+	"github.com/drainkit/drainkit/lifecycle"
 )
 
 // Report is the answer to one live or ready probe.
@@ -13,6 +15,11 @@ type Report struct {
 	// Reason says why a probe failed without running checks, e.g.
 	// "draining" or "starting"; empty otherwise.
 	Reason string
+	// State is the lifecycle state the probe was answered in: a reader
+	// that acts on it (the gRPC health bridge latches NOT_SERVING once
+	// Draining) compares this, never Reason's text. Stopped once the
+	// registry is closed; Starting in a zero Registry's answer.
+	State lifecycle.State
 	// Service and NodeID say who answered (from [Config]).
 	Service string
 	NodeID  string

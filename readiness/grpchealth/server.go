@@ -112,7 +112,7 @@ const minPoll = 10 * time.Millisecond
 func (s *Server) update(ctx context.Context) bool {
 	rep := s.reg.Ready(ctx)
 	switch {
-	case rep.Reason == lifecycle.Draining.String() || rep.Reason == lifecycle.Stopped.String():
+	case rep.State == lifecycle.Draining || rep.State == lifecycle.Stopped:
 		s.Drain()
 		return false
 	case rep.Status == readiness.StatusFail:

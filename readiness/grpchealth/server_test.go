@@ -240,3 +240,19 @@ func newServer(t *testing.T, reg *readiness.Registry) *grpchealth.Server {
 	require.NoError(t, err, "NewServer")
 	return h
 }
+
+// A registry answering for Draining latches NOT_SERVING by itself, read
+// from the report's typed State: a bridge whose Drain nobody called (no
+// transition listener) still stops serving at the flip, for good.
+func TestUpdateLatchesDrainingFromTheReportsState(t *testing.T) {
+	b := startBackend(t)
+	conn := dial(t, b.addr)
+	b.ready(t)
+	require.Equal(t, healthpb.HealthCheckResponse_SERVING, healthStatus(t, conn, ""))
+	b.state.set(lifecycle.Draining)
+	b.health.Update(t.Context())
+	assert.Equal(t, healthpb.HealthCheckResponse_NOT_SERVING, healthStatus(t, conn, ""), "after the flip")
+	b.state.set(lifecycle.Running)
+	b.health.Update(t.Context())
+	assert.Equal(t, healthpb.HealthCheckResponse_NOT_SERVING, healthStatus(t, conn, ""), "latched: an update cannot bring SERVING back")
+}
