@@ -17,8 +17,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	testgrpc "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/drainkit/drainkit/drain"
 	"github.com/drainkit/drainkit/drain/grpcdrain"
@@ -53,24 +53,20 @@ func httpServer(t *testing.T, tr *drain.Tracker) server {
 	}
 }
 
-var echoDesc = grpc.ServiceDesc{
-	ServiceName: "drainkit.test.Echo",
-	HandlerType: (*any)(nil),
-	Methods: []grpc.MethodDesc{{MethodName: "Call", Handler: func(srv any, ctx context.Context, dec func(any) error, in grpc.UnaryServerInterceptor) (any, error) {
-		req := new(wrapperspb.StringValue)
-		if err := dec(req); err != nil {
-			return nil, err
-		}
-		echo := func(_ context.Context, req any) (any, error) { return req, nil }
-		return in(ctx, req, &grpc.UnaryServerInfo{Server: srv, FullMethod: "/drainkit.test.Echo/Call"}, echo)
-	}}},
+// echo is grpc-go's own test service, answering UnaryCall.
+type echo struct {
+	testgrpc.UnimplementedTestServiceServer
+}
+
+func (echo) UnaryCall(context.Context, *testgrpc.SimpleRequest) (*testgrpc.SimpleResponse, error) {
+	return &testgrpc.SimpleResponse{}, nil
 }
 
 func grpcServer(t *testing.T, tr *drain.Tracker) server {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	srv := grpc.NewServer(grpcdrain.ServerOptions(tr)...)
-	srv.RegisterService(&echoDesc, struct{}{})
+	testgrpc.RegisterTestServiceServer(srv, echo{})
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(srv.Stop)
 	conn, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
@@ -78,7 +74,7 @@ func grpcServer(t *testing.T, tr *drain.Tracker) server {
 	t.Cleanup(func() { conn.Close() })
 	return server{
 		send: func(t *testing.T) bool {
-			err := conn.Invoke(context.Background(), "/drainkit.test.Echo/Call", wrapperspb.String("q"), new(wrapperspb.StringValue))
+			_, err := testgrpc.NewTestServiceClient(conn).UnaryCall(context.Background(), &testgrpc.SimpleRequest{})
 			if err != nil {
 				require.Equal(t, codes.Unavailable, status.Code(err), "%v", err)
 			}

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	testgrpc "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"google.golang.org/grpc/health"
@@ -215,17 +216,13 @@ func forceAfterStopIntake(t *testing.T, hooks map[drain.Phase]drain.Hook) *drain
 	return rep
 }
 
-var echoDesc = grpc.ServiceDesc{
-	ServiceName: "drainkit.test.Echo",
-	HandlerType: (*any)(nil),
-	Methods: []grpc.MethodDesc{{MethodName: "Call", Handler: func(srv any, ctx context.Context, dec func(any) error, in grpc.UnaryServerInterceptor) (any, error) {
-		req := new(wrapperspb.StringValue)
-		if err := dec(req); err != nil {
-			return nil, err
-		}
-		echo := func(_ context.Context, req any) (any, error) { return req, nil }
-		return in(ctx, req, &grpc.UnaryServerInfo{Server: srv, FullMethod: "/drainkit.test.Echo/Call"}, echo)
-	}}},
+// echo is grpc-go's own test service, answering UnaryCall.
+type echo struct {
+	testgrpc.UnimplementedTestServiceServer
+}
+
+func (echo) UnaryCall(context.Context, *testgrpc.SimpleRequest) (*testgrpc.SimpleResponse, error) {
+	return &testgrpc.SimpleResponse{}, nil
 }
 
 // Clients send calls until they read the server's GOAWAY, so the calls
@@ -239,7 +236,7 @@ func TestStopIntakeServesTheCallsThatRaceItsGoaway(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	srv := grpc.NewServer(grpcdrain.ServerOptions(tr)...)
-	srv.RegisterService(&echoDesc, struct{}{})
+	testgrpc.RegisterTestServiceServer(srv, echo{})
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 
@@ -266,7 +263,7 @@ func TestStopIntakeServesTheCallsThatRaceItsGoaway(t *testing.T) {
 					return
 				default:
 				}
-				err := conns[i%len(conns)].Invoke(context.Background(), "/drainkit.test.Echo/Call", wrapperspb.String("q"), new(wrapperspb.StringValue))
+				_, err := testgrpc.NewTestServiceClient(conns[i%len(conns)]).UnaryCall(context.Background(), &testgrpc.SimpleRequest{})
 				switch {
 				case err == nil:
 					if answered.Add(1) == 2000 {
