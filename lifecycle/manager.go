@@ -48,6 +48,7 @@ type Manager struct {
 	stopReason          string
 	forceRequested      bool
 	cancelDrain         context.CancelFunc // nil until the drain begins
+	flip                flip               // set by the move to Draining
 
 	shutdownOnce sync.Once // the first shutdown drains; the others wait for its report
 	report       *Report

@@ -126,10 +126,11 @@ func (m *Manager) drainAndReport(ctx context.Context, startErr error) *Report {
 	reason, stoppedAt := m.stopReason, m.stopRequestedAt
 	m.mu.Unlock()
 
-	wasRunning := m.State() == Running
-	arrivedBefore, _ := m.tracker.Arrivals()
-	flippedAt := time.Now()
 	_ = m.transition(Draining, reason, nil) // fails only from Stopped, which shutdownOnce rules out
+	m.mu.Lock()
+	flipped := m.flip
+	m.mu.Unlock()
+	wasRunning := flipped.from == Running // read at the flip: a start may finish while the stop waits for it
 
 	// The deadline counts from the stop request: the delay is in the budget.
 	drainCtx, cancelDeadline := context.WithDeadline(ctx, stoppedAt.Add(m.cfg.DrainTimeout))
@@ -174,7 +175,7 @@ func (m *Manager) drainAndReport(ctx context.Context, startErr error) *Report {
 	if startErr != nil {
 		r.StartError = startErr.Error()
 	}
-	m.countArrivals(r, arrivedBefore, flippedAt)
+	m.countArrivals(r, flipped)
 	m.metrics.drained(r, wasRunning)
 	advice := ""
 	if wasRunning && !rep.Forced {
@@ -185,12 +186,12 @@ func (m *Manager) drainAndReport(ctx context.Context, startErr error) *Report {
 }
 
 // countArrivals sets r's arrival figures from the tracker: what arrived
-// after the flip (when arrivedBefore had), and what intake refused.
-func (m *Manager) countArrivals(r *Report, arrivedBefore uint64, flippedAt time.Time) {
+// after the flip f, and what intake refused.
+func (m *Manager) countArrivals(r *Report, f flip) {
 	arrived, refused := m.tracker.Arrivals()
-	r.ArrivedAfterFlip, r.RefusedAfterIntake = arrived-arrivedBefore, refused
+	r.ArrivedAfterFlip, r.RefusedAfterIntake = arrived-f.arrived, refused
 	if r.ArrivedAfterFlip > 0 { // LastArrival is rounded down to the millisecond: never before the flip
-		r.LastArrivalAfterFlip = max(m.tracker.LastArrival().Sub(flippedAt), 0)
+		r.LastArrivalAfterFlip = max(m.tracker.LastArrival().Sub(f.at), 0)
 	}
 }
 

@@ -83,6 +83,10 @@ func (m *Manager) transition(to State, reason string, rep *drain.Report) error {
 	}
 	now := time.Now()
 	inOld := now.Sub(time.Unix(0, m.stateEnteredAt.Swap(now.UnixNano())))
+	if to == Draining { // the flip: what arrives from now on came after it
+		m.flip = flip{from: from, at: now}
+		m.flip.arrived, _ = m.tracker.Arrivals()
+	}
 	m.state.Store(int32(to))
 	listeners := append([]func(Transition){}, m.listeners...)
 	m.mu.Unlock()
@@ -97,4 +101,12 @@ func (m *Manager) transition(to State, reason string, rep *drain.Report) error {
 		slog.String("old_status", from.String()), slog.String("new_status", to.String()),
 		slog.String("reason", reason), slog.Float64("duration_ms", msOf(inOld)))
 	return nil
+}
+
+// flip is the move to Draining as the drain's report measures from it:
+// the state it left, when, and the Tracker's arrivals until then.
+type flip struct {
+	from    State
+	at      time.Time
+	arrived uint64
 }
