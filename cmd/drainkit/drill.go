@@ -150,6 +150,9 @@ func drill(ctx context.Context, cfg *drillConfig, progress io.Writer) (*verdict,
 		return nil, ctx.Err()
 	}
 	v := judge(cfg, fe, insts, u, res.outcomes, res.sent)
+	if r, ok := c.(interface{ retries() int }); ok { // grpc-go's own, which nothing turns off
+		v.ClientRetries = r.retries()
+	}
 	if cfg.HTML != "" {
 		if err := writeHTML(cfg.HTML, &picture{v: v, outcomes: res.outcomes, lives: lives(insts, u), update: u}); err != nil {
 			return nil, err

@@ -123,6 +123,7 @@ func TestDrillRefusesBadInput(t *testing.T) {
 		{name: "request not hex", give: []string{"-grpc", "-env", "A=:{port}", "-request", "hello", "--", "true"}, want: `-request "hello": want the request message's bytes in hex`},
 		{name: "grpc behind haproxy", give: []string{"-grpc", "-env", "A=:{port}", "-lb", "haproxy", "--", "true"}, want: `-lb "haproxy": a gRPC load goes through -lb roundrobin`},
 		{name: "grpc negative lag", give: []string{"-grpc", "-env", "A=:{port}", "-lb", "kube", "-lag", "-1s", "--", "true"}, want: "-lag -1s: must not be negative"},
+		{name: "grpc readiness behind haproxy", give: []string{"-env", "A=:{port}", "-lb", "haproxy", "-ready", "grpc", "--", "true"}, want: `-ready grpc: the haproxy balancer checks readiness over HTTP`},
 		{name: "grpc bad lag", give: []string{"-grpc", "-env", "A=:{port}", "-lag", "2", "--", "true"}, want: `invalid value "2" for flag -lag`},
 	}
 	for _, tt := range tests {

@@ -93,9 +93,11 @@ Load:
   -tail D           load after the update ends (default %s)
   -duration D       load for exactly D instead of until the update ends
                     plus -tail
-  -grpc             unary gRPC calls instead of HTTP requests, never retried
-                    (not even grpc-go's transparent retry); readiness is
-                    gRPC health on {port} unless -ready says otherwise
+  -grpc             unary gRPC calls instead of HTTP requests, with no
+                    configured retry; grpc-go's transparent retries of calls
+                    no server processed cannot be turned off and are counted
+                    as client retries; readiness is gRPC health on {port}
+                    unless -ready says otherwise
   -call M           with -grpc: the method, /package.Service/Method
                     (default %s)
   -request HEX      with -grpc: its request message, encoded, in hex
@@ -322,6 +324,9 @@ func (c *drillConfig) checkGRPC(set map[string]bool, request string) error {
 
 func (c *drillConfig) checkReady() error {
 	if c.Ready == readyGRPC {
+		if !c.GRPC && c.LB != "kube" { // HAProxy and the in-process balancer check over HTTP
+			return fmt.Errorf("-ready grpc: the %s balancer checks readiness over HTTP; give an HTTP -ready, or use -grpc or -lb kube", c.LB)
+		}
 		return nil
 	}
 	if strings.HasPrefix(c.Ready, "/") {

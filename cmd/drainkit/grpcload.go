@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -15,8 +16,10 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	_ "google.golang.org/grpc/health" // registers client-side health checking for round_robin
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/resolver"
 	"google.golang.org/grpc/resolver/manual"
+	"google.golang.org/grpc/stats"
 	"google.golang.org/grpc/status"
 
 	"github.com/drainkit/drainkit/internal/harness"
@@ -42,7 +45,11 @@ type grpcCaller struct {
 	conns   []*grpc.ClientConn
 	method  string
 	request []byte
+	retried *atomic.Int64 // grpc-go's transparent retries on these connections
 }
+
+// retries is how many calls grpc-go retried on its own.
+func (c grpcCaller) retries() int { return int(c.retried.Load()) }
 
 func (c grpcCaller) call(ctx context.Context, i int, o *outcome) {
 	var reply []byte
@@ -80,20 +87,38 @@ func (rawCodec) Unmarshal(data []byte, v any) error {
 }
 func (rawCodec) Name() string { return "proto" }
 
-// dialOptions are every drill connection's: plain text, and no retry on
-// the product's behalf, not even grpc-go's transparent one.
-func dialOptions(more ...grpc.DialOption) []grpc.DialOption {
-	return append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithDisableRetry()}, more...)
+// dialOptions are every drill connection's: plain text and no configured
+// retry. grpc-go still retries, transparently, a call the server never
+// processed (it never left the client, or came past a GOAWAY's last
+// stream): WithDisableRetry cannot turn that off, so retries counts it.
+func dialOptions(retries *atomic.Int64, more ...grpc.DialOption) []grpc.DialOption {
+	opts := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithDisableRetry()}
+	if retries != nil {
+		opts = append(opts, grpc.WithStatsHandler(retryCounter{retries}))
+	}
+	return append(opts, more...)
 }
+
+// retryCounter counts the attempts grpc-go makes as transparent retries.
+type retryCounter struct{ n *atomic.Int64 }
+
+func (c retryCounter) TagRPC(ctx context.Context, _ *stats.RPCTagInfo) context.Context { return ctx }
+func (c retryCounter) HandleRPC(_ context.Context, s stats.RPCStats) {
+	if b, ok := s.(*stats.Begin); ok && b.IsTransparentRetryAttempt {
+		c.n.Add(1)
+	}
+}
+func (c retryCounter) TagConn(ctx context.Context, _ *stats.ConnTagInfo) context.Context { return ctx }
+func (c retryCounter) HandleConn(context.Context, stats.ConnStats)                       {}
 
 // kubeGRPC is a Service's ClusterIP as gRPC clients meet it: each client
 // connection is placed on an endpoint when it is dialled and stays there
 // (pick_first, one address); after a GOAWAY or a broken connection it is
 // dialled again, placed anew.
 func (f *kube) grpcCaller(cfg *drillConfig) (caller, error) {
-	c := grpcCaller{method: cfg.Call, request: cfg.Request}
+	c := grpcCaller{method: cfg.Call, request: cfg.Request, retried: new(atomic.Int64)}
 	for range grpcPool {
-		cc, err := grpc.NewClient("passthrough:///kube", dialOptions(grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) {
+		cc, err := grpc.NewClient("passthrough:///kube", dialOptions(c.retried, grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) {
 			return f.endpoints.DialContext(ctx, "tcp", "")
 		}))...)
 		if err != nil {
@@ -112,10 +137,12 @@ func (f *kube) grpcCaller(cfg *drillConfig) (caller, error) {
 // its SIGTERM. Health checking takes an instance out as soon as it
 // answers NOT_SERVING, whatever the addresses say.
 type roundRobin struct {
-	addrs []string // by instance
-	lag   time.Duration
-	r     *manual.Resolver
-	conn  *grpc.ClientConn
+	addrs   []string // by instance
+	lag     time.Duration
+	start   time.Duration // -start: how long admit waits for a pick
+	r       *manual.Resolver
+	conn    *grpc.ClientConn
+	retried atomic.Int64 // grpc-go's transparent retries
 
 	mu     sync.Mutex
 	in     []string
@@ -123,12 +150,12 @@ type roundRobin struct {
 }
 
 func newRoundRobin(cfg *drillConfig, insts []*instance) (*roundRobin, error) {
-	f := &roundRobin{lag: cfg.Lag, r: manual.NewBuilderWithScheme("drill")}
+	f := &roundRobin{lag: cfg.Lag, start: cfg.Start, r: manual.NewBuilderWithScheme("drill")}
 	for _, in := range insts {
 		f.addrs = append(f.addrs, in.addr)
 	}
 	f.r.InitialState(resolver.State{})
-	conn, err := grpc.NewClient("drill:///instances", dialOptions(grpc.WithResolvers(f.r),
+	conn, err := grpc.NewClient("drill:///instances", dialOptions(&f.retried, grpc.WithResolvers(f.r),
 		grpc.WithDefaultServiceConfig(`{"loadBalancingConfig":[{"round_robin":{}}],"healthCheckConfig":{"serviceName":""}}`))...)
 	if err != nil {
 		return nil, err
@@ -139,11 +166,31 @@ func newRoundRobin(cfg *drillConfig, insts []*instance) (*roundRobin, error) {
 
 func (f *roundRobin) name() string { return "roundrobin" }
 func (f *roundRobin) caller(cfg *drillConfig) (caller, error) {
-	return grpcCaller{conns: []*grpc.ClientConn{f.conn}, method: cfg.Call, request: cfg.Request}, nil
+	return grpcCaller{conns: []*grpc.ClientConn{f.conn}, method: cfg.Call, request: cfg.Request, retried: &f.retried}, nil
 }
-func (f *roundRobin) admit(_ context.Context, i int) error {
+
+// admit adds instance i's address and waits until a call lands on it:
+// round_robin picks an address only once its connection is ready and its
+// health SERVING, and an old instance must not be stopped before then.
+func (f *roundRobin) admit(ctx context.Context, i int) error {
 	f.set(f.addrs[i], true)
-	return nil
+	ctx, cancel := context.WithTimeout(ctx, f.start)
+	defer cancel()
+	health := healthpb.NewHealthClient(f.conn)
+	tick := time.NewTicker(10 * time.Millisecond) // the next look, as the readiness probes' period
+	defer tick.Stop()
+	for {
+		var p peer.Peer
+		_, err := health.Check(ctx, &healthpb.HealthCheckRequest{}, grpc.Peer(&p), grpc.WaitForReady(true))
+		if err == nil && p.Addr != nil && p.Addr.String() == f.addrs[i] {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("round_robin did not pick %s within -start %s: %w", f.addrs[i], f.start, ctx.Err())
+		case <-tick.C:
+		}
+	}
 }
 func (f *roundRobin) absent(context.Context, int) error { return nil }
 func (f *roundRobin) terminating(i int, at time.Time) time.Time {
@@ -181,7 +228,7 @@ func (f *roundRobin) set(addr string, in bool) {
 // waitServing waits until addr's gRPC health service answers SERVING for
 // the whole server (service ""), the -ready grpc form.
 func waitServing(ctx context.Context, p *harness.Proc, addr string) error {
-	conn, err := grpc.NewClient("passthrough:///"+addr, dialOptions()...)
+	conn, err := grpc.NewClient("passthrough:///"+addr, dialOptions(nil)...)
 	if err != nil {
 		return err
 	}

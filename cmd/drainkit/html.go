@@ -309,7 +309,7 @@ func writeLegend(b *strings.Builder, causes []string) {
 	b.WriteString("</p>\n<p class=\"legend\">")
 	for _, m := range []struct{ color, label string }{
 		{"#bdbdbd", "starting"}, {"#81c784", "serving"}, {"#64b5f6", "after SIGTERM"}, {"#2e7d32", "| ready"},
-		{"#000", "| SIGTERM"}, {"#1565c0", "| readiness flip"}, {"#6d4c41", "¦ endpoint removed (kube)"},
+		{"#000", "| SIGTERM"}, {"#1565c0", "| readiness flip"}, {"#6d4c41", "¦ endpoint removed (kube, roundrobin)"},
 		{"#ef6c00", "| intake stopped"}, {"#c62828", "| exit"},
 	} {
 		fmt.Fprintf(b, `<span><i style="background:%s"></i>%s</span>`, m.color, m.label)

@@ -34,7 +34,8 @@ type verdict struct {
 	FailedByCode map[string]int `json:"failed_by_grpc_code,omitempty"`
 	// Examples holds the first failure of each cause.
 	Examples map[string]string `json:"failure_examples,omitempty"`
-	// ClientRetries is always 0: the load never retries.
+	// ClientRetries is 0 for HTTP: the load never retries. For gRPC it
+	// counts grpc-go's transparent retries, which no option turns off.
 	ClientRetries   int `json:"client_retries"`
 	BalancerRetries int `json:"balancer_retries"`
 
@@ -124,7 +125,11 @@ func judge(cfg *drillConfig, fe frontend, insts []*instance, u *update, outs []o
 				break
 			}
 		}
-		v.Problems = append(v.Problems, fmt.Sprintf("no request succeeded before the update began (first failure: %s): are -path and -method right?", first))
+		flags := "-path and -method"
+		if v.Protocol == "grpc" {
+			flags = "-call and -request"
+		}
+		v.Problems = append(v.Problems, fmt.Sprintf("no request succeeded before the update began (first failure: %s): are %s right?", first, flags))
 	}
 	if v.Failed > 0 {
 		v.Problems = append(v.Problems, fmt.Sprintf("%d of %d %s failed", v.Failed, v.Sent, v.unit()))
@@ -187,12 +192,16 @@ func (v *verdict) table() string {
 			row("  first "+words(c), "%s", e)
 		}
 	}
-	row("client retries", "0 (the load never retries)")
+	if v.Protocol == "grpc" {
+		row("client retries", "%d (grpc-go's transparent retries of calls no server processed; nothing else retries)", v.ClientRetries)
+	} else {
+		row("client retries", "0 (the load never retries)")
+	}
 	switch v.Balancer {
 	case "kube":
 		row("balancer retries", "0 (kube-proxy does not retry)")
 	case "roundrobin":
-		row("balancer retries", "0 (grpc-go's retries are off)")
+		row("balancer retries", "0 (the client's balancer; its retries are the client's)")
 	default:
 		row("balancer retries", "%d (connection failures only; a 5xx is never retried)", v.BalancerRetries)
 	}
@@ -274,7 +283,11 @@ func (s stopped) summary() string {
 	if r.Forced {
 		out += ", forced"
 	}
-	if a := r.Arrivals; a != nil {
+	switch a := r.Arrivals; {
+	case a == nil:
+	case a.AfterFlip == 0:
+		out += "; nothing arrived after the flip"
+	default:
 		out += fmt.Sprintf("; after the flip %d arrived, the last %s after it, %d refused after intake",
 			a.AfterFlip, ms(a.LastAfterFlipMS), a.RefusedAfterIntake)
 	}

@@ -34,7 +34,8 @@ const clientServiceConfig = `{"loadBalancingConfig":[{"round_robin":{}}],"health
 // Two replicas behind a grpc-go client configured as the README says
 // (round_robin, client-side health checking, over both addresses as a
 // headless Service's DNS gives them), unary RPCs from 8 callers that never
-// retry (grpc-go's transparent retry off too): one replica SIGTERMed under
+// retry (grpc-go's transparent retries, of calls no server processed, are
+// its own and cannot be turned off): one replica SIGTERMed under
 // the load drains with exit 0, and not one RPC fails.
 func TestReplacementUnderLoadLosesNoRPC(t *testing.T) {
 	bin := filepath.Join(t.TempDir(), "grpc-example")
