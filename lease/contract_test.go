@@ -186,11 +186,7 @@ func testOwner(t *testing.T, b backend) {
 // is still one call, the session's, and sends nothing per lease.
 func testRenewalIsOneCall(t *testing.T, b backend) {
 	var sent atomic.Int32
-	count := cmdHook{fn: func(ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error {
-		sent.Add(1)
-		return next(ctx, cmd)
-	}}
-	c := b.client(count)
+	c := b.client(countCommands(&sent))
 	cfg := testConfig()
 	cfg.TTL = time.Minute // the test drives the renewal
 	m := startManager(t, c, cfg)

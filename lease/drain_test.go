@@ -150,11 +150,7 @@ func TestHandOff(t *testing.T) {
 func TestReleaseHookWithoutHandOff(t *testing.T) {
 	b := standalone(t)
 	var sent atomic.Int32
-	count := cmdHook{fn: func(ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error {
-		sent.Add(1)
-		return next(ctx, cmd)
-	}}
-	c := b.client(count)
+	c := b.client(countCommands(&sent))
 	cfg := testConfig()
 	cfg.TTL = 30 * time.Second // no renewal round is counted
 	m := startManager(t, c, cfg)

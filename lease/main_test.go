@@ -121,6 +121,14 @@ func (cmdHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Process
 	return next
 }
 
+// countCommands counts every single command sent through the client.
+func countCommands(n *atomic.Int32) cmdHook {
+	return cmdHook{fn: func(ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error {
+		n.Add(1)
+		return next(ctx, cmd)
+	}}
+}
+
 // isLost reports what a holder reads from its lease's context: ended, and
 // not by a release (lost, or left to expire by the drain or by Stop).
 func isLost(l *Lease) bool {
