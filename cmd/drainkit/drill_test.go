@@ -159,7 +159,7 @@ func TestDrillEndsWhenAnInstanceNeverBecomesReady(t *testing.T) {
 	}{
 		{mode: "crash", want: []string{"exited (exit status 3)", "fatal: cannot open the database"}},
 		{mode: "deaf", want: []string{"did not become ready within -start 1s", "never answered 2xx", "test service deaf starting"}},
-		{mode: "deaf", grpc: true, want: []string{"did not become ready within -start 1s", "last answer: ", "connection refused"}},
+		{mode: "deaf", grpc: true, want: []string{"did not become ready within -start 1s", "never answered SERVING", "connection refused", "test service deaf starting"}},
 	}
 	for _, tt := range tests {
 		t.Run(fmt.Sprintf("%s grpc=%t", tt.mode, tt.grpc), func(t *testing.T) {

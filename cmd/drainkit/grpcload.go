@@ -2,11 +2,9 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -234,25 +232,16 @@ func waitServing(ctx context.Context, p *harness.Proc, addr string) error {
 	}
 	defer conn.Close()
 	client := healthpb.NewHealthClient(conn)
-	var last error
-	for {
-		cctx, cancel := context.WithTimeout(ctx, time.Second)
-		resp, err := client.Check(cctx, &healthpb.HealthCheckRequest{})
-		cancel()
+	return harness.WaitUntil(ctx, p, "gRPC health on "+addr, "answered SERVING", func(ctx context.Context) error {
+		ctx, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		resp, err := client.Check(ctx, &healthpb.HealthCheckRequest{})
 		switch {
-		case err == nil && resp.GetStatus() == healthpb.HealthCheckResponse_SERVING:
-			return nil
-		case err == nil:
-			last = fmt.Errorf("health: %s", resp.GetStatus())
-		default:
-			last = err
+		case err != nil:
+			return err
+		case resp.GetStatus() != healthpb.HealthCheckResponse_SERVING:
+			return fmt.Errorf("%s", resp.GetStatus())
 		}
-		select {
-		case <-p.Done():
-			return fmt.Errorf("it exited (%s); its last lines:\n%s", p.ExitState(), strings.Join(p.LastLines(10), "\n"))
-		case <-ctx.Done():
-			return errors.Join(fmt.Errorf("last answer: %w", last), ctx.Err())
-		case <-time.After(50 * time.Millisecond): // the next probe, as a readiness probe's period
-		}
-	}
+		return nil
+	})
 }
