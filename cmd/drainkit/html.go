@@ -319,11 +319,12 @@ func writeLegend(b *strings.Builder, causes []string) {
 
 // colorOf is a cause's colour.
 func colorOf(class string) string {
-	i := slices.IndexFunc(outcomeClasses, func(oc struct{ class, color, label string }) bool { return oc.class == class })
-	if i < 0 {
-		return "#757575"
+	for _, oc := range outcomeClasses {
+		if oc.class == class {
+			return oc.color
+		}
 	}
-	return outcomeClasses[i].color
+	return "#757575"
 }
 
 // seconds writes d as seconds with one decimal: "12.3s".
