@@ -189,12 +189,8 @@ func (m *Manager) acquireCall(ctx context.Context, id string, args []any) ([]any
 	wait := pipe.Do(ctx, "WAIT", n, timeout.Milliseconds())
 	_, _ = pipe.Exec(ctx) // errors are read from each command
 	res, err := cmd.Slice()
-	if cl, ok := m.client.(*redis.ClusterClient); ok && err != nil &&
-		(redis.HasErrorPrefix(err, "MOVED") || redis.HasErrorPrefix(err, "ASK")) {
-		cl.ReloadState(ctx) // sent to a primary directly: the retry finds the slot's owner
-	}
 	if err != nil {
-		return nil, err
+		return nil, err // MOVED, ASK: the retry reloads the slot map and finds the slot's owner
 	}
 	if code, _, _ := acquireReply(res); code == 0 {
 		return res, nil // someone else's: nothing of ours to replicate
