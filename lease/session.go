@@ -171,11 +171,7 @@ func (m *Manager) tick(ctx context.Context) error {
 		m.loseSession(s.epoch, m.overdueError())
 		return m.restart(ctx)
 	}
-	rdl := m.now().Add(m.cfg.CallTimeout)
-	if deadline.Before(rdl) {
-		rdl = deadline
-	}
-	rctx, cancel := context.WithDeadline(ctx, rdl)
+	rctx, cancel := context.WithTimeout(ctx, min(m.cfg.CallTimeout, deadline.Sub(m.now())))
 	defer cancel()
 	sent, start := m.now(), time.Now()
 	n, err := sessionRenewScript.Run(rctx, m.client, []string{m.nodeKey()}, s.epoch, m.state(), m.cfg.TTL.Milliseconds()).Int64()
