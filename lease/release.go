@@ -9,12 +9,6 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Per-key replies of the release script.
-const (
-	keyOurs = 1
-	keyGone = 0
-)
-
 // Release ends the lease (its context first) and compare-and-DELs its
 // route, retried while ctx lasts and its session does. It returns nil if
 // it deleted the route, an error wrapping [ErrNotHeld] if the session
@@ -77,10 +71,10 @@ func (m *Manager) releaseEach(ctx context.Context, leases []*Lease, done func(*L
 				retry, errs = append(retry, l), append(errs, err)
 			case err != nil:
 				fail(l, err)
-			case n == keyOurs:
+			case n == 1: // release.lua deleted it: 1 ours, 0 gone, -1 someone else's
 				m.met.released.Inc()
 				done(l, nil)
-			case n == keyGone:
+			case n == 0:
 				fail(l, fmt.Errorf("gone: %w", ErrNotHeld))
 			default:
 				fail(l, fmt.Errorf("taken by another holder: %w", ErrNotHeld))
