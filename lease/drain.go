@@ -134,11 +134,9 @@ func (m *Manager) flushOne(ctx context.Context, l *Lease, fn func(context.Contex
 	return err
 }
 
-// ReleaseHook returns a drain hook (phase [drain.Release]) that closes
-// the drain gate and does what [Manager.Stop] does: the session ends, and
-// with it every lease still held, in one command. Once [Manager.HandOff]
-// was called, a lease still held was not flushed: it ends with
-// [ErrLeftToExpire], for its next owner to recover the room.
+// ReleaseHook returns a drain hook (phase [drain.Release]) that calls
+// [Manager.BeginDrain], then [Manager.Stop]: the session ends, and with it
+// every lease still held, in one command.
 func (m *Manager) ReleaseHook() drain.Hook {
 	return drain.Hook{Name: m.hookName("lease-release"), Phase: drain.Release, Run: func(ctx context.Context) error {
 		m.BeginDrain() // in case the flip did not reach us

@@ -123,8 +123,7 @@ func (m *Manager) Start(ctx context.Context) error {
 // session, in one command: every room is free at once. A lease ends with
 // [ErrReleased], or [ErrLeftToExpire] once [Manager.HandOff] was called (it
 // was not flushed: its next owner recovers the room). Stop does all of it
-// even if ctx ends first, and may be called again; the Release hook is
-// [Manager.BeginDrain] then Stop.
+// even if ctx ends first, and may be called again.
 func (m *Manager) Stop(ctx context.Context) error {
 	err := errors.Join(m.stopRenewer(ctx), m.waitFlights(ctx))
 	m.startMu.Lock() // a start in progress (an Acquire's) finishes first; none begins after: stopped
