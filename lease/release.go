@@ -133,11 +133,10 @@ func (m *Manager) sendReleases(ctx context.Context, leases []*Lease) []*redis.Cm
 	return cmds
 }
 
-// releaseUnknown deletes a route of room id no caller will see, which would
-// keep its room while the session lives: value, or with value "" (a reply
-// was lost) any of the session's up to the fence counter read first, so a
-// late delete never takes a later acquisition's. It runs in the room's
-// only flight, while we hold no lease of it.
+// releaseUnknown deletes a route of room id that no caller will see and
+// that would keep its room while the session lives: value, or with value ""
+// (a reply was lost) any of the session's up to the fence counter read
+// first, which release.lua's header shows can never be a later lease's.
 func (m *Manager) releaseUnknown(ctx context.Context, id string, epoch int64, value string) error {
 	key := m.routeKey(id)
 	err := m.retry(context.WithoutCancel(ctx), m.whileSession(epoch), func(ctx context.Context) error {
