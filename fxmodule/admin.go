@@ -29,14 +29,18 @@ func Admin(addr string) fx.Option {
 type adminParams struct {
 	fx.In
 	Lifecycle  fx.Lifecycle
-	Manager    *lifecycle.Manager
-	Registry   *readiness.Registry
-	Names      *nameOwners
+	Manager    *lifecycle.Manager    `optional:"true"` // nil without Module: see needModule
+	Registry   *readiness.Registry   `optional:"true"`
+	Names      *nameOwners           `optional:"true"`
 	Registerer prometheus.Registerer `optional:"true"`
 	Logger     *slog.Logger          `optional:"true"`
 }
 
 func serveAdmin(addr string, p adminParams) error {
+	option := fmt.Sprintf("fxmodule.Admin(%q)", addr)
+	if p.Manager == nil {
+		return needModule(option)
+	}
 	mux := http.NewServeMux()
 	p.Registry.Mount(mux)
 	if g, ok := p.Registerer.(prometheus.Gatherer); ok {
@@ -45,7 +49,7 @@ func serveAdmin(addr string, p adminParams) error {
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	start, serveHook := listenAndServe(p.Logger, "admin", addr, srv, new(listener.Bound))
 	closeHook := drain.Hook{Name: "admin.close", Phase: drain.Close, Run: srv.Shutdown}
-	if err := p.Names.addServer(p.Manager, "admin", fmt.Sprintf("fxmodule.Admin(%q)", addr), closeHook, serveHook); err != nil {
+	if err := p.Names.addServer(p.Manager, "admin", option, closeHook, serveHook); err != nil {
 		return err
 	}
 	p.Lifecycle.Append(start)

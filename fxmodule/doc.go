@@ -23,7 +23,7 @@
 // [Run] is the one supported way to run an app that includes Module
 // (otherwise [ErrNotRun]): fx alone would mark the process ready too early,
 // drain after OnStop hooks had closed what the drain needs, and swallow the
-// second signal. Run drains before fx's OnStop hooks, gives them the rest
-// of fx's StopTimeout, and returns the exit code. docs/fxmodule.md has the
+// second signal. Run drains before fx's OnStop hooks, gives them fx's
+// StopTimeout after the drain, and returns the exit code. docs/fxmodule.md has the
 // order, the budgets and the exit codes.
 package fxmodule

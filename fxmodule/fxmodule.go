@@ -101,6 +101,13 @@ func configErrorf(format string, args ...any) error {
 	return &configError{fmt.Errorf(format, args...)}
 }
 
+// needModule is the refusal of a server option given without Module: its
+// parameters are optional so that the mistake is said here, in drainkit's
+// words, rather than in dig's (whose text is not its API).
+func needModule(option string) error {
+	return configErrorf("fxmodule: %s needs fxmodule.Module: add it to fxmodule.Run's options", option)
+}
+
 func newTracker(m *lifecycle.Manager) *drain.Tracker { return m.Tracker() }
 
 type registryParams struct {
@@ -134,9 +141,8 @@ type wireParams struct {
 	Driver    *driver           `optional:"true"`
 }
 
-// wire registers the contributed hooks and checks and appends Module's
-// OnStop hook. Taking the groups makes fx build every dependency of a hook
-// first, so their OnStop hooks run after this one (fx stops in reverse).
+// wire registers the contributed hooks and checks, and appends Module's
+// OnStart hook, which refuses a start by anything but Run.
 func wire(p wireParams) error {
 	if err := p.Names.add(p.Manager, byApp, p.Hooks...); err != nil {
 		return err
@@ -160,7 +166,6 @@ func wire(p wireParams) error {
 			}
 			return nil // Run marks the process running once every OnStart is done
 		},
-		OnStop: moduleStop(p.Manager, p.Driver),
 	})
 	return nil
 }
@@ -179,21 +184,3 @@ func logger(loggers ...*slog.Logger) *slog.Logger {
 // anything but [Run] (app.Run, app.Start, fxtest), which would mark the
 // process ready too early and drain too late.
 var ErrNotRun = errors.New("fxmodule: an app with fxmodule.Module must be run by fxmodule.Run, not app.Run, app.Start or fxtest")
-
-// moduleStop is Module's OnStop hook. [Run] has drained already, after a
-// stop or at fx's RollingBack event, unless an fx.WithLogger replaced its
-// event recorder: then this drains, still before the contributors' OnStop
-// hooks.
-func moduleStop(m *lifecycle.Manager, d *driver) func(context.Context) error {
-	return func(ctx context.Context) error {
-		if m.State() == lifecycle.Stopped {
-			return nil
-		}
-		reason := "start failed"
-		if err := d.rollbackCause(); err != nil {
-			reason += ": " + err.Error()
-		}
-		m.Shutdown(context.WithoutCancel(ctx), reason) // the drain has a deadline of its own
-		return nil
-	}
-}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -20,6 +21,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/fx"
+	"go.uber.org/fx/fxevent"
 	"go.uber.org/fx/fxtest"
 
 	"github.com/drainkit/drainkit/drain"
@@ -78,13 +80,17 @@ func releaseHook(c *client, tr *trace) drain.Hook {
 	}}
 }
 
+// onStopBudget is the fx.StopTimeout of baseOptions: what fx's OnStop
+// hooks get after the drain.
+const onStopBudget = 5 * time.Second
+
 func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
 func baseOptions(tr *trace, extra ...fx.Option) []fx.Option {
 	return append([]fx.Option{
 		fxmodule.Module,
 		fx.Supply(lifecycle.Config{Service: "svc", NodeID: "n1", DrainTimeout: 10 * time.Second}),
-		fx.StopTimeout(10*time.Second + fxmodule.StopMargin),
+		fx.StopTimeout(onStopBudget),
 		fx.Supply(quiet(), tr),
 		fx.Provide(newClient),
 		fx.Provide(fxmodule.AsHook(newFlushHook)),
@@ -149,28 +155,6 @@ func TestRunDrainsBeforeAnyOnStop(t *testing.T) {
 	sig <- syscall.SIGTERM
 	assert.Equal(t, lifecycle.ExitClean, <-code)
 	assert.Equal(t, []string{"flushed", "late server stopped while stopped", "client closed while stopped"}, tr.list())
-}
-
-// fx's StopTimeout must cover the drain and the OnStop hooks after it; the
-// refusal names both values.
-func TestRunRefusesStopTimeoutShorterThanDrainAndMargin(t *testing.T) {
-	tests := []struct {
-		give time.Duration
-		want string
-	}{
-		{5 * time.Second, "fx.StopTimeout 5s is shorter than DRAIN_TIMEOUT 10s + StopMargin 5s"},
-		{10 * time.Second, "fx.StopTimeout 10s is shorter"}, // the drain, but no time to close clients
-		{10*time.Second + fxmodule.StopMargin - time.Millisecond, "fx.StopTimeout 14.999s is shorter"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.give.String(), func(t *testing.T) {
-			logs := &testlog.Buffer{}
-			log := fx.Decorate(func() *slog.Logger { return slog.New(slog.NewTextHandler(logs, nil)) }) // Run logs a refusal there
-			code := fxmodule.Run(baseOptions(&trace{}, log, fx.StopTimeout(tt.give))...)
-			assert.Equal(t, lifecycle.ExitConfig, code)
-			assert.Contains(t, logs.String(), tt.want)
-		})
-	}
 }
 
 func TestRunBadConfigIsExitConfig(t *testing.T) {
@@ -289,7 +273,7 @@ func TestRunStopsFxAfterForcedDrain(t *testing.T) {
 	assert.Equal(t, lifecycle.ExitForced, r.ExitCode)
 	assert.NoError(t, onStopErr, "OnStop gets a live context after a forced drain")
 	assert.Contains(t, tr.list(), "client closed while stopped", "the client is closed")
-	assert.Equal(t, drain.Failed, hookOutcome(r, "flushTelemetry"))
+	assert.Equal(t, drain.Failed, hookOutcome(r, "TestRunStopsFxAfterForcedDrain"), "named after what appended it")
 	assert.Equal(t, drain.OK, hookOutcome(r, "newClient"))
 	assert.Empty(t, hookOutcome(r, "fx.OnStop github.com/drainkit/drainkit/fxmodule."), "the drain is not listed twice")
 }
@@ -302,7 +286,7 @@ func flushTelemetry(ctxErr *error) func(context.Context) error {
 	}
 }
 
-// An OnStop hook that ignores its context is abandoned at StopMargin: it
+// An OnStop hook that ignores its context is abandoned at fx's StopTimeout: it
 // cannot keep the process alive, and the report names it.
 func TestRunAbandonsHungOnStop(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
@@ -313,8 +297,8 @@ func TestRunAbandonsHungOnStop(t *testing.T) {
 		began := time.Now()
 		r := a.Stop()
 		assert.Equal(t, lifecycle.ExitHookFailed, r.ExitCode)
-		assert.Equal(t, fxmodule.StopMargin, time.Since(began), "given its whole budget, and not a moment more")
-		assert.Equal(t, drain.TimedOut, hookOutcome(r, "waitFor"))
+		assert.Equal(t, onStopBudget, time.Since(began), "given its whole budget, and not a moment more")
+		assert.Equal(t, drain.TimedOut, hookOutcome(r, "TestRunAbandonsHungOnStop"))
 	})
 }
 
@@ -324,8 +308,8 @@ func waitFor(release <-chan struct{}) func(context.Context) error {
 }
 
 // hookOutcome returns the outcome of the hook in r whose name contains
-// part, or "". (fx names a hook after its function, and inlining changes
-// where a closure's name begins.)
+// part, or "". (A hook is named after the function that appended it, and
+// inlining changes where a closure's name begins.)
 func hookOutcome(r *lifecycle.Report, part string) drain.Outcome {
 	for _, h := range r.Hooks {
 		if strings.Contains(h.Name, part) {
@@ -356,8 +340,9 @@ func TestRunStartTimeoutRollsBack(t *testing.T) {
 	})
 }
 
-// fx's OnStop hooks get what fx's StopTimeout leaves after DRAIN_TIMEOUT.
-func TestRunGivesOnStopTheRestOfStopTimeout(t *testing.T) {
+// fx's OnStop hooks get fx's StopTimeout, after the drain: what fx
+// documents it for, and not what the drain left.
+func TestRunGivesOnStopFxsStopTimeout(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var budget time.Duration
 		measure := fx.Invoke(func(lc fx.Lifecycle) {
@@ -369,7 +354,7 @@ func TestRunGivesOnStopTheRestOfStopTimeout(t *testing.T) {
 		})
 		a := fxmoduletest.Start(t, append(baseOptions(&trace{}, measure), fx.StopTimeout(time.Minute))...)
 		assert.Equal(t, lifecycle.ExitClean, a.Stop().ExitCode)
-		assert.Equal(t, time.Minute-10*time.Second, budget, "StopTimeout 1m − DRAIN_TIMEOUT 10s")
+		assert.Equal(t, time.Minute, budget, "fx.StopTimeout")
 	})
 }
 
@@ -500,18 +485,80 @@ func TestRunDrainsBeforeRollbackClosesClients(t *testing.T) {
 	})
 }
 
-// fx.Shutdowner stops an app run by Run like a first signal.
+// An app's own fx.WithLogger changes nothing of the drain: the same
+// report, exit code and order, after a stop (an OnStop hook failing) and
+// after a failed start (the rollback after the drain). Run reads no event.
+func TestRunDrainsTheSameWithALoggerOfTheApp(t *testing.T) {
+	ownLogger := fx.WithLogger(func() fxevent.Logger { return fxevent.NopLogger })
+	var onStopErr error // one closure for both runs: the report names it
+	failingOnStop := fx.Invoke(func(lc fx.Lifecycle) { lc.Append(fx.Hook{OnStop: flushTelemetry(&onStopErr)}) })
+	type outcome struct {
+		Code  int
+		Trace []string
+		Hooks []string // name, phase, outcome
+	}
+	stop := func(extra ...fx.Option) outcome {
+		var o outcome
+		synctest.Test(t, func(t *testing.T) {
+			tr := &trace{}
+			r := fxmoduletest.Start(t, baseOptions(tr, append(extra, failingOnStop)...)...).Stop()
+			o = outcome{Code: r.ExitCode, Trace: tr.list()}
+			for _, h := range r.Hooks {
+				o.Hooks = append(o.Hooks, fmt.Sprintf("%s %s %s", h.Name, h.Phase, h.Outcome))
+			}
+		})
+		return o
+	}
+	failedStart := func(extra ...fx.Option) outcome {
+		var o outcome
+		synctest.Test(t, func(t *testing.T) {
+			tr := &trace{}
+			failing := fx.Invoke(func(lc fx.Lifecycle, c *client) {
+				lc.Append(fx.Hook{OnStart: func(context.Context) error { return errors.New("warm: no such table") }})
+			})
+			sig := make(chan os.Signal)
+			signals := fx.Invoke(func(m *lifecycle.Manager) { m.SetSignals(sig) })
+			code := fxmodule.Run(baseOptions(tr, append(extra, failing, signals, fx.Provide(fxmodule.AsHook(releaseHook)))...)...)
+			o = outcome{Code: code, Trace: tr.list()}
+		})
+		return o
+	}
+
+	plain, own := stop(), stop(ownLogger)
+	assert.Equal(t, lifecycle.ExitHookFailed, plain.Code, "the failing OnStop hook counts")
+	assert.Contains(t, plain.Hooks, "fx.OnStop github.com/drainkit/drainkit/fxmodule_test.newClient close ok")
+	assert.Equal(t, plain, own, "a stop")
+
+	plain, own = failedStart(), failedStart(ownLogger)
+	assert.Equal(t, outcome{Code: lifecycle.ExitStartFailed, Trace: []string{"released", "client closed while stopped"}}, plain)
+	assert.Equal(t, plain, own, "a failed start")
+}
+
+// fx.Shutdowner stops an app run by Run like a first signal. Given
+// fx.ExitCode, which Run cannot read, it still stops the app, and says in
+// its error that the exit code is the drain's.
 func TestRunHonoursShutdowner(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		tr := &trace{}
-		var sd fx.Shutdowner
-		a := fxmoduletest.Start(t, baseOptions(tr, fx.Populate(&sd))...)
-		require.NoError(t, sd.Shutdown())
-		r := a.Wait()
-		assert.Equal(t, lifecycle.ExitClean, r.ExitCode)
-		assert.Contains(t, r.Reason, "fx.Shutdowner")
-		assert.Equal(t, []string{"flushed", "client closed while stopped"}, tr.list())
-	})
+	for _, tt := range []struct {
+		name    string
+		opts    []fx.ShutdownOption
+		wantErr error
+	}{
+		{name: "no options"},
+		{name: "fx.ExitCode", opts: []fx.ShutdownOption{fx.ExitCode(3)}, wantErr: fxmodule.ErrShutdownOptionsForTest},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				tr := &trace{}
+				var sd fx.Shutdowner
+				a := fxmoduletest.Start(t, baseOptions(tr, fx.Populate(&sd))...)
+				assert.Equal(t, tt.wantErr, sd.Shutdown(tt.opts...))
+				r := a.Wait()
+				assert.Equal(t, lifecycle.ExitClean, r.ExitCode, "the drain's")
+				assert.Contains(t, r.Reason, "fx.Shutdowner")
+				assert.Equal(t, []string{"flushed", "client closed while stopped"}, tr.list())
+			})
+		})
+	}
 }
 
 // The manager logs to lifecycle.Config.Logger when it is set, and to the

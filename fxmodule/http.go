@@ -34,14 +34,18 @@ func HTTP(name, addr string, handler any) fx.Option {
 type httpParams struct {
 	fx.In
 	Lifecycle fx.Lifecycle
-	Manager   *lifecycle.Manager
-	Registry  *readiness.Registry
-	Names     *nameOwners
+	Manager   *lifecycle.Manager  `optional:"true"` // nil without Module: see needModule
+	Registry  *readiness.Registry `optional:"true"`
+	Names     *nameOwners         `optional:"true"`
 	Handler   http.Handler
 	Logger    *slog.Logger `optional:"true"`
 }
 
 func serveHTTP(name, addr string, p httpParams) error {
+	option := fmt.Sprintf("fxmodule.HTTP(%q, %q, …)", name, addr)
+	if p.Manager == nil {
+		return needModule(option)
+	}
 	t := p.Manager.Tracker()
 	mux := http.NewServeMux()
 	p.Registry.Mount(mux)
@@ -50,7 +54,6 @@ func serveHTTP(name, addr string, p httpParams) error {
 
 	var bound listener.Bound
 	start, serveHook := listenAndServe(p.Logger, name, addr, srv, &bound)
-	option := fmt.Sprintf("fxmodule.HTTP(%q, %q, …)", name, addr)
 	if err := p.Names.addServer(p.Manager, name, option, append(httpHooks(name, srv, t), serveHook)...); err != nil {
 		return err
 	}

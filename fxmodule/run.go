@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
-	"time"
 
 	"go.uber.org/fx"
 
@@ -26,89 +25,110 @@ type loggerParams struct {
 //	func main() { os.Exit(fxmodule.Run(fxmodule.Module, fxmodule.FromEnv, …)) }
 //
 // The process is Running once every OnStart hook has returned; it drains
-// at SIGTERM/SIGINT before fx runs any OnStop hook, which get the rest of
-// fx's StopTimeout. A failed start drains too, before fx rolls back the
-// OnStart hooks that ran, but runs no Flush hook: drain hooks are all in
-// the graph, and a flush would write out state never loaded. docs/fxmodule.md has the order, the budgets, how a
-// start is aborted ([Abortable]) and the exit codes.
+// at SIGTERM/SIGINT or an fx.Shutdowner call (whose exit code it cannot
+// read: see docs/fxmodule.md) before fx runs any OnStop
+// hook, which then get fx's StopTimeout. A failed start drains too, before
+// fx rolls back the OnStart hooks that ran, but runs no Flush hook: drain
+// hooks are all in the graph, and a flush would write out state never
+// loaded. Run uses fx's documented API only: an fx.WithLogger of the app's
+// changes nothing of the drain. docs/fxmodule.md has the order, the
+// budgets, how a start is aborted ([Abortable]) and the exit codes.
 func Run(opts ...fx.Option) int {
 	var (
 		m   *lifecycle.Manager
 		app *fx.App
-		rec = &stopRecorder{}
 		d   = &driver{}
 	)
 	ctx, requestStop := context.WithCancelCause(context.Background())
 	defer requestStop(nil)
-	var stopTimeout time.Duration // fx's, or derived from DRAIN_TIMEOUT
-	afterDrain := func() []drain.HookResult {
-		return stopApp(app, rec, stopTimeout-m.Config().DrainTimeout)
-	}
-	app = fx.New(append([]fx.Option{eventLogger(rec), fx.StopTimeout(noStopTimeout)}, append(opts,
+	app = fx.New(append([]fx.Option{eventLogger()}, append(opts,
 		fx.Supply(d),
+		fx.Decorate(func(lc fx.Lifecycle) fx.Lifecycle { return hookLifecycle{lc, d} }),
 		fx.Decorate(func(fx.Shutdowner) fx.Shutdowner { return shutdowner{requestStop} }),
-		fx.Populate(&m),
+		fx.Invoke(func(p struct {
+			fx.In
+			M *lifecycle.Manager `optional:"true"`
+		}) {
+			m = p.M
+		}),
 	)...)...)
 	if err := app.Err(); err != nil {
 		return refuseToBuild(err)
 	}
-	m.OnDrained(afterDrain)
-	var err error
-	if stopTimeout, err = stopTimeoutOf(app, m.Config().DrainTimeout); err != nil {
-		logger(m.Config().Logger).Error("fxmodule: refusing to start: bad configuration",
-			"err", err.Error(), "exit_code", lifecycle.ExitConfig)
+	if m == nil {
+		slog.Error("fxmodule: refusing to start: bad configuration",
+			"err", "fxmodule: the app has no *lifecycle.Manager: add fxmodule.Module to fxmodule.Run's options",
+			"exit_code", lifecycle.ExitConfig)
 		return lifecycle.ExitConfig
 	}
 	d.app, d.m = app, m
-	rec.onRollback = d.rollingBack
+	m.OnDrained(d.stopApp)
 	m.OnStart(d.start)
 	return m.Run(ctx).ExitCode
 }
 
-// shutdowner replaces fx's Shutdowner, which would signal app.Run's
-// receivers, unused under Run: a shutdown stops the app like a first
-// signal, and fx.ExitCode is ignored (the exit code is the drain's).
+// shutdowner is the app's fx.Shutdowner under Run: a shutdown stops the
+// app like a first signal. fx's own would signal only app.Wait and
+// app.Done, which Run does not use: they subscribe to the process's
+// signals, which the manager handles (and a subscription inside a
+// testing/synctest bubble is fatal). So fx.ExitCode cannot be read, and a
+// shutdown given options is still done but returns an error saying so:
+// the exit code is the drain's.
 type shutdowner struct{ requestStop context.CancelCauseFunc }
 
-func (s shutdowner) Shutdown(...fx.ShutdownOption) error {
+// errShutdownOptions is what Shutdown returns when given options.
+var errShutdownOptions = errors.New("fxmodule: fx.Shutdowner options (fx.ExitCode) are not used under fxmodule.Run: " +
+	"the app stops, and its exit code is the drain's (docs/fxmodule.md)")
+
+func (s shutdowner) Shutdown(opts ...fx.ShutdownOption) error {
 	s.requestStop(errors.New("fx.Shutdowner: shutdown requested"))
+	if len(opts) > 0 {
+		return errShutdownOptions
+	}
 	return nil
 }
 
-// driver is what Run keeps of one app: the app, and the context that
-// [Abortable] start hooks watch.
+// driver is what Run keeps of one app: the app, the context that
+// [Abortable] start hooks watch, and what its wrapped hooks noted.
 type driver struct {
-	app *fx.App
-	m   *lifecycle.Manager
+	app   *fx.App
+	m     *lifecycle.Manager
+	stops stopResults
 
-	mu          sync.Mutex
-	abortCtx    context.Context // ends at a stop request or at fx's StartTimeout
-	rollbackErr error           // why fx rolls the start back, from its events
+	mu       sync.Mutex
+	abortCtx context.Context // ends at a stop request or at fx's StartTimeout
+	startErr error           // the first OnStart hook's error
 }
 
-// rollingBack drains at fx's RollingBack event, which fx sends before any
-// OnStop hook, so the rollback closes nothing the drain hooks still use.
-func (d *driver) rollingBack(err error) {
+// startFailed notes the error of an OnStart hook, the reason of the drain
+// that fx's rollback starts.
+func (d *driver) startFailed(err error) {
 	d.mu.Lock()
-	d.rollbackErr = err
-	d.mu.Unlock()
+	defer d.mu.Unlock()
+	if d.startErr == nil {
+		d.startErr = err
+	}
+}
+
+// drainBeforeRollback is run before every OnStop hook. After a stop
+// request Run has drained already (the state is Stopped); otherwise fx is
+// rolling a failed start back, and the drain comes first, so that the
+// rollback closes nothing the drain hooks still use. A stop requested
+// during the start keeps its own reason: Shutdown's first caller wins.
+func (d *driver) drainBeforeRollback(ctx context.Context) {
+	if d == nil || d.m == nil || d.m.State() >= lifecycle.Draining {
+		return
+	}
 	reason := "start failed"
-	if abort := d.abortContext(); abort != nil && errors.Is(context.Cause(abort), errStartTimedOut) {
+	d.mu.Lock()
+	abort, err := d.abortCtx, d.startErr
+	d.mu.Unlock()
+	if abort != nil && errors.Is(context.Cause(abort), errStartTimedOut) {
 		reason = fmt.Sprintf("start timed out after %s", d.app.StartTimeout())
 	} else if err != nil {
 		reason += ": " + err.Error()
 	}
-	d.m.Shutdown(context.Background(), reason) // the drain has a deadline of its own
-}
-
-// rollbackCause is why fx rolls the start back, or nil.
-func (d *driver) rollbackCause() error {
-	if d == nil {
-		return nil
-	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.rollbackErr
+	d.m.Shutdown(context.WithoutCancel(ctx), reason) // the drain has a deadline of its own
 }
 
 // driverKey finds the *driver in the context of fx's OnStart hooks, for
@@ -121,7 +141,7 @@ var errStartTimedOut = errors.New("fxmodule: start timed out")
 // start is the manager's one start step: fx's whole start. A stop request
 // (ctx) or fx's StartTimeout cancels the [Abortable] hooks. fx rolls back
 // with the context app.Start was given and stops nothing once it has
-// ended, so that context also lasts the drain and StopMargin.
+// ended, so that context also lasts the drain and fx's StopTimeout.
 func (d *driver) start(ctx context.Context) error {
 	abort, cancel := context.WithTimeoutCause(ctx, d.app.StartTimeout(), errStartTimedOut)
 	defer cancel()
@@ -129,7 +149,7 @@ func (d *driver) start(ctx context.Context) error {
 	d.abortCtx = abort
 	d.mu.Unlock()
 
-	budget := d.app.StartTimeout() + d.m.Config().DrainTimeout + StopMargin
+	budget := d.app.StartTimeout() + d.m.Config().DrainTimeout + d.app.StopTimeout()
 	fxCtx, cancelFx := context.WithTimeout(context.WithValue(context.Background(), driverKey{}, d), budget)
 	defer cancelFx()
 	done := make(chan error, 1)
@@ -182,51 +202,13 @@ func Abortable(m *lifecycle.Manager, fn func(ctx context.Context) error) func(ct
 }
 
 // stopApp runs fx's OnStop hooks and returns how each ended. Their budget
-// is their own, not what the drain left: a forced or late drain leaves
-// nothing, and closing clients matters most then.
-func stopApp(app *fx.App, rec *stopRecorder, budget time.Duration) []drain.HookResult {
-	ctx, cancel := context.WithTimeout(context.Background(), budget)
+// is fx's StopTimeout, after the drain and not what it left: a forced or
+// late drain leaves nothing, and closing clients matters most then. During
+// a rollback fx is stopping already, and app.Stop returns at once: the
+// rollback's hooks run after this drain, and are in fx's log, not the
+// report.
+func (d *driver) stopApp() []drain.HookResult {
+	ctx, cancel := context.WithTimeout(context.Background(), d.app.StopTimeout())
 	defer cancel()
-	start := time.Now()
-	err := app.Stop(ctx)
-	return rec.results(err, time.Since(start))
-}
-
-// StopMargin is the least time [Run] leaves fx's OnStop hooks after the
-// drain: an app that sets no fx.StopTimeout gets DRAIN_TIMEOUT + StopMargin,
-// and one that sets a shorter one is refused.
-const StopMargin = 5 * time.Second
-
-// noStopTimeout, given to fx before the app's options, tells an app that
-// set no fx.StopTimeout from one that chose fx's default.
-const noStopTimeout = -1
-
-// stopTimeoutOf is app's stop timeout: drainTimeout + StopMargin when the
-// app set none, or the app's own if it leaves at least StopMargin.
-func stopTimeoutOf(app *fx.App, drainTimeout time.Duration) (time.Duration, error) {
-	least := drainTimeout + StopMargin
-	switch set := app.StopTimeout(); {
-	case set == noStopTimeout:
-		return least, nil
-	case set < least:
-		return 0, fmt.Errorf("fxmodule: fx.StopTimeout %s is shorter than DRAIN_TIMEOUT %s + StopMargin %s: "+
-			"drop fx.StopTimeout (Run then takes %s), raise it to at least %s, or lower DRAIN_TIMEOUT", set, drainTimeout, StopMargin, least, least)
-	default:
-		return set, nil
-	}
-}
-
-// StopTimeoutFor returns fx.StopTimeout(cfg.DrainTimeout + StopMargin),
-// what [Run] takes when the app sets none. Give it to Run, not inside an
-// fx.Module (fx refuses it there).
-func StopTimeoutFor(cfg lifecycle.Config) fx.Option {
-	return fx.StopTimeout(drainTimeout(cfg) + StopMargin)
-}
-
-// drainTimeout is cfg's DrainTimeout, its default when unset.
-func drainTimeout(cfg lifecycle.Config) time.Duration {
-	if cfg.DrainTimeout == 0 {
-		return lifecycle.DefaultDrainTimeout
-	}
-	return cfg.DrainTimeout
+	return d.stops.take(d.app.Stop(ctx))
 }

@@ -80,12 +80,14 @@ func namedHook(name string) any {
 func TestRunConfigMistakeIsOneLineAndExitConfig(t *testing.T) {
 	hello := func() http.Handler { return http.NotFoundHandler() }
 	cfg := fx.Supply(lifecycle.Config{Service: "svc", NodeID: "n1", DrainTimeout: 10 * time.Second})
-	stop := fx.StopTimeout(10*time.Second + fxmodule.StopMargin)
 	tests := []struct {
 		name string
 		env  map[string]string
 		give []fx.Option
 		want []string // each in the one line
+		// fxWords: a mistake in the graph, said in fx's own words (which
+		// name the type), since dig's text is not dig's API to rewrite.
+		fxWords bool
 	}{
 		{
 			name: "a bad variable",
@@ -100,58 +102,56 @@ func TestRunConfigMistakeIsOneLineAndExitConfig(t *testing.T) {
 		},
 		{
 			name: "a constructor's error wrapping lifecycle.ErrConfig",
-			give: []fx.Option{fxmodule.Module, cfg, stop, fx.Provide(newDBConfig), fx.Invoke(func(*dbConfig) {})},
+			give: []fx.Option{fxmodule.Module, cfg, fx.Provide(newDBConfig), fx.Invoke(func(*dbConfig) {})},
 			want: []string{"DATABASE_URL is empty; set it to the database's DSN"},
 		},
 		{
 			name: "two hooks with one name",
-			give: []fx.Option{fxmodule.Module, cfg, stop, fx.Provide(namedHook("flush"), namedHook("flush"))},
+			give: []fx.Option{fxmodule.Module, cfg, fx.Provide(namedHook("flush"), namedHook("flush"))},
 			want: []string{`two drain hooks named "flush"`},
 		},
 		{
 			name: "the app's hook named like one of HTTP's",
-			give: []fx.Option{fxmodule.Module, cfg, stop, fx.Provide(namedHook("api.serve")), fxmodule.HTTP("api", "127.0.0.1:0", hello)},
+			give: []fx.Option{fxmodule.Module, cfg, fx.Provide(namedHook("api.serve")), fxmodule.HTTP("api", "127.0.0.1:0", hello)},
 			want: []string{`drain hook "api.serve"`, `fxmodule.HTTP("api", "127.0.0.1:0", …)`},
 		},
 		{
 			name: "HTTP's hook named like the app's, HTTP first",
-			give: []fx.Option{fxmodule.HTTP("api", "127.0.0.1:0", hello), fxmodule.Module, cfg, stop, fx.Provide(namedHook("api.serve"))},
+			give: []fx.Option{fxmodule.HTTP("api", "127.0.0.1:0", hello), fxmodule.Module, cfg, fx.Provide(namedHook("api.serve"))},
 			want: []string{`drain hook "api.serve"`, `fxmodule.HTTP("api", "127.0.0.1:0", …)`},
 		},
 		{
 			name: "two servers named api",
-			give: []fx.Option{fxmodule.Module, cfg, stop, fxmodule.HTTP("api", "127.0.0.1:0", hello), fxmodule.HTTP("api", "127.0.0.1:0", hello)},
+			give: []fx.Option{fxmodule.Module, cfg, fxmodule.HTTP("api", "127.0.0.1:0", hello), fxmodule.HTTP("api", "127.0.0.1:0", hello)},
 			want: []string{`two servers named "api"`},
 		},
 		{
 			name: "Admin twice",
-			give: []fx.Option{fxmodule.Module, cfg, stop, fxmodule.Admin("127.0.0.1:0"), fxmodule.Admin("127.0.0.1:0")},
+			give: []fx.Option{fxmodule.Module, cfg, fxmodule.Admin("127.0.0.1:0"), fxmodule.Admin("127.0.0.1:0")},
 			want: []string{`two servers named "admin"`},
 		},
 		{
-			name: "fx.StopTimeout inside a module",
-			give: []fx.Option{fxmodule.Module, cfg, fx.Module("m", fx.StopTimeout(time.Minute))},
-			want: []string{"fx.StopTimeout Option should be passed to top-level App"},
+			name:    "fx.StopTimeout inside a module",
+			give:    []fx.Option{fxmodule.Module, cfg, fx.Module("m", fx.StopTimeout(time.Minute))},
+			want:    []string{"fx.StopTimeout Option should be passed to top-level App"},
+			fxWords: true,
 		},
 		{
 			name: "fxmodule.Module forgotten",
 			give: []fx.Option{fxmodule.FromEnv, fxmodule.HTTP("api", "127.0.0.1:0", hello)},
-			want: []string{"add fxmodule.Module"},
+			want: []string{`fxmodule.HTTP("api", "127.0.0.1:0", …) needs fxmodule.Module`},
 		},
 		{
-			name: "the lifecycle.Config forgotten",
-			give: []fx.Option{fxmodule.Module, fxmodule.HTTP("api", "127.0.0.1:0", hello)},
-			want: []string{"lifecycle.Config", "add fxmodule.FromEnv"},
+			name:    "the lifecycle.Config forgotten",
+			give:    []fx.Option{fxmodule.Module, fxmodule.HTTP("api", "127.0.0.1:0", hello)},
+			want:    []string{"missing type: lifecycle.Config"},
+			fxWords: true,
 		},
 		{
-			name: "a type nobody provides",
-			give: []fx.Option{fxmodule.Module, cfg, stop, fx.Invoke(func(*dbConfig) {})},
-			want: []string{"*fxmodule_test.dbConfig", "fx.Provide or fx.Supply"},
-		},
-		{
-			name: "fx.StopTimeout too short",
-			give: []fx.Option{fxmodule.Module, cfg, fx.StopTimeout(5 * time.Second)},
-			want: []string{"fx.StopTimeout 5s is shorter than DRAIN_TIMEOUT 10s + StopMargin 5s"},
+			name:    "a type nobody provides",
+			give:    []fx.Option{fxmodule.Module, cfg, fx.Invoke(func(*dbConfig) {})},
+			want:    []string{"missing type: *fxmodule_test.dbConfig"},
+			fxWords: true,
 		},
 	}
 	for _, tt := range tests {
@@ -167,6 +167,9 @@ func TestRunConfigMistakeIsOneLineAndExitConfig(t *testing.T) {
 			t.Log(lines[0])
 			for _, w := range tt.want {
 				assert.Contains(t, lines[0], w)
+			}
+			if tt.fxWords {
+				return
 			}
 			for _, wrapping := range []string{"\n", "could not build arguments", "received non-nil error", "did you mean to Provide"} {
 				assert.NotContains(t, lines[0], wrapping, "fx's wrapping")
@@ -188,8 +191,8 @@ func TestRunStartFailingOnTheWorldIsExitStartFailed(t *testing.T) {
 }
 
 // Started with DRAIN_TIMEOUT=120s and no other setting (no SERVICE_NAME,
-// no fx.StopTimeout), an app runs and drains: Run gives fx a stop timeout
-// of DRAIN_TIMEOUT + StopMargin, so the OnStop hooks get StopMargin.
+// no fx.StopTimeout), an app runs and drains: the drain has its 120 s,
+// and the OnStop hooks after it fx's default StopTimeout.
 func TestRunWithDrainTimeoutAloneRunsAndDrains(t *testing.T) {
 	for _, k := range []string{"SERVICE_NAME", "NODE_ID", "DRAIN_DELAY", "DRAIN_QUIET_WINDOW", "DRAIN_DELAY_FLOOR", "HEALTH_READY_TIMEOUT"} {
 		t.Setenv(k, "")
@@ -208,20 +211,8 @@ func TestRunWithDrainTimeoutAloneRunsAndDrains(t *testing.T) {
 		r := a.Stop()
 		assert.Equal(t, lifecycle.ExitClean, r.ExitCode)
 		assert.Equal(t, "fxmodule.test", r.Service, "named after the executable")
-		assert.Equal(t, fxmodule.StopMargin, budget, "fx's stop timeout is DRAIN_TIMEOUT + StopMargin")
+		assert.Equal(t, fx.DefaultTimeout, budget, "fx's default StopTimeout")
 	})
-}
-
-// An explicit fx.StopTimeout too short for DRAIN_TIMEOUT is still refused,
-// fx's own default of 15s included when the app sets it.
-func TestRunRefusesAnExplicitStopTimeoutTooShortForDrainTimeout(t *testing.T) {
-	t.Setenv("DRAIN_TIMEOUT", "120s")
-	logs := logDefault(t)
-	code := fxmodule.Run(fxmodule.Module, fxmodule.FromEnv, fx.StopTimeout(15*time.Second))
-	assert.Equal(t, lifecycle.ExitConfig, code)
-	lines := errorLines(logs())
-	require.Len(t, lines, 1, "%q", lines)
-	assert.Contains(t, lines[0], "fx.StopTimeout 15s is shorter than DRAIN_TIMEOUT 2m0s + StopMargin 5s")
 }
 
 // A service run without a name is named after its executable, and says

@@ -14,16 +14,15 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
-
-	"github.com/drainkit/drainkit/fxmodule"
 )
 
 // Rules the manifests must keep. The margin is what the process may take
-// after its drain deadline (fx's OnStop hooks get fxmodule.StopMargin even
-// after a late drain) plus a second to exit; below it the kubelet's SIGKILL
-// can land on a process that is still closing its clients.
+// after its drain deadline (fx's OnStop hooks get the examples'
+// fx.StopTimeout, 5 s, even after a late drain) plus a second to exit;
+// below it the kubelet's SIGKILL can land on a process that is still
+// closing its clients.
 const (
-	minGraceMargin = fxmodule.StopMargin + time.Second
+	minGraceMargin = 5*time.Second + time.Second
 	livePath       = "/healthz/live"
 	readyPath      = "/healthz/ready"
 )

@@ -17,7 +17,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/drainkit/drainkit/examples/internal/e2e"
-	"github.com/drainkit/drainkit/fxmodule"
 	"github.com/drainkit/drainkit/internal/harness"
 	"github.com/drainkit/drainkit/readiness"
 )
@@ -63,6 +62,10 @@ type notReadyBody struct {
 // A liveness probe that got no answer while its process was stopped (see
 // e2e.Cluster.Pause) is exempt: nothing answers a stopped process. Any
 // answer but 200 is a failure.
+// roomOnStopTimeout is room-service's fx.StopTimeout (its main.go): what
+// fx's OnStop hooks get after the drain.
+const roomOnStopTimeout = 5 * time.Second
+
 func watchProbes(c *e2e.Cluster, nodes []*e2e.Node, stop <-chan struct{}) *probes {
 	p := &probes{notReady: map[string]time.Time{}}
 	client := &http.Client{Timeout: time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
@@ -225,13 +228,13 @@ func TestRedisStopsDuringDrain(t *testing.T) {
 	r := check(t, c, res, []e2e.Drained{d}, fault)
 
 	// The deadline bounds the process, not only the drain's hooks: after
-	// it, fx's OnStop hooks (closing clients) get StopMargin and no more,
+	// it, fx's OnStop hooks (closing clients) get room-service's fx.StopTimeout and no more,
 	// however long Redis stays away; an orchestrator SIGKILLs at its grace
-	// period, which DRAIN_TIMEOUT + StopMargin is set to fit.
-	limit := drainTimeout + fxmodule.StopMargin + time.Second
+	// period, which DRAIN_TIMEOUT + that is set to fit.
+	limit := drainTimeout + roomOnStopTimeout + time.Second
 	assert.LessOrEqual(t, d.DrainTime, limit,
-		"%s exited %s after SIGTERM; want within DRAIN_TIMEOUT %s + StopMargin %s (+1 s to exit): work after the drain's deadline still waits on Redis",
-		d.Name, d.DrainTime.Round(time.Millisecond), drainTimeout, fxmodule.StopMargin)
+		"%s exited %s after SIGTERM; want within DRAIN_TIMEOUT %s + fx.StopTimeout %s (+1 s to exit): work after the drain's deadline still waits on Redis",
+		d.Name, d.DrainTime.Round(time.Millisecond), drainTimeout, roomOnStopTimeout)
 	assert.Contains(t, []int{3, 1}, code,
 		"%s exit code; want 3 (deadline) or 1 (a hook failed): a drain that could not flush is not clean", d.Name)
 	// Only the holds that ended once Redis stopped: before that, the

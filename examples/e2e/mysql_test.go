@@ -17,7 +17,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/drainkit/drainkit/examples/internal/e2e"
-	"github.com/drainkit/drainkit/fxmodule"
 	"github.com/drainkit/drainkit/internal/mariadbtest"
 	"github.com/drainkit/drainkit/readiness"
 )
@@ -419,9 +418,9 @@ func TestDrainWhileMySQLSlow(t *testing.T) {
 	r := check(t, c, res, []e2e.Drained{d}, fault)
 	t.Logf("failed requests: %d; %s exited %d after %s", r.Failed, d.Name, code, d.DrainTime.Round(time.Millisecond))
 
-	limit := drainTimeout + fxmodule.StopMargin + time.Second
-	assert.LessOrEqual(t, d.DrainTime, limit, "%s exited %s after SIGTERM; want within DRAIN_TIMEOUT %s + StopMargin %s (+1 s to exit)",
-		d.Name, d.DrainTime.Round(time.Millisecond), drainTimeout, fxmodule.StopMargin)
+	limit := drainTimeout + roomOnStopTimeout + time.Second
+	assert.LessOrEqual(t, d.DrainTime, limit, "%s exited %s after SIGTERM; want within DRAIN_TIMEOUT %s + fx.StopTimeout %s (+1 s to exit)",
+		d.Name, d.DrainTime.Round(time.Millisecond), drainTimeout, roomOnStopTimeout)
 	// The exit code depends on how the unflushed leases ended: 1 when the
 	// hand-off left them to expire, 0 when they were lost first (a loaded
 	// machine that delays renewals past TTL·2/3); either way none may be

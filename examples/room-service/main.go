@@ -36,6 +36,7 @@ package main
 import (
 	"log/slog"
 	"os"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -70,8 +71,9 @@ func options(c config, lc lifecycle.Config, log *slog.Logger) []fx.Option {
 	return []fx.Option{
 		fxmodule.Module,
 		fxlease.Module,
-		// The drain must fit in fx's stop budget; Run checks it.
-		fxmodule.StopTimeoutFor(lc),
+		// fx's OnStop hooks (closing the Redis client) get 5 s after the
+		// drain: DRAIN_TIMEOUT + 5 s fits the pod's grace period.
+		fx.StopTimeout(5 * time.Second),
 		fx.Supply(c, lc, log, reg),
 		fx.Provide(func() prometheus.Registerer { return reg }), // also /metrics
 

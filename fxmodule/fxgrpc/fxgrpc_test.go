@@ -72,7 +72,7 @@ func TestServerServesAndDrains(t *testing.T) {
 	b := &blocker{entered: make(chan struct{}), release: make(chan struct{})}
 	cfg := lifecycle.Config{Service: "svc", NodeID: "n1", DrainTimeout: 10 * time.Second, DrainDelay: 200 * time.Millisecond}
 	app := fxmoduletest.Start(t,
-		fxmodule.Module, fx.Supply(cfg, slog.New(slog.DiscardHandler)), fxmodule.StopTimeoutFor(cfg),
+		fxmodule.Module, fx.Supply(cfg, slog.New(slog.DiscardHandler)), fx.StopTimeout(5*time.Second),
 		fxgrpc.Server("grpc", addr, b.register),
 	)
 
@@ -156,7 +156,7 @@ func TestServerClosesStreamsPaced(t *testing.T) {
 	addr := freeAddr(t)
 	cfg := lifecycle.Config{Service: "svc", NodeID: "n1", DrainTimeout: 3 * time.Second, DrainDelay: 100 * time.Millisecond}
 	app := fxmoduletest.Start(t,
-		fxmodule.Module, fx.Supply(cfg, slog.New(slog.DiscardHandler)), fxmodule.StopTimeoutFor(cfg),
+		fxmodule.Module, fx.Supply(cfg, slog.New(slog.DiscardHandler)), fx.StopTimeout(5*time.Second),
 		fxgrpc.Server("grpc", addr, registerFeed),
 	)
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))

@@ -13,8 +13,7 @@
 //	if hook.Outcome != drain.OK { … }
 //
 // The report says which hooks ran, in which phase and order, with which
-// outcome and for how long. Like fxmodule.Run, Start gives an app that sets
-// no fx.StopTimeout one that fits its DrainTimeout.
+// outcome and for how long, fx's OnStop hooks included.
 //
 // # Time
 //

@@ -28,7 +28,7 @@ func options(extra ...fx.Option) []fx.Option {
 	return append([]fx.Option{
 		fxmodule.Module,
 		fx.Supply(cfg, slog.New(slog.DiscardHandler)),
-		fxmodule.StopTimeoutFor(cfg),
+		fx.StopTimeout(5 * time.Second),
 	}, extra...)
 }
 
@@ -111,7 +111,7 @@ func TestAppThatListensRunsOnTheRealClock(t *testing.T) {
 	handler := func() http.Handler { return http.NotFoundHandler() }
 	cfg := lifecycle.Config{Service: "svc", NodeID: "n1", DrainTimeout: 10 * time.Second}
 	app := fxmoduletest.Start(t, fxmodule.Module, fx.Supply(cfg, slog.New(slog.DiscardHandler)),
-		fxmodule.StopTimeoutFor(cfg), fxmodule.HTTP("api", "127.0.0.1:0", handler))
+		fx.StopTimeout(5*time.Second), fxmodule.HTTP("api", "127.0.0.1:0", handler))
 	assert.Equal(t, lifecycle.ExitClean, app.Stop().ExitCode)
 }
 

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/fx"
@@ -43,7 +44,7 @@ func Main(getenv func(string) string, stdout, stderr io.Writer) int {
 // options is the whole app, for run and for in-process tests.
 func options(lcfg lifecycle.Config, cfg Config, log *slog.Logger, notice func(addr string)) []fx.Option {
 	return []fx.Option{
-		fxmodule.StopTimeoutFor(lcfg),
+		fx.StopTimeout(5 * time.Second), // for the OnStop hooks, after the drain: DRAIN_TIMEOUT + 5 s fits the grace period
 		fxmodule.Module,
 		fx.Supply(lcfg, cfg, log, notice),
 		fx.Provide(

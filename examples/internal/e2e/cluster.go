@@ -26,7 +26,7 @@ const (
 	DefaultDrainTimeout = 10 * time.Second
 	// DefaultRequestTimeout is the gateways' REQUEST_TIMEOUT: longer than
 	// the longest fault a scenario makes (Redis stopped while a
-	// room-service drains, up to its DRAIN_TIMEOUT plus fx's StopMargin),
+	// room-service drains, up to its DRAIN_TIMEOUT plus its fx.StopTimeout),
 	// so every fault is waited out.
 	DefaultRequestTimeout = 15 * time.Second
 )

@@ -1,0 +1,110 @@
+package fxmodule
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"sync"
+	"time"
+
+	"go.uber.org/fx"
+
+	"github.com/drainkit/drainkit/drain"
+)
+
+// hookLifecycle is the fx.Lifecycle that every constructor of an app run
+// by [Run] is given: Run decorates fx.Lifecycle at the root, and fx
+// applies a root decoration to every module. It wraps each hook that is
+// appended, so that
+//   - the first OnStop hook fx runs drains first if nobody has: that is a
+//     failed start's rollback, which must not close what the drain hooks
+//     still use;
+//   - an OnStart hook's error becomes the reason of that drain;
+//   - each OnStop hook's outcome joins the drain report.
+//
+// This is how Run learns what fx does without reading fx's event log,
+// which is not fx's API.
+type hookLifecycle struct {
+	fx.Lifecycle
+	d *driver
+}
+
+// Append wraps h as the type's comment says and appends it.
+func (l hookLifecycle) Append(h fx.Hook) {
+	name := "fx.OnStop " + appendedBy()
+	if start := h.OnStart; start != nil {
+		h.OnStart = func(ctx context.Context) error {
+			err := start(ctx)
+			if err != nil {
+				l.d.startFailed(err)
+			}
+			return err
+		}
+	}
+	if stop := h.OnStop; stop != nil {
+		h.OnStop = func(ctx context.Context) error {
+			l.d.drainBeforeRollback(ctx)
+			return l.d.stops.run(ctx, name, stop)
+		}
+	}
+	l.Lifecycle.Append(h)
+}
+
+// appendedBy names the function that called Append, for the report: a
+// label for people, which nothing matches on.
+func appendedBy() string {
+	pc := make([]uintptr, 1)
+	if runtime.Callers(3, pc) == 0 { // runtime.Callers, appendedBy, Append
+		return "(unknown)"
+	}
+	f, _ := runtime.CallersFrames(pc).Next()
+	return f.Function
+}
+
+// stopResults notes how each OnStop hook of one app.Stop ended.
+type stopResults struct {
+	mu  sync.Mutex
+	ran []*stopRun // in the order they began
+}
+
+type stopRun struct {
+	name  string
+	began time.Time
+	res   *drain.HookResult // nil while it runs
+}
+
+// run runs one OnStop hook and notes its outcome.
+func (s *stopResults) run(ctx context.Context, name string, stop func(context.Context) error) error {
+	r := &stopRun{name: name, began: time.Now()}
+	s.mu.Lock()
+	s.ran = append(s.ran, r)
+	s.mu.Unlock()
+	err := stop(ctx)
+	res := drain.HookResult{Name: name, Phase: drain.Close, Outcome: drain.OK, Start: r.began, Duration: time.Since(r.began)}
+	if err != nil {
+		res.Outcome, res.Error = drain.Failed, err.Error()
+	}
+	s.mu.Lock()
+	r.res = &res
+	s.mu.Unlock()
+	return err
+}
+
+// take returns how the OnStop hooks that began since the last take ended;
+// a hook still running (fx gave up on it when its budget ended, stopErr)
+// is TimedOut.
+func (s *stopResults) take(stopErr error) []drain.HookResult {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]drain.HookResult, 0, len(s.ran))
+	for _, r := range s.ran {
+		if r.res != nil {
+			out = append(out, *r.res)
+			continue
+		}
+		out = append(out, drain.HookResult{Name: r.name, Phase: drain.Close, Outcome: drain.TimedOut,
+			Start: r.began, Duration: time.Since(r.began), Error: fmt.Sprintf("abandoned at the end of the OnStop budget: %v", stopErr)})
+	}
+	s.ran = nil
+	return out
+}
