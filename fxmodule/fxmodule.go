@@ -3,7 +3,6 @@ package fxmodule
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"os"
 
@@ -11,6 +10,7 @@ import (
 	"go.uber.org/fx"
 
 	"github.com/drainkit/drainkit/drain"
+	"github.com/drainkit/drainkit/internal/configerr"
 	"github.com/drainkit/drainkit/lifecycle"
 	"github.com/drainkit/drainkit/readiness"
 )
@@ -89,23 +89,11 @@ func newManager(p managerParams) (*lifecycle.Manager, error) {
 	return lifecycle.New(cfg)
 }
 
-// configError makes err match lifecycle.ErrConfig (exit 78) without
-// changing its text.
-type configError struct{ err error }
-
-func (e *configError) Error() string        { return e.err.Error() }
-func (e *configError) Unwrap() error        { return e.err }
-func (e *configError) Is(target error) bool { return target == lifecycle.ErrConfig }
-
-func configErrorf(format string, args ...any) error {
-	return &configError{fmt.Errorf(format, args...)}
-}
-
 // needModule is the refusal of a server option given without Module: its
 // parameters are optional so that the mistake is said here, in drainkit's
 // words, rather than in dig's (whose text is not its API).
 func needModule(option string) error {
-	return configErrorf("fxmodule: %s needs fxmodule.Module: add it to fxmodule.Run's options", option)
+	return configerr.Errorf("fxmodule: %s needs fxmodule.Module: add it to fxmodule.Run's options", option)
 }
 
 func newTracker(m *lifecycle.Manager) *drain.Tracker { return m.Tracker() }
@@ -124,7 +112,7 @@ func newRegistry(p registryParams) (*readiness.Registry, error) {
 		Logger: p.Logger, Registerer: p.Registerer,
 	}, p.Manager.State)
 	if err != nil {
-		return nil, &configError{err} // readiness.New has no other failure
+		return nil, configerr.Wrap(err) // readiness.New has no other failure
 	}
 	p.Manager.OnTransition(reg.OnTransition) // status gauge and log at the flip, not at the next probe
 	return reg, nil
@@ -156,7 +144,7 @@ func wire(p wireParams) error {
 	}
 	for _, c := range p.Checks {
 		if err := p.Registry.Add(c); err != nil {
-			return &configError{err}
+			return configerr.Wrap(err)
 		}
 	}
 	p.Lifecycle.Append(fx.Hook{

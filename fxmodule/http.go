@@ -12,6 +12,7 @@ import (
 
 	"github.com/drainkit/drainkit/drain"
 	"github.com/drainkit/drainkit/fxmodule/internal/listener"
+	"github.com/drainkit/drainkit/internal/configerr"
 	"github.com/drainkit/drainkit/lifecycle"
 	"github.com/drainkit/drainkit/readiness"
 )
@@ -58,7 +59,7 @@ func serveHTTP(name, addr string, p httpParams) error {
 		return err
 	}
 	if err := p.Registry.Add(bound.Check(name+"_listener", addr)); err != nil {
-		return &configError{err} // the app has a check of that name
+		return configerr.Wrap(err) // the app has a check of that name
 	}
 	p.Lifecycle.Append(start)
 	return nil

@@ -12,15 +12,20 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/fx"
+	"google.golang.org/grpc"
 
 	"github.com/drainkit/drainkit/drain"
 	"github.com/drainkit/drainkit/fxmodule"
+	"github.com/drainkit/drainkit/fxmodule/fxgrpc"
+	"github.com/drainkit/drainkit/fxmodule/fxlease"
 	"github.com/drainkit/drainkit/fxmodule/fxmoduletest"
 	"github.com/drainkit/drainkit/internal/testlog"
 	"github.com/drainkit/drainkit/lifecycle"
+	"github.com/drainkit/drainkit/readiness"
 )
 
 // record is one line of the default logger, as a JSON handler wrote it.
@@ -174,6 +179,41 @@ func TestRunConfigMistakeIsOneLineAndExitConfig(t *testing.T) {
 			for _, wrapping := range []string{"\n", "could not build arguments", "received non-nil error", "did you mean to Provide"} {
 				assert.NotContains(t, lines[0], wrapping, "fx's wrapping")
 			}
+		})
+	}
+}
+
+// The same mistake gives the same exit code on every path: an app's own
+// check named like the one a server option or fxlease adds is refused
+// with 78 and one line naming the check, whichever added it second.
+func TestRunSameCheckNameTwiceIsExitConfigOnEveryPath(t *testing.T) {
+	cfg := fx.Supply(lifecycle.Config{Service: "svc", NodeID: "n1", DrainTimeout: 10 * time.Second})
+	check := func(name string) fx.Option {
+		return fx.Provide(fxmodule.AsCheck(func() readiness.Check {
+			return readiness.Check{Name: name, Tier: readiness.Gating, Probe: func(context.Context) error { return nil }}
+		}))
+	}
+	hello := func() http.Handler { return http.NotFoundHandler() }
+	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: 1, ContextTimeoutEnabled: true}) // never dialled
+	t.Cleanup(func() { _ = client.Close() })
+	redisClient := fx.Supply(fx.Annotate(client, fx.As(new(redis.UniversalClient))))
+	tests := []struct {
+		name  string
+		give  []fx.Option
+		check string
+	}{
+		{name: "fxmodule.HTTP", give: []fx.Option{fxmodule.HTTP("api", "127.0.0.1:0", hello)}, check: "api_listener"},
+		{name: "fxgrpc.Server", give: []fx.Option{fxgrpc.Server("api", "127.0.0.1:0", func(*grpc.Server) {})}, check: "api_listener"},
+		{name: "fxlease.Module", give: []fx.Option{fxlease.Module, redisClient}, check: "redis_lease"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			logs := logDefault(t)
+			opts := append([]fx.Option{fxmodule.Module, cfg, check(tt.check)}, tt.give...)
+			assert.Equal(t, lifecycle.ExitConfig, fxmodule.Run(opts...), "exit code")
+			lines := errorLines(logs())
+			require.Len(t, lines, 1, "one error line; got %q", lines)
+			assert.Contains(t, lines[0], fmt.Sprintf("readiness: check %q: readiness: duplicate name", tt.check))
 		})
 	}
 }

@@ -10,7 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/drainkit/drainkit/lifecycle"
+	"github.com/drainkit/drainkit/internal/configerr"
 )
 
 // Defaults for [Config].
@@ -115,16 +115,7 @@ func (c Config) Validate() error {
 	return nil
 }
 
-// configError matches lifecycle.ErrConfig without adding to its text.
-type configError struct{ err error }
-
-func (e *configError) Error() string        { return e.err.Error() }
-func (e *configError) Unwrap() error        { return e.err }
-func (e *configError) Is(target error) bool { return target == lifecycle.ErrConfig }
-
-func badConfig(format string, args ...any) error {
-	return &configError{fmt.Errorf(format, args...)}
-}
+var badConfig = configerr.Errorf
 
 // validateID refuses an id that is empty, longer than [MaxIDLen], or holds
 // '{', '}' (it is the key's hash tag) or whitespace.

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/drainkit/drainkit/internal/configerr"
 )
 
 // Defaults for [Config].
@@ -82,7 +84,7 @@ type Config struct {
 // matches it, and logs that error's message alone.
 // Another package's validation error matches it by wrapping it (%w) or
 // with an Is method, as errors.ErrUnsupported is matched.
-var ErrConfig = errors.New("lifecycle: bad configuration")
+var ErrConfig = configerr.ErrConfig
 
 // fieldError names a configuration field (or environment variable) and
 // the value it could not accept: the error of Validate and ConfigFromEnv.
@@ -96,14 +98,6 @@ func (e *fieldError) Error() string {
 
 // Is makes a fieldError match [ErrConfig] without adding its text.
 func (e *fieldError) Is(target error) bool { return target == ErrConfig }
-
-// configError marks a mistake in how the app is put together (a hook
-// refused or named twice) as a configuration error, keeping its text.
-type configError struct{ err error }
-
-func (e configError) Error() string        { return e.err.Error() }
-func (e configError) Unwrap() error        { return e.err }
-func (e configError) Is(target error) bool { return target == ErrConfig }
 
 // withDefaults returns c with every unset name and budget at its default.
 func (c Config) withDefaults() Config {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/drainkit/drainkit/drain"
+	"github.com/drainkit/drainkit/internal/configerr"
 )
 
 // Manager owns the process's state and runs its drain. It is the single
@@ -165,10 +166,10 @@ func (m *Manager) AddHook(hooks ...drain.Hook) error {
 	}
 	for _, h := range hooks {
 		if err := h.Validate(); err != nil {
-			return configError{err}
+			return configerr.Wrap(err)
 		}
 		if seen[h.Name] {
-			return configError{fmt.Errorf("lifecycle: hook %q added twice", h.Name)}
+			return configerr.Wrap(fmt.Errorf("lifecycle: hook %q added twice", h.Name))
 		}
 		seen[h.Name] = true
 	}

@@ -4,6 +4,8 @@ import (
 	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/drainkit/drainkit/internal/configerr"
 )
 
 type metrics struct {
@@ -58,7 +60,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			for _, done := range collectors[:i] {
 				reg.Unregister(done.c)
 			}
-			return nil, configError{fmt.Errorf("lifecycle: Registerer: metric %q: %w", c.name, err)}
+			return nil, configerr.Wrap(fmt.Errorf("lifecycle: Registerer: metric %q: %w", c.name, err))
 		}
 	}
 	return mt, nil

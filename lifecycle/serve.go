@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 
 	"github.com/drainkit/drainkit/drain"
+	"github.com/drainkit/drainkit/internal/configerr"
 )
 
 // Serve runs srv for the life of the process, under name; call it before
@@ -21,10 +22,10 @@ import (
 // An empty name or a nil srv is refused with an error matching [ErrConfig].
 func (m *Manager) Serve(name string, srv *http.Server) error {
 	if name == "" {
-		return configError{errors.New(`lifecycle: Serve: name is empty; want the server's name, such as "api"`)}
+		return configerr.Wrap(errors.New(`lifecycle: Serve: name is empty; want the server's name, such as "api"`))
 	}
 	if srv == nil {
-		return configError{fmt.Errorf("lifecycle: Serve %q: srv is nil", name)}
+		return configerr.Wrap(fmt.Errorf("lifecycle: Serve %q: srv is nil", name))
 	}
 	var listening atomic.Bool
 	serveReturned := make(chan struct{}) // closed when srv.Serve returns

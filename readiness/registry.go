@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/drainkit/drainkit/internal/configerr"
 	"github.com/drainkit/drainkit/lifecycle"
 )
 
@@ -91,7 +92,8 @@ func (r *Registry) Config() Config { return r.cfg }
 
 // Add registers a check. A check with an empty name or one that is not
 // UTF-8, a nil Probe, a negative Timeout or a name already taken is
-// rejected, and nothing is added. A zero Timeout means
+// rejected with an error matching lifecycle.ErrConfig (a mistake in how
+// the app is put together: fxmodule.Run exits 78), and nothing is added. A zero Timeout means
 // [Config.CheckTimeout].
 // Checks may be added while probes are answered; the next evaluation
 // includes them.
@@ -100,7 +102,7 @@ func (r *Registry) Add(c Check) error {
 		return errNotNew
 	}
 	if err := c.validate(); err != nil {
-		return err
+		return configerr.Wrap(err)
 	}
 	if c.Timeout == 0 {
 		c.Timeout = r.cfg.CheckTimeout
@@ -112,7 +114,7 @@ func (r *Registry) Add(c Check) error {
 	}
 	for _, e := range r.entries {
 		if e.check.Name == c.Name {
-			return fmt.Errorf("readiness: check %q: %w", c.Name, ErrDuplicate)
+			return configerr.Wrap(fmt.Errorf("readiness: check %q: %w", c.Name, ErrDuplicate))
 		}
 	}
 	r.entries = append(r.entries, &entry{check: c})
