@@ -11,6 +11,7 @@ import (
 
 	"github.com/drainkit/drainkit/drain"
 	"github.com/drainkit/drainkit/internal/configerr"
+	"github.com/drainkit/drainkit/internal/testsignals"
 )
 
 // Manager owns the process's state and runs its drain. It is the single
@@ -26,7 +27,7 @@ type Manager struct {
 	log          *slog.Logger
 	metrics      *metrics
 	tracker      *drain.Tracker
-	givenSignals <-chan os.Signal // by SetSignals; nil: the process's own SIGTERM and SIGINT
+	givenSignals <-chan os.Signal // a test's (internal/testsignals); nil: the process's own SIGTERM and SIGINT
 	exit         func(int)
 
 	state          atomic.Int32
@@ -90,12 +91,10 @@ func New(cfg Config) (*Manager, error) {
 // NodeID).
 func (m *Manager) Config() Config { return m.cfg }
 
-// SetSignals makes [Manager.Run] read ch instead of subscribing to the
-// process's SIGTERM and SIGINT: the first value drains, the second forces
-// the drain, the third exits with [ExitForced]. Call it before Run. It is
-// for tests, which must not signal their own process (package
-// fxmoduletest sends its signals this way).
-func (m *Manager) SetSignals(ch <-chan os.Signal) { m.givenSignals = ch }
+// A test's signals: see package internal/testsignals.
+func init() {
+	testsignals.Set = func(m any, ch <-chan os.Signal) { m.(*Manager).givenSignals = ch }
+}
 
 // OnDrained registers fn to run once the drain has finished and the state
 // is Stopped, also when the drain was forced or ran out of time, and

@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/drainkit/drainkit/drain"
+	"github.com/drainkit/drainkit/internal/testsignals"
 	"github.com/drainkit/drainkit/lifecycle"
 )
 
@@ -36,7 +37,7 @@ func newHarness(t *testing.T, cfg lifecycle.Config) *harness {
 	cfg.Logger = log
 	m, err := lifecycle.New(cfg)
 	require.NoError(t, err)
-	m.SetSignals(h.sig)
+	testsignals.Set(m, h.sig)
 	m.SetExit(func(code int) { h.exits <- code })
 	h.Manager = m
 	return h

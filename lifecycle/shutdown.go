@@ -18,7 +18,7 @@ import (
 // request, the drain, the exit code. docs/shutdown.md says why.
 
 // watchSignals subscribes to SIGTERM and SIGINT (or reads the channel of
-// [Manager.SetSignals]) and escalates: the first signal requests a stop,
+// a test, through internal/testsignals) and escalates: the first signal requests a stop,
 // the second forces the drain, the third exits at once with [ExitForced].
 // unsubscribe stops watching and waits for the watcher to end.
 func (m *Manager) watchSignals() (unsubscribe func()) {

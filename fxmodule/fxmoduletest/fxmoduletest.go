@@ -34,6 +34,7 @@ import (
 	"go.uber.org/fx"
 
 	"github.com/drainkit/drainkit/fxmodule"
+	"github.com/drainkit/drainkit/internal/testsignals"
 	"github.com/drainkit/drainkit/lifecycle"
 )
 
@@ -65,7 +66,7 @@ func Start(t testing.TB, opts ...fx.Option) *App {
 			}
 		})
 	})
-	testSignals := fx.Invoke(func(m *lifecycle.Manager) { m.SetSignals(a.signals) })
+	testSignals := fx.Invoke(func(m *lifecycle.Manager) { testsignals.Set(m, a.signals) })
 	go func() { a.exited <- fxmodule.Run(append(opts, watchRunning, testSignals)...) }()
 	select {
 	case <-running:
