@@ -2,9 +2,6 @@ package lifecycle
 
 // What only this package's tests reach: the steps Run takes, one at a time.
 
-// SetExit replaces os.Exit for the third signal; call it before Run.
-func (m *Manager) SetExit(exit func(code int)) { m.exit = exit }
-
 // MarkRunning is Run's move to Running once start-up has finished.
 func (m *Manager) MarkRunning() error { return m.markRunning() }
 

@@ -28,7 +28,8 @@ type Manager struct {
 	metrics      *metrics
 	tracker      *drain.Tracker
 	givenSignals <-chan os.Signal // a test's (internal/testsignals); nil: the process's own SIGTERM and SIGINT
-	exit         func(int)
+	exitNow      chan struct{}    // closed by a third signal: Run returns at once
+	exitNowOnce  sync.Once
 
 	state          atomic.Int32
 	stateEnteredAt atomic.Int64 // unix nanos, for duration_ms
@@ -72,7 +73,7 @@ func New(cfg Config) (*Manager, error) {
 	m := &Manager{
 		cfg:           cfg,
 		log:           cfg.Logger,
-		exit:          os.Exit,
+		exitNow:       make(chan struct{}),
 		transitioning: make(chan struct{}, 1),
 		tracker:       new(drain.Tracker),
 		metrics:       mt,

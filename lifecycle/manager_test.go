@@ -25,20 +25,18 @@ import (
 // harness is a Manager fed by a signal channel, with its log captured.
 type harness struct {
 	*lifecycle.Manager
-	sig   chan os.Signal
-	logs  *bytes.Buffer
-	exits chan int
+	sig  chan os.Signal
+	logs *bytes.Buffer
 }
 
 func newHarness(t *testing.T, cfg lifecycle.Config) *harness {
 	t.Helper()
-	h := &harness{sig: make(chan os.Signal, 3), logs: &bytes.Buffer{}, exits: make(chan int, 1)}
+	h := &harness{sig: make(chan os.Signal, 3), logs: &bytes.Buffer{}}
 	log := slog.New(slog.NewJSONHandler(&lockedWriter{w: h.logs}, nil))
 	cfg.Logger = log
 	m, err := lifecycle.New(cfg)
 	require.NoError(t, err)
 	testsignals.Set(m, h.sig)
-	m.SetExit(func(code int) { h.exits <- code })
 	h.Manager = m
 	return h
 }
@@ -195,7 +193,7 @@ func TestDeadlineAbandonsHungHook(t *testing.T) {
 	})
 }
 
-func TestSecondSignalForcesThirdExits(t *testing.T) {
+func TestSecondSignalForces(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHarness(t, lifecycle.Config{DrainTimeout: 30 * time.Second, DrainDelay: time.Second})
 		inFlight := make(chan struct{})
@@ -219,20 +217,34 @@ func TestSecondSignalForcesThirdExits(t *testing.T) {
 	})
 }
 
-func TestThirdSignalExitsAtOnce(t *testing.T) {
+// A third signal makes Run return ExitForced at once, even while a start
+// step ignores its context (a drain abandons such a hook by itself, a
+// start step it must wait for); the caller exits. Run never ends the
+// process itself.
+func TestThirdSignalReturnsAtOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHarness(t, lifecycle.Config{})
-		stop := h.HandleSignals()
-		defer stop()
-		for range 3 {
-			h.sig <- syscall.SIGTERM
-		}
-		assert.Equal(t, lifecycle.ExitForced, <-h.exits)
-		select {
-		case <-h.StopRequested():
-		default:
-			t.Error("the first signal did not request a stop")
-		}
+		release, inStep := make(chan struct{}), make(chan struct{})
+		h.OnStart(func(context.Context) error {
+			close(inStep)
+			<-release // ignores its context
+			return nil
+		})
+		reports := h.run()
+		<-inStep
+		h.sig <- syscall.SIGTERM
+		h.sig <- syscall.SIGTERM
+		synctest.Wait()
+		start := time.Now()
+		h.sig <- syscall.SIGTERM
+		r := <-reports
+		assert.Equal(t, time.Duration(0), time.Since(start), "at once")
+		assert.Equal(t, lifecycle.ExitForced, r.ExitCode)
+		assert.True(t, r.Forced)
+		assert.Contains(t, r.Reason, "signal: terminated")
+		assert.Contains(t, r.Reason, "third signal")
+		assert.Empty(t, r.Hooks, "the drain was not waited for")
+		close(release) // the drain goes on in the background until the process exits; here, until the bubble ends
 	})
 }
 

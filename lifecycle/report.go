@@ -18,8 +18,8 @@ const (
 	// ExitDeadline: DRAIN_TIMEOUT passed before the drain finished; the
 	// report names the hooks that were abandoned.
 	ExitDeadline = 3
-	// ExitForced: a second signal cut the drain short (or a third ended
-	// the process at once).
+	// ExitForced: a second signal cut the drain short (or a third made
+	// [Manager.Run] return at once).
 	ExitForced = 4
 	// ExitStartFailed: a start step failed; what had started was drained.
 	ExitStartFailed = 5

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+
+	"github.com/drainkit/drainkit/drain"
 )
 
 // Run is the whole life of a process without a framework: it handles
@@ -15,6 +17,10 @@ import (
 // Flush hook (reported skipped: nothing was served, and the state to flush
 // may never have been loaded), and the report carries StartError and
 // [ExitStartFailed].
+//
+// A third signal makes Run return at once, with [ExitForced] and a report
+// of no hooks, while the drain goes on in the background: the caller is
+// to exit (os.Exit), which ends it. Run itself never ends the process.
 func (m *Manager) Run(ctx context.Context) *Report {
 	m.logTiming()
 	unsubscribe := m.watchSignals()
@@ -22,6 +28,22 @@ func (m *Manager) Run(ctx context.Context) *Report {
 	stopWatchingCtx := context.AfterFunc(ctx, func() { m.requestStop("context: " + context.Cause(ctx).Error()) })
 	defer stopWatchingCtx()
 
+	done := make(chan *Report, 1)
+	go func() { done <- m.live() }()
+	select {
+	case r := <-done:
+		return r
+	case <-m.exitNow:
+		m.mu.Lock()
+		at, reason := m.stopRequestedAt, m.stopReason
+		m.mu.Unlock()
+		return &Report{Report: &drain.Report{Reason: reason + " (third signal: not waited for)", Start: at, Forced: true},
+			Service: m.cfg.Service, NodeID: m.cfg.NodeID, ExitCode: ExitForced}
+	}
+}
+
+// live is Run's start, wait and drain.
+func (m *Manager) live() *Report {
 	err := m.start()
 	switch {
 	case errors.Is(err, errStartAborted):

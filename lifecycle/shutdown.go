@@ -17,10 +17,11 @@ import (
 // This file is the shutdown in the order it happens: the signals, the stop
 // request, the drain, the exit code. docs/shutdown.md says why.
 
-// watchSignals subscribes to SIGTERM and SIGINT (or reads the channel of
-// a test, through internal/testsignals) and escalates: the first signal requests a stop,
-// the second forces the drain, the third exits at once with [ExitForced].
-// unsubscribe stops watching and waits for the watcher to end.
+// watchSignals subscribes to SIGTERM and SIGINT (or reads a test's
+// channel, given through internal/testsignals) and escalates: the first
+// signal requests a stop, the second forces the drain, the third makes
+// [Manager.Run] return [ExitForced] at once. unsubscribe stops watching
+// and waits for the watcher to end.
 func (m *Manager) watchSignals() (unsubscribe func()) {
 	signals := m.givenSignals
 	var osSignals chan os.Signal
@@ -47,8 +48,8 @@ func (m *Manager) watchSignals() (unsubscribe func()) {
 				m.log.Warn("second signal: forcing the drain", "signal", sig.String())
 				m.force(reason + " (second: forced)")
 			default:
-				m.log.Error("third signal: exiting now", "signal", sig.String(), "exit_code", ExitForced)
-				m.exit(ExitForced)
+				m.log.Error("third signal: returning now, without waiting for the drain", "signal", sig.String(), "exit_code", ExitForced)
+				m.exitNowOnce.Do(func() { close(m.exitNow) })
 				return
 			}
 		}
@@ -102,8 +103,8 @@ func (m *Manager) force(reason string) {
 // or the deadline, DrainTimeout after the first stop request (or ctx's);
 // it does not wait past the deadline, nor for requests in flight that no
 // hook waits for. Cancelling ctx, like a second signal to [Manager.Run],
-// cancels the hooks and skips the phases left; a third signal exits at
-// once. Later calls return the first call's report; a call while Starting
+// cancels the hooks and skips the phases left (a third signal makes Run
+// return without waiting for Shutdown). Later calls return the first call's report; a call while Starting
 // with no stop requested drains a failed start ([ExitStartFailed]).
 func (m *Manager) Shutdown(ctx context.Context, reason string) *Report {
 	var startErr error

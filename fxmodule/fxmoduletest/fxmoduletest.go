@@ -99,13 +99,14 @@ func Start(t testing.TB, opts ...fx.Option) *App {
 func (a *App) Manager() *lifecycle.Manager { return a.m }
 
 // Signal sends the app SIGTERM: the first drains, a second forces the
-// drain; a third would end the test binary, so Signal fails the test
+// drain; a third would leave the drain running past the test, so Signal
+// fails the test
 // instead. It returns once the signal is sent, possibly before the flip to
 // Draining: a test of the flip waits for it through Manager().OnTransition.
 func (a *App) Signal() {
 	a.t.Helper()
 	if a.sent == 2 {
-		a.t.Fatal("fxmoduletest: a third signal would end the test binary (os.Exit)")
+		a.t.Fatal("fxmoduletest: a third signal would return at once and leave the drain running past the test")
 	}
 	a.sent++
 	a.signals <- syscall.SIGTERM
