@@ -100,8 +100,7 @@ func (a *App) Manager() *lifecycle.Manager { return a.m }
 
 // Signal sends the app SIGTERM: the first drains, a second forces the
 // drain; a third would leave the drain running past the test, so Signal
-// fails the test
-// instead. It returns once the signal is sent, possibly before the flip to
+// fails the test instead. It returns once the signal is sent, possibly before the flip to
 // Draining: a test of the flip waits for it through Manager().OnTransition.
 func (a *App) Signal() {
 	a.t.Helper()
