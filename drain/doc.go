@@ -27,7 +27,8 @@
 // use. [Tracker.Middleware] counts HTTP requests and, after
 // [Tracker.CloseIntake], refuses new ones with 503 and Retry-After.
 // [Tracker.Wait] is woken the moment the count reaches zero. [HTTPHooks]
-// drains an *http.Server with it. Package grpcdrain does the same for
+// drains an *http.Server with it, keeping its listener open until phase
+// close. Package grpcdrain does the same for
 // grpc-go, apart so that an HTTP service does not build grpc-go.
 //
 // # Long-lived streams

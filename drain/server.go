@@ -8,53 +8,52 @@ import (
 	"sync"
 )
 
-// HTTPHooks returns the two hooks that drain srv, whose handler must be
+// HTTPHooks returns the three hooks that drain srv, whose handler must be
 // wrapped by t.Middleware. Call it before srv.Serve: it wraps srv.ConnState
-// to learn when each response has been written out. StopIntake closes
-// intake (later requests get 503), turns keep-alives off and closes the
-// listeners and idle connections. WaitInFlight waits, notified rather than
-// polling, for t and every response, then closes the idle connections, or
-// every connection at its deadline. Hijacked connections are neither waited
-// for nor closed. Both hooks' Abort closes srv; the application may call
-// srv.Shutdown or srv.Close itself at any time.
+// to learn when each response has been written out.
+//   - name+".stop_intake" closes intake: later requests get 503 with
+//     Retry-After and Connection: close, and keep-alives are turned off
+//     (idle connections closed) so clients reconnect elsewhere. The
+//     listener stays open, so what the handler does not wrap (probes)
+//     is still answered, and requests that arrive late are counted.
+//   - name+".wait_in_flight" waits, notified rather than polling, for t
+//     and for every response to be written out.
+//   - name+".close" (phase close) shuts srv down: the listener closes,
+//     and what is still active finishes or is cut at the deadline.
+//
+// Hijacked connections are neither waited for nor closed. Every hook's
+// Abort closes srv. docs/shutdown.md says what a balancer that retries
+// only refused connections sees, and why DRAIN_DELAY is the remedy.
 func HTTPHooks(name string, srv *http.Server, t *Tracker) []Hook {
 	active := watchActive(srv)
 	abort := func() { _ = srv.Close() }
 	stop := func(context.Context) error {
 		t.CloseIntake()
 		srv.SetKeepAlivesEnabled(false)
-		return closeListeners(srv)
+		return nil
 	}
 	wait := func(ctx context.Context) error {
-		err := stop(ctx) // in case StopIntake was skipped or failed
-		if err == nil {
-			err = t.Wait(ctx)
+		_ = stop(ctx) // in case StopIntake was skipped
+		if err := t.Wait(ctx); err != nil {
+			return err
 		}
-		if err == nil {
-			err = active.Wait(ctx)
+		return active.Wait(ctx)
+	}
+	shutdown := func(ctx context.Context) error {
+		err := srv.Shutdown(ctx)
+		if ctx.Err() != nil {
+			_ = srv.Close() // the deadline: cut what is still active
 		}
-		cerr := srv.Close()
-		if errors.Is(cerr, http.ErrServerClosed) {
-			cerr = nil
+		if errors.Is(err, http.ErrServerClosed) {
+			return nil
 		}
-		return errors.Join(err, cerr)
+		return err
 	}
 	return []Hook{
 		{Name: name + ".stop_intake", Phase: StopIntake, Run: stop, Abort: abort},
 		{Name: name + ".wait_in_flight", Phase: WaitInFlight, Run: wait, Abort: abort},
+		{Name: name + ".close", Phase: Close, Run: shutdown, Abort: abort},
 	}
-}
-
-// closeListeners is srv.Shutdown with a context already ended: it closes
-// the listeners and idle connections once and returns rather than poll
-// for the active ones, which the server then closes after their response.
-func closeListeners(srv *http.Server) error {
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	if err := srv.Shutdown(ctx); err != nil && !errors.Is(err, context.Canceled) {
-		return err
-	}
-	return nil
 }
 
 // watchActive counts srv's connections that are reading a request or

@@ -85,8 +85,16 @@ func TestHTTPHooksFinishInFlightThenClose(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	require.NoError(t, hooks[drain.StopIntake].Run(ctx))
-	_, err := net.DialTimeout("tcp", url[len("http://"):], time.Second)
-	assert.Error(t, err, "listener must be closed after StopIntake")
+	// The listener is open: a late request is answered 503 and counted,
+	// not refused by the kernel where nothing could count it.
+	late, err := http.Get(url)
+	require.NoError(t, err, "the listener stays open after StopIntake")
+	_ = late.Body.Close()
+	assert.Equal(t, http.StatusServiceUnavailable, late.StatusCode)
+	assert.NotEmpty(t, late.Header.Get("Retry-After"))
+	assert.True(t, late.Close, "Connection: close")
+	_, refused := tr.Arrivals()
+	assert.Equal(t, uint64(1), refused, "the late request is counted")
 
 	waited := make(chan error, 1)
 	go func() { waited <- hooks[drain.WaitInFlight].Run(ctx) }()
@@ -95,7 +103,10 @@ func TestHTTPHooksFinishInFlightThenClose(t *testing.T) {
 	a := <-got
 	require.NoError(t, a.err, "in-flight request must complete")
 	assert.Equal(t, "done", a.body)
+	require.NoError(t, hooks[drain.Close].Run(ctx))
 	assert.ErrorIs(t, <-served, http.ErrServerClosed)
+	_, err = net.DialTimeout("tcp", url[len("http://"):], time.Second)
+	assert.Error(t, err, "the listener is closed in phase close")
 }
 
 func TestHTTPHooksDeadlineClosesConnections(t *testing.T) {
@@ -109,6 +120,7 @@ func TestHTTPHooksDeadlineClosesConnections(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel() // the deadline has come
 	assert.ErrorIs(t, hooks[drain.WaitInFlight].Run(ctx), context.Canceled)
+	assert.ErrorIs(t, hooks[drain.Close].Run(ctx), context.Canceled)
 	assert.Error(t, <-clientErr, "a request still running at the deadline is cut off")
 	<-served
 }
@@ -164,6 +176,7 @@ func TestHTTPHooksOutsideRun(t *testing.T) {
 	close(release)
 	require.NoError(t, <-clientErr, "the in-flight request is answered")
 	require.NoError(t, <-waited)
+	require.NoError(t, hooks[drain.Close].Run(context.Background()))
 	assert.ErrorIs(t, <-served, http.ErrServerClosed)
 }
 
@@ -206,9 +219,10 @@ func TestHTTPHooksIdempotentWithAppShutdown(t *testing.T) {
 			close(release)
 			require.NoError(t, <-clientErr, "the in-flight request is answered")
 			require.NoError(t, <-waited)
+			require.NoError(t, hooks[drain.Close].Run(ctx))
 			assert.ErrorIs(t, <-served, http.ErrServerClosed)
 			for range 2 {
-				err := <-appDone // Close ended the application's Shutdown early
+				err := <-appDone
 				if err != nil {
 					assert.ErrorIs(t, err, http.ErrServerClosed)
 				}

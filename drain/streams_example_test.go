@@ -49,6 +49,7 @@ func ExampleStreams() {
 	// Output:
 	// stop_intake http.stop_intake
 	// wait_in_flight http.wait_in_flight
+	// close http.close
 	// stop_intake events.stop_intake
 	// release events.close
 }

@@ -10,8 +10,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.uber.org/fx"
 
-	"github.com/drainkit/drainkit/drain"
 	"github.com/drainkit/drainkit/fxmodule/internal/listener"
+	"github.com/drainkit/drainkit/internal/serve"
 	"github.com/drainkit/drainkit/lifecycle"
 	"github.com/drainkit/drainkit/readiness"
 )
@@ -19,8 +19,8 @@ import (
 // Admin serves a service's operational endpoints on addr: /healthz/live
 // and /healthz/ready, and /metrics when the graph's prometheus.Registerer
 // is a prometheus.Gatherer (a *prometheus.Registry). It is not an intake:
-// it answers through the whole drain and closes in phase close (hooks
-// "admin.close" and "admin.serve"). It listens in an OnStart hook; a
+// it answers through the whole drain and closes in phase close (hook
+// "admin.serve"). It listens in an OnStart hook; a
 // service has at most one, the server named "admin".
 func Admin(addr string) fx.Option {
 	return fx.Module("drainkit.admin", fx.Invoke(func(p adminParams) error { return serveAdmin(addr, p) }))
@@ -47,11 +47,10 @@ func serveAdmin(addr string, p adminParams) error {
 		mux.Handle("/metrics", promhttp.HandlerFor(g, promhttp.HandlerOpts{}))
 	}
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	start, serveHook := listenAndServe(p.Logger, "admin", addr, srv, new(listener.Bound))
-	closeHook := drain.Hook{Name: "admin.close", Phase: drain.Close, Run: srv.Shutdown}
-	if err := p.Names.addServer(p.Manager, "admin", option, closeHook, serveHook); err != nil {
+	s := serve.NewHTTP("admin", srv, logger(p.Logger))
+	if err := p.Names.addServer(p.Manager, "admin", option, s.Hook()); err != nil {
 		return err
 	}
-	p.Lifecycle.Append(start)
+	p.Lifecycle.Append(listenHook(p.Logger, "admin", addr, new(listener.Bound), s))
 	return nil
 }

@@ -61,7 +61,7 @@ func TestAdminAnswersThroughDrain(t *testing.T) {
 
 	r := app.Wait()
 	assert.Equal(t, lifecycle.ExitClean, r.ExitCode)
-	for _, h := range []string{"admin.close", "admin.serve"} {
+	for _, h := range []string{"admin.serve"} {
 		got, ok := r.Hook(h)
 		require.True(t, ok, h)
 		assert.Equal(t, drain.Close, got.Phase, h)

@@ -6,20 +6,20 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"sync/atomic"
 
-	"github.com/drainkit/drainkit/drain"
 	"github.com/drainkit/drainkit/internal/configerr"
+	"github.com/drainkit/drainkit/internal/serve"
 )
 
 // Serve runs srv for the life of the process, under name; call it before
 // [Manager.Run]. A start step listens on srv.Addr (":http" when empty), so
 // an address that cannot be bound fails the start before Running. srv
-// then serves in a goroutine that hook name+".serve" (phase close) waits
-// for, after shutting srv down. Serve closes srv only at the end: an intake
-// also adds drain.HTTPHooks(name, srv, m.Tracker()), which stop it after
-// the delay; a server of probes does not, so liveness answers throughout.
-// An empty name or a nil srv is refused with an error matching [ErrConfig].
+// then serves in a goroutine; hook name+".serve" (phase close) shuts it
+// down and waits for that goroutine. So the listener is open until phase
+// close and probes mounted on srv answer through the whole drain. An
+// intake also adds drain.HTTPHooks(name, srv, m.Tracker()): from phase
+// stop_intake its requests get 503. An empty name or a nil srv is refused
+// with an error matching [ErrConfig].
 func (m *Manager) Serve(name string, srv *http.Server) error {
 	if name == "" {
 		return configerr.Wrap(errors.New(`lifecycle: Serve: name is empty; want the server's name, such as "api"`))
@@ -27,25 +27,8 @@ func (m *Manager) Serve(name string, srv *http.Server) error {
 	if srv == nil {
 		return configerr.Wrap(fmt.Errorf("lifecycle: Serve %q: srv is nil", name))
 	}
-	var listening atomic.Bool
-	serveReturned := make(chan struct{}) // closed when srv.Serve returns
-	shutdownSrv := func(ctx context.Context) error {
-		if !listening.Load() {
-			return nil // the start failed first: nothing serves
-		}
-		err := srv.Shutdown(ctx)
-		select {
-		case <-serveReturned:
-		case <-ctx.Done():
-			return errors.Join(err, ctx.Err())
-		}
-		if errors.Is(err, http.ErrServerClosed) || errors.Is(err, net.ErrClosed) {
-			return nil // an intake's hooks closed it already
-		}
-		return err
-	}
-	hook := drain.Hook{Name: name + ".serve", Phase: drain.Close, Run: shutdownSrv, Abort: func() { _ = srv.Close() }}
-	if err := m.AddHook(hook); err != nil {
+	s := serve.NewHTTP(name, srv, m.log)
+	if err := m.AddHook(s.Hook()); err != nil {
 		return err
 	}
 	m.OnStart(func(context.Context) error {
@@ -57,13 +40,7 @@ func (m *Manager) Serve(name string, srv *http.Server) error {
 		if err != nil {
 			return fmt.Errorf("serve %q: %w", name, err)
 		}
-		listening.Store(true)
-		go func() {
-			defer close(serveReturned)
-			if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
-				m.log.Error("serve", "server", name, "err", err)
-			}
-		}()
+		s.Serve(ln)
 		return nil
 	})
 	return nil

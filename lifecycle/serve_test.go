@@ -84,9 +84,10 @@ func TestServeRefusesANilServerOrAnEmptyName(t *testing.T) {
 	}
 }
 
-// An intake (drain.HTTPHooks and Serve) closes after the delay; a server of
-// probes given to Serve alone still answers liveness in phase release, and
-// closes in phase close. Every serve goroutine has ended when Run returns.
+// An intake (drain.HTTPHooks and Serve) answers 503 after the delay, its
+// listener still open; a server of probes given to Serve alone still
+// answers liveness in phase release. Both close in phase close. Every
+// serve goroutine has ended when Run returns.
 func TestServeKeepsAProbeServerAnsweringThroughTheDrain(t *testing.T) {
 	apiAddr, adminAddr := freeAddr(t), freeAddr(t)
 	m := quietManager(t, lifecycle.Config{})
@@ -131,13 +132,14 @@ func TestServeKeepsAProbeServerAnsweringThroughTheDrain(t *testing.T) {
 
 	assert.Equal(t, lifecycle.ExitClean, r.ExitCode, "%+v", r.Hooks)
 	assert.Equal(t, "200", atRelease, "liveness after stop_intake")
-	assert.Contains(t, intakeAtRelease, "connection refused", "the intake is closed by then")
-	for _, name := range []string{"api.serve", "admin.serve"} {
+	assert.Equal(t, "503", intakeAtRelease, "the intake is closed by then, its listener open")
+	for _, name := range []string{"api.close", "api.serve", "admin.serve"} {
 		h, ok := r.Hook(name)
 		require.True(t, ok, name)
 		assert.Equal(t, drain.OK, h.Outcome, name)
 	}
 	assert.Contains(t, get(adminAddr), "connection refused", "closed in phase close")
+	assert.Contains(t, get(apiAddr), "connection refused", "closed in phase close")
 }
 
 // exampleEnv makes the test binary run ExampleManager_Run as a process of

@@ -100,7 +100,7 @@ func TestAppThatListensFailsAtOnceOnTheFakeClock(t *testing.T) {
 			app.Wait()
 		}
 		assert.Contains(t, tb.failure, "cannot run on testing/synctest's fake clock")
-		assert.Contains(t, tb.failure, "(net/http.(*Server).Serve, started by github.com/drainkit/drainkit/fxmodule.")
+		assert.Contains(t, tb.failure, "(net/http.(*Server).Serve, started by github.com/drainkit/drainkit/internal/serve.")
 		assert.Contains(t, tb.failure, "call Start outside synctest.Test")
 	})
 }
