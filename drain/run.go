@@ -21,11 +21,7 @@ import (
 // reported Failed and never runs. A failed hook does not stop the drain:
 // leaving a later phase out (closing clients) would be worse. A drain cut
 // short calls every hook's Abort, last first, before Run returns.
-func Run(ctx context.Context, reason string, hooks []Hook, opts ...Option) *Report {
-	var o options
-	for _, opt := range opts {
-		opt(&o)
-	}
+func Run(ctx context.Context, reason string, hooks []Hook) *Report {
 	r := &Report{Reason: reason, Start: time.Now(), Hooks: make([]HookResult, 0, len(hooks))}
 	// Names need not be unique here, so results are matched by position.
 	resultIndex := make([]int, len(hooks)) // hooks[i]'s result is r.Hooks[resultIndex[i]]
@@ -46,9 +42,6 @@ func Run(ctx context.Context, reason string, hooks []Hook, opts ...Option) *Repo
 			}
 			continue
 		}
-		if o.onPhase != nil {
-			o.onPhase(p, len(batch))
-		}
 		r.Hooks = append(r.Hooks, runPhase(ctx, batch)...)
 	}
 	for i, h := range hooks { // hooks of an undefined phase would otherwise vanish from the report
@@ -65,21 +58,6 @@ func Run(ctx context.Context, reason string, hooks []Hook, opts ...Option) *Repo
 	r.DeadlineExceeded = errors.Is(ctx.Err(), context.DeadlineExceeded)
 	r.Forced = errors.Is(ctx.Err(), context.Canceled)
 	return r
-}
-
-// An Option changes how [Run] drains, for the rare caller that watches a
-// drain as it goes (package lifecycle logs each phase).
-type Option func(*options)
-
-type options struct {
-	onPhase func(p Phase, hooks int)
-}
-
-// OnPhase makes [Run] call fn with the phase and its number of hooks as
-// each phase that has hooks begins (a skipped phase does not). fn runs on
-// Run's goroutine and must not block: the phase waits for it.
-func OnPhase(fn func(p Phase, hooks int)) Option {
-	return func(o *options) { o.onPhase = fn }
 }
 
 func cutReason(ctx context.Context) string {

@@ -41,7 +41,7 @@ func ExampleStreams() {
 			_ = rc.Flush()
 		}
 	}))}
-	// Give these to drain.Run, lifecycle.Manager.AddHook or fxmodule.AsHooks.
+	// Give these to drain.Run, lifecycle.Manager.AddHook or fxmodule.AsHook.
 	hooks := append(drain.HTTPHooks("http", srv, &tracker), streams.Hooks()...)
 	for _, h := range hooks {
 		fmt.Println(h.Phase, h.Name)

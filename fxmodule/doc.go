@@ -13,7 +13,7 @@
 //
 // [Module] provides the *lifecycle.Manager, its *drain.Tracker and a
 // *readiness.Registry; drain hooks and readiness checks join through
-// [AsHook], [AsHooks] and [AsCheck]. Settings are the Config structs of the
+// [AsHook] and [AsCheck]. Settings are the Config structs of the
 // wired packages, supplied to the graph: there are no functional options.
 // Packages fxmodule/fxlease (leases) and fxmodule/fxgrpc (gRPC) are apart
 // so that an HTTP service links neither go-redis nor grpc-go.

@@ -61,7 +61,7 @@ func Example() {
 			newSnapshotFlusher,
 			newServer,
 			fxmodule.AsHook(flushHook),
-			fxmodule.AsHooks(serverHooks),
+			fxmodule.AsHook(serverHooks),
 			fxmodule.AsCheck(func() readiness.Check {
 				return readiness.Check{Name: "database", Tier: readiness.Gating,
 					Probe: func(ctx context.Context) error { return nil }}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"os"
+	"reflect"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/fx"
@@ -15,7 +16,7 @@ import (
 	"github.com/drainkit/drainkit/readiness"
 )
 
-// Value group names; contributors use [AsHook], [AsHooks] and [AsCheck]
+// Value group names; contributors use [AsHook] and [AsCheck]
 // rather than spelling the tags.
 const (
 	hookGroup  = "drainkit.hooks"
@@ -51,17 +52,19 @@ func fromEnv(p loggerParams) (lifecycle.Config, error) {
 	return cfg, err
 }
 
-// AsHook annotates a constructor returning a drain.Hook so that its hook
-// joins the drain: fx.Provide(fxmodule.AsHook(newSnapshotFlusher)).
+// AsHook annotates a constructor returning a drain.Hook, or a []drain.Hook
+// (such as drain.HTTPHooks' or drain.Streams.Hooks'), so that its hooks
+// join the drain: fx.Provide(fxmodule.AsHook(newSnapshotFlusher)). The
+// constructor's first result type says which.
 func AsHook(constructor any) any {
-	return fx.Annotate(constructor, fx.ResultTags(`group:"`+hookGroup+`"`))
+	tag := `group:"` + hookGroup + `"`
+	if t := reflect.TypeOf(constructor); t != nil && t.Kind() == reflect.Func && t.NumOut() > 0 && t.Out(0) == hookSlice {
+		tag = `group:"` + hookGroup + `,flatten"`
+	}
+	return fx.Annotate(constructor, fx.ResultTags(tag))
 }
 
-// AsHooks is AsHook for a constructor returning []drain.Hook, such as
-// one wrapping drain.HTTPHooks.
-func AsHooks(constructor any) any {
-	return fx.Annotate(constructor, fx.ResultTags(`group:"`+hookGroup+`,flatten"`))
-}
+var hookSlice = reflect.TypeOf([]drain.Hook(nil))
 
 // AsCheck annotates a constructor returning a readiness.Check so that the
 // check joins the ready probe.

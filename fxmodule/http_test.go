@@ -137,7 +137,7 @@ func TestLivenessAnswersThroughTheDrain(t *testing.T) {
 			probeHook := func(name string, phase drain.Phase) drain.Hook {
 				return drain.Hook{Name: name, Phase: phase, Run: p.round}
 			}
-			hooks := fx.Provide(fxmodule.AsHooks(func() []drain.Hook {
+			hooks := fx.Provide(fxmodule.AsHook(func() []drain.Hook {
 				return []drain.Hook{
 					{Name: "probe.wait_in_flight", Phase: drain.WaitInFlight, Run: func(ctx context.Context) error {
 						c := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}

@@ -8,7 +8,7 @@ import (
 
 // Who added a drain hook, as the refusal of a name taken twice says it.
 const (
-	byApp    = "contributed by the app (AsHook, AsHooks)"
+	byApp    = "contributed by the app (AsHook)"
 	byModule = "fxmodule.Module's own"
 )
 

@@ -84,9 +84,9 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-// Validate reports the first setting that cannot keep a lease safely, by
-// field and value, in an error matching lifecycle.ErrConfig.
-func (c Config) Validate() error {
+// validate reports the first setting that cannot keep a lease safely, by
+// field and value, in an error matching lifecycle.ErrConfig, for New.
+func (c Config) validate() error {
 	c = c.withDefaults()
 	switch {
 	case c.Node == "":

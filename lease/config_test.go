@@ -33,11 +33,11 @@ func TestConfigValidate(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			err := tt.give.Validate()
+			err := tt.give.validate()
 			if tt.want == "" {
-				require.NoError(t, err, "Validate()")
+				require.NoError(t, err, "validate()")
 			} else {
-				require.ErrorContains(t, err, tt.want, "Validate()")
+				require.ErrorContains(t, err, tt.want, "validate()")
 			}
 		})
 	}
@@ -160,7 +160,7 @@ func TestConfigErrorsMatchErrConfig(t *testing.T) {
 			assert.ErrorIs(t, err, lifecycle.ErrConfig, "New()")
 		})
 	}
-	assert.ErrorIs(t, (Config{}).Validate(), lifecycle.ErrConfig, "Validate()")
+	assert.ErrorIs(t, (Config{}).validate(), lifecycle.ErrConfig, "validate()")
 	assert.NotErrorIs(t, ErrDraining, lifecycle.ErrConfig, "want only configuration errors to match")
 }
 

@@ -53,7 +53,7 @@ type Manager struct {
 // lifecycle.ErrConfig for a bad cfg, a *redis.Ring, or client options
 // leases cannot work with (see the package doc). It does no I/O.
 func New(client redis.UniversalClient, cfg Config) (*Manager, error) {
-	if err := cfg.Validate(); err != nil {
+	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()

@@ -119,10 +119,11 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-// Validate reports the first field that cannot work, in an error that
+// validate reports the first field that cannot work, in an error that
 // names the field and its value, e.g. lifecycle: DrainDelay="40s": must be
-// shorter than DrainTimeout (30s), or no time is left to drain.
-func (c Config) Validate() error {
+// shorter than DrainTimeout (30s), or no time is left to drain. New and
+// ConfigFromEnv refuse a config with it.
+func (c Config) validate() error {
 	bad := func(field string, v time.Duration, problem string) error {
 		return &fieldError{field: field, value: v.String(), problem: problem}
 	}
@@ -191,7 +192,7 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		c.DrainDelay = DefaultDrainDelay
 	}
 	c = c.withDefaults()
-	if err := c.Validate(); err != nil {
+	if err := c.validate(); err != nil {
 		// Name the variables, not the fields: that is what the operator set.
 		var fe *fieldError
 		if errors.As(err, &fe) {

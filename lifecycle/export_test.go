@@ -13,3 +13,6 @@ func (m *Manager) Force(reason string) { m.force(reason) }
 
 // StopRequested is closed by the first stop request.
 func (m *Manager) StopRequested() <-chan struct{} { return m.stopRequested.Done() }
+
+// Validate is what New and ConfigFromEnv refuse a config with.
+func (c Config) Validate() error { return c.validate() }

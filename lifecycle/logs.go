@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"log"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/drainkit/drainkit/drain"
@@ -17,6 +18,31 @@ import (
 func (m *Manager) logPhase(msg, phase string, hooks int, stoppedAt time.Time) {
 	m.log.Info(msg, slog.String("service", m.cfg.Service), slog.String("node_id", m.cfg.NodeID),
 		slog.String("phase", phase), slog.Int("hooks", hooks), slog.Float64("elapsed_ms", msOf(time.Since(stoppedAt))))
+}
+
+// logPhases wraps hooks so that the first hook of each phase to begin
+// logs the phase with its number of hooks, before any of them runs (the
+// others wait for that line: sync.Once). A hook without Run is left as
+// it is, for drain.Run to refuse.
+func (m *Manager) logPhases(hooks []drain.Hook, stoppedAt time.Time) []drain.Hook {
+	count := map[drain.Phase]int{}
+	once := map[drain.Phase]*sync.Once{}
+	for _, h := range hooks {
+		count[h.Phase]++
+		once[h.Phase] = new(sync.Once)
+	}
+	out := make([]drain.Hook, len(hooks))
+	for i, h := range hooks {
+		if run := h.Run; run != nil {
+			phase, o := h.Phase, once[h.Phase]
+			h.Run = func(ctx context.Context) error {
+				o.Do(func() { m.logPhase("drain phase", string(phase), count[phase], stoppedAt) })
+				return run(ctx)
+			}
+		}
+		out[i] = h
+	}
+	return out
 }
 
 // logTiming states, once at start-up, the drain timing in effect: the

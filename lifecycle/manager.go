@@ -63,7 +63,7 @@ type Manager struct {
 // on one registry) is an error matching [ErrConfig], as a bad field is.
 func New(cfg Config) (*Manager, error) {
 	cfg = cfg.withDefaults()
-	if err := cfg.Validate(); err != nil {
+	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
 	mt, err := newMetrics(cfg.Registerer)

@@ -155,9 +155,7 @@ func (m *Manager) drainAndReport(ctx context.Context, startErr error) *Report {
 	if startErr != nil {
 		hooks, notFlushed = withoutFlush(hooks, startErr)
 	}
-	rep := drain.Run(drainCtx, reason, hooks, drain.OnPhase(func(p drain.Phase, n int) {
-		m.logPhase("drain phase", string(p), n, stoppedAt)
-	}))
+	rep := drain.Run(drainCtx, reason, m.logPhases(hooks, stoppedAt))
 	rep.Hooks = insertAtFlush(rep.Hooks, notFlushed)
 	m.logSkipped(rep.Hooks, stoppedAt)
 	rep.Start, rep.Duration = stoppedAt, time.Since(stoppedAt) // the whole budget, delay included

@@ -47,9 +47,9 @@ type Config struct {
 	Registerer prometheus.Registerer
 }
 
-// Validate reports the first field with a bad value. Zero durations are valid:
-// they mean the defaults.
-func (c Config) Validate() error {
+// validate reports the first field with a bad value, for New. Zero
+// durations are valid: they mean the defaults.
+func (c Config) validate() error {
 	if c.Service == "" {
 		return errors.New(`readiness: Config.Service is empty; want a service name such as "room-service"`)
 	}

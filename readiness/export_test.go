@@ -27,3 +27,6 @@ func SetClockTicking(f func()) (restore func()) {
 	clockTicking = f
 	return func() { clockTicking = old }
 }
+
+// Validate is what New refuses a config with.
+func (c Config) Validate() error { return c.validate() }

@@ -64,7 +64,7 @@ type Registry struct {
 // the process's lifecycle state, such as a lifecycle.Manager's State
 // method; it is called on every ready probe and its answer never cached.
 func New(cfg Config, state func() lifecycle.State) (*Registry, error) {
-	if err := cfg.Validate(); err != nil {
+	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
 	if state == nil {

@@ -102,13 +102,11 @@ func TestHooksWithTimeoutsAnswerInFlightCall(t *testing.T) {
 	defer cancel()
 	report := make(chan *drain.Report, 1)
 	waiting := make(chan struct{})
-	go func() {
-		report <- drain.Run(ctx, "test", hooks, drain.OnPhase(func(p drain.Phase, _ int) {
-			if p == drain.WaitInFlight {
-				close(waiting)
-			}
-		}))
-	}()
+	marker := drain.Hook{Name: "wait_in_flight began", Phase: drain.WaitInFlight, Run: func(context.Context) error {
+		close(waiting)
+		return nil
+	}}
+	go func() { report <- drain.Run(ctx, "test", append(hooks, marker)) }()
 	<-waiting // StopIntake has run and returned: its hook context is gone
 	close(b.release)
 	require.NoError(t, <-answered, "the in-flight call is answered, not cut off")

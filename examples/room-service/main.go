@@ -86,7 +86,7 @@ func options(c config, lc lifecycle.Config, log *slog.Logger) []fx.Option {
 		fx.Provide(fxmodule.AsHook((*watcher).hook)),
 		fx.Provide(fxmodule.AsCheck(redisCheck)),
 		sqlOptions(c), // MYSQL_DSN, ANALYTICS_DSN
-		fx.Provide(fxmodule.AsHooks(roomHooks)),
+		fx.Provide(fxmodule.AsHook(roomHooks)),
 		fxgrpc.Server("grpc", c.GRPCAddr, registerRooms),
 		// Probes and scrapes, answered through the drain, closed last.
 		fxmodule.Admin(c.AdminAddr),

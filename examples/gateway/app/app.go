@@ -55,8 +55,8 @@ func options(lcfg lifecycle.Config, cfg Config, log *slog.Logger, notice func(ad
 			newAPI,
 			newServer,
 			newEvents,
-			fxmodule.AsHooks(func(s *server, t *drain.Tracker) []drain.Hook { return s.hooks(t) }),
-			fxmodule.AsHooks((*events).hooks),
+			fxmodule.AsHook(func(s *server, t *drain.Tracker) []drain.Hook { return s.hooks(t) }),
+			fxmodule.AsHook((*events).hooks),
 			fxmodule.AsHook(func(b *backends) drain.Hook {
 				return drain.Hook{Name: "rooms.close", Phase: drain.Close, Run: b.Close}
 			}),
