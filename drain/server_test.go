@@ -93,7 +93,7 @@ func TestHTTPHooksFinishInFlightThenClose(t *testing.T) {
 	assert.Equal(t, http.StatusServiceUnavailable, late.StatusCode)
 	assert.NotEmpty(t, late.Header.Get("Retry-After"))
 	assert.True(t, late.Close, "Connection: close")
-	_, refused := tr.Arrivals()
+	_, refused, _ := tr.Arrivals()
 	assert.Equal(t, uint64(1), refused, "the late request is counted")
 
 	waited := make(chan error, 1)

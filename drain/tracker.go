@@ -51,13 +51,20 @@ func (t *Tracker) Begin() bool {
 	return true
 }
 
-// Arrivals returns how many times Begin was called and how many of those
-// calls were refused because intake was closed. Package lifecycle reads
-// them at the flip and after the drain: work that kept arriving after the
-// flip, and above all work refused after intake closed, says the
-// propagation delay was shorter than the load balancers took to notice.
-func (t *Tracker) Arrivals() (arrived, refused uint64) {
-	return t.arrived.Load(), t.refused.Load()
+// Arrivals returns how many times Begin was called, how many of those
+// calls were refused because intake was closed, and when Begin was last
+// called (to the millisecond, rounded down; the zero time if never; a
+// refused Begin counts, since a client still sent it here). Package
+// lifecycle reads them at the flip and after the drain: work that kept
+// arriving after the flip, and above all work refused after intake
+// closed, says the propagation delay was shorter than the load balancers
+// took to notice; its adaptive delay waits for the last arrival to age.
+func (t *Tracker) Arrivals() (arrived, refused uint64, last time.Time) {
+	arrived, refused = t.arrived.Load(), t.refused.Load()
+	if n := t.lastArrivalMS.Load(); n != 0 { // after epoch was set: Begin sets epoch first
+		last = t.epoch.Load().Add(time.Duration(n-1) * time.Millisecond)
+	}
+	return arrived, refused, last
 }
 
 // firstArrival returns epoch, setting it to now if this is the first arrival.
@@ -122,17 +129,6 @@ func (t *Tracker) IntakeClosed() <-chan struct{} {
 
 // inFlight returns the number of pieces of work begun and not yet ended.
 func (t *Tracker) inFlight() int { return int(t.state.Load() &^ closedBit) }
-
-// LastArrival returns when Begin was last called (to the millisecond,
-// rounded down), or the zero time if never; a refused Begin counts, since
-// a client still sent it here. Package lifecycle's adaptive delay reads it.
-func (t *Tracker) LastArrival() time.Time {
-	n := t.lastArrivalMS.Load() // after epoch was set: Begin sets epoch first
-	if n == 0 {
-		return time.Time{}
-	}
-	return t.epoch.Load().Add(time.Duration(n-1) * time.Millisecond)
-}
 
 // Wait blocks until no work is in flight or ctx is done, and returns
 // ctx.Err() in the latter case. It does not close intake: call CloseIntake

@@ -53,8 +53,8 @@ type Manager struct {
 	cancelDrain         context.CancelFunc // nil until the drain begins
 	flip                flip               // set by the move to Draining
 
-	shutdownOnce sync.Once // the first shutdown drains; the others wait for its report
-	report       *Report
+	shutdownOnce sync.Once              // the first shutdown drains; the others wait for its report
+	report       atomic.Pointer[Report] // set once the drain has finished
 }
 
 // New validates cfg (after applying defaults) and returns a Manager in

@@ -583,3 +583,25 @@ func TestFailedStartSkipsFlush(t *testing.T) {
 		assert.Contains(t, flush.Error, "connection refused")
 	})
 }
+
+// Report is nil until the drain has finished, read while it runs (with
+// -race), and then the report Run returned.
+func TestReportIsTheFinishedDrainsReport(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, lifecycle.Config{DrainDelay: time.Second})
+		inHook := make(chan struct{})
+		require.NoError(t, h.AddHook(drain.Hook{Name: "flush", Phase: drain.Flush, Run: func(context.Context) error {
+			close(inHook)
+			return nil
+		}}))
+		reports := h.run()
+		synctest.Wait()
+		assert.Nil(t, h.Report(), "running")
+		h.sig <- syscall.SIGTERM
+		<-inHook
+		assert.Nil(t, h.Report(), "draining")
+		r := <-reports
+		assert.Same(t, r, h.Report())
+		assert.Same(t, r, h.Shutdown(context.Background(), "again"), "a later Shutdown drains nothing more")
+	})
+}

@@ -104,8 +104,12 @@ func (m *Manager) force(reason string) {
 // it does not wait past the deadline, nor for requests in flight that no
 // hook waits for. Cancelling ctx, like a second signal to [Manager.Run],
 // cancels the hooks and skips the phases left (a third signal makes Run
-// return without waiting for Shutdown). Later calls return the first call's report; a call while Starting
-// with no stop requested drains a failed start ([ExitStartFailed]).
+// return without waiting for Shutdown). A later call waits for the first
+// one's drain and returns its report (read it with [Manager.Report]
+// rather than by calling Shutdown again). A call while Starting with no
+// stop requested drains a failed start ([ExitStartFailed]): that is how a
+// framework drains from inside its own rollback of a failed start, before
+// the rollback closes what the hooks use (package fxmodule does).
 func (m *Manager) Shutdown(ctx context.Context, reason string) *Report {
 	var startErr error
 	if m.requestStop(reason) && m.State() == Starting {
@@ -118,8 +122,16 @@ func (m *Manager) Shutdown(ctx context.Context, reason string) *Report {
 // error of a failed start, if any, for the report. Only the first call
 // drains; the others wait for its report.
 func (m *Manager) shutdown(ctx context.Context, startErr error) *Report {
-	m.shutdownOnce.Do(func() { m.report = m.drainAndReport(ctx, startErr) })
-	return m.report
+	m.shutdownOnce.Do(func() { m.report.Store(m.drainAndReport(ctx, startErr)) })
+	return m.report.Load()
+}
+
+// Report returns the report of the drain once it has finished, the one
+// [Manager.Run] and [Manager.Shutdown] return, or nil before: for code
+// that called neither, such as a test helper reading the report of a run
+// whose caller only kept the exit code (package fxmoduletest).
+func (m *Manager) Report() *Report {
+	return m.report.Load()
 }
 
 func (m *Manager) drainAndReport(ctx context.Context, startErr error) *Report {
@@ -187,10 +199,10 @@ func (m *Manager) drainAndReport(ctx context.Context, startErr error) *Report {
 // countArrivals sets r's arrival figures from the tracker: what arrived
 // after the flip f, and what intake refused.
 func (m *Manager) countArrivals(r *Report, f flip) {
-	arrived, refused := m.tracker.Arrivals()
+	arrived, refused, last := m.tracker.Arrivals()
 	r.ArrivedAfterFlip, r.RefusedAfterIntake = arrived-f.arrived, refused
-	if r.ArrivedAfterFlip > 0 { // LastArrival is rounded down to the millisecond: never before the flip
-		r.LastArrivalAfterFlip = max(m.tracker.LastArrival().Sub(f.at), 0)
+	if r.ArrivedAfterFlip > 0 { // last is rounded down to the millisecond: never before the flip
+		r.LastArrivalAfterFlip = max(last.Sub(f.at), 0)
 	}
 }
 
@@ -250,7 +262,8 @@ func (m *Manager) propagationDelay(ctx context.Context) {
 // arrivals seen so far: floor, or a quiet window after the last arrival.
 func (m *Manager) adaptiveEnd(start time.Time) time.Time {
 	at := start.Add(m.cfg.DelayFloor)
-	if q := m.tracker.LastArrival().Add(m.cfg.QuietWindow); q.After(at) {
+	_, _, last := m.tracker.Arrivals()
+	if q := last.Add(m.cfg.QuietWindow); q.After(at) {
 		at = q
 	}
 	return at

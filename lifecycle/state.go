@@ -85,7 +85,7 @@ func (m *Manager) transition(to State, reason string, rep *drain.Report) error {
 	inOld := now.Sub(time.Unix(0, m.stateEnteredAt.Swap(now.UnixNano())))
 	if to == Draining { // the flip: what arrives from now on came after it
 		m.flip = flip{from: from, at: now}
-		m.flip.arrived, _ = m.tracker.Arrivals()
+		m.flip.arrived, _, _ = m.tracker.Arrivals()
 	}
 	m.state.Store(int32(to))
 	listeners := append([]func(Transition){}, m.listeners...)

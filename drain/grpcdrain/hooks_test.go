@@ -283,7 +283,7 @@ func TestStopIntakeServesTheCallsThatRaceItsGoaway(t *testing.T) {
 	close(stop)
 	loaders.Wait()
 	require.NoError(t, <-served)
-	_, refusedByTracker := tr.Arrivals()
+	_, refusedByTracker, _ := tr.Arrivals()
 	assert.Zero(t, refused.Load(), "calls refused by the drain")
 	assert.Zero(t, refusedByTracker, "calls the tracker refused")
 }

@@ -26,7 +26,6 @@
 package fxmoduletest
 
 import (
-	"context"
 	"os"
 	"syscall"
 	"testing"
@@ -119,8 +118,10 @@ func (a *App) Wait() *lifecycle.Report {
 		return a.report
 	}
 	code := <-a.exited
-	// The drain ran once; Shutdown returns its report without draining again.
-	a.report = a.m.Shutdown(context.Background(), "")
+	a.report = a.m.Report() // Run has returned: the drain has finished
+	if a.report == nil {
+		a.t.Fatalf("fxmoduletest: the app exited with code %d without a drain report", code)
+	}
 	if a.report.ExitCode != code {
 		a.t.Errorf("fxmoduletest: exit code %d; the report says %d", code, a.report.ExitCode)
 	}
