@@ -26,6 +26,11 @@
 // keeps them in Redis), otherwise Redis; the output says which.
 // The end-to-end tests (go test ./e2e/) run the same harness
 // against a real redis-server and HAProxy, with faults.
+//
+// This command is the demo's driver, built on that harness
+// (examples/internal/e2e); it is not a service to copy. The services it
+// updates, examples/room-service and examples/gateway, import only
+// drainkit's public packages.
 package main
 
 import (
@@ -78,7 +83,7 @@ func run(ctx context.Context) int {
 		fmt.Printf("redis: %s\n", u.Redacted())
 	}
 
-	roomEnv, stopDB, err := snapshotStore(dir)
+	roomEnv, stopDB, err := e2e.SnapshotStore(dir)
 	if err != nil {
 		return fail(err)
 	}

@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"fmt"
@@ -8,12 +8,12 @@ import (
 	"github.com/drainkit/drainkit/internal/mariadbtest"
 )
 
-// snapshotStore starts a MariaDB for the room-services' snapshots when
+// SnapshotStore starts a MariaDB for the room-services' snapshots when
 // mariadbd is installed, in a directory under dir, and returns the
 // environment that points them at it (MYSQL_DSN) and a function that stops
 // it. Without mariadbd, or with SNAPSHOTS=redis, the snapshots stay in
 // Redis. It says which on stdout.
-func snapshotStore(dir string) (env []string, stop func(), err error) {
+func SnapshotStore(dir string) (env []string, stop func(), err error) {
 	none := func() {}
 	if os.Getenv("SNAPSHOTS") == "redis" {
 		fmt.Println("snapshots: redis (SNAPSHOTS=redis)")
