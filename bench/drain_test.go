@@ -23,15 +23,16 @@ import (
 // ways to stop it: http.Server.Shutdown alone, or drainkit's HTTP hooks
 // (StopIntake then WaitInFlight) over a drain.Tracker middleware.
 type drainServer struct {
-	srv          *http.Server
-	hooks        []drain.Hook
-	release      chan struct{}  // closing it lets every handler return
-	shuttingDown chan struct{}  // closed once the drain has closed the listeners
-	lastEnd      atomic.Int64   // UnixNano of the latest handler return
-	lastClose    atomic.Int64   // UnixNano of the latest connection closed
-	client       *http.Client   // in-process clients
-	clients      sync.WaitGroup //
-	proc         *exec.Cmd      // or a client process
+	srv         *http.Server
+	hooks       []drain.Hook
+	release     chan struct{} // closing it lets every handler return
+	waiting     chan struct{} // closed once the drain waits for the requests
+	markWaiting func()
+	lastEnd     atomic.Int64   // UnixNano of the latest handler return
+	lastClose   atomic.Int64   // UnixNano of the latest connection closed
+	client      *http.Client   // in-process clients
+	clients     sync.WaitGroup //
+	proc        *exec.Cmd      // or a client process
 }
 
 // startDrainServer serves n requests that each wait for release (or for
@@ -44,7 +45,8 @@ func startDrainServer(b *testing.B, n int, hold time.Duration, external bool) *d
 	if err != nil {
 		b.Fatal(err)
 	}
-	s := &drainServer{release: make(chan struct{}), shuttingDown: make(chan struct{})}
+	s := &drainServer{release: make(chan struct{}), waiting: make(chan struct{})}
+	s.markWaiting = sync.OnceFunc(func() { close(s.waiting) })
 	var entered sync.WaitGroup
 	entered.Add(n)
 	tr := new(drain.Tracker)
@@ -69,12 +71,10 @@ func startDrainServer(b *testing.B, n int, hold time.Duration, external bool) *d
 		}
 		counted(c, st)
 	}
-	// Both drainers go through Shutdown, which runs this once its listeners
-	// are closed: from then on the drain is waiting for the requests.
-	// Shutdown runs it on every call, and drainkit's hooks call Shutdown
-	// from each hook (each is idempotent), so it closes the channel once.
-	var shutdownOnce sync.Once
-	s.srv.RegisterOnShutdown(func() { shutdownOnce.Do(func() { close(s.shuttingDown) }) })
+	// Shutdown runs this once its listeners are closed: from then on it
+	// waits for the requests. drainkit waits for them once its
+	// stop_intake hook has returned (stop).
+	s.srv.RegisterOnShutdown(s.markWaiting)
 	go func() { _ = s.srv.Serve(ln) }()
 
 	url := "http://" + ln.Addr().String()
@@ -110,6 +110,9 @@ func (s *drainServer) stop(b *testing.B, how string) {
 		for _, h := range s.hooks {
 			if err := h.Run(ctx); err != nil {
 				b.Error(err)
+			}
+			if h.Phase == drain.StopIntake {
+				s.markWaiting()
 			}
 		}
 	}
@@ -262,7 +265,7 @@ func BenchmarkDrainInFlight(b *testing.B) {
 						s.stop(b, how)
 						stopped <- time.Now()
 					}()
-					<-s.shuttingDown // the drain is now waiting
+					<-s.waiting // the drain is now waiting
 					close(s.release)
 					done := <-stopped
 					lag += s.lag(done)

@@ -18,8 +18,9 @@ import (
 //     is still answered, and requests that arrive late are counted.
 //   - name+".wait_in_flight" waits, notified rather than polling, for t
 //     and for every response to be written out.
-//   - name+".close" (phase close) shuts srv down: the listener closes,
-//     and what is still active finishes or is cut at the deadline.
+//   - name+".close" (phase close) waits, notified, until no response is
+//     being written, then closes srv and its listener; at the deadline it
+//     closes srv at once.
 //
 // Hijacked connections are neither waited for nor closed. Every hook's
 // Abort closes srv. docs/shutdown.md says what a balancer that retries
@@ -39,20 +40,20 @@ func HTTPHooks(name string, srv *http.Server, t *Tracker) []Hook {
 		}
 		return active.Wait(ctx)
 	}
-	shutdown := func(ctx context.Context) error {
-		err := srv.Shutdown(ctx)
-		if ctx.Err() != nil {
-			_ = srv.Close() // the deadline: cut what is still active
-		}
-		if errors.Is(err, http.ErrServerClosed) {
-			return nil
+	// Not srv.Shutdown, which polls for idle connections on a schedule
+	// that grows to 500 ms: wait, notified, until no response is being
+	// written (probes included), then close. At ctx's end, close anyway.
+	closeSrv := func(ctx context.Context) error {
+		err := active.Wait(ctx)
+		if cerr := srv.Close(); cerr != nil && !errors.Is(cerr, http.ErrServerClosed) {
+			err = errors.Join(err, cerr)
 		}
 		return err
 	}
 	return []Hook{
 		{Name: name + ".stop_intake", Phase: StopIntake, Run: stop, Abort: abort},
 		{Name: name + ".wait_in_flight", Phase: WaitInFlight, Run: wait, Abort: abort},
-		{Name: name + ".close", Phase: Close, Run: shutdown, Abort: abort},
+		{Name: name + ".close", Phase: Close, Run: closeSrv, Abort: abort},
 	}
 }
 

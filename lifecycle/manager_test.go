@@ -589,9 +589,10 @@ func TestFailedStartSkipsFlush(t *testing.T) {
 func TestReportIsTheFinishedDrainsReport(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHarness(t, lifecycle.Config{DrainDelay: time.Second})
-		inHook := make(chan struct{})
+		inHook, proceed := make(chan struct{}), make(chan struct{})
 		require.NoError(t, h.AddHook(drain.Hook{Name: "flush", Phase: drain.Flush, Run: func(context.Context) error {
 			close(inHook)
+			<-proceed
 			return nil
 		}}))
 		reports := h.run()
@@ -600,6 +601,7 @@ func TestReportIsTheFinishedDrainsReport(t *testing.T) {
 		h.sig <- syscall.SIGTERM
 		<-inHook
 		assert.Nil(t, h.Report(), "draining")
+		close(proceed)
 		r := <-reports
 		assert.Same(t, r, h.Report())
 		assert.Same(t, r, h.Shutdown(context.Background(), "again"), "a later Shutdown drains nothing more")
