@@ -10,6 +10,7 @@ import (
 	"go.uber.org/fx"
 
 	"github.com/drainkit/drainkit/drain"
+	"github.com/drainkit/drainkit/internal/configerr"
 	"github.com/drainkit/drainkit/lifecycle"
 )
 
@@ -56,10 +57,7 @@ func Run(opts ...fx.Option) int {
 		return refuseToBuild(err)
 	}
 	if m == nil {
-		slog.Error("fxmodule: refusing to start: bad configuration",
-			"err", "fxmodule: the app has no *lifecycle.Manager: add fxmodule.Module to fxmodule.Run's options",
-			"exit_code", lifecycle.ExitConfig)
-		return lifecycle.ExitConfig
+		return refuseToBuild(configerr.Errorf("fxmodule: the app has no *lifecycle.Manager: add fxmodule.Module to fxmodule.Run's options"))
 	}
 	d.app, d.m = app, m
 	m.OnDrained(d.stopApp)
@@ -116,7 +114,7 @@ func (d *driver) startFailed(err error) {
 // rollback closes nothing the drain hooks still use. A stop requested
 // during the start keeps its own reason: Shutdown's first caller wins.
 func (d *driver) drainBeforeRollback(ctx context.Context) {
-	if d == nil || d.m == nil || d.m.State() >= lifecycle.Draining {
+	if d.m.State() >= lifecycle.Draining {
 		return
 	}
 	reason := "start failed"

@@ -169,7 +169,7 @@ func (m *Manager) AddHook(hooks ...drain.Hook) error {
 			return configerr.Wrap(err)
 		}
 		if seen[h.Name] {
-			return configerr.Wrap(fmt.Errorf("lifecycle: hook %q added twice", h.Name))
+			return configerr.Errorf("lifecycle: hook %q added twice", h.Name)
 		}
 		seen[h.Name] = true
 	}

@@ -1,8 +1,6 @@
 package lifecycle
 
 import (
-	"fmt"
-
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/drainkit/drainkit/internal/configerr"
@@ -60,7 +58,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			for _, done := range collectors[:i] {
 				reg.Unregister(done.c)
 			}
-			return nil, configerr.Wrap(fmt.Errorf("lifecycle: Registerer: metric %q: %w", c.name, err))
+			return nil, configerr.Errorf("lifecycle: Registerer: metric %q: %w", c.name, err)
 		}
 	}
 	return mt, nil

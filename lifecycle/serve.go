@@ -2,7 +2,6 @@ package lifecycle
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -22,10 +21,10 @@ import (
 // with an error matching [ErrConfig].
 func (m *Manager) Serve(name string, srv *http.Server) error {
 	if name == "" {
-		return configerr.Wrap(errors.New(`lifecycle: Serve: name is empty; want the server's name, such as "api"`))
+		return configerr.Errorf(`lifecycle: Serve: name is empty; want the server's name, such as "api"`)
 	}
 	if srv == nil {
-		return configerr.Wrap(fmt.Errorf("lifecycle: Serve %q: srv is nil", name))
+		return configerr.Errorf("lifecycle: Serve %q: srv is nil", name)
 	}
 	s := serve.NewHTTP(name, srv, m.log)
 	if err := m.AddHook(s.Hook()); err != nil {

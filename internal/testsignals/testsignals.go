@@ -8,7 +8,7 @@ import "os"
 
 // Set makes m, a *lifecycle.Manager, read ch instead of subscribing to
 // the process's SIGTERM and SIGINT: the first value drains, the second
-// forces the drain, the third exits with lifecycle.ExitForced. Call it
+// forces the drain, the third makes Run return lifecycle.ExitForced. Call it
 // before m runs. Package lifecycle installs it (the type would otherwise
 // be an import cycle); anything else panics.
 var Set func(m any, ch <-chan os.Signal)

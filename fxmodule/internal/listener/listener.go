@@ -28,10 +28,6 @@ func (b *Bound) Listen(addr string) (net.Listener, error) {
 	return ln, nil
 }
 
-// Listening reports whether Listen succeeded: a server that never listened
-// has nothing to wait for at the drain.
-func (b *Bound) Listening() bool { return b.addr.Load() != nil }
-
 // Check returns the gating readiness check name, which dials the bound
 // address and fails until the server listens.
 func (b *Bound) Check(name, addr string) readiness.Check {
