@@ -183,11 +183,10 @@ func (m *Manager) acquireCall(ctx context.Context, id string, args []any) ([]any
 	if d, ok := ctx.Deadline(); ok {
 		timeout = max(time.Until(d)/2, time.Millisecond)
 	}
-	// EVAL, not EVALSHA: this rare path is not worth a NOSCRIPT fallback.
-	pipe := c.Pipeline()
-	cmd := acquireScript.Eval(ctx, pipe, keys, args...)
-	wait := pipe.Do(ctx, "WAIT", n, timeout.Milliseconds())
-	_, _ = pipe.Exec(ctx) // errors are read from each command
+	var wait *redis.Cmd
+	cmd := runPipelined(ctx, c, acquireScript, []scriptCall{{keys, args}}, func(p redis.Pipeliner) {
+		wait = p.Do(ctx, "WAIT", n, timeout.Milliseconds())
+	})[0]
 	res, err := cmd.Slice()
 	if err != nil {
 		return nil, err // MOVED, ASK: the retry reloads the slot map and finds the slot's owner

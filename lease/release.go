@@ -89,7 +89,7 @@ func (m *Manager) releaseEach(ctx context.Context, leases []*Lease, done func(*L
 }
 
 // sendReleases sends a release call per lease: one alone, more in one
-// pipeline per primary, concurrently (NOSCRIPT replies go again as EVAL).
+// pipeline per primary, concurrently.
 // Not one for all: when a primary dies, go-redis sets the deadline's error
 // on every command of a Cluster pipeline, answered ones included.
 func (m *Manager) sendReleases(ctx context.Context, leases []*Lease) []*redis.Cmd {
@@ -99,21 +99,12 @@ func (m *Manager) sendReleases(ctx context.Context, leases []*Lease) []*redis.Cm
 		return cmds
 	}
 	send := func(which []int) {
-		pipe := m.client.Pipeline()
-		for _, i := range which {
-			cmds[i] = releaseScript.EvalSha(ctx, pipe, []string{leases[i].key}, leases[i].value, "")
+		calls := make([]scriptCall, len(which))
+		for j, i := range which {
+			calls[j] = scriptCall{[]string{leases[i].key}, []any{leases[i].value, ""}}
 		}
-		if _, err := pipe.Exec(ctx); err == nil {
-			return
-		}
-		again := m.client.Pipeline()
-		for _, i := range which {
-			if err := cmds[i].Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-				cmds[i] = releaseScript.Eval(ctx, again, []string{leases[i].key}, leases[i].value, "")
-			}
-		}
-		if again.Len() > 0 {
-			_, _ = again.Exec(ctx) // errors are read from each command
+		for j, cmd := range runPipelined(ctx, m.client, releaseScript, calls, nil) {
+			cmds[which[j]] = cmd
 		}
 	}
 	groups := map[*redis.Client][]int{}

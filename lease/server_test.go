@@ -85,7 +85,8 @@ func TestStartChecksServer(t *testing.T) {
 
 // TestWaitReplicas: with Config.WaitReplicas, Acquire returns a lease only
 // once that many replicas hold it; short of them, the lease is released
-// and the error names the setting. The TTL is 6 s so that WAIT gets about
+// and the error names the setting, also after the server forgot the
+// scripts. The TTL is 6 s so that WAIT gets about
 // half a second (half of CallTimeout, TTL/6): with a 1 s TTL it got about
 // 83 ms, which a loaded machine's replica misses now and then.
 func TestWaitReplicas(t *testing.T) {
@@ -116,6 +117,12 @@ func TestWaitReplicas(t *testing.T) {
 	l, err := m.Acquire(ctx, "waited")
 	require.NoError(t, err, "Acquire with WaitReplicas 1 and one replica")
 	require.Equal(t, l.value, rc.Get(ctx, l.key).Val(), "the replica's value right after Acquire")
+	// A promoted replica has an empty script cache: the acquisition goes
+	// again as EVAL, and its WAIT after it.
+	require.NoError(t, c.ScriptFlush(ctx).Err(), "SCRIPT FLUSH")
+	l, err = m.Acquire(ctx, "waited-after-flush")
+	require.NoError(t, err, "Acquire with WaitReplicas 1 after SCRIPT FLUSH")
+	require.Equal(t, l.value, rc.Get(ctx, l.key).Val(), "the replica's value right after Acquire after SCRIPT FLUSH")
 
 	cfg = testConfig()
 	cfg.TTL = 6 * time.Second
