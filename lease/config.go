@@ -33,7 +33,9 @@ const (
 const fenceRetention = 24 * time.Hour
 
 // Config configures a [Manager]. The zero value of every field but Node
-// takes its default.
+// takes its default. [New] checks it before anything else and refuses a
+// bad one naming the field and the value; there is no Validate method, so
+// that a config is refused in one place, with one error.
 type Config struct {
 	// Node is this process's node id (NODE_ID), naming its session key and
 	// written into every route it takes. Required.

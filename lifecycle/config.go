@@ -39,6 +39,9 @@ const (
 // Registerer means slog.Default() or no export. ConfigFromEnv turns the
 // delay on by default (DRAIN_DELAY unset is [DefaultDrainDelay]): behind a
 // load balancer a process needs one, so set DrainDelay by hand too.
+// [New] and ConfigFromEnv check it before anything else and refuse a bad
+// one naming the field and the value; there is no Validate method, so
+// that a config is refused in one place, with one error.
 type Config struct {
 	// Service is the service name in logs and health bodies (SERVICE_NAME;
 	// default: the executable's base name, as ps shows it). It is only a

@@ -24,6 +24,9 @@ const (
 )
 
 // Config configures a [Registry]. Zero durations mean their defaults.
+// [New] checks it before anything else (before registering metrics) and
+// refuses a bad one naming the field and the value; there is no Validate
+// method, so that a config is refused in one place, with one error.
 type Config struct {
 	// Service is the full service name (e.g. "room-service"), reported in
 	// bodies and logs and used as the gRPC health service name.
