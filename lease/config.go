@@ -92,32 +92,30 @@ func (c Config) validate() error {
 	c = c.withDefaults()
 	switch {
 	case c.Node == "":
-		return badConfig("lease: Config.Node is empty")
+		return configerr.Errorf("lease: Config.Node is empty")
 	case strings.ContainsAny(c.Node, "|{}") || strings.IndexFunc(c.Node, unicode.IsSpace) >= 0:
-		return badConfig("lease: Config.Node %q contains '|', '{', '}' or whitespace", c.Node)
+		return configerr.Errorf("lease: Config.Node %q contains '|', '{', '}' or whitespace", c.Node)
 	case c.TTL < MinTTL:
-		return badConfig("lease: Config.TTL %s is below %s", c.TTL, MinTTL)
+		return configerr.Errorf("lease: Config.TTL %s is below %s", c.TTL, MinTTL)
 	case c.RenewInterval <= 0 || c.RenewInterval >= c.TTL/3:
-		return badConfig("lease: Config.RenewInterval %s must be above 0 and below TTL/3 (%s)", c.RenewInterval, c.TTL/3)
+		return configerr.Errorf("lease: Config.RenewInterval %s must be above 0 and below TTL/3 (%s)", c.RenewInterval, c.TTL/3)
 	case c.CallTimeout <= 0 || c.CallTimeout > c.TTL/6:
-		return badConfig("lease: Config.CallTimeout %s must be above 0 and at most TTL/6 (%s)", c.CallTimeout, c.TTL/6)
+		return configerr.Errorf("lease: Config.CallTimeout %s must be above 0 and at most TTL/6 (%s)", c.CallTimeout, c.TTL/6)
 	case c.WaitReplicas < 0:
-		return badConfig("lease: Config.WaitReplicas %d is negative", c.WaitReplicas)
+		return configerr.Errorf("lease: Config.WaitReplicas %d is negative", c.WaitReplicas)
 	}
 	for _, p := range []struct{ name, v string }{
 		{"RoutePrefix", c.RoutePrefix}, {"FencePrefix", c.FencePrefix}, {"NodePrefix", c.NodePrefix},
 	} {
 		if strings.ContainsAny(p.v, "{}") {
-			return badConfig("lease: Config.%s %q contains '{' or '}'", p.name, p.v)
+			return configerr.Errorf("lease: Config.%s %q contains '{' or '}'", p.name, p.v)
 		}
 	}
 	if c.RoutePrefix == c.FencePrefix || c.RoutePrefix == c.NodePrefix || c.FencePrefix == c.NodePrefix {
-		return badConfig("lease: Config prefixes %q, %q, %q must differ", c.RoutePrefix, c.FencePrefix, c.NodePrefix)
+		return configerr.Errorf("lease: Config prefixes %q, %q, %q must differ", c.RoutePrefix, c.FencePrefix, c.NodePrefix)
 	}
 	return nil
 }
-
-var badConfig = configerr.Errorf
 
 // validateID refuses an id that is empty, longer than [MaxIDLen], or holds
 // '{', '}' (it is the key's hash tag) or whitespace.

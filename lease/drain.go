@@ -14,10 +14,12 @@ import (
 
 // BeginDrain closes the drain gate: Acquire returns [ErrDraining], an
 // acquisition in progress stops (one that raced the gate is released) and
-// the heartbeat is marked draining. Call it at the flip, as fxlease does;
-// the lease hooks call it too. It may be called again, and before Start.
+// the renewer marks the node's session draining at once. Call it at the
+// flip, as fxlease does; the lease hooks call it too. It may be called
+// again, and before Start.
 func (m *Manager) BeginDrain() {
-	// No lock: a lease registered (under mu) before it is in the snapshot.
+	// No lock: register reads the gate under mu, so a lease registered
+	// before the gate closed is in every snapshot taken after it.
 	m.gateOnce.Do(func() { close(m.gate) })
 }
 

@@ -13,6 +13,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/drainkit/drainkit/internal/configerr"
 	"github.com/drainkit/drainkit/internal/redischeck"
 )
 
@@ -58,12 +59,12 @@ func New(client redis.UniversalClient, cfg Config) (*Manager, error) {
 	}
 	cfg = cfg.withDefaults()
 	if err := redischeck.Client(client, cfg.CallTimeout); err != nil {
-		return nil, badConfig("lease: %w", err)
+		return nil, configerr.Errorf("lease: %w", err)
 	}
 	_, plain := client.(*redis.Client)
 	_, cluster := client.(*redis.ClusterClient)
 	if cfg.WaitReplicas > 0 && !plain && !cluster {
-		return nil, badConfig("lease: Config.WaitReplicas %d needs a *redis.Client or *redis.ClusterClient, not %T", cfg.WaitReplicas, client)
+		return nil, configerr.Errorf("lease: Config.WaitReplicas %d needs a *redis.Client or *redis.ClusterClient, not %T", cfg.WaitReplicas, client)
 	}
 	var b [8]byte
 	_, _ = rand.Read(b[:]) // never fails on supported platforms
@@ -79,7 +80,7 @@ func New(client redis.UniversalClient, cfg Config) (*Manager, error) {
 		flights:   make(map[string]*flight),
 	}
 	if err := m.met.register(cfg.Registerer, cfg.RoutePrefix); err != nil {
-		return nil, badConfig("lease: register metrics of RoutePrefix %q: %w", cfg.RoutePrefix, err)
+		return nil, configerr.Errorf("lease: register metrics of RoutePrefix %q: %w", cfg.RoutePrefix, err)
 	}
 	return m, nil
 }
