@@ -110,7 +110,7 @@ func TestHeldDistrustsAnOverdueLease(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, l.held(), "fresh lease: Held()")
 	require.NoError(t, m.stopRenewer(context.Background())) // a renewer that stopped getting CPU
-	m.okAt.Store(time.Now().Add(-m.lostAfter).UnixNano())   // its last confirmed renewal, TTL·2/3 ago
+	m.okAt.Store(new(time.Now().Add(-m.lostAfter)))         // its last confirmed renewal, TTL·2/3 ago
 	assert.False(t, l.held(), "overdue lease: Held()")
 }
 

@@ -78,7 +78,7 @@ func TestSessionDeadline(t *testing.T) {
 	base := time.Unix(1000, 0)
 	s := &session{epoch: 7, prefix: m.cfg.Node + "|7|"}
 	m.sess.Store(s)
-	m.okAt.Store(base.UnixNano())
+	m.okAt.Store(&base)
 	tests := []struct {
 		give time.Duration // time since the last confirmed renewal was sent
 		want bool
@@ -97,4 +97,17 @@ func TestSessionDeadline(t *testing.T) {
 	}
 	assert.Equal(t, base.Add(m.lostAfter), m.deadline(), "deadline")
 	assert.Equal(t, m.cfg.TTL*2/3, m.lostAfter, "lostAfter")
+}
+
+// TestSessionDeadlineKeepsTheMonotonicClock: the deadline, after the start
+// and after a renewal, carries time.Now's monotonic reading ("m=±…" in
+// time.Time's String), so a step of the wall clock back (NTP) cannot let
+// the node trust a session that Redis has expired.
+func TestSessionDeadlineKeepsTheMonotonicClock(t *testing.T) {
+	cfg := testConfig()
+	cfg.TTL = time.Minute // the test drives the renewal
+	m := startManager(t, standalone(t).client(), cfg)
+	assert.Contains(t, m.deadline().String(), " m=+", "deadline after the start")
+	require.NoError(t, m.tick(context.Background()), "renewal")
+	assert.Contains(t, m.deadline().String(), " m=+", "deadline after a renewal")
 }

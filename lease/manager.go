@@ -27,12 +27,12 @@ type Manager struct {
 	now       func() time.Time // time.Now; tests may replace it before Start
 	lostAfter time.Duration    // TTL·2/3
 
-	holder    string                  // random per Manager: its own session is known after a lost reply
-	sess      atomic.Pointer[session] // the current session; nil while there is none
-	okAt      atomic.Int64            // unix ns when its last confirmed renewal (or its start) was sent
-	lastEpoch atomic.Int64            // the last epoch this process started; 0 before
-	hbFailed  atomic.Bool             // the last session renewal failed (logs on change)
-	startMu   sync.Mutex              // one session start or loss at a time: a start waits for a loss to tell every holder
+	holder    string                    // random per Manager: its own session is known after a lost reply
+	sess      atomic.Pointer[session]   // the current session; nil while there is none
+	okAt      atomic.Pointer[time.Time] // when its last confirmed renewal (or its start) was sent, monotonic clock kept
+	lastEpoch atomic.Int64              // the last epoch this process started; 0 before
+	hbFailed  atomic.Bool               // the last session renewal failed (logs on change)
+	startMu   sync.Mutex                // one session start or loss at a time: a start waits for a loss to tell every holder
 
 	gate     chan struct{} // closed when the drain begins; see drain.go
 	gateOnce sync.Once

@@ -47,7 +47,7 @@ func TestAcquireEndsOverdueLease(t *testing.T) {
 		return ok == 1
 	}
 	require.True(t, write(old), "write with the fresh lease refused; want accepted")
-	m.okAt.Store(time.Now().Add(-m.lostAfter).UnixNano()) // session renewals failing for TTL·2/3
+	m.okAt.Store(new(time.Now().Add(-m.lostAfter))) // session renewals failing for TTL·2/3
 
 	cur, err := m.Acquire(ctx, "overdue")
 	require.NoError(t, err, "Acquire of the overdue room")
@@ -90,7 +90,7 @@ func TestOverdueLeaseSaysTheTimeSinceItsLastRenewal(t *testing.T) {
 	// Renewals failing for 5m15s, well past the 2m limit.
 	now := time.Now()
 	fixed.Store(now.UnixNano())
-	m.okAt.Store(now.Add(-5*time.Minute - 15*time.Second).UnixNano())
+	m.okAt.Store(new(now.Add(-5*time.Minute - 15*time.Second)))
 	_, err = m.Acquire(ctx, "late")
 	require.NoError(t, err, "Acquire of the overdue room")
 	const want = "no session renewal confirmed for 5m15s (limit 2m0s, TTL·2/3)"

@@ -54,7 +54,7 @@ func (m *Manager) startSession(ctx context.Context) error {
 	s.args = []any{m.cfg.Node, strconv.FormatInt(s.epoch, 10), "", fenceRetention.Milliseconds()}
 	m.mu.Lock()
 	m.lastEpoch.Store(s.epoch)
-	m.okAt.Store(sent.UnixNano())
+	m.okAt.Store(&sent)
 	m.sess.Store(s)
 	if m.sessUp != nil {
 		close(m.sessUp)
@@ -78,8 +78,10 @@ func (m *Manager) alive(epoch int64, now time.Time) bool {
 
 // deadline is when this node stops trusting its session: TTL·2/3 after the
 // last confirmed renewal was sent, a third of a TTL before it could expire.
+// It keeps the monotonic clock reading: a step of the wall clock back
+// (NTP) must not let the node trust a session Redis has expired.
 func (m *Manager) deadline() time.Time {
-	return time.Unix(0, m.okAt.Load()+int64(m.lostAfter))
+	return m.okAt.Load().Add(m.lostAfter)
 }
 
 // loseSession ends the session of epoch locally, if still current, and
@@ -188,7 +190,7 @@ func (m *Manager) tick(ctx context.Context) error {
 	case n == 1:
 		m.mu.Lock()
 		if m.sess.Load() == s {
-			m.okAt.Store(sent.UnixNano())
+			m.okAt.Store(&sent)
 		}
 		m.mu.Unlock()
 		m.met.renewed.Inc()
@@ -216,7 +218,7 @@ var errSessionLost = errors.New("lease: the session was lost")
 
 // overdueError is the cause of leases lost for want of a confirmed renewal.
 func (m *Manager) overdueError() error {
-	since := m.now().Sub(time.Unix(0, m.okAt.Load()))
+	since := m.now().Sub(*m.okAt.Load())
 	return lostError(fmt.Sprintf("no session renewal confirmed for %s (limit %s, TTL·2/3)",
 		since.Truncate(time.Millisecond), m.lostAfter.Truncate(time.Millisecond)))
 }
