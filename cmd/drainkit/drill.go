@@ -97,6 +97,7 @@ func drill(ctx context.Context, cfg *drillConfig, progress io.Writer) (*verdict,
 	if err != nil {
 		return nil, err
 	}
+	defer c.close()
 	if cfg.GRPC {
 		if err := probeCall(ctx, cfg, c); err != nil {
 			return nil, err
@@ -150,9 +151,7 @@ func drill(ctx context.Context, cfg *drillConfig, progress io.Writer) (*verdict,
 		return nil, ctx.Err()
 	}
 	v := judge(cfg, fe, insts, u, res.outcomes, res.sent)
-	if r, ok := c.(interface{ retries() int }); ok { // grpc-go's own, which nothing turns off
-		v.ClientRetries = r.retries()
-	}
+	v.ClientRetries = c.retries()
 	if cfg.HTML != "" {
 		if err := writeHTML(cfg.HTML, &picture{v: v, outcomes: res.outcomes, lives: lives(insts, u), update: u}); err != nil {
 			return nil, err
