@@ -198,7 +198,7 @@ svg{display:block;margin:16px 0}svg text{font:11px system-ui,sans-serif;fill:#44
 func (p *picture) writeSummary(b *strings.Builder) {
 	v := p.v
 	if v.Pass {
-		fmt.Fprintf(b, `<p class="verdict pass">PASS: no %s failed, every old instance exited 0 in time.</p>`+"\n", strings.TrimSuffix(v.unit(), "s"))
+		fmt.Fprintf(b, `<p class="verdict pass">%s</p>`+"\n", html.EscapeString(v.passed()))
 	} else {
 		b.WriteString(`<p class="verdict fail">FAIL</p><ul>` + "\n")
 		for _, pr := range v.Problems {
