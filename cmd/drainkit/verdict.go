@@ -258,9 +258,9 @@ func (v *verdict) title() string {
 	if v.Balancer == "roundrobin" {
 		lb = fmt.Sprintf("grpc-go's health-checked round_robin (addresses removed %s after SIGTERM)", v.Lag)
 	}
-	unit := "requests"
+	unit := v.unit()
 	if v.Protocol == "grpc" {
-		unit = "gRPC calls"
+		unit = "gRPC " + unit
 	}
 	return fmt.Sprintf("%s of %s behind %s, %d %s/s", plural(v.Instances, "instance"), filepath.Base(v.Command[0]), lb, v.Rate, unit)
 }
