@@ -39,9 +39,12 @@ type HookResult struct {
 	Phase Phase  `json:"phase"`
 	// Outcome is how the hook ended.
 	Outcome Outcome `json:"outcome"`
-	// Start is when it began (zero if it never ran) and Duration how long
-	// the runner waited for it (duration_ms in JSON; Start is left out).
-	Start    time.Time     `json:"-"`
+	// Start is when it began, zero if it never ran. JSON: start_ms, in
+	// milliseconds from the [Report]'s Start (so that a reader of one line
+	// can place the hook without a clock), left out when the hook never
+	// ran: a hook that began with the report has 0, not nothing.
+	Start time.Time `json:"-"`
+	// Duration is how long the runner waited for it (duration_ms in JSON).
 	Duration time.Duration `json:"-"`
 	// Error is the error text, the panic value, or why the hook was cut off.
 	Error string `json:"error,omitempty"`
@@ -71,18 +74,23 @@ type Report struct {
 }
 
 // MarshalJSON encodes the report as one object with the json tags above,
-// each duration as duration_ms (a float, microsecond precision); a hook's
-// Start is left out.
+// each duration as duration_ms and a hook's Start as start_ms (floats,
+// microsecond precision).
 func (r *Report) MarshalJSON() ([]byte, error) {
 	type plainHook HookResult
 	type hookJSON struct {
 		plainHook
-		DurationMS float64 `json:"duration_ms"`
+		StartMS    *float64 `json:"start_ms,omitempty"`
+		DurationMS float64  `json:"duration_ms"`
 	}
 	type plain Report
 	hooks := make([]hookJSON, len(r.Hooks))
 	for i, h := range r.Hooks {
-		hooks[i] = hookJSON{plainHook(h), ms(h.Duration)}
+		hooks[i] = hookJSON{plainHook: plainHook(h), DurationMS: ms(h.Duration)}
+		if !h.Start.IsZero() {
+			start := ms(h.Start.Sub(r.Start))
+			hooks[i].StartMS = &start
+		}
 	}
 	return json.Marshal(struct {
 		*plain

@@ -231,25 +231,65 @@ func TestRunForcedCancelsRunningHooksAndSkipsTheRest(t *testing.T) {
 }
 
 // The report line's fields, their order and their forms are what logs and
-// dashboards read: durations as duration_ms, phases and outcomes by name,
-// a hook's Start left out, empty error, stack and streams omitted.
+// dashboards read: durations as duration_ms, a hook's start as start_ms
+// from the report's (0 for one that began with it, left out for one that
+// never ran), phases and outcomes by name, empty error, stack and streams
+// omitted.
 func TestReportJSON(t *testing.T) {
-	r := &drain.Report{Reason: "signal: terminated", Start: time.Unix(0, 0).UTC(), Duration: 1500 * time.Microsecond,
+	t0 := time.Unix(0, 0).UTC()
+	r := &drain.Report{Reason: "signal: terminated", Start: t0, Duration: 1500 * time.Microsecond,
 		Hooks: []drain.HookResult{
-			{Name: "h", Phase: drain.Flush, Outcome: drain.OK, Duration: 2 * time.Millisecond},
+			{Name: "h", Phase: drain.Flush, Outcome: drain.OK, Start: t0, Duration: 2 * time.Millisecond},
 			{Name: "s", Phase: drain.Release, Outcome: drain.TimedOut, Error: "abandoned", Stack: "goroutine 7",
-				Start: time.Unix(1, 0), Duration: time.Second, Streams: &drain.StreamReport{Told: 2, PeakRate: 1.5}},
+				Start: t0.Add(1250 * time.Microsecond), Duration: time.Second, Streams: &drain.StreamReport{Told: 2, PeakRate: 1.5}},
+			{Name: "c", Phase: drain.Close, Outcome: drain.Skipped, Error: "drain forced before this phase"},
 		}}
 	b, err := json.Marshal(r)
 	require.NoError(t, err)
 	want := `{"reason":"signal: terminated","start":"1970-01-01T00:00:00Z","forced":false,"deadline_exceeded":false,` +
-		`"hooks":[{"name":"h","phase":"flush","outcome":"ok","duration_ms":2},` +
+		`"hooks":[{"name":"h","phase":"flush","outcome":"ok","start_ms":0,"duration_ms":2},` +
 		`{"name":"s","phase":"release","outcome":"timeout","error":"abandoned","stack":"goroutine 7",` +
-		`"streams":{"told":2,"ended":0,"paced":0,"hard":0,"unended":0,"refused":0,"peak_rate":1.5},"duration_ms":1000}],` +
+		`"streams":{"told":2,"ended":0,"paced":0,"hard":0,"unended":0,"refused":0,"peak_rate":1.5},"start_ms":1.25,"duration_ms":1000},` +
+		`{"name":"c","phase":"close","outcome":"skipped","error":"drain forced before this phase","duration_ms":0}],` +
 		`"duration_ms":1.5}`
 	if got := string(b); got != want {
 		t.Errorf("got %s; want %s", got, want)
 	}
+}
+
+// A hook's start_ms is when Run began it, from the report's Start: a
+// reader of the report line alone can tell when each phase began.
+func TestReportJSONSaysWhenEachHookBegan(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		wait := func(d time.Duration) func(context.Context) error {
+			return func(context.Context) error { time.Sleep(d); return nil } // synctest's clock: no real wait
+		}
+		r := drain.Run(t.Context(), "test", []drain.Hook{
+			{Name: "stop", Phase: drain.StopIntake, Run: wait(300 * time.Millisecond)},
+			{Name: "flush", Phase: drain.Flush, Run: wait(time.Second)},
+			{Name: "close", Phase: drain.Close, Run: wait(0)},
+		})
+		b, err := json.Marshal(r)
+		require.NoError(t, err)
+		var got struct {
+			Hooks []struct {
+				Name    string   `json:"name"`
+				StartMS *float64 `json:"start_ms"`
+			} `json:"hooks"`
+		}
+		require.NoError(t, json.Unmarshal(b, &got))
+		want := map[string]float64{"stop": 0, "flush": 300, "close": 1300}
+		require.Len(t, got.Hooks, len(want))
+		for _, h := range got.Hooks {
+			if h.StartMS == nil {
+				t.Errorf("hook %q: no start_ms in %s", h.Name, b)
+				continue
+			}
+			if *h.StartMS != want[h.Name] {
+				t.Errorf("hook %q: got start_ms %v; want %v", h.Name, *h.StartMS, want[h.Name])
+			}
+		}
+	})
 }
 
 // Abort is called, last hook first, only when the drain is cut short, and

@@ -127,6 +127,25 @@ func TestPhaseLinesCountWhatTheReportLists(t *testing.T) {
 	}
 }
 
+// The report line places each hook from the stop request, the report's
+// start: a reader learns when intake stopped, the propagation delay
+// included, from that line alone.
+func TestReportLineSaysWhenEachHookBegan(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, lifecycle.Config{Service: "api", NodeID: "n1", DrainDelay: time.Second})
+		noop := func(context.Context) error { return nil }
+		require.NoError(t, h.AddHook(drain.Hook{Name: "api.stop_intake", Phase: drain.StopIntake, Run: noop}))
+		reports := h.run()
+		synctest.Wait()
+		h.sig <- syscall.SIGTERM
+		<-reports
+		hooks, _ := reportLine(t, h.logs.String())["report"].(map[string]any)["hooks"].([]any)
+		require.Len(t, hooks, 1)
+		hook, _ := hooks[0].(map[string]any)
+		assert.Equal(t, 1000.0, hook["start_ms"], "api.stop_intake began after DRAIN_DELAY: %v", hook)
+	})
+}
+
 // Stop requests that race one another and the drain (Shutdowns and a force
 // from other goroutines) must not race the phase lines' read of when the
 // first stop came (run with -race): every line's elapsed_ms counts from it.

@@ -97,6 +97,7 @@ func drill(ctx context.Context, cfg *drillConfig, progress io.Writer) (*verdict,
 	if err != nil {
 		return nil, err
 	}
+	defer c.close()
 	if cfg.GRPC {
 		if err := probeCall(ctx, cfg, c); err != nil {
 			return nil, err
@@ -150,9 +151,7 @@ func drill(ctx context.Context, cfg *drillConfig, progress io.Writer) (*verdict,
 		return nil, ctx.Err()
 	}
 	v := judge(cfg, fe, insts, u, res.outcomes, res.sent)
-	if r, ok := c.(interface{ retries() int }); ok { // grpc-go's own, which nothing turns off
-		v.ClientRetries = r.retries()
-	}
+	v.ClientRetries = c.retries()
 	if cfg.HTML != "" {
 		if err := writeHTML(cfg.HTML, &picture{v: v, outcomes: res.outcomes, lives: lives(insts, u), update: u}); err != nil {
 			return nil, err
@@ -174,7 +173,7 @@ func lives(insts []*instance, u *update) []life {
 			l.old, l.sigterm, l.removed, l.exited = true, s.sigterm, s.removed, s.exited
 			if s.Report != nil && !s.Report.Start.IsZero() {
 				l.flip = s.Report.Start
-				if d, ok := phaseElapsed(in.proc.Lines(), "stop_intake"); ok {
+				if d, ok := s.Report.phaseStart("stop_intake"); ok {
 					l.intake = l.flip.Add(d)
 				}
 			}

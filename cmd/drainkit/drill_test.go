@@ -417,6 +417,7 @@ func assertPage(t *testing.T, path string, v verdictJSON) string {
 		assert.Equal(t, n, failures[cause], "%s, marked", cause)
 		assert.Equal(t, n, cell("failed-"+cause), "%s, in the table", cause)
 	}
+	assert.Equal(t, v.Pass, strings.Contains(page, `<p class="verdict pass">PASS: no `), "the page's verdict")
 	assert.Equal(t, v.Sent, cell("sent"))
 	assert.Equal(t, v.Succeeded, cell("succeeded"))
 	assert.Equal(t, v.Failed, cell("failed"))

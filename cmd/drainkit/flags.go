@@ -122,7 +122,7 @@ Example:
 type drillConfig struct {
 	Instances    int
 	Env          []string
-	Ready        string // a URL template: http://127.0.0.1:{port}/healthz/ready
+	Ready        string // a URL template (http://127.0.0.1:{port}/healthz/ready) or readyGRPC
 	Start, Grace time.Duration
 	LB           string
 	Lag          time.Duration

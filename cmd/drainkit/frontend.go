@@ -16,7 +16,8 @@ import (
 type frontend interface {
 	// name is "haproxy", "inprocess", "kube" or "roundrobin".
 	name() string
-	// caller is how the load sends through the balancer.
+	// caller is how the load sends through the balancer; the drill closes
+	// it before the frontend.
 	caller(cfg *drillConfig) (caller, error)
 	// admit waits until the balancer sends requests to instance i, which
 	// is ready.
@@ -64,7 +65,6 @@ type kube struct {
 	addrs     []string // by instance
 	lag       time.Duration
 	client    *http.Client
-	closeGRPC func() // the gRPC load's connections, if any
 }
 
 func (f *kube) name() string { return "kube" }
@@ -88,12 +88,7 @@ func (f *kube) terminating(i int, at time.Time) time.Time {
 	return leave
 }
 func (f *kube) retries() int { return 0 }
-func (f *kube) close() {
-	f.client.CloseIdleConnections()
-	if f.closeGRPC != nil {
-		f.closeGRPC()
-	}
-}
+func (f *kube) close()       { f.client.CloseIdleConnections() }
 
 // startFrontend starts the balancer cfg.LB asks for in front of every
 // instance, in dir.

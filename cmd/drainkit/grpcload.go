@@ -40,10 +40,11 @@ const grpcPool = 8
 // grpcCaller makes the -call with the -request bytes, round robin over
 // its connections.
 type grpcCaller struct {
-	conns   []*grpc.ClientConn
-	method  string
-	request []byte
-	retried *atomic.Int64 // grpc-go's transparent retries on these connections
+	conns     []*grpc.ClientConn
+	ownsConns bool // dialled for this caller (kube), not the frontend's (roundrobin)
+	method    string
+	request   []byte
+	retried   *atomic.Int64 // grpc-go's transparent retries on these connections
 }
 
 // retries is how many calls grpc-go retried on its own.
@@ -67,7 +68,11 @@ func (c grpcCaller) call(ctx context.Context, i int, o *outcome) {
 	}
 }
 
+// close closes the connections the caller dialled.
 func (c grpcCaller) close() {
+	if !c.ownsConns {
+		return
+	}
 	for _, cc := range c.conns {
 		cc.Close()
 	}
@@ -114,7 +119,7 @@ func (c retryCounter) HandleConn(context.Context, stats.ConnStats)              
 // (pick_first, one address); after a GOAWAY or a broken connection it is
 // dialled again, placed anew.
 func (f *kube) grpcCaller(cfg *drillConfig) (caller, error) {
-	c := grpcCaller{method: cfg.Call, request: cfg.Request, retried: new(atomic.Int64)}
+	c := grpcCaller{ownsConns: true, method: cfg.Call, request: cfg.Request, retried: new(atomic.Int64)}
 	for range grpcPool {
 		cc, err := grpc.NewClient("passthrough:///kube", dialOptions(c.retried, grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) {
 			return f.endpoints.DialContext(ctx, "tcp", "")
@@ -125,7 +130,6 @@ func (f *kube) grpcCaller(cfg *drillConfig) (caller, error) {
 		}
 		c.conns = append(c.conns, cc)
 	}
-	f.closeGRPC = c.close
 	return c, nil
 }
 

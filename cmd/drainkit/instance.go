@@ -20,7 +20,7 @@ type instance struct {
 	index int    // 1, 2, …
 	addr  string // 127.0.0.1:{port}, where requests go
 	admin string // 127.0.0.1:{admin}, or empty
-	ready string // the readiness URL
+	ready string // the readiness URL, or readyGRPC
 	env   []string
 	proc  *harness.Proc // nil until started
 
@@ -61,8 +61,7 @@ func portOf(addr string) string {
 	return p
 }
 
-// start runs the instance and waits, within budget, until its readiness
-// URL answers 2xx.
+// start runs the instance and waits, within -start, until it is ready.
 func (in *instance) start(ctx context.Context, cfg *drillConfig) error {
 	in.startedAt = time.Now()
 	p, err := harness.StartProc(in.name, cfg.Command[0], in.env, cfg.Command[1:]...)
@@ -72,15 +71,20 @@ func (in *instance) start(ctx context.Context, cfg *drillConfig) error {
 	in.proc = p
 	ctx, cancel := context.WithTimeout(ctx, cfg.Start)
 	defer cancel()
-	wait := harness.WaitReady
-	if in.ready == readyGRPC {
-		wait = func(ctx context.Context, p *harness.Proc, _ string) error { return waitServing(ctx, p, in.addr) }
-	}
-	if err := wait(ctx, p, in.ready); err != nil {
+	if err := in.waitReady(ctx); err != nil {
 		return fmt.Errorf("instance %s did not become ready within -start %s: %w", in.name, cfg.Start, err)
 	}
 	in.readyAt = time.Now()
 	return nil
+}
+
+// waitReady waits until the readiness URL answers 2xx or, with -ready
+// grpc, the gRPC health service on the instance's port answers SERVING.
+func (in *instance) waitReady(ctx context.Context) error {
+	if in.ready == readyGRPC {
+		return waitServing(ctx, in.proc, in.addr)
+	}
+	return harness.WaitReady(ctx, in.proc, in.ready)
 }
 
 // running reports whether the instance was started and has not exited.

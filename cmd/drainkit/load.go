@@ -38,10 +38,16 @@ type outcome struct {
 	err            string // the failure, for an example
 }
 
-// caller makes one request of the load and says what became of it: o's
-// status, code, cause and err.
+// caller is how the load sends through the balancer.
 type caller interface {
+	// call makes one request of the load and says what became of it: o's
+	// status, code, cause and err.
 	call(ctx context.Context, i int, o *outcome)
+	// retries is how many requests the client retried on its own: 0 for
+	// HTTP; for gRPC, grpc-go's transparent retries, which nothing turns off.
+	retries() int
+	// close releases what the caller opened itself (not the balancer's).
+	close()
 }
 
 // load is the drill's open-loop load: one request shape, never retried.
@@ -88,6 +94,9 @@ type httpCaller struct {
 	baseURL string
 	client  *http.Client
 }
+
+func (httpCaller) retries() int { return 0 }
+func (httpCaller) close()       {} // its client is the frontend's
 
 func (c httpCaller) call(ctx context.Context, i int, o *outcome) {
 	var body io.Reader

@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -34,11 +33,14 @@ type arrivals struct {
 
 // hookReport is one hook of a drain report.
 type hookReport struct {
-	Name     string  `json:"name"`
-	Phase    string  `json:"phase"`
-	Outcome  string  `json:"outcome"`
-	Duration float64 `json:"duration_ms"`
-	Error    string  `json:"error,omitempty"`
+	Name    string `json:"name"`
+	Phase   string `json:"phase"`
+	Outcome string `json:"outcome"`
+	// Start is when the hook began, in milliseconds from the report's
+	// Start; nil if it never ran.
+	Start    *float64 `json:"start_ms,omitempty"`
+	Duration float64  `json:"duration_ms"`
+	Error    string   `json:"error,omitempty"`
 }
 
 // findReport returns the last drain report among lines, or nil.
@@ -93,37 +95,21 @@ func parseReport(line string) *drainReport {
 	return &r
 }
 
-// phaseElapsed returns when phase began, from the stop request, as the
-// last "drain phase" line for it among lines says (slog's JSON or text
-// form); false if none does.
-func phaseElapsed(lines []string, phase string) (time.Duration, bool) {
-	for i := len(lines) - 1; i >= 0; i-- {
-		line := lines[i]
-		if !strings.Contains(line, "drain phase") || strings.Contains(line, "drain phase skipped") {
-			continue
-		}
-		var l struct {
-			Msg       string   `json:"msg"`
-			Phase     string   `json:"phase"`
-			ElapsedMS *float64 `json:"elapsed_ms"`
-		}
-		if strings.HasPrefix(line, "{") {
-			if json.Unmarshal([]byte(line), &l) == nil && l.Msg == "drain phase" && l.Phase == phase && l.ElapsedMS != nil {
-				return time.Duration(*l.ElapsedMS * float64(time.Millisecond)), true
-			}
-			continue
-		}
-		if m := textPhase.FindStringSubmatch(line); m != nil && m[1] == phase {
-			if v, err := strconv.ParseFloat(m[2], 64); err == nil {
-				return time.Duration(v * float64(time.Millisecond)), true
-			}
+// phaseStart returns when phase began, from the report's Start: the
+// earliest start_ms of its hooks; false if none of them ran (or the
+// report predates start_ms).
+func (r *drainReport) phaseStart(phase string) (time.Duration, bool) {
+	var first *float64
+	for _, h := range r.Hooks {
+		if h.Phase == phase && h.Start != nil && (first == nil || *h.Start < *first) {
+			first = h.Start
 		}
 	}
-	return 0, false
+	if first == nil {
+		return 0, false
+	}
+	return time.Duration(*first * float64(time.Millisecond)), true
 }
-
-// textPhase matches a "drain phase" line of slog's text handler.
-var textPhase = regexp.MustCompile(`drain phase"? .*\bphase=(\S+) .*\belapsed_ms=([0-9.]+)`)
 
 // duration is a time.Duration that marshals as milliseconds.
 type duration time.Duration

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -14,27 +15,32 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
-// When phase stop_intake began is read from lifecycle's "drain phase"
-// line in each of slog's forms; a skipped phase and other phases are not it.
-func TestPhaseElapsed(t *testing.T) {
+// When a phase began is the earliest start_ms of its hooks in the report
+// (0 for one that began with the report); a phase none of whose hooks ran,
+// or a report without start_ms, has none.
+func TestPhaseStart(t *testing.T) {
 	tests := []struct {
-		name string
-		give string
-		want time.Duration // 0: not found
+		name   string
+		give   string // the report's hooks
+		want   time.Duration
+		wantOK bool
 	}{
-		{"json", `{"time":"2026-12-03T11:44:15Z","level":"INFO","msg":"drain phase","service":"x","phase":"stop_intake","hooks":2,"elapsed_ms":5000.25}`, 5000250 * time.Microsecond},
-		{"text", `time=2026-12-03T11:44:15Z level=INFO msg="drain phase" service=x node_id=vm phase=stop_intake hooks=2 elapsed_ms=5000.25`, 5000250 * time.Microsecond},
-		{"default logger", `2026/12/03 11:44:15 INFO drain phase service=x node_id=vm phase=stop_intake hooks=2 elapsed_ms=12.5`, 12500 * time.Microsecond},
-		{"another phase", `{"msg":"drain phase","phase":"flush","hooks":1,"elapsed_ms":7.5}`, 0},
-		{"skipped", `time=2026-12-03T11:44:15Z level=INFO msg="drain phase skipped" phase=stop_intake hooks=1 elapsed_ms=9`, 0},
-		{"no elapsed", `{"msg":"drain phase","phase":"stop_intake","hooks":1}`, 0},
+		{"one hook", `[{"name":"api.stop_intake","phase":"stop_intake","outcome":"ok","start_ms":5000.25,"duration_ms":0.2}]`, 5000250 * time.Microsecond, true},
+		{"earliest of two", `[{"name":"a","phase":"stop_intake","start_ms":12.5},{"name":"b","phase":"stop_intake","start_ms":12.25}]`, 12250 * time.Microsecond, true},
+		{"with the report", `[{"name":"a","phase":"stop_intake","start_ms":0}]`, 0, true},
+		{"another phase", `[{"name":"f","phase":"flush","start_ms":7.5}]`, 0, false},
+		{"skipped", `[{"name":"api.stop_intake","phase":"stop_intake","outcome":"skipped","duration_ms":0}]`, 0, false},
+		{"older report", `[{"name":"api.stop_intake","phase":"stop_intake","outcome":"ok","duration_ms":0.2}]`, 0, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, ok := phaseElapsed([]string{"listening", tt.give}, "stop_intake")
-			assert.Equal(t, tt.want != 0, ok)
+			var r drainReport
+			require.NoError(t, json.Unmarshal([]byte(`{"hooks":`+tt.give+`}`), &r))
+			got, ok := r.phaseStart("stop_intake")
+			assert.Equal(t, tt.wantOK, ok)
 			assert.Equal(t, tt.want, got)
 		})
 	}
@@ -44,7 +50,7 @@ func TestPhaseElapsed(t *testing.T) {
 // default logger's form; other lines are not reports.
 func TestParseReport(t *testing.T) {
 	const report = `{"reason":"signal: terminated","duration_ms":5001.2,"exit_code":0,"forced":false,"deadline_exceeded":false,` +
-		`"hooks":[{"name":"api.stop_intake","phase":"stop_intake","outcome":"ok","duration_ms":0.2}]}`
+		`"hooks":[{"name":"api.stop_intake","phase":"stop_intake","outcome":"ok","start_ms":5000.5,"duration_ms":0.2}]}`
 	quoted := fmt.Sprintf("%q", report)
 	tests := []struct {
 		name string
@@ -67,7 +73,8 @@ func TestParseReport(t *testing.T) {
 			}
 			if assert.NotNil(t, r) {
 				assert.Equal(t, 5001.2, r.Duration)
-				assert.Equal(t, []hookReport{{Name: "api.stop_intake", Phase: "stop_intake", Outcome: "ok", Duration: 0.2}}, r.Hooks)
+				start := 5000.5
+				assert.Equal(t, []hookReport{{Name: "api.stop_intake", Phase: "stop_intake", Outcome: "ok", Start: &start, Duration: 0.2}}, r.Hooks)
 			}
 		})
 	}

@@ -144,10 +144,7 @@ func testService(mode string) int {
 	} else {
 		time.Sleep(delay) // the service's own fixed drain delay
 	}
-	if mode == "drains" { // as lifecycle logs the phase, in slog's text form
-		fmt.Fprintf(os.Stderr, "time=%s level=INFO msg=\"drain phase\" service=test phase=stop_intake hooks=1 elapsed_ms=%.3f\n",
-			time.Now().Format(time.RFC3339Nano), float64(time.Since(start).Microseconds())/1000)
-	}
+	intakeAt := time.Since(start) // phase stop_intake, as the report says
 	for _, s := range servers {
 		if err := s.Shutdown(context.Background()); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			return 1
@@ -156,7 +153,8 @@ func testService(mode string) int {
 	if mode == "drains" {
 		report, _ := json.Marshal(map[string]any{
 			"reason": "signal: terminated", "start": start, "duration_ms": float64(time.Since(start).Microseconds()) / 1000, "exit_code": 0,
-			"hooks":    []map[string]any{{"name": "api.stop_intake", "phase": "stop_intake", "outcome": "ok", "duration_ms": 0.2}},
+			"hooks": []map[string]any{{"name": "api.stop_intake", "phase": "stop_intake", "outcome": "ok",
+				"start_ms": float64(intakeAt.Microseconds()) / 1000, "duration_ms": 0.2}},
 			"arrivals": map[string]any{"after_flip": 7, "last_after_flip_ms": 250.0, "refused_after_intake": 0},
 		})
 		fmt.Fprintf(os.Stderr, `{"time":%q,"level":"INFO","msg":"drain report","exit_code":0,"report":%s}`+"\n",

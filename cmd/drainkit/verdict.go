@@ -218,7 +218,7 @@ func (v *verdict) table() string {
 	}
 	w.Flush()
 	if v.Pass {
-		fmt.Fprintf(&b, "\nPASS: no %s failed, every old instance exited 0 in time.\n", strings.TrimSuffix(v.unit(), "s"))
+		fmt.Fprintf(&b, "\n%s\n", v.passed())
 	} else {
 		b.WriteString("\nFAIL:\n")
 		for _, p := range v.Problems {
@@ -226,6 +226,11 @@ func (v *verdict) table() string {
 		}
 	}
 	return b.String()
+}
+
+// passed is the line that says the drill passed.
+func (v *verdict) passed() string {
+	return fmt.Sprintf("PASS: no %s failed, every old instance exited 0 in time.", strings.TrimSuffix(v.unit(), "s"))
 }
 
 // unit is what the load sends: "requests" or "calls".
@@ -253,9 +258,9 @@ func (v *verdict) title() string {
 	if v.Balancer == "roundrobin" {
 		lb = fmt.Sprintf("grpc-go's health-checked round_robin (addresses removed %s after SIGTERM)", v.Lag)
 	}
-	unit := "requests"
+	unit := v.unit()
 	if v.Protocol == "grpc" {
-		unit = "gRPC calls"
+		unit = "gRPC " + unit
 	}
 	return fmt.Sprintf("%s of %s behind %s, %d %s/s", plural(v.Instances, "instance"), filepath.Base(v.Command[0]), lb, v.Rate, unit)
 }

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"os/exec"
 	"path/filepath"
 	"testing"
@@ -26,6 +25,27 @@ func build(t *testing.T, dir, name, pkg string) string {
 	b, err := exec.CommandContext(t.Context(), "go", "build", "-o", out, pkg).CombinedOutput()
 	require.NoError(t, err, "go build %s:\n%s", pkg, b)
 	return out
+}
+
+// runDrill runs drainkit's drill with -json and args against svc and
+// returns its exit code, its verdict (zero when it could not run: exit 2)
+// and its stderr.
+func runDrill(t *testing.T, drainkit, svc string, args ...string) (int, verdict, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, drainkit, append(append([]string{"drill", "-json"}, args...), "--", svc)...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	require.NotNil(t, cmd.ProcessState, "drill: %v", err)
+	code := cmd.ProcessState.ExitCode()
+	var v verdict
+	if code != 2 {
+		require.NoError(t, json.Unmarshal(out, &v), "drill: %v\nstdout:\n%s\nstderr:\n%s", err, out, stderr.String())
+		t.Logf("sent %d, failed %d %v by gRPC code %v, balancer retries %d", v.Sent, v.Failed, v.FailedBy, v.FailedByCode, v.BalancerRetries)
+	}
+	return code, v, stderr.String()
 }
 
 // verdict is the part of the drill's -json document the test reads.
@@ -66,19 +86,9 @@ func TestDrillTellsTheTwoShutdownsApart(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			svc := build(t, dir, tt.bin, tt.pkg)
-			ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
-			defer cancel()
-			cmd := exec.CommandContext(ctx, drainkit, "drill", "-json", "-lb", "kube", "-lag", "2s",
-				"-env", "ADDR=127.0.0.1:{port}", "-path", "/hello", "-rate", "50", "--", svc)
-			out, err := cmd.Output()
-			var stderr string
-			var ee *exec.ExitError
-			if errors.As(err, &ee) {
-				stderr = string(ee.Stderr)
-			}
-			var v verdict
-			require.NoError(t, json.Unmarshal(out, &v), "drill: %v\nstdout:\n%s\nstderr:\n%s", err, out, stderr)
-			t.Logf("%s: sent %d, failed %d %v, balancer retries %d", tt.name, v.Sent, v.Failed, v.FailedBy, v.BalancerRetries)
+			code, v, stderr := runDrill(t, drainkit, svc, "-lb", "kube", "-lag", "2s",
+				"-env", "ADDR=127.0.0.1:{port}", "-path", "/hello", "-rate", "50")
+			require.NotEqual(t, 2, code, "the drill could not run:\n%s", stderr)
 			assert.Zero(t, v.BalancerRetries, "kube-proxy retries nothing")
 			require.Len(t, v.Old, 3)
 			for _, o := range v.Old {
@@ -86,7 +96,7 @@ func TestDrillTellsTheTwoShutdownsApart(t *testing.T) {
 				assert.Equal(t, tt.wantReport, len(o.Report) > 0, "%s printed a drain report", o.Name)
 			}
 			if tt.wantFailed {
-				assert.Equal(t, 1, cmd.ProcessState.ExitCode(), "the drill fails it")
+				assert.Equal(t, 1, code, "the drill fails it")
 				assert.Positive(t, v.Failed)
 				// Refused once the listener is closed; reset when the
 				// connection had been queued in the kernel's accept
@@ -98,7 +108,7 @@ func TestDrillTellsTheTwoShutdownsApart(t *testing.T) {
 				assert.Positive(t, v.FailedBy["connection_refused"], "refused connections: %v", v.FailedBy)
 				return
 			}
-			assert.Equal(t, 0, cmd.ProcessState.ExitCode(), "the drill passes it; problems: %v", v.Problems)
+			assert.Equal(t, 0, code, "the drill passes it; problems: %v", v.Problems)
 			assert.Zero(t, v.Failed, "failed by cause: %v", v.FailedBy)
 			assert.True(t, v.Pass)
 		})
@@ -121,20 +131,8 @@ func TestDrillTellsTheTwoGRPCShutdownsApart(t *testing.T) {
 	ours := build(t, dir, "grpc-drainkit", "github.com/drainkit/drainkit/examples/grpc")
 	drill := func(t *testing.T, svc string, args ...string) (int, verdict, string) {
 		t.Helper()
-		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
-		defer cancel()
-		args = append([]string{"drill", "-json", "-grpc", "-n", "2", "-rate", "50",
-			"-env", "GRPC_ADDR=127.0.0.1:{port}", "-env", "ADMIN_ADDR=127.0.0.1:{admin}"}, args...)
-		cmd := exec.CommandContext(ctx, drainkit, append(args, "--", svc)...)
-		var stderr bytes.Buffer
-		cmd.Stderr = &stderr
-		out, _ := cmd.Output()
-		var v verdict
-		if cmd.ProcessState.ExitCode() != 2 {
-			require.NoError(t, json.Unmarshal(out, &v), "stdout:\n%s\nstderr:\n%s", out, stderr.String())
-			t.Logf("sent %d, failed %d %v by code %v", v.Sent, v.Failed, v.FailedBy, v.FailedByCode)
-		}
-		return cmd.ProcessState.ExitCode(), v, stderr.String()
+		return runDrill(t, drainkit, svc, append([]string{"-grpc", "-n", "2", "-rate", "50",
+			"-env", "GRPC_ADDR=127.0.0.1:{port}", "-env", "ADMIN_ADDR=127.0.0.1:{admin}"}, args...)...)
 	}
 	const call = "/grpc.testing.TestService/UnaryCall"
 	t.Run("GracefulStop behind kube", func(t *testing.T) {
