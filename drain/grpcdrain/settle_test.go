@@ -5,6 +5,7 @@ import (
 	"net"
 	"testing"
 	"testing/synctest"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
@@ -81,4 +82,44 @@ func TestStopIntakeServesTheCallsThatRaceItsGoaway(t *testing.T) {
 		_, refused, _ := tr.Arrivals()
 		require.Zero(t, refused, "calls the tracker refused")
 	})
+}
+
+// stop_intake serves late calls only while a connection is open to bring
+// them: with none, or once the last has closed, it closes intake at once
+// rather than hold every drain for the settle.
+func TestStopIntakeSettlesOnlyWhileAConnectionIsOpen(t *testing.T) {
+	tests := []struct {
+		name string
+		give func(t *testing.T, conn *grpc.ClientConn, b *blocker)
+		want time.Duration
+	}{
+		{"no connection", func(*testing.T, *grpc.ClientConn, *blocker) {}, 0},
+		{"an idle connection", func(t *testing.T, conn *grpc.ClientConn, b *blocker) {
+			close(b.release)
+			require.NoError(t, <-callAsync(conn)) // connected, then idle
+		}, 0},
+		{"a call in flight", func(t *testing.T, conn *grpc.ClientConn, b *blocker) {
+			callAsync(conn)
+			<-b.entered
+			t.Cleanup(func() { close(b.release) })
+		}, grpcdrain.GoawaySettle},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				tr := new(drain.Tracker)
+				srv := grpc.NewServer(grpcdrain.ServerOptions(tr)...)
+				b := &blocker{entered: make(chan struct{}, 1), release: make(chan struct{})}
+				srv.RegisterService(&blockerDesc, b)
+				conn, _ := serveInBubble(t, srv)
+				tt.give(t, conn, b)
+
+				start := time.Now()
+				require.NoError(t, hooksByPhase(grpcdrain.Hooks("grpc", srv, tr))[drain.StopIntake].Run(context.Background()))
+				if got := time.Since(start); got != tt.want {
+					t.Errorf("stop_intake took %v; want %v", got, tt.want)
+				}
+			})
+		})
+	}
 }
