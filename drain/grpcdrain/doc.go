@@ -28,6 +28,6 @@
 // Given a [drain.Streams], [ServerOptions] registers server-streaming RPCs
 // with it rather than counting them, to be closed paced. [Hooks] begins
 // GracefulStop, closes intake once the RPCs that raced its GOAWAY have had
-// half a second, waits for the RPCs in flight and for GracefulStop, and
+// time to arrive, waits for the RPCs in flight and for GracefulStop, and
 // Stops the server at the deadline or when the drain is cut short.
 package grpcdrain

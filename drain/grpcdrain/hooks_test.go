@@ -3,8 +3,6 @@ package grpcdrain_test
 import (
 	"context"
 	"net"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -12,7 +10,6 @@ import (
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
-	testgrpc "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"google.golang.org/grpc/health"
@@ -212,78 +209,4 @@ func forceAfterStopIntake(t *testing.T, hooks map[drain.Phase]drain.Hook) *drain
 	rep := drain.Run(ctx, "test", []drain.Hook{hooks[drain.StopIntake], signal, hooks[drain.WaitInFlight]})
 	require.True(t, rep.Forced)
 	return rep
-}
-
-// echo is grpc-go's own test service, answering UnaryCall.
-type echo struct {
-	testgrpc.UnimplementedTestServiceServer
-}
-
-func (echo) UnaryCall(context.Context, *testgrpc.SimpleRequest) (*testgrpc.SimpleResponse, error) {
-	return &testgrpc.SimpleResponse{}, nil
-}
-
-// Clients send calls until they read the server's GOAWAY, so the calls
-// they sent in the last round trip before reach the server after
-// stop_intake has begun. Those are served, never refused: a client that
-// does not retry would lose them (the drill found it behind a Service,
-// where connections stay on a pod until its GOAWAY). Calls after the
-// GOAWAY fail at the client, on connections the closed listener refuses.
-func TestStopIntakeServesTheCallsThatRaceItsGoaway(t *testing.T) {
-	tr := new(drain.Tracker)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	srv := grpc.NewServer(grpcdrain.ServerOptions(tr)...)
-	testgrpc.RegisterTestServiceServer(srv, echo{})
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
-
-	var (
-		conns         []*grpc.ClientConn
-		answered      atomic.Int64
-		refused       atomic.Int64
-		stop          = make(chan struct{})
-		loaders       sync.WaitGroup
-		enoughAnswers = make(chan struct{})
-		once          sync.Once
-	)
-	for range 8 { // many clients, each on its own connection
-		conn, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithDisableRetry())
-		require.NoError(t, err)
-		defer conn.Close()
-		conns = append(conns, conn)
-	}
-	for i := range 16 {
-		loaders.Go(func() {
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				_, err := testgrpc.NewTestServiceClient(conns[i%len(conns)]).UnaryCall(context.Background(), &testgrpc.SimpleRequest{})
-				switch {
-				case err == nil:
-					if answered.Add(1) == 2000 {
-						once.Do(func() { close(enoughAnswers) })
-					}
-				case grpcdrain.IsRefused(err):
-					refused.Add(1)
-				}
-			}
-		})
-	}
-	<-enoughAnswers // every connection is busy
-	hooks := grpcdrain.Hooks("grpc", srv, tr)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	for _, h := range hooks {
-		require.NoError(t, h.Run(ctx), h.Name)
-	}
-	close(stop)
-	loaders.Wait()
-	require.NoError(t, <-served)
-	_, refusedByTracker, _ := tr.Arrivals()
-	assert.Zero(t, refused.Load(), "calls refused by the drain")
-	assert.Zero(t, refusedByTracker, "calls the tracker refused")
 }

@@ -16,10 +16,10 @@
 //
 // At the flip gRPC health answers NOT_SERVING, latched. At stop_intake the
 // health Watch streams end, server streams are told and closed paced, and
-// GracefulStop begins (GOAWAY; the RPCs that raced it are served for half a
-// second before intake closes); wait_in_flight waits for the RPCs in flight, release
-// for the streams and GracefulStop, close for Serve. A drain cut short
-// stops the server hard.
+// GracefulStop begins (GOAWAY; the RPCs that raced it are served for
+// grpcdrain.Hooks' settle before intake closes); wait_in_flight waits for
+// the RPCs in flight, release for the streams and GracefulStop, close for
+// Serve. A drain cut short stops the server hard.
 package fxgrpc
 
 import (
