@@ -208,11 +208,5 @@ func testRenewalIsOneCall(t *testing.T, b backend) {
 // isScript reports whether cmd runs script (as EVALSHA or EVAL).
 func isScript(cmd redis.Cmder, script *redis.Script) bool {
 	args := cmd.Args()
-	return len(args) > 1 && (args[1] == script.Hash() || args[1] == scriptSrc[script])
-}
-
-// scriptSrc maps each script to its source, for isScript.
-var scriptSrc = map[*redis.Script]string{
-	acquireScript: acquireSrc, releaseScript: releaseSrc,
-	sessionScript: sessionSrc, sessionRenewScript: sessionRenewSrc, sessionEndScript: sessionEndSrc, probeScript: probeSrc,
+	return len(args) > 1 && (args[1] == script.Hash() || args[1] == scriptSources[script])
 }

@@ -19,7 +19,7 @@ import (
 func TestScriptsSurviveAnEmptiedScriptCache(t *testing.T) {
 	var evals atomic.Int32 // release calls sent as EVAL, alone or in pipelines
 	count := func(cmd redis.Cmder) {
-		if args := cmd.Args(); cmd.Name() == "eval" && args[1] == releaseSrc {
+		if args := cmd.Args(); cmd.Name() == "eval" && args[1] == scriptSources[releaseScript] {
 			evals.Add(1)
 		}
 	}

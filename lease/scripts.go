@@ -2,38 +2,36 @@ package lease
 
 import (
 	"context"
-	_ "embed"
+	"embed"
 
 	"github.com/redis/go-redis/v9"
 )
 
 // The scripts live in their own files so they read as Lua. Each touches
 // keys of one hash tag only, so it runs on one Cluster slot.
-
 var (
-	//go:embed scripts/acquire.lua
-	acquireSrc string
-	//go:embed scripts/release.lua
-	releaseSrc string
-	//go:embed scripts/session.lua
-	sessionSrc string
-	//go:embed scripts/session_renew.lua
-	sessionRenewSrc string
-	//go:embed scripts/session_end.lua
-	sessionEndSrc string
-	//go:embed scripts/probe.lua
-	probeSrc string
+	//go:embed scripts/*.lua
+	scriptFiles embed.FS
+	// scriptSources maps every script to its source, loaded at Start.
+	scriptSources = map[*redis.Script]string{}
 
-	acquireScript      = redis.NewScript(acquireSrc)
-	releaseScript      = redis.NewScript(releaseSrc)
-	sessionScript      = redis.NewScript(sessionSrc)
-	sessionRenewScript = redis.NewScript(sessionRenewSrc)
-	sessionEndScript   = redis.NewScript(sessionEndSrc)
-	probeScript        = redis.NewScript(probeSrc)
+	acquireScript      = newScript("acquire")
+	releaseScript      = newScript("release")
+	sessionScript      = newScript("session")
+	sessionRenewScript = newScript("session_renew")
+	sessionEndScript   = newScript("session_end")
+	probeScript        = newScript("probe")
 )
 
-// scriptSources are the sources of every script, for loading at Start.
-var scriptSources = []string{acquireSrc, releaseSrc, sessionSrc, sessionRenewSrc, sessionEndSrc, probeSrc}
+func newScript(name string) *redis.Script {
+	src, err := scriptFiles.ReadFile("scripts/" + name + ".lua")
+	if err != nil {
+		panic(err) // a file missing: every test fails at init
+	}
+	s := redis.NewScript(string(src))
+	scriptSources[s] = string(src)
+	return s
+}
 
 // scriptCall is one call of a script in a pipeline: its keys and arguments.
 type scriptCall struct {

@@ -162,18 +162,19 @@ func (m *Manager) renewLoop(ctx context.Context, stop <-chan struct{}, done chan
 	}
 }
 
-// tick renews the session, or starts one if there is none; nil if renewed.
+// tick renews the session, or starts one if there is none or it is past
+// its deadline; nil if renewed. A renewal that fails is bounded by the
+// deadline: the renewer wakes there and the next tick loses the session.
 func (m *Manager) tick(ctx context.Context) error {
 	s := m.sess.Load()
+	if s != nil && !m.now().Before(m.deadline()) {
+		m.loseSession(s.epoch, m.overdueError())
+		s = nil
+	}
 	if s == nil {
 		return m.restart(ctx)
 	}
-	deadline := m.deadline()
-	if !m.now().Before(deadline) {
-		m.loseSession(s.epoch, m.overdueError())
-		return m.restart(ctx)
-	}
-	rctx, cancel := context.WithTimeout(ctx, min(m.cfg.CallTimeout, deadline.Sub(m.now())))
+	rctx, cancel := context.WithTimeout(ctx, min(m.cfg.CallTimeout, m.deadline().Sub(m.now())))
 	defer cancel()
 	sent, start := m.now(), time.Now()
 	n, err := sessionRenewScript.Run(rctx, m.client, []string{m.nodeKey()}, s.epoch, m.state(), m.cfg.TTL.Milliseconds()).Int64()
@@ -182,10 +183,6 @@ func (m *Manager) tick(ctx context.Context) error {
 	switch {
 	case err != nil:
 		m.followTopology(err)
-		if !m.now().Before(deadline) {
-			m.loseSession(s.epoch, m.overdueError())
-			return errors.Join(err, m.restart(ctx))
-		}
 		return err
 	case n == 1:
 		m.mu.Lock()

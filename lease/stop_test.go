@@ -20,7 +20,7 @@ func isAcquire(cmd redis.Cmder) bool {
 	case "evalsha":
 		return args[1] == acquireScript.Hash()
 	case "eval":
-		return args[1] == acquireSrc
+		return args[1] == scriptSources[acquireScript]
 	}
 	return false
 }
