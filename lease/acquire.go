@@ -146,19 +146,8 @@ func (m *Manager) sessionEnded(ctx context.Context, v string) (bool, error) {
 	if !ok {
 		return false, nil
 	}
-	var cur string
-	var gone bool // no session at all: dead whatever the route's epoch reads
-	err := m.retry(ctx, nil, func(ctx context.Context) (err error) {
-		cur, err = m.client.HGet(ctx, m.nodeKeyOf(node), "epoch").Result()
-		if errors.Is(err, redis.Nil) {
-			gone, err = true, nil
-		}
-		return err
-	})
-	if err != nil {
-		return false, fmt.Errorf("session of node %q: %w", node, err)
-	}
-	return gone || cur != epoch, nil
+	sess, err := m.nodeSession(ctx, node)
+	return err == nil && sess[2] != epoch, err
 }
 
 // acquireCall runs the acquire script and, with Config.WaitReplicas, WAIT

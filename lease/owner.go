@@ -45,19 +45,29 @@ func (m *Manager) Owner(ctx context.Context, id string) (Owner, error) {
 	if !ok {
 		return Owner{}, heldBy(id, "", 0)
 	}
-	var sess []any
-	err = m.retry(ctx, nil, func(ctx context.Context) (err error) {
-		sess, err = m.client.HMGet(ctx, m.nodeKeyOf(node), "addr", "state", "epoch").Result()
-		return err
-	})
+	sess, err := m.nodeSession(ctx, node)
 	if err != nil {
-		return Owner{}, fmt.Errorf("lease: session of %q: %w", node, err)
+		return Owner{}, fmt.Errorf("lease: %w", err)
 	}
-	if ttl == -1 && sess[2] != epoch { // nil if the session is gone
+	if ttl == -1 && sess[2] != epoch {
 		return Owner{}, fmt.Errorf("lease: owner of %q: the session of node %q that held it ended: %w", id, node, ErrNotHeld)
 	}
 	addr, _ := sess[0].(string)
 	return Owner{Node: node, Addr: addr, Fence: fence, Draining: sess[1] == stateDraining}, nil
+}
+
+// nodeSession reads node's session: its addr, state and epoch, each nil
+// if the session is gone.
+func (m *Manager) nodeSession(ctx context.Context, node string) ([]any, error) {
+	var sess []any
+	err := m.retry(ctx, nil, func(ctx context.Context) (err error) {
+		sess, err = m.client.HMGet(ctx, m.nodeKeyOf(node), "addr", "state", "epoch").Result()
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("session of node %q: %w", node, err)
+	}
+	return sess, nil
 }
 
 // Probe is a readiness check for the lease machinery: it succeeds if this
