@@ -17,6 +17,3 @@ func StreamInterceptor(t *drain.Tracker) grpc.StreamServerInterceptor {
 
 // StatsHandler is the handler ServerOptions installs.
 func StatsHandler(t *drain.Tracker) stats.Handler { return statsHandler{t} }
-
-// GoawaySettle is how long stop_intake serves calls while a connection is open.
-const GoawaySettle = goawaySettle

@@ -15,19 +15,14 @@ import (
 // connection until it reads the GOAWAY, so for about a round trip calls
 // still arrive that it sent in good faith. Refused, they would be lost by
 // a client that does not retry; served, they are waited for like any.
-// The value covers a round trip across regions and a loaded client.
-//
-// Open connections are not counted with ServerOptions' stats handler to
-// end the settle: Hooks also serves servers built without it, and a
-// connection is counted only once its handshake is done. GracefulStop's
-// return is the server's own word that no call can come any more.
+// The value covers a round trip across regions and a loaded client. The
+// settle does not end when this server's GracefulStop returns: another
+// server sharing the Tracker may still get calls that raced its GOAWAY.
 const goawaySettle = 500 * time.Millisecond
 
 // Hooks returns the three hooks that drain srv, built with [ServerOptions]
 // for t. name+".stop_intake" begins GracefulStop (GOAWAY), serves the
-// calls that raced it for 500 ms, then closes intake; sooner if
-// GracefulStop returns first, since then no connection is left to bring
-// one (none was open, or the last has closed).
+// calls that raced it for 500 ms, then closes intake.
 // name+".wait_in_flight" waits for the RPCs counted in t, not for the
 // streams they leave out. name+".graceful_stop" (Release) waits for
 // GracefulStop. Each Stops the server at its deadline, and each one's
@@ -52,7 +47,6 @@ func Hooks(name string, srv *grpc.Server, t *drain.Tracker) []drain.Hook {
 		defer settle.Stop()
 		select {
 		case <-settle.C:
-		case <-gracefulStopped: // no connection is left to bring a late call
 		case <-ctx.Done():
 		}
 		t.CloseIntake()

@@ -5,7 +5,6 @@ import (
 	"net"
 	"testing"
 	"testing/synctest"
-	"time"
 
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
@@ -50,76 +49,56 @@ func (echo) UnaryCall(context.Context, *testgrpc.SimpleRequest) (*testgrpc.Simpl
 // does not retry would lose them (the drill found it behind a Service,
 // where connections stay on a pod until its GOAWAY). One such call is
 // held at the server's door, ahead of the drain's interceptor, until
-// stop_intake has done all it does before time passes.
+// stop_intake has done all it does before time passes. With a second,
+// idle server on the same Tracker (fxgrpc gives every server the
+// manager's), whose GracefulStop returns at once, the call is served too.
 func TestStopIntakeServesTheCallsThatRaceItsGoaway(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		tr := new(drain.Tracker)
-		atDoor, letIn := make(chan struct{}), make(chan struct{})
-		holdAtDoor := grpc.ChainUnaryInterceptor(func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
-			close(atDoor)
-			<-letIn
-			return h(ctx, req)
+	for _, tt := range []struct {
+		name       string
+		idleBeside bool
+	}{
+		{"one server", false},
+		{"an idle server on the same tracker", true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) { raceTheGoaway(t, tt.idleBeside) })
 		})
-		srv := grpc.NewServer(append([]grpc.ServerOption{holdAtDoor}, grpcdrain.ServerOptions(tr)...)...) // outermost first
-		testgrpc.RegisterTestServiceServer(srv, echo{})
-		conn, served := serveInBubble(t, srv)
-		answered := make(chan error, 1)
-		go func() {
-			_, err := testgrpc.NewTestServiceClient(conn).UnaryCall(context.Background(), &testgrpc.SimpleRequest{})
-			answered <- err
-		}()
-		<-atDoor // sent before any GOAWAY
-
-		hooks := grpcdrain.Hooks("grpc", srv, tr)
-		report := make(chan *drain.Report, 1)
-		go func() { report <- drain.Run(context.Background(), "test", hooks) }()
-		synctest.Wait() // GOAWAY sent and read; stop_intake waits for the clock
-		close(letIn)
-
-		require.NoError(t, <-answered, "the call that raced the GOAWAY")
-		require.NoError(t, (<-report).Err())
-		require.NoError(t, <-served)
-		_, refused, _ := tr.Arrivals()
-		require.Zero(t, refused, "calls the tracker refused")
-	})
+	}
 }
 
-// stop_intake serves late calls only while a connection is open to bring
-// them: with none, or once the last has closed, it closes intake at once
-// rather than hold every drain for the settle.
-func TestStopIntakeSettlesOnlyWhileAConnectionIsOpen(t *testing.T) {
-	tests := []struct {
-		name string
-		give func(t *testing.T, conn *grpc.ClientConn, b *blocker)
-		want time.Duration
-	}{
-		{"no connection", func(*testing.T, *grpc.ClientConn, *blocker) {}, 0},
-		{"an idle connection", func(t *testing.T, conn *grpc.ClientConn, b *blocker) {
-			close(b.release)
-			require.NoError(t, <-callAsync(conn)) // connected, then idle
-		}, 0},
-		{"a call in flight", func(t *testing.T, conn *grpc.ClientConn, b *blocker) {
-			callAsync(conn)
-			<-b.entered
-			t.Cleanup(func() { close(b.release) })
-		}, grpcdrain.GoawaySettle},
+func raceTheGoaway(t *testing.T, idleBeside bool) {
+	tr := new(drain.Tracker)
+	atDoor, letIn := make(chan struct{}), make(chan struct{})
+	holdAtDoor := grpc.ChainUnaryInterceptor(func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+		close(atDoor)
+		<-letIn
+		return h(ctx, req)
+	})
+	srv := grpc.NewServer(append([]grpc.ServerOption{holdAtDoor}, grpcdrain.ServerOptions(tr)...)...) // outermost first
+	testgrpc.RegisterTestServiceServer(srv, echo{})
+	conn, served := serveInBubble(t, srv)
+	hooks := grpcdrain.Hooks("grpc", srv, tr)
+	if idleBeside {
+		idle := grpc.NewServer(grpcdrain.ServerOptions(tr)...)
+		testgrpc.RegisterTestServiceServer(idle, echo{})
+		serveInBubble(t, idle) // its client never calls, so never connects
+		hooks = append(hooks, grpcdrain.Hooks("idle", idle, tr)...)
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) {
-				tr := new(drain.Tracker)
-				srv := grpc.NewServer(grpcdrain.ServerOptions(tr)...)
-				b := &blocker{entered: make(chan struct{}, 1), release: make(chan struct{})}
-				srv.RegisterService(&blockerDesc, b)
-				conn, _ := serveInBubble(t, srv)
-				tt.give(t, conn, b)
+	answered := make(chan error, 1)
+	go func() {
+		_, err := testgrpc.NewTestServiceClient(conn).UnaryCall(context.Background(), &testgrpc.SimpleRequest{})
+		answered <- err
+	}()
+	<-atDoor // sent before any GOAWAY
 
-				start := time.Now()
-				require.NoError(t, hooksByPhase(grpcdrain.Hooks("grpc", srv, tr))[drain.StopIntake].Run(context.Background()))
-				if got := time.Since(start); got != tt.want {
-					t.Errorf("stop_intake took %v; want %v", got, tt.want)
-				}
-			})
-		})
-	}
+	report := make(chan *drain.Report, 1)
+	go func() { report <- drain.Run(context.Background(), "test", hooks) }()
+	synctest.Wait() // GOAWAY sent and read; stop_intake waits for the clock
+	close(letIn)
+
+	require.NoError(t, <-answered, "the call that raced the GOAWAY")
+	require.NoError(t, (<-report).Err())
+	require.NoError(t, <-served)
+	_, refused, _ := tr.Arrivals()
+	require.Zero(t, refused, "calls the tracker refused")
 }
