@@ -147,7 +147,7 @@ func (m *Manager) sessionEnded(ctx context.Context, v string) (bool, error) {
 		return false, nil
 	}
 	sess, err := m.nodeSession(ctx, node)
-	return err == nil && sess[2] != epoch, err
+	return err == nil && sess.ended(epoch), err
 }
 
 // acquireCall runs the acquire script and, with Config.WaitReplicas, WAIT
@@ -167,13 +167,15 @@ func (m *Manager) acquireCall(ctx context.Context, id string, args []any) ([]any
 		}
 		c = primary
 	}
-	// Half the call's time for the replicas, the rest for the round trip.
-	timeout := m.cfg.CallTimeout / 2
-	if d, ok := ctx.Deadline(); ok {
-		timeout = max(time.Until(d)/2, time.Millisecond)
-	}
 	var wait *redis.Cmd
+	var timeout time.Duration
 	cmd := runPipelined(ctx, c, acquireScript, []scriptCall{{keys, args}}, func(p redis.Pipeliner) {
+		// Half the call's time left for the replicas, the rest for the
+		// round trip; again from what is left for a second pipeline.
+		timeout = m.cfg.CallTimeout / 2
+		if d, ok := ctx.Deadline(); ok {
+			timeout = max(time.Until(d)/2, time.Millisecond)
+		}
 		wait = p.Do(ctx, "WAIT", n, timeout.Milliseconds())
 	})[0]
 	res, err := cmd.Slice()

@@ -27,7 +27,7 @@ func TestDrainGate(t *testing.T) {
 	_, err := m.Acquire(ctx, "after-flip")
 	require.ErrorIs(t, err, ErrDraining, "Acquire after the gate closed")
 	require.Zero(t, c.Exists(ctx, m.routeKey("after-flip")).Val(), "route key written after the flip; want none")
-	waitFor(t, "heartbeat marked draining", func() bool {
+	waitFor(t, "session marked draining", func() bool {
 		return c.HGet(ctx, m.nodeKey(), "state").Val() == stateDraining
 	})
 }

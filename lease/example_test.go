@@ -45,7 +45,7 @@ func ExampleManager_Acquire() {
 }
 
 // Wiring the drain: the gate closes at the flip, rooms are flushed and
-// handed over, the rest released and the heartbeat deleted last.
+// handed over, and the session ended last, freeing the rest at once.
 func ExampleManager_HandOff() {
 	// New does no I/O: the hooks can be made before Redis is reachable.
 	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379", MaxRetries: 1, ContextTimeoutEnabled: true})

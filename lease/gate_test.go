@@ -13,10 +13,10 @@ import (
 	"github.com/drainkit/drainkit/drain"
 )
 
-// BeginDrain closes the gate and marks the heartbeat draining at once, not
+// BeginDrain closes the gate and marks the session draining at once, not
 // at the next renewal round: routers stop placing rooms here at the flip,
 // even when no Acquire comes to notice it.
-func TestBeginDrainClosesTheGateAndMarksTheHeartbeat(t *testing.T) {
+func TestBeginDrainClosesTheGateAndMarksTheSession(t *testing.T) {
 	b := standalone(t)
 	c := b.client()
 	cfg := testConfig()
@@ -26,7 +26,7 @@ func TestBeginDrainClosesTheGateAndMarksTheHeartbeat(t *testing.T) {
 	_, err := m.Acquire(ctx, "before")
 	require.NoError(t, err, "Acquire before the flip")
 	m.BeginDrain()
-	waitFor(t, "heartbeat marked draining", func() bool {
+	waitFor(t, "session marked draining", func() bool {
 		return c.HGet(ctx, m.nodeKey(), "state").Val() == stateDraining
 	})
 	_, err = m.Acquire(ctx, "after")

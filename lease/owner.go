@@ -49,25 +49,33 @@ func (m *Manager) Owner(ctx context.Context, id string) (Owner, error) {
 	if err != nil {
 		return Owner{}, fmt.Errorf("lease: %w", err)
 	}
-	if ttl == -1 && sess[2] != epoch {
+	if ttl == -1 && sess.ended(epoch) {
 		return Owner{}, fmt.Errorf("lease: owner of %q: the session of node %q that held it ended: %w", id, node, ErrNotHeld)
 	}
-	addr, _ := sess[0].(string)
-	return Owner{Node: node, Addr: addr, Fence: fence, Draining: sess[1] == stateDraining}, nil
+	return Owner{Node: node, Addr: sess.Addr, Fence: fence, Draining: sess.State == stateDraining}, nil
 }
 
-// nodeSession reads node's session: its addr, state and epoch, each nil
-// if the session is gone.
-func (m *Manager) nodeSession(ctx context.Context, node string) ([]any, error) {
-	var sess []any
-	err := m.retry(ctx, nil, func(ctx context.Context) (err error) {
-		sess, err = m.client.HMGet(ctx, m.nodeKeyOf(node), "addr", "state", "epoch").Result()
-		return err
+// nodeSession is a node's session as Redis holds it; every field is ""
+// once the session is gone.
+type nodeSession struct {
+	Addr  string `redis:"addr"`
+	State string `redis:"state"`
+	Epoch string `redis:"epoch"`
+}
+
+// ended reports whether the session of epoch has ended.
+func (s nodeSession) ended(epoch string) bool { return s.Epoch == "" || s.Epoch != epoch }
+
+// nodeSession reads node's session.
+func (m *Manager) nodeSession(ctx context.Context, node string) (nodeSession, error) {
+	var s nodeSession
+	err := m.retry(ctx, nil, func(ctx context.Context) error {
+		return m.client.HMGet(ctx, m.nodeKeyOf(node), "addr", "state", "epoch").Scan(&s)
 	})
 	if err != nil {
-		return nil, fmt.Errorf("session of node %q: %w", node, err)
+		return nodeSession{}, fmt.Errorf("session of node %q: %w", node, err)
 	}
-	return sess, nil
+	return s, nil
 }
 
 // Probe is a readiness check for the lease machinery: it succeeds if this

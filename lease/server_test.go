@@ -118,11 +118,26 @@ func TestWaitReplicas(t *testing.T) {
 	require.NoError(t, err, "Acquire with WaitReplicas 1 and one replica")
 	require.Equal(t, l.value, rc.Get(ctx, l.key).Val(), "the replica's value right after Acquire")
 	// A promoted replica has an empty script cache: the acquisition goes
-	// again as EVAL, and its WAIT after it.
+	// again as EVAL, and its WAIT after it, in one pipeline.
+	var mu sync.Mutex
+	var pipelines [][]string
+	c.AddHook(pipelineHook{fn: func(ctx context.Context, cmds []redis.Cmder, next redis.ProcessPipelineHook) error {
+		names := make([]string, len(cmds))
+		for i, cmd := range cmds {
+			names[i] = cmd.Name()
+		}
+		mu.Lock()
+		pipelines = append(pipelines, names)
+		mu.Unlock()
+		return next(ctx, cmds)
+	}})
 	require.NoError(t, c.ScriptFlush(ctx).Err(), "SCRIPT FLUSH")
 	l, err = m.Acquire(ctx, "waited-after-flush")
 	require.NoError(t, err, "Acquire with WaitReplicas 1 after SCRIPT FLUSH")
 	require.Equal(t, l.value, rc.Get(ctx, l.key).Val(), "the replica's value right after Acquire after SCRIPT FLUSH")
+	mu.Lock()
+	require.Equal(t, [][]string{{"evalsha", "wait"}, {"eval", "wait"}}, pipelines, "pipelines of the acquisition after SCRIPT FLUSH")
+	mu.Unlock()
 
 	cfg = testConfig()
 	cfg.TTL = 6 * time.Second

@@ -77,7 +77,7 @@ func TestDeadSessionsRoomIsTaken(t *testing.T) {
 
 // TestLiveSessionsRoomIsNeverTaken: while its owner's session lives, a
 // room is held by it; so is a route of the earlier per-room format (it has
-// a TTL) whatever its node's heartbeat says, until it expires.
+// a TTL) whatever its node's session says, until it expires.
 func TestLiveSessionsRoomIsNeverTaken(t *testing.T) {
 	c := standalone(t).client()
 	ctx := context.Background()
