@@ -150,8 +150,7 @@ func drill(ctx context.Context, cfg *drillConfig, progress io.Writer) (*verdict,
 	if ctx.Err() != nil {
 		return nil, ctx.Err()
 	}
-	v := judge(cfg, fe, insts, u, res.outcomes, res.sent)
-	v.ClientRetries = c.retries()
+	v := judge(cfg, fe, c, insts, u, res.outcomes, res.sent)
 	if cfg.HTML != "" {
 		if err := writeHTML(cfg.HTML, &picture{v: v, outcomes: res.outcomes, lives: lives(insts, u), update: u}); err != nil {
 			return nil, err

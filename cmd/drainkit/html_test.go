@@ -32,7 +32,7 @@ func TestPageOfAGRPCDrill(t *testing.T) {
 	}
 	u := &update{start: at(800), end: at(2600), old: []stopped{{Name: "i1", sigterm: at(1000), removed: at(3000), exited: at(1003)}}}
 	cfg := &drillConfig{GRPC: true, Instances: 1, LB: "kube", Lag: 2 * time.Second, Rate: 20, Command: []string{"/tmp/grpc-naive"}}
-	v := judge(cfg, &kube{lag: cfg.Lag}, []*instance{{name: "i1"}}, u, outs, harness.Sent{N: len(outs), Last: at(2950)})
+	v := judge(cfg, &kube{lag: cfg.Lag}, httpCaller{}, []*instance{{name: "i1"}}, u, outs, harness.Sent{N: len(outs), Last: at(2950)})
 	p := &picture{v: v, outcomes: outs, update: u, lives: []life{
 		{name: "i1", old: true, started: at(0), ready: at(100), sigterm: at(1000), removed: at(3000), exited: at(1003)},
 		{name: "i2", started: at(800), ready: at(900)},

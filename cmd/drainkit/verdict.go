@@ -79,12 +79,13 @@ func (l latency) String() string {
 	return fmt.Sprintf("p50 %s, p99 %s, max %s (%d requests)", l.P50, l.P99, l.Max, l.N)
 }
 
-// judge counts the outcomes and decides.
-func judge(cfg *drillConfig, fe frontend, insts []*instance, u *update, outs []outcome, s harness.Sent) *verdict {
+// judge counts the outcomes and decides; the balancer's retries come
+// from fe and the client's from c, both reported beside the failures.
+func judge(cfg *drillConfig, fe frontend, c caller, insts []*instance, u *update, outs []outcome, s harness.Sent) *verdict {
 	v := &verdict{
 		Protocol: cfg.protocol(), Command: cfg.Command, Instances: cfg.Instances, Balancer: fe.name(), Lag: duration(cfg.Lag), Rate: cfg.Rate,
 		FailedBy: map[string]int{}, Failed5xx: map[string]int{}, FailedByCode: map[string]int{}, Examples: map[string]string{},
-		BalancerRetries: fe.retries(), Update: duration(u.end.Sub(u.start)), Old: u.old,
+		BalancerRetries: fe.retries(), ClientRetries: c.retries(), Update: duration(u.end.Sub(u.start)), Old: u.old,
 	}
 	for _, c := range v.causes() {
 		v.FailedBy[c] = 0
