@@ -172,7 +172,7 @@ func lives(insts []*instance, u *update) []life {
 			l.old, l.sigterm, l.removed, l.exited = true, s.sigterm, s.removed, s.exited
 			if s.Report != nil && !s.Report.Start.IsZero() {
 				l.flip = s.Report.Start
-				if d, ok := s.Report.phaseStart("stop_intake"); ok {
+				if d, ok := s.Report.phaseEnd("stop_intake"); ok {
 					l.intake = l.flip.Add(d)
 				}
 			}

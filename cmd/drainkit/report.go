@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -95,20 +96,18 @@ func parseReport(line string) *drainReport {
 	return &r
 }
 
-// phaseStart returns when phase began, from the report's Start: the
-// earliest start_ms of its hooks; false if none of them ran (or the
-// report predates start_ms).
-func (r *drainReport) phaseStart(phase string) (time.Duration, bool) {
-	var first *float64
+// phaseEnd returns when phase ended, from the report's Start: the latest
+// start_ms + duration_ms of its hooks; false if none of them ran (or the
+// report predates start_ms). Intake has closed when stop_intake ends: an
+// HTTP intake's hook closes it at once, grpcdrain's after its settle.
+func (r *drainReport) phaseEnd(phase string) (time.Duration, bool) {
+	last, ran := 0.0, false
 	for _, h := range r.Hooks {
-		if h.Phase == phase && h.Start != nil && (first == nil || *h.Start < *first) {
-			first = h.Start
+		if h.Phase == phase && h.Start != nil {
+			last, ran = max(last, *h.Start+h.Duration), true
 		}
 	}
-	if first == nil {
-		return 0, false
-	}
-	return time.Duration(*first * float64(time.Millisecond)), true
+	return time.Duration(math.Round(last*1000)) * time.Microsecond, ran // the JSON's precision
 }
 
 // duration is a time.Duration that marshals as milliseconds.

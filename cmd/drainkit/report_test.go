@@ -18,19 +18,19 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// When a phase began is the earliest start_ms of its hooks in the report
-// (0 for one that began with the report); a phase none of whose hooks ran,
-// or a report without start_ms, has none.
-func TestPhaseStart(t *testing.T) {
+// When a phase ended is the latest start_ms + duration_ms of its hooks in
+// the report (0 for one that ended at once with the report); a phase none
+// of whose hooks ran, or a report without start_ms, has none.
+func TestPhaseEnd(t *testing.T) {
 	tests := []struct {
 		name   string
 		give   string // the report's hooks
 		want   time.Duration
 		wantOK bool
 	}{
-		{"one hook", `[{"name":"api.stop_intake","phase":"stop_intake","outcome":"ok","start_ms":5000.25,"duration_ms":0.2}]`, 5000250 * time.Microsecond, true},
-		{"earliest of two", `[{"name":"a","phase":"stop_intake","start_ms":12.5},{"name":"b","phase":"stop_intake","start_ms":12.25}]`, 12250 * time.Microsecond, true},
-		{"with the report", `[{"name":"a","phase":"stop_intake","start_ms":0}]`, 0, true},
+		{"one hook", `[{"name":"api.stop_intake","phase":"stop_intake","outcome":"ok","start_ms":5000.25,"duration_ms":0.2}]`, 5000450 * time.Microsecond, true},
+		{"the later end of two", `[{"name":"a","phase":"stop_intake","start_ms":12.25,"duration_ms":500},{"name":"b","phase":"stop_intake","start_ms":12.5,"duration_ms":0.25}]`, 512250 * time.Microsecond, true},
+		{"with the report, at once", `[{"name":"a","phase":"stop_intake","start_ms":0,"duration_ms":0}]`, 0, true},
 		{"another phase", `[{"name":"f","phase":"flush","start_ms":7.5}]`, 0, false},
 		{"skipped", `[{"name":"api.stop_intake","phase":"stop_intake","outcome":"skipped","duration_ms":0}]`, 0, false},
 		{"older report", `[{"name":"api.stop_intake","phase":"stop_intake","outcome":"ok","duration_ms":0.2}]`, 0, false},
@@ -39,7 +39,7 @@ func TestPhaseStart(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			var r drainReport
 			require.NoError(t, json.Unmarshal([]byte(`{"hooks":`+tt.give+`}`), &r))
-			got, ok := r.phaseStart("stop_intake")
+			got, ok := r.phaseEnd("stop_intake")
 			assert.Equal(t, tt.wantOK, ok)
 			assert.Equal(t, tt.want, got)
 		})
