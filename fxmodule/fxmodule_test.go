@@ -28,7 +28,6 @@ import (
 	"github.com/drainkit/drainkit/fxmodule"
 	"github.com/drainkit/drainkit/fxmodule/fxmoduletest"
 	"github.com/drainkit/drainkit/internal/testlog"
-	"github.com/drainkit/drainkit/internal/testsignals"
 	"github.com/drainkit/drainkit/lifecycle"
 	"github.com/drainkit/drainkit/readiness"
 )
@@ -150,7 +149,7 @@ func TestRunDrainsBeforeAnyOnStop(t *testing.T) {
 	code := make(chan int, 1)
 	go func() {
 		code <- fxmodule.Run(baseOptions(tr, late, running,
-			fx.Invoke(func(m *lifecycle.Manager) { testsignals.Set(m, sig) }))...)
+			signalsFrom(sig))...)
 	}()
 	<-isRunning
 	sig <- syscall.SIGTERM
@@ -187,7 +186,7 @@ func TestRunSignalDuringStart(t *testing.T) {
 	code := make(chan int, 1)
 	go func() {
 		code <- fxmodule.Run(baseOptions(tr, slowStart,
-			fx.Invoke(func(m *lifecycle.Manager) { testsignals.Set(m, sig) }))...)
+			signalsFrom(sig))...)
 	}()
 	<-starting
 	sig <- syscall.SIGTERM
@@ -211,7 +210,7 @@ func TestRunSecondSignalForces(t *testing.T) {
 	code := make(chan int, 1)
 	go func() {
 		code <- fxmodule.Run(baseOptions(tr, hang, running,
-			fx.Invoke(func(m *lifecycle.Manager) { testsignals.Set(m, sig) }))...)
+			signalsFrom(sig))...)
 	}()
 	<-isRunning
 	sig <- syscall.SIGTERM
@@ -332,7 +331,7 @@ func TestRunStartTimeoutRollsBack(t *testing.T) {
 			})})
 		})
 		sig := make(chan os.Signal) // none comes: the timeout alone stops the start
-		signals := fx.Invoke(func(m *lifecycle.Manager) { testsignals.Set(m, sig) })
+		signals := signalsFrom(sig)
 		release := fx.Provide(fxmodule.AsHook(releaseHook))
 		code := fxmodule.Run(baseOptions(tr, warm, signals, release, fx.StartTimeout(2*time.Second))...)
 		assert.Equal(t, lifecycle.ExitStartFailed, code)
@@ -368,7 +367,7 @@ func TestRunStartFailureIsExitStartFailed(t *testing.T) {
 			lc.Append(fx.Hook{OnStart: func(context.Context) error { return errors.New("warm cache: no such table") }})
 		})
 		sig := make(chan os.Signal)
-		signals := fx.Invoke(func(m *lifecycle.Manager) { testsignals.Set(m, sig) })
+		signals := signalsFrom(sig)
 		logs := &testlog.Buffer{}
 		log := fx.Decorate(func() *slog.Logger { return slog.New(slog.NewJSONHandler(logs, nil)) })
 		code := fxmodule.Run(baseOptions(tr, failing, signals, log, fx.Provide(fxmodule.AsHook(releaseHook)))...)
@@ -457,7 +456,7 @@ func TestHTTPServesAndDrains(t *testing.T) {
 func TestHTTPBadAddressFailsStart(t *testing.T) {
 	handler := func() http.Handler { return http.NotFoundHandler() }
 	sig := make(chan os.Signal)
-	signals := fx.Invoke(func(m *lifecycle.Manager) { testsignals.Set(m, sig) })
+	signals := signalsFrom(sig)
 	code := fxmodule.Run(baseOptions(&trace{}, signals, fxmodule.HTTP("api", "256.0.0.1:80", handler))...)
 	assert.Equal(t, lifecycle.ExitStartFailed, code)
 }
@@ -477,7 +476,7 @@ func TestRunDrainsBeforeRollbackClosesClients(t *testing.T) {
 			return drain.Hook{Name: "warmed", Phase: drain.Close, Run: func(context.Context) error { return nil }}
 		}))
 		sig := make(chan os.Signal)
-		signals := fx.Invoke(func(m *lifecycle.Manager) { testsignals.Set(m, sig) })
+		signals := signalsFrom(sig)
 		release := fx.Provide(fxmodule.AsHook(releaseHook))
 		code := fxmodule.Run(baseOptions(tr, failing, needsWarmer, signals, release)...)
 		assert.Equal(t, lifecycle.ExitStartFailed, code)
@@ -518,7 +517,7 @@ func TestRunDrainsTheSameWithALoggerOfTheApp(t *testing.T) {
 				lc.Append(fx.Hook{OnStart: func(context.Context) error { return errors.New("warm: no such table") }})
 			})
 			sig := make(chan os.Signal)
-			signals := fx.Invoke(func(m *lifecycle.Manager) { testsignals.Set(m, sig) })
+			signals := signalsFrom(sig)
 			code := fxmodule.Run(baseOptions(tr, append(extra, failing, signals, fx.Provide(fxmodule.AsHook(releaseHook)))...)...)
 			o = outcome{Code: code, Trace: tr.list()}
 		})
@@ -593,4 +592,10 @@ func TestManagerLoggerFromConfigOrGraph(t *testing.T) {
 			}
 		})
 	}
+}
+
+// signalsFrom gives the app's manager sig for its signals (Config.Signals):
+// a test must not signal its own process.
+func signalsFrom(sig <-chan os.Signal) fx.Option {
+	return fx.Decorate(func(c lifecycle.Config) lifecycle.Config { c.Signals = sig; return c })
 }

@@ -78,6 +78,12 @@ type Config struct {
 	// drain_hook_outcomes_total{phase,outcome}. When nil they are kept but
 	// not exported. Not read from the environment.
 	Registerer prometheus.Registerer
+	// Signals, if set, is read for the stop signals instead of the
+	// process's SIGTERM and SIGINT: for a program that receives them
+	// itself, and for tests, which must not signal their own process. The
+	// first value drains, the second forces the drain, the third makes
+	// [Manager.Run] return [ExitForced]. Not read from the environment.
+	Signals <-chan os.Signal
 }
 
 // ErrConfig is matched, with errors.Is, by every error that refuses a

@@ -4,14 +4,12 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"os"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/drainkit/drainkit/drain"
 	"github.com/drainkit/drainkit/internal/configerr"
-	"github.com/drainkit/drainkit/internal/testsignals"
 )
 
 // Manager owns the process's state and runs its drain. It is the single
@@ -23,13 +21,12 @@ import (
 // rollback of a failed start (package fxmodule does), and for reading the
 // report of a run that has ended.
 type Manager struct {
-	cfg          Config
-	log          *slog.Logger
-	metrics      *metrics
-	tracker      *drain.Tracker
-	givenSignals <-chan os.Signal // a test's (internal/testsignals); nil: the process's own SIGTERM and SIGINT
-	exitNow      chan struct{}    // closed by a third signal: Run returns at once
-	exitNowOnce  sync.Once
+	cfg         Config
+	log         *slog.Logger
+	metrics     *metrics
+	tracker     *drain.Tracker
+	exitNow     chan struct{} // closed by a third signal: Run returns at once
+	exitNowOnce sync.Once
 
 	state          atomic.Int32
 	stateEnteredAt atomic.Int64 // unix nanos, for duration_ms
@@ -91,11 +88,6 @@ func New(cfg Config) (*Manager, error) {
 // readiness registry takes its Service and ReadyTimeout, fxlease its
 // NodeID).
 func (m *Manager) Config() Config { return m.cfg }
-
-// A test's signals: see package internal/testsignals.
-func init() {
-	testsignals.Set = func(m any, ch <-chan os.Signal) { m.(*Manager).givenSignals = ch }
-}
 
 // OnDrained registers fn to run once the drain has finished and the state
 // is Stopped, also when the drain was forced or ran out of time, and

@@ -18,7 +18,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/drainkit/drainkit/drain"
-	"github.com/drainkit/drainkit/internal/testsignals"
 	"github.com/drainkit/drainkit/lifecycle"
 )
 
@@ -34,9 +33,9 @@ func newHarness(t *testing.T, cfg lifecycle.Config) *harness {
 	h := &harness{sig: make(chan os.Signal, 3), logs: &bytes.Buffer{}}
 	log := slog.New(slog.NewJSONHandler(&lockedWriter{w: h.logs}, nil))
 	cfg.Logger = log
+	cfg.Signals = h.sig
 	m, err := lifecycle.New(cfg)
 	require.NoError(t, err)
-	testsignals.Set(m, h.sig)
 	h.Manager = m
 	return h
 }

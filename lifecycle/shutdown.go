@@ -17,13 +17,13 @@ import (
 // This file is the shutdown in the order it happens: the signals, the stop
 // request, the drain, the exit code. docs/shutdown.md says why.
 
-// watchSignals subscribes to SIGTERM and SIGINT (or reads a test's
-// channel, given through internal/testsignals) and escalates: the first
+// watchSignals subscribes to SIGTERM and SIGINT (or reads Config.Signals)
+// and escalates: the first
 // signal requests a stop, the second forces the drain, the third makes
 // [Manager.Run] return [ExitForced] at once. unsubscribe stops watching
 // and waits for the watcher to end.
 func (m *Manager) watchSignals() (unsubscribe func()) {
-	signals := m.givenSignals
+	signals := m.cfg.Signals
 	var osSignals chan os.Signal
 	if signals == nil {
 		osSignals = make(chan os.Signal, 3)

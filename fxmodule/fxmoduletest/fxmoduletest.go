@@ -33,7 +33,6 @@ import (
 	"go.uber.org/fx"
 
 	"github.com/drainkit/drainkit/fxmodule"
-	"github.com/drainkit/drainkit/internal/testsignals"
 	"github.com/drainkit/drainkit/lifecycle"
 )
 
@@ -65,7 +64,7 @@ func Start(t testing.TB, opts ...fx.Option) *App {
 			}
 		})
 	})
-	testSignals := fx.Invoke(func(m *lifecycle.Manager) { testsignals.Set(m, a.signals) })
+	testSignals := fx.Decorate(func(c lifecycle.Config) lifecycle.Config { c.Signals = a.signals; return c })
 	go func() { a.exited <- fxmodule.Run(append(opts, watchRunning, testSignals)...) }()
 	select {
 	case <-running:
