@@ -24,7 +24,9 @@ return 1`)
 // TestAcquireEndsOverdueLease re-acquires a room whose session is overdue
 // while the renewer has not yet noticed (it is starved of CPU, say): the
 // old lease must end, lost, before the new one is handed out under a new
-// session, so its holder can no longer write with the old token.
+// session, so its holder can no longer write with the old token. The
+// session is lost as a whole, as the renewer would lose it: every other
+// lease under it ends too.
 func TestAcquireEndsOverdueLease(t *testing.T) {
 	b := standalone(t)
 	c := b.client()
@@ -47,6 +49,8 @@ func TestAcquireEndsOverdueLease(t *testing.T) {
 		return ok == 1
 	}
 	require.True(t, write(old), "write with the fresh lease refused; want accepted")
+	other, err := m.Acquire(ctx, "overdue-other")
+	require.NoError(t, err, "Acquire of another room")
 	m.okAt.Store(new(time.Now().Add(-m.lostAfter))) // session renewals failing for TTL·2/3
 
 	cur, err := m.Acquire(ctx, "overdue")
@@ -56,6 +60,7 @@ func TestAcquireEndsOverdueLease(t *testing.T) {
 	assert.False(t, write(old), "old holder wrote with token after the room was re-acquired; want refused")
 	assert.True(t, isLost(old), "old lease: not lost after the room was re-acquired; want lost")
 	assert.ErrorIs(t, context.Cause(old.Context()), ErrLost, "old lease: cause")
+	assert.ErrorIs(t, context.Cause(other.Context()), ErrLost, "the other room's lease under the overdue session: cause")
 	assert.True(t, write(cur), "write with the new lease refused; want accepted")
 	assert.False(t, write(old), "old holder wrote after the new holder; want refused")
 	if held := m.snapshot(false); assert.Len(t, held, 1, "Held(): want only %v", cur) {
