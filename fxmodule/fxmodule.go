@@ -77,12 +77,19 @@ type managerParams struct {
 	Config     lifecycle.Config
 	Logger     *slog.Logger          `optional:"true"`
 	Registerer prometheus.Registerer `optional:"true"`
+	// Signals fills Config.Signals when unset: a named value, so that a
+	// test (fxmoduletest) need not decorate lifecycle.Config, which the
+	// app under test may decorate itself (fx allows one at the root).
+	Signals <-chan os.Signal `name:"drainkit.signals" optional:"true"`
 }
 
 // newManager fills the config's Logger and Registerer from the graph when
 // unset. lifecycle.New's errors match lifecycle.ErrConfig (exit 78).
 func newManager(p managerParams) (*lifecycle.Manager, error) {
 	cfg := p.Config
+	if cfg.Signals == nil {
+		cfg.Signals = p.Signals
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = p.Logger
 	}

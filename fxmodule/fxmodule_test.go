@@ -594,8 +594,8 @@ func TestManagerLoggerFromConfigOrGraph(t *testing.T) {
 	}
 }
 
-// signalsFrom gives the app's manager sig for its signals (Config.Signals):
-// a test must not signal its own process.
+// signalsFrom gives the app's manager sig for its signals, as fxmoduletest
+// does: a test must not signal its own process.
 func signalsFrom(sig <-chan os.Signal) fx.Option {
-	return fx.Decorate(func(c lifecycle.Config) lifecycle.Config { c.Signals = sig; return c })
+	return fx.Supply(fx.Annotated{Name: "drainkit.signals", Target: sig})
 }

@@ -64,7 +64,7 @@ func Start(t testing.TB, opts ...fx.Option) *App {
 			}
 		})
 	})
-	testSignals := fx.Decorate(func(c lifecycle.Config) lifecycle.Config { c.Signals = a.signals; return c })
+	testSignals := fx.Supply(fx.Annotated{Name: "drainkit.signals", Target: (<-chan os.Signal)(a.signals)})
 	go func() { a.exited <- fxmodule.Run(append(opts, watchRunning, testSignals)...) }()
 	select {
 	case <-running:

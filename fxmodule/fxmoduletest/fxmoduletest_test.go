@@ -70,6 +70,20 @@ func TestCleanupStops(t *testing.T) {
 	assert.Equal(t, lifecycle.Stopped, m.State())
 }
 
+// An app that decorates lifecycle.Config itself (fx allows one decoration
+// of a type at the root) runs under Start, and its signals still drain it:
+// Start gives them in a value of its own, not by decorating the config.
+func TestStartWithAnAppThatDecoratesItsConfig(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		shorter := fx.Decorate(func(c lifecycle.Config) lifecycle.Config { c.DrainDelay = time.Second; return c })
+		app := fxmoduletest.Start(t, options(shorter)...)
+		began := time.Now()
+		r := app.Stop()
+		assert.Equal(t, time.Second, time.Since(began), "the app's own, decorated delay")
+		assert.Equal(t, lifecycle.ExitClean, r.ExitCode)
+	})
+}
+
 // fatalTB records what Start fails the test with, so the test can read it.
 type fatalTB struct {
 	testing.TB
