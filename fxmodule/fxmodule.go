@@ -52,19 +52,20 @@ func fromEnv(p loggerParams) (lifecycle.Config, error) {
 	return cfg, err
 }
 
-// AsHook annotates a constructor returning a drain.Hook, or a []drain.Hook
-// (such as drain.HTTPHooks' or drain.Streams.Hooks'), so that its hooks
+// AsHook annotates a constructor returning a drain.Hook, or a slice of
+// them (such as drain.HTTPHooks' or drain.Streams.Hooks'), so that its hooks
 // join the drain: fx.Provide(fxmodule.AsHook(newSnapshotFlusher)). The
 // constructor's first result type says which.
 func AsHook(constructor any) any {
 	tag := `group:"` + hookGroup + `"`
-	if t := reflect.TypeOf(constructor); t != nil && t.Kind() == reflect.Func && t.NumOut() > 0 && t.Out(0) == hookSlice {
+	if t := reflect.TypeOf(constructor); t != nil && t.Kind() == reflect.Func && t.NumOut() > 0 &&
+		t.Out(0).Kind() == reflect.Slice && t.Out(0).Elem() == hookType {
 		tag = `group:"` + hookGroup + `,flatten"`
 	}
 	return fx.Annotate(constructor, fx.ResultTags(tag))
 }
 
-var hookSlice = reflect.TypeOf([]drain.Hook(nil))
+var hookType = reflect.TypeFor[drain.Hook]()
 
 // AsCheck annotates a constructor returning a readiness.Check so that the
 // check joins the ready probe.

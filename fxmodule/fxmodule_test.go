@@ -599,3 +599,22 @@ func TestManagerLoggerFromConfigOrGraph(t *testing.T) {
 func signalsFrom(sig <-chan os.Signal) fx.Option {
 	return fx.Supply(fx.Annotated{Name: "drainkit.signals", Target: sig})
 }
+
+// namedHooks is a slice type of the app's own, as a constructor may return.
+type namedHooks []drain.Hook
+
+// A constructor returning a named slice of hooks joins the drain as one
+// returning []drain.Hook does: none of its hooks is dropped.
+func TestAsHookTakesANamedSliceOfHooks(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ok := func(context.Context) error { return nil }
+		hooks := fx.Provide(fxmodule.AsHook(func() namedHooks {
+			return namedHooks{{Name: "a", Phase: drain.Flush, Run: ok}, {Name: "b", Phase: drain.Release, Run: ok}}
+		}))
+		r := fxmoduletest.Start(t, baseOptions(&trace{}, hooks)...).Stop()
+		for _, name := range []string{"a", "b"} {
+			_, ran := r.Hook(name)
+			assert.True(t, ran, "hook %q in the report", name)
+		}
+	})
+}
