@@ -22,23 +22,26 @@ func (m *Manager) logPhase(msg, phase string, hooks int, stoppedAt time.Time) {
 
 // logPhases wraps hooks so that the first hook of each phase to begin
 // logs the phase with its number of hooks, before any of them runs (the
-// others wait for that line: sync.Once). A hook without Run is left as
-// it is, for drain.Run to refuse.
+// others wait for that line: sync.Once). Every hook passed AddHook, so
+// has a Run.
 func (m *Manager) logPhases(hooks []drain.Hook, stoppedAt time.Time) []drain.Hook {
-	count := map[drain.Phase]int{}
-	once := map[drain.Phase]*sync.Once{}
+	type phaseLog struct {
+		hooks int
+		once  sync.Once
+	}
+	phases := map[drain.Phase]*phaseLog{}
 	for _, h := range hooks {
-		count[h.Phase]++
-		once[h.Phase] = new(sync.Once)
+		if phases[h.Phase] == nil {
+			phases[h.Phase] = new(phaseLog)
+		}
+		phases[h.Phase].hooks++
 	}
 	out := make([]drain.Hook, len(hooks))
 	for i, h := range hooks {
-		if run := h.Run; run != nil {
-			phase, o := h.Phase, once[h.Phase]
-			h.Run = func(ctx context.Context) error {
-				o.Do(func() { m.logPhase("drain phase", string(phase), count[phase], stoppedAt) })
-				return run(ctx)
-			}
+		run, phase, p := h.Run, h.Phase, phases[h.Phase]
+		h.Run = func(ctx context.Context) error {
+			p.once.Do(func() { m.logPhase("drain phase", string(phase), p.hooks, stoppedAt) })
+			return run(ctx)
 		}
 		out[i] = h
 	}
