@@ -87,8 +87,8 @@ func judge(cfg *drillConfig, fe frontend, c caller, insts []*instance, u *update
 		FailedBy: map[string]int{}, Failed5xx: map[string]int{}, FailedByCode: map[string]int{}, Examples: map[string]string{},
 		BalancerRetries: fe.retries(), ClientRetries: c.retries(), Update: duration(u.end.Sub(u.start)), Old: u.old,
 	}
-	for _, c := range v.causes() {
-		v.FailedBy[c] = 0
+	for _, cause := range v.causes() {
+		v.FailedBy[cause] = 0
 	}
 	var during, outside []time.Duration
 	warmedUp := false // a request before the update succeeded
