@@ -40,11 +40,10 @@ const grpcPool = 8
 // grpcCaller makes the -call with the -request bytes, round robin over
 // its connections.
 type grpcCaller struct {
-	conns     []*grpc.ClientConn
-	ownsConns bool // dialled for this caller (kube), not the frontend's (roundrobin)
-	method    string
-	request   []byte
-	retried   *atomic.Int64 // grpc-go's transparent retries on these connections
+	conns   []*grpc.ClientConn
+	method  string
+	request []byte
+	retried *atomic.Int64 // grpc-go's transparent retries on these connections
 }
 
 // retries is how many calls grpc-go retried on its own.
@@ -68,11 +67,9 @@ func (c grpcCaller) call(ctx context.Context, i int, o *outcome) {
 	}
 }
 
-// close closes the connections the caller dialled.
+// close closes the caller's connections. The roundrobin frontend's, which
+// it lends, it closes again itself: a second Close only returns an error.
 func (c grpcCaller) close() {
-	if !c.ownsConns {
-		return
-	}
 	for _, cc := range c.conns {
 		cc.Close()
 	}
@@ -119,7 +116,7 @@ func (c retryCounter) HandleConn(context.Context, stats.ConnStats)              
 // (pick_first, one address); after a GOAWAY or a broken connection it is
 // dialled again, placed anew.
 func (f *kube) grpcCaller(cfg *drillConfig) (caller, error) {
-	c := grpcCaller{ownsConns: true, method: cfg.Call, request: cfg.Request, retried: new(atomic.Int64)}
+	c := grpcCaller{method: cfg.Call, request: cfg.Request, retried: new(atomic.Int64)}
 	for range grpcPool {
 		cc, err := grpc.NewClient("passthrough:///kube", dialOptions(c.retried, grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) {
 			return f.endpoints.DialContext(ctx, "tcp", "")
