@@ -153,6 +153,19 @@ func TestRunConfigMistakeIsOneLineAndExitConfig(t *testing.T) {
 			fxWords: true,
 		},
 		{
+			// Run decorates both at the root, and fx allows one decoration.
+			name:    "the app's own root decoration of fx.Lifecycle",
+			give:    []fx.Option{fxmodule.Module, cfg, fx.Decorate(func(lc fx.Lifecycle) fx.Lifecycle { return lc })},
+			want:    []string{"fx.Lifecycle"},
+			fxWords: true,
+		},
+		{
+			name:    "the app's own root decoration of fx.Shutdowner",
+			give:    []fx.Option{fxmodule.Module, cfg, fx.Decorate(func(s fx.Shutdowner) fx.Shutdowner { return s })},
+			want:    []string{"fx.Shutdowner"},
+			fxWords: true,
+		},
+		{
 			name:    "a type nobody provides",
 			give:    []fx.Option{fxmodule.Module, cfg, fx.Invoke(func(*dbConfig) {})},
 			want:    []string{"missing type: *fxmodule_test.dbConfig"},
