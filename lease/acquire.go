@@ -23,15 +23,9 @@ func (m *Manager) Acquire(ctx context.Context, id string) (*Lease, error) {
 	if m.draining() {
 		return nil, ErrDraining
 	}
-	if l, err := m.local(ctx, id); l != nil || err != nil {
+	l, f, err := m.attach(ctx, id)
+	if l != nil || err != nil {
 		return l, err
-	}
-	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("lease: acquire %s: %w", m.routeKey(id), err)
-	}
-	f, err := m.join(ctx, id)
-	if err != nil {
-		return nil, err
 	}
 	select {
 	case <-f.done:
@@ -44,46 +38,11 @@ func (m *Manager) Acquire(ctx context.Context, id string) (*Lease, error) {
 	return f.lease, f.err
 }
 
-// local returns the lease held for id, if any, or ErrNotRunning. A lease
-// whose session is lost or overdue is ended, and one ending is waited for:
-// its holder must stop before the room gets a new fence.
-func (m *Manager) local(ctx context.Context, id string) (*Lease, error) {
-	for {
-		m.mu.Lock()
-		l := m.leases[id]
-		switch {
-		case !m.running:
-			m.mu.Unlock()
-			return nil, ErrNotRunning
-		case l == nil || l.held():
-			m.mu.Unlock()
-			return l, nil
-		case !l.ended():
-			m.mu.Unlock()
-			l.end(m.lostCause(l), true) // leaves the set on return, unless another end came first
-			continue
-		}
-		if m.leftSet == nil {
-			m.leftSet = make(chan struct{})
-		}
-		left, stopping := m.leftSet, m.stopReq
-		m.mu.Unlock()
-		select {
-		case <-left:
-		case <-stopping: // the loop returns ErrNotRunning
-		case <-ctx.Done():
-			return nil, fmt.Errorf("lease: acquire %s: waiting for the lost lease to end: %w", m.routeKey(id), ctx.Err())
-		}
-	}
-}
-
 // acquire takes room id under the current session and returns the new,
 // unregistered lease; a route of an ended session is taken at once. ctx
 // must not be cancellable, so a lease an attempt took comes back.
 func (m *Manager) acquire(ctx context.Context, id string, stillWanted func() error) (*Lease, error) {
-	wctx, cancel := context.WithTimeout(ctx, m.cfg.TTL) // a session lost is started again within a tick, or Redis is down
-	s, err := m.currentSession(wctx)
-	cancel()
+	s, err := m.currentSession(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("lease: acquire %s: %w", m.routeKey(id), err)
 	}

@@ -291,12 +291,12 @@ func TestAcquireWaitsForTheEarlierFlightsCleanUp(t *testing.T) {
 
 // TestAcquireWaitingAcrossTheFlipSendsNothing: a caller that waited for
 // the clean-up while the drain flipped gets ErrDraining, and no acquire
-// script is sent after the flip (invariant 2). It calls join, where the
+// script is sent after the flip (invariant 2). It calls attach, where the
 // caller waits, directly: Acquire's own gate check comes before it.
 func TestAcquireWaitingAcrossTheFlipSendsNothing(t *testing.T) {
 	r := startCleanupRace(t)
 	r.m.BeginDrain()
-	f, err := r.m.join(context.Background(), "cleanup")
+	_, f, err := r.m.attach(context.Background(), "cleanup")
 	if err == nil {
 		<-f.done
 		err = f.err

@@ -31,7 +31,7 @@ type endingLease struct {
 func (e *endingLease) waiting() bool {
 	e.m.mu.Lock()
 	defer e.m.mu.Unlock()
-	return e.m.leftSet != nil
+	return e.m.settled != nil
 }
 
 // startEnding acquires room, deletes the session and returns once the
@@ -151,14 +151,14 @@ func TestAcquireWaitsForALeaseEndedInTheHandOff(t *testing.T) {
 
 	wait, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
-	go func() { _, err := m.local(wait, "handed"); done <- err }()
+	go func() { _, _, err := m.attach(wait, "handed"); done <- err }()
 	cancel()
 	select {
 	case err := <-done:
-		assert.ErrorIs(t, err, context.Canceled, "local while the ended lease's hooks run")
+		assert.ErrorIs(t, err, context.Canceled, "attach while the ended lease's hooks run")
 	case <-time.After(5 * time.Second):
 		m.forget(l) // let the spinning call return
 		<-done
-		t.Fatal("local did not return when its ctx ended: it spins on the ended lease")
+		t.Fatal("attach did not return when its ctx ended: it spins on the ended lease")
 	}
 }

@@ -21,51 +21,67 @@ type flight struct {
 	decided bool // the result is fixed: a caller that gives up now still gets it
 }
 
-// join makes the caller a waiter of id's flight, starting one if none; a
-// decided one may still be deleting this holder's values: it is waited out.
+// attach returns the lease held for id, or makes the caller a waiter of
+// id's flight, starting one if none. First it waits out what still
+// settles the room: a lease ending (its holder must stop before the room
+// gets a new fence; one whose session is overdue ends with it here) or a
+// decided flight (it may still be deleting this holder's values).
 // A caller whose ctx never ends cannot leave: its flight runs on its goroutine.
-func (m *Manager) join(ctx context.Context, id string) (*flight, error) {
-	var f *flight
+func (m *Manager) attach(ctx context.Context, id string) (*Lease, *flight, error) {
 	m.mu.Lock()
 	for {
-		if !m.running {
+		l, f := m.leases[id], m.flights[id]
+		switch {
+		case !m.running:
 			m.mu.Unlock()
-			return nil, ErrNotRunning
+			return nil, nil, ErrNotRunning
+		case l != nil && l.held():
+			m.mu.Unlock()
+			return l, nil, nil
+		case l != nil && !l.ended(): // its session ended or is overdue
+			m.mu.Unlock()
+			if _, err := m.currentSession(ctx); err != nil { // loses an overdue session, l with it
+				return nil, nil, fmt.Errorf("lease: acquire %s: %w", m.routeKey(id), err)
+			}
+			m.mu.Lock()
+			continue
+		case l == nil && (f == nil || !f.decided):
+			if err := ctx.Err(); err != nil {
+				m.mu.Unlock()
+				return nil, nil, fmt.Errorf("lease: acquire %s: %w", m.routeKey(id), err)
+			}
+			started := f == nil
+			if started {
+				f = &flight{done: make(chan struct{}), ctx: context.WithoutCancel(ctx)}
+				m.flights[id] = f
+			}
+			f.waiters++
+			m.mu.Unlock()
+			switch {
+			case !started:
+			case ctx.Done() == nil:
+				m.run(id, f)
+			default:
+				go m.run(id, f)
+			}
+			return nil, f, nil
 		}
-		f = m.flights[id]
-		if f == nil || !f.decided {
-			break
+		if m.settled == nil {
+			m.settled = make(chan struct{})
 		}
-		stopping := m.stopReq
+		settled, stopping := m.settled, m.stopReq
 		m.mu.Unlock()
 		select {
-		case <-f.done:
+		case <-settled:
 		case <-stopping: // the loop returns ErrNotRunning (or ErrDraining from the Release hook)
 		case <-ctx.Done():
-		}
-		if err := ctx.Err(); err != nil {
-			return nil, fmt.Errorf("lease: acquire %s: waiting for an earlier acquisition to finish: %w", m.routeKey(id), err)
+			return nil, nil, fmt.Errorf("lease: acquire %s: waiting for the room's last lease or acquisition to end: %w", m.routeKey(id), ctx.Err())
 		}
 		if m.draining() { // the flip came while this caller waited
-			return nil, ErrDraining
+			return nil, nil, ErrDraining
 		}
 		m.mu.Lock()
 	}
-	started := f == nil
-	if started {
-		f = &flight{done: make(chan struct{}), ctx: context.WithoutCancel(ctx)}
-		m.flights[id] = f
-	}
-	f.waiters++
-	m.mu.Unlock()
-	switch {
-	case !started:
-	case ctx.Done() == nil:
-		m.run(id, f)
-	default:
-		go m.run(id, f)
-	}
-	return f, nil
 }
 
 // leave stops counting the caller as f's waiter; false if the result was
@@ -104,22 +120,21 @@ func (m *Manager) unwanted(f *flight) error {
 func (m *Manager) run(id string, f *flight) {
 	defer func() {
 		m.mu.Lock()
-		if m.flights[id] == f { // a waiting join must not find f again, even after a panic
+		if m.flights[id] == f { // a waiting attach must not find f again, even after a panic
 			delete(m.flights, id)
+			m.wakeSettled()
 		}
 		m.mu.Unlock()
 		close(f.done)
 	}()
-	l, err := m.local(f.ctx, id) // a flight that just ended may have registered it
-	if l == nil && err == nil {
-		stillWanted := func() error {
-			m.mu.Lock()
-			defer m.mu.Unlock()
-			return m.unwanted(f)
-		}
-		if l, err = m.acquire(f.ctx, id, stillWanted); err == nil {
-			l, err = m.register(f.ctx, l, f)
-		}
+	stillWanted := func() error {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		return m.unwanted(f)
+	}
+	l, err := m.acquire(f.ctx, id, stillWanted)
+	if err == nil {
+		l, err = m.register(f.ctx, l, f)
 	}
 	m.mu.Lock()
 	f.lease, f.err, f.decided = l, err, true
@@ -144,7 +159,7 @@ func (m *Manager) register(ctx context.Context, l *Lease, f *flight) (*Lease, er
 		return nil, err
 	}
 	if old := m.leases[l.ID()]; old != nil && old != l { // not expected, but a replaced lease must not live on
-		defer old.end(m.lostCause(old), true)
+		defer old.end(lostError("a new lease of its room replaced it"), true)
 	}
 	m.leases[l.ID()] = l
 	m.met.held.Set(float64(len(m.leases)))

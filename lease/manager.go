@@ -47,7 +47,7 @@ type Manager struct {
 	stopReq chan struct{}      // closed at stop: the renewer exits, waiting Acquires give up
 	stopRun context.CancelFunc // cancels the renewer's calls when Stop's ctx runs out
 	done    chan struct{}      // closed when the renewer has exited
-	leftSet chan struct{}      // closed when a lease leaves the set; one per Manager: waits are rare, leases many
+	settled chan struct{}      // closed when a lease leaves the set or a flight ends; one per Manager: waits are rare
 }
 
 // New returns a Manager for client, or an error matching
@@ -254,11 +254,16 @@ func (m *Manager) forget(l *Lease) {
 		delete(m.leases, l.ID())
 		m.met.held.Set(float64(len(m.leases)))
 	}
-	if m.leftSet != nil {
-		close(m.leftSet)
-		m.leftSet = nil
-	}
+	m.wakeSettled()
 	m.mu.Unlock()
+}
+
+// wakeSettled, under mu, wakes the Acquires waiting for a room to settle.
+func (m *Manager) wakeSettled() {
+	if m.settled != nil {
+		close(m.settled)
+		m.settled = nil
+	}
 }
 
 func (m *Manager) routeKey(id string) string { return m.cfg.RoutePrefix + "{" + id + "}" }

@@ -106,10 +106,14 @@ func (m *Manager) loseSession(epoch int64, cause error) {
 	}
 }
 
-// currentSession returns the current session, waiting within ctx while one
-// starts again; ErrNotRunning once stopped. One past its deadline (a renewer
-// starved of CPU) is replaced: no room is taken under a distrusted session.
+// currentSession returns the current session, waiting within ctx (at most
+// TTL: a session lost is started again within a tick, or Redis is down)
+// while one starts again; ErrNotRunning once stopped. One past its
+// deadline (a renewer starved of CPU) is lost and replaced: no room is
+// taken under a distrusted session.
 func (m *Manager) currentSession(ctx context.Context) (*session, error) {
+	ctx, cancel := context.WithTimeout(ctx, m.cfg.TTL)
+	defer cancel()
 	for {
 		m.mu.Lock()
 		s, up, stopping, running := m.sess.Load(), m.sessUp, m.stopReq, m.running
@@ -218,14 +222,6 @@ func (m *Manager) overdueError() error {
 	since := m.now().Sub(*m.okAt.Load())
 	return lostError(fmt.Sprintf("no session renewal confirmed for %s (limit %s, TTL·2/3)",
 		since.Truncate(time.Millisecond), m.lostAfter.Truncate(time.Millisecond)))
-}
-
-// lostCause is why l, not held, is lost: its session ended, or is overdue.
-func (m *Manager) lostCause(l *Lease) error {
-	if s := m.sess.Load(); s == nil || s.epoch != l.epoch {
-		return lostError("its session ended")
-	}
-	return m.overdueError()
 }
 
 // state is the session's "state" field: active, or draining after the gate.
