@@ -207,3 +207,16 @@ func TestRunStatesTheDrainTiming(t *testing.T) {
 		assert.Equal(t, want, timing[k], "%s in the drain timing line", k)
 	}
 }
+
+// The report's JSON keeps every count exact, the drain report's nested in
+// its hooks too: one that went through a float64 on the way would come out
+// rounded above 2^53.
+func TestReportJSONKeepsCountsExact(t *testing.T) {
+	hook := drain.HookResult{Name: "streams", Phase: drain.WaitInFlight, Streams: &drain.StreamReport{Told: 1<<53 + 1}}
+	r := &lifecycle.Report{Report: &drain.Report{Reason: "test", Hooks: []drain.HookResult{hook}}, Service: "api",
+		ArrivedAfterFlip: 1<<64 - 1}
+	b, err := json.Marshal(r)
+	require.NoError(t, err)
+	assert.Contains(t, string(b), `"told":9007199254740993`, "report %s", b)
+	assert.Contains(t, string(b), `"after_flip":18446744073709551615`, "report %s", b)
+}

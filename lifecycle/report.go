@@ -52,22 +52,30 @@ type Report struct {
 	RefusedAfterIntake   uint64        `json:"-"`
 }
 
-// MarshalJSON merges the drain report's fields with the Report's own (the
-// embedded report's MarshalJSON would otherwise hide them).
+// MarshalJSON is the drain report's object with the Report's own fields
+// after its own (the embedded report's MarshalJSON would otherwise hide
+// them), every value as its own marshaller wrote it.
 func (r *Report) MarshalJSON() ([]byte, error) {
-	b, err := json.Marshal(r.Report)
+	drained, err := json.Marshal(r.Report)
 	if err != nil {
 		return nil, err
 	}
-	var obj map[string]any
-	if err := json.Unmarshal(b, &obj); err != nil {
+	type arrivals struct {
+		AfterFlip          uint64  `json:"after_flip"`
+		LastAfterFlipMS    float64 `json:"last_after_flip_ms"`
+		RefusedAfterIntake uint64  `json:"refused_after_intake"`
+	}
+	own, err := json.Marshal(struct {
+		Service    string   `json:"service"`
+		NodeID     string   `json:"node_id"`
+		StartError string   `json:"start_error,omitempty"`
+		ExitCode   int      `json:"exit_code"`
+		Arrivals   arrivals `json:"arrivals"`
+	}{r.Service, r.NodeID, r.StartError, r.ExitCode,
+		arrivals{r.ArrivedAfterFlip, msOf(r.LastArrivalAfterFlip), r.RefusedAfterIntake}})
+	if err != nil {
 		return nil, err
 	}
-	obj["service"], obj["node_id"], obj["exit_code"] = r.Service, r.NodeID, r.ExitCode
-	obj["arrivals"] = map[string]any{"after_flip": r.ArrivedAfterFlip,
-		"last_after_flip_ms": msOf(r.LastArrivalAfterFlip), "refused_after_intake": r.RefusedAfterIntake}
-	if r.StartError != "" {
-		obj["start_error"] = r.StartError
-	}
-	return json.Marshal(obj)
+	// Both are objects: the first one's closing brace joins the second's fields.
+	return append(append(drained[:len(drained)-1], ','), own[1:]...), nil
 }
