@@ -115,14 +115,14 @@ func (s *drainServer) stop(b *testing.B, how string) (done time.Time, closeTook 
 		return time.Now(), 0
 	case "drainkit":
 		for _, h := range s.hooks {
-			if h.Phase == drain.Close {
-				done = time.Now()
-			}
 			if err := h.Run(ctx); err != nil {
 				b.Error(err)
 			}
-			if h.Phase == drain.StopIntake {
+			switch h.Phase {
+			case drain.StopIntake:
 				s.markWaiting()
+			case drain.WaitInFlight:
+				done = time.Now()
 			}
 		}
 		return done, time.Since(done)
