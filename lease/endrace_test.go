@@ -26,8 +26,8 @@ type endingLease struct {
 	proceed func()       // lets OnLost return
 }
 
-// waiting reports whether an Acquire waits for an ended lease to leave
-// the set.
+// waiting reports whether an Acquire waits for a room to settle: here,
+// for the ended lease to leave the set.
 func (e *endingLease) waiting() bool {
 	e.m.mu.Lock()
 	defer e.m.mu.Unlock()

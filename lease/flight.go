@@ -24,8 +24,9 @@ type flight struct {
 // attach returns the lease held for id, or makes the caller a waiter of
 // id's flight, starting one if none. First it waits out what still
 // settles the room: a lease ending (its holder must stop before the room
-// gets a new fence; one whose session is overdue ends with it here) or a
-// decided flight (it may still be deleting this holder's values).
+// gets a new fence; one whose session ended or is overdue is ended here,
+// and the flight's currentSession loses an overdue session as a whole)
+// or a decided flight (it may still be deleting this holder's values).
 // A caller whose ctx never ends cannot leave: its flight runs on its goroutine.
 func (m *Manager) attach(ctx context.Context, id string) (*Lease, *flight, error) {
 	m.mu.Lock()
@@ -38,11 +39,9 @@ func (m *Manager) attach(ctx context.Context, id string) (*Lease, *flight, error
 		case l != nil && l.held():
 			m.mu.Unlock()
 			return l, nil, nil
-		case l != nil && !l.ended(): // its session ended or is overdue
+		case l != nil && !l.ended(): // its session ended or is overdue: its holder is told now
 			m.mu.Unlock()
-			if _, err := m.currentSession(ctx); err != nil { // loses an overdue session, l with it
-				return nil, nil, fmt.Errorf("lease: acquire %s: %w", m.routeKey(id), err)
-			}
+			l.end(m.lostCause(l), true) // leaves the set on return, unless another end came first
 			m.mu.Lock()
 			continue
 		case l == nil && (f == nil || !f.decided):

@@ -27,6 +27,8 @@ var errSessionBusy = errors.New("another process's session of this node id is al
 
 // startSession starts a new epoch of the session, replacing this
 // process's earlier one (its rooms are free at once), and makes it current.
+// A current one past its deadline is lost first: this is where an overdue
+// session ends, whoever found it overdue (the renewer, an Acquire).
 func (m *Manager) startSession(ctx context.Context) error {
 	m.startMu.Lock() // the renewer and an Acquire that found the session overdue may both start one
 	defer m.startMu.Unlock()
@@ -38,6 +40,8 @@ func (m *Manager) startSession(ctx context.Context) error {
 		return ErrNotRunning
 	case s != nil && m.alive(s.epoch, m.now()):
 		return nil // started meanwhile
+	case s != nil: // overdue: its leases end before the next epoch frees their rooms
+		m.loseLocked(s.epoch, m.overdueError())
 	}
 	sent := m.now()
 	res, err := sessionScript.Run(ctx, m.client, []string{m.nodeKey()},
@@ -90,6 +94,11 @@ func (m *Manager) deadline() time.Time {
 func (m *Manager) loseSession(epoch int64, cause error) {
 	m.startMu.Lock()
 	defer m.startMu.Unlock()
+	m.loseLocked(epoch, cause)
+}
+
+// loseLocked is loseSession with startMu held.
+func (m *Manager) loseLocked(epoch int64, cause error) {
 	m.mu.Lock()
 	if s := m.sess.Load(); s == nil || s.epoch != epoch {
 		m.mu.Unlock()
@@ -123,8 +132,7 @@ func (m *Manager) currentSession(ctx context.Context) (*session, error) {
 			return nil, ErrNotRunning
 		case s != nil && m.alive(s.epoch, m.now()):
 			return s, nil
-		case s != nil:
-			m.loseSession(s.epoch, m.overdueError())
+		case s != nil: // overdue: startSession loses it first
 			if err := m.startSession(ctx); err != nil {
 				return nil, err
 			}
@@ -171,12 +179,8 @@ func (m *Manager) renewLoop(ctx context.Context, stop <-chan struct{}, done chan
 // deadline: the renewer wakes there and the next tick loses the session.
 func (m *Manager) tick(ctx context.Context) error {
 	s := m.sess.Load()
-	if s != nil && !m.now().Before(m.deadline()) {
-		m.loseSession(s.epoch, m.overdueError())
-		s = nil
-	}
-	if s == nil {
-		return m.restart(ctx)
+	if s == nil || !m.now().Before(m.deadline()) {
+		return m.restart(ctx) // startSession loses an overdue one first
 	}
 	rctx, cancel := context.WithTimeout(ctx, min(m.cfg.CallTimeout, m.deadline().Sub(m.now())))
 	defer cancel()
@@ -216,6 +220,14 @@ func (m *Manager) restart(ctx context.Context) error {
 
 // errSessionLost: tick found the session lost.
 var errSessionLost = errors.New("lease: the session was lost")
+
+// lostCause is why l, not held, is lost: its session ended, or is overdue.
+func (m *Manager) lostCause(l *Lease) error {
+	if s := m.sess.Load(); s == nil || s.epoch != l.epoch {
+		return lostError("its session ended")
+	}
+	return m.overdueError()
+}
 
 // overdueError is the cause of leases lost for want of a confirmed renewal.
 func (m *Manager) overdueError() error {

@@ -269,3 +269,27 @@ func TestStopLeavesNoSessionStartedMeanwhile(t *testing.T) {
 	assert.Zero(t, c.Exists(ctx, m.nodeKey()).Val(), "session in Redis after Stop")
 	assert.ErrorIs(t, m.startSession(ctx), ErrNotRunning, "start after Stop")
 }
+
+// TestStartSessionLosesTheOverdueSessionItReplaces: a caller that found
+// the session overdue starts the next one (an Acquire, the renewer); if
+// the session it found had meanwhile been replaced, and the replacement
+// is overdue too, starting the next epoch must still end every lease of
+// the one it replaces: its rooms are free in Redis from then on, so a
+// holder left with a live context would share its room with the next
+// owner.
+func TestStartSessionLosesTheOverdueSessionItReplaces(t *testing.T) {
+	cfg := testConfig()
+	cfg.TTL, cfg.RenewInterval = 3*time.Minute, 50*time.Second // the renewer stays asleep
+	m := startManager(t, standalone(t).client(), cfg)
+	ctx := context.Background()
+	l, err := m.Acquire(ctx, "replaced")
+	require.NoError(t, err, "Acquire")
+	stale := l.epoch - 1                            // the epoch the caller found overdue, long replaced
+	m.okAt.Store(new(time.Now().Add(-m.lostAfter))) // the current one is overdue as well
+	m.loseSession(stale, m.overdueError())          // what that caller does first: nothing, as it is not current
+	require.NoError(t, m.startSession(ctx), "startSession")
+
+	require.NotEqual(t, l.epoch, m.sess.Load().epoch, "a new epoch: want started")
+	assert.ErrorIs(t, context.Cause(l.Context()), ErrLost, "the lease of the replaced epoch: cause")
+	assert.Empty(t, m.snapshot(false), "leases still held after their session was replaced")
+}
