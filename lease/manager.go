@@ -31,6 +31,7 @@ type Manager struct {
 	sess      atomic.Pointer[session]   // the current session; nil while there is none
 	okAt      atomic.Pointer[time.Time] // when its last confirmed renewal (or its start) was sent, monotonic clock kept
 	lastEpoch atomic.Int64              // the last epoch this process started; 0 before
+	starts    atomic.Int64              // session start attempts sent: a late one never replaces a later one's epoch
 	hbFailed  atomic.Bool               // the last session renewal failed (logs on change)
 	startMu   sync.Mutex                // one session start or loss at a time: a start waits for a loss to tell every holder
 
@@ -126,20 +127,24 @@ func (m *Manager) Start(ctx context.Context) error {
 // was not flushed: its next owner recovers the room). Stop does all of it
 // even if ctx ends first, and may be called again.
 func (m *Manager) Stop(ctx context.Context) error {
-	err := errors.Join(m.stopRenewer(ctx), m.waitFlights(ctx))
+	err := m.stopRenewer(ctx)
+	// Nothing renews the session from here: its leases end before anything
+	// waits. No lease registers once stopped.
 	m.startMu.Lock() // a start in progress (an Acquire's) finishes first; none begins after: stopped
-	defer m.startMu.Unlock()
 	m.mu.Lock()
-	m.sess.Store(nil) // a Release from now on finds its session ended and sends nothing
+	m.sess.Store(nil) // a Release from now on finds its session ended and sends nothing; so does a flight's clean-up
 	m.mu.Unlock()
 	var released []*Lease
-	for _, l := range m.snapshot(false) { // nothing renews them now: their holders must stop
+	for _, l := range m.snapshot(false) {
 		if l.state.Load() == stateHeld && !m.handOff.Load() && l.end(ErrReleased, false) {
 			released = append(released, l)
 		} else {
 			m.leaveToExpire(l)
 		}
+		l.told() // one another goroutine was ending too: told before the session goes
 	}
+	m.startMu.Unlock()
+	err = errors.Join(err, m.waitFlights(ctx)) // a flight waiting for startMu above ends now: stopped
 	if eerr := m.endSession(ctx); eerr != nil {
 		return errors.Join(err, eerr, fmt.Errorf("lease: %d rooms stay held until the session expires", len(released)))
 	}
@@ -234,13 +239,14 @@ func (m *Manager) leaveToExpire(l *Lease) {
 	}
 }
 
-// snapshot copies the held leases, and those in hand-off unless onlyHeld.
+// snapshot copies the lease set: the held leases if onlyHeld, otherwise
+// all, those in hand-off and those still ending included.
 func (m *Manager) snapshot(onlyHeld bool) []*Lease {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	out := make([]*Lease, 0, len(m.leases))
 	for _, l := range m.leases {
-		if s := l.state.Load(); s == stateHeld || (!onlyHeld && s == stateHandingOff) {
+		if !onlyHeld || l.state.Load() == stateHeld {
 			out = append(out, l)
 		}
 	}

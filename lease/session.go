@@ -44,8 +44,8 @@ func (m *Manager) startSession(ctx context.Context) error {
 		m.loseLocked(s.epoch, m.overdueError())
 	}
 	sent := m.now()
-	res, err := sessionScript.Run(ctx, m.client, []string{m.nodeKey()},
-		strconv.FormatInt(m.lastEpoch.Load(), 10), m.holder, m.state(), m.cfg.Addr, m.cfg.TTL.Milliseconds()).Int64Slice()
+	res, err := sessionScript.Run(ctx, m.client, []string{m.nodeKey()}, strconv.FormatInt(m.lastEpoch.Load(), 10),
+		m.holder, m.state(), m.cfg.Addr, m.cfg.TTL.Milliseconds(), m.starts.Add(1)).Int64Slice()
 	switch {
 	case err != nil:
 		return fmt.Errorf("session %s: %w", m.nodeKey(), err)
@@ -111,6 +111,7 @@ func (m *Manager) loseLocked(epoch int64, cause error) {
 	for _, l := range m.snapshot(false) {
 		if l.epoch == epoch {
 			l.end(cause, true)
+			l.told() // one another goroutine was ending too: told before the epoch is replaced
 		}
 	}
 }

@@ -293,3 +293,40 @@ func TestStartSessionLosesTheOverdueSessionItReplaces(t *testing.T) {
 	assert.ErrorIs(t, context.Cause(l.Context()), ErrLost, "the lease of the replaced epoch: cause")
 	assert.Empty(t, m.snapshot(false), "leases still held after their session was replaced")
 }
+
+// TestLateSessionStartReplacesNothing: a session start whose attempt timed
+// out may still reach Redis, after a later attempt started the epoch the
+// node now holds rooms under. It must not replace that epoch: another node
+// would read the rooms' epoch as dead and take them from live holders.
+func TestLateSessionStartReplacesNothing(t *testing.T) {
+	b := standalone(t)
+	raw := b.client()
+	var held atomic.Bool
+	deliver, delivered := make(chan struct{}), make(chan struct{})
+	late := cmdHook{fn: func(ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error {
+		args := cmd.Args()
+		if len(args) > 1 && args[1] == sessionScript.Hash() && held.CompareAndSwap(false, true) {
+			go func() { // the request is held up in the network, or by a stalled server
+				defer close(delivered)
+				<-deliver
+				_ = raw.Do(context.Background(), args...).Err()
+			}()
+			<-ctx.Done() // the attempt times out; Start's next one starts the session
+			cmd.SetErr(ctx.Err())
+			return ctx.Err()
+		}
+		return next(ctx, cmd)
+	}}
+	a := startManager(t, b.client(late), testConfig())
+	other := startManager(t, b.client(), testConfig())
+	ctx := context.Background()
+	l, err := a.Acquire(ctx, "late-start")
+	require.NoError(t, err, "Acquire")
+	close(deliver)
+	<-delivered
+
+	assert.Equal(t, strconv.FormatInt(l.epoch, 10), raw.HGet(ctx, a.nodeKey(), "epoch").Val(), "the session's epoch in Redis after the late start")
+	_, err = other.Acquire(ctx, "late-start")
+	assert.ErrorIs(t, err, ErrHeld, "another node's Acquire of the room")
+	assert.NoError(t, l.Context().Err(), "the lease after the late start")
+}

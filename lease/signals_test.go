@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"testing/synctest"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
@@ -69,5 +71,53 @@ func TestSignalsRaceTheEnd(t *testing.T) {
 			require.Same(t, l.Context(), ctx, "caller %d got another context than the lease keeps", i)
 			require.ErrorIs(t, context.Cause(ctx), ErrReleased, "caller %d: context.Cause", i)
 		}
+	}
+}
+
+// TestLosingASessionWaitsUntilEveryHolderIsTold: a lease another goroutine
+// is ending (a Release, say) has left the held state but its context is
+// not yet cancelled. Losing its session, or stopping, must wait for that
+// cancel: the next epoch or the session's end frees the room in Redis, and
+// the holder must have been told first.
+func TestLosingASessionWaitsUntilEveryHolderIsTold(t *testing.T) {
+	for _, how := range []string{"lost", "stopped"} {
+		t.Run(how, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				m := unstartedManager(t)
+				s := &session{epoch: 7, prefix: m.routePrefixOf(7)}
+				m.okAt.Store(new(time.Now()))
+				m.sess.Store(s)
+				l := m.newLease("ending", 1, s)
+				m.leases[l.ID()] = l
+				ctx := l.Context()
+				// Another goroutine won the end and has not yet told the holder.
+				require.True(t, l.state.CompareAndSwap(stateHeld, stateEnded))
+				returned := make(chan struct{})
+				go func() {
+					defer close(returned)
+					if how == "lost" {
+						m.loseSession(7, lostError("test"))
+						return
+					}
+					sctx, cancel := context.WithTimeout(context.Background(), time.Millisecond) // the session's end in Redis fails here: no server
+					defer cancel()
+					_ = m.Stop(sctx)
+				}()
+				synctest.Wait()
+				select {
+				case <-returned:
+					t.Fatalf("%s before the ending lease's holder was told (its context err %v)", how, ctx.Err())
+				default:
+				}
+				l.finish(ErrReleased, false)
+				synctest.Wait()
+				select {
+				case <-returned:
+				default:
+					t.Fatalf("%s did not return once the holder was told", how)
+				}
+				assert.ErrorIs(t, context.Cause(ctx), ErrReleased)
+			})
+		})
 	}
 }
