@@ -120,9 +120,10 @@ func (m *Manager) Start(ctx context.Context) error {
 	return nil
 }
 
-// Stop stops the renewer and waits, within ctx, for it and for
-// acquisitions in progress; ends every lease still held, then the
-// session, in one command: every room is free at once. A lease ends with
+// Stop stops the renewer (waiting for it within ctx), ends every lease
+// still held, waits within ctx for acquisitions in progress, then ends
+// the session in one command: every room is free at once. The leases end
+// first: nothing renews the session once the renewer has stopped. A lease ends with
 // [ErrReleased], or [ErrLeftToExpire] once [Manager.HandOff] was called (it
 // was not flushed: its next owner recovers the room). Stop does all of it
 // even if ctx ends first, and may be called again.
