@@ -115,20 +115,22 @@ func StartClusterWith(t testing.TB, cfg ClusterConfig) *Cluster {
 
 // startNode starts one cluster-enabled redis-server.
 func (c *Cluster) startNode() *Server {
-	args := []string{
-		"--cluster-enabled", "yes",
-		"--cluster-config-file", "nodes.conf", // relative to the server's own --dir
-		"--cluster-port", strconv.Itoa(FreePort(c.t)), // the default port+10000 may be taken or out of range
-		"--cluster-node-timeout", strconv.FormatInt(c.cfg.NodeTimeout.Milliseconds(), 10),
-		"--cluster-announce-ip", "127.0.0.1",
-	}
-	if c.cfg.Password != "" {
-		args = append(args, "--masterauth", c.cfg.Password)
-		if c.cfg.User != "default" {
-			args = append(args, "--masteruser", c.cfg.User)
+	return startFree(c.t, c.cfg.User, c.cfg.Password, func() []string {
+		args := []string{
+			"--cluster-enabled", "yes",
+			"--cluster-config-file", "nodes.conf", // relative to the server's own --dir
+			"--cluster-port", strconv.Itoa(FreePort(c.t)), // the default port+10000 may be taken or out of range
+			"--cluster-node-timeout", strconv.FormatInt(c.cfg.NodeTimeout.Milliseconds(), 10),
+			"--cluster-announce-ip", "127.0.0.1",
 		}
-	}
-	return start(c.t, FreePort(c.t), c.cfg.User, c.cfg.Password, append(args, c.cfg.Args...)...)
+		if c.cfg.Password != "" {
+			args = append(args, "--masterauth", c.cfg.Password)
+			if c.cfg.User != "default" {
+				args = append(args, "--masteruser", c.cfg.User)
+			}
+		}
+		return append(args, c.cfg.Args...)
+	})
 }
 
 // all is every node as started, primaries first.
@@ -185,7 +187,7 @@ func (c *Cluster) NodeID(s *Server) string {
 func (c *Cluster) PrimaryOf(ctx context.Context, key string) *Server {
 	c.t.Helper()
 	for _, s := range c.all() {
-		if s.cmd.ProcessState != nil {
+		if s.Exited() {
 			continue
 		}
 		cl := nodeClient(s)
@@ -371,7 +373,7 @@ func (c *Cluster) waitConverged(ctx context.Context, gone *Server) {
 	for {
 		last = ""
 		for _, s := range c.all() {
-			if s == gone || s.cmd.ProcessState != nil {
+			if s == gone || s.Exited() {
 				continue
 			}
 			if last = nodeConverged(ctx, s, len(c.all()), gone); last != "" {

@@ -8,11 +8,14 @@ package redistest
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/url"
 	"os/exec"
 	"strconv"
+	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -29,15 +32,17 @@ type Server struct {
 	// server started by Start, which lets every client in.
 	Username, Password string
 
-	t   testing.TB
-	cmd *exec.Cmd
+	t      testing.TB
+	cmd    *exec.Cmd
+	exited chan struct{} // closed once the process has exited and been waited for
+	output *tail         // its last lines of output
 }
 
 // Start starts a standalone redis-server with extra config arguments
 // (e.g. "--cluster-enabled", "yes") and waits until it answers PING.
 func Start(t testing.TB, args ...string) *Server {
 	t.Helper()
-	return start(t, FreePort(t), "", "", args...)
+	return startFree(t, "", "", func() []string { return args })
 }
 
 // StartAuth is Start for a server that refuses every client that has not
@@ -50,7 +55,7 @@ func StartAuth(t testing.TB, user, password string, args ...string) *Server {
 	if user == "" || password == "" {
 		t.Fatalf("redistest: StartAuth needs a user and a password")
 	}
-	return start(t, FreePort(t), user, password, args...)
+	return startFree(t, user, password, func() []string { return args })
 }
 
 // authArgs are the config arguments that make redis-server require user
@@ -74,7 +79,32 @@ func (s *Server) URL() string {
 	return u.String()
 }
 
-func start(t testing.TB, port int, user, password string, args ...string) *Server {
+// errPortTaken: redis-server found a port it was given already bound.
+var errPortTaken = errors.New("port taken")
+
+// startFree starts a server on a port FreePort picks; args returns the
+// other arguments, so a port among them is picked afresh too. Another
+// process may bind a picked port before redis-server does (a client's
+// outgoing connection takes its port from the same range): the server
+// then exits at once, and it is started again on other ports.
+func startFree(t testing.TB, user, password string, args func() []string) *Server {
+	t.Helper()
+	for try := 1; ; try++ {
+		s, err := start(t, FreePort(t), user, password, args()...)
+		if err == nil {
+			return s
+		}
+		if !errors.Is(err, errPortTaken) || try == 5 {
+			t.Fatalf("redistest: %v", err)
+		}
+		t.Logf("redistest: %v; starting it on other ports", err)
+	}
+}
+
+// start starts redis-server on port and waits until it answers PING. It
+// returns an error, with the server's last output, if the server exits
+// first; one matching errPortTaken if a port was taken.
+func start(t testing.TB, port int, user, password string, args ...string) (*Server, error) {
 	t.Helper()
 	path, err := exec.LookPath("redis-server")
 	if err != nil {
@@ -100,20 +130,43 @@ func start(t testing.TB, port int, user, password string, args ...string) *Serve
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("redistest: start redis-server: %v", err)
 	}
-	s := &Server{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), Port: port, Username: user, Password: password, t: t, cmd: cmd}
-	logged := make(chan struct{})
-	go func() { // drain the server's output so it never blocks on a full pipe
-		defer close(logged)
+	s := &Server{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), Port: port, Username: user, Password: password,
+		t: t, cmd: cmd, exited: make(chan struct{}), output: &tail{}}
+	go func() { // reads the output to its end, so the server never blocks on a full pipe, then reaps it
+		defer close(s.exited)
 		sc := bufio.NewScanner(out)
 		for sc.Scan() {
+			s.output.add(sc.Text())
 		}
+		_ = cmd.Wait()
 	}()
-	t.Cleanup(func() {
+	t.Cleanup(s.Kill)
+	if err := s.waitReady(); err != nil {
 		s.Kill()
-		<-logged
-	})
-	s.waitReady()
-	return s
+		return nil, err
+	}
+	return s, nil
+}
+
+// tail keeps the last lines a server wrote.
+type tail struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (t *tail) add(line string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.lines = append(t.lines, line)
+	if len(t.lines) > 20 {
+		t.lines = t.lines[1:]
+	}
+}
+
+func (t *tail) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return strings.Join(t.lines, "\n")
 }
 
 // Client returns a go-redis client for the server, closed at cleanup.
@@ -126,11 +179,20 @@ func (s *Server) Client() *redis.Client {
 // Kill stops the server at once (SIGKILL) and waits for it. It is safe to
 // call more than once; cleanup calls it too.
 func (s *Server) Kill() {
-	if s.cmd.ProcessState != nil {
-		return
+	if !s.Exited() {
+		_ = s.cmd.Process.Kill()
 	}
-	_ = s.cmd.Process.Kill()
-	_ = s.cmd.Wait()
+	<-s.exited
+}
+
+// Exited reports whether the server's process has exited (Kill, or on its own).
+func (s *Server) Exited() bool {
+	select {
+	case <-s.exited:
+		return true
+	default:
+		return false
+	}
 }
 
 // Pause stops the server with SIGSTOP: it keeps its data and its
@@ -157,7 +219,10 @@ func (s *Server) Resume() {
 func (s *Server) Restart(args ...string) {
 	s.t.Helper()
 	s.Kill()
-	n := start(s.t, s.Port, s.Username, s.Password, args...)
+	n, err := start(s.t, s.Port, s.Username, s.Password, args...)
+	if err != nil {
+		s.t.Fatalf("redistest: restart: %v", err)
+	}
 	*s = *n
 }
 
@@ -166,21 +231,29 @@ func (s *Server) options() *redis.Options {
 	return &redis.Options{Addr: s.Addr, Username: s.Username, Password: s.Password}
 }
 
-func (s *Server) waitReady() {
-	s.t.Helper()
+func (s *Server) waitReady() error {
 	o := s.options()
-	o.MaxRetries, o.DialTimeout = -1, 100*time.Millisecond
+	o.MaxRetries, o.DialTimeout, o.ReadTimeout = -1, 100*time.Millisecond, 250*time.Millisecond
 	c := redis.NewClient(o)
 	defer c.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	// Ready when this process answers: on a port taken meanwhile, another
+	// process's server (or any listener) may answer instead.
+	mine := fmt.Sprintf("process_id:%d\r\n", s.cmd.Process.Pid)
 	for {
-		if err := c.Ping(ctx).Err(); err == nil {
-			return
+		if info, err := c.Info(ctx, "server").Result(); err == nil && strings.Contains(info, mine) {
+			return nil
 		}
 		select {
+		case <-s.exited:
+			err := fmt.Errorf("redis-server on %s exited before it answered; its last output:\n%s", s.Addr, s.output)
+			if strings.Contains(s.output.String(), "Address already in use") {
+				err = fmt.Errorf("%w: %w", errPortTaken, err)
+			}
+			return err
 		case <-ctx.Done():
-			s.t.Fatalf("redistest: redis-server on %s not ready: %v", s.Addr, ctx.Err())
+			return fmt.Errorf("redis-server on %s not ready: %w; its last output:\n%s", s.Addr, ctx.Err(), s.output)
 		case <-time.After(10 * time.Millisecond): // polling an external process; nothing to be notified by
 		}
 	}

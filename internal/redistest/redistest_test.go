@@ -2,6 +2,8 @@ package redistest
 
 import (
 	"context"
+	"errors"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -72,5 +74,35 @@ func TestStartAuthRefusesStrangers(t *testing.T) {
 				t.Errorf("ping after restart with the same credentials: %v", err)
 			}
 		})
+	}
+}
+
+// A port bound by someone else between FreePort and redis-server's own
+// bind makes the server exit at once: start says so with errPortTaken,
+// which startFree answers with other ports, rather than waiting out its
+// readiness deadline.
+func TestStartOnATakenPortSaysSo(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	port := l.Addr().(*net.TCPAddr).Port
+	began := time.Now()
+	_, err = start(t, port, "", "")
+	if !errors.Is(err, errPortTaken) {
+		t.Fatalf("start on a bound port: %v; want errPortTaken", err)
+	}
+	if took := time.Since(began); took >= 5*time.Second {
+		t.Errorf("start on a bound port took %s; want it to end when the server exits", took)
+	}
+}
+
+// A server that exits before it answers (a bad argument) fails with its
+// own output, which says why.
+func TestStartOfAServerThatExitsShowsItsOutput(t *testing.T) {
+	_, err := start(t, FreePort(t), "", "", "--no-such-directive", "yes")
+	if err == nil || errors.Is(err, errPortTaken) || !strings.Contains(err.Error(), "no-such-directive") {
+		t.Fatalf("start with a bad argument: %v; want an error quoting the server's output", err)
 	}
 }
