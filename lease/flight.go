@@ -157,10 +157,7 @@ func (m *Manager) register(ctx context.Context, l *Lease, f *flight) (*Lease, er
 		}
 		return nil, err
 	}
-	if old := m.leases[l.ID()]; old != nil && old != l { // not expected, but a replaced lease must not live on
-		defer old.end(lostError("a new lease of its room replaced it"), true)
-	}
-	m.leases[l.ID()] = l
+	m.leases[l.ID()] = l // attach starts a flight only for a room with no lease: none is replaced
 	m.met.held.Set(float64(len(m.leases)))
 	m.mu.Unlock()
 	m.met.acquired.Inc()
