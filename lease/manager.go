@@ -133,7 +133,7 @@ func (m *Manager) Stop(ctx context.Context) error {
 	// waits. No lease registers once stopped.
 	m.startMu.Lock() // a start in progress (an Acquire's) finishes first; none begins after: stopped
 	m.mu.Lock()
-	m.sess.Store(nil) // a Release from now on finds its session ended and sends nothing; so does a flight's clean-up
+	m.sess.Store(nil) // a Release from now on finds its session ended and sends nothing; a flight's clean-up stops retrying
 	m.mu.Unlock()
 	var released []*Lease
 	for _, l := range m.snapshot(false) {

@@ -43,6 +43,9 @@ func (m *Manager) startSession(ctx context.Context) error {
 	case s != nil: // overdue: its leases end before the next epoch frees their rooms
 		m.loseLocked(s.epoch, m.overdueError())
 	}
+	// The call's own budget starts here, after the loss's hooks.
+	ctx, cancel := context.WithTimeout(ctx, m.cfg.CallTimeout)
+	defer cancel()
 	sent := m.now()
 	res, err := sessionScript.Run(ctx, m.client, []string{m.nodeKey()}, strconv.FormatInt(m.lastEpoch.Load(), 10),
 		m.holder, m.state(), m.cfg.Addr, m.cfg.TTL.Milliseconds(), m.starts.Add(1)).Int64Slice()
@@ -209,9 +212,7 @@ func (m *Manager) tick(ctx context.Context) error {
 // restart starts a new session after one was lost, in one call (the
 // renewer tries again next tick); its error says the old one was lost.
 func (m *Manager) restart(ctx context.Context) error {
-	sctx, cancel := context.WithTimeout(ctx, m.cfg.CallTimeout)
-	defer cancel()
-	err := m.startSession(sctx)
+	err := m.startSession(ctx)
 	if err != nil && ctx.Err() == nil {
 		m.followTopology(err)
 		m.cfg.Logger.Warn("lease session not started again yet", "node_id", m.cfg.Node, "error", err.Error())

@@ -330,3 +330,50 @@ func TestLateSessionStartReplacesNothing(t *testing.T) {
 	assert.ErrorIs(t, err, ErrHeld, "another node's Acquire of the room")
 	assert.NoError(t, l.Context().Err(), "the lease after the late start")
 }
+
+// TestSessionStartAttempts pins session.lua's rule for a start over this
+// process's own session: the same attempt again (go-redis resends a
+// command whose reply was lost) gets the epoch it started; a later attempt
+// replaces it; an earlier one arriving late is refused, as is any attempt
+// of another process while the session lives.
+func TestSessionStartAttempts(t *testing.T) {
+	c := standalone(t).client()
+	ctx := context.Background()
+	start := func(holder string, attempt int) []int64 {
+		t.Helper()
+		res, err := sessionScript.Run(ctx, c, []string{"room:node:{attempts}"}, "0", holder, stateActive, "", 60000, attempt).Int64Slice()
+		require.NoError(t, err, "session.lua, holder %s attempt %d", holder, attempt)
+		require.Len(t, res, 2)
+		return res
+	}
+	first := start("h", 2)
+	require.Equal(t, int64(1), first[0], "the first start")
+	assert.Equal(t, first, start("h", 2), "the same attempt again: want the epoch it started")
+	assert.Equal(t, int64(0), start("h", 1)[0], "an earlier attempt arriving late: want refused")
+	later := start("h", 3)
+	assert.Equal(t, int64(1), later[0], "a later attempt: want started")
+	assert.Greater(t, later[1], first[1], "a later attempt's epoch")
+	assert.Equal(t, int64(0), start("other", 4)[0], "another process's start: want refused")
+}
+
+// TestSlowLossStillStartsTheNextSession: losing an overdue session runs
+// every lease's OnLost and OnEnd before the next epoch starts. Those hooks
+// may outlast a call's budget; the start's call must still get a whole
+// CallTimeout of its own, or the renewer leaves the node without a session
+// (and every Acquire waiting) for another tick.
+func TestSlowLossStillStartsTheNextSession(t *testing.T) {
+	cfg := testConfig()
+	cfg.TTL, cfg.RenewInterval, cfg.CallTimeout = 3*time.Minute, 50*time.Second, 100*time.Millisecond // the renewer stays asleep
+	cfg.OnLost = func(*Lease, error) { time.Sleep(2 * cfg.CallTimeout) } // an audit write to a slow store, say
+	m := startManager(t, standalone(t).client(), cfg)
+	l, err := m.Acquire(context.Background(), "slow-loss")
+	require.NoError(t, err, "Acquire")
+	m.okAt.Store(new(time.Now().Add(-m.lostAfter))) // overdue
+
+	err = m.tick(context.Background())
+	require.ErrorIs(t, err, errSessionLost, "tick over an overdue session")
+	assert.ErrorIs(t, context.Cause(l.Context()), ErrLost, "the lease of the overdue session")
+	s := m.sess.Load()
+	require.NotNil(t, s, "no session after the tick: %v", err)
+	assert.NotEqual(t, l.epoch, s.epoch, "the session after the tick: want a new epoch")
+}
