@@ -363,8 +363,10 @@ func TestSessionStartAttempts(t *testing.T) {
 // (and every Acquire waiting) for another tick.
 func TestSlowLossStillStartsTheNextSession(t *testing.T) {
 	cfg := testConfig()
-	cfg.TTL, cfg.RenewInterval, cfg.CallTimeout = 3*time.Minute, 50*time.Second, 100*time.Millisecond // the renewer stays asleep
-	cfg.OnLost = func(*Lease, error) { time.Sleep(2 * cfg.CallTimeout) } // an audit write to a slow store, say
+	// The renewer stays asleep; OnLost outlasts a call's budget, as an
+	// audit write to a slow store may.
+	cfg.TTL, cfg.RenewInterval, cfg.CallTimeout = 3*time.Minute, 50*time.Second, 100*time.Millisecond
+	cfg.OnLost = func(*Lease, error) { time.Sleep(2 * cfg.CallTimeout) }
 	m := startManager(t, standalone(t).client(), cfg)
 	l, err := m.Acquire(context.Background(), "slow-loss")
 	require.NoError(t, err, "Acquire")
