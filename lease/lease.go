@@ -86,27 +86,16 @@ func (l *Lease) ended() bool {
 	return s == stateEnded || s == stateHandedOff
 }
 
-// told waits until l's holder has been told it ended, its context
-// cancelled; at once if it has. It is for a lease another goroutine is
-// ending: it won the state change and has not yet cancelled the context.
-func (l *Lease) told() {
-	l.mu.Lock()
-	done := l.cause != nil
-	l.mu.Unlock()
-	if !done {
-		<-l.Context().Done()
-	}
-}
-
 // finish does the rest of an end: cause, context, hooks.
 func (l *Lease) finish(cause error, lost bool) {
 	defer l.m.forget(l)
 	l.mu.Lock()
 	l.cause = cause
-	if l.cancel != nil {
-		l.cancel(cause) // under mu: told() reads a cause as a cancelled context
-	}
+	cancel := l.cancel
 	l.mu.Unlock()
+	if cancel != nil {
+		cancel(cause)
+	}
 	if lost {
 		if errors.Is(cause, ErrLost) { // left to expire is counted by the drain
 			l.m.met.lost.Inc()

@@ -142,7 +142,7 @@ func (m *Manager) Stop(ctx context.Context) error {
 		} else {
 			m.leaveToExpire(l)
 		}
-		l.told() // one another goroutine was ending too: told before the session goes
+		m.waitGone(l) // one another goroutine was ending too: its hooks return before the session goes
 	}
 	m.startMu.Unlock()
 	err = errors.Join(err, m.waitFlights(ctx)) // a flight waiting for startMu above ends now: stopped
@@ -252,6 +252,22 @@ func (m *Manager) snapshot(onlyHeld bool) []*Lease {
 		}
 	}
 	return out
+}
+
+// waitGone waits until l has left the lease set: whoever ended it has
+// cancelled its context and run its hooks (see Lease.end).
+func (m *Manager) waitGone(l *Lease) {
+	m.mu.Lock()
+	for m.leases[l.ID()] == l {
+		if m.settled == nil {
+			m.settled = make(chan struct{})
+		}
+		settled := m.settled
+		m.mu.Unlock()
+		<-settled
+		m.mu.Lock()
+	}
+	m.mu.Unlock()
 }
 
 // forget removes l from the lease set and wakes Acquires waiting for it.

@@ -114,7 +114,7 @@ func (m *Manager) loseLocked(epoch int64, cause error) {
 	for _, l := range m.snapshot(false) {
 		if l.epoch == epoch {
 			l.end(cause, true)
-			l.told() // one another goroutine was ending too: told before the epoch is replaced
+			m.waitGone(l) // one another goroutine was ending too: its hooks return before the epoch is replaced
 		}
 	}
 }

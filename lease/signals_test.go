@@ -75,15 +75,18 @@ func TestSignalsRaceTheEnd(t *testing.T) {
 }
 
 // TestLosingASessionWaitsUntilEveryHolderIsTold: a lease another goroutine
-// is ending (a Release, say) has left the held state but its context is
-// not yet cancelled. Losing its session, or stopping, must wait for that
-// cancel: the next epoch or the session's end frees the room in Redis, and
-// the holder must have been told first.
+// is ending (a Release, say) has left the held state, and its context and
+// hooks may not have run yet. Losing its session, or stopping, must wait
+// until they have: the next epoch or the session's end frees the room in
+// Redis, and the holder must have been told, and OnEnd have returned,
+// first (an audit log written there never shows the next owner first).
 func TestLosingASessionWaitsUntilEveryHolderIsTold(t *testing.T) {
 	for _, how := range []string{"lost", "stopped"} {
 		t.Run(how, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				m := unstartedManager(t)
+				onEnd := make(chan struct{})
+				m.cfg.OnEnd = func(*Lease, error) { <-onEnd }
 				s := &session{epoch: 7, prefix: m.routePrefixOf(7)}
 				m.okAt.Store(new(time.Now()))
 				m.sess.Store(s)
@@ -104,20 +107,24 @@ func TestLosingASessionWaitsUntilEveryHolderIsTold(t *testing.T) {
 					_ = m.Stop(sctx)
 				}()
 				synctest.Wait()
-				select {
-				case <-returned:
-					t.Fatalf("%s before the ending lease's holder was told (its context err %v)", how, ctx.Err())
-				default:
-				}
-				l.finish(ErrReleased, false)
+				require.False(t, isClosed(returned), "%s before the ending lease's holder was told (its context err %v)", how, ctx.Err())
+				go l.finish(ErrReleased, false) // the other goroutine goes on: the context, then OnEnd
 				synctest.Wait()
-				select {
-				case <-returned:
-				default:
-					t.Fatalf("%s did not return once the holder was told", how)
-				}
-				assert.ErrorIs(t, context.Cause(ctx), ErrReleased)
+				require.ErrorIs(t, context.Cause(ctx), ErrReleased)
+				require.False(t, isClosed(returned), "%s while the ending lease's OnEnd runs", how)
+				close(onEnd)
+				synctest.Wait()
+				require.True(t, isClosed(returned), "%s did not return once OnEnd did", how)
 			})
 		})
+	}
+}
+
+func isClosed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
 	}
 }
