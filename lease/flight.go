@@ -65,10 +65,7 @@ func (m *Manager) attach(ctx context.Context, id string) (*Lease, *flight, error
 			}
 			return nil, f, nil
 		}
-		if m.settled == nil {
-			m.settled = make(chan struct{})
-		}
-		settled, stopping := m.settled, m.stopReq
+		settled, stopping := m.settledLocked(), m.stopReq
 		m.mu.Unlock()
 		select {
 		case <-settled:

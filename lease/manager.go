@@ -259,10 +259,7 @@ func (m *Manager) snapshot(onlyHeld bool) []*Lease {
 func (m *Manager) waitGone(l *Lease) {
 	m.mu.Lock()
 	for m.leases[l.ID()] == l {
-		if m.settled == nil {
-			m.settled = make(chan struct{})
-		}
-		settled := m.settled
+		settled := m.settledLocked()
 		m.mu.Unlock()
 		<-settled
 		m.mu.Lock()
@@ -279,6 +276,15 @@ func (m *Manager) forget(l *Lease) {
 	}
 	m.wakeSettled()
 	m.mu.Unlock()
+}
+
+// settledLocked, under mu, returns the channel closed when the lease set
+// or the flights next change: what every wait for a room to settle waits on.
+func (m *Manager) settledLocked() <-chan struct{} {
+	if m.settled == nil {
+		m.settled = make(chan struct{})
+	}
+	return m.settled
 }
 
 // wakeSettled, under mu, wakes the Acquires waiting for a room to settle.

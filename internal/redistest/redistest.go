@@ -101,9 +101,9 @@ func startFree(t testing.TB, user, password string, args func() []string) *Serve
 	}
 }
 
-// start starts redis-server on port and waits until it answers PING. It
-// returns an error, with the server's last output, if the server exits
-// first; one matching errPortTaken if a port was taken.
+// start starts redis-server on port and waits until its log says it is
+// ready. It returns an error, with the server's last output, if the
+// server exits first; one matching errPortTaken if a port was taken.
 func start(t testing.TB, port int, user, password string, args ...string) (*Server, error) {
 	t.Helper()
 	path, err := exec.LookPath("redis-server")
