@@ -240,7 +240,7 @@ func TestReleaseAfterTheHandOffTouchesNothing(t *testing.T) {
 	var releases atomic.Int32 // release scripts sent
 	c := b.client(pipelineHook{fn: func(ctx context.Context, cmds []redis.Cmder, next redis.ProcessPipelineHook) error {
 		for _, cmd := range cmds {
-			if args := cmd.Args(); len(args) > 1 && (args[1] == releaseScript.Hash() || args[1] == scriptSources[releaseScript]) {
+			if isScript(cmd, releaseScript) {
 				releases.Add(1)
 			}
 		}

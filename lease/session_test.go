@@ -302,14 +302,18 @@ func TestLateSessionStartReplacesNothing(t *testing.T) {
 	b := standalone(t)
 	raw := b.client()
 	var held atomic.Bool
-	deliver, delivered := make(chan struct{}), make(chan struct{})
+	type reply struct {
+		res []int64
+		err error
+	}
+	deliver, delivered := make(chan struct{}), make(chan reply, 1)
 	late := cmdHook{fn: func(ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error {
-		args := cmd.Args()
-		if len(args) > 1 && args[1] == sessionScript.Hash() && held.CompareAndSwap(false, true) {
+		if isScript(cmd, sessionScript) && held.CompareAndSwap(false, true) {
+			args := cmd.Args()
 			go func() { // the request is held up in the network, or by a stalled server
-				defer close(delivered)
 				<-deliver
-				_ = raw.Do(context.Background(), args...).Err()
+				res, err := raw.Do(context.Background(), args...).Int64Slice()
+				delivered <- reply{res, err}
 			}()
 			<-ctx.Done() // the attempt times out; Start's next one starts the session
 			cmd.SetErr(ctx.Err())
@@ -323,7 +327,9 @@ func TestLateSessionStartReplacesNothing(t *testing.T) {
 	l, err := a.Acquire(ctx, "late-start")
 	require.NoError(t, err, "Acquire")
 	close(deliver)
-	<-delivered
+	got := <-delivered
+	require.NoError(t, got.err, "the late start reaching Redis")
+	require.Equal(t, int64(0), got.res[0], "the late start's answer: want refused, got %v", got.res)
 
 	assert.Equal(t, strconv.FormatInt(l.epoch, 10), raw.HGet(ctx, a.nodeKey(), "epoch").Val(), "the session's epoch in Redis after the late start")
 	_, err = other.Acquire(ctx, "late-start")
@@ -364,8 +370,9 @@ func TestSessionStartAttempts(t *testing.T) {
 func TestSlowLossStillStartsTheNextSession(t *testing.T) {
 	cfg := testConfig()
 	// The renewer stays asleep; OnLost outlasts a call's budget, as an
-	// audit write to a slow store may.
-	cfg.TTL, cfg.RenewInterval, cfg.CallTimeout = 3*time.Minute, 50*time.Second, 100*time.Millisecond
+	// audit write to a slow store may. The budget is a second: the one
+	// start the tick sends must not miss it on a busy machine.
+	cfg.TTL, cfg.RenewInterval, cfg.CallTimeout = 3*time.Minute, 50*time.Second, time.Second
 	cfg.OnLost = func(*Lease, error) { time.Sleep(2 * cfg.CallTimeout) }
 	m := startManager(t, standalone(t).client(), cfg)
 	l, err := m.Acquire(context.Background(), "slow-loss")

@@ -3,7 +3,7 @@ package lease
 import (
 	"context"
 	"strings"
-	"sync/atomic"
+	"sync"
 	"testing"
 	"time"
 
@@ -20,11 +20,12 @@ import (
 // share its room.
 func TestStopEndsLeasesBeforeWaitingForAcquisitions(t *testing.T) {
 	b := standalone(t)
-	var stuck atomic.Bool
+	stuck := make(chan struct{})
+	var once sync.Once
 	unanswered := cmdHook{fn: func(ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error {
 		for _, a := range cmd.Args() {
 			if s, ok := a.(string); ok && strings.HasSuffix(s, "{stuck}") {
-				stuck.Store(true)
+				once.Do(func() { close(stuck) })
 				<-ctx.Done() // the room's primary does not answer
 				cmd.SetErr(ctx.Err())
 				return ctx.Err()
@@ -39,7 +40,7 @@ func TestStopEndsLeasesBeforeWaitingForAcquisitions(t *testing.T) {
 	require.NoError(t, err, "Acquire x")
 	acquired := make(chan struct{})
 	go func() { defer close(acquired); _, _ = a.Acquire(ctx, "stuck") }()
-	waitFor(t, "the acquisition of the unanswered room to begin", stuck.Load)
+	<-stuck // the acquisition of the unanswered room has begun
 
 	stopped := make(chan error, 1)
 	go func() {

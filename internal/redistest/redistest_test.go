@@ -88,13 +88,11 @@ func TestStartOnATakenPortSaysSo(t *testing.T) {
 	}
 	defer l.Close()
 	port := l.Addr().(*net.TCPAddr).Port
-	began := time.Now()
+	// errPortTaken comes only from the server's exit: a wait that missed
+	// it would end at its deadline with another error.
 	_, err = start(t, port, "", "")
 	if !errors.Is(err, errPortTaken) {
 		t.Fatalf("start on a bound port: %v; want errPortTaken", err)
-	}
-	if took := time.Since(began); took >= 5*time.Second {
-		t.Errorf("start on a bound port took %s; want it to end when the server exits", took)
 	}
 }
 
