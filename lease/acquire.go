@@ -30,35 +30,49 @@ func (m *Manager) Acquire(ctx context.Context, id string) (*Lease, error) {
 	select {
 	case <-f.done:
 	case <-ctx.Done():
-		if m.leave(f) {
+		m.mu.Lock()
+		left := !f.decided // once decided, the result (a lease too) is this caller's
+		if left {
+			f.waiters--
+		}
+		m.mu.Unlock()
+		if left {
 			return nil, fmt.Errorf("lease: acquire %s: %w", m.routeKey(id), ctx.Err())
 		}
-		<-f.done // decided meanwhile: the lease is this caller's
+		<-f.done
 	}
 	return f.lease, f.err
 }
 
-// acquire takes room id under the current session and returns the new,
-// unregistered lease; a route of an ended session is taken at once. ctx
-// must not be cancellable, so a lease an attempt took comes back.
-func (m *Manager) acquire(ctx context.Context, id string, stillWanted func() error) (*Lease, error) {
+// acquire takes room id for f under the current session and returns the
+// new, unregistered lease; a route of an ended session is taken at once.
+// f.ctx is never cancelled, so a lease an attempt took comes back.
+func (m *Manager) acquire(id string, f *flight) (*Lease, error) {
+	ctx := f.ctx
 	s, err := m.currentSession(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("lease: acquire %s: %w", m.routeKey(id), err)
 	}
-	wanted := stillWanted
-	stillWanted = func() error { // no attempt under a session this node no longer trusts
+	stillWanted := func() error { // no attempt under a session this node no longer trusts
 		if !m.alive(s.epoch, m.now()) {
 			return lostError("its session ended while it was acquired")
 		}
-		return wanted()
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		return m.unwanted(f)
 	}
 	code, val, err := m.acquireOnce(ctx, id, s, s.args, stillWanted)
+	// A route naming an ended session (its node's is gone or has another
+	// epoch) is taken at once. The session is read outside the script
+	// (another slot): safe, as an ended epoch never comes back
+	// (docs/leases.md). A value of the earlier format is never dead here:
+	// the script checks its TTL.
 	if err == nil && code == 0 {
-		var dead bool
-		if dead, err = m.sessionEnded(ctx, val); err == nil && dead {
-			args := []any{s.args[0], s.args[1], val, s.args[3]}
-			code, val, err = m.acquireOnce(ctx, id, s, args, stillWanted)
+		if node, epoch, _, ok := parseValue(val); ok {
+			var sess nodeSession
+			if sess, err = m.nodeSession(ctx, node); err == nil && sess.ended(epoch) {
+				code, val, err = m.acquireOnce(ctx, id, s, []any{s.args[0], s.args[1], val, s.args[3]}, stillWanted)
+			}
 		}
 	}
 	if err != nil {
@@ -94,19 +108,6 @@ func (m *Manager) acquireOnce(ctx context.Context, id string, s *session, args [
 		return 0, "", err
 	}
 	return acquireReply(res)
-}
-
-// sessionEnded reports whether the route value v names an ended session:
-// its node's is gone or has another epoch. Read outside the script (another
-// slot), which is safe as an ended epoch never comes back (docs/leases.md).
-// A value of the earlier format is never dead here: the script checks its TTL.
-func (m *Manager) sessionEnded(ctx context.Context, v string) (bool, error) {
-	node, epoch, _, ok := parseValue(v)
-	if !ok {
-		return false, nil
-	}
-	sess, err := m.nodeSession(ctx, node)
-	return err == nil && sess.ended(epoch), err
 }
 
 // acquireCall runs the acquire script and, with Config.WaitReplicas, WAIT
@@ -153,9 +154,6 @@ func (m *Manager) acquireCall(ctx context.Context, id string, args []any) ([]any
 	return res, nil
 }
 
-// errShortWait: fewer replicas than Config.WaitReplicas acknowledged.
-var errShortWait = errors.New("replicas did not acknowledge in time")
-
 // acquireReply decodes {code, fence-or-value}.
 func acquireReply(res []any) (int64, string, error) {
 	if len(res) == 2 {
@@ -171,13 +169,11 @@ func acquireReply(res []any) (int64, string, error) {
 // parseValue splits a route value, node|epoch|fence (node|holder|fence in
 // the earlier per-room format); ok is false for anything else.
 func parseValue(v string) (node, epoch string, fence int64, ok bool) {
-	parts := strings.Split(v, "|")
-	if len(parts) != 3 || parts[0] == "" {
+	node, rest, _ := strings.Cut(v, "|")
+	epoch, f, ok := strings.Cut(rest, "|")
+	fence, err := strconv.ParseInt(f, 10, 64) // fails on a fourth '|'
+	if !ok || node == "" || err != nil || fence <= 0 {
 		return "", "", 0, false
 	}
-	f, err := strconv.ParseInt(parts[2], 10, 64)
-	if err != nil || f <= 0 {
-		return "", "", 0, false
-	}
-	return parts[0], parts[1], f, true
+	return node, epoch, fence, true
 }

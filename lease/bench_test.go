@@ -68,7 +68,7 @@ func BenchmarkRenew(b *testing.B) {
 			for b.Loop() {
 				require.NoError(b, m.tick(ctx))
 			}
-			require.Equal(b, n, len(m.snapshot(false)), "leases held after renewing")
+			require.Equal(b, n, len(m.snapshot()), "leases held after renewing")
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/1e6, "ms/round")
 		})
 	}
@@ -165,6 +165,6 @@ func BenchmarkHeldLeaseMemory(b *testing.B) {
 	ids = nil
 	runtime.GC()
 	runtime.ReadMemStats(&after)
-	require.Equal(b, i, len(m.snapshot(false)), "leases held")
+	require.Equal(b, i, len(m.snapshot()), "leases held")
 	b.ReportMetric(float64(int64(after.HeapAlloc)-int64(before.HeapAlloc))/float64(i), "B/lease")
 }

@@ -84,7 +84,7 @@ func TestAcquireCancelledAtEveryStep(t *testing.T) {
 			// The acquisition may still finish in the background; it must
 			// end with the room free and nothing registered.
 			waitFor(t, "the unheld lease to be released", func() bool {
-				return len(m.snapshot(false)) == 0 && c.Exists(context.Background(), m.routeKey(id)).Val() == 0
+				return len(m.snapshot()) == 0 && c.Exists(context.Background(), m.routeKey(id)).Val() == 0
 			})
 		})
 	}
@@ -105,7 +105,7 @@ func waitClosed(t *testing.T, ch <-chan struct{}, what string) {
 func requireHeld(t *testing.T, m *Manager, c redis.UniversalClient, l *Lease, key string) {
 	t.Helper()
 	require.True(t, l.held(), "lease %v: want held", l)
-	require.Len(t, m.snapshot(false), 1, "leases registered")
+	require.Len(t, m.snapshot(), 1, "leases registered")
 	require.Equal(t, int64(1), c.Exists(context.Background(), key).Val(), "lease %v: want its key in Redis", l)
 }
 

@@ -75,7 +75,6 @@ type Config struct {
 	Registerer   prometheus.Registerer // if set, registers the lease metrics
 }
 
-// withDefaults returns c with zero fields set to their defaults.
 func (c Config) withDefaults() Config {
 	c.TTL = cmp.Or(c.TTL, DefaultTTL)
 	c.RenewInterval = cmp.Or(c.RenewInterval, c.TTL/6)

@@ -200,7 +200,7 @@ func testRenewalIsOneCall(t *testing.T, b backend) {
 	require.NoError(t, m.tick(ctx), "renewal round")
 	require.EqualValues(t, 1, sent.Load(), "commands sent by a renewal round with 8 leases")
 	require.True(t, m.okAt.Load().After(*before), "session renewed")
-	for _, l := range m.snapshot(false) {
+	for _, l := range m.snapshot() {
 		require.True(t, l.held(), "lease %s: want held", l.label())
 	}
 }

@@ -124,5 +124,5 @@ func TestLostAcquireReplyIsUndone(t *testing.T) {
 	settled(t, m)
 	require.GreaterOrEqual(t, attempts.Load(), int32(2), "acquire attempts; want a retry after the lost reply")
 	assert.Empty(t, c.Get(context.Background(), m.routeKey("lost-reply")).Val(), "route key after the failed acquisition; want it deleted")
-	assert.Empty(t, m.snapshot(false), "Held()")
+	assert.Empty(t, m.snapshot(), "Held()")
 }

@@ -18,12 +18,10 @@ import (
 // flip, as fxlease does; the lease hooks call it too. It may be called
 // again, and before Start.
 func (m *Manager) BeginDrain() {
-	// No lock: register reads the gate under mu, so a lease registered
-	// before the gate closed is in every snapshot taken after it.
+	// No lock: register reads the gate under mu (see its doc).
 	m.gateOnce.Do(func() { close(m.gate) })
 }
 
-// draining reports whether the gate is closed.
 func (m *Manager) draining() bool {
 	select {
 	case <-m.gate:
@@ -57,9 +55,9 @@ func (m *Manager) HandOff(fn func(ctx context.Context, l *Lease) error, concurre
 // runHandOff is the hand-off hook's work; leases are renewed meanwhile.
 func (m *Manager) runHandOff(ctx context.Context, fn func(ctx context.Context, l *Lease) error, concurrency int) error {
 	var (
-		mu                           sync.Mutex
-		released, leftToExpire, lost int
-		errs                         []error
+		mu             sync.Mutex
+		released, lost int
+		errs           []error // one per lease left to expire
 	)
 	settle := func(l *Lease, err error) {
 		mu.Lock()
@@ -70,14 +68,13 @@ func (m *Manager) runHandOff(ctx context.Context, fn func(ctx context.Context, l
 		case errors.Is(err, ErrNotHeld), errors.Is(err, ErrLost):
 			lost++
 		default:
-			leftToExpire++
 			errs = append(errs, fmt.Errorf("room %s: %w", l.ID(), err))
 		}
 	}
 	// Take every lease before any fn runs (g.Go blocks at the limit): one
 	// still held when this hook is abandoned would look releasable to Stop.
 	var mine []*Lease
-	for _, l := range m.snapshot(true) {
+	for _, l := range m.snapshot() {
 		if l.state.CompareAndSwap(stateHeld, stateHandingOff) { // false: lost or released since the snapshot
 			mine = append(mine, l)
 		}
@@ -104,11 +101,11 @@ func (m *Manager) runHandOff(ctx context.Context, fn func(ctx context.Context, l
 	close(flushed)
 	releaser.Wait()
 	m.cfg.Logger.Info("lease hand-off done", "node_id", m.cfg.Node,
-		"released", released, "left_to_expire", leftToExpire, "lost", lost)
-	if leftToExpire == 0 {
+		"released", released, "left_to_expire", len(errs), "lost", lost)
+	if len(errs) == 0 {
 		return nil
 	}
-	return fmt.Errorf("lease: hand-off: %d released, %d left to expire, %d lost: %w", released, leftToExpire, lost, errors.Join(errs...))
+	return fmt.Errorf("lease: hand-off: %d released, %d left to expire, %d lost: %w", released, len(errs), lost, errors.Join(errs...))
 }
 
 // flushOne runs fn for l and returns nil if l may be released (still held);

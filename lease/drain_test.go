@@ -54,7 +54,7 @@ func TestDrainRace(t *testing.T) {
 	require.ErrorIs(t, err, ErrDraining, "Acquire racing the flip")
 	require.Nil(t, l, "Acquire racing the flip")
 	require.Zero(t, c.Exists(ctx, m.routeKey("race")).Val(), "lease acquired across the flip still in Redis; want released")
-	require.Empty(t, m.snapshot(false), "leases the manager holds")
+	require.Empty(t, m.snapshot(), "leases the manager holds")
 }
 
 // TestHandOff flushes rooms with bounded concurrency: flushed rooms are

@@ -27,6 +27,14 @@ var (
 	ErrLeftToExpire = errors.New("lease: left to expire")
 )
 
+// Errors of this package's own, wrapped by its exported ones.
+var (
+	errSessionBusy = errors.New("another process's session of this node id is alive") // Start waits it out
+	errSessionLost = errors.New("lease: the session was lost")                        // tick's, starting a new one
+	errShortWait   = errors.New("replicas did not acknowledge in time")               // fewer than Config.WaitReplicas
+	errNobodyWaits = errors.New("every caller gave up")                               // ends an acquisition
+)
+
 // heldBy returns an error matching ErrHeld that names the room's holder,
 // or says its route value cannot be parsed (node "").
 func heldBy(id, node string, fence int64) error {

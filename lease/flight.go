@@ -41,7 +41,7 @@ func (m *Manager) attach(ctx context.Context, id string) (*Lease, *flight, error
 			return l, nil, nil
 		case l != nil && !l.ended(): // its session ended or is overdue: its holder is told now
 			m.mu.Unlock()
-			l.end(m.lostCause(l), true) // leaves the set on return, unless another end came first
+			l.end(m.lostCause(l.epoch), true) // leaves the set on return, unless another end came first
 			m.mu.Lock()
 			continue
 		case l == nil && (f == nil || !f.decided):
@@ -80,21 +80,6 @@ func (m *Manager) attach(ctx context.Context, id string) (*Lease, *flight, error
 	}
 }
 
-// leave stops counting the caller as f's waiter; false if the result was
-// decided, and the caller must take it.
-func (m *Manager) leave(f *flight) bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if f.decided {
-		return false
-	}
-	f.waiters--
-	return true
-}
-
-// errNobodyWaits ends an acquisition every caller gave up on.
-var errNobodyWaits = errors.New("every caller gave up")
-
 // unwanted, under mu, returns why f's acquisition must stop (deciding f), or nil.
 func (m *Manager) unwanted(f *flight) error {
 	var err error
@@ -123,14 +108,9 @@ func (m *Manager) run(id string, f *flight) {
 		m.mu.Unlock()
 		close(f.done)
 	}()
-	stillWanted := func() error {
-		m.mu.Lock()
-		defer m.mu.Unlock()
-		return m.unwanted(f)
-	}
-	l, err := m.acquire(f.ctx, id, stillWanted)
+	l, err := m.acquire(id, f)
 	if err == nil {
-		l, err = m.register(f.ctx, l, f)
+		l, err = m.register(l, f)
 	}
 	m.mu.Lock()
 	f.lease, f.err, f.decided = l, err, true
@@ -140,7 +120,7 @@ func (m *Manager) run(id string, f *flight) {
 // register adds a new lease, or releases it if unwanted. The gate and the
 // session are read under the snapshot's lock: no lease outlives the flip
 // unseen by the drain, nor its session unseen by loseSession.
-func (m *Manager) register(ctx context.Context, l *Lease, f *flight) (*Lease, error) {
+func (m *Manager) register(l *Lease, f *flight) (*Lease, error) {
 	m.mu.Lock()
 	err := m.unwanted(f)
 	if err == nil && !m.alive(l.epoch, m.now()) { // lost or overdue: never handed out
@@ -149,7 +129,7 @@ func (m *Manager) register(ctx context.Context, l *Lease, f *flight) (*Lease, er
 	f.decided = true // whatever follows, this is the result
 	if err != nil {
 		m.mu.Unlock()
-		if rerr := m.releaseUnknown(ctx, l.ID(), l.epoch, l.value); rerr != nil {
+		if rerr := m.releaseUnknown(f.ctx, l.ID(), l.epoch, l.value); rerr != nil {
 			return nil, errors.Join(err, rerr) // the route dies with the session
 		}
 		return nil, err

@@ -81,7 +81,7 @@ func TestAbandonedHandOffReleasesNothingUnflushed(t *testing.T) {
 		require.NoError(t, err)
 		assert.EqualValues(t, 1, n, "%s: route; want the unflushed room's route left, not released (it moves with the session)", id)
 	}
-	assert.Empty(t, m.snapshot(false), "leases the manager still holds after the Release hook")
+	assert.Empty(t, m.snapshot(), "leases the manager still holds after the Release hook")
 }
 
 // Once HandOff was called, a lease the hand-off never took (its hook did not
@@ -146,7 +146,7 @@ func TestNoAcquireScriptAfterTheFlip(t *testing.T) {
 	assert.ErrorIs(t, err, ErrDraining, "Acquire across the flip")
 	assert.Zero(t, afterFlip.Load(), "acquire scripts sent after the flip")
 	assert.Zero(t, c.Exists(context.Background(), m.routeKey("flip")).Val(), "key exists after the flip; want none")
-	assert.Empty(t, m.snapshot(false), "leases held after the flip")
+	assert.Empty(t, m.snapshot(), "leases held after the flip")
 }
 
 // HandOff refuses a nil fn when the hook is built, before anything drains.

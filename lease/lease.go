@@ -10,7 +10,7 @@ import (
 	"sync/atomic"
 )
 
-// Lease states: held → handingOff → handedOff, or held → ended.
+// Lease states: held → handingOff → handedOff, or held → ended; the ended ones last (see ended).
 const (
 	stateHeld int32 = iota
 	stateHandingOff
@@ -81,10 +81,7 @@ func (l *Lease) end(cause error, lost bool) bool {
 }
 
 // ended reports whether the lease has ended, its hooks run or not.
-func (l *Lease) ended() bool {
-	s := l.state.Load()
-	return s == stateEnded || s == stateHandedOff
-}
+func (l *Lease) ended() bool { return l.state.Load() >= stateEnded }
 
 // finish does the rest of an end: cause, context, hooks.
 func (l *Lease) finish(cause error, lost bool) {
@@ -121,5 +118,4 @@ func (l *Lease) callHook(name string, hook func(*Lease, error), cause error) {
 	hook(l, cause)
 }
 
-// label returns the route key and fence, for errors and logs.
 func (l *Lease) label() string { return fmt.Sprintf("%s@%d", l.key, l.fence) }

@@ -3,7 +3,6 @@ package lease
 import (
 	"context"
 	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"strings"
@@ -67,10 +66,8 @@ func New(client redis.UniversalClient, cfg Config) (*Manager, error) {
 	if cfg.WaitReplicas > 0 && !plain && !cluster {
 		return nil, configerr.Errorf("lease: Config.WaitReplicas %d needs a *redis.Client or *redis.ClusterClient, not %T", cfg.WaitReplicas, client)
 	}
-	var b [8]byte
-	_, _ = rand.Read(b[:]) // never fails on supported platforms
 	m := &Manager{
-		holder:    hex.EncodeToString(b[:]),
+		holder:    rand.Text(),
 		client:    client,
 		cfg:       cfg,
 		met:       newMetrics(),
@@ -102,10 +99,25 @@ func (m *Manager) Start(ctx context.Context) error {
 	retry := m.startRetry()
 	check := redischeck.Servers{AcceptEviction: m.cfg.AcceptEviction, Unsafe: ErrUnsafeServer, Logger: m.cfg.Logger,
 		Retry: retry, Retryable: retryable}
-	err := check.Check(ctx, m.client)
-	if err == nil {
-		err = m.loadScripts(ctx, retry)
-	}
+	err := redischeck.EachServer(ctx, m.client, func(ctx context.Context, c redis.UniversalClient, addr string) error {
+		if err := check.Check(ctx, c); err != nil {
+			return err
+		}
+		// Its script cache is filled: no EVAL in the first round. Not
+		// Script.Load on a pipeline: it sets the hash to "" from no reply.
+		err := retry(ctx, func(ctx context.Context) error {
+			pipe := c.Pipeline()
+			for _, src := range scriptSources {
+				pipe.ScriptLoad(ctx, src)
+			}
+			_, err := pipe.Exec(ctx)
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("load scripts on %s: %w", addr, err)
+		}
+		return nil
+	})
 	if err == nil {
 		err = retry(ctx, m.startSession)
 	}
@@ -136,7 +148,7 @@ func (m *Manager) Stop(ctx context.Context) error {
 	m.sess.Store(nil) // a Release from now on finds its session ended and sends nothing; a flight's clean-up stops retrying
 	m.mu.Unlock()
 	var released []*Lease
-	for _, l := range m.snapshot(false) {
+	for _, l := range m.snapshot() {
 		if l.state.Load() == stateHeld && !m.handOff.Load() && l.end(ErrReleased, false) {
 			released = append(released, l)
 		} else {
@@ -145,35 +157,21 @@ func (m *Manager) Stop(ctx context.Context) error {
 		m.waitGone(l) // one another goroutine was ending too: its hooks return before the session goes
 	}
 	m.startMu.Unlock()
-	err = errors.Join(err, m.waitFlights(ctx)) // a flight waiting for startMu above ends now: stopped
-	if eerr := m.endSession(ctx); eerr != nil {
-		return errors.Join(err, eerr, fmt.Errorf("lease: %d rooms stay held until the session expires", len(released)))
+	err = errors.Join(err, m.waitFlights(ctx))   // a flight waiting for startMu above ends now: stopped
+	if epoch := m.lastEpoch.Load(); epoch != 0 { // 0: a start that failed, no session of ours
+		eerr := m.retry(ctx, nil, func(ctx context.Context) error {
+			return sessionEndScript.Run(ctx, m.client, []string{m.nodeKey()}, epoch).Err()
+		})
+		if eerr != nil {
+			return errors.Join(err, fmt.Errorf("lease: end session %s: %w", m.nodeKey(), eerr),
+				fmt.Errorf("lease: %d rooms stay held until the session expires", len(released)))
+		}
 	}
 	m.met.released.Add(float64(len(released)))
 	return err
 }
 
-// loadScripts caches the scripts on every server: no EVAL in the first round.
-func (m *Manager) loadScripts(ctx context.Context, retry func(context.Context, func(context.Context) error) error) error {
-	err := redischeck.EachServer(ctx, m.client, func(ctx context.Context, c redis.UniversalClient, _ string) error {
-		return retry(ctx, func(ctx context.Context) error {
-			// Not Script.Load on a pipeline: it sets the hash to "" from no reply.
-			pipe := c.Pipeline()
-			for _, src := range scriptSources {
-				pipe.ScriptLoad(ctx, src)
-			}
-			_, err := pipe.Exec(ctx)
-			return err
-		})
-	})
-	if err != nil {
-		return fmt.Errorf("load scripts: %w", err)
-	}
-	return nil
-}
-
-// waitStartLogEvery is how often Start says it is still waiting for Redis.
-const waitStartLogEvery = 2 * time.Second
+const waitStartLogEvery = 2 * time.Second // how often Start says it still waits for Redis
 
 // startRetry returns Start's retry, which logs the address and last error
 // while Redis fails: at once, then every waitStartLogEvery.
@@ -240,16 +238,13 @@ func (m *Manager) leaveToExpire(l *Lease) {
 	}
 }
 
-// snapshot copies the lease set: the held leases if onlyHeld, otherwise
-// all, those in hand-off and those still ending included.
-func (m *Manager) snapshot(onlyHeld bool) []*Lease {
+// snapshot copies the lease set: held leases, those in hand-off and those still ending.
+func (m *Manager) snapshot() []*Lease {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	out := make([]*Lease, 0, len(m.leases))
 	for _, l := range m.leases {
-		if !onlyHeld || l.state.Load() == stateHeld {
-			out = append(out, l)
-		}
+		out = append(out, l)
 	}
 	return out
 }

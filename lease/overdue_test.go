@@ -63,7 +63,7 @@ func TestAcquireEndsOverdueLease(t *testing.T) {
 	assert.ErrorIs(t, context.Cause(other.Context()), ErrLost, "the other room's lease under the overdue session: cause")
 	assert.True(t, write(cur), "write with the new lease refused; want accepted")
 	assert.False(t, write(old), "old holder wrote after the new holder; want refused")
-	if held := m.snapshot(false); assert.Len(t, held, 1, "Held(): want only %v", cur) {
+	if held := m.snapshot(); assert.Len(t, held, 1, "Held(): want only %v", cur) {
 		assert.Same(t, cur, held[0], "Held(): want only the new lease")
 	}
 }

@@ -80,5 +80,5 @@ func TestReleaseFlushedBatches(t *testing.T) {
 		assert.Zero(t, c.Exists(ctx, l.key).Val(), "%s still in Redis after its release", l.label())
 		assert.ErrorIs(t, context.Cause(l.Context()), ErrReleased, "%s: cause", l.label())
 	}
-	assert.Empty(t, m.snapshot(false), "leases still held after their release")
+	assert.Empty(t, m.snapshot(), "leases still held after their release")
 }

@@ -146,7 +146,7 @@ func TestWaitReplicas(t *testing.T) {
 	_, err = m2.Acquire(ctx, "short")
 	require.ErrorContains(t, err, "WaitReplicas 2", "Acquire with WaitReplicas 2 and one replica")
 	require.Zero(t, c.Exists(ctx, m2.routeKey("short")).Val(), "key exists after a short WAIT; want the lease released")
-	require.Empty(t, m2.snapshot(false), "leases held after a short WAIT; want the lease released")
+	require.Empty(t, m2.snapshot(), "leases held after a short WAIT; want the lease released")
 }
 
 // TestWaitReplicasFollowsAMovedSlot: with WaitReplicas on Cluster the

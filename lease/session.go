@@ -22,9 +22,6 @@ const (
 	stateDraining = "draining"
 )
 
-// errSessionBusy: the node key holds another process's live session.
-var errSessionBusy = errors.New("another process's session of this node id is alive")
-
 // startSession starts a new epoch of the session, replacing this
 // process's earlier one (its rooms are free at once), and makes it current.
 // A current one past its deadline is lost first: this is where an overdue
@@ -41,7 +38,7 @@ func (m *Manager) startSession(ctx context.Context) error {
 	case s != nil && m.alive(s.epoch, m.now()):
 		return nil // started meanwhile
 	case s != nil: // overdue: its leases end before the next epoch frees their rooms
-		m.loseLocked(s.epoch, m.overdueError())
+		m.loseLocked(s.epoch, m.lostCause(s.epoch))
 	}
 	// The call's own budget starts here, after the loss's hooks.
 	ctx, cancel := context.WithTimeout(ctx, m.cfg.CallTimeout)
@@ -111,7 +108,7 @@ func (m *Manager) loseLocked(epoch int64, cause error) {
 	m.sessUp = make(chan struct{})
 	m.mu.Unlock()
 	m.cfg.Logger.Warn("lease session lost: every room this node held is lost", "node_id", m.cfg.Node, "epoch", epoch, "cause", cause.Error())
-	for _, l := range m.snapshot(false) {
+	for _, l := range m.snapshot() {
 		if l.epoch == epoch {
 			l.end(cause, true)
 			m.waitGone(l) // one another goroutine was ending too: its hooks return before the epoch is replaced
@@ -223,19 +220,12 @@ func (m *Manager) restart(ctx context.Context) error {
 	return errors.Join(errSessionLost, err)
 }
 
-// errSessionLost: tick found the session lost.
-var errSessionLost = errors.New("lease: the session was lost")
-
-// lostCause is why l, not held, is lost: its session ended, or is overdue.
-func (m *Manager) lostCause(l *Lease) error {
-	if s := m.sess.Load(); s == nil || s.epoch != l.epoch {
+// lostCause is why a lease of epoch, not held, is lost: its session
+// ended, or is overdue.
+func (m *Manager) lostCause(epoch int64) error {
+	if s := m.sess.Load(); s == nil || s.epoch != epoch {
 		return lostError("its session ended")
 	}
-	return m.overdueError()
-}
-
-// overdueError is the cause of leases lost for want of a confirmed renewal.
-func (m *Manager) overdueError() error {
 	since := m.now().Sub(*m.okAt.Load())
 	return lostError(fmt.Sprintf("no session renewal confirmed for %s (limit %s, TTL·2/3)",
 		since.Truncate(time.Millisecond), m.lostAfter.Truncate(time.Millisecond)))
@@ -262,20 +252,4 @@ func (m *Manager) noteRenewal(err error) {
 	case err == nil && was:
 		m.cfg.Logger.Info("lease session renewed again", "node_id", m.cfg.Node)
 	}
-}
-
-// endSession ends the node's session in Redis, if this process started
-// one: every room under it is free at once. Retried while ctx lasts.
-func (m *Manager) endSession(ctx context.Context) error {
-	epoch := m.lastEpoch.Load()
-	if epoch == 0 { // a start that failed: no session of ours
-		return nil
-	}
-	err := m.retry(ctx, nil, func(ctx context.Context) error {
-		return sessionEndScript.Run(ctx, m.client, []string{m.nodeKey()}, epoch).Err()
-	})
-	if err != nil {
-		return fmt.Errorf("lease: end session %s: %w", m.nodeKey(), err)
-	}
-	return nil
 }

@@ -286,12 +286,12 @@ func TestStartSessionLosesTheOverdueSessionItReplaces(t *testing.T) {
 	require.NoError(t, err, "Acquire")
 	stale := l.epoch - 1                            // the epoch the caller found overdue, long replaced
 	m.okAt.Store(new(time.Now().Add(-m.lostAfter))) // the current one is overdue as well
-	m.loseSession(stale, m.overdueError())          // what that caller does first: nothing, as it is not current
+	m.loseSession(stale, m.lostCause(stale))        // what that caller does first: nothing, as it is not current
 	require.NoError(t, m.startSession(ctx), "startSession")
 
 	require.NotEqual(t, l.epoch, m.sess.Load().epoch, "a new epoch: want started")
 	assert.ErrorIs(t, context.Cause(l.Context()), ErrLost, "the lease of the replaced epoch: cause")
-	assert.Empty(t, m.snapshot(false), "leases still held after their session was replaced")
+	assert.Empty(t, m.snapshot(), "leases still held after their session was replaced")
 }
 
 // TestLateSessionStartReplacesNothing: a session start whose attempt timed

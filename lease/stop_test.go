@@ -75,7 +75,7 @@ func TestStopOutOfTimeStillEndsLeases(t *testing.T) {
 	defer cancel()
 	assert.ErrorIs(t, m.Stop(stopCtx), context.DeadlineExceeded, "Stop out of time")
 	assert.ErrorIs(t, context.Cause(held.Context()), ErrReleased, "held lease: cause (ended with the session)")
-	assert.Empty(t, m.snapshot(false), "Held() after Stop")
+	assert.Empty(t, m.snapshot(), "Held() after Stop")
 	close(gate)
 	cancelSlow()
 	<-slow
