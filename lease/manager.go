@@ -99,25 +99,25 @@ func (m *Manager) Start(ctx context.Context) error {
 	retry := m.startRetry()
 	check := redischeck.Servers{AcceptEviction: m.cfg.AcceptEviction, Unsafe: ErrUnsafeServer, Logger: m.cfg.Logger,
 		Retry: retry, Retryable: retryable}
-	err := redischeck.EachServer(ctx, m.client, func(ctx context.Context, c redis.UniversalClient, addr string) error {
-		if err := check.Check(ctx, c); err != nil {
-			return err
-		}
-		// Its script cache is filled: no EVAL in the first round. Not
-		// Script.Load on a pipeline: it sets the hash to "" from no reply.
-		err := retry(ctx, func(ctx context.Context) error {
-			pipe := c.Pipeline()
-			for _, src := range scriptSources {
-				pipe.ScriptLoad(ctx, src)
+	err := check.Check(ctx, m.client) // every server first: an unsafe one is the error to see
+	if err == nil {
+		err = redischeck.EachServer(ctx, m.client, func(ctx context.Context, c redis.UniversalClient, addr string) error {
+			// Its script cache is filled: no EVAL in the first round. Not
+			// Script.Load on a pipeline: it sets the hash to "" from no reply.
+			err := retry(ctx, func(ctx context.Context) error {
+				pipe := c.Pipeline()
+				for _, src := range scriptSources {
+					pipe.ScriptLoad(ctx, src)
+				}
+				_, err := pipe.Exec(ctx)
+				return err
+			})
+			if err != nil {
+				return fmt.Errorf("load scripts on %s: %w", addr, err)
 			}
-			_, err := pipe.Exec(ctx)
-			return err
+			return nil
 		})
-		if err != nil {
-			return fmt.Errorf("load scripts on %s: %w", addr, err)
-		}
-		return nil
-	})
+	}
 	if err == nil {
 		err = retry(ctx, m.startSession)
 	}

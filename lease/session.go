@@ -122,7 +122,14 @@ func (m *Manager) loseLocked(epoch int64, cause error) {
 // deadline (a renewer starved of CPU) is lost and replaced: no room is
 // taken under a distrusted session.
 func (m *Manager) currentSession(ctx context.Context) (*session, error) {
-	var limit <-chan time.Time // TTL from the first wait: no timer in the usual case
+	m.mu.Lock()
+	s, running := m.sess.Load(), m.running
+	m.mu.Unlock()
+	if running && s != nil && m.alive(s.epoch, m.now()) {
+		return s, nil // the usual case, without the timer below
+	}
+	ctx, cancel := context.WithTimeout(ctx, m.cfg.TTL)
+	defer cancel()
 	for {
 		m.mu.Lock()
 		s, up, stopping, running := m.sess.Load(), m.sessUp, m.stopReq, m.running
@@ -137,14 +144,10 @@ func (m *Manager) currentSession(ctx context.Context) (*session, error) {
 				return nil, err
 			}
 			continue
-		case limit == nil:
-			limit = time.After(m.cfg.TTL)
 		}
 		select {
 		case <-up:
 		case <-stopping:
-		case <-limit:
-			return nil, fmt.Errorf("waiting for the node's session to start again: %w", context.DeadlineExceeded)
 		case <-ctx.Done():
 			return nil, fmt.Errorf("waiting for the node's session to start again: %w", ctx.Err())
 		}

@@ -128,3 +128,40 @@ func isClosed(ch <-chan struct{}) bool {
 		return false
 	}
 }
+
+// An acquisition that finds no session waits for the next one at most a
+// TTL, whatever its caller's ctx, and gives up at once when the manager
+// stops: the flight's ctx never ends, so nothing else bounds it.
+func TestWaitingForASessionIsBounded(t *testing.T) {
+	for _, how := range []string{"none starts", "stopped"} {
+		t.Run(how, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				m := unstartedManager(t)
+				m.running, m.stopReq, m.sessUp = true, make(chan struct{}), make(chan struct{}) // lost, not started again
+				start := time.Now()
+				var err error
+				returned := make(chan struct{})
+				go func() {
+					defer close(returned)
+					_, err = m.currentSession(context.Background())
+				}()
+				synctest.Wait()
+				require.False(t, isClosed(returned), "currentSession returned before a session or a stop")
+				if how == "stopped" {
+					m.mu.Lock()
+					m.running = false
+					close(m.stopReq)
+					m.mu.Unlock()
+					synctest.Wait()
+					require.True(t, isClosed(returned), "currentSession still waits after the stop")
+					require.ErrorIs(t, err, ErrNotRunning)
+					require.Zero(t, time.Since(start), "the stop ends the wait at once")
+					return
+				}
+				<-returned
+				require.ErrorIs(t, err, context.DeadlineExceeded)
+				require.Equal(t, m.cfg.TTL, time.Since(start), "the wait's bound: TTL")
+			})
+		})
+	}
+}
