@@ -81,12 +81,15 @@ func (m *Manager) nodeSession(ctx context.Context, node string) (nodeSession, er
 // node's session is current and its TTL in Redis is above TTL/3 (less
 // means renewals are failing). It answers within [ProbeTimeout] and
 // writes nothing.
-func (m *Manager) Probe(ctx context.Context) (err error) {
-	defer func() {
-		if err != nil {
-			m.met.checkFailures.Inc()
-		}
-	}()
+func (m *Manager) Probe(ctx context.Context) error {
+	err := m.probe(ctx)
+	if err != nil {
+		m.met.checkFailures.Inc()
+	}
+	return err
+}
+
+func (m *Manager) probe(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, min(ProbeTimeout, m.cfg.CallTimeout))
 	defer cancel()
 	s := m.sess.Load()
