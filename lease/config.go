@@ -57,9 +57,10 @@ type Config struct {
 	RoutePrefix, FencePrefix, NodePrefix string
 	// OnLost, if set, is called once for each lease that ends without its
 	// holder choosing to (lost, or left to expire), after its context is
-	// cancelled, on the goroutine that ended it. It must return promptly,
-	// and neither Acquire the lease's room nor call Stop: losing a session
-	// and Stop wait for these hooks. A panic in it is logged.
+	// cancelled, on the goroutine that ended it. It must return promptly
+	// and call neither Acquire nor Stop: losing a session and Stop wait for
+	// these hooks, and an Acquire meanwhile waits for the loss (at most
+	// TTL, then fails). A panic in it is logged.
 	OnLost func(l *Lease, cause error)
 	// OnEnd, if set, is called once for every lease that ends, after OnLost
 	// and before Redis is told, so an audit log written here never shows
