@@ -101,22 +101,7 @@ func (m *Manager) Start(ctx context.Context) error {
 		Retry: retry, Retryable: retryable}
 	err := check.Check(ctx, m.client) // every server first: an unsafe one is the error to see
 	if err == nil {
-		err = redischeck.EachServer(ctx, m.client, func(ctx context.Context, c redis.UniversalClient, addr string) error {
-			// Its script cache is filled: no EVAL in the first round. Not
-			// Script.Load on a pipeline: it sets the hash to "" from no reply.
-			err := retry(ctx, func(ctx context.Context) error {
-				pipe := c.Pipeline()
-				for _, src := range scriptSources {
-					pipe.ScriptLoad(ctx, src)
-				}
-				_, err := pipe.Exec(ctx)
-				return err
-			})
-			if err != nil {
-				return fmt.Errorf("load scripts on %s: %w", addr, err)
-			}
-			return nil
-		})
+		err = m.loadScripts(ctx, retry)
 	}
 	if err == nil {
 		err = retry(ctx, m.startSession)
@@ -135,15 +120,16 @@ func (m *Manager) Start(ctx context.Context) error {
 // Stop stops the renewer (waiting for it within ctx), ends every lease
 // still held, waits within ctx for acquisitions in progress, then ends
 // the session in one command: every room is free at once. The leases end
-// first: nothing renews the session once the renewer has stopped. A lease ends with
-// [ErrReleased], or [ErrLeftToExpire] once [Manager.HandOff] was called (it
-// was not flushed: its next owner recovers the room). Stop does all of it
-// even if ctx ends first, and may be called again.
+// first, as nothing renews the session once the renewer has stopped. A
+// lease ends with [ErrReleased], or [ErrLeftToExpire] once
+// [Manager.HandOff] was called (it was not flushed: its next owner
+// recovers the room). Stop does all of it even if ctx ends first, and may
+// be called again.
 func (m *Manager) Stop(ctx context.Context) error {
+	// Stopped from here: no lease registers, no start begins; one in
+	// progress (an Acquire's) finishes first, under startMu.
 	err := m.stopRenewer(ctx)
-	// Nothing renews the session from here: its leases end before anything
-	// waits. No lease registers once stopped.
-	m.startMu.Lock() // a start in progress (an Acquire's) finishes first; none begins after: stopped
+	m.startMu.Lock()
 	m.mu.Lock()
 	m.sess.Store(nil) // a Release from now on finds its session ended and sends nothing; a flight's clean-up stops retrying
 	m.mu.Unlock()
@@ -169,6 +155,25 @@ func (m *Manager) Stop(ctx context.Context) error {
 	}
 	m.met.released.Add(float64(len(released)))
 	return err
+}
+
+// loadScripts fills every server's script cache: no EVAL in the first round.
+func (m *Manager) loadScripts(ctx context.Context, retry func(context.Context, func(context.Context) error) error) error {
+	return redischeck.EachServer(ctx, m.client, func(ctx context.Context, c redis.UniversalClient, addr string) error {
+		err := retry(ctx, func(ctx context.Context) error {
+			// Not Script.Load on a pipeline: it sets the hash to "" from no reply.
+			pipe := c.Pipeline()
+			for _, src := range scriptSources {
+				pipe.ScriptLoad(ctx, src)
+			}
+			_, err := pipe.Exec(ctx)
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("load scripts on %s: %w", addr, err)
+		}
+		return nil
+	})
 }
 
 const waitStartLogEvery = 2 * time.Second // how often Start says it still waits for Redis

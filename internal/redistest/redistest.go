@@ -39,7 +39,7 @@ type Server struct {
 }
 
 // Start starts a standalone redis-server with extra config arguments
-// (e.g. "--cluster-enabled", "yes") and waits until it answers PING.
+// (e.g. "--cluster-enabled", "yes") and waits until its log says it is ready.
 func Start(t testing.TB, args ...string) *Server {
 	t.Helper()
 	return startFree(t, "", "", func() []string { return args })
