@@ -220,3 +220,12 @@ func TestReportJSONKeepsCountsExact(t *testing.T) {
 	assert.Contains(t, string(b), `"told":9007199254740993`, "report %s", b)
 	assert.Contains(t, string(b), `"after_flip":18446744073709551615`, "report %s", b)
 }
+
+// A Report without a drain report (built by hand) still marshals to one
+// valid JSON object: its own fields.
+func TestReportJSONWithoutADrainReport(t *testing.T) {
+	b, err := json.Marshal(&lifecycle.Report{Service: "api", ExitCode: 1})
+	require.NoError(t, err)
+	require.True(t, json.Valid(b), "not JSON: %s", b)
+	assert.Contains(t, string(b), `"service":"api"`)
+}

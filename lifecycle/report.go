@@ -56,10 +56,6 @@ type Report struct {
 // after its own (the embedded report's MarshalJSON would otherwise hide
 // them), every value as its own marshaller wrote it.
 func (r *Report) MarshalJSON() ([]byte, error) {
-	drained, err := json.Marshal(r.Report)
-	if err != nil {
-		return nil, err
-	}
 	type arrivals struct {
 		AfterFlip          uint64  `json:"after_flip"`
 		LastAfterFlipMS    float64 `json:"last_after_flip_ms"`
@@ -73,6 +69,10 @@ func (r *Report) MarshalJSON() ([]byte, error) {
 		Arrivals   arrivals `json:"arrivals"`
 	}{r.Service, r.NodeID, r.StartError, r.ExitCode,
 		arrivals{r.ArrivedAfterFlip, msOf(r.LastArrivalAfterFlip), r.RefusedAfterIntake}})
+	if err != nil || r.Report == nil {
+		return own, err
+	}
+	drained, err := json.Marshal(r.Report)
 	if err != nil {
 		return nil, err
 	}
