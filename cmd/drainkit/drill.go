@@ -73,6 +73,7 @@ func drill(ctx context.Context, cfg *drillConfig, progress io.Writer) (*verdict,
 	}
 	defer os.RemoveAll(dir)
 	var ports harness.Ports
+	defer ports.Close()
 	insts, err := newInstances(cfg, &ports)
 	if err != nil {
 		return nil, err

@@ -43,6 +43,7 @@ func TestReplacementUnderLoadLosesNoRPC(t *testing.T) {
 	require.NoError(t, err, "go build: %s", out)
 
 	var ports harness.Ports
+	defer ports.Close()
 	addrs, err := ports.Pick(4)
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"io"
@@ -39,6 +40,7 @@ func serveHTTP(t *testing.T, h http.Handler) string {
 func deadAddr(t *testing.T) string {
 	t.Helper()
 	var p Ports
+	t.Cleanup(p.Close) // reserved until then: nothing else listens on it either
 	a, err := p.Pick(1)
 	require.NoError(t, err)
 	return a[0]
@@ -122,6 +124,24 @@ func TestBalancerFollowsProbes(t *testing.T) {
 			require.NoError(t, b.WaitServer(t.Context(), 0, true))
 		})
 	}
+}
+
+// A request no server could take, whose target is "*", gets the
+// in-process balancer's 400 rather than a panic in its handler.
+func TestInProcessAnswersAnAsteriskTarget(t *testing.T) {
+	addr := serveHTTP(t, http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	b := startBalancer(t, "inprocess", []Server{{Name: "s0", Addr: addr}})
+	defer b.Close()
+	require.NoError(t, b.WaitServer(t.Context(), 0, true))
+	conn, err := net.Dial("tcp", b.Addr())
+	require.NoError(t, err)
+	defer conn.Close()
+	_, err = io.WriteString(conn, "GET * HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+	require.NoError(t, err)
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	require.NoError(t, err, "an answer, not a connection closed by a panic")
+	resp.Body.Close()
+	assert.Equal(t, http.StatusBadRequest, resp.StatusCode)
 }
 
 // Endpoints sends each connection to the next endpoint that is in, never

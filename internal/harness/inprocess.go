@@ -180,7 +180,11 @@ func (b *InProcess) serve(w http.ResponseWriter, r *http.Request) {
 		if attempt > 0 {
 			b.retry.Add(1)
 		}
-		req, _ := http.NewRequestWithContext(r.Context(), r.Method, "http://"+b.servers[i].Addr+r.URL.RequestURI(), bytes.NewReader(body))
+		req, err := http.NewRequestWithContext(r.Context(), r.Method, "http://"+b.servers[i].Addr+r.URL.RequestURI(), bytes.NewReader(body))
+		if err != nil { // a request no server could take, such as an HTTP/2 preface's "PRI *"
+			http.Error(w, "bad request: "+err.Error(), http.StatusBadRequest)
+			return
+		}
 		req.Header = r.Header.Clone()
 		// Never let net/http resend on its own a request it has written.
 		req.Header.Del("Idempotency-Key")

@@ -16,14 +16,19 @@ func FreePort() (string, error) {
 	return l.Addr().String(), nil
 }
 
-// Ports hands out free loopback ports, never one it handed out before: a
-// port reserved for an instance that has not started yet must not become
-// another's listener (an admin port answering the balancer's probes for
-// another server), and the kernel may return a recently closed port
-// again. The zero value is ready to use.
+// Ports hands out free loopback ports for servers that start later, never
+// one it handed out before: a port reserved for an instance that has not
+// started yet must not become another's listener (an admin port answering
+// the balancer's probes for another server). On Linux a port stays
+// reserved until Close (see reserve), so a rolling update's spare slot,
+// picked at the start and bound only by a later instance, is not taken
+// meanwhile by another bind or by a busy machine's outgoing connections,
+// which take their ports from the same range. Elsewhere a port is only
+// free when picked. The zero value is ready to use.
 type Ports struct {
 	mu   sync.Mutex
 	used map[string]bool
+	held []func() // the reservations Close ends
 }
 
 // Pick returns n free loopback addresses, none of which was handed out
@@ -39,39 +44,30 @@ func (p *Ports) Pick(n int, taken ...string) ([]string, error) {
 	}
 	var out []string
 	for tries := 0; len(out) < n; tries++ {
-		if tries == 100 {
+		if tries == 100+n {
 			return nil, fmt.Errorf("harness: no %d unused free ports after %d tries", n, tries)
 		}
-		addrs, err := freePorts(n - len(out))
+		addr, release, err := reserve()
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("harness: free port: %w", err)
 		}
-		for _, a := range addrs {
-			if !p.used[a] {
-				p.used[a] = true
-				out = append(out, a)
-			}
+		if p.used[addr] {
+			release()
+			continue
 		}
+		p.used[addr] = true
+		p.held = append(p.held, release)
+		out = append(out, addr)
 	}
 	return out, nil
 }
 
-func freePorts(n int) ([]string, error) {
-	// Hold every listener until all are picked, so no two are the same.
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			l.Close()
-		}
-	}()
-	addrs := make([]string, n)
-	for i := range addrs {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, fmt.Errorf("harness: free port: %w", err)
-		}
-		ls = append(ls, l)
-		addrs[i] = l.Addr().String()
+// Close ends every reservation; the servers listening keep their ports.
+func (p *Ports) Close() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, release := range p.held {
+		release()
 	}
-	return addrs, nil
+	p.held = nil
 }

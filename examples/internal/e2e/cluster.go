@@ -427,8 +427,8 @@ func (c *Cluster) RollGateways(ctx context.Context) ([]Drained, error) {
 	return out, nil
 }
 
-// Close kills every process still running and the balancer, and waits
-// for them. It is safe to call more than once.
+// Close kills every process still running and the balancer, waits for
+// them, and ends the port reservations. It is safe to call more than once.
 func (c *Cluster) Close() {
 	for _, n := range c.All() {
 		n.Kill()
@@ -436,6 +436,7 @@ func (c *Cluster) Close() {
 	if c.lb != nil {
 		c.lb.Close()
 	}
+	c.ports.Close()
 }
 
 // waitReady waits until n's /healthz/ready answers 200.
