@@ -123,8 +123,9 @@ func (m *Manager) Start(ctx context.Context) error {
 // first, as nothing renews the session once the renewer has stopped. A
 // lease ends with [ErrReleased], or [ErrLeftToExpire] once
 // [Manager.HandOff] was called (it was not flushed: its next owner
-// recovers the room). Stop does all of it even if ctx ends first, and may
-// be called again.
+// recovers the room). Stop does all of it even if ctx ends first (the
+// session's end then gets one attempt of CallTimeout), and may be called
+// again.
 func (m *Manager) Stop(ctx context.Context) error {
 	// Stopped from here: no lease registers, no start begins; one in
 	// progress (an Acquire's) finishes first, under startMu.
@@ -145,7 +146,12 @@ func (m *Manager) Stop(ctx context.Context) error {
 	m.startMu.Unlock()
 	err = errors.Join(err, m.waitFlights(ctx))   // a flight waiting for startMu above ends now: stopped
 	if epoch := m.lastEpoch.Load(); epoch != 0 { // 0: a start that failed, no session of ours
-		eerr := m.retry(ctx, nil, func(ctx context.Context) error {
+		ectx, cancel := ctx, context.CancelFunc(func() {})
+		if ctx.Err() != nil { // one attempt still: the rooms move now, not at the session's expiry
+			ectx, cancel = context.WithTimeout(context.WithoutCancel(ctx), m.cfg.CallTimeout)
+		}
+		defer cancel()
+		eerr := m.retry(ectx, nil, func(ctx context.Context) error {
 			return sessionEndScript.Run(ctx, m.client, []string{m.nodeKey()}, epoch).Err()
 		})
 		if eerr != nil {

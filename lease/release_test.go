@@ -3,6 +3,7 @@ package lease
 import (
 	"context"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -44,4 +45,32 @@ func TestReleaseOfAnEndedRoute(t *testing.T) {
 	assert.ErrorIs(t, err, ErrNotHeld, "Release after the session was lost")
 	assert.ErrorContains(t, err, "session ended", "Release after the session was lost")
 	assert.Equal(t, before, releases.Load(), "release scripts sent after the session was lost")
+}
+
+// TestReleaseWhoseSessionEndsMeanwhile: a Release whose session ends
+// between its attempts reports ErrNotHeld, as one that found it ended
+// first does: the room is free with the session, and a drain must not
+// fail on it.
+func TestReleaseWhoseSessionEndsMeanwhile(t *testing.T) {
+	var started atomic.Pointer[Manager]
+	c := standalone(t).client(cmdHook{fn: func(ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error {
+		if m := started.Load(); m != nil && isScript(cmd, releaseScript) {
+			s := m.sess.Load()
+			m.loseSession(s.epoch, lostError("test"))
+			return syscall.ECONNRESET // the reply was lost: the release retries
+		}
+		return next(ctx, cmd)
+	}})
+	cfg := testConfig()
+	cfg.TTL = time.Minute // the renewer does not tick during the test
+	cfg.CallTimeout = 100 * time.Millisecond
+	m := startManager(t, c, cfg)
+	started.Store(m)
+	ctx := context.Background()
+
+	l, err := m.Acquire(ctx, "meanwhile")
+	require.NoError(t, err, "Acquire")
+	err = l.Release(ctx)
+	assert.ErrorIs(t, err, ErrNotHeld, "Release whose session ended between its attempts")
+	assert.ErrorContains(t, err, "session ended")
 }

@@ -73,13 +73,14 @@ func (m *Manager) followTopology(err error) {
 }
 
 // whileSession stops retries once the session of epoch is no longer
-// current: a route under an ended session needs no release.
+// current: a route under an ended session needs no release, and its error
+// matches ErrNotHeld, as a release that found the session ended first.
 func (m *Manager) whileSession(epoch int64) func() error {
 	return func() error {
 		if s := m.sess.Load(); s != nil && s.epoch == epoch {
 			return nil
 		}
-		return errors.New("the session ended, no retry")
+		return fmt.Errorf("its session ended, no retry: %w", ErrNotHeld)
 	}
 }
 
