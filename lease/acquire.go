@@ -14,8 +14,9 @@ import (
 // Acquire takes the lease on room id, or returns the one this Manager
 // holds. Concurrent calls for a room share one script call; a lease every
 // caller gave up on is released. Errors: a bad id, [ErrDraining],
-// [ErrNotRunning], one matching [ErrHeld] naming the holder, the Redis
-// error, or ctx's.
+// [ErrNotRunning], one matching [ErrHeld] naming the holder, one matching
+// [ErrLost] if the session was lost meanwhile, one naming
+// Config.WaitReplicas, the Redis error, or ctx's.
 func (m *Manager) Acquire(ctx context.Context, id string) (*Lease, error) {
 	if err := validateID(id); err != nil {
 		return nil, err
@@ -147,7 +148,7 @@ func (m *Manager) acquireCall(ctx context.Context, id string, args []any) ([]any
 	}
 	switch acked, err := wait.Int64(); {
 	case err != nil:
-		return res, fmt.Errorf("%w: WAIT: %w", errShortWait, err)
+		return res, fmt.Errorf("%w: WAIT for Config.WaitReplicas %d: %w", errShortWait, n, err)
 	case acked < int64(n):
 		return res, fmt.Errorf("%w: %d of Config.WaitReplicas %d within %s", errShortWait, acked, n, timeout)
 	}

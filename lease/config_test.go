@@ -178,6 +178,7 @@ func TestProbe(t *testing.T) {
 	c.Del(ctx, m.nodeKey())
 	require.ErrorContains(t, m.Probe(ctx), "missing", "Probe without a session")
 	c.HSet(ctx, m.nodeKey(), "epoch", epoch)
+	require.ErrorContains(t, m.Probe(ctx), "no TTL", "Probe of a session without a TTL")
 	c.PExpire(ctx, m.nodeKey(), m.cfg.TTL/4)
 	require.ErrorContains(t, m.Probe(ctx), "renewals are failing", "Probe with a stale session")
 	m.sess.Store(nil)

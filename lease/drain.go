@@ -35,8 +35,9 @@ func (m *Manager) draining() bool {
 // every held lease, at most concurrency at a time, and releases each lease
 // once its fn returned nil, so its room moves at once. A lease whose fn
 // failed or came after the deadline ends with [ErrLeftToExpire]: its room
-// stays owned until the session ends (the Release hook). fn's context ends
-// with the hook's or the lease's. See docs/leases.md.
+// stays owned until the session ends (the Release hook), as does that of
+// a flushed lease whose release failed; the hook's error counts both.
+// fn's context ends with the hook's or the lease's. See docs/leases.md.
 func (m *Manager) HandOff(fn func(ctx context.Context, l *Lease) error, concurrency int) (drain.Hook, error) {
 	if fn == nil {
 		return drain.Hook{}, errors.New("lease: HandOff: fn is nil")

@@ -149,7 +149,7 @@ func (m *Manager) currentSession(ctx context.Context) (*session, error) {
 		case <-up:
 		case <-stopping:
 		case <-ctx.Done():
-			return nil, fmt.Errorf("waiting for the node's session to start again: %w", ctx.Err())
+			return nil, fmt.Errorf("waiting for the node's session to start again, at most TTL (%s): %w", m.cfg.TTL, ctx.Err())
 		}
 	}
 }
