@@ -17,13 +17,15 @@ import (
 )
 
 // HTTP serves on addr the http.Handler that the constructor handler
-// returns (provided to this server only), behind the in-flight Tracker,
-// with /healthz/live and /healthz/ready beside it. It listens in an OnStart
-// hook and adds drain.HTTPHooks' hooks (name+".stop_intake": 503 with
-// Retry-After from then on; ".wait_in_flight"; ".close"), name+".serve",
-// and the gating check name+"_listener". The listener stays open until
-// phase close, so the probes answer through the drain (docs/fxmodule.md).
-// name must be unique among the app's servers.
+// returns (provided to this server only; like any fx constructor it may
+// take the graph's values, e.g. func(*lease.Manager) http.Handler),
+// behind the in-flight Tracker, with /healthz/live and /healthz/ready
+// beside it. It listens in an OnStart hook and adds drain.HTTPHooks'
+// hooks (name+".stop_intake": 503 with Retry-After from then on;
+// ".wait_in_flight"; ".close"), name+".serve", and the gating check
+// name+"_listener". The listener stays open until phase close, so the
+// probes answer through the drain (docs/fxmodule.md). name must be unique
+// among the app's servers.
 func HTTP(name, addr string, handler any) fx.Option {
 	return fx.Module("drainkit.http."+name,
 		fx.Provide(fx.Private, fx.Annotate(handler, fx.As(new(http.Handler)))),

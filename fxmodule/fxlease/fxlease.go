@@ -32,12 +32,14 @@ import (
 
 // Module provides a *lease.Manager over the graph's
 // redis.UniversalClient, configured by the graph's lease.Config if there
-// is one (its zero fields take their defaults, and Node the lifecycle's
-// NODE_ID, Draining the lifecycle state). It starts the renewer on start,
-// contributes the Release phase hook and a gating readiness check
-// "redis_lease", and stops the renewer on stop. The per-room hand-off is
-// the service's: contribute leases.HandOff(flushRoom, n) with
-// fxmodule.AsHook (a constructor may return the hook and its error).
+// is one: its zero fields take their defaults, Node the lifecycle's
+// NODE_ID, Logger and Registerer the graph's; nothing fills in Addr, which
+// [lease.Manager.Owner] gives other nodes to forward to. It starts the
+// session on start, closes the drain gate at the flip, contributes the
+// Release phase hook and a gating readiness check "redis_lease", and stops
+// the Manager on stop. The per-room hand-off is the service's: contribute
+// it with fxmodule.AsHook(func(m *lease.Manager) (drain.Hook, error) {
+// return m.HandOff(flushRoom, n) }).
 var Module = fx.Module("drainkit.lease",
 	fx.Provide(newManager),
 	fx.Provide(fxmodule.AsHook(func(l *lease.Manager) drain.Hook { return l.ReleaseHook() })),

@@ -14,7 +14,7 @@ import (
 
 // newFlushHook is the service's drain work under test.
 func newFlushHook() drain.Hook {
-	return drain.Hook{Name: "flush", Phase: drain.Flush, Run: func(context.Context) error { return nil }}
+	return drain.Hook{Name: "store.flush", Phase: drain.Flush, Run: func(context.Context) error { return nil }}
 }
 
 // testFlush is a service's test of its drain: in the service's own
@@ -23,10 +23,10 @@ func testFlush(t *testing.T) {
 	cfg := lifecycle.Config{Service: "room-service"}
 	app := fxmoduletest.Start(t, fxmodule.Module, fx.Supply(cfg), fx.Provide(fxmodule.AsHook(newFlushHook)))
 	// … exercise the running app …
-	r := app.Stop() // SIGTERM, then the drain
-	hook, _ := r.Hook("flush")
+	r := app.Stop()                  // SIGTERM, then the drain
+	hook, _ := r.Hook("store.flush") // by the hook's Name, not its phase
 	if hook.Outcome != drain.OK {
-		t.Errorf("flush: got %s; want %s", hook.Outcome, drain.OK)
+		t.Errorf("store.flush: got %s; want %s", hook.Outcome, drain.OK)
 	}
 }
 

@@ -9,7 +9,7 @@
 //	app := fxmoduletest.Start(t, fxmodule.Module, fx.Supply(cfg), fx.Provide(fxmodule.AsHook(newFlushHook)))
 //	// … exercise the running app …
 //	r := app.Stop() // SIGTERM, then the drain
-//	hook, _ := r.Hook("flush")
+//	hook, _ := r.Hook("store.flush") // by the hook's Name, not its phase
 //	if hook.Outcome != drain.OK { … }
 //
 // The report says which hooks ran, in which phase and order, with which
