@@ -146,11 +146,12 @@ func (m *Manager) Stop(ctx context.Context) error {
 	m.startMu.Unlock()
 	err = errors.Join(err, m.waitFlights(ctx))   // a flight waiting for startMu above ends now: stopped
 	if epoch := m.lastEpoch.Load(); epoch != 0 { // 0: a start that failed, no session of ours
-		ectx, cancel := ctx, context.CancelFunc(func() {})
+		ectx := ctx
 		if ctx.Err() != nil { // one attempt still: the rooms move now, not at the session's expiry
+			var cancel context.CancelFunc
 			ectx, cancel = context.WithTimeout(context.WithoutCancel(ctx), m.cfg.CallTimeout)
+			defer cancel()
 		}
-		defer cancel()
 		eerr := m.retry(ectx, nil, func(ctx context.Context) error {
 			return sessionEndScript.Run(ctx, m.client, []string{m.nodeKey()}, epoch).Err()
 		})
