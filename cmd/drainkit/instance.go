@@ -22,7 +22,8 @@ type instance struct {
 	admin string // 127.0.0.1:{admin}, or empty
 	ready string // the readiness URL, or readyGRPC
 	env   []string
-	proc  *harness.Proc // nil until started
+	ports *harness.Ports // frees addr and admin just before the start
+	proc  *harness.Proc  // nil until started
 
 	startedAt, readyAt time.Time // for -html
 }
@@ -41,7 +42,7 @@ func newInstances(cfg *drillConfig, ports *harness.Ports) ([]*instance, error) {
 	}
 	insts := make([]*instance, n)
 	for i := range insts {
-		in := &instance{name: "i" + strconv.Itoa(i+1), index: i + 1, addr: addrs[i*perInstance]}
+		in := &instance{name: "i" + strconv.Itoa(i+1), index: i + 1, addr: addrs[i*perInstance], ports: ports}
 		v := instanceVars{Port: portOf(in.addr), Name: in.name, Index: in.index}
 		if perInstance == 2 {
 			in.admin = addrs[i*perInstance+1]
@@ -64,6 +65,7 @@ func portOf(addr string) string {
 // start runs the instance and waits, within -start, until it is ready.
 func (in *instance) start(ctx context.Context, cfg *drillConfig) error {
 	in.startedAt = time.Now()
+	in.ports.Free(in.addr, in.admin) // the service may bind without SO_REUSEADDR
 	p, err := harness.StartProc(in.name, cfg.Command[0], in.env, cfg.Command[1:]...)
 	if err != nil {
 		return err

@@ -40,7 +40,7 @@ func serveHTTP(t *testing.T, h http.Handler) string {
 func deadAddr(t *testing.T) string {
 	t.Helper()
 	var p Ports
-	t.Cleanup(p.Close) // reserved until then: nothing else listens on it either
+	t.Cleanup(p.Close) // reserved until then: the kernel hands it to nothing else
 	a, err := p.Pick(1)
 	require.NoError(t, err)
 	return a[0]

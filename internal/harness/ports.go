@@ -23,12 +23,13 @@ func FreePort() (string, error) {
 // reserved until Close (see reserve), so a rolling update's spare slot,
 // picked at the start and bound only by a later instance, is not taken
 // meanwhile by another bind or by a busy machine's outgoing connections,
-// which take their ports from the same range. Elsewhere a port is only
-// free when picked. The zero value is ready to use.
+// which take their ports from the same range. A server that binds without
+// SO_REUSEADDR needs its ports freed (Free) just before it starts.
+// Elsewhere a port is only free when picked. The zero value is ready to use.
 type Ports struct {
 	mu   sync.Mutex
 	used map[string]bool
-	held []func() // the reservations Close ends
+	held map[string]func() // each reservation's end
 }
 
 // Pick returns n free loopback addresses, none of which was handed out
@@ -37,7 +38,7 @@ func (p *Ports) Pick(n int, taken ...string) ([]string, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.used == nil {
-		p.used = map[string]bool{}
+		p.used, p.held = map[string]bool{}, map[string]func(){}
 	}
 	for _, a := range taken {
 		p.used[a] = true
@@ -56,18 +57,31 @@ func (p *Ports) Pick(n int, taken ...string) ([]string, error) {
 			continue
 		}
 		p.used[addr] = true
-		p.held = append(p.held, release)
+		p.held[addr] = release
 		out = append(out, addr)
 	}
 	return out, nil
+}
+
+// Free ends the reservations of addrs, for a server that binds without
+// SO_REUSEADDR (a user's own, in the drill); none is handed out again.
+func (p *Ports) Free(addrs ...string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, a := range addrs {
+		if release, ok := p.held[a]; ok {
+			release()
+			delete(p.held, a)
+		}
+	}
 }
 
 // Close ends every reservation; the servers listening keep their ports.
 func (p *Ports) Close() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for _, release := range p.held {
+	for a, release := range p.held {
 		release()
+		delete(p.held, a)
 	}
-	p.held = nil
 }

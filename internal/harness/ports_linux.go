@@ -7,9 +7,10 @@ import (
 )
 
 // reserve binds a TCP socket to a free loopback port with SO_REUSEADDR
-// and never listens on it; release ends the reservation. While it
-// holds the port, Linux gives it neither to a bind to port 0 nor to an
-// outgoing connection, and refuses any bind without SO_REUSEADDR; a
+// and never listens on it; release ends the reservation. While it holds
+// the port, Linux (with the default net.ipv4.ip_autobind_reuse=0) gives
+// it neither to a bind to port 0 nor to an outgoing connection, and
+// refuses a bind without SO_REUSEADDR (SO_REUSEPORT alone included); a
 // server that binds it with SO_REUSEADDR and listens, as Go's net.Listen
 // and HAProxy do, may, as the reservation itself never listens.
 func reserve() (addr string, release func(), err error) {

@@ -10,10 +10,10 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// A picked port is held for the server it was picked for until Close: any
-// other bind fails (a bind to port 0 and an outgoing connection are
-// refused it alike), while the server, and the next instance on the same
-// slot, can listen on it.
+// A picked port is held for the server it was picked for until Close or
+// Free: a bind without SO_REUSEADDR fails, while the server, and the next
+// instance on the same slot, can listen on it (net.Listen sets
+// SO_REUSEADDR).
 func TestPickedPortStaysReservedForItsServer(t *testing.T) {
 	var p Ports
 	defer p.Close()
@@ -28,8 +28,11 @@ func TestPickedPortStaysReservedForItsServer(t *testing.T) {
 			require.NoError(t, l.Close())
 		}
 	}
+	p.Free(addrs[0])
+	assert.NoError(t, bindPlain(t, addrs[0]), "a bind once the reservation was freed")
+	assert.ErrorIs(t, bindPlain(t, addrs[1]), syscall.EADDRINUSE, "a bind of the port not freed")
 	p.Close()
-	assert.NoError(t, bindPlain(t, addrs[0]), "a bind once the reservation ended")
+	assert.NoError(t, bindPlain(t, addrs[1]), "a bind once the reservations ended")
 }
 
 // bindPlain binds a TCP socket without SO_REUSEADDR to addr, and closes it.
