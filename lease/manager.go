@@ -124,8 +124,8 @@ func (m *Manager) Start(ctx context.Context) error {
 // lease ends with [ErrReleased], or [ErrLeftToExpire] once
 // [Manager.HandOff] was called (it was not flushed: its next owner
 // recovers the room). Stop does all of it even if ctx ends first (the
-// session's end then gets one attempt of CallTimeout), and may be called
-// again.
+// session's end gets at least one attempt of CallTimeout), and may be
+// called again.
 func (m *Manager) Stop(ctx context.Context) error {
 	// Stopped from here: no lease registers, no start begins; one in
 	// progress (an Acquire's) finishes first, under startMu.
@@ -147,7 +147,8 @@ func (m *Manager) Stop(ctx context.Context) error {
 	err = errors.Join(err, m.waitFlights(ctx))   // a flight waiting for startMu above ends now: stopped
 	if epoch := m.lastEpoch.Load(); epoch != 0 { // 0: a start that failed, no session of ours
 		ectx := ctx
-		if ctx.Err() != nil { // one attempt still: the rooms move now, not at the session's expiry
+		if d, ok := ctx.Deadline(); ctx.Err() != nil || ok && time.Until(d) < m.cfg.CallTimeout {
+			// One attempt still, if ctx ended or nearly: the rooms move now, not at the session's expiry.
 			var cancel context.CancelFunc
 			ectx, cancel = context.WithTimeout(context.WithoutCancel(ctx), m.cfg.CallTimeout)
 			defer cancel()

@@ -105,8 +105,8 @@ func (m *Manager) probe(ctx context.Context) error {
 		return fmt.Errorf("lease: probe: session %s is missing", m.nodeKey())
 	case n == -1:
 		return fmt.Errorf("lease: probe: session %s has another epoch than %d: another process with node id %q replaced it", m.nodeKey(), s.epoch, m.cfg.Node)
-	case n == 0:
-		return fmt.Errorf("lease: probe: session %s has no TTL: something else than this node's renewer wrote it", m.nodeKey())
+	case n == -3:
+		return fmt.Errorf("lease: probe: session %s has no TTL: something other than this node's renewer wrote it", m.nodeKey())
 	case time.Duration(n)*time.Millisecond <= m.cfg.TTL/3:
 		return fmt.Errorf("lease: probe: session %s TTL %dms is at or below TTL/3 (%s): renewals are failing", m.nodeKey(), n, m.cfg.TTL/3)
 	}

@@ -143,7 +143,7 @@ func (m *Manager) releaseUnknown(ctx context.Context, id string, epoch int64, va
 		}
 		return releaseScript.Run(ctx, m.client, []string{key}, m.routePrefixOf(epoch), "session", fence).Err()
 	})
-	if err != nil {
+	if err != nil && !errors.Is(err, ErrNotHeld) { // not held: the session ended, the route with it
 		return fmt.Errorf("release %s of this session: %w", key, err)
 	}
 	return nil

@@ -55,8 +55,9 @@ func TestReleaseWhoseSessionEndsMeanwhile(t *testing.T) {
 	var started atomic.Pointer[Manager]
 	c := standalone(t).client(cmdHook{fn: func(ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error {
 		if m := started.Load(); m != nil && isScript(cmd, releaseScript) {
-			s := m.sess.Load()
-			m.loseSession(s.epoch, lostError("test"))
+			if s := m.sess.Load(); s != nil {
+				m.loseSession(s.epoch, lostError("test"))
+			}
 			return syscall.ECONNRESET // the reply was lost: the release retries
 		}
 		return next(ctx, cmd)
@@ -73,4 +74,36 @@ func TestReleaseWhoseSessionEndsMeanwhile(t *testing.T) {
 	err = l.Release(ctx)
 	assert.ErrorIs(t, err, ErrNotHeld, "Release whose session ended between its attempts")
 	assert.ErrorContains(t, err, "session ended")
+}
+
+// TestAcquireWhoseSessionIsLostMeanwhile: an acquisition whose session is
+// lost while its script runs fails with ErrLost; its clean-up, cut short
+// by the session's end, adds no ErrNotHeld: the route died with the
+// session, and Acquire's errors never mean "released".
+func TestAcquireWhoseSessionIsLostMeanwhile(t *testing.T) {
+	var started atomic.Pointer[Manager]
+	c := standalone(t).client(cmdHook{fn: func(ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error {
+		m := started.Load()
+		switch {
+		case m == nil:
+		case isScript(cmd, acquireScript):
+			err := next(ctx, cmd)
+			if s := m.sess.Load(); s != nil {
+				m.loseSession(s.epoch, lostError("test"))
+			}
+			return err
+		case isScript(cmd, releaseScript):
+			return syscall.ECONNRESET // the clean-up's reply is lost: it retries and finds the session ended
+		}
+		return next(ctx, cmd)
+	}})
+	cfg := testConfig()
+	cfg.TTL = time.Minute // the renewer does not start a session again during the test
+	cfg.CallTimeout = 100 * time.Millisecond
+	m := startManager(t, c, cfg)
+	started.Store(m)
+
+	_, err := m.Acquire(context.Background(), "lost-meanwhile")
+	assert.ErrorIs(t, err, ErrLost, "Acquire whose session was lost meanwhile")
+	assert.NotErrorIs(t, err, ErrNotHeld, "Acquire whose session was lost meanwhile")
 }

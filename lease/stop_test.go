@@ -83,21 +83,44 @@ func TestStopOutOfTimeStillEndsLeases(t *testing.T) {
 }
 
 // TestStopWithAnEndedContextStillEndsTheSession: a Stop whose ctx has
-// already ended (a drain out of time) still ends the session, in one
-// attempt: the node's rooms move now, not when the session expires.
+// ended, or is too close to its end for a call (a drain out of time),
+// still ends the session, in one attempt of CallTimeout: the node's rooms
+// move now, not when the session expires.
 func TestStopWithAnEndedContextStillEndsTheSession(t *testing.T) {
-	c := standalone(t).client()
-	cfg := testConfig()
-	cfg.TTL = time.Minute // expiry would free the room only after the test
-	m := startManager(t, c, cfg)
-	ctx := context.Background()
-	_, err := m.Acquire(ctx, "moves")
-	require.NoError(t, err, "Acquire")
-	ended, cancel := context.WithCancel(ctx)
-	cancel()
-	err = m.Stop(ended) // may say the renewer was not waited for; not that rooms stay held
-	if err != nil {
-		assert.NotContains(t, err.Error(), "stay held", "Stop's error")
+	for _, tc := range []struct {
+		name string
+		ctx  func() (context.Context, context.CancelFunc)
+	}{
+		{"ended", func() (context.Context, context.CancelFunc) {
+			ctx, cancel := context.WithCancel(context.Background())
+			cancel()
+			return ctx, cancel
+		}},
+		{"nearly ended", func() (context.Context, context.CancelFunc) {
+			return context.WithTimeout(context.Background(), 200*time.Millisecond)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := standalone(t).client(cmdHook{fn: func(ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error {
+				if d, ok := ctx.Deadline(); ok && isScript(cmd, sessionEndScript) && time.Until(d) < time.Second {
+					<-ctx.Done() // a call this short cannot reach a slow Redis in time
+					return ctx.Err()
+				}
+				return next(ctx, cmd)
+			}})
+			cfg := testConfig()
+			cfg.TTL = time.Minute // expiry would free the room only after the test; CallTimeout is 10 s
+			m := startManager(t, c, cfg)
+			ctx := context.Background()
+			_, err := m.Acquire(ctx, "moves")
+			require.NoError(t, err, "Acquire")
+			stopCtx, cancel := tc.ctx()
+			defer cancel()
+			err = m.Stop(stopCtx) // may report ctx's error from waiting for the renewer; not that rooms stay held
+			if err != nil {
+				assert.NotContains(t, err.Error(), "stay held", "Stop's error")
+			}
+			assert.Zero(t, c.Exists(ctx, m.nodeKey()).Val(), "the session in Redis after Stop")
+		})
 	}
-	assert.Zero(t, c.Exists(ctx, m.nodeKey()).Val(), "the session in Redis after Stop")
 }
