@@ -37,8 +37,8 @@ func (m *Manager) draining() bool {
 // failed or came after the deadline ends with [ErrLeftToExpire]: its room
 // stays owned until the session ends (the Release hook), as does that of
 // a flushed lease whose release failed (Redis unreachable); the hook's
-// error counts both.
-// fn's context ends with the hook's or the lease's. See docs/leases.md.
+// error counts both. fn's context ends with the hook's or the lease's.
+// See docs/leases.md.
 func (m *Manager) HandOff(fn func(ctx context.Context, l *Lease) error, concurrency int) (drain.Hook, error) {
 	if fn == nil {
 		return drain.Hook{}, errors.New("lease: HandOff: fn is nil")

@@ -27,7 +27,7 @@ var (
 	ErrLeftToExpire = errors.New("lease: left to expire")
 )
 
-// Errors of this package's own, wrapped by its exported ones.
+// Errors told apart inside the package; none is returned to a caller alone.
 var (
 	errSessionBusy = errors.New("another process's session of this node id is alive") // Start waits it out
 	errSessionLost = errors.New("lease: the session was lost")                        // tick's, starting a new one

@@ -134,10 +134,10 @@ func (m *Manager) Stop(ctx context.Context) error {
 	m.mu.Lock()
 	m.sess.Store(nil) // a Release from now on finds its session ended and sends nothing; a flight's clean-up stops retrying
 	m.mu.Unlock()
-	var released []*Lease
+	released := 0
 	for _, l := range m.snapshot() {
 		if l.state.Load() == stateHeld && !m.handOff.Load() && l.end(ErrReleased, false) {
-			released = append(released, l)
+			released++
 		} else {
 			m.leaveToExpire(l)
 		}
@@ -158,10 +158,10 @@ func (m *Manager) Stop(ctx context.Context) error {
 		})
 		if eerr != nil {
 			return errors.Join(err, fmt.Errorf("lease: end session %s: %w", m.nodeKey(), eerr),
-				fmt.Errorf("lease: %d rooms stay held until the session expires", len(released)))
+				fmt.Errorf("lease: %d rooms stay held until the session expires", released))
 		}
 	}
-	m.met.released.Add(float64(len(released)))
+	m.met.released.Add(float64(released))
 	return err
 }
 
