@@ -41,13 +41,12 @@ type Manager struct {
 	mu      sync.Mutex
 	leases  map[string]*Lease
 	flights map[string]*flight // one acquisition per room at a time
-	sessUp  chan struct{}      // closed when a session is started again after one was lost
 	running bool
 	stopped bool
 	stopReq chan struct{}      // closed at stop: the renewer exits, waiting Acquires give up
 	stopRun context.CancelFunc // cancels the renewer's calls when Stop's ctx runs out
 	done    chan struct{}      // closed when the renewer has exited
-	settled chan struct{}      // closed when a lease leaves the set or a flight ends; one per Manager: waits are rare
+	settled chan struct{}      // see settledLocked
 }
 
 // New returns a Manager for client, or an error matching
@@ -286,8 +285,9 @@ func (m *Manager) forget(l *Lease) {
 	m.mu.Unlock()
 }
 
-// settledLocked, under mu, returns the channel closed when the lease set
-// or the flights next change: what every wait for a room to settle waits on.
+// settledLocked, under mu, returns the channel closed when the lease set,
+// the flights or the session next change: what every wait in the Manager
+// waits on (one channel per Manager: waits are rare).
 func (m *Manager) settledLocked() <-chan struct{} {
 	if m.settled == nil {
 		m.settled = make(chan struct{})
@@ -295,7 +295,7 @@ func (m *Manager) settledLocked() <-chan struct{} {
 	return m.settled
 }
 
-// wakeSettled, under mu, wakes the Acquires waiting for a room to settle.
+// wakeSettled, under mu, wakes every wait on settledLocked.
 func (m *Manager) wakeSettled() {
 	if m.settled != nil {
 		close(m.settled)

@@ -54,19 +54,22 @@ func (m *Manager) startSession(ctx context.Context) error {
 	case res[0] == 0:
 		return fmt.Errorf("session %s: %w (node id %q; it expires in %dms)", m.nodeKey(), errSessionBusy, m.cfg.Node, res[1])
 	}
-	s = &session{epoch: res[1], prefix: m.routePrefixOf(res[1])}
-	s.args = []any{m.cfg.Node, strconv.FormatInt(s.epoch, 10), "", fenceRetention.Milliseconds()}
+	m.makeCurrent(res[1], sent)
+	m.cfg.Logger.Debug("lease session started", "node_id", m.cfg.Node, "epoch", res[1])
+	return nil
+}
+
+// makeCurrent makes epoch, started at sent, the current session and wakes
+// whoever waits for one (currentSession).
+func (m *Manager) makeCurrent(epoch int64, sent time.Time) {
+	s := &session{epoch: epoch, prefix: m.routePrefixOf(epoch)}
+	s.args = []any{m.cfg.Node, strconv.FormatInt(epoch, 10), "", fenceRetention.Milliseconds()}
 	m.mu.Lock()
-	m.lastEpoch.Store(s.epoch)
+	defer m.mu.Unlock()
+	m.lastEpoch.Store(epoch)
 	m.okAt.Store(&sent)
 	m.sess.Store(s)
-	if m.sessUp != nil {
-		close(m.sessUp)
-		m.sessUp = nil
-	}
-	m.mu.Unlock()
-	m.cfg.Logger.Debug("lease session started", "node_id", m.cfg.Node, "epoch", s.epoch)
-	return nil
+	m.wakeSettled()
 }
 
 // routePrefixOf is node|epoch|, which starts every route value of epoch.
@@ -105,7 +108,6 @@ func (m *Manager) loseLocked(epoch int64, cause error) {
 		return
 	}
 	m.sess.Store(nil)
-	m.sessUp = make(chan struct{})
 	m.mu.Unlock()
 	m.cfg.Logger.Warn("lease session lost: every room this node held is lost", "node_id", m.cfg.Node, "epoch", epoch, "cause", cause.Error())
 	for _, l := range m.snapshot() {
@@ -132,7 +134,7 @@ func (m *Manager) currentSession(ctx context.Context) (*session, error) {
 	defer cancel()
 	for {
 		m.mu.Lock()
-		s, up, stopping, running := m.sess.Load(), m.sessUp, m.stopReq, m.running
+		s, changed, stopping, running := m.sess.Load(), m.settledLocked(), m.stopReq, m.running
 		m.mu.Unlock()
 		switch {
 		case !running:
@@ -146,7 +148,7 @@ func (m *Manager) currentSession(ctx context.Context) (*session, error) {
 			continue
 		}
 		select {
-		case <-up:
+		case <-changed:
 		case <-stopping:
 		case <-ctx.Done():
 			return nil, fmt.Errorf("waiting for the node's session to start again, at most TTL (%s): %w", m.cfg.TTL, ctx.Err())

@@ -130,14 +130,15 @@ func isClosed(ch <-chan struct{}) bool {
 }
 
 // An acquisition that finds no session waits for the next one at most a
-// TTL, whatever its caller's ctx, and gives up at once when the manager
-// stops: the flight's ctx never ends, so nothing else bounds it.
+// TTL, whatever its caller's ctx, returns at once when one starts, and
+// gives up at once when the manager stops: the flight's ctx never ends,
+// so nothing else bounds it.
 func TestWaitingForASessionIsBounded(t *testing.T) {
-	for _, how := range []string{"none starts", "stopped"} {
+	for _, how := range []string{"none starts", "stopped", "started"} {
 		t.Run(how, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				m := unstartedManager(t)
-				m.running, m.stopReq, m.sessUp = true, make(chan struct{}), make(chan struct{}) // lost, not started again
+				m.running, m.stopReq = true, make(chan struct{}) // lost (no session), not started again
 				start := time.Now()
 				var err error
 				returned := make(chan struct{})
@@ -147,6 +148,14 @@ func TestWaitingForASessionIsBounded(t *testing.T) {
 				}()
 				synctest.Wait()
 				require.False(t, isClosed(returned), "currentSession returned before a session or a stop")
+				if how == "started" {
+					m.makeCurrent(7, time.Now())
+					synctest.Wait()
+					require.True(t, isClosed(returned), "currentSession still waits once a session started")
+					require.NoError(t, err)
+					require.Zero(t, time.Since(start), "the start ends the wait at once")
+					return
+				}
 				if how == "stopped" {
 					m.mu.Lock()
 					m.running = false
