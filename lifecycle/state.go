@@ -67,7 +67,9 @@ func (m *Manager) markRunning() error {
 
 // transition moves to `to` if the state machine allows it, then runs the
 // listeners, outside m.mu so that they may read the Manager, and logs the
-// line. rep is the drain's report, for listeners of the move to Stopped.
+// line after them: the readiness flip must not wait for a log write, so
+// "readiness changed" comes first. rep is the drain's report, for
+// listeners of the move to Stopped.
 func (m *Manager) transition(to State, reason string, rep *drain.Report) error {
 	m.transitioning <- struct{}{}
 	defer func() { <-m.transitioning }()
