@@ -11,6 +11,8 @@ import (
 	"go.uber.org/fx"
 
 	"github.com/drainkit/drainkit/fxmodule/internal/listener"
+	"github.com/drainkit/drainkit/fxmodule/internal/names"
+	"github.com/drainkit/drainkit/internal/configerr"
 	"github.com/drainkit/drainkit/internal/serve"
 	"github.com/drainkit/drainkit/lifecycle"
 	"github.com/drainkit/drainkit/readiness"
@@ -23,15 +25,18 @@ import (
 // "admin.serve"). It listens in an OnStart hook; a
 // service has at most one, the server named "admin".
 func Admin(addr string) fx.Option {
+	if err := listener.CheckAddr(addr); err != nil {
+		return fx.Error(configerr.Errorf("fxmodule: Admin(%q): %w", addr, err))
+	}
 	return fx.Module("drainkit.admin", fx.Invoke(func(p adminParams) error { return serveAdmin(addr, p) }))
 }
 
 type adminParams struct {
 	fx.In
 	Lifecycle  fx.Lifecycle
-	Manager    *lifecycle.Manager    `optional:"true"` // nil without Module: see needModule
+	Manager    *lifecycle.Manager    `optional:"true"` // nil without Module: see names.NeedModule
 	Registry   *readiness.Registry   `optional:"true"`
-	Names      *nameOwners           `optional:"true"`
+	Names      *names.Owners         `optional:"true"`
 	Registerer prometheus.Registerer `optional:"true"`
 	Logger     *slog.Logger          `optional:"true"`
 }
@@ -39,7 +44,7 @@ type adminParams struct {
 func serveAdmin(addr string, p adminParams) error {
 	option := fmt.Sprintf("fxmodule.Admin(%q)", addr)
 	if p.Manager == nil {
-		return needModule(option)
+		return names.NeedModule(option)
 	}
 	mux := http.NewServeMux()
 	p.Registry.Mount(mux)
@@ -48,7 +53,7 @@ func serveAdmin(addr string, p adminParams) error {
 	}
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	s := serve.NewHTTP("admin", srv, logger(p.Logger))
-	if err := p.Names.addServer(p.Manager, "admin", option, s.Hook()); err != nil {
+	if err := p.Names.AddServer(p.Manager, "admin", option, s.Hook()); err != nil {
 		return err
 	}
 	p.Lifecycle.Append(listenHook(p.Logger, "admin", addr, new(listener.Bound), s))

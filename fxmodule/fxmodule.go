@@ -11,6 +11,7 @@ import (
 	"go.uber.org/fx"
 
 	"github.com/drainkit/drainkit/drain"
+	"github.com/drainkit/drainkit/fxmodule/internal/names"
 	"github.com/drainkit/drainkit/internal/configerr"
 	"github.com/drainkit/drainkit/lifecycle"
 	"github.com/drainkit/drainkit/readiness"
@@ -30,7 +31,7 @@ const (
 // *slog.Logger and prometheus.Registerer, if any, are used by the registry,
 // and by the manager when the config has none.
 var Module = fx.Module("drainkit",
-	fx.Provide(newManager, newTracker, newRegistry, newNameOwners),
+	fx.Provide(newManager, newTracker, newRegistry, names.NewOwners),
 	fx.Invoke(wire),
 )
 
@@ -100,13 +101,6 @@ func newManager(p managerParams) (*lifecycle.Manager, error) {
 	return lifecycle.New(cfg)
 }
 
-// needModule is the refusal of a server option given without Module: its
-// parameters are optional so that the mistake is said here, in drainkit's
-// words, rather than in dig's (whose text is not its API).
-func needModule(option string) error {
-	return configerr.Errorf("fxmodule: %s needs fxmodule.Module: add it to fxmodule.Run's options", option)
-}
-
 func newTracker(m *lifecycle.Manager) *drain.Tracker { return m.Tracker() }
 
 type registryParams struct {
@@ -134,7 +128,7 @@ type wireParams struct {
 	Lifecycle fx.Lifecycle
 	Manager   *lifecycle.Manager
 	Registry  *readiness.Registry
-	Names     *nameOwners
+	Names     *names.Owners
 	Hooks     []drain.Hook      `group:"drainkit.hooks"`
 	Checks    []readiness.Check `group:"drainkit.checks"`
 	Driver    *driver           `optional:"true"`
@@ -143,14 +137,14 @@ type wireParams struct {
 // wire registers the contributed hooks and checks, and appends Module's
 // OnStart hook, which refuses a start by anything but Run.
 func wire(p wireParams) error {
-	if err := p.Names.add(p.Manager, byApp, p.Hooks...); err != nil {
+	if err := p.Names.Add(p.Manager, names.ByApp, p.Hooks...); err != nil {
 		return err
 	}
 	// Bounded: a check that ignores its context would otherwise hold the
 	// whole drain to its deadline; its name is in the hook's error.
 	closeHook := drain.Hook{Name: "readiness.close", Phase: drain.Close,
 		Timeout: p.Manager.Config().ReadyTimeout, Run: p.Registry.Close}
-	if err := p.Names.add(p.Manager, byModule, closeHook); err != nil {
+	if err := p.Names.Add(p.Manager, names.ByModule, closeHook); err != nil {
 		return err
 	}
 	for _, c := range p.Checks {

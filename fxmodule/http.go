@@ -11,6 +11,8 @@ import (
 
 	"github.com/drainkit/drainkit/drain"
 	"github.com/drainkit/drainkit/fxmodule/internal/listener"
+	"github.com/drainkit/drainkit/fxmodule/internal/names"
+	"github.com/drainkit/drainkit/internal/configerr"
 	"github.com/drainkit/drainkit/internal/serve"
 	"github.com/drainkit/drainkit/lifecycle"
 	"github.com/drainkit/drainkit/readiness"
@@ -27,6 +29,9 @@ import (
 // probes answer through the drain (docs/fxmodule.md). name must be unique
 // among the app's servers.
 func HTTP(name, addr string, handler any) fx.Option {
+	if err := listener.CheckAddr(addr); err != nil {
+		return fx.Error(configerr.Errorf("fxmodule: HTTP(%q, %q, …): %w", name, addr, err))
+	}
 	return fx.Module("drainkit.http."+name,
 		fx.Provide(fx.Private, fx.Annotate(handler, fx.As(new(http.Handler)))),
 		fx.Invoke(func(p httpParams) error { return serveHTTP(name, addr, p) }),
@@ -36,9 +41,9 @@ func HTTP(name, addr string, handler any) fx.Option {
 type httpParams struct {
 	fx.In
 	Lifecycle fx.Lifecycle
-	Manager   *lifecycle.Manager  `optional:"true"` // nil without Module: see needModule
+	Manager   *lifecycle.Manager  `optional:"true"` // nil without Module: see names.NeedModule
 	Registry  *readiness.Registry `optional:"true"`
-	Names     *nameOwners         `optional:"true"`
+	Names     *names.Owners       `optional:"true"`
 	Handler   http.Handler
 	Logger    *slog.Logger `optional:"true"`
 }
@@ -46,7 +51,7 @@ type httpParams struct {
 func serveHTTP(name, addr string, p httpParams) error {
 	option := fmt.Sprintf("fxmodule.HTTP(%q, %q, …)", name, addr)
 	if p.Manager == nil {
-		return needModule(option)
+		return names.NeedModule(option)
 	}
 	t := p.Manager.Tracker()
 	mux := http.NewServeMux()
@@ -56,7 +61,7 @@ func serveHTTP(name, addr string, p httpParams) error {
 
 	var bound listener.Bound
 	s := serve.NewHTTP(name, srv, logger(p.Logger))
-	if err := p.Names.addServer(p.Manager, name, option, append(drain.HTTPHooks(name, srv, t), s.Hook())...); err != nil {
+	if err := p.Names.AddServer(p.Manager, name, option, append(drain.HTTPHooks(name, srv, t), s.Hook())...); err != nil {
 		return err
 	}
 	if err := p.Registry.Add(bound.Check(name+"_listener", addr)); err != nil {

@@ -131,6 +131,16 @@ func TestRunConfigMistakeIsOneLineAndExitConfig(t *testing.T) {
 			want: []string{`two servers named "api"`},
 		},
 		{
+			name: "an HTTP address without a port",
+			give: []fx.Option{fxmodule.Module, cfg, fxmodule.HTTP("api", "not-an-addr", hello)},
+			want: []string{`fxmodule: HTTP("api", "not-an-addr", …): address not-an-addr: missing port in address`},
+		},
+		{
+			name: "an Admin port out of range",
+			give: []fx.Option{fxmodule.Module, cfg, fxmodule.Admin("127.0.0.1:99999")},
+			want: []string{`fxmodule: Admin("127.0.0.1:99999"): address 99999: invalid port`},
+		},
+		{
 			name: "Admin twice",
 			give: []fx.Option{fxmodule.Module, cfg, fxmodule.Admin("127.0.0.1:0"), fxmodule.Admin("127.0.0.1:0")},
 			want: []string{`two servers named "admin"`},

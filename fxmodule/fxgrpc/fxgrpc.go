@@ -27,6 +27,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"reflect"
 	"sync"
 	"sync/atomic"
 
@@ -37,6 +38,8 @@ import (
 	"github.com/drainkit/drainkit/drain"
 	"github.com/drainkit/drainkit/drain/grpcdrain"
 	"github.com/drainkit/drainkit/fxmodule/internal/listener"
+	"github.com/drainkit/drainkit/fxmodule/internal/names"
+	"github.com/drainkit/drainkit/internal/configerr"
 	"github.com/drainkit/drainkit/lifecycle"
 	"github.com/drainkit/drainkit/readiness"
 	"github.com/drainkit/drainkit/readiness/grpchealth"
@@ -52,8 +55,18 @@ import (
 // ".graceful_stop" and ".serve", the streams' hooks, and the gating check
 // name+"_listener".
 func Server(name, addr string, register any, opts ...grpc.ServerOption) fx.Option {
+	option := fmt.Sprintf("fxgrpc.Server(%q, %q, …)", name, addr)
+	if err := checkRegister(register); err != nil {
+		return fx.Error(configerr.Errorf("fxgrpc: Server(%q, %q, register): %w", name, addr, err))
+	}
+	if err := listener.CheckAddr(addr); err != nil {
+		return fx.Error(configerr.Errorf("fxgrpc: Server(%q, %q, …): %w", name, addr, err))
+	}
 	return fx.Module("drainkit.grpc."+name,
 		fx.Provide(fx.Private, func(p serverParams) (*grpc.Server, *drain.Streams, error) {
+			if p.Manager == nil {
+				return nil, nil, names.NeedModule(option)
+			}
 			streams, err := drain.NewStreams(drain.StreamsConfig{Name: name + ".streams", Registerer: p.Registerer})
 			if err != nil {
 				return nil, nil, fmt.Errorf("fxgrpc: server %q: %w", name, err)
@@ -61,13 +74,26 @@ func Server(name, addr string, register any, opts ...grpc.ServerOption) fx.Optio
 			return grpc.NewServer(append(grpcdrain.ServerOptions(p.Manager.Tracker(), streams), opts...)...), streams, nil
 		}),
 		fx.Invoke(register),
-		fx.Invoke(func(p params) error { return serve(name, addr, p) }),
+		fx.Invoke(func(p params) error { return serve(name, addr, option, p) }),
 	)
+}
+
+// checkRegister refuses a register that fx could not invoke with the
+// server: fx's own words would not name the option.
+func checkRegister(register any) error {
+	t := reflect.TypeOf(register)
+	switch {
+	case register == nil:
+		return errors.New("register is nil; want a func whose first parameter is *grpc.Server")
+	case t.Kind() != reflect.Func || t.NumIn() == 0 || t.In(0) != reflect.TypeFor[*grpc.Server]():
+		return fmt.Errorf("register is a %s; want a func whose first parameter is *grpc.Server", t)
+	}
+	return nil
 }
 
 type serverParams struct {
 	fx.In
-	Manager    *lifecycle.Manager
+	Manager    *lifecycle.Manager    `optional:"true"` // nil without fxmodule.Module: see names.NeedModule
 	Registerer prometheus.Registerer `optional:"true"`
 }
 
@@ -78,10 +104,11 @@ type params struct {
 	Registry  *readiness.Registry
 	Server    *grpc.Server
 	Streams   *drain.Streams
+	Names     *names.Owners
 	Logger    *slog.Logger `optional:"true"`
 }
 
-func serve(name, addr string, p params) error {
+func serve(name, addr, option string, p params) error {
 	log := p.Logger
 	if log == nil {
 		log = slog.Default()
@@ -123,7 +150,7 @@ func serve(name, addr string, p params) error {
 		drain.Hook{Name: name + ".serve", Phase: drain.Close, Run: waitServe},
 	)
 	hooks = append(hooks, p.Streams.Hooks()...)
-	if err := p.Manager.AddHook(hooks...); err != nil {
+	if err := p.Names.AddServer(p.Manager, name, option, hooks...); err != nil {
 		return err
 	}
 	if err := p.Registry.Add(bound.Check(name+"_listener", addr)); err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -21,6 +22,7 @@ import (
 	"github.com/drainkit/drainkit/fxmodule"
 	"github.com/drainkit/drainkit/fxmodule/fxgrpc"
 	"github.com/drainkit/drainkit/fxmodule/fxmoduletest"
+	"github.com/drainkit/drainkit/internal/testlog"
 	"github.com/drainkit/drainkit/lifecycle"
 )
 
@@ -183,5 +185,70 @@ func TestServerClosesStreamsPaced(t *testing.T) {
 	for range n {
 		err := <-ended
 		assert.True(t, grpcdrain.IsRefused(err), "stream ended with %v; want UNAVAILABLE with RetryInfo", err)
+	}
+}
+
+// A mistake in fxgrpc.Server's options or wiring is refused before
+// anything starts (exit 78) in one line naming the option and what to
+// change: not at start as a failure of the world (exit 5), and not in
+// fx's words about a generated hook or a missing type.
+func TestServerMistakesAreRefusedNamingTheOption(t *testing.T) {
+	cfg := fx.Supply(lifecycle.Config{Service: "svc", NodeID: "n1", DrainTimeout: time.Second})
+	register := func(*grpc.Server) {}
+	tests := []struct {
+		name string
+		give []fx.Option
+		want string
+	}{
+		{
+			name: "an address without a port",
+			give: []fx.Option{fxmodule.Module, cfg, fxgrpc.Server("api", "not-an-addr", register)},
+			want: `fxgrpc: Server("api", "not-an-addr", …): address not-an-addr: missing port in address; want host:port`,
+		},
+		{
+			name: "a nil register",
+			give: []fx.Option{fxmodule.Module, cfg, fxgrpc.Server("api", "127.0.0.1:0", nil)},
+			want: `fxgrpc: Server("api", "127.0.0.1:0", register): register is nil; want a func whose first parameter is *grpc.Server`,
+		},
+		{
+			name: "a register without the server",
+			give: []fx.Option{fxmodule.Module, cfg, fxgrpc.Server("api", "127.0.0.1:0", func(*slog.Logger) {})},
+			want: `register is a func(*slog.Logger); want a func whose first parameter is *grpc.Server`,
+		},
+		{
+			name: "two servers named api",
+			give: []fx.Option{fxmodule.Module, cfg, fxgrpc.Server("api", "127.0.0.1:0", register), fxgrpc.Server("api", "127.0.0.1:0", register)},
+			want: `two servers named "api" (fxgrpc.Server("api", "127.0.0.1:0", …) and fxgrpc.Server("api", "127.0.0.1:0", …))`,
+		},
+		{
+			name: "a server named like Admin's",
+			give: []fx.Option{fxmodule.Module, cfg, fxmodule.Admin("127.0.0.1:0"), fxgrpc.Server("admin", "127.0.0.1:0", register)},
+			want: `two servers named "admin" (fxmodule.Admin("127.0.0.1:0") and fxgrpc.Server("admin", "127.0.0.1:0", …))`,
+		},
+		{
+			name: "fxmodule.Module forgotten",
+			give: []fx.Option{cfg, fxgrpc.Server("api", "127.0.0.1:0", register)},
+			want: `fxmodule: fxgrpc.Server("api", "127.0.0.1:0", …) needs fxmodule.Module: add it to fxmodule.Run's options`,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			logs := &testlog.Buffer{}
+			prev := slog.Default()
+			t.Cleanup(func() { slog.SetDefault(prev) })
+			slog.SetDefault(slog.New(slog.NewTextHandler(logs, nil)))
+			assert.Equal(t, lifecycle.ExitConfig, fxmodule.Run(tt.give...), "exit code")
+			var errs []string
+			for _, line := range strings.Split(logs.String(), "\n") {
+				if strings.Contains(line, "level=ERROR") {
+					errs = append(errs, line)
+				}
+			}
+			require.Len(t, errs, 1, "one error line; got %q", errs)
+			assert.Contains(t, errs[0], strings.ReplaceAll(tt.want, `"`, `\"`))
+			for _, wrapping := range []string{"could not build arguments", "received non-nil error", "missing type", "stop_intake"} {
+				assert.NotContains(t, errs[0], wrapping, "fx's words or a generated hook")
+			}
+		})
 	}
 }

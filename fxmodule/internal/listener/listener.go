@@ -6,11 +6,27 @@ package listener
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"sync/atomic"
 
 	"github.com/drainkit/drainkit/readiness"
 )
+
+// CheckAddr refuses an address net.Listen("tcp", addr) could never take,
+// whatever the machine: no port, or a port that is no number in 0–65535
+// nor a service name. The caller says it before anything starts, as a
+// configuration mistake (exit 78), not at start as a failure of the world.
+func CheckAddr(addr string) error {
+	_, port, err := net.SplitHostPort(addr)
+	if err == nil {
+		_, err = net.LookupPort("tcp", port)
+	}
+	if err != nil {
+		return fmt.Errorf("%w; want host:port, e.g. \":8080\" or \"127.0.0.1:0\"", err)
+	}
+	return nil
+}
 
 // Bound is a server's listener address, set once it listens.
 type Bound struct {
