@@ -90,9 +90,13 @@ func (m *Manager) acquire(id string, f *flight) (*Lease, error) {
 	return m.newLease(id, fence, s), nil
 }
 
-// acquireOnce runs the acquire script with args, retried. If it fails, any
-// route value of this session goes: a lost reply may have taken the room.
+// acquireOnce runs the acquire script with args, retried, each attempt
+// only while stillWanted. If it fails, any route value of this session
+// goes: a lost reply may have taken the room.
 func (m *Manager) acquireOnce(ctx context.Context, id string, s *session, args []any, stillWanted func() error) (int64, string, error) {
+	if err := stillWanted(); err != nil { // the flip may have come while a session or a route was read
+		return 0, "", err
+	}
 	var res []any
 	var unknown bool // an attempt's reply was lost
 	err := m.retry(ctx, stillWanted, func(ctx context.Context) (err error) {

@@ -72,12 +72,17 @@ func (l *Lease) held() bool {
 // holder did not choose it) runs OnLost. The lease leaves the set after
 // its hooks: the room gets no new lease before its holder is told.
 func (l *Lease) end(cause error, lost bool) bool {
-	// No state goes back to held or handingOff: a failed swap means ended.
-	if !l.state.CompareAndSwap(stateHeld, stateEnded) && !l.state.CompareAndSwap(stateHandingOff, stateHandedOff) {
+	if !l.claim() {
 		return false
 	}
 	l.finish(cause, lost)
 	return true
+}
+
+// claim moves the lease to its ended state and reports whether this call did.
+func (l *Lease) claim() bool {
+	// No state goes back to held or handingOff: a failed swap means ended.
+	return l.state.CompareAndSwap(stateHeld, stateEnded) || l.state.CompareAndSwap(stateHandingOff, stateHandedOff)
 }
 
 // ended reports whether the lease has ended, its hooks run or not.
@@ -85,7 +90,12 @@ func (l *Lease) ended() bool { return l.state.Load() >= stateEnded }
 
 // finish does the rest of an end: cause, context, hooks.
 func (l *Lease) finish(cause error, lost bool) {
-	defer l.m.forget(l)
+	l.cancelWith(cause)
+	l.notify(cause, lost)
+}
+
+// cancelWith records how the lease ended and cancels its context.
+func (l *Lease) cancelWith(cause error) {
 	l.mu.Lock()
 	l.cause = cause
 	cancel := l.cancel
@@ -93,6 +103,11 @@ func (l *Lease) finish(cause error, lost bool) {
 	if cancel != nil {
 		cancel(cause)
 	}
+}
+
+// notify runs the hooks of an ended lease, which then leaves the set.
+func (l *Lease) notify(cause error, lost bool) {
+	defer l.m.forget(l)
 	if lost {
 		if errors.Is(cause, ErrLost) { // left to expire is counted by the drain
 			l.m.met.lost.Inc()

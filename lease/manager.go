@@ -134,13 +134,17 @@ func (m *Manager) Stop(ctx context.Context) error {
 	m.sess.Store(nil) // a Release from now on finds its session ended and sends nothing; a flight's clean-up stops retrying
 	m.mu.Unlock()
 	released := 0
-	for _, l := range m.snapshot() {
-		if l.state.Load() == stateHeld && !m.handOff.Load() && l.end(ErrReleased, false) {
+	for _, cause := range m.endAll(m.snapshot(), func(l *Lease) (error, bool) {
+		if l.state.Load() == stateHeld && !m.handOff.Load() {
+			return ErrReleased, false
+		}
+		return ErrLeftToExpire, true
+	}) {
+		if cause == ErrReleased {
 			released++
 		} else {
-			m.leaveToExpire(l)
+			m.met.leftToExpire.Inc()
 		}
-		m.waitGone(l) // one another goroutine was ending too: its hooks return before the session goes
 	}
 	m.startMu.Unlock()
 	err = errors.Join(err, m.waitFlights(ctx))   // a flight waiting for startMu above ends now: stopped
@@ -241,6 +245,32 @@ func (m *Manager) stopRenewer(ctx context.Context) error {
 	cancel()
 	<-done // every call of the renewer honours its context
 	return fmt.Errorf("lease: waiting for the renewer: %w", context.Cause(ctx))
+}
+
+// endAll ends leases at once: every context is cancelled (how gives the
+// cause, and whether the holder did not choose it, for each lease this
+// call ends) before any hook runs, so hooks that take their time delay no
+// lease's end past the session's expiry. It returns the causes of the
+// ends it made, once every one of leases has left the set, those another
+// goroutine was ending included: their hooks return before the session goes.
+func (m *Manager) endAll(leases []*Lease, how func(*Lease) (cause error, lost bool)) []error {
+	var mine []*Lease
+	var causes []error
+	var lost []bool
+	for _, l := range leases {
+		cause, lo := how(l)
+		if l.claim() {
+			l.cancelWith(cause)
+			mine, causes, lost = append(mine, l), append(causes, cause), append(lost, lo)
+		}
+	}
+	for i, l := range mine {
+		l.notify(causes[i], lost[i])
+	}
+	for _, l := range leases {
+		m.waitGone(l)
+	}
+	return causes
 }
 
 // leaveToExpire ends l unreleased: its route stays until the session ends.

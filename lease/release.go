@@ -48,10 +48,21 @@ func (m *Manager) releaseFlushed(ctx context.Context, flushed <-chan *Lease, don
 		for len(flushed) > 0 {
 			batch = append(batch, <-flushed)
 		}
+		mine := batch[:0]
 		for _, l := range batch {
-			l.end(ErrReleased, false) // the context is cancelled before the key goes
+			if l.end(ErrReleased, false) { // the context is cancelled before the key goes
+				mine = append(mine, l)
+				continue
+			}
+			// Ended meanwhile (lost, or left to expire by Stop once the hook
+			// was abandoned): not released, and counted by whoever ended it.
+			lctx := l.Context()
+			<-lctx.Done()
+			done(l, context.Cause(lctx))
 		}
-		m.releaseEach(ctx, batch, done)
+		if len(mine) > 0 {
+			m.releaseEach(ctx, mine, done)
+		}
 	}
 }
 
@@ -60,6 +71,7 @@ func (m *Manager) releaseFlushed(ctx context.Context, flushed <-chan *Lease, don
 func (m *Manager) releaseEach(ctx context.Context, leases []*Lease, done func(*Lease, error)) {
 	fail := func(l *Lease, err error) { done(l, fmt.Errorf("lease: release %s: %w", l.label(), err)) }
 	pending := leases
+	unknown := map[*Lease]bool{} // an attempt's reply was lost: it may have deleted the route
 	err := m.retry(ctx, m.whileSession(leases[0].epoch), func(ctx context.Context) error {
 		cmds := m.sendReleases(ctx, pending)
 		var retry []*Lease
@@ -69,9 +81,12 @@ func (m *Manager) releaseEach(ctx context.Context, leases []*Lease, done func(*L
 			switch {
 			case err != nil && retryable(err):
 				retry, errs = append(retry, l), append(errs, err)
+				unknown[l] = true
 			case err != nil:
 				fail(l, err)
-			case n == 1: // release.lua deleted it: 1 ours, 0 gone, -1 someone else's
+			case n == 1, n == 0 && unknown[l]: // release.lua: 1 deleted (ours), 0 gone, -1 someone else's
+				// Gone after a lost reply: that attempt deleted it, as the
+				// route was ours and the session lived (whileSession).
 				m.met.released.Inc()
 				done(l, nil)
 			case n == 0:

@@ -110,12 +110,14 @@ func (m *Manager) loseLocked(epoch int64, cause error) {
 	m.sess.Store(nil)
 	m.mu.Unlock()
 	m.cfg.Logger.Warn("lease session lost: every room this node held is lost", "node_id", m.cfg.Node, "epoch", epoch, "cause", cause.Error())
+	var leases []*Lease
 	for _, l := range m.snapshot() {
 		if l.epoch == epoch {
-			l.end(cause, true)
-			m.waitGone(l) // one another goroutine was ending too: its hooks return before the epoch is replaced
+			leases = append(leases, l)
 		}
 	}
+	// Every context first, then the hooks; all of them return before the epoch is replaced.
+	m.endAll(leases, func(*Lease) (error, bool) { return cause, true })
 }
 
 // currentSession returns the current session, waiting within ctx (at most
