@@ -193,6 +193,10 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		}
 		*d.dst = parsed
 	}
+	if floor := getenv("DRAIN_DELAY_FLOOR"); floor != "" && c.QuietWindow == 0 {
+		return Config{}, &fieldError{field: "DRAIN_DELAY_FLOOR", value: floor,
+			problem: "applies only to the adaptive delay, and DRAIN_QUIET_WINDOW is unset: set it, or unset DRAIN_DELAY_FLOOR"}
+	}
 	delayUnset := getenv("DRAIN_DELAY") == ""
 	if delayUnset {
 		// The default even when it does not fit a short DRAIN_TIMEOUT:

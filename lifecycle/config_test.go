@@ -47,6 +47,8 @@ func TestConfigFromEnv(t *testing.T) {
 		{name: "default delay does not fit a short timeout", give: map[string]string{"DRAIN_TIMEOUT": "3s"},
 			wantErr: `DRAIN_DELAY="5s": must be shorter than DRAIN_TIMEOUT (3s), or no time is left to drain (DRAIN_DELAY is unset and defaults to 5s: set it, 0s for none)`},
 		{name: "ready timeout zero", give: map[string]string{"HEALTH_READY_TIMEOUT": "0s"}, wantErr: `HEALTH_READY_TIMEOUT="0s": must be positive`},
+		{name: "floor without a quiet window", give: map[string]string{"DRAIN_DELAY_FLOOR": "2s"},
+			wantErr: `DRAIN_DELAY_FLOOR="2s": applies only to the adaptive delay, and DRAIN_QUIET_WINDOW is unset`},
 		{name: "floor above delay", give: map[string]string{"DRAIN_DELAY": "2s", "DRAIN_QUIET_WINDOW": "1s", "DRAIN_DELAY_FLOOR": "3s"},
 			wantErr: `DRAIN_DELAY_FLOOR="3s": must not exceed DRAIN_DELAY (2s)`},
 	}
