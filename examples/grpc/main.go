@@ -10,6 +10,7 @@ import (
 	"os"
 	"sync/atomic"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/fx"
 	"google.golang.org/grpc"
 	testgrpc "google.golang.org/grpc/interop/grpc_testing"
@@ -33,6 +34,7 @@ func service(grpcAddr, adminAddr string) fx.Option {
 		fxmodule.Module,
 		fxmodule.Admin(adminAddr),
 		fxgrpc.Server("api", grpcAddr, register),
+		fx.Provide(func() prometheus.Registerer { return prometheus.NewRegistry() }), // Admin serves it as /metrics
 		fx.Supply(new(store)),
 		fx.Provide(fxmodule.AsHook(flushHook)),
 	)

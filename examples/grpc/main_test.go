@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"io"
+	"net/http"
 	"os/exec"
 	"path/filepath"
 	"sync"
@@ -60,6 +62,13 @@ func TestReplacementUnderLoadLosesNoRPC(t *testing.T) {
 		replicas = append(replicas, p)
 		require.NoError(t, harness.WaitReady(ctx, p, "http://"+addrs[2*i+1]+"/healthz/ready"))
 	}
+	metrics, err := http.Get("http://" + addrs[1] + "/metrics") // Admin's, from the app's registry
+	require.NoError(t, err)
+	body, err := io.ReadAll(metrics.Body)
+	require.NoError(t, metrics.Body.Close())
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, metrics.StatusCode, "GET /metrics: %s", body)
+	assert.Contains(t, string(body), "service_draining", "drainkit's metrics on /metrics")
 
 	r := manual.NewBuilderWithScheme("replicas")
 	r.InitialState(resolver.State{Addresses: []resolver.Address{{Addr: addrs[0]}, {Addr: addrs[2]}}})
