@@ -145,7 +145,7 @@ func (m *Manager) acquireCall(ctx context.Context, id string, args []any) ([]any
 	})[0]
 	res, err := cmd.Slice()
 	if err != nil {
-		return nil, err // MOVED, ASK: the retry reloads the slot map and finds the slot's owner
+		return nil, err // MOVED: the retry reloads the slot map; ASK (a migrating slot): retried until it moved
 	}
 	if code, _, _ := acquireReply(res); code == 0 {
 		return res, nil // someone else's: nothing of ours to replicate

@@ -5,6 +5,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/redis/go-redis/v9"
@@ -131,4 +132,48 @@ func TestAFlushedLeaseEndedMeanwhileIsNotReleased(t *testing.T) {
 	assert.Equal(t, 1, int(c.Exists(context.Background(), l.key).Val()), "its route stays until the session ends")
 	assert.Zero(t, testutil.ToFloat64(m.met.released), "released")
 	assert.Equal(t, 1.0, testutil.ToFloat64(m.met.leftToExpire), "left to expire")
+}
+
+// A Stop that comes while Start is starting the session (once its check
+// that the Manager is not stopped has passed) ends that session, and
+// Start then fails rather than start a renewer nobody stops.
+func TestStopDuringStartLeavesNoRenewer(t *testing.T) {
+	b := standalone(t)
+	var mgr atomic.Pointer[Manager]
+	stopped := make(chan error, 1)
+	c := b.client(cmdHook{fn: func(ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error {
+		err := next(ctx, cmd)
+		if m := mgr.Load(); m != nil && isScript(cmd, sessionScript) && mgr.CompareAndSwap(m, nil) {
+			go func() { stopped <- m.Stop(context.Background()) }()
+			waitFor(t, "Stop under way", func() bool { m.mu.Lock(); defer m.mu.Unlock(); return m.stopped })
+		}
+		return err
+	}})
+	m, err := New(c, testConfig())
+	require.NoError(t, err)
+	mgr.Store(m)
+	assert.ErrorIs(t, m.Start(context.Background()), ErrNotRunning)
+	require.NoError(t, <-stopped)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	assert.False(t, m.running, "running")
+	assert.Nil(t, m.done, "a renewer was started")
+	assert.Zero(t, c.Exists(context.Background(), m.nodeKey()).Val(), "the session Start started is ended")
+}
+
+// A flushed lease found not held because its session is overdue (no
+// renewal confirmed in time, not yet lost by the renewer) is ended as
+// lost there, as Acquire's attach does: its holder is told, and Stop does
+// not later leave it to expire as well.
+func TestHandOffEndsALeaseWhoseSessionIsOverdue(t *testing.T) {
+	m := unstartedManager(t)
+	m.makeCurrent(7, time.Now())
+	l := m.newLease("room", 5, m.sess.Load())
+	require.True(t, l.state.CompareAndSwap(stateHeld, stateHandingOff))
+	m.now = func() time.Time { return time.Now().Add(m.cfg.TTL) } // past the deadline
+	err := m.flushOne(context.Background(), l, func(context.Context, *Lease) error { return nil })
+	assert.ErrorIs(t, err, ErrLost)
+	assert.ErrorIs(t, context.Cause(l.Context()), ErrLost, "the lease's context")
+	assert.Equal(t, stateHandedOff, l.state.Load())
+	assert.Equal(t, 1.0, testutil.ToFloat64(m.met.lost))
 }

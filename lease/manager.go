@@ -87,7 +87,7 @@ func New(client redis.UniversalClient, cfg Config) (*Manager, error) {
 // until [Manager.Stop] or the Release hook. Each step is retried while ctx
 // lasts, at most TTL without a deadline; a session of the node id that
 // another process left alive (a crash) is waited out, one still renewed
-// fails the start.
+// fails the start, as does a Stop meanwhile ([ErrNotRunning]).
 func (m *Manager) Start(ctx context.Context) error {
 	m.mu.Lock()
 	if m.running || m.stopped {
@@ -110,6 +110,11 @@ func (m *Manager) Start(ctx context.Context) error {
 	}
 	runCtx, cancel := context.WithCancel(context.Background())
 	m.mu.Lock()
+	if m.stopped { // Stop came once the session had started, and ended it: nothing to renew
+		m.mu.Unlock()
+		cancel()
+		return fmt.Errorf("lease: start: stopped meanwhile: %w", ErrNotRunning)
+	}
 	m.running, m.stopReq, m.stopRun, m.done = true, make(chan struct{}), cancel, make(chan struct{})
 	m.mu.Unlock()
 	go m.renewLoop(runCtx, m.stopReq, m.done)
