@@ -27,7 +27,8 @@ import (
 // ".wait_in_flight"; ".close"), name+".serve", and the gating check
 // name+"_listener". The listener stays open until phase close, so the
 // probes answer through the drain (docs/fxmodule.md). name must be unique
-// among the app's servers.
+// among the app's servers, and addr a host:port ("127.0.0.1:0" picks a
+// port); either mistake is refused before anything starts (exit 78).
 func HTTP(name, addr string, handler any) fx.Option {
 	if err := listener.CheckAddr(addr); err != nil {
 		return fx.Error(configerr.Errorf("fxmodule: HTTP(%q, %q, …): %w", name, addr, err))
