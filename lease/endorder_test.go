@@ -177,3 +177,35 @@ func TestHandOffEndsALeaseWhoseSessionIsOverdue(t *testing.T) {
 	assert.Equal(t, stateHandedOff, l.state.Load())
 	assert.Equal(t, 1.0, testutil.ToFloat64(m.met.lost))
 }
+
+// An OnLost that breaks the rule and Acquires another room of the lost
+// session fails, after at most a TTL waiting for the next session, and
+// the loss goes on: it does not wait for that room's hooks, which come
+// after its own.
+func TestAnAcquireFromAHookDuringALossFails(t *testing.T) {
+	b := standalone(t)
+	c := b.client()
+	var m *Manager
+	acquired := make(chan error, 2)
+	cfg := testConfig()
+	cfg.OnLost = func(l *Lease, _ error) { // each room's hook Acquires the other: whichever runs first
+		_, err := m.Acquire(context.Background(), map[string]string{"a": "b", "b": "a"}[l.ID()])
+		acquired <- err
+	}
+	m = startManager(t, c, cfg)
+	for _, id := range []string{"a", "b"} {
+		_, err := m.Acquire(context.Background(), id)
+		require.NoError(t, err)
+	}
+	require.NoError(t, c.Del(context.Background(), m.nodeKey()).Err()) // the session ended in Redis
+	hang := time.After(10 * m.cfg.TTL) // a bound on a hang, not a wait for a condition
+	for range 2 {
+		select {
+		case err := <-acquired:
+			assert.Error(t, err, "an Acquire from OnLost during the loss")
+		case <-hang:
+			t.Fatal("an Acquire from OnLost during the loss still waits after 10 TTLs")
+		}
+	}
+	waitFor(t, "a new session", func() bool { return m.sess.Load() != nil })
+}

@@ -252,12 +252,17 @@ func (m *Manager) stopRenewer(ctx context.Context) error {
 	return fmt.Errorf("lease: waiting for the renewer: %w", context.Cause(ctx))
 }
 
-// endAll ends leases at once: every context is cancelled (how gives the
-// cause, and whether the holder did not choose it, for each lease this
-// call ends) before any hook runs, so hooks that take their time delay no
-// lease's end past the session's expiry. It returns the causes of the
-// ends it made, once every one of leases has left the set, those another
-// goroutine was ending included: their hooks return before the session goes.
+// endAll ends leases at once, for a session's loss or Stop: every context
+// is cancelled (how gives the cause, and whether the holder did not choose
+// it, for each lease this call ends) and every lease leaves the set before
+// any hook runs, so hooks that take their time delay no lease's end past
+// the session's expiry, and a hook's Acquire of another of these rooms
+// waits for the next session (at most TTL), not for hooks still to come.
+// No new lease of these rooms comes before their hooks have run: the
+// caller starts the next session, or ends Stop, only once endAll has
+// returned. It returns the causes of the ends it made, once every one of
+// leases has left the set, those another goroutine was ending included:
+// their hooks return before the session goes.
 func (m *Manager) endAll(leases []*Lease, how func(*Lease) (cause error, lost bool)) []error {
 	var mine []*Lease
 	var causes []error
@@ -269,6 +274,7 @@ func (m *Manager) endAll(leases []*Lease, how func(*Lease) (cause error, lost bo
 			mine, causes, lost = append(mine, l), append(causes, cause), append(lost, lo)
 		}
 	}
+	m.forget(mine...)
 	for i, l := range mine {
 		l.notify(causes[i], lost[i])
 	}
@@ -309,15 +315,17 @@ func (m *Manager) waitGone(l *Lease) {
 	m.mu.Unlock()
 }
 
-// forget removes l from the lease set and wakes Acquires waiting for it.
-func (m *Manager) forget(l *Lease) {
+// forget removes leases from the lease set and wakes Acquires waiting for them.
+func (m *Manager) forget(leases ...*Lease) {
 	m.mu.Lock()
-	if m.leases[l.ID()] == l {
-		delete(m.leases, l.ID())
-		m.met.held.Set(float64(len(m.leases)))
+	defer m.mu.Unlock()
+	for _, l := range leases {
+		if m.leases[l.ID()] == l {
+			delete(m.leases, l.ID())
+		}
 	}
+	m.met.held.Set(float64(len(m.leases)))
 	m.wakeSettled()
-	m.mu.Unlock()
 }
 
 // settledLocked, under mu, returns the channel closed when the lease set,
