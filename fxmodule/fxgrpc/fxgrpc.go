@@ -79,17 +79,24 @@ func Server(name, addr string, register any, opts ...grpc.ServerOption) fx.Optio
 	)
 }
 
-// checkRegister refuses a register that fx could not invoke with the
-// server: fx's own words would not name the option.
+// checkRegister refuses a nil register (fx's words would not name the
+// option) and a func that cannot be given the server: no *grpc.Server
+// parameter, nor a struct one (an fx.In may hold it). Anything else, an
+// fx.Annotate of a func included, is fx's to judge.
 func checkRegister(register any) error {
-	t := reflect.TypeOf(register)
-	switch {
-	case register == nil:
+	if register == nil {
 		return errors.New("register is nil; want a func whose first parameter is *grpc.Server")
-	case t.Kind() != reflect.Func || t.NumIn() == 0 || t.In(0) != reflect.TypeFor[*grpc.Server]():
-		return fmt.Errorf("register is a %s; want a func whose first parameter is *grpc.Server", t)
 	}
-	return nil
+	t := reflect.TypeOf(register)
+	if t.Kind() != reflect.Func {
+		return nil
+	}
+	for i := range t.NumIn() {
+		if in := t.In(i); in == reflect.TypeFor[*grpc.Server]() || in.Kind() == reflect.Struct {
+			return nil
+		}
+	}
+	return fmt.Errorf("register is a %s; want a func whose first parameter is *grpc.Server", t)
 }
 
 type serverParams struct {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"net"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -250,5 +251,32 @@ func TestServerMistakesAreRefusedNamingTheOption(t *testing.T) {
 				assert.NotContains(t, errs[0], wrapping, "fx's words or a generated hook")
 			}
 		})
+	}
+}
+
+// What net.Listen and fx accept, fxgrpc.Server's checks accept too: an
+// empty address (any port), a named port, and a register given through
+// fx.Annotate, with the server in another position, or in an fx.In.
+func TestServerAcceptsWhatListenAndFxAccept(t *testing.T) {
+	type in struct {
+		fx.In
+		Server *grpc.Server
+	}
+	type primary struct{}
+	registers := map[string]any{
+		"annotated":           fx.Annotate(func(*grpc.Server, *primary) {}, fx.ParamTags("", `name:"primary"`)),
+		"the server second":   func(*slog.Logger, *grpc.Server) {},
+		"the server in fx.In": func(in) {},
+	}
+	for _, addr := range []string{"", "127.0.0.1:0"} {
+		for name, register := range registers {
+			t.Run(name+" on "+strconv.Quote(addr), func(t *testing.T) {
+				app := fx.New(fx.NopLogger, fxmodule.Module,
+					fx.Supply(lifecycle.Config{Service: "svc", NodeID: "n1", DrainTimeout: time.Second}, slog.New(slog.DiscardHandler)),
+					fx.Supply(fx.Annotate(&primary{}, fx.ResultTags(`name:"primary"`))),
+					fxgrpc.Server("api", addr, register))
+				require.NoError(t, app.Err())
+			})
+		}
 	}
 }

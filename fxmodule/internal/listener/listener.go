@@ -15,9 +15,13 @@ import (
 
 // CheckAddr refuses an address net.Listen("tcp", addr) could never take,
 // whatever the machine: no port, or a port that is no number in 0–65535
-// nor a service name. The caller says it before anything starts, as a
-// configuration mistake (exit 78), not at start as a failure of the world.
+// nor a service name ("" is taken: any port). The caller says it before
+// anything starts, as a configuration mistake (exit 78), not at start as
+// a failure of the world.
 func CheckAddr(addr string) error {
+	if addr == "" {
+		return nil
+	}
 	_, port, err := net.SplitHostPort(addr)
 	if err == nil {
 		_, err = net.LookupPort("tcp", port)
