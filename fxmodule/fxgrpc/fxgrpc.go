@@ -53,8 +53,9 @@ import (
 // drain.Streams named name+".streams" (default pacing). It adds the drain
 // hooks name+".stop_intake", ".health_watch", ".wait_in_flight",
 // ".graceful_stop" and ".serve", the streams' hooks, and the gating check
-// name+"_listener". A malformed addr, a register that is not such a func,
-// or a name another server has is refused before anything starts (exit 78).
+// name+"_listener". A malformed addr, a nil register or a func without a
+// *grpc.Server, or a name another server has is refused before anything
+// starts (exit 78).
 func Server(name, addr string, register any, opts ...grpc.ServerOption) fx.Option {
 	option := fmt.Sprintf("fxgrpc.Server(%q, %q, …)", name, addr)
 	if err := checkRegister(register); err != nil {
