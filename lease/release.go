@@ -71,7 +71,7 @@ func (m *Manager) releaseFlushed(ctx context.Context, flushed <-chan *Lease, don
 func (m *Manager) releaseEach(ctx context.Context, leases []*Lease, done func(*Lease, error)) {
 	fail := func(l *Lease, err error) { done(l, fmt.Errorf("lease: release %s: %w", l.label(), err)) }
 	pending := leases
-	unknown := map[*Lease]bool{} // an attempt's reply was lost: it may have deleted the route
+	var unknown map[*Lease]bool // an attempt's reply was lost: it may have deleted the route
 	err := m.retry(ctx, m.whileSession(leases[0].epoch), func(ctx context.Context) error {
 		cmds := m.sendReleases(ctx, pending)
 		var retry []*Lease
@@ -81,6 +81,9 @@ func (m *Manager) releaseEach(ctx context.Context, leases []*Lease, done func(*L
 			switch {
 			case err != nil && retryable(err):
 				retry, errs = append(retry, l), append(errs, err)
+				if unknown == nil {
+					unknown = map[*Lease]bool{}
+				}
 				unknown[l] = true
 			case err != nil:
 				fail(l, err)
