@@ -123,7 +123,7 @@ func (m *Manager) flushOne(ctx context.Context, l *Lease, fn func(context.Contex
 		cancel(nil)
 	}
 	if err == nil && !l.held() { // lost while fn ran: the room may have moved
-		l.end(m.lostCause(l.epoch), true) // overdue, not yet lost: its holder is told now, as by attach
+		l.end(m.lostCause(l.epoch)) // overdue, not yet lost: its holder is told now, as by attach
 		err = cmp.Or(context.Cause(lctx), ErrLost)
 	}
 	switch {

@@ -198,7 +198,8 @@ func TestAnAcquireFromAHookDuringALossFails(t *testing.T) {
 		require.NoError(t, err)
 	}
 	require.NoError(t, c.Del(context.Background(), m.nodeKey()).Err()) // the session ended in Redis
-	hang := time.After(10 * m.cfg.TTL) // a bound on a hang, not a wait for a condition
+	// A bound on a hang, not a wait for a condition.
+	hang := time.After(10 * m.cfg.TTL)
 	for range 2 {
 		select {
 		case err := <-acquired:

@@ -41,7 +41,7 @@ func (m *Manager) attach(ctx context.Context, id string) (*Lease, *flight, error
 			return l, nil, nil
 		case l != nil && !l.ended(): // its session ended or is overdue: its holder is told now
 			m.mu.Unlock()
-			l.end(m.lostCause(l.epoch), true) // leaves the set on return, unless another end came first
+			l.end(m.lostCause(l.epoch)) // leaves the set on return, unless another end came first
 			m.mu.Lock()
 			continue
 		case l == nil && (f == nil || !f.decided):

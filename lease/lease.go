@@ -68,14 +68,15 @@ func (l *Lease) held() bool {
 	return !l.ended() && l.m.alive(l.epoch, l.m.now())
 }
 
-// end ends the lease once and reports whether this call did; lost (the
-// holder did not choose it) runs OnLost. The lease leaves the set after
-// its hooks: the room gets no new lease before its holder is told.
-func (l *Lease) end(cause error, lost bool) bool {
+// end ends the lease once and reports whether this call did; a cause
+// other than ErrReleased (the holder did not choose it) runs OnLost. The
+// lease leaves the set after its hooks: the room gets no new lease before
+// its holder is told.
+func (l *Lease) end(cause error) bool {
 	if !l.claim() {
 		return false
 	}
-	l.finish(cause, lost)
+	l.finish(cause)
 	return true
 }
 
@@ -89,9 +90,9 @@ func (l *Lease) claim() bool {
 func (l *Lease) ended() bool { return l.state.Load() >= stateEnded }
 
 // finish does the rest of an end: cause, context, hooks.
-func (l *Lease) finish(cause error, lost bool) {
+func (l *Lease) finish(cause error) {
 	l.cancelWith(cause)
-	l.notify(cause, lost)
+	l.notify(cause)
 }
 
 // cancelWith records how the lease ended and cancels its context.
@@ -106,9 +107,14 @@ func (l *Lease) cancelWith(cause error) {
 }
 
 // notify runs the hooks of an ended lease, which then leaves the set.
-func (l *Lease) notify(cause error, lost bool) {
+func (l *Lease) notify(cause error) {
 	defer l.m.forget(l)
-	if lost {
+	l.runHooks(cause)
+}
+
+// runHooks counts and logs a lost lease and runs its hooks.
+func (l *Lease) runHooks(cause error) {
+	if !errors.Is(cause, ErrReleased) {
 		if errors.Is(cause, ErrLost) { // left to expire is counted by the drain
 			l.m.met.lost.Inc()
 			l.m.cfg.Logger.Warn("lease lost", "room", l.ID(), "fence", l.fence, "cause", cause.Error())

@@ -139,13 +139,13 @@ func (m *Manager) Stop(ctx context.Context) error {
 	m.sess.Store(nil) // a Release from now on finds its session ended and sends nothing; a flight's clean-up stops retrying
 	m.mu.Unlock()
 	released := 0
-	for _, cause := range m.endAll(m.snapshot(), func(l *Lease) (error, bool) {
+	for _, l := range m.endAll(m.snapshot(), func(l *Lease) error {
 		if l.state.Load() == stateHeld && !m.handOff.Load() {
-			return ErrReleased, false
+			return ErrReleased
 		}
-		return ErrLeftToExpire, true
+		return ErrLeftToExpire
 	}) {
-		if cause == ErrReleased {
+		if l.cause == ErrReleased {
 			released++
 		} else {
 			m.met.leftToExpire.Inc()
@@ -253,40 +253,39 @@ func (m *Manager) stopRenewer(ctx context.Context) error {
 }
 
 // endAll ends leases at once, for a session's loss or Stop: every context
-// is cancelled (how gives the cause, and whether the holder did not choose
-// it, for each lease this call ends) and every lease leaves the set before
-// any hook runs, so hooks that take their time delay no lease's end past
-// the session's expiry, and a hook's Acquire of another of these rooms
-// waits for the next session (at most TTL), not for hooks still to come.
-// No new lease of these rooms comes before their hooks have run: the
-// caller starts the next session, or ends Stop, only once endAll has
-// returned. It returns the causes of the ends it made, once every one of
-// leases has left the set, those another goroutine was ending included:
-// their hooks return before the session goes.
-func (m *Manager) endAll(leases []*Lease, how func(*Lease) (cause error, lost bool)) []error {
-	var mine []*Lease
-	var causes []error
-	var lost []bool
+// is cancelled (cause gives each one's cause) and every lease leaves the
+// set before any hook runs, so hooks that take their time delay no lease's
+// end past the session's expiry, and a hook's Acquire of another of these
+// rooms waits for the next session (at most TTL), not for hooks still to
+// come. No new lease of these rooms comes before their hooks have run:
+// the caller starts the next session, or ends Stop, only once endAll has
+// returned. It returns the leases it ended, once those another goroutine
+// was ending have left the set too: their hooks return before the session goes.
+func (m *Manager) endAll(leases []*Lease, cause func(*Lease) error) []*Lease {
+	mine := make([]*Lease, 0, len(leases))
+	var others []*Lease
 	for _, l := range leases {
-		cause, lo := how(l)
+		c := cause(l)
 		if l.claim() {
-			l.cancelWith(cause)
-			mine, causes, lost = append(mine, l), append(causes, cause), append(lost, lo)
+			l.cancelWith(c)
+			mine = append(mine, l)
+		} else {
+			others = append(others, l)
 		}
 	}
 	m.forget(mine...)
-	for i, l := range mine {
-		l.notify(causes[i], lost[i])
+	for _, l := range mine {
+		l.runHooks(l.cause) // set by cancelWith on this goroutine
 	}
-	for _, l := range leases {
+	for _, l := range others {
 		m.waitGone(l)
 	}
-	return causes
+	return mine
 }
 
 // leaveToExpire ends l unreleased: its route stays until the session ends.
 func (m *Manager) leaveToExpire(l *Lease) {
-	if l.end(ErrLeftToExpire, true) {
+	if l.end(ErrLeftToExpire) {
 		m.met.leftToExpire.Inc()
 	}
 }

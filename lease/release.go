@@ -18,7 +18,7 @@ import (
 func (l *Lease) Release(ctx context.Context) error {
 	switch {
 	case l.state.CompareAndSwap(stateHeld, stateEnded):
-		l.finish(ErrReleased, false)
+		l.finish(ErrReleased)
 	case l.state.Load() == stateHandingOff:
 		return fmt.Errorf("lease: release %s: the drain's hand-off has it: %w", l.label(), ErrDraining)
 	default: // ended: wait for the goroutine that ended it to set the cause
@@ -50,7 +50,7 @@ func (m *Manager) releaseFlushed(ctx context.Context, flushed <-chan *Lease, don
 		}
 		mine := batch[:0]
 		for _, l := range batch {
-			if l.end(ErrReleased, false) { // the context is cancelled before the key goes
+			if l.end(ErrReleased) { // the context is cancelled before the key goes
 				mine = append(mine, l)
 				continue
 			}

@@ -117,7 +117,7 @@ func (m *Manager) loseLocked(epoch int64, cause error) {
 		}
 	}
 	// Every context first, then the hooks; all of them return before the epoch is replaced.
-	m.endAll(leases, func(*Lease) (error, bool) { return cause, true })
+	m.endAll(leases, func(*Lease) error { return cause })
 }
 
 // currentSession returns the current session, waiting within ctx (at most

@@ -32,13 +32,12 @@ func TestSignalsAfterTheEnd(t *testing.T) {
 		name      string
 		askBefore bool
 		cause     error
-		lost      bool
 	}{
-		{"released, asked before", true, ErrReleased, false},
-		{"released, asked after", false, ErrReleased, false},
-		{"lost, asked before", true, errTaken, true},
-		{"lost, asked after", false, errTaken, true},
-		{"left to expire, asked after", false, ErrLeftToExpire, false},
+		{"released, asked before", true, ErrReleased},
+		{"released, asked after", false, ErrReleased},
+		{"lost, asked before", true, errTaken},
+		{"lost, asked after", false, errTaken},
+		{"left to expire, asked after", false, ErrLeftToExpire},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -46,8 +45,8 @@ func TestSignalsAfterTheEnd(t *testing.T) {
 			if tt.askBefore {
 				require.NoError(t, l.Context().Err(), "Context().Err() before the end")
 			}
-			require.True(t, l.end(tt.cause, tt.lost), "end: want true (the first end)")
-			require.False(t, l.end(ErrReleased, false), "second end")
+			require.True(t, l.end(tt.cause), "end: want true (the first end)")
+			require.False(t, l.end(ErrReleased), "second end")
 			assert.ErrorIs(t, context.Cause(l.Context()), tt.cause, "context.Cause")
 			assert.Same(t, l.Context(), l.Context(), "Context() gave two contexts; want one")
 		})
@@ -65,7 +64,7 @@ func TestSignalsRaceTheEnd(t *testing.T) {
 		for i := range callers {
 			wg.Go(func() { ctxs[i] = l.Context() })
 		}
-		wg.Go(func() { l.end(ErrReleased, false) })
+		wg.Go(func() { l.end(ErrReleased) })
 		wg.Wait()
 		for i, ctx := range ctxs {
 			require.Same(t, l.Context(), ctx, "caller %d got another context than the lease keeps", i)
@@ -108,7 +107,7 @@ func TestLosingASessionWaitsUntilEveryHolderIsTold(t *testing.T) {
 				}()
 				synctest.Wait()
 				require.False(t, isClosed(returned), "%s before the ending lease's holder was told (its context err %v)", how, ctx.Err())
-				go l.finish(ErrReleased, false) // the other goroutine goes on: the context, then OnEnd
+				go l.finish(ErrReleased) // the other goroutine goes on: the context, then OnEnd
 				synctest.Wait()
 				require.ErrorIs(t, context.Cause(ctx), ErrReleased)
 				require.False(t, isClosed(returned), "%s while the ending lease's OnEnd runs", how)
