@@ -89,10 +89,18 @@ func (l *Lease) claim() bool {
 // ended reports whether the lease has ended, its hooks run or not.
 func (l *Lease) ended() bool { return l.state.Load() >= stateEnded }
 
-// finish does the rest of an end: cause, context, hooks.
+// finish does the rest of an end: cause, context, hooks; then l leaves the set.
 func (l *Lease) finish(cause error) {
+	defer l.m.forget(l)
 	l.cancelWith(cause)
-	l.notify(cause)
+	l.runHooks(cause)
+}
+
+// endedCause waits until whoever ended l has set its cause, and returns it.
+func (l *Lease) endedCause() error {
+	ctx := l.Context()
+	<-ctx.Done()
+	return context.Cause(ctx)
 }
 
 // cancelWith records how the lease ended and cancels its context.
@@ -104,12 +112,6 @@ func (l *Lease) cancelWith(cause error) {
 	if cancel != nil {
 		cancel(cause)
 	}
-}
-
-// notify runs the hooks of an ended lease, which then leaves the set.
-func (l *Lease) notify(cause error) {
-	defer l.m.forget(l)
-	l.runHooks(cause)
 }
 
 // runHooks counts and logs a lost lease and runs its hooks.

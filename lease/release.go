@@ -21,11 +21,9 @@ func (l *Lease) Release(ctx context.Context) error {
 		l.finish(ErrReleased)
 	case l.state.Load() == stateHandingOff:
 		return fmt.Errorf("lease: release %s: the drain's hand-off has it: %w", l.label(), ErrDraining)
-	default: // ended: wait for the goroutine that ended it to set the cause
-		lctx := l.Context()
-		<-lctx.Done()
+	default: // ended, by another goroutine
 		switch {
-		case errors.Is(context.Cause(lctx), ErrLeftToExpire):
+		case errors.Is(l.endedCause(), ErrLeftToExpire):
 			return fmt.Errorf("lease: release %s: %w", l.label(), ErrLeftToExpire)
 		case l.state.Load() == stateHandedOff:
 			return fmt.Errorf("lease: release %s: the drain's hand-off had it: %w", l.label(), ErrDraining)
@@ -56,9 +54,7 @@ func (m *Manager) releaseFlushed(ctx context.Context, flushed <-chan *Lease, don
 			}
 			// Ended meanwhile (lost, or left to expire by Stop once the hook
 			// was abandoned): not released, and counted by whoever ended it.
-			lctx := l.Context()
-			<-lctx.Done()
-			done(l, context.Cause(lctx))
+			done(l, l.endedCause())
 		}
 		if len(mine) > 0 {
 			m.releaseEach(ctx, mine, done)
