@@ -213,6 +213,14 @@ func TestRedact(t *testing.T) {
 		{"host=db user=app password=s3cret dbname=rooms", "host=db user=app password=*** dbname=rooms"},
 		{"postgres://db/rooms?sslmode=off&password=s3cret", "postgres://db/rooms?sslmode=off&password=***"},
 		{"dial tcp 10.0.0.1:6379: connect: connection refused", "dial tcp 10.0.0.1:6379: connect: connection refused"},
+		// A password may hold '/', '@' and quotes: the userinfo ends at the last '@'.
+		{"dial app:s3/cret@tcp(db:3306)/rooms: refused", "dial ***@tcp(db:3306)/rooms: refused"},
+		{"dial app:s3@cret@tcp(db:3306)/rooms: refused", "dial ***@tcp(db:3306)/rooms: refused"},
+		{`dial app:s3"cret@tcp(db:3306)/rooms: refused`, "dial ***@tcp(db:3306)/rooms: refused"},
+		{`parse "redis://default:s3/cret@cache:6379/0": invalid port`, `parse "redis://***@cache:6379/0": invalid port`},
+		{"(app:s3cret@tcp(db)/rooms)", "(***@tcp(db)/rooms)"},
+		{"host=db user=app password=s3;cret,x dbname=rooms", "host=db user=app password=*** dbname=rooms"},
+		{"mail alice@example.com bounced", "mail alice@example.com bounced"}, // no ':' before the '@': no password
 		{strings.Repeat("é", 200), strings.Repeat("é", 80) + "…"},
 	}
 	for _, tt := range tests {
