@@ -82,7 +82,8 @@ type Config struct {
 	// process's SIGTERM and SIGINT: for a program that receives them
 	// itself, and for tests, which must not signal their own process. The
 	// first value drains, the second forces the drain, the third makes
-	// [Manager.Run] return [ExitForced]. Not read from the environment.
+	// [Manager.Run] return [ExitForced]; closing it sends none. Not read
+	// from the environment.
 	Signals <-chan os.Signal
 }
 

@@ -247,6 +247,27 @@ func TestThirdSignalReturnsAtOnce(t *testing.T) {
 	})
 }
 
+// A caller's Signals channel that is closed (its own source ended) is no
+// signal: reading it must neither crash nor count as three signals.
+func TestAClosedSignalsChannelIsNoSignal(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		sig := make(chan os.Signal)
+		m, err := lifecycle.New(lifecycle.Config{DrainDelay: time.Second, Signals: sig})
+		require.NoError(t, err)
+		ctx, cancel := context.WithCancel(t.Context())
+		reports := make(chan *lifecycle.Report, 1)
+		go func() { reports <- m.Run(ctx) }()
+		synctest.Wait()
+		close(sig)
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		assert.Equal(t, lifecycle.Running, m.State(), "a minute after the Signals channel closed")
+		cancel()
+		r := <-reports
+		assert.Equal(t, lifecycle.ExitClean, r.ExitCode, "stopped by its context: %s", r.Reason)
+	})
+}
+
 func TestSignalDuringStartAbortsAndStopsWhatStarted(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := newHarness(t, lifecycle.Config{DrainTimeout: 10 * time.Second, DrainDelay: time.Second})

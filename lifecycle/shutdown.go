@@ -36,7 +36,11 @@ func (m *Manager) watchSignals() (unsubscribe func()) {
 		for n := 1; ; n++ {
 			var sig os.Signal
 			select {
-			case sig = <-signals:
+			case s, ok := <-signals:
+				if !ok { // the caller's source ended: no signal will come
+					return
+				}
+				sig = s
 			case <-unsubscribed:
 				return
 			}
