@@ -6,8 +6,8 @@
 // # Serving
 //
 // [Server] keeps a grpc-go health server in step for the registry's service
-// name and "": NOT_SERVING while starting, SERVING when ready, NOT_SERVING
-// from [Server.Drain] on, latched, so that no evaluation racing the flip
+// name and "": UNKNOWN while starting, SERVING when ready, NOT_SERVING when
+// not, and from [Server.Drain] on, latched, so that no evaluation racing the flip
 // reports SERVING again. Wire it to a lifecycle manager m and a grpc.Server
 // srv:
 //

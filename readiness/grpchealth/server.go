@@ -17,8 +17,9 @@ import (
 )
 
 // Server serves grpc.health.v1 in step with a [readiness.Registry], for the
-// registry's service name and for "" (the whole server): NOT_SERVING while
-// starting or not ready, SERVING while ready (ok or degraded), and
+// registry's service name and for "" (the whole server): UNKNOWN while
+// starting (the service guide's status for it), NOT_SERVING while not
+// ready, SERVING while ready (ok or degraded), and
 // NOT_SERVING from [Server.Drain] on, latched, so that no evaluation racing
 // the flip reports SERVING again. It wraps a grpc-go [health.Server], whose
 // Shutdown leaves Watch streams open for GracefulStop to wait on:
@@ -38,8 +39,8 @@ type Server struct {
 	close   context.CancelFunc
 }
 
-// NewServer returns a Server for reg's service, answering NOT_SERVING
-// until [Server.Run] sees the process ready, or an error for a nil reg.
+// NewServer returns a Server for reg's service, answering UNKNOWN until
+// [Server.Run] first sees the process, or an error for a nil reg.
 func NewServer(reg *readiness.Registry) (*Server, error) {
 	if reg == nil {
 		return nil, errors.New("grpchealth: NewServer: reg is nil")
@@ -54,7 +55,7 @@ func NewServer(reg *readiness.Registry) (*Server, error) {
 	}
 	s.closing, s.close = context.WithCancel(context.Background())
 	// health.NewServer starts with "" SERVING: not true of a starting process.
-	s.set(healthpb.HealthCheckResponse_NOT_SERVING)
+	s.set(healthpb.HealthCheckResponse_UNKNOWN)
 	return s, nil
 }
 
@@ -114,6 +115,9 @@ func (s *Server) update(ctx context.Context) bool {
 	switch {
 	case rep.State == lifecycle.Draining || rep.State == lifecycle.Stopped:
 		s.Drain()
+		return false
+	case rep.State == lifecycle.Starting:
+		s.set(healthpb.HealthCheckResponse_UNKNOWN)
 		return false
 	case rep.Status == readiness.StatusFail:
 		s.set(healthpb.HealthCheckResponse_NOT_SERVING)

@@ -101,7 +101,9 @@ func TestServerStates(t *testing.T) {
 			assert.Equal(t, s, healthStatus(t, conn, svc), "%s: Check(%q)", step, svc)
 		}
 	}
-	want("starting", healthpb.HealthCheckResponse_NOT_SERVING)
+	want("before the first update", healthpb.HealthCheckResponse_UNKNOWN)
+	b.health.Update(t.Context())
+	want("starting", healthpb.HealthCheckResponse_UNKNOWN) // the service guide's status while starting
 	b.ready(t)
 	want("ready", healthpb.HealthCheckResponse_SERVING)
 	b.drain()
@@ -138,7 +140,7 @@ func TestCheck(t *testing.T) {
 	// first dial on a loaded machine can take longer than that.
 	conn := connected(t, dial(t, b.addr))
 	c := grpchealth.Check(conn, "room-service")
-	assert.ErrorContains(t, runCheck(t, c), "NOT_SERVING", "starting downstream")
+	assert.ErrorContains(t, runCheck(t, c), "UNKNOWN", "starting downstream")
 	b.ready(t)
 	assert.NoError(t, runCheck(t, c), "ready downstream")
 }

@@ -21,7 +21,17 @@ const DefaultTimeout = 200 * time.Millisecond
 // reload its slot map, so after a primary's failover the probe stops
 // reaching the dead primary once its replica took over (go-redis would
 // keep it for up to a minute: docs/leases.md, "On a Redis Cluster").
+//
+// A PING must end with the probe's context. go-redis bounds a call by its
+// context only with ContextTimeoutEnabled, and otherwise by ReadTimeout
+// (3 s by default): so Ping gives a *redis.Client without either bound a
+// clone of it with a DefaultTimeout socket deadline (WithTimeout: the same
+// pool and hooks). Give a *redis.ClusterClient ContextTimeoutEnabled, as
+// leases need anyway: a hung node would hold its PING past the probe.
 func Ping(client redis.UniversalClient) readiness.Check {
+	if c, ok := client.(*redis.Client); ok && !bounded(c.Options()) {
+		client = c.WithTimeout(DefaultTimeout)
+	}
 	return readiness.Check{Name: "redis", Tier: readiness.Gating, Timeout: DefaultTimeout,
 		Probe: func(ctx context.Context) error {
 			err := client.Ping(ctx).Err()
@@ -30,4 +40,10 @@ func Ping(client redis.UniversalClient) readiness.Check {
 			}
 			return err
 		}}
+}
+
+// bounded reports whether o ends every call within DefaultTimeout.
+func bounded(o *redis.Options) bool {
+	within := func(d time.Duration) bool { return d > 0 && d <= DefaultTimeout }
+	return o.ContextTimeoutEnabled || within(o.ReadTimeout) && within(o.WriteTimeout)
 }

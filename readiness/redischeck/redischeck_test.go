@@ -34,6 +34,33 @@ func TestPing(t *testing.T) {
 	assert.Error(t, run(), "PING a killed redis-server")
 }
 
+// A PING to a hung server ends with the probe's context even when the
+// client's own options would let it wait forever (no ContextTimeoutEnabled,
+// no socket deadline): the server stays paused until the probe returned.
+func TestPingEndsWithItsContextOnAHungServer(t *testing.T) {
+	srv := redistest.Start(t)
+	client := redis.NewClient(&redis.Options{Addr: srv.Addr, Username: srv.Username, Password: srv.Password,
+		ReadTimeout: -1, WriteTimeout: -1})
+	defer client.Close()
+	c := redischeck.Ping(client)
+	require.NoError(t, c.Probe(t.Context()), "PING a running redis-server")
+	srv.Pause()
+	defer srv.Resume()
+	done := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(t.Context(), c.Timeout)
+		defer cancel()
+		done <- c.Probe(ctx)
+	}()
+	select {
+	case err := <-done:
+		assert.Error(t, err, "PING a paused redis-server")
+	case <-time.After(time.Minute): // a bound on a hang, not a wait for a condition
+		srv.Resume() // let the PING end, so the goroutine above does too
+		t.Fatalf("Probe still running a minute after its %s timeout; want it to end with its context", c.Timeout)
+	}
+}
+
 // After a primary of a Cluster with replicas is killed and its replica
 // promoted, the probe passes every time again: without a reload of the
 // client's slot map it would reach the dead primary on every third PING
