@@ -3,11 +3,13 @@ package readiness_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -33,6 +35,53 @@ func TestOnTransitionLogsTheFlip(t *testing.T) {
 		r.Ready(t.Context()) // the next probe sees the same status: no new line
 		assert.Len(t, l.records(t), 2, "log lines after a probe: want still 2")
 	})
+}
+
+// A probe that evaluated "ok" while the flip came never records it after
+// the flip's fail: not in the gauge, not as a fail→ok log line. The flip
+// (the state, then the listener, as the manager does it) is injected at
+// each of the probe's reads of the state in turn.
+func TestAProbeRacingTheFlipNeverRecordsReadyAfterIt(t *testing.T) {
+	for k := int32(1); k <= 6; k++ {
+		t.Run(fmt.Sprint("flip at state read ", k), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				st := newState(lifecycle.Running)
+				l := &logs{}
+				prom := prometheus.NewRegistry()
+				var r *readiness.Registry
+				var reads, flipAt atomic.Int32
+				flip := func() {
+					st.set(lifecycle.Draining)
+					r.OnTransition(lifecycle.Transition{From: lifecycle.Running, To: lifecycle.Draining})
+				}
+				r, err := readiness.New(readiness.Config{Service: "room-service", NodeID: "room-1", Logger: l.logger(), Registerer: prom},
+					func() lifecycle.State {
+						cur := st.State()
+						if reads.Add(1) == flipAt.Load() {
+							flip()
+						}
+						return cur
+					})
+				require.NoError(t, err)
+				defer r.Close(context.Background())
+				mustAdd(t, r, readiness.Check{Name: "db", Probe: (&counter{}).probe})
+				r.Ready(t.Context()) // unknown→ok
+				flipAt.Store(reads.Load() + k)
+				r.Ready(t.Context())
+				if st.State() != lifecycle.Draining { // the probe read the state fewer than k times
+					flip()
+				}
+				v, _ := metricValue(t, prom, "health_ready_status", "")
+				assert.Zero(t, v, "health_ready_status after the flip")
+				recs := l.records(t)
+				require.NotEmpty(t, recs)
+				for i, rec := range recs {
+					t.Logf("line %d: %v→%v %v", i, rec["old_status"], rec["new_status"], rec["reason"])
+				}
+				assert.Equal(t, "fail", recs[len(recs)-1]["new_status"], "the last readiness line's new_status")
+			})
+		})
+	}
 }
 
 // A heartbeat is fresh when registered, stale once silent for longer than

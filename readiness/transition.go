@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/drainkit/drainkit/lifecycle"
 )
 
@@ -16,10 +18,16 @@ type transitions struct {
 	status atomic.Pointer[string]
 }
 
-// swap records status and returns the previous one and whether it changed.
-func (t *transitions) swap(s string) (old string, changed bool) {
+// swap records s and returns the previous status and whether it changed.
+// With admit, s is recorded only while admit() holds, read after the
+// previous status was: a writer that changes what admit reads before it
+// swaps (the flip: the state, then OnTransition) is never overwritten.
+func (t *transitions) swap(s string, admit func() bool) (old string, changed bool) {
 	for {
 		p := t.status.Load()
+		if admit != nil && !admit() {
+			return "", false
+		}
 		if p != nil && *p == s {
 			return s, false
 		}
@@ -32,26 +40,40 @@ func (t *transitions) swap(s string) (old string, changed bool) {
 	}
 }
 
-func (r *Registry) readyTransition(rep *Report, st lifecycle.State, took time.Duration) {
-	if rep.Status != StatusFail && r.state() != lifecycle.Running {
-		// The flip came while this probe evaluated: recording its "ok" now
-		// would log a fail→ok that never was. The state answer wins.
-		return
+// record sets g from the status now current, and again if it changed
+// meanwhile: of concurrent recorders, the last status swapped in wins.
+func (t *transitions) record(g prometheus.Gauge) {
+	for {
+		p := t.status.Load()
+		g.Set(statusValue(*p))
+		if t.status.Load() == p {
+			return
+		}
 	}
-	old, changed := r.readyStatus.swap(rep.Status)
+}
+
+func (r *Registry) readyTransition(rep *Report, st lifecycle.State, took time.Duration) {
+	var admit func() bool
+	if rep.Status != StatusFail {
+		// The flip may come while this probe evaluates: recording its "ok"
+		// after the flip's fail would log a fail→ok that never was, and
+		// leave the gauge at ready. The state answer wins.
+		admit = func() bool { return r.state() == lifecycle.Running }
+	}
+	old, changed := r.readyStatus.swap(rep.Status, admit)
 	if !changed {
 		return
 	}
-	r.metrics.readyStatus.Set(statusValue(rep.Status))
+	r.readyStatus.record(r.metrics.readyStatus)
 	r.logTransition("readiness changed", rep, old, st, took)
 }
 
 func (r *Registry) liveTransition(rep *Report, st lifecycle.State) {
-	old, changed := r.liveStatus.swap(rep.Status)
+	old, changed := r.liveStatus.swap(rep.Status, nil)
 	if !changed {
 		return
 	}
-	r.metrics.liveStatus.Set(statusValue(rep.Status))
+	r.liveStatus.record(r.metrics.liveStatus)
 	r.logTransition("liveness changed", rep, old, st, 0)
 }
 
