@@ -98,7 +98,7 @@ func NewStreams(cfg StreamsConfig) (*Streams, error) {
 	cfg = cfg.withDefaults()
 	met, err := newStreamMetrics(cfg.Name, cfg.Registerer)
 	if err != nil {
-		return nil, fmt.Errorf("drain: streams %q: %w", cfg.Name, err)
+		return nil, err
 	}
 	return &Streams{cfg: cfg, met: met, told: make(chan struct{}), empty: make(chan struct{}), pacingDone: make(chan struct{})}, nil
 }

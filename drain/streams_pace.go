@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/drainkit/drainkit/internal/metricreg"
 )
 
 // closeJitter spreads each interval between paced closes uniformly over
@@ -240,12 +242,13 @@ func newStreamMetrics(name string, reg prometheus.Registerer) (*streamMetrics, e
 	for _, r := range []string{reasonEnded, reasonPaced, reasonHard} {
 		m.closed.WithLabelValues(r) // so that a dashboard sees zeros before the first drain
 	}
-	if reg != nil {
-		for _, c := range []prometheus.Collector{m.open, m.rate, m.closed, m.refused} {
-			if err := reg.Register(c); err != nil {
-				return nil, err
-			}
-		}
+	err := metricreg.Register(reg, fmt.Sprintf("drain: streams %q: StreamsConfig.Registerer", name),
+		metricreg.Named{Name: "drain_streams_open", Collector: m.open},
+		metricreg.Named{Name: "drain_streams_close_rate", Collector: m.rate},
+		metricreg.Named{Name: "drain_streams_closed_total", Collector: m.closed},
+		metricreg.Named{Name: "drain_streams_refused_total", Collector: m.refused})
+	if err != nil {
+		return nil, err
 	}
 	return m, nil
 }

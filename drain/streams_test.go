@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/drainkit/drainkit/drain"
+	"github.com/drainkit/drainkit/internal/configerr"
 )
 
 // handlers are the goroutines of open streams: each waits for its stream's
@@ -314,7 +315,8 @@ func TestNewStreamsSameNameTwiceInOneRegistry(t *testing.T) {
 	_, err = drain.NewStreams(drain.StreamsConfig{Name: "grpc", Registerer: reg})
 	require.NoError(t, err, "another name shares the registry")
 	_, err = drain.NewStreams(drain.StreamsConfig{Name: "sse", Registerer: reg})
-	assert.ErrorContains(t, err, `drain: streams "sse"`)
+	assert.ErrorContains(t, err, `drain: streams "sse": StreamsConfig.Registerer: metric "drain_streams_open": `)
+	assert.ErrorIs(t, err, configerr.ErrConfig, "fxmodule.Run exits 78 on it")
 }
 
 // On a real clock a timer wakes late: pacing must still close what fell

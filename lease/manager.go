@@ -77,7 +77,7 @@ func New(client redis.UniversalClient, cfg Config) (*Manager, error) {
 		flights:   make(map[string]*flight),
 	}
 	if err := m.met.register(cfg.Registerer, cfg.RoutePrefix); err != nil {
-		return nil, configerr.Errorf("lease: register metrics of RoutePrefix %q: %w", cfg.RoutePrefix, err)
+		return nil, err
 	}
 	return m, nil
 }

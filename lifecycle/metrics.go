@@ -3,7 +3,7 @@ package lifecycle
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/drainkit/drainkit/internal/configerr"
+	"github.com/drainkit/drainkit/internal/metricreg"
 )
 
 type metrics struct {
@@ -40,26 +40,14 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "Requests and RPCs that arrived after the drain's stop_intake and were refused: the propagation delay was too short.",
 		}),
 	}
-	if reg == nil {
-		return mt, nil
-	}
-	collectors := []struct {
-		name string
-		c    prometheus.Collector
-	}{
-		{"service_draining", mt.draining},
-		{"service_shutdown_duration_ms", mt.duration},
-		{"drain_hook_outcomes_total", mt.outcomes},
-		{"service_drain_last_arrival_after_flip_ms", mt.lastArrival},
-		{"service_drain_refused_after_intake_total", mt.refused},
-	}
-	for i, c := range collectors {
-		if err := reg.Register(c.c); err != nil {
-			for _, done := range collectors[:i] {
-				reg.Unregister(done.c)
-			}
-			return nil, configerr.Errorf("lifecycle: Registerer: metric %q: %w", c.name, err)
-		}
+	err := metricreg.Register(reg, "lifecycle: Registerer",
+		metricreg.Named{Name: "service_draining", Collector: mt.draining},
+		metricreg.Named{Name: "service_shutdown_duration_ms", Collector: mt.duration},
+		metricreg.Named{Name: "drain_hook_outcomes_total", Collector: mt.outcomes},
+		metricreg.Named{Name: "service_drain_last_arrival_after_flip_ms", Collector: mt.lastArrival},
+		metricreg.Named{Name: "service_drain_refused_after_intake_total", Collector: mt.refused})
+	if err != nil {
+		return nil, err
 	}
 	return mt, nil
 }

@@ -1,9 +1,9 @@
 package readiness
 
 import (
-	"fmt"
-
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/drainkit/drainkit/internal/metricreg"
 )
 
 // metrics are updated when an evaluation or a transition happens; a scrape
@@ -35,13 +35,13 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "Failed readiness check results, per evaluation.",
 		}, []string{"check", "tier"}),
 	}
-	if reg == nil {
-		return m, nil
-	}
-	for _, c := range []prometheus.Collector{m.readyStatus, m.liveStatus, m.duration, m.failures} {
-		if err := reg.Register(c); err != nil {
-			return nil, fmt.Errorf("readiness: register metrics: %w", err)
-		}
+	err := metricreg.Register(reg, "readiness: Config.Registerer",
+		metricreg.Named{Name: "health_ready_status", Collector: m.readyStatus},
+		metricreg.Named{Name: "health_live_status", Collector: m.liveStatus},
+		metricreg.Named{Name: "health_check_duration_ms", Collector: m.duration},
+		metricreg.Named{Name: "health_dependency_failures_total", Collector: m.failures})
+	if err != nil {
+		return nil, err
 	}
 	return m, nil
 }

@@ -10,6 +10,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -48,6 +49,30 @@ func TestConfigValidate(t *testing.T) {
 	}
 	_, err := readiness.New(ok, nil)
 	assert.Error(t, err, "New(cfg, nil): want an error for the missing state source")
+}
+
+// A Registerer that already has the registry's metrics is refused by New
+// naming the field and the metric, as a configuration error, and the
+// refused New leaves none of its own metrics registered.
+func TestNewRefusesMetricsAlreadyRegistered(t *testing.T) {
+	prom := prometheus.NewRegistry()
+	cfg := readiness.Config{Service: "room-service", NodeID: "room-1", Registerer: prom}
+	first, err := readiness.New(cfg, newState(lifecycle.Running).State)
+	require.NoError(t, err)
+	_, err = readiness.New(cfg, newState(lifecycle.Running).State)
+	assert.EqualError(t, err, `readiness: Config.Registerer: metric "health_ready_status": duplicate metrics collector registration attempted`)
+	assert.ErrorIs(t, err, lifecycle.ErrConfig, "fxmodule.Run exits 78 on it")
+
+	taken := prometheus.NewRegistry()
+	require.NoError(t, taken.Register(prometheus.NewGauge(prometheus.GaugeOpts{Name: "health_check_duration_ms", Help: "someone else's"})))
+	cfg.Registerer = taken
+	_, err = readiness.New(cfg, newState(lifecycle.Running).State)
+	assert.ErrorContains(t, err, `readiness: Config.Registerer: metric "health_check_duration_ms": `)
+	families, err := taken.Gather()
+	require.NoError(t, err)
+	require.Len(t, families, 1, "metrics registered after a refused New")
+	assert.Equal(t, "health_check_duration_ms", families[0].GetName(), "the one metric left: someone else's")
+	require.NoError(t, first.Close(context.Background()))
 }
 
 func TestAddRejectsBadChecks(t *testing.T) {
