@@ -12,17 +12,16 @@ import (
 )
 
 // Acquire takes the lease on room id, or returns the one this Manager
-// holds. Concurrent calls for a room share one script call; a lease every
-// caller gave up on is released. Errors: a bad id, [ErrDraining],
-// [ErrNotRunning], one matching [ErrHeld] naming the holder, one matching
+// holds, also once the drain began (until the hand-off takes it): its
+// room is served until intake stops. Concurrent calls for a room share
+// one script call; a lease every caller gave up on is released. Errors: a
+// bad id, [ErrDraining] for a room not held once the drain began or one
+// the hand-off has, [ErrNotRunning], one matching [ErrHeld] naming the holder, one matching
 // [ErrLost] if the session was lost meanwhile, one naming
 // Config.WaitReplicas, the Redis error, or ctx's.
 func (m *Manager) Acquire(ctx context.Context, id string) (*Lease, error) {
 	if err := validateID(id); err != nil {
 		return nil, err
-	}
-	if m.draining() {
-		return nil, ErrDraining
 	}
 	l, f, err := m.attach(ctx, id)
 	if l != nil || err != nil {

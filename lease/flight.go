@@ -35,7 +35,13 @@ func (m *Manager) attach(ctx context.Context, id string) (*Lease, *flight, error
 		switch {
 		case !m.running:
 			m.mu.Unlock()
+			if m.draining() { // stopped by the drain's Release hook
+				return nil, nil, ErrDraining
+			}
 			return nil, nil, ErrNotRunning
+		case l != nil && l.held() && l.state.Load() == stateHandingOff:
+			m.mu.Unlock()
+			return nil, nil, fmt.Errorf("lease: acquire %s: the drain's hand-off has it: %w", m.routeKey(id), ErrDraining)
 		case l != nil && l.held():
 			m.mu.Unlock()
 			return l, nil, nil
@@ -45,6 +51,10 @@ func (m *Manager) attach(ctx context.Context, id string) (*Lease, *flight, error
 			m.mu.Lock()
 			continue
 		case l == nil && (f == nil || !f.decided):
+			if m.draining() { // no acquisition after the flip
+				m.mu.Unlock()
+				return nil, nil, ErrDraining
+			}
 			if err := ctx.Err(); err != nil {
 				m.mu.Unlock()
 				return nil, nil, fmt.Errorf("lease: acquire %s: %w", m.routeKey(id), err)
@@ -69,12 +79,9 @@ func (m *Manager) attach(ctx context.Context, id string) (*Lease, *flight, error
 		m.mu.Unlock()
 		select {
 		case <-settled:
-		case <-stopping: // the loop returns ErrNotRunning (or ErrDraining from the Release hook)
+		case <-stopping: // the loop returns ErrNotRunning (ErrDraining after the Release hook)
 		case <-ctx.Done():
 			return nil, nil, fmt.Errorf("lease: acquire %s: waiting for the room's last lease or acquisition to end: %w", m.routeKey(id), ctx.Err())
-		}
-		if m.draining() { // the flip came while this caller waited
-			return nil, nil, ErrDraining
 		}
 		m.mu.Lock()
 	}

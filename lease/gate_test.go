@@ -33,6 +33,35 @@ func TestBeginDrainClosesTheGateAndMarksTheSession(t *testing.T) {
 	require.ErrorIs(t, err, ErrDraining, "Acquire after the flip")
 }
 
+// During the propagation delay the node still serves its rooms: Acquire of
+// a room it holds returns the lease after the flip. A room not held gets
+// ErrDraining, and so does a held one once the hand-off took it.
+func TestAcquireOfAHeldRoomAfterTheFlipReturnsItsLease(t *testing.T) {
+	b := standalone(t)
+	c := b.client()
+	m := startManager(t, c, testConfig())
+	ctx := context.Background()
+	held, err := m.Acquire(ctx, "held")
+	require.NoError(t, err, "Acquire before the flip")
+	m.BeginDrain()
+	got, err := m.Acquire(ctx, "held")
+	require.NoError(t, err, "Acquire of a held room after the flip")
+	assert.Same(t, held, got, "Acquire of a held room after the flip: want the lease held")
+	_, err = m.Acquire(ctx, "new")
+	assert.ErrorIs(t, err, ErrDraining, "Acquire of a room not held after the flip")
+
+	var during error
+	handOff, err := m.HandOff(func(ctx context.Context, l *Lease) error {
+		_, during = m.Acquire(ctx, l.ID())
+		return nil
+	}, 1)
+	require.NoError(t, err, "HandOff")
+	require.NoError(t, handOff.Run(ctx), "hand-off")
+	assert.ErrorIs(t, during, ErrDraining, "Acquire of a room the hand-off has")
+	_, err = m.Acquire(ctx, "held")
+	assert.ErrorIs(t, err, ErrDraining, "Acquire of the room the hand-off released")
+}
+
 // The hand-off hook closes the gate itself: a Manager whose BeginDrain
 // was not called hands no room over to a lease acquired during its hand-off.
 func TestHandOffClosesTheGate(t *testing.T) {
