@@ -321,23 +321,49 @@ func hookOutcome(r *lifecycle.Report, part string) drain.Outcome {
 
 // A start that outlasts fx's StartTimeout is a failed start (exit 5), and
 // what had started is still stopped: fx's rollback gets a live context.
+// The report says what the hook that timed out said.
 func TestRunStartTimeoutRollsBack(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		tr := &trace{}
 		warm := fx.Invoke(func(lc fx.Lifecycle, m *lifecycle.Manager) {
 			lc.Append(fx.Hook{OnStart: fxmodule.Abortable(m, func(ctx context.Context) error {
 				<-ctx.Done() // warming a cache that never warms, honouring cancellation
-				return ctx.Err()
+				return errors.New("warm cache: 3 of 40 shards loaded")
 			})})
 		})
 		sig := make(chan os.Signal) // none comes: the timeout alone stops the start
 		signals := signalsFrom(sig)
 		release := fx.Provide(fxmodule.AsHook(releaseHook))
-		code := fxmodule.Run(baseOptions(tr, warm, signals, release, fx.StartTimeout(2*time.Second))...)
+		logs := &testlog.Buffer{}
+		log := fx.Decorate(func() *slog.Logger { return slog.New(slog.NewJSONHandler(logs, nil)) })
+		code := fxmodule.Run(baseOptions(tr, warm, signals, release, log, fx.StartTimeout(2*time.Second))...)
 		assert.Equal(t, lifecycle.ExitStartFailed, code)
 		assert.Equal(t, []string{"released", "client closed while stopped"}, tr.list(),
 			"the drain ran (a failed start flushes nothing) and the client was closed")
+		startErr := loggedReport(t, logs).StartError
+		assert.Contains(t, startErr, "start timed out after 2s", "the logged report's start_error")
+		assert.Contains(t, startErr, "warm cache: 3 of 40 shards loaded", "the logged report's start_error")
 	})
+}
+
+// loggedReport returns the exit code and start error of the drain report in logs.
+func loggedReport(t *testing.T, logs *testlog.Buffer) (r struct {
+	ExitCode   int    `json:"exit_code"`
+	StartError string `json:"start_error"`
+}) {
+	t.Helper()
+	for _, line := range bytes.Split([]byte(logs.String()), []byte("\n")) {
+		var rec struct {
+			Msg    string          `json:"msg"`
+			Report json.RawMessage `json:"report"`
+		}
+		if json.Unmarshal(line, &rec) == nil && rec.Msg == "drain report" {
+			require.NoError(t, json.Unmarshal(rec.Report, &r))
+			return r
+		}
+	}
+	t.Fatalf("no drain report in the logs:\n%s", logs)
+	return r
 }
 
 // fx's OnStop hooks get fx's StopTimeout, after the drain: what fx
@@ -374,19 +400,7 @@ func TestRunStartFailureIsExitStartFailed(t *testing.T) {
 		assert.Equal(t, lifecycle.ExitStartFailed, code)
 		assert.Equal(t, []string{"released", "client closed while stopped"}, tr.list(), "a failed start flushes nothing")
 		// The report, logged from inside fx's rollback, already says so.
-		var logged struct {
-			ExitCode   int    `json:"exit_code"`
-			StartError string `json:"start_error"`
-		}
-		for _, line := range bytes.Split([]byte(logs.String()), []byte("\n")) {
-			var rec struct {
-				Msg    string          `json:"msg"`
-				Report json.RawMessage `json:"report"`
-			}
-			if json.Unmarshal(line, &rec) == nil && rec.Msg == "drain report" {
-				require.NoError(t, json.Unmarshal(rec.Report, &logged))
-			}
-		}
+		logged := loggedReport(t, logs)
 		assert.Equal(t, lifecycle.ExitStartFailed, logged.ExitCode, "the logged report's exit code")
 		assert.Contains(t, logged.StartError, "warm cache: no such table")
 	})

@@ -123,7 +123,8 @@ func (d *driver) drainBeforeRollback(ctx context.Context) {
 	d.mu.Unlock()
 	if abort != nil && errors.Is(context.Cause(abort), errStartTimedOut) {
 		reason = fmt.Sprintf("start timed out after %s", d.app.StartTimeout())
-	} else if err != nil {
+	}
+	if err != nil { // what the hook that failed or timed out said
 		reason += ": " + err.Error()
 	}
 	d.m.Shutdown(context.WithoutCancel(ctx), reason) // the drain has a deadline of its own
