@@ -134,6 +134,15 @@ func TestRestartWaitsForItsOldSession(t *testing.T) {
 	err = other.Start(sctx)
 	require.ErrorIs(t, err, errSessionBusy, "Start while another process's session lives")
 	assert.ErrorContains(t, err, cfg.Node, "Start's error: want the node id named")
+
+	// One still renewed after a TTL of waiting fails the start before its
+	// ctx ends: a crashed process's session would have expired.
+	sctx, cancel = context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	err = other.Start(sctx)
+	require.ErrorIs(t, err, errNodeInUse, "Start while another process renews the session")
+	assert.NoError(t, sctx.Err(), "Start's ctx: want the start failed before it ended")
+	assert.ErrorContains(t, err, fmt.Sprintf("node id %q", cfg.Node), "Start's error: want the node id named")
 }
 
 // A session lost while its leases are still being ended (their OnLost
