@@ -33,8 +33,8 @@ func (m *Manager) draining() bool {
 }
 
 // HandOff returns a drain hook (phase [drain.Flush]) that calls fn for
-// every held lease, at most concurrency at a time, and releases each lease
-// once its fn returned nil, so its room moves at once. A lease whose fn
+// every held lease, at most concurrency (at least 1) at a time, and
+// releases each lease once its fn returned nil, so its room moves at once. A lease whose fn
 // failed or came after the deadline ends with [ErrLeftToExpire]: its room
 // stays owned until the session ends (the Release hook), as does that of
 // a flushed lease whose release failed (Redis unreachable); the hook's

@@ -88,8 +88,8 @@ type Config struct {
 }
 
 // ErrConfig is matched, with errors.Is, by every error that refuses a
-// configuration before anything started: those of [Config.Validate],
-// [ConfigFromEnv], [New], [Manager.AddHook] and [Manager.Serve].
+// configuration before anything started: those of [ConfigFromEnv],
+// [New], [Manager.AddHook] and [Manager.Serve].
 // fxmodule.Run exits with [ExitConfig] when an fx constructor's error
 // matches it, and logs that error's message alone.
 // Another package's validation error matches it by wrapping it (%w) or

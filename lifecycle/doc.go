@@ -16,9 +16,9 @@
 // DRAIN_DELAY_FLOOR and HEALTH_READY_TIMEOUT. A bad value is an error that
 // names the variable and the value; nothing falls back silently. Every
 // setting is a field of [Config], the logger and the metrics registerer
-// included: there are no functional options. [New] refuses what
-// [Config.Validate] refuses, and a registerer that already holds the
-// manager's metrics, with an error naming the field and the value.
+// included: there are no functional options. [New] refuses a field that
+// cannot work, and a registerer that already holds the manager's metrics,
+// with an error naming the field and the value.
 //
 // # Running
 //
