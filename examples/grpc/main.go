@@ -32,8 +32,8 @@ func main() {
 func service(grpcAddr, adminAddr string) fx.Option {
 	return fx.Options(
 		fxmodule.Module,
-		fxmodule.Admin(adminAddr),
-		fxgrpc.Server("api", grpcAddr, register),
+		fxmodule.Admin(adminAddr),                // /healthz/live apart: gRPC health is NOT_SERVING from the flip
+		fxgrpc.Server("api", grpcAddr, register), // register(s *grpc.Server, …) calls your pb.RegisterXServer
 		fx.Provide(func() prometheus.Registerer { return prometheus.NewRegistry() }), // Admin serves it as /metrics
 		fx.Supply(new(store)),
 		fx.Provide(fxmodule.AsHook(flushHook)),
