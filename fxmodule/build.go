@@ -30,7 +30,9 @@ func refuseToBuild(err error) int {
 // is a mistake; so is one that is not dig's at all (fx refused an option,
 // such as fx.StopTimeout inside an fx.Module), and one whose root cause is
 // dig's own (a type nothing provides, a cycle); a root cause of another
-// kind is a constructor's own failure.
+// kind is a constructor's own failure. An fx.Invoke's own error cannot be
+// told from fx's refusal of an option (both a bare error, unwrapped): it
+// counts as a mistake, as docs/fxmodule.md says.
 func buildFailure(err error) (string, int) {
 	if mistake := configCause(err); mistake != nil {
 		return mistake.Error(), lifecycle.ExitConfig

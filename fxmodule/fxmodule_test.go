@@ -302,6 +302,40 @@ func TestRunAbandonsHungOnStop(t *testing.T) {
 	})
 }
 
+// A panicking OnStop hook is reported as a drain hook's would be (outcome
+// panic, exit 1), and the OnStop hooks after it still run: fx runs hooks
+// on goroutines of its own, where a panic would end the process unreported.
+func TestRunRecoversAPanickingOnStopHook(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		tr := &trace{}
+		panics := fx.Invoke(func(lc fx.Lifecycle) {
+			lc.Append(fx.Hook{OnStop: func(context.Context) error { panic("close telemetry: nil exporter") }})
+		})
+		a := fxmoduletest.Start(t, baseOptions(tr, panics)...)
+		r := a.Stop()
+		assert.Equal(t, lifecycle.ExitHookFailed, r.ExitCode)
+		assert.Equal(t, drain.Panicked, hookOutcome(r, "TestRunRecoversAPanickingOnStopHook"))
+		assert.Contains(t, tr.list(), "client closed while stopped", "an OnStop hook after the one that panicked")
+	})
+}
+
+// A panicking OnStart hook fails the start (exit 5): what had started is
+// drained and stopped, and the report says what panicked.
+func TestRunRecoversAPanickingOnStartHook(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		tr := &trace{}
+		panics := fx.Invoke(func(lc fx.Lifecycle) {
+			lc.Append(fx.Hook{OnStart: func(context.Context) error { panic("warm cache: nil map") }})
+		})
+		logs := &testlog.Buffer{}
+		log := fx.Decorate(func() *slog.Logger { return slog.New(slog.NewJSONHandler(logs, nil)) })
+		code := fxmodule.Run(baseOptions(tr, panics, signalsFrom(make(chan os.Signal)), log, fx.Provide(fxmodule.AsHook(releaseHook)))...)
+		assert.Equal(t, lifecycle.ExitStartFailed, code)
+		assert.Equal(t, []string{"released", "client closed while stopped"}, tr.list(), "what had started, drained then stopped")
+		assert.Contains(t, loggedReport(t, logs).StartError, "panicked: warm cache: nil map", "the logged report's start_error")
+	})
+}
+
 // waitFor is an OnStop hook that ignores its context until release closes.
 func waitFor(release <-chan struct{}) func(context.Context) error {
 	return func(context.Context) error { <-release; return nil }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"runtime/debug"
 	"sync"
 	"time"
 
@@ -20,7 +21,10 @@ import (
 //     failed start's rollback, which must not close what the drain hooks
 //     still use;
 //   - an OnStart hook's error becomes the reason of that drain;
-//   - each OnStop hook's outcome joins the drain report.
+//   - each OnStop hook's outcome joins the drain report;
+//   - a hook's panic is recovered, as a drain hook's is: fx runs hooks on
+//     goroutines of its own, where it would end the process unreported.
+//     An OnStart hook's fails the start; an OnStop hook's is its outcome.
 //
 // This is how Run learns what fx does without reading fx's event log,
 // which is not fx's API.
@@ -31,14 +35,19 @@ type hookLifecycle struct {
 
 // Append wraps h as the type's comment says and appends it.
 func (l hookLifecycle) Append(h fx.Hook) {
-	name := "fx.OnStop " + appendedBy()
+	by := appendedBy()
+	name := "fx.OnStop " + by
 	if start := h.OnStart; start != nil {
-		h.OnStart = func(ctx context.Context) error {
-			err := start(ctx)
-			if err != nil {
-				l.d.startFailed(err)
-			}
-			return err
+		h.OnStart = func(ctx context.Context) (err error) {
+			defer func() {
+				if v := recover(); v != nil {
+					err = fmt.Errorf("fx.OnStart %s panicked: %v\n%s", by, v, debug.Stack())
+				}
+				if err != nil {
+					l.d.startFailed(err)
+				}
+			}()
+			return start(ctx)
 		}
 	}
 	if stop := h.OnStop; stop != nil {
@@ -79,9 +88,22 @@ func (s *stopResults) run(ctx context.Context, name string, stop func(context.Co
 	s.mu.Lock()
 	s.ran = append(s.ran, r)
 	s.mu.Unlock()
-	err := stop(ctx)
+	var panicked any
+	var stack []byte
+	err := func() error {
+		defer func() {
+			if panicked = recover(); panicked != nil {
+				stack = debug.Stack()
+			}
+		}()
+		return stop(ctx)
+	}()
 	res := drain.HookResult{Name: name, Phase: drain.Close, Outcome: drain.OK, Start: r.began, Duration: time.Since(r.began)}
-	if err != nil {
+	switch {
+	case panicked != nil:
+		res.Outcome, res.Error, res.Stack = drain.Panicked, fmt.Sprint(panicked), string(stack)
+		err = fmt.Errorf("%s panicked: %v", name, panicked)
+	case err != nil:
 		res.Outcome, res.Error = drain.Failed, err.Error()
 	}
 	s.mu.Lock()

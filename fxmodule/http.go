@@ -2,9 +2,11 @@ package fxmodule
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
+	"reflect"
 	"time"
 
 	"go.uber.org/fx"
@@ -27,9 +29,13 @@ import (
 // ".wait_in_flight"; ".close"), name+".serve", and the gating check
 // name+"_listener". The listener stays open until phase close, so the
 // probes answer through the drain (docs/fxmodule.md). name must be unique
-// among the app's servers, and addr a host:port ("127.0.0.1:0" picks a
-// port); either mistake is refused before anything starts (exit 78).
+// among the app's servers, addr a host:port ("127.0.0.1:0" picks a
+// port), and handler a constructor, not the handler itself; each mistake
+// is refused before anything starts (exit 78).
 func HTTP(name, addr string, handler any) fx.Option {
+	if err := checkHandler(handler); err != nil {
+		return fx.Error(configerr.Errorf("fxmodule: HTTP(%q, %q, handler): %w", name, addr, err))
+	}
 	if err := listener.CheckAddr(addr); err != nil {
 		return fx.Error(configerr.Errorf("fxmodule: HTTP(%q, %q, …): %w", name, addr, err))
 	}
@@ -37,6 +43,26 @@ func HTTP(name, addr string, handler any) fx.Option {
 		fx.Provide(fx.Private, fx.Annotate(handler, fx.As(new(http.Handler)))),
 		fx.Invoke(func(p httpParams) error { return serveHTTP(name, addr, p) }),
 	)
+}
+
+// checkHandler refuses what fx would crash on (nil) or refuse in words
+// that do not name the option: a func that returns no http.Handler, such
+// as an http.HandlerFunc. Anything but a func (fx.Annotate's result) is
+// fx's to check.
+func checkHandler(handler any) error {
+	if handler == nil {
+		return errors.New("handler is nil; want a constructor that returns an http.Handler, e.g. func() http.Handler")
+	}
+	t := reflect.TypeOf(handler)
+	if t.Kind() != reflect.Func {
+		return nil
+	}
+	for i := range t.NumOut() {
+		if t.Out(i).Implements(reflect.TypeFor[http.Handler]()) {
+			return nil
+		}
+	}
+	return fmt.Errorf("handler is a %s, which returns no http.Handler; want a constructor that returns one, e.g. func() http.Handler { return h }", t)
 }
 
 type httpParams struct {

@@ -136,6 +136,16 @@ func TestRunConfigMistakeIsOneLineAndExitConfig(t *testing.T) {
 			want: []string{`fxmodule: HTTP("api", "not-an-addr", …): address not-an-addr: missing port in address`},
 		},
 		{
+			name: "a nil HTTP handler",
+			give: []fx.Option{fxmodule.Module, cfg, fxmodule.HTTP("api", "127.0.0.1:0", nil)},
+			want: []string{`fxmodule: HTTP("api", "127.0.0.1:0", handler): handler is nil`},
+		},
+		{
+			name: "an HTTP handler given for its constructor",
+			give: []fx.Option{fxmodule.Module, cfg, fxmodule.HTTP("api", "127.0.0.1:0", http.NotFound)},
+			want: []string{`fxmodule: HTTP("api", "127.0.0.1:0", handler): handler is a func(http.ResponseWriter, *http.Request), which returns no http.Handler`},
+		},
+		{
 			name: "an Admin port out of range",
 			give: []fx.Option{fxmodule.Module, cfg, fxmodule.Admin("127.0.0.1:99999")},
 			want: []string{`fxmodule: Admin("127.0.0.1:99999"): address 99999: invalid port`},

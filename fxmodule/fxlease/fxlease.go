@@ -85,7 +85,7 @@ func newManager(p params) (*lease.Manager, error) {
 	})
 	p.Lifecycle.Append(fx.Hook{
 		OnStart: fxmodule.Abortable(p.Manager, l.Start), // a signal or StartTimeout ends its retries
-		OnStop:  l.Stop,                                 // a method value: the report names it lease.(*Manager).Stop
+		OnStop:  l.Stop,                                 // the report names it after newManager, which appended it
 	})
 	return l, nil
 }
