@@ -273,8 +273,6 @@ func (m *Manager) adaptiveEnd(start time.Time) time.Time {
 	return at
 }
 
-// exitCode is the code for what the drain did, the first that applies:
-// forced, out of time, a failed start, a hook that did not end OK, clean.
 // withoutFlush takes the Flush hooks out of a failed start's drain and
 // reports them skipped. The process never served, so it has nothing to
 // flush, and a flush hook would write out state that its start may never
@@ -324,6 +322,8 @@ func stoppedReason(rep *drain.Report, startErr error) string {
 	return "drained"
 }
 
+// exitCode is the code for what the drain did, the first that applies:
+// forced, out of time, a failed start, a hook that did not end OK, clean.
 func exitCode(rep *drain.Report, startErr error) int {
 	switch {
 	case rep.Forced:
