@@ -30,7 +30,6 @@ var (
 // Errors told apart inside the package; none is returned to a caller alone.
 var (
 	errSessionBusy = errors.New("another process's session of this node id is alive") // Start waits it out
-	errNodeInUse   = errors.New("another process runs with this node id")             // Start's, once waiting longer cannot help
 	errSessionLost = errors.New("lease: the session was lost")                        // tick's, starting a new one
 	errShortWait   = errors.New("replicas did not acknowledge in time")               // fewer than Config.WaitReplicas
 	errNobodyWaits = errors.New("every caller gave up")                               // ends an acquisition

@@ -85,10 +85,10 @@ func New(client redis.UniversalClient, cfg Config) (*Manager, error) {
 // Start checks every server leases are written to ([ErrUnsafeServer]),
 // loads the scripts, starts the node's session and its renewer, which runs
 // until [Manager.Stop] or the Release hook. Each step is retried while ctx
-// lasts, at most TTL without a deadline; a session of the node id that
-// another process left alive (a crash) is waited out, one still there
-// after a TTL of waiting (renewed: that process runs) fails the start, as
-// does a Stop meanwhile ([ErrNotRunning]).
+// lasts, at most TTL without a deadline: a session of the node id that
+// another process left (a crash, or a drain still ending) is waited for,
+// and one still renewed when ctx ends fails the start, naming the node
+// id, as does a Stop meanwhile ([ErrNotRunning]).
 func (m *Manager) Start(ctx context.Context) error {
 	m.mu.Lock()
 	if m.running || m.stopped {
@@ -104,7 +104,7 @@ func (m *Manager) Start(ctx context.Context) error {
 		err = m.loadScripts(ctx, retry)
 	}
 	if err == nil {
-		err = retry(ctx, m.startWaitingOutACrash())
+		err = retry(ctx, m.startSession)
 	}
 	if err != nil {
 		return fmt.Errorf("lease: start: %w", err)
@@ -191,26 +191,6 @@ func (m *Manager) loadScripts(ctx context.Context, retry func(context.Context, f
 		}
 		return nil
 	})
-}
-
-// startWaitingOutACrash returns Start's session start: a session of this
-// node id that another process left expires within a TTL of its last
-// renewal, so one still there after TTL+CallTimeout of waiting is renewed.
-func (m *Manager) startWaitingOutACrash() func(context.Context) error {
-	var first time.Time
-	return func(ctx context.Context) error {
-		err := m.startSession(ctx)
-		if !errors.Is(err, errSessionBusy) {
-			return err
-		}
-		if first.IsZero() {
-			first = time.Now()
-		} else if waited := time.Since(first); waited > m.cfg.TTL+m.cfg.CallTimeout {
-			return fmt.Errorf("%w: node id %q: its session %s was still there after %s of waiting (TTL %s): give each process its own node id",
-				errNodeInUse, m.cfg.Node, m.nodeKey(), waited.Round(time.Millisecond), m.cfg.TTL)
-		}
-		return err
-	}
 }
 
 const waitStartLogEvery = 2 * time.Second // how often Start says it still waits for Redis
