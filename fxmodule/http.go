@@ -46,14 +46,18 @@ func HTTP(name, addr string, handler any) fx.Option {
 }
 
 // checkHandler refuses what fx would crash on (nil) or refuse in words
-// that do not name the option: a func that returns no http.Handler, such
-// as an http.HandlerFunc. Anything but a func (fx.Annotate's result) is
-// fx's to check.
+// that do not name the option: a handler given for its constructor (a
+// *http.ServeMux), or a func that returns no http.Handler, such as an
+// http.HandlerFunc. Anything else that is not a func (fx.Annotate's
+// result) is fx's to check.
 func checkHandler(handler any) error {
 	if handler == nil {
 		return errors.New("handler is nil; want a constructor that returns an http.Handler, e.g. func() http.Handler")
 	}
 	t := reflect.TypeOf(handler)
+	if _, ok := handler.(http.Handler); ok && t.Kind() != reflect.Func {
+		return fmt.Errorf("handler is a %s, a handler; want a constructor that returns it, e.g. func() http.Handler { return h }", t)
+	}
 	if t.Kind() != reflect.Func {
 		return nil
 	}

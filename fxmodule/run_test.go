@@ -146,6 +146,11 @@ func TestRunConfigMistakeIsOneLineAndExitConfig(t *testing.T) {
 			want: []string{`fxmodule: HTTP("api", "127.0.0.1:0", handler): handler is a func(http.ResponseWriter, *http.Request), which returns no http.Handler`},
 		},
 		{
+			name: "an HTTP handler value given for its constructor",
+			give: []fx.Option{fxmodule.Module, cfg, fxmodule.HTTP("api", "127.0.0.1:0", http.NewServeMux())},
+			want: []string{`fxmodule: HTTP("api", "127.0.0.1:0", handler): handler is a *http.ServeMux, a handler; want a constructor`},
+		},
+		{
 			name: "an Admin port out of range",
 			give: []fx.Option{fxmodule.Module, cfg, fxmodule.Admin("127.0.0.1:99999")},
 			want: []string{`fxmodule: Admin("127.0.0.1:99999"): address 99999: invalid port`},

@@ -7,7 +7,8 @@ import (
 
 // Sentinel errors. How a lease ended is context.Cause(l.Context()).
 var (
-	// ErrDraining: Acquire after the flip, or Release of a lease the hand-off took.
+	// ErrDraining: Acquire after the flip of a room not held (or one the
+	// hand-off has), or Release of a lease the hand-off took.
 	ErrDraining = errors.New("lease: draining")
 	// ErrHeld is matched by Acquire's error naming another holder.
 	ErrHeld = errors.New("lease: held by another holder")

@@ -37,40 +37,53 @@ func TestOnTransitionLogsTheFlip(t *testing.T) {
 	})
 }
 
-// A probe that evaluated "ok" while the flip came never records it after
-// the flip's fail: not in the gauge, not as a fail→ok log line. The flip
-// (the state, then the listener, as the manager does it) is injected at
-// each of the probe's reads of the state in turn.
+// A probe that evaluated "ok" (its check recovered) while the flip came
+// never records it after the flip: not in the gauge, not as a fail→ok log
+// line. The flip begins at each of the probe's reads of the
+// state in turn, on a goroutine of its own as the manager's flip does (the
+// state, then the listener), and the probe goes on meanwhile.
 func TestAProbeRacingTheFlipNeverRecordsReadyAfterIt(t *testing.T) {
 	for k := int32(1); k <= 6; k++ {
-		t.Run(fmt.Sprint("flip at state read ", k), func(t *testing.T) {
+		t.Run(fmt.Sprintf("flip at state read %d", k), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				st := newState(lifecycle.Running)
 				l := &logs{}
 				prom := prometheus.NewRegistry()
 				var r *readiness.Registry
-				var reads, flipAt atomic.Int32
-				flip := func() {
-					st.set(lifecycle.Draining)
-					r.OnTransition(lifecycle.Transition{From: lifecycle.Running, To: lifecycle.Draining})
+				var reads, at atomic.Int32
+				var happened atomic.Bool
+				done := make(chan struct{})
+				happen := func() {
+					if !happened.CompareAndSwap(false, true) {
+						return
+					}
+					go func() {
+						defer close(done)
+						st.set(lifecycle.Draining)
+						r.OnTransition(lifecycle.Transition{From: lifecycle.Running, To: lifecycle.Draining})
+					}()
 				}
 				r, err := readiness.New(readiness.Config{Service: "room-service", NodeID: "room-1", Logger: l.logger(), Registerer: prom},
 					func() lifecycle.State {
 						cur := st.State()
-						if reads.Add(1) == flipAt.Load() {
-							flip()
+						if reads.Add(1) == at.Load() {
+							happen()
 						}
 						return cur
 					})
 				require.NoError(t, err)
 				defer r.Close(context.Background())
-				mustAdd(t, r, readiness.Check{Name: "db", Probe: (&counter{}).probe})
-				r.Ready(t.Context()) // unknown→ok
-				flipAt.Store(reads.Load() + k)
+				db := &counter{err: errors.New("db down")}
+				mustAdd(t, r, readiness.Check{Name: "db", Probe: db.probe})
+				r.Ready(t.Context()) // unknown→fail
+				db.err = nil
+				time.Sleep(time.Minute) // past the failing result's cache
+				at.Store(reads.Load() + k)
 				r.Ready(t.Context())
-				if st.State() != lifecycle.Draining { // the probe read the state fewer than k times
-					flip()
+				if !happened.Load() { // the probe read the state fewer than k times
+					happen()
 				}
+				<-done
 				v, _ := metricValue(t, prom, "health_ready_status", "")
 				assert.Zero(t, v, "health_ready_status after the flip")
 				recs := l.records(t)

@@ -221,6 +221,8 @@ func TestRedact(t *testing.T) {
 		{"(app:s3cret@tcp(db)/rooms)", "(***@tcp(db)/rooms)"},
 		{"host=db user=app password=s3;cret,x dbname=rooms", "host=db user=app password=*** dbname=rooms"},
 		{"mail alice@example.com bounced", "mail alice@example.com bounced"}, // no ':' before the '@': no password
+		{"env DB_PASSWORD=s3cret is set", "env DB_PASSWORD=*** is set"},
+		{`body {"user":"app","password":"s3cret"}`, `body {"user":"app","password":***`},
 		{strings.Repeat("é", 200), strings.Repeat("é", 80) + "…"},
 	}
 	for _, tt := range tests {

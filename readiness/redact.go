@@ -19,7 +19,8 @@ const maxMessage = 160
 // quotes, if quoted): a password may hold the ';', ',' and '&' that
 // separate pairs in some formats, and swallowing the next pair is the
 // safe mistake.
-var secretRE = regexp.MustCompile(`(?i)\b(password|passwd|pwd|pass|secret|token|api_?key|access_?key)(\s*[=:]\s*)((?:"[^"]*"|'[^']*')\S*|\S+)`)
+// The key may end a longer name (DB_PASSWORD) or be quoted ("password": in JSON).
+var secretRE = regexp.MustCompile(`(?i)(?:\b|_)(password|passwd|pwd|pass|secret|token|api_?key|access_?key)["']?(\s*[=:]\s*)((?:"[^"]*"|'[^']*')\S*|\S+)`)
 
 // shortMessage returns err's text, short and without credentials.
 func shortMessage(err error) string {
@@ -58,9 +59,10 @@ var (
 // userinfoSpans returns where the userinfo of every word that holds one
 // is ("redis://user:pass@host", "user:pass@tcp(db:3306)/x"): from the
 // word's start (after its scheme, or its opening quotes and brackets) to
-// its last '@', when a ':' comes before that '@'. The last '@', as a DSN
-// parser reads it: a password may hold '@', '/', quotes and "://". A word
-// with no ':' before its '@' (user@host) carries no password.
+// its last '@', when a ':' comes before that '@' (a scheme's counts: a
+// URL's user goes too). The last '@', as a DSN parser reads it: a password
+// may hold '@', '/', quotes and "://". A word with no ':' before its '@'
+// (alice@example.com) carries no password.
 func userinfoSpans(s string) [][2]int {
 	var spans [][2]int
 	for _, m := range wordWithAtRE.FindAllStringIndex(s, -1) {

@@ -24,8 +24,10 @@ func FuzzRedact(f *testing.F) {
 			"connect (postgres://app:" + pw + "@db/rooms)",
 			"host=db user=app password=" + pw + " dbname=rooms",
 			"redis://cache:6379/0?password=" + pw,
+			"env DB_PASSWORD=" + pw + " is set",
+			`{"user":"app","password":"` + pw + `"}`,
 		} {
-			if !strings.Contains(strings.ReplaceAll(text, pw, ""), pw) {
+			if strings.Count(text, pw) == 1 { // else it is also text around it, which stays
 				if got := readiness.Redact(text); strings.Contains(got, pw) {
 					t.Errorf("Redact(%q) = %q; want the password %q gone", text, got, pw)
 				}

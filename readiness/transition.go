@@ -4,10 +4,9 @@ import (
 	"context"
 	"log/slog"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/drainkit/drainkit/lifecycle"
 )
@@ -15,66 +14,53 @@ import (
 // transitions remembers the last status answered, so that exactly one log
 // line is written per change however many probes see it at once.
 type transitions struct {
-	status atomic.Pointer[string]
+	mu     sync.Mutex             // one change at a time, told (gauge, log line) before the next
+	status atomic.Pointer[string] // written under mu; read without it when nothing changes
 }
 
-// swap records s and returns the previous status and whether it changed.
-// With admit, s is recorded only while admit() holds, read after the
-// previous status was: a writer that changes what admit reads before it
-// swaps (the flip: the state, then OnTransition) is never overwritten.
-func (t *transitions) swap(s string, admit func() bool) (old string, changed bool) {
-	for {
-		p := t.status.Load()
-		if admit != nil && !admit() {
-			return "", false
-		}
-		if p != nil && *p == s {
-			return s, false
-		}
-		if t.status.CompareAndSwap(p, &s) {
-			if p == nil {
-				return "unknown", true
-			}
-			return *p, true
-		}
+// change records s and calls tell with the status it replaces, if s
+// differs from it and admit (if set) holds. admit is read under the lock:
+// a writer that changes what admit reads before it records its own change
+// (the flip: the state, then OnTransition) is never overwritten by a
+// change admitted earlier. So the last line and the gauge are the status
+// held. The lock is held across tell's log write, as the logger's own is.
+func (t *transitions) change(s string, admit func() bool, tell func(old string)) {
+	if p := t.status.Load(); p != nil && *p == s {
+		return // the usual probe: no change, no lock
 	}
-}
-
-// record sets g from the status now current, and again if it changed
-// meanwhile: of concurrent recorders, the last status swapped in wins.
-func (t *transitions) record(g prometheus.Gauge) {
-	for {
-		p := t.status.Load()
-		g.Set(statusValue(*p))
-		if t.status.Load() == p {
-			return
-		}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	p := t.status.Load()
+	if p != nil && *p == s || admit != nil && !admit() {
+		return
 	}
+	old := "unknown"
+	if p != nil {
+		old = *p
+	}
+	t.status.Store(&s)
+	tell(old)
 }
 
 func (r *Registry) readyTransition(rep *Report, st lifecycle.State, took time.Duration) {
 	var admit func() bool
 	if rep.Status != StatusFail {
-		// The flip may come while this probe evaluates: recording its "ok"
-		// after the flip's fail would log a fail→ok that never was, and
-		// leave the gauge at ready. The state answer wins.
-		admit = func() bool { return r.state() == lifecycle.Running }
+		// The flip (or Close) may come while this probe evaluates:
+		// recording its "ok" after the flip's fail would log a fail→ok
+		// that never was, and leave the gauge at ready. The state wins.
+		admit = func() bool { return r.state() == lifecycle.Running && !r.closed.Load() }
 	}
-	old, changed := r.readyStatus.swap(rep.Status, admit)
-	if !changed {
-		return
-	}
-	r.readyStatus.record(r.metrics.readyStatus)
-	r.logTransition("readiness changed", rep, old, st, took)
+	r.readyStatus.change(rep.Status, admit, func(old string) {
+		r.metrics.readyStatus.Set(statusValue(rep.Status))
+		r.logTransition("readiness changed", rep, old, st, took)
+	})
 }
 
 func (r *Registry) liveTransition(rep *Report, st lifecycle.State) {
-	old, changed := r.liveStatus.swap(rep.Status, nil)
-	if !changed {
-		return
-	}
-	r.liveStatus.record(r.metrics.liveStatus)
-	r.logTransition("liveness changed", rep, old, st, 0)
+	r.liveStatus.change(rep.Status, nil, func(old string) {
+		r.metrics.liveStatus.Set(statusValue(rep.Status))
+		r.logTransition("liveness changed", rep, old, st, 0)
+	})
 }
 
 func (r *Registry) logTransition(msg string, rep *Report, old string, st lifecycle.State, took time.Duration) {

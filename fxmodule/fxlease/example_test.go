@@ -48,7 +48,8 @@ func Example() {
 // that takes the *lease.Manager, so it runs after the Manager's own start
 // (fx runs a constructor before what depends on it, and OnStart hooks in
 // the order they were appended). Acquire answers lease.ErrNotRunning
-// before that start and lease.ErrDraining after the flip.
+// before that start and, after the flip, lease.ErrDraining for a room
+// not held.
 func Example_atStart() {
 	newRedis := func() redis.UniversalClient {
 		return redis.NewClient(&redis.Options{Addr: os.Getenv("REDIS_ADDR"), MaxRetries: 1, ContextTimeoutEnabled: true})

@@ -165,7 +165,7 @@ func TestHeartbeatMarkedDrainingAtTheFlip(t *testing.T) {
 // *lease.Manager is taken after the Manager started: fx runs a
 // constructor before what depends on it, and OnStart hooks in the order
 // they were appended. Before its start the Manager answers ErrNotRunning,
-// and after the flip ErrDraining.
+// and after the flip ErrDraining for a room it does not hold.
 func TestLeaseTakenAtStart(t *testing.T) {
 	srv := redistest.Start(t)
 	var early, atStart error
@@ -189,5 +189,5 @@ func TestLeaseTakenAtStart(t *testing.T) {
 	assert.NoError(t, held.Context().Err(), "the lease taken at start is held")
 	a.Stop()
 	_, err := leases.Acquire(context.Background(), "8")
-	assert.ErrorIs(t, err, lease.ErrDraining, "Acquire after the flip")
+	assert.ErrorIs(t, err, lease.ErrDraining, "Acquire after the flip of a room not held")
 }
