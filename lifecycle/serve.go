@@ -15,10 +15,11 @@ import (
 // an address that cannot be bound fails the start before Running. srv
 // then serves in a goroutine; hook name+".serve" (phase close) shuts it
 // down and waits for that goroutine. So the listener is open until phase
-// close and probes mounted on srv answer through the whole drain. An
-// intake also adds drain.HTTPHooks(name, srv, m.Tracker()): from phase
-// stop_intake its requests get 503. An empty name or a nil srv is refused
-// with an error matching [ErrConfig].
+// close and probes mounted on srv answer through the whole drain. Serve
+// adds no other hook: for a server that takes traffic, add
+// drain.HTTPHooks(name, srv, m.Tracker()) yourself, or requests are
+// neither refused from stop_intake nor waited for before Flush. An empty
+// name or a nil srv is refused with an error matching [ErrConfig].
 func (m *Manager) Serve(name string, srv *http.Server) error {
 	if name == "" {
 		return configerr.Errorf(`lifecycle: Serve: name is empty; want the server's name, such as "api"`)
