@@ -148,6 +148,8 @@ func (c Config) validate() error {
 		return bad("QuietWindow", c.QuietWindow, "must not be negative")
 	case c.DelayFloor < 0:
 		return bad("DelayFloor", c.DelayFloor, "must not be negative")
+	case c.QuietWindow > 0 && c.DrainDelay == 0:
+		return bad("QuietWindow", c.QuietWindow, "shortens the delay, and DrainDelay is 0 (none): set DrainDelay, the delay's upper bound, or unset QuietWindow")
 	case c.QuietWindow > 0 && c.DelayFloor > c.DrainDelay:
 		return bad("DelayFloor", c.DelayFloor, fmt.Sprintf("must not exceed DrainDelay (%s)", c.DrainDelay))
 	case c.ReadyTimeout <= 0:
@@ -168,14 +170,14 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	}
 	c := Config{Service: getenv("SERVICE_NAME"), NodeID: getenv("NODE_ID")}
 	durations := []struct {
-		env string
-		dst *time.Duration
+		env, unset string // unset: what leaving the variable unset gives, for the advice on a zero
+		dst        *time.Duration
 	}{
-		{"DRAIN_TIMEOUT", &c.DrainTimeout},
-		{"DRAIN_DELAY", &c.DrainDelay},
-		{"DRAIN_QUIET_WINDOW", &c.QuietWindow},
-		{"DRAIN_DELAY_FLOOR", &c.DelayFloor},
-		{"HEALTH_READY_TIMEOUT", &c.ReadyTimeout},
+		{"DRAIN_TIMEOUT", "the default, " + DefaultDrainTimeout.String(), &c.DrainTimeout},
+		{"DRAIN_DELAY", "", &c.DrainDelay},
+		{"DRAIN_QUIET_WINDOW", "a fixed delay", &c.QuietWindow},
+		{"DRAIN_DELAY_FLOOR", "the default, " + DefaultDelayFloor.String(), &c.DelayFloor},
+		{"HEALTH_READY_TIMEOUT", "the default, " + DefaultReadyTimeout.String(), &c.ReadyTimeout},
 	}
 	for _, d := range durations {
 		v := getenv(d.env)
@@ -186,8 +188,11 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		if err != nil {
 			return Config{}, &fieldError{field: d.env, value: v, problem: "not a duration (want e.g. 30s, 500ms)"}
 		}
-		if parsed <= 0 && d.env != "DRAIN_DELAY" {
+		if parsed < 0 && d.env != "DRAIN_DELAY" {
 			return Config{}, &fieldError{field: d.env, value: v, problem: "must be positive"}
+		}
+		if parsed == 0 && d.env != "DRAIN_DELAY" { // a zero field means "unset", which the variable says plainly
+			return Config{}, &fieldError{field: d.env, value: v, problem: "must be positive: unset it for " + d.unset}
 		}
 		if parsed < 0 {
 			return Config{}, &fieldError{field: d.env, value: v, problem: "must not be negative"}
