@@ -14,10 +14,10 @@ import (
 // Acquire takes the lease on room id, or returns the one this Manager
 // holds, also once the drain began (until the hand-off takes it): its
 // room is served until intake stops. Concurrent calls for a room share
-// one script call; a lease every caller gave up on is released. Errors: a
-// bad id, [ErrDraining] for a room not held once the drain began or one
-// the hand-off has, [ErrNotRunning], one matching [ErrHeld] naming the holder, one matching
-// [ErrLost] if the session was lost meanwhile, one naming
+// one script call; a lease every caller gave up on is released. Errors:
+// [ErrDraining] for a room not held once the drain began or one the
+// hand-off has, [ErrNotRunning], or one matching [ErrInvalidID], [ErrHeld]
+// (naming the holder), [ErrLost] (the session was lost meanwhile), naming
 // Config.WaitReplicas, the Redis error, or ctx's.
 func (m *Manager) Acquire(ctx context.Context, id string) (*Lease, error) {
 	if err := validateID(id); err != nil {

@@ -118,18 +118,18 @@ func (c Config) validate() error {
 	return nil
 }
 
-// validateID refuses an id that is empty, longer than [MaxIDLen], or holds
-// '{', '}' (it is the key's hash tag) or whitespace.
+// validateID refuses, with [ErrInvalidID], an id that is empty, longer
+// than [MaxIDLen], or holds '{', '}' (it is the key's hash tag) or whitespace.
 func validateID(id string) error {
 	switch {
 	case id == "":
-		return fmt.Errorf("lease: room id is empty")
+		return fmt.Errorf("%w: empty", ErrInvalidID)
 	case len(id) > MaxIDLen:
-		return fmt.Errorf("lease: room id %.32q… is %d bytes; want at most %d", id, len(id), MaxIDLen)
+		return fmt.Errorf("%w %.32q…: %d bytes; want at most %d", ErrInvalidID, id, len(id), MaxIDLen)
 	case strings.ContainsAny(id, "{}"):
-		return fmt.Errorf("lease: room id %q contains '{' or '}'", id)
+		return fmt.Errorf("%w %q: contains '{' or '}'", ErrInvalidID, id)
 	case strings.IndexFunc(id, unicode.IsSpace) >= 0:
-		return fmt.Errorf("lease: room id %q contains whitespace", id)
+		return fmt.Errorf("%w %q: contains whitespace", ErrInvalidID, id)
 	}
 	return nil
 }

@@ -63,6 +63,7 @@ func TestValidateID(t *testing.T) {
 			assert.NoError(t, err, "validateID(%.20q)", tt.give)
 		} else {
 			assert.ErrorContains(t, err, tt.want, "validateID(%.20q)", tt.give)
+			assert.ErrorIs(t, err, ErrInvalidID, "validateID(%.20q): a handler answers 400 on it", tt.give)
 		}
 	}
 }
@@ -79,9 +80,9 @@ func TestBadIDTouchesNothing(t *testing.T) {
 	cmds = 0 // the renewer sends pipelines only (no tick within this test's time)
 	for _, id := range []string{"", "{x}", "a b", strings.Repeat("x", 200)} {
 		_, err := m.Acquire(context.Background(), id)
-		assert.Error(t, err, "Acquire(%.20q): want a validation error", id)
+		assert.ErrorIs(t, err, ErrInvalidID, "Acquire(%.20q)", id)
 		_, err = m.Owner(context.Background(), id)
-		assert.Error(t, err, "Owner(%.20q): want a validation error", id)
+		assert.ErrorIs(t, err, ErrInvalidID, "Owner(%.20q)", id)
 	}
 	require.Zero(t, cmds, "commands sent for bad ids")
 }

@@ -10,6 +10,10 @@ var (
 	// ErrDraining: Acquire after the flip of a room not held (or one the
 	// hand-off has), or Release of a lease the hand-off took.
 	ErrDraining = errors.New("lease: draining")
+	// ErrInvalidID is matched by the error of Acquire and Owner for a room
+	// id no route key can carry (empty, over MaxIDLen bytes, '{', '}' or
+	// whitespace): the caller's input, for a 400, not a failure of Redis.
+	ErrInvalidID = errors.New("lease: invalid room id")
 	// ErrHeld is matched by Acquire's error naming another holder.
 	ErrHeld = errors.New("lease: held by another holder")
 	// ErrNotHeld: gone, taken or its session ended in Redis. It should not fail a drain.
