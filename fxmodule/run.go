@@ -29,9 +29,9 @@ type loggerParams struct {
 // at SIGTERM/SIGINT or an fx.Shutdowner call (whose exit code it cannot
 // read: see docs/fxmodule.md) before fx runs any OnStop
 // hook, which then get fx's StopTimeout. A failed start drains too, before
-// fx rolls back the OnStart hooks that ran, but runs no Flush hook: drain
-// hooks are all in the graph, and a flush would write out state never
-// loaded. Run uses fx's documented API only: an fx.WithLogger of the app's
+// fx rolls back the OnStart hooks that ran; neither it nor the drain of an
+// aborted start runs a Flush hook: drain hooks are all in the graph, and a
+// flush would write out state never loaded. Run uses fx's documented API only: an fx.WithLogger of the app's
 // changes nothing of the drain. docs/fxmodule.md has the order, the
 // budgets, how a start is aborted ([Abortable]) and the exit codes.
 func Run(opts ...fx.Option) int {

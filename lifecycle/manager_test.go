@@ -278,6 +278,9 @@ func TestSignalDuringStartAbortsAndStopsWhatStarted(t *testing.T) {
 				stopped = append(stopped, "db")
 				stoppedAt = time.Now()
 				return nil
+			}}, drain.Hook{Name: "rooms.flush", Phase: drain.Flush, Run: func(context.Context) error {
+				stopped = append(stopped, "flushed") // state a later step was to load
+				return nil
 			}})
 		})
 		second := make(chan struct{})
@@ -296,7 +299,11 @@ func TestSignalDuringStartAbortsAndStopsWhatStarted(t *testing.T) {
 		signalled := time.Now()
 		h.sig <- syscall.SIGTERM
 		r := <-reports
-		assert.Equal(t, []string{"db"}, stopped, "what started is stopped")
+		assert.Equal(t, []string{"db"}, stopped, "what started is stopped, and nothing flushed: nothing was served")
+		require.Len(t, r.Hooks, 2)
+		assert.Equal(t, "rooms.flush", r.Hooks[0].Name)
+		assert.Equal(t, drain.Skipped, r.Hooks[0].Outcome, "the flush hook, reported")
+		assert.Equal(t, "the start was aborted, so nothing was served to flush: signal: terminated", r.Hooks[0].Error)
 		assert.Equal(t, signalled, stoppedAt, "no propagation delay: the process was never ready")
 		assert.False(t, thirdRan, "start steps after the signal are skipped")
 		assert.Equal(t, []string{"draining", "stopped"}, states, "never Running")

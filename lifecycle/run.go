@@ -13,9 +13,9 @@ import (
 // signal or for ctx to end, drains ([Manager.Shutdown]) and returns the
 // report, whose ExitCode goes to os.Exit. A signal during start-up cancels
 // the step that is running, skips the rest, and drains the hooks the
-// started steps had added; a step that fails does the same but runs no
-// Flush hook (reported skipped: nothing was served, and the state to flush
-// may never have been loaded), and the report carries StartError and
+// started steps had added, but runs no Flush hook (reported skipped:
+// nothing was served, and the state to flush may never have been loaded);
+// a step that fails does the same, and the report carries StartError and
 // [ExitStartFailed].
 //
 // A third signal makes Run return at once, with [ExitForced] and a report

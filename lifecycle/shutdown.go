@@ -168,8 +168,12 @@ func (m *Manager) drainAndReport(ctx context.Context, startErr error) *Report {
 		m.propagationDelay(drainCtx)
 	}
 	var notFlushed []drain.HookResult
-	if startErr != nil {
-		hooks, notFlushed = withoutFlush(hooks, startErr)
+	if !wasRunning {
+		why := "the start was aborted, so nothing was served to flush: " + reason
+		if startErr != nil {
+			why = "the start failed, so nothing was served to flush: " + startErr.Error()
+		}
+		hooks, notFlushed = withoutFlush(hooks, why)
 	}
 	rep := drain.Run(drainCtx, reason, m.logPhases(hooks, stoppedAt))
 	rep.Hooks = insertAtFlush(rep.Hooks, notFlushed)
@@ -186,7 +190,7 @@ func (m *Manager) drainAndReport(ctx context.Context, startErr error) *Report {
 		rep.Duration = time.Since(stoppedAt)
 		m.logAfterDrain(after, stoppedAt)
 	}
-	r := &Report{Report: rep, Service: m.cfg.Service, NodeID: m.cfg.NodeID, ExitCode: exitCode(rep, startErr)}
+	r := &Report{Report: rep, Service: m.cfg.Service, NodeID: m.cfg.NodeID, ExitCode: exitCode(rep, startErr, len(notFlushed))}
 	if startErr != nil {
 		r.StartError = startErr.Error()
 	}
@@ -273,12 +277,14 @@ func (m *Manager) adaptiveEnd(start time.Time) time.Time {
 	return at
 }
 
-// withoutFlush takes the Flush hooks out of a failed start's drain and
-// reports them skipped. The process never served, so it has nothing to
-// flush, and a flush hook would write out state that its start may never
-// have loaded: under fx every hook is in the graph, whichever OnStart hooks
-// ran. A lease whose room is not flushed is left to expire, never released.
-func withoutFlush(hooks []drain.Hook, startErr error) ([]drain.Hook, []drain.HookResult) {
+// withoutFlush takes the Flush hooks out of the drain of a process that
+// never ran (its start failed or was aborted), reporting them skipped for
+// why. It never served, so it has nothing to flush, and a flush hook
+// would write out state that its start may never have loaded: under fx
+// every hook is in the graph, whichever OnStart hooks ran. A lease whose
+// room is not flushed is left to expire, never released: its next owner
+// recovers the room, which is safe whatever the start did.
+func withoutFlush(hooks []drain.Hook, why string) ([]drain.Hook, []drain.HookResult) {
 	var rest []drain.Hook
 	var skipped []drain.HookResult
 	for _, h := range hooks {
@@ -287,7 +293,7 @@ func withoutFlush(hooks []drain.Hook, startErr error) ([]drain.Hook, []drain.Hoo
 			continue
 		}
 		skipped = append(skipped, drain.HookResult{Name: h.Name, Phase: h.Phase, Outcome: drain.Skipped,
-			Error: "the start failed, so nothing was served to flush: " + startErr.Error()})
+			Error: why})
 	}
 	return rest, skipped
 }
@@ -324,7 +330,15 @@ func stoppedReason(rep *drain.Report, startErr error) string {
 
 // exitCode is the code for what the drain did, the first that applies:
 // forced, out of time, a failed start, a hook that did not end OK, clean.
-func exitCode(rep *drain.Report, startErr error) int {
+// The notFlushed Flush hooks of a process that never ran are not failures:
+// skipping them is the drain's choice.
+func exitCode(rep *drain.Report, startErr error, notFlushed int) int {
+	notOK := 0
+	for _, h := range rep.Hooks {
+		if h.Outcome != drain.OK {
+			notOK++
+		}
+	}
 	switch {
 	case rep.Forced:
 		return ExitForced
@@ -332,7 +346,7 @@ func exitCode(rep *drain.Report, startErr error) int {
 		return ExitDeadline
 	case startErr != nil:
 		return ExitStartFailed
-	case rep.Err() != nil:
+	case notOK > notFlushed:
 		return ExitHookFailed
 	}
 	return ExitClean
