@@ -95,7 +95,7 @@ func (c Config) validate() error {
 	case c.Node == "":
 		return configerr.Errorf("lease: Config.Node is empty")
 	case strings.ContainsAny(c.Node, "|{}") || strings.IndexFunc(c.Node, unicode.IsSpace) >= 0:
-		return configerr.Errorf("lease: Config.Node %q contains '|', '{', '}' or whitespace", c.Node)
+		return configerr.Errorf("lease: Config.Node %q (the node id; NODE_ID under fxlease) contains '|', '{', '}' or whitespace", c.Node)
 	case c.TTL < MinTTL:
 		return configerr.Errorf("lease: Config.TTL %s is below %s", c.TTL, MinTTL)
 	case c.RenewInterval <= 0 || c.RenewInterval >= c.TTL/3:

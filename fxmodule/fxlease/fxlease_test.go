@@ -99,16 +99,35 @@ func TestModuleNeedsNoLeaseConfig(t *testing.T) {
 // 78 before anything starts, with one line that lists every option to
 // change.
 func TestModuleRefusesADefaultClientInOneLine(t *testing.T) {
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}) // as a team has it
+	t.Cleanup(func() { _ = rdb.Close() })
+	msg := refusal(t, "node-c", rdb)
+	for _, want := range []string{"MaxRetries 3: want at most 1", "ContextTimeoutEnabled false with ReadTimeout 5s and WriteTimeout 5s"} {
+		assert.Contains(t, msg, want)
+	}
+	assert.Equal(t, 1, strings.Count(msg, "MaxRetries 3"), "said once, not repeated inside fx's wrapping: %s", msg)
+}
+
+// The lease's node id is NODE_ID under fxlease, so a NODE_ID that no
+// route value can carry is refused naming the variable the operator set.
+func TestModuleRefusesABadNodeIDNamingNODE_ID(t *testing.T) {
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: 1, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { _ = rdb.Close() })
+	msg := refusal(t, "room 1", rdb)
+	assert.Contains(t, msg, `"room 1"`)
+	assert.Contains(t, msg, "NODE_ID")
+}
+
+// refusal runs an app with fxlease, node id nodeID and client rdb, wants
+// exit 78, and returns its one error line's message.
+func refusal(t *testing.T, nodeID string, rdb redis.UniversalClient) string {
 	var logs testlog.Buffer
 	prev := slog.Default()
 	t.Cleanup(func() { slog.SetDefault(prev) })
 	slog.SetDefault(slog.New(slog.NewJSONHandler(&logs, nil)))
-
-	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}) // as a team has it
-	t.Cleanup(func() { _ = rdb.Close() })
 	code := fxmodule.Run(
 		fxmodule.Module, fxlease.Module,
-		fx.Supply(lifecycle.Config{Service: "room-service", NodeID: "node-c", DrainTimeout: 10 * time.Second}),
+		fx.Supply(lifecycle.Config{Service: "room-service", NodeID: nodeID, DrainTimeout: 10 * time.Second}),
 		fx.Provide(func() redis.UniversalClient { return rdb }),
 	)
 	assert.Equal(t, lifecycle.ExitConfig, code)
@@ -120,10 +139,7 @@ func TestModuleRefusesADefaultClientInOneLine(t *testing.T) {
 		}
 	}
 	require.Len(t, errs, 1, "error lines: %q", errs)
-	for _, want := range []string{"MaxRetries 3: want at most 1", "ContextTimeoutEnabled false with ReadTimeout 5s and WriteTimeout 5s"} {
-		assert.Contains(t, errs[0], want)
-	}
-	assert.Equal(t, 1, strings.Count(errs[0], "MaxRetries 3"), "said once, not repeated inside fx's wrapping: %s", errs[0])
+	return errs[0]
 }
 
 // The gate closes at the flip itself, before the propagation delay: the
