@@ -176,7 +176,7 @@ func (m *Manager) Stop(ctx context.Context) error {
 
 // loadScripts fills every server's script cache: no EVAL in the first round.
 func (m *Manager) loadScripts(ctx context.Context, retry func(context.Context, func(context.Context) error) error) error {
-	return redischeck.EachServer(ctx, m.client, func(ctx context.Context, c redis.UniversalClient, addr string) error {
+	return redischeck.EachServer(ctx, m.client, retry, func(ctx context.Context, c redis.UniversalClient, addr string) error {
 		err := retry(ctx, func(ctx context.Context) error {
 			// Not Script.Load on a pipeline: it sets the hash to "" from no reply.
 			pipe := c.Pipeline()

@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"log/slog"
+	"net"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -16,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/drainkit/drainkit/internal/redistest"
+	"github.com/drainkit/drainkit/internal/testlog"
 )
 
 // TestStartWithRedisUnreachable: a Start that waits on a closed port says
@@ -72,4 +76,92 @@ func TestStartWithRedisUnreachable(t *testing.T) {
 			assert.False(t, errors.Is(err, ErrUnsafeServer), "got %v", err)
 		})
 	}
+}
+
+// TestStartWaitsForAClusterNotUpYet: a Cluster client whose seed does not
+// answer yet at Start (a pod starting while its cluster restarts) is
+// waited for, as a single server is: the slot map's load is retried, said
+// in the waiting line, and the start goes on once the seed answers.
+func TestStartWaitsForAClusterNotUpYet(t *testing.T) {
+	cl := redistest.StartCluster(t)
+	seed := "127.0.0.1:" + strconv.Itoa(redistest.FreePort(t)) // nothing listens yet
+	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{seed}, MaxRetries: 1, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { _ = c.Close() })
+	logs := &waitLines{waiting: make(chan struct{})}
+	cfg := testConfig()
+	cfg.Logger = slog.New(slog.NewTextHandler(logs, nil))
+	m, err := New(c, cfg)
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	started := make(chan error, 1)
+	go func() { started <- m.Start(ctx) }()
+	select {
+	case <-logs.waiting:
+	case err := <-started:
+		require.FailNow(t, "Start returned before the seed answered", "got %v; want it to wait", err)
+	}
+	assert.Contains(t, logs.String(), "addr="+seed, "the waiting line names the seed")
+	forward(t, seed, cl.Addrs[0])
+	require.NoError(t, <-started, "Start once the seed answers")
+	t.Cleanup(func() { _ = m.Stop(context.Background()) })
+	_, err = m.Acquire(ctx, "after-the-wait")
+	require.NoError(t, err, "Acquire")
+}
+
+// waitLines is a log sink that closes waiting at Start's first waiting line.
+type waitLines struct {
+	testlog.Buffer
+	once    sync.Once
+	waiting chan struct{}
+}
+
+func (w *waitLines) Write(p []byte) (int, error) {
+	if bytes.Contains(p, []byte("lease: start waiting for Redis")) {
+		w.once.Do(func() { close(w.waiting) })
+	}
+	return w.Buffer.Write(p)
+}
+
+// forward listens on addr and relays each connection to to, until the
+// test's cleanup closes the listener and every connection.
+func forward(t *testing.T, addr, to string) {
+	l, err := net.Listen("tcp", addr)
+	require.NoError(t, err, "listen on %s", addr)
+	var (
+		mu    sync.Mutex
+		conns []net.Conn
+		wg    sync.WaitGroup
+	)
+	track := func(c net.Conn) {
+		mu.Lock()
+		defer mu.Unlock()
+		conns = append(conns, c)
+	}
+	t.Cleanup(func() {
+		_ = l.Close()
+		mu.Lock()
+		for _, c := range conns {
+			_ = c.Close()
+		}
+		mu.Unlock()
+		wg.Wait()
+	})
+	wg.Go(func() {
+		for {
+			down, err := l.Accept()
+			if err != nil {
+				return
+			}
+			up, err := net.Dial("tcp", to)
+			if err != nil {
+				_ = down.Close()
+				continue
+			}
+			track(down)
+			track(up)
+			wg.Go(func() { _, _ = io.Copy(up, down); _ = up.Close() })
+			wg.Go(func() { _, _ = io.Copy(down, up); _ = down.Close() })
+		}
+	})
 }

@@ -101,15 +101,24 @@ var minVersion = [3]int{5, 0, 0}
 // AcceptEviction), and warns of what it cannot read: a managed Redis may
 // refuse INFO or CONFIG.
 func (s Servers) Check(ctx context.Context, c redis.UniversalClient) error {
-	return EachServer(ctx, c, s.check)
+	return EachServer(ctx, c, s.Retry, s.check)
 }
 
 // EachServer calls fn for every server c writes to, with its address: the
-// primaries of a Cluster, or c itself.
-func EachServer(ctx context.Context, c redis.UniversalClient, fn func(ctx context.Context, c redis.UniversalClient, addr string) error) error {
+// primaries of a Cluster, or c itself. A Cluster's slot map is loaded
+// first through retry, so a cluster not reachable yet is waited for as a
+// single server is (by fn's own retries).
+func EachServer(ctx context.Context, c redis.UniversalClient, retry func(context.Context, func(context.Context) error) error,
+	fn func(ctx context.Context, c redis.UniversalClient, addr string) error) error {
 	each := func(ctx context.Context, n *redis.Client) error { return fn(ctx, n, n.Options().Addr) }
 	switch c := c.(type) {
 	case *redis.ClusterClient:
+		err := retry(ctx, func(ctx context.Context) error { // go-redis keeps the map it loads here
+			return c.ForEachMaster(ctx, func(context.Context, *redis.Client) error { return nil })
+		})
+		if err != nil {
+			return fmt.Errorf("load the slot map from %s: %w", strings.Join(c.Options().Addrs, ","), err)
+		}
 		return c.ForEachMaster(ctx, each)
 	case *redis.Client:
 		return each(ctx, c)
