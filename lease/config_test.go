@@ -109,7 +109,15 @@ func TestNewListsEveryClientOptionLeasesNeed(t *testing.T) {
 		{"cluster defaults", redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{"127.0.0.1:1"}}),
 			[]string{"*redis.ClusterClient options", "ContextTimeoutEnabled false with ReadTimeout 5s and WriteTimeout 5s", "redis.ClusterOptions{"}},
 		{"cluster retries", redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{"127.0.0.1:1"}, MaxRetries: 3, ContextTimeoutEnabled: true}),
-			[]string{"MaxRetries 3"}},
+			[]string{"MaxRetries 3", "(0 or -1 is none)"}},
+		// Reads from replicas: a lagging one shows a live node's session gone.
+		{"cluster reading from replicas", redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{"127.0.0.1:1"}, ReadOnly: true, ContextTimeoutEnabled: true}),
+			[]string{"ReadOnly true", "give leases a client of their own"}},
+		{"cluster routed by latency", redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{"127.0.0.1:1"}, RouteByLatency: true, ContextTimeoutEnabled: true}),
+			[]string{"ReadOnly true (RouteByLatency and RouteRandomly set it)"}},
+		{"cluster routed randomly", redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{"127.0.0.1:1"}, RouteRandomly: true, ContextTimeoutEnabled: true}),
+			[]string{"ReadOnly true"}},
+		{"cluster fit", redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{"127.0.0.1:1"}, ContextTimeoutEnabled: true}), nil},
 		// A Ring moves an unreachable shard's keys to the others: two owners.
 		{"ring, however configured", redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": "127.0.0.1:1"}, MaxRetries: 1, ContextTimeoutEnabled: true}),
 			[]string{"*redis.Ring cannot keep leases", "another shard", "*redis.Client", "*redis.ClusterClient"}},

@@ -1,6 +1,6 @@
 // Package redischeck refuses a go-redis client or server that cannot keep
-// leases: a Ring, options under which a call can outlive its budget or be
-// sent more than twice, a server too old for the lease scripts, and a
+// leases: a Ring, options under which a call can outlive its budget, be
+// sent more than twice or read from a replica, a server too old for the lease scripts, and a
 // maxmemory-policy that may evict lease keys. Its importers are lease,
 // whose algorithm reads better without these checks beside it, and the
 // readiness check of package readiness/redischeck, which shares
@@ -33,15 +33,17 @@ func FollowFailover(c redis.UniversalClient) {
 }
 
 // Client refuses, in one error, a client under which a call could outlive
-// callTimeout or be sent more than twice. It checks the options rather than
+// callTimeout or be sent more than twice, or a read reach a replica. It checks the options rather than
 // building a client from them: a second pool would lose the team's hooks.
 // Client types other than *redis.Client and *redis.ClusterClient pass.
 func Client(c redis.UniversalClient, callTimeout time.Duration) error {
 	var (
 		options    string // the options type, for the advice
 		retries    int
+		noRetries  string           // what go-redis reads as no retries, for the advice
 		timeouts   [2]time.Duration // read, write; as go-redis resolved them
 		honoursCtx bool
+		readOnly   bool // reads may go to replicas
 	)
 	switch cl := c.(type) {
 	case nil:
@@ -52,16 +54,22 @@ func Client(c redis.UniversalClient, callTimeout time.Duration) error {
 	case *redis.Client:
 		o := cl.Options()
 		options, retries, timeouts, honoursCtx = "redis.Options", o.MaxRetries, [2]time.Duration{o.ReadTimeout, o.WriteTimeout}, o.ContextTimeoutEnabled
+		noRetries = "go-redis reads 0 as 3, -1 as none"
 	case *redis.ClusterClient:
-		o := cl.Options()
+		o := cl.Options() // as go-redis resolved them: RouteByLatency and RouteRandomly set ReadOnly
 		options, retries, timeouts, honoursCtx = "redis.ClusterOptions", o.MaxRetries, [2]time.Duration{o.ReadTimeout, o.WriteTimeout}, o.ContextTimeoutEnabled
+		noRetries, readOnly = "0 or -1 is none", o.ReadOnly
 	default:
 		return nil
 	}
 	limit := callTimeout.Truncate(time.Millisecond)
 	var bad, over []string
 	if retries > 1 {
-		bad = append(bad, fmt.Sprintf("MaxRetries %d: want at most 1, or a retried renewal can land after the lease expired (go-redis reads 0 as 3, -1 as none)", retries))
+		bad = append(bad, fmt.Sprintf("MaxRetries %d: want at most 1, or a retried renewal can land after the lease expired (%s)", retries, noRetries))
+	}
+	if readOnly {
+		bad = append(bad, "ReadOnly true (RouteByLatency and RouteRandomly set it): want false, or a node's session is read "+
+			"from a replica that may lag, and a live node's room taken; give leases a client of their own")
 	}
 	for i, name := range []string{"ReadTimeout", "WriteTimeout"} {
 		switch d := timeouts[i]; {
