@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 
 	"golang.org/x/sync/errgroup"
@@ -60,7 +62,7 @@ func (m *Manager) runHandOff(ctx context.Context, fn func(ctx context.Context, l
 	var (
 		mu             sync.Mutex
 		released, lost int
-		errs           []error // one per lease left to expire
+		left           leftToExpire
 	)
 	settle := func(l *Lease, err error) {
 		mu.Lock()
@@ -71,7 +73,7 @@ func (m *Manager) runHandOff(ctx context.Context, fn func(ctx context.Context, l
 		case errors.Is(err, ErrNotHeld), errors.Is(err, ErrLost):
 			lost++
 		default:
-			errs = append(errs, fmt.Errorf("room %s: %w", l.ID(), err))
+			left.add(l.ID(), err)
 		}
 	}
 	// Take every lease before any fn runs (g.Go blocks at the limit): one
@@ -86,7 +88,12 @@ func (m *Manager) runHandOff(ctx context.Context, fn func(ctx context.Context, l
 	var releaser sync.WaitGroup
 	releaser.Go(func() {
 		// A flushed room may move even if the drain's deadline is near.
-		m.releaseFlushed(context.WithoutCancel(ctx), flushed, settle)
+		m.releaseFlushed(context.WithoutCancel(ctx), flushed, func(l *Lease, err error) {
+			if err != nil && !errors.Is(err, ErrLeftToExpire) { // left to expire: by Stop, after the flush
+				err = fmt.Errorf("release: %w", err)
+			}
+			settle(l, err)
+		})
 	})
 	var g errgroup.Group
 	g.SetLimit(max(concurrency, 1))
@@ -104,11 +111,54 @@ func (m *Manager) runHandOff(ctx context.Context, fn func(ctx context.Context, l
 	close(flushed)
 	releaser.Wait()
 	m.cfg.Logger.Info("lease hand-off done", "node_id", m.cfg.Node,
-		"released", released, "left_to_expire", len(errs), "lost", lost)
-	if len(errs) == 0 {
+		"released", released, "left_to_expire", left.n, "lost", lost)
+	if left.n == 0 {
 		return nil
 	}
-	return fmt.Errorf("lease: hand-off: %d released, %d left to expire, %d lost: %w", released, len(errs), lost, errors.Join(errs...))
+	return fmt.Errorf("lease: hand-off: %d released, %d left to expire, %d lost: %w", released, left.n, lost, left.err())
+}
+
+// leftToExpire groups the rooms a hand-off left to expire by cause: a
+// drain that lost a primary says the cause once, with its rooms, not once
+// per room in a line that a log shipper would cut.
+type leftToExpire struct {
+	n      int
+	causes []error             // in the order first seen
+	rooms  map[string][]string // by cause text
+}
+
+// maxRoomsNamed is how many rooms an error names per cause.
+const maxRoomsNamed = 10
+
+func (e *leftToExpire) add(room string, err error) {
+	e.n++
+	if e.rooms == nil {
+		e.rooms = map[string][]string{}
+	}
+	if e.rooms[err.Error()] == nil {
+		e.causes = append(e.causes, err)
+	}
+	e.rooms[err.Error()] = append(e.rooms[err.Error()], room)
+}
+
+// err joins one error per cause, naming its rooms (at most maxRoomsNamed).
+func (e *leftToExpire) err() error {
+	errs := make([]error, len(e.causes))
+	for i, cause := range e.causes {
+		rooms := e.rooms[cause.Error()]
+		slices.Sort(rooms)
+		named := strings.Join(rooms[:min(len(rooms), maxRoomsNamed)], ", ")
+		switch {
+		case len(rooms) == 1:
+			named = "room " + named
+		case len(rooms) > maxRoomsNamed:
+			named = fmt.Sprintf("%d rooms (%s, …)", len(rooms), named)
+		default:
+			named = fmt.Sprintf("%d rooms (%s)", len(rooms), named)
+		}
+		errs[i] = fmt.Errorf("%s: %w", named, cause)
+	}
+	return errors.Join(errs...)
 }
 
 // flushOne runs fn for l and returns nil if l may be released (still held);

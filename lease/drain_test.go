@@ -115,6 +115,8 @@ func TestHandOff(t *testing.T) {
 	require.Equal(t, drain.Flush, hook.Phase, "HandOff hook: phase")
 	err = hook.Run(ctx)
 	require.ErrorContains(t, err, "4 released, 2 left to expire, 0 lost", "HandOff")
+	assert.ErrorContains(t, err, "2 rooms (fail-1, fail-2): snapshot store down", "HandOff: a cause with its rooms")
+	assert.Equal(t, 1, strings.Count(err.Error(), "snapshot store down"), "HandOff: %q: want each cause once", err)
 	for id, l := range leases {
 		exists := c.Exists(ctx, l.key).Val() == 1
 		failed := strings.HasPrefix(id, "fail")
@@ -278,4 +280,21 @@ func handOffLease(t *testing.T, c redis.UniversalClient, id string) (*Manager, *
 	l, err := m.Acquire(context.Background(), id)
 	require.NoError(t, err, "Acquire")
 	return m, l
+}
+
+// A hand-off that lost a primary leaves thousands of rooms to expire for
+// one cause: its error says the cause once and names a few rooms, so the
+// drain report stays a line that a log shipper keeps whole.
+func TestLeftToExpireSaysEachCauseOnce(t *testing.T) {
+	down := errors.New("release: dial tcp 10.0.0.2:6379: connect: connection refused")
+	var left leftToExpire
+	for i := range 2000 {
+		left.add(fmt.Sprintf("r%04d", i), down)
+	}
+	left.add("x", errors.New("snapshot store down"))
+	err := left.err()
+	assert.Equal(t, 2001, left.n)
+	assert.Equal(t, "2000 rooms (r0000, r0001, r0002, r0003, r0004, r0005, r0006, r0007, r0008, r0009, …): "+down.Error()+
+		"\nroom x: snapshot store down", err.Error())
+	assert.ErrorIs(t, err, down, "the cause stays matchable")
 }

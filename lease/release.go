@@ -1,6 +1,7 @@
 package lease
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -34,7 +35,11 @@ func (l *Lease) Release(ctx context.Context) error {
 		return fmt.Errorf("lease: release %s: its session ended: %w", l.label(), ErrNotHeld)
 	}
 	var err error
-	l.m.releaseEach(ctx, []*Lease{l}, func(_ *Lease, e error) { err = e })
+	l.m.releaseEach(ctx, []*Lease{l}, func(_ *Lease, e error) {
+		if e != nil {
+			err = fmt.Errorf("lease: release %s: %w", l.label(), e)
+		}
+	})
 	return err
 }
 
@@ -63,42 +68,42 @@ func (m *Manager) releaseFlushed(ctx context.Context, flushed <-chan *Lease, don
 }
 
 // releaseEach compare-and-DELs the routes of leases of one session, retried
-// while ctx and the session last; done gets what [Lease.Release] returns.
+// while ctx and the session last; done gets nil or why not, which the
+// caller labels (the same cause for a batch reads the same).
 func (m *Manager) releaseEach(ctx context.Context, leases []*Lease, done func(*Lease, error)) {
-	fail := func(l *Lease, err error) { done(l, fmt.Errorf("lease: release %s: %w", l.label(), err)) }
 	pending := leases
 	var unknown map[*Lease]bool // an attempt's reply was lost: it may have deleted the route
 	err := m.retry(ctx, m.whileSession(leases[0].epoch), func(ctx context.Context) error {
 		cmds := m.sendReleases(ctx, pending)
 		var retry []*Lease
-		var errs []error
+		var retryErr error // the first: a batch's calls mostly fail alike, and one cause reads better than thousands
 		for i, l := range pending {
 			n, err := cmds[i].Int64()
 			switch {
 			case err != nil && retryable(err):
-				retry, errs = append(retry, l), append(errs, err)
+				retry, retryErr = append(retry, l), cmp.Or(retryErr, err)
 				if unknown == nil {
 					unknown = map[*Lease]bool{}
 				}
 				unknown[l] = true
 			case err != nil:
-				fail(l, err)
+				done(l, err)
 			case n == 1, n == 0 && unknown[l]: // release.lua: 1 deleted (ours), 0 gone, -1 someone else's
 				// Gone after a lost reply: that attempt deleted it, as the
 				// route was ours and the session lived (whileSession).
 				m.met.released.Inc()
 				done(l, nil)
 			case n == 0:
-				fail(l, fmt.Errorf("gone: %w", ErrNotHeld))
+				done(l, fmt.Errorf("gone: %w", ErrNotHeld))
 			default:
-				fail(l, fmt.Errorf("taken by another holder: %w", ErrNotHeld))
+				done(l, fmt.Errorf("taken by another holder: %w", ErrNotHeld))
 			}
 		}
 		pending = retry
-		return errors.Join(errs...)
+		return retryErr
 	})
 	for _, l := range pending {
-		fail(l, err)
+		done(l, err)
 	}
 }
 

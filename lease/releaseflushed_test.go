@@ -2,10 +2,13 @@ package lease
 
 import (
 	"context"
+	"io"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
@@ -81,4 +84,47 @@ func TestReleaseFlushedBatches(t *testing.T) {
 		assert.ErrorIs(t, context.Cause(l.Context()), ErrReleased, "%s: cause", l.label())
 	}
 	assert.Empty(t, m.snapshot(), "leases still held after their release")
+}
+
+// TestReleaseBatchFailingAlikeSaysItsCauseOnce: when every call of a
+// release batch fails alike (its primary died), each lease's error says
+// the cause once, not once per call of the batch: a drain of thousands of
+// rooms would otherwise log a line of megabytes.
+func TestReleaseBatchFailingAlikeSaysItsCauseOnce(t *testing.T) {
+	const n = 20
+	var failing atomic.Bool
+	hook := pipelineHook{fn: func(ctx context.Context, cmds []redis.Cmder, next redis.ProcessPipelineHook) error {
+		if args := cmds[0].Args(); failing.Load() && len(args) > 1 && args[1] == releaseScript.Hash() {
+			for _, c := range cmds {
+				c.SetErr(io.ErrUnexpectedEOF) // the connection dropped mid-reply
+			}
+			return io.ErrUnexpectedEOF
+		}
+		return next(ctx, cmds)
+	}}
+	c := standalone(t).client(hook)
+	m := startManager(t, c, testConfig())
+	leases := make([]*Lease, n)
+	for i := range leases {
+		l, err := m.Acquire(context.Background(), "alike-"+strconv.Itoa(i))
+		require.NoError(t, err, "Acquire")
+		require.True(t, l.end(ErrReleased), "end %s", l.label())
+		leases[i] = l
+	}
+	failing.Store(true)
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	var mu sync.Mutex
+	errs := map[*Lease]error{}
+	m.releaseEach(ctx, leases, func(l *Lease, err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		errs[l] = err
+	})
+	require.Len(t, errs, n, "results")
+	for _, l := range leases {
+		err := errs[l]
+		require.ErrorIs(t, err, io.ErrUnexpectedEOF, "release %s", l.label())
+		assert.Equal(t, 1, strings.Count(err.Error(), io.ErrUnexpectedEOF.Error()), "release %s: %q: want the cause once", l.label(), err)
+	}
 }
