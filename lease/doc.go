@@ -8,7 +8,8 @@
 // docs/leases.md holds the algorithm, the budgets and the safety argument.
 //
 // A lease call must end within CallTimeout (TTL/6) and be sent at most
-// twice: [New] refuses a client that could do otherwise, naming each
+// twice (a Cluster client's redirects aside), and reads must not reach a
+// replica: [New] refuses a client that could do otherwise, naming each
 // option (docs/leases.md lists them). For example:
 //
 //	redis.NewClient(&redis.Options{Addr: addr, MaxRetries: 1, ContextTimeoutEnabled: true})
