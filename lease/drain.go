@@ -123,16 +123,14 @@ func (m *Manager) runHandOff(ctx context.Context, fn func(ctx context.Context, l
 // per room in a line that a log shipper would cut.
 type leftToExpire struct {
 	n      int
-	causes []error             // in the order first seen
+	causes []error             // one per text, in the order first seen
 	rooms  map[string][]string // by cause text
 }
 
-// maxRoomsNamed is how many rooms an error names per cause.
-const maxRoomsNamed = 10
+const maxRoomsNamed = 10 // per cause
 
 func (e *leftToExpire) add(room string, err error) {
-	e.n++
-	if e.rooms == nil {
+	if e.n++; e.rooms == nil {
 		e.rooms = map[string][]string{}
 	}
 	if e.rooms[err.Error()] == nil {
@@ -147,14 +145,12 @@ func (e *leftToExpire) err() error {
 	for i, cause := range e.causes {
 		rooms := e.rooms[cause.Error()]
 		slices.Sort(rooms)
-		named := strings.Join(rooms[:min(len(rooms), maxRoomsNamed)], ", ")
-		switch {
-		case len(rooms) == 1:
-			named = "room " + named
-		case len(rooms) > maxRoomsNamed:
-			named = fmt.Sprintf("%d rooms (%s, …)", len(rooms), named)
-		default:
-			named = fmt.Sprintf("%d rooms (%s)", len(rooms), named)
+		named := "room " + rooms[0]
+		if len(rooms) > 1 {
+			named = "rooms " + strings.Join(rooms[:min(len(rooms), maxRoomsNamed)], ", ")
+		}
+		if more := len(rooms) - maxRoomsNamed; more > 0 {
+			named += fmt.Sprintf(" and %d more", more)
 		}
 		errs[i] = fmt.Errorf("%s: %w", named, cause)
 	}
