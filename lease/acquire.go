@@ -66,11 +66,18 @@ func (m *Manager) acquire(id string, f *flight) (*Lease, error) {
 	// epoch) is taken at once. The session is read outside the script
 	// (another slot): safe, as an ended epoch never comes back
 	// (docs/leases.md). A value of the earlier format is never dead here:
-	// the script checks its TTL.
+	// the script checks its TTL. One of this very session is nobody's (an
+	// attempt whose reply was lost): this flight is the room's only one,
+	// and no lease of it is registered.
 	if err == nil && code == 0 {
 		if node, epoch, _, ok := parseValue(val); ok {
-			var sess nodeSession
-			if sess, err = m.nodeSession(ctx, node); err == nil && sess.ended(epoch) {
+			takeOver := strings.HasPrefix(val, s.prefix)
+			if !takeOver {
+				var sess nodeSession
+				sess, err = m.nodeSession(ctx, node)
+				takeOver = err == nil && sess.ended(epoch)
+			}
+			if takeOver {
 				code, val, err = m.acquireOnce(ctx, id, s, []any{s.args[0], s.args[1], val, s.args[3]}, stillWanted)
 			}
 		}

@@ -3,12 +3,14 @@
 -- ARGV[1] node, ARGV[2] the node's session epoch, ARGV[3] the route value
 -- the caller found naming a dead session ('' if none), ARGV[4] fence key
 -- retention ms
--- Returns {1, fence} acquired, {2, fence} taken over from this same node
--- (a retry after a lost reply, a lease the node already gave up locally,
--- or one of its earlier epochs, dead since the node's one session names
--- another: nobody acts on the old fence, so the room is ours at once with
--- a new one), {0, value} held by someone else. A route of this node with
--- a later epoch is not this caller's (a delayed attempt of an ended
+-- Returns {1, fence} acquired, {2, fence} taken over from one of this
+-- node's earlier epochs (dead since the node's one session names another:
+-- nobody acts on the old fence, so the room is ours at once with a new
+-- one), {0, value} held by someone else. A route of this node's epoch is
+-- taken only as ARGV[3], the value the caller found and knows nobody holds
+-- (an attempt whose reply was lost): a delayed attempt arriving after its
+-- retry won must not re-fence the lease that retry handed out. One of a
+-- later epoch is not this caller's (a delayed attempt of an ended
 -- session): answered like anyone else's.
 -- A route value is node|epoch|fence and has no TTL: it is held while that
 -- node's session has that epoch (the caller reads it: another slot on
@@ -23,7 +25,7 @@ local cur, counter = both[1], tonumber(both[2])
 if cur then
   local node, epoch = string.match(cur, '^([^|]*)|([^|]*)|%d+$')
   epoch = tonumber(epoch)
-  if node == ARGV[1] and epoch and epoch <= tonumber(ARGV[2]) and redis.call('PTTL', KEYS[1]) == -1 then
+  if node == ARGV[1] and epoch and epoch < tonumber(ARGV[2]) and redis.call('PTTL', KEYS[1]) == -1 then
     code = 2
   elseif cur ~= ARGV[3] or redis.call('PTTL', KEYS[1]) ~= -1 then
     -- Not ours, parseable or not, and not found dead: never overwritten.

@@ -1,0 +1,75 @@
+package lease
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestADelayedAcquireAttemptLeavesTheLeaseItsRoute: an acquire attempt
+// held up on the network past its CallTimeout is retried; the retry takes
+// the room and the lease is handed out. When the first attempt then
+// reaches Redis, it must not take the route over with a new fence: writes
+// fenced against the route would be refused to the lease's holder, and its
+// Release would find the room "taken by another holder".
+func TestADelayedAcquireAttemptLeavesTheLeaseItsRoute(t *testing.T) {
+	b := standalone(t)
+	raw := b.client()
+	var held atomic.Bool
+	delayed := make(chan func(), 1)
+	c := b.client(cmdHook{fn: func(ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error {
+		if isScript(cmd, acquireScript) && held.CompareAndSwap(false, true) {
+			a := cmd.Args() // evalsha sha 2 route fence args...
+			keys, args := []string{a[3].(string), a[4].(string)}, a[5:]
+			delayed <- func() { _ = acquireScript.Run(context.Background(), raw, keys, args...).Err() }
+			return fmt.Errorf("request held up on the network: %w", context.DeadlineExceeded)
+		}
+		return next(ctx, cmd)
+	}})
+	cfg := testConfig()
+	cfg.TTL = time.Minute
+	m := startManager(t, c, cfg)
+	ctx := context.Background()
+	l, err := m.Acquire(ctx, "late-attempt")
+	require.NoError(t, err)
+	(<-delayed)() // the first attempt reaches Redis now
+
+	assert.Equal(t, l.value, raw.Get(ctx, l.key).Val(), "route of a held lease; want the lease's value")
+	assert.NoError(t, l.Release(ctx), "Release of a held lease")
+}
+
+// TestAnAcquireWhoseReplyWasLostTakesItsOwnRoute: an attempt that Redis
+// applied but whose reply was lost left a route of this very session that
+// no lease holds; the retry takes it, with a higher fence, at once.
+func TestAnAcquireWhoseReplyWasLostTakesItsOwnRoute(t *testing.T) {
+	b := standalone(t)
+	raw := b.client()
+	var lost atomic.Bool
+	c := b.client(cmdHook{fn: func(ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error {
+		if isScript(cmd, acquireScript) && lost.CompareAndSwap(false, true) {
+			if err := next(ctx, cmd); err != nil {
+				return err
+			}
+			return fmt.Errorf("reply lost: %w", context.DeadlineExceeded)
+		}
+		return next(ctx, cmd)
+	}})
+	cfg := testConfig()
+	cfg.TTL = time.Minute
+	m := startManager(t, c, cfg)
+	ctx := context.Background()
+	l, err := m.Acquire(ctx, "lost-reply")
+	require.NoError(t, err, "Acquire after a lost reply")
+	require.True(t, lost.Load(), "the first attempt ran")
+	assert.Equal(t, l.value, raw.Get(ctx, l.key).Val(), "route; want the lease's value")
+	fence, err := raw.Get(ctx, m.fenceKey("lost-reply")).Int64()
+	require.NoError(t, err)
+	assert.Equal(t, l.Token(), fence, "the lease's fence is the last issued")
+	require.NoError(t, l.Release(ctx), "Release")
+}
