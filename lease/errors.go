@@ -16,7 +16,8 @@ var (
 	ErrInvalidID = errors.New("lease: invalid room id")
 	// ErrHeld is matched by Acquire's error naming another holder.
 	ErrHeld = errors.New("lease: held by another holder")
-	// ErrNotHeld: gone, taken or its session ended in Redis. It should not fail a drain.
+	// ErrNotHeld: Release found the room taken or its session ended; Owner
+	// found it nobody's. It should not fail a drain.
 	ErrNotHeld = errors.New("lease: not held")
 	// ErrNotRunning is returned by Acquire before Start or after Stop.
 	ErrNotRunning = errors.New("lease: manager not running")

@@ -11,10 +11,10 @@ import (
 )
 
 // Release ends the lease (its context first) and compare-and-DELs its
-// route, retried while ctx lasts and its session does. It returns nil if
-// it deleted the route, an error wrapping [ErrNotHeld] if the session
-// ended or the route is someone else's (do not fail a drain on it), or the
-// Redis error. A lease the drain's hand-off took is the hand-off's: Release
+// route, retried while ctx lasts and its session does. It returns nil once
+// the route is gone (the room is free), an error wrapping [ErrNotHeld] if
+// the session ended or the route is someone else's (do not fail a drain on
+// it), or the Redis error. A lease the drain's hand-off took is the hand-off's: Release
 // returns [ErrLeftToExpire] or [ErrDraining] and touches nothing.
 func (l *Lease) Release(ctx context.Context) error {
 	switch {
@@ -72,7 +72,6 @@ func (m *Manager) releaseFlushed(ctx context.Context, flushed <-chan *Lease, don
 // caller labels (the same cause for a batch reads the same).
 func (m *Manager) releaseEach(ctx context.Context, leases []*Lease, done func(*Lease, error)) {
 	pending := leases
-	var unknown map[*Lease]bool // an attempt's reply was lost: it may have deleted the route
 	err := m.retry(ctx, m.whileSession(leases[0].epoch), func(ctx context.Context) error {
 		cmds := m.sendReleases(ctx, pending)
 		var retry []*Lease
@@ -82,19 +81,14 @@ func (m *Manager) releaseEach(ctx context.Context, leases []*Lease, done func(*L
 			switch {
 			case err != nil && retryable(err):
 				retry, retryErr = append(retry, l), cmp.Or(retryErr, err)
-				if unknown == nil {
-					unknown = map[*Lease]bool{}
-				}
-				unknown[l] = true
 			case err != nil:
 				done(l, err)
-			case n == 1, n == 0 && unknown[l]: // release.lua: 1 deleted (ours), 0 gone, -1 someone else's
-				// Gone after a lost reply: that attempt deleted it, as the
-				// route was ours and the session lived (whileSession).
+			case n >= 0: // release.lua: 1 deleted, 0 gone, -1 someone else's
+				// Gone is free, and nobody else deletes a route of a live
+				// session (whileSession): an earlier attempt whose reply was
+				// lost did, or go-redis's own resend of one found it done.
 				m.met.released.Inc()
 				done(l, nil)
-			case n == 0:
-				done(l, fmt.Errorf("gone: %w", ErrNotHeld))
 			default:
 				done(l, fmt.Errorf("taken by another holder: %w", ErrNotHeld))
 			}

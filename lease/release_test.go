@@ -12,9 +12,10 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestReleaseOfAnEndedRoute: a route that is gone is reported as
-// ErrNotHeld ("gone"); a lease whose session was lost sends nothing (its
-// route is dead with the session) and reports ErrNotHeld too.
+// TestReleaseOfAnEndedRoute: a route that is gone is released: the room is
+// free (go-redis's own resend of a release whose reply was lost finds just
+// that); a lease whose session was lost sends nothing (its route is dead
+// with the session) and reports ErrNotHeld.
 func TestReleaseOfAnEndedRoute(t *testing.T) {
 	var releases atomic.Int32
 	c := standalone(t).client(pipelineHook{fn: func(ctx context.Context, cmds []redis.Cmder, next redis.ProcessPipelineHook) error {
@@ -33,9 +34,7 @@ func TestReleaseOfAnEndedRoute(t *testing.T) {
 	l, err := m.Acquire(ctx, "gone")
 	require.NoError(t, err, "Acquire")
 	require.NoError(t, c.Del(ctx, l.key).Err())
-	err = l.Release(ctx)
-	assert.ErrorIs(t, err, ErrNotHeld, "Release of a deleted route")
-	assert.ErrorContains(t, err, "gone", "Release of a deleted route")
+	assert.NoError(t, l.Release(ctx), "Release of a deleted route")
 
 	l, err = m.Acquire(ctx, "session-lost")
 	require.NoError(t, err, "Acquire")

@@ -43,8 +43,8 @@ func TestReleaseFlushedBatches(t *testing.T) {
 		require.NoError(t, err, "Acquire")
 		leases[i] = l
 	}
-	// One lease is already gone from Redis: its caller alone gets ErrNotHeld.
-	c.Del(ctx, leases[n-1].key)
+	// One lease's room is someone else's in Redis: its caller alone gets ErrNotHeld.
+	c.Set(ctx, leases[n-1].key, "other-node|1|1", 0)
 
 	var (
 		mu   sync.Mutex
@@ -76,11 +76,12 @@ func TestReleaseFlushedBatches(t *testing.T) {
 			continue
 		}
 		if err := errs[l][0]; i == n-1 {
-			assert.ErrorIs(t, err, ErrNotHeld, "release %s, already gone from Redis", l.label())
+			assert.ErrorIs(t, err, ErrNotHeld, "release %s, someone else's in Redis", l.label())
+			assert.Equal(t, "other-node|1|1", c.Get(ctx, l.key).Val(), "%s: someone else's route, untouched", l.label())
 		} else {
 			assert.NoError(t, err, "release %s", l.label())
+			assert.Zero(t, c.Exists(ctx, l.key).Val(), "%s still in Redis after its release", l.label())
 		}
-		assert.Zero(t, c.Exists(ctx, l.key).Val(), "%s still in Redis after its release", l.label())
 		assert.ErrorIs(t, context.Cause(l.Context()), ErrReleased, "%s: cause", l.label())
 	}
 	assert.Empty(t, m.snapshot(), "leases still held after their release")
