@@ -89,7 +89,11 @@ func (m *Manager) runHandOff(ctx context.Context, fn func(ctx context.Context, l
 	releaser.Go(func() {
 		// A flushed room may move even if the drain's deadline is near.
 		m.releaseFlushed(context.WithoutCancel(ctx), flushed, func(l *Lease, err error) {
-			if err != nil && !errors.Is(err, ErrLeftToExpire) { // left to expire: by Stop, after the flush
+			switch {
+			case err == nil, errors.Is(err, ErrLeftToExpire), errors.Is(err, ErrLost), errors.Is(err, ErrNotHeld):
+				// Counted by the release, by whoever ended the lease, or lost.
+			default: // the session's end frees the room: left to expire, which Stop no longer sees
+				m.met.leftToExpire.Inc()
 				err = fmt.Errorf("release: %w", err)
 			}
 			settle(l, err)

@@ -40,7 +40,7 @@ func newMetrics() *metrics {
 	m.renewed = counter("room_lease_renewed_total", "Session renewals Redis confirmed (one renews every room held).")
 	m.lost = counter("room_lease_lost_total", "Room leases lost with their session: ended in Redis or renewal overdue.")
 	m.released = counter("room_lease_released_total", "Room leases released: their route deleted, or freed with the session's end.")
-	m.leftToExpire = counter("room_lease_left_to_expire_total", "Room leases ended unflushed at drain or stop (freed with the session).")
+	m.leftToExpire = counter("room_lease_left_to_expire_total", "Room leases not released one by one at drain or stop, unflushed or their release failed (freed with the session).")
 	m.checkFailures = counter("room_lease_check_failures_total", "Failed lease readiness probes.")
 	m.heartbeatErrors = counter("room_node_heartbeat_failures_total", "Failed session renewals (room:node:{NODE}).")
 	return m
