@@ -124,7 +124,8 @@ func (m *Manager) Start(ctx context.Context) error {
 
 // Stop stops the renewer (waiting for it within ctx), ends every lease
 // still held, waits within ctx for acquisitions in progress, then ends
-// the session in one command: every room is free at once. The leases end
+// this process's session in one command, whatever its epoch: every room
+// is free at once. The leases end
 // first, as nothing renews the session once the renewer has stopped. A
 // lease ends with [ErrReleased], or [ErrLeftToExpire] once
 // [Manager.HandOff] was called (it was not flushed: its next owner
@@ -153,8 +154,8 @@ func (m *Manager) Stop(ctx context.Context) error {
 		}
 	}
 	m.startMu.Unlock()
-	err = errors.Join(err, m.waitFlights(ctx))   // a flight waiting for startMu above ends now: stopped
-	if epoch := m.lastEpoch.Load(); epoch != 0 { // 0: a start that failed, no session of ours
+	err = errors.Join(err, m.waitFlights(ctx)) // a flight waiting for startMu above ends now: stopped
+	if m.starts.Load() != 0 {                  // 0: no session start was ever sent
 		ectx := ctx
 		if d, ok := ctx.Deadline(); ctx.Err() != nil || ok && time.Until(d) < m.cfg.CallTimeout {
 			// One attempt still, if ctx ended or nearly: the rooms move now, not at the session's expiry.
@@ -163,7 +164,7 @@ func (m *Manager) Stop(ctx context.Context) error {
 			defer cancel()
 		}
 		eerr := m.retry(ectx, nil, func(ctx context.Context) error {
-			return sessionEndScript.Run(ctx, m.client, []string{m.nodeKey()}, epoch).Err()
+			return sessionEndScript.Run(ctx, m.client, []string{m.nodeKey()}, m.holder).Err()
 		})
 		if eerr != nil {
 			return errors.Join(err, fmt.Errorf("lease: end session %s: %w", m.nodeKey(), eerr),
