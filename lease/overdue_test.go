@@ -3,6 +3,7 @@ package lease
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"log/slog"
 	"sync/atomic"
 	"testing"
@@ -101,4 +102,30 @@ func TestOverdueLeaseSaysTheTimeSinceItsLastRenewal(t *testing.T) {
 	const want = "no session renewal confirmed for 5m15s (limit 2m0s, TTL·2/3)"
 	assert.ErrorContains(t, context.Cause(old.Context()), want, "old lease: cause")
 	assert.Contains(t, logs.String(), want, "log: want a lease lost line")
+}
+
+// An Acquire that finds its session overdue starts a new one, and a start
+// attempt that times out is retried within the Acquire's ctx, as every
+// lease call is (docs/leases.md, Budgets): one slow call does not fail it.
+func TestAcquireRetriesTheStartOfASessionAfterAnOverdueOne(t *testing.T) {
+	var failNext atomic.Bool
+	c := standalone(t).client(cmdHook{fn: func(ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error {
+		if isScript(cmd, sessionScript) && failNext.CompareAndSwap(true, false) {
+			return fmt.Errorf("slow server: %w", context.DeadlineExceeded) // not sent: nothing applied
+		}
+		return next(ctx, cmd)
+	}})
+	cfg := testConfig()
+	cfg.TTL, cfg.RenewInterval = 3*time.Minute, 50*time.Second // the renewer stays asleep in this test
+	m := startManager(t, c, cfg)
+	ctx := context.Background()
+	old, err := m.Acquire(ctx, "slow-start")
+	require.NoError(t, err, "Acquire")
+	m.okAt.Store(new(time.Now().Add(-m.lostAfter))) // session renewals failing for TTL·2/3
+	failNext.Store(true)
+
+	cur, err := m.Acquire(ctx, "slow-start")
+	require.NoError(t, err, "Acquire after an overdue session, its first start attempt timing out")
+	assert.False(t, failNext.Load(), "the failing start attempt ran")
+	assert.Greater(t, cur.epoch, old.epoch, "the new lease's session")
 }

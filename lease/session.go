@@ -144,7 +144,7 @@ func (m *Manager) currentSession(ctx context.Context) (*session, error) {
 		case s != nil && m.alive(s.epoch, m.now()):
 			return s, nil
 		case s != nil: // overdue: startSession loses it first
-			if err := m.startSession(ctx); err != nil {
+			if err := m.retry(ctx, nil, m.startSession); err != nil {
 				return nil, err
 			}
 			continue

@@ -146,7 +146,7 @@ func (c *Cluster) Client() *redis.ClusterClient {
 // ClientWith returns a cluster client built from opt with Addrs (and the
 // credentials, if any) filled in, closed at cleanup.
 func (c *Cluster) ClientWith(opt *redis.ClusterOptions) *redis.ClusterClient {
-	opt.Addrs = c.Addrs
+	opt.Addrs = slices.Clone(c.Addrs) // go-redis appends to it: clients must not share it
 	opt.Username, opt.Password = c.cfg.User, c.cfg.Password
 	cl := redis.NewClusterClient(opt)
 	c.t.Cleanup(func() { _ = cl.Close() })
