@@ -10,7 +10,7 @@ import (
 
 // FuzzRedisURL builds a Redis URL from fuzzed parts, a password in the
 // user info and two in the query (password=, sentinel_password=), and reads
-// it through redisFromEnv as each variable would be. What is shown of it
+// it through redisFromEnv as each variable would be (REDIS_ADDR, refused, too). What is shown of it
 // (the redacted form, the target's String) must not depend on the
 // passwords: the same URL with other passwords shows exactly the same text.
 // An error names the variable and holds no password.
@@ -53,7 +53,7 @@ func FuzzRedisURL(f *testing.F) {
 		}
 		raw := build(password, queryPassword, sentinelPassword)
 		alt := build(other(password, "Other-Pass-1"), other(queryPassword, "Other-Pass-2"), other(sentinelPassword, "Other-Pass-3"))
-		for _, env := range []string{envURL, envSentinelURL, envClusterURL} {
+		for _, env := range []string{envURL, envSentinelURL, envClusterURL, envAddr} { // REDIS_ADDR: refused, redacted
 			shown := func(raw string) ([]string, string) {
 				target, err := redisFromEnv(func(k string) string {
 					if k == env {
