@@ -3,14 +3,21 @@ package lease
 import (
 	"context"
 	"errors"
+	"fmt"
+	"log/slog"
 	"strconv"
+	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/drainkit/drainkit/internal/testlog"
 )
 
 // TestLostBeforeExpiry stops session renewals reaching Redis (dropped at
@@ -110,4 +117,38 @@ func TestSessionDeadlineKeepsTheMonotonicClock(t *testing.T) {
 	assert.True(t, m.deadline() != m.deadline().Round(0), "deadline after the start has a monotonic reading")
 	require.NoError(t, m.tick(context.Background()), "renewal")
 	assert.True(t, m.deadline() != m.deadline().Round(0), "deadline after a renewal has a monotonic reading")
+}
+
+// TestARedisOutageIsOneWarningNotOnePerTick: while Redis is unreachable
+// the renewer tries a new session every tick; the outage is one warning,
+// naming the server, and its end one line, not a line per tick, and every
+// failed try counts in room_node_heartbeat_failures_total.
+func TestARedisOutageIsOneWarningNotOnePerTick(t *testing.T) {
+	var down atomic.Bool
+	var tries atomic.Int32
+	b := standalone(t)
+	c := b.client(cmdHook{fn: func(ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error {
+		if down.Load() && (isScript(cmd, sessionScript) || isScript(cmd, sessionRenewScript)) {
+			tries.Add(1)
+			return fmt.Errorf("dial tcp: %w", syscall.ECONNREFUSED)
+		}
+		return next(ctx, cmd)
+	}})
+	var logs testlog.Buffer
+	cfg := testConfig()
+	cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	m := startManager(t, c, cfg)
+	down.Store(true)
+	waitFor(t, "the session lost and eight tries at a new one", func() bool {
+		return m.sess.Load() == nil && tries.Load() >= 8
+	})
+	down.Store(false)
+	waitFor(t, "a new session", func() bool { return m.sess.Load() != nil })
+
+	out := logs.String()
+	assert.Equal(t, 1, strings.Count(out, "lease session not started again yet"), "warnings for one outage:\n%s", out)
+	assert.Contains(t, out, "addr="+c.(*redis.Client).Options().Addr, "the warning names the server")
+	assert.Equal(t, 1, strings.Count(out, "lease session started again"), "lines for its end:\n%s", out)
+	assert.NotContains(t, out, "lease session renewed again", "a new session is not the lost one renewed")
+	assert.GreaterOrEqual(t, testutil.ToFloat64(m.met.heartbeatErrors), 8.0, "room_node_heartbeat_failures_total")
 }

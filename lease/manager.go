@@ -26,13 +26,15 @@ type Manager struct {
 	now       func() time.Time // time.Now; tests may replace it before Start
 	lostAfter time.Duration    // TTL·2/3
 
-	holder    string                    // random per Manager: its own session is known after a lost reply
-	sess      atomic.Pointer[session]   // the current session; nil while there is none
-	okAt      atomic.Pointer[time.Time] // when its last confirmed renewal (or its start) was sent, monotonic clock kept
-	lastEpoch atomic.Int64              // the last epoch this process started; 0 before
-	starts    atomic.Int64              // session start attempts sent: a late one never replaces a later one's epoch
-	hbFailed  atomic.Bool               // the last session renewal failed (logs on change)
-	startMu   sync.Mutex                // one session start or loss at a time: a start waits for a loss to tell every holder
+	holder        string                    // random per Manager: its own session is known after a lost reply
+	sess          atomic.Pointer[session]   // the current session; nil while there is none
+	okAt          atomic.Pointer[time.Time] // when its last confirmed renewal (or its start) was sent, monotonic clock kept
+	wroteAt       atomic.Pointer[time.Time] // when a session start or renewal was last sent: every session of ours is gone from Redis a TTL later
+	lastEpoch     atomic.Int64              // the last epoch this process started; 0 before
+	starts        atomic.Int64              // session start attempts sent: a late one never replaces a later one's epoch
+	hbFailed      atomic.Bool               // the last session renewal failed (logs on change)
+	restartFailed atomic.Bool               // the last start of a session after a loss failed (logs on change)
+	startMu       sync.Mutex                // one session start or loss at a time: a start waits for a loss to tell every holder
 
 	gate     chan struct{} // closed when the drain begins; see drain.go
 	gateOnce sync.Once
@@ -130,8 +132,9 @@ func (m *Manager) Start(ctx context.Context) error {
 // lease ends with [ErrReleased], or [ErrLeftToExpire] once
 // [Manager.HandOff] was called (it was not flushed: its next owner
 // recovers the room). Stop does all of it even if ctx ends first (the
-// session's end gets at least one attempt of CallTimeout), and may be
-// called again.
+// session's end gets at least one attempt of CallTimeout, and none once a
+// TTL has passed since the last session write: Redis has expired it), and
+// may be called again.
 func (m *Manager) Stop(ctx context.Context) error {
 	// Stopped from here: no lease registers, no start begins; one in
 	// progress (an Acquire's) finishes first, under startMu.
@@ -155,19 +158,21 @@ func (m *Manager) Stop(ctx context.Context) error {
 	}
 	m.startMu.Unlock()
 	err = errors.Join(err, m.waitFlights(ctx)) // a flight waiting for startMu above ends now: stopped
-	if m.starts.Load() != 0 {                  // 0: no session start was ever sent
-		ectx := ctx
+	// Nothing to end once a TTL has passed since the last session write:
+	// Redis has expired the session (a Redis outage must not hold the drain).
+	if wrote := m.wroteAt.Load(); wrote != nil && m.now().Before(wrote.Add(m.cfg.TTL)) {
+		ectx, budget := ctx, wrote.Add(m.cfg.TTL).Sub(m.now())
 		if d, ok := ctx.Deadline(); ctx.Err() != nil || ok && time.Until(d) < m.cfg.CallTimeout {
 			// One attempt still, if ctx ended or nearly: the rooms move now, not at the session's expiry.
-			var cancel context.CancelFunc
-			ectx, cancel = context.WithTimeout(context.WithoutCancel(ctx), m.cfg.CallTimeout)
-			defer cancel()
+			ectx, budget = context.WithoutCancel(ctx), m.cfg.CallTimeout
 		}
+		ectx, cancel := context.WithTimeout(ectx, max(budget, m.cfg.CallTimeout))
+		defer cancel()
 		eerr := m.retry(ectx, nil, func(ctx context.Context) error {
 			return sessionEndScript.Run(ctx, m.client, []string{m.nodeKey()}, m.holder).Err()
 		})
 		if eerr != nil {
-			return errors.Join(err, fmt.Errorf("lease: end session %s: %w", m.nodeKey(), eerr),
+			return errors.Join(err, fmt.Errorf("lease: end session %s at %s: %w", m.nodeKey(), clientAddr(m.client), eerr),
 				fmt.Errorf("lease: %d rooms stay held until the session expires", released))
 		}
 	}

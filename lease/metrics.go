@@ -42,7 +42,7 @@ func newMetrics() *metrics {
 	m.released = counter("room_lease_released_total", "Room leases released: their route deleted, or freed with the session's end.")
 	m.leftToExpire = counter("room_lease_left_to_expire_total", "Room leases not released one by one at drain or stop, unflushed or their release failed (freed with the session).")
 	m.checkFailures = counter("room_lease_check_failures_total", "Failed lease readiness probes.")
-	m.heartbeatErrors = counter("room_node_heartbeat_failures_total", "Failed session renewals (room:node:{NODE}).")
+	m.heartbeatErrors = counter("room_node_heartbeat_failures_total", "Failed session renewals, and starts after a loss (room:node:{NODE}).")
 	return m
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"syscall"
 	"time"
 )
 
@@ -46,6 +47,7 @@ func (m *Manager) startSession(ctx context.Context) error {
 	sent := m.now()
 	res, err := sessionScript.Run(ctx, m.client, []string{m.nodeKey()}, strconv.FormatInt(m.lastEpoch.Load(), 10),
 		m.holder, m.state(), m.cfg.Addr, m.cfg.TTL.Milliseconds(), m.starts.Add(1)).Int64Slice()
+	m.wrote(sent, err)
 	switch {
 	case err != nil:
 		return fmt.Errorf("session %s: %w", m.nodeKey(), err)
@@ -59,6 +61,17 @@ func (m *Manager) startSession(ctx context.Context) error {
 	return nil
 }
 
+// wrote notes a session write sent at sent, unless err says it never left
+// (a refused connection): Stop has nothing to end a TTL after the last one.
+func (m *Manager) wrote(sent time.Time, err error) {
+	for !errors.Is(err, syscall.ECONNREFUSED) {
+		last := m.wroteAt.Load()
+		if last != nil && !sent.After(*last) || m.wroteAt.CompareAndSwap(last, &sent) {
+			return
+		}
+	}
+}
+
 // makeCurrent makes epoch, started at sent, the current session and wakes
 // whoever waits for one (currentSession).
 func (m *Manager) makeCurrent(epoch int64, sent time.Time) {
@@ -68,6 +81,7 @@ func (m *Manager) makeCurrent(epoch int64, sent time.Time) {
 	defer m.mu.Unlock()
 	m.lastEpoch.Store(epoch)
 	m.okAt.Store(&sent)
+	m.hbFailed.Store(false) // a new session: "renewed again" would be about the one lost
 	m.sess.Store(s)
 	m.wakeSettled()
 }
@@ -197,6 +211,7 @@ func (m *Manager) tick(ctx context.Context) error {
 	defer cancel()
 	sent, start := m.now(), time.Now()
 	n, err := sessionRenewScript.Run(rctx, m.client, []string{m.nodeKey()}, s.epoch, m.state(), m.cfg.TTL.Milliseconds()).Int64()
+	m.wrote(sent, err)
 	m.met.renewDuration.Observe(float64(time.Since(start).Microseconds()) / 1000)
 	m.noteRenewal(err)
 	switch {
@@ -220,9 +235,17 @@ func (m *Manager) tick(ctx context.Context) error {
 // renewer tries again next tick); its error says the old one was lost.
 func (m *Manager) restart(ctx context.Context) error {
 	err := m.startSession(ctx)
-	if err != nil && ctx.Err() == nil {
+	switch {
+	case err == nil:
+		m.restartFailed.Store(false)
+		m.cfg.Logger.Info("lease session started again", "node_id", m.cfg.Node, "epoch", m.lastEpoch.Load())
+	case ctx.Err() == nil:
 		m.followTopology(err)
-		m.cfg.Logger.Warn("lease session not started again yet", "node_id", m.cfg.Node, "error", err.Error())
+		m.met.heartbeatErrors.Inc()
+		if !m.restartFailed.Swap(true) { // an outage is one line, not one per tick
+			m.cfg.Logger.Warn("lease session not started again yet; retried every tick", "node_id", m.cfg.Node,
+				"addr", clientAddr(m.client), "error", err.Error())
+		}
 	}
 	return errors.Join(errSessionLost, err)
 }
@@ -255,7 +278,7 @@ func (m *Manager) noteRenewal(err error) {
 	switch {
 	case err != nil && !was:
 		m.cfg.Logger.Warn("lease session renewal failed; its rooms are lost if none succeeds in time", "node_id", m.cfg.Node,
-			"deadline_in", time.Until(m.deadline()).Round(time.Millisecond).String(), "error", err.Error())
+			"addr", clientAddr(m.client), "deadline_in", time.Until(m.deadline()).Round(time.Millisecond).String(), "error", err.Error())
 	case err == nil && was:
 		m.cfg.Logger.Info("lease session renewed again", "node_id", m.cfg.Node)
 	}
