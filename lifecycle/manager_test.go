@@ -634,3 +634,27 @@ func TestReportIsTheFinishedDrainsReport(t *testing.T) {
 		assert.Same(t, r, h.Shutdown(context.Background(), "again"), "a later Shutdown drains nothing more")
 	})
 }
+
+// A signal during start-up is logged when it comes: the flip waits for the
+// start step, and a step that does not honour its context (a call to a hung
+// server bounded only by its deadline) would leave the operator with no
+// line at all until it returns.
+func TestASignalDuringStartIsLoggedAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, lifecycle.Config{DrainDelay: time.Second})
+		inStep, release := make(chan struct{}), make(chan struct{})
+		h.OnStart(func(context.Context) error {
+			close(inStep)
+			<-release // ignores its context
+			return nil
+		})
+		reports := h.run()
+		<-inStep
+		h.sig <- syscall.SIGTERM
+		synctest.Wait()
+		assert.Contains(t, h.logs.String(), "stop requested during start-up", "logged while the step still runs")
+		assert.Equal(t, lifecycle.Starting, h.State())
+		close(release)
+		assert.Equal(t, lifecycle.ExitClean, (<-reports).ExitCode)
+	})
+}

@@ -47,7 +47,10 @@ func (m *Manager) watchSignals() (unsubscribe func()) {
 			reason := "signal: " + sig.String()
 			switch n {
 			case 1:
-				m.requestStop(reason)
+				if m.requestStop(reason) && m.State() == Starting { // the flip waits for the start step: say why
+					m.log.Info("stop requested during start-up: the start step's context is cancelled, and the drain follows once it returns",
+						"signal", sig.String())
+				}
 			case 2:
 				m.log.Warn("second signal: forcing the drain", "signal", sig.String())
 				m.force(reason + " (second: forced)")
