@@ -121,6 +121,8 @@ func (m *Manager) Start(ctx context.Context) error {
 	m.running, m.stopReq, m.stopRun, m.done = true, make(chan struct{}), cancel, make(chan struct{})
 	m.mu.Unlock()
 	go m.renewLoop(runCtx, m.stopReq, m.done)
+	m.cfg.Logger.Info("lease manager started", "node_id", m.cfg.Node, "addr", clientAddr(m.client), "epoch", m.lastEpoch.Load(),
+		"ttl", m.cfg.TTL.String(), "renew_interval", m.cfg.RenewInterval.String(), "route_prefix", m.cfg.RoutePrefix)
 	return nil
 }
 
@@ -219,7 +221,7 @@ func (m *Manager) startRetry() func(context.Context, func(context.Context) error
 				logged = time.Now()
 				msg := "lease: start waiting for Redis"
 				if errors.Is(err, errSessionBusy) {
-					msg = "lease: start waiting for the session of this node id that another process left to expire"
+					msg = "lease: start waiting for another process's session of this node id: it expires within a TTL if that process is gone; a live one keeps it (one NODE_ID for two processes?)"
 				}
 				m.cfg.Logger.Warn(msg, "addr", clientAddr(m.client),
 					"waited", time.Since(began).Round(time.Millisecond).String(), "error", err.Error())

@@ -139,7 +139,7 @@ func TestRestartWaitsForItsOldSession(t *testing.T) {
 	err = other.Start(sctx)
 	require.ErrorIs(t, err, errSessionBusy, "Start while another process's session lives")
 	assert.ErrorContains(t, err, cfg.Node, "Start's error: want the node id named")
-	assert.Contains(t, logs.String(), "lease: start waiting for the session of this node id that another process left to expire")
+	assert.Contains(t, logs.String(), "lease: start waiting for another process's session of this node id")
 	assert.NotContains(t, logs.String(), "waiting for Redis")
 }
 

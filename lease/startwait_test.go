@@ -104,6 +104,8 @@ func TestStartWaitsForAClusterNotUpYet(t *testing.T) {
 	assert.Contains(t, logs.String(), "addr="+seed, "the waiting line names the seed")
 	forward(t, seed, cl.Addrs[0])
 	require.NoError(t, <-started, "Start once the seed answers")
+	assert.Contains(t, logs.String(), `msg="lease manager started" node_id=`+cfg.Node+" addr="+seed, "the start-up line")
+	assert.Contains(t, logs.String(), "ttl=1s renew_interval=166.666666ms", "the start-up line")
 	t.Cleanup(func() { _ = m.Stop(context.Background()) })
 	_, err = m.Acquire(ctx, "after-the-wait")
 	require.NoError(t, err, "Acquire")

@@ -224,6 +224,10 @@ func TestRedact(t *testing.T) {
 		{"env DB_PASSWORD=s3cret is set", "env DB_PASSWORD=*** is set"},
 		{`body {"user":"app","password":"s3cret"}`, `body {"user":"app","password":***`},
 		{strings.Repeat("é", 200), strings.Repeat("é", 80) + "…"},
+		// MySQL says whether a password was sent, which helps and is no secret.
+		{"Error 1045: Access denied for user 'app'@'10.0.0.2' (using password: YES)", "Error 1045: Access denied for user 'app'@'10.0.0.2' (using password: YES)"},
+		{"(using password: NO)", "(using password: NO)"},
+		{"(using password: s3cret)", "(using password: ***"},
 	}
 	for _, tt := range tests {
 		got := readiness.Redact(tt.give)
