@@ -61,26 +61,38 @@ func (m *Manager) acquire(id string, f *flight) (*Lease, error) {
 		defer m.mu.Unlock()
 		return m.unwanted(f)
 	}
-	code, val, err := m.acquireOnce(ctx, id, s, s.args, stillWanted)
 	// A route naming an ended session (its node's is gone or has another
 	// epoch) is taken at once. The session is read outside the script
 	// (another slot): safe, as an ended epoch never comes back
 	// (docs/leases.md). A value of the earlier format is never dead here:
 	// the script checks its TTL. One of this very session is nobody's (an
-	// attempt whose reply was lost): this flight is the room's only one,
-	// and no lease of it is registered.
-	if err == nil && code == 0 {
-		if node, epoch, _, ok := parseValue(val); ok {
-			takeOver := strings.HasPrefix(val, s.prefix)
-			if !takeOver {
-				var sess nodeSession
-				sess, err = m.nodeSession(ctx, node)
-				takeOver = err == nil && sess.ended(epoch)
-			}
-			if takeOver {
-				code, val, err = m.acquireOnce(ctx, id, s, []any{s.args[0], s.args[1], val, s.args[3]}, stillWanted)
-			}
+	// attempt whose reply was lost, a take-over's included: hence the
+	// loop): this flight is the room's only one, and no lease of it is
+	// registered.
+	var code int64
+	var val string
+	args := s.args
+	for range 3 {
+		code, val, err = m.acquireOnce(ctx, id, s, args, stillWanted)
+		if found, _ := args[2].(string); err != nil && strings.HasPrefix(found, s.prefix) {
+			// The take-over of this session's route failed (the flip came, say):
+			// that route is nobody's, and would keep the room while the session lives.
+			err = errors.Join(err, m.releaseUnknown(ctx, id, s.epoch, ""))
 		}
+		node, epoch, _, ok := parseValue(val)
+		if err != nil || code != 0 || !ok {
+			break
+		}
+		takeOver := strings.HasPrefix(val, s.prefix)
+		if !takeOver {
+			var sess nodeSession
+			sess, err = m.nodeSession(ctx, node)
+			takeOver = err == nil && sess.ended(epoch)
+		}
+		if !takeOver {
+			break
+		}
+		args = []any{s.args[0], s.args[1], val, s.args[3]}
 	}
 	if err != nil {
 		return nil, fmt.Errorf("lease: acquire %s: %w", m.routeKey(id), err)

@@ -73,3 +73,67 @@ func TestAnAcquireWhoseReplyWasLostTakesItsOwnRoute(t *testing.T) {
 	assert.Equal(t, l.Token(), fence, "the lease's fence is the last issued")
 	require.NoError(t, l.Release(ctx), "Release")
 }
+
+// TestATakeOverWhoseReplyWasLostTakesItsOwnRoute: the second call that
+// takes a dead session's route over is applied, but its reply is lost; its
+// retry finds the route of this very session, no longer the dead value it
+// was sent with, and takes that by its exact value in turn: the room is
+// acquired, not refused as held by this node.
+func TestATakeOverWhoseReplyWasLostTakesItsOwnRoute(t *testing.T) {
+	b := standalone(t)
+	raw := b.client()
+	var lost atomic.Bool
+	c := b.client(cmdHook{fn: func(ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error {
+		args := cmd.Args()
+		takeOver := isScript(cmd, acquireScript) && len(args) > 7 && args[7] != ""
+		if takeOver && lost.CompareAndSwap(false, true) {
+			if err := next(ctx, cmd); err != nil {
+				return err
+			}
+			return fmt.Errorf("reply lost: %w", context.DeadlineExceeded)
+		}
+		return next(ctx, cmd)
+	}})
+	cfg := testConfig()
+	cfg.TTL = time.Minute
+	m := startManager(t, c, cfg)
+	ctx := context.Background()
+	require.NoError(t, raw.Set(ctx, m.routeKey("dead-owner"), "gone-node|123|5", 0).Err())
+	l, err := m.Acquire(ctx, "dead-owner")
+	require.NoError(t, err, "Acquire of a dead session's room, the take-over's reply lost")
+	require.True(t, lost.Load(), "the take-over ran")
+	assert.Equal(t, l.value, raw.Get(ctx, l.key).Val(), "route; want the lease's value")
+	require.NoError(t, l.Release(ctx), "Release")
+}
+
+// TestATakeOverOfItsOwnRouteCutShortLeavesNoRoute: an attempt whose reply
+// was lost left a route of this session; the flip comes before the retry
+// takes it over. That route is nobody's and would keep the room, refused by
+// this draining node, until the session ends: it is deleted.
+func TestATakeOverOfItsOwnRouteCutShortLeavesNoRoute(t *testing.T) {
+	b := standalone(t)
+	raw := b.client()
+	var calls atomic.Int32
+	var m *Manager
+	c := b.client(cmdHook{fn: func(ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error {
+		if !isScript(cmd, acquireScript) {
+			return next(ctx, cmd)
+		}
+		err := next(ctx, cmd)
+		switch calls.Add(1) {
+		case 1: // applied, its reply lost
+			return fmt.Errorf("reply lost: %w", context.DeadlineExceeded)
+		case 2: // the retry finds the route of this session; the flip comes now
+			m.BeginDrain()
+		}
+		return err
+	}})
+	cfg := testConfig()
+	cfg.TTL = time.Minute
+	m = startManager(t, c, cfg)
+	ctx := context.Background()
+	_, err := m.Acquire(ctx, "cut-short")
+	require.ErrorIs(t, err, ErrDraining, "Acquire cut short by the flip")
+	assert.EqualValues(t, 2, calls.Load(), "acquire scripts sent; want no take-over after the flip")
+	assert.Zero(t, raw.Exists(ctx, m.routeKey("cut-short")).Val(), "the route nobody holds, after the Acquire")
+}

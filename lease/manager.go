@@ -134,9 +134,9 @@ func (m *Manager) Start(ctx context.Context) error {
 // lease ends with [ErrReleased], or [ErrLeftToExpire] once
 // [Manager.HandOff] was called (it was not flushed: its next owner
 // recovers the room). Stop does all of it even if ctx ends first (the
-// session's end gets at least one attempt of CallTimeout, and none once a
-// TTL has passed since the last session write: Redis has expired it), and
-// may be called again.
+// session's end gets at least one attempt of CallTimeout, and none once
+// TTL + CallTimeout have passed since the last session write that may have
+// reached Redis: Redis has expired it), and may be called again.
 func (m *Manager) Stop(ctx context.Context) error {
 	// Stopped from here: no lease registers, no start begins; one in
 	// progress (an Acquire's) finishes first, under startMu.
@@ -160,10 +160,11 @@ func (m *Manager) Stop(ctx context.Context) error {
 	}
 	m.startMu.Unlock()
 	err = errors.Join(err, m.waitFlights(ctx)) // a flight waiting for startMu above ends now: stopped
-	// Nothing to end once a TTL has passed since the last session write:
-	// Redis has expired the session (a Redis outage must not hold the drain).
-	if wrote := m.wroteAt.Load(); wrote != nil && m.now().Before(wrote.Add(m.cfg.TTL)) {
-		ectx, budget := ctx, wrote.Add(m.cfg.TTL).Sub(m.now())
+	// Nothing to end once a TTL has passed since the last session write, and
+	// a call's time (the server may have applied it that much later): Redis
+	// has expired the session, and a Redis outage must not hold the drain.
+	if wrote := m.wroteAt.Load(); wrote != nil && m.now().Before(wrote.Add(m.cfg.TTL+m.cfg.CallTimeout)) {
+		ectx, budget := ctx, wrote.Add(m.cfg.TTL+m.cfg.CallTimeout).Sub(m.now())
 		if d, ok := ctx.Deadline(); ctx.Err() != nil || ok && time.Until(d) < m.cfg.CallTimeout {
 			// One attempt still, if ctx ended or nearly: the rooms move now, not at the session's expiry.
 			ectx, budget = context.WithoutCancel(ctx), m.cfg.CallTimeout

@@ -17,8 +17,9 @@ import (
 // it), or the Redis error. A lease the drain's hand-off took is the hand-off's: Release
 // returns [ErrLeftToExpire] or [ErrDraining] and touches nothing.
 func (l *Lease) Release(ctx context.Context) error {
+	ended := l.state.CompareAndSwap(stateHeld, stateEnded) // by this call: the release to count
 	switch {
-	case l.state.CompareAndSwap(stateHeld, stateEnded):
+	case ended:
 		l.finish(ErrReleased)
 	case l.state.Load() == stateHandingOff:
 		return fmt.Errorf("lease: release %s: the drain's hand-off has it: %w", l.label(), ErrDraining)
@@ -36,8 +37,11 @@ func (l *Lease) Release(ctx context.Context) error {
 	}
 	var err error
 	l.m.releaseEach(ctx, []*Lease{l}, func(_ *Lease, e error) {
-		if e != nil {
+		switch {
+		case e != nil:
 			err = fmt.Errorf("lease: release %s: %w", l.label(), e)
+		case ended:
+			l.m.met.released.Inc()
 		}
 	})
 	return err
@@ -62,14 +66,19 @@ func (m *Manager) releaseFlushed(ctx context.Context, flushed <-chan *Lease, don
 			done(l, l.endedCause())
 		}
 		if len(mine) > 0 {
-			m.releaseEach(ctx, mine, done)
+			m.releaseEach(ctx, mine, func(l *Lease, err error) {
+				if err == nil {
+					m.met.released.Inc()
+				}
+				done(l, err)
+			})
 		}
 	}
 }
 
 // releaseEach compare-and-DELs the routes of leases of one session, retried
 // while ctx and the session last; done gets nil or why not, which the
-// caller labels (the same cause for a batch reads the same).
+// caller labels (the same cause for a batch reads the same) and counts.
 func (m *Manager) releaseEach(ctx context.Context, leases []*Lease, done func(*Lease, error)) {
 	pending := leases
 	err := m.retry(ctx, m.whileSession(leases[0].epoch), func(ctx context.Context) error {
@@ -84,10 +93,10 @@ func (m *Manager) releaseEach(ctx context.Context, leases []*Lease, done func(*L
 			case err != nil:
 				done(l, err)
 			case n >= 0: // release.lua: 1 deleted, 0 gone, -1 someone else's
-				// Gone is free, and nobody else deletes a route of a live
-				// session (whileSession): an earlier attempt whose reply was
-				// lost did, or go-redis's own resend of one found it done.
-				m.met.released.Inc()
+				// Gone is free: nobody else deletes a route of a live session
+				// (whileSession), so an earlier attempt whose reply was lost
+				// did, or go-redis's own resend of one found it done; and if
+				// the session has ended in Redis unseen, the room is free too.
 				done(l, nil)
 			default:
 				done(l, fmt.Errorf("taken by another holder: %w", ErrNotHeld))

@@ -70,3 +70,15 @@ func TestAReleaseResentByGoRedisIsReleased(t *testing.T) {
 	assert.NoError(t, err, "Release that deleted the route")
 	assert.Equal(t, 1.0, testutil.ToFloat64(m.met.released), "room_lease_released_total")
 }
+
+// A lease released twice is counted once: the second Release finds its
+// route gone and returns nil, but the release was the first call's.
+func TestALeaseReleasedTwiceCountsOnce(t *testing.T) {
+	m := startManager(t, standalone(t).client(), testConfig())
+	ctx := context.Background()
+	l, err := m.Acquire(ctx, "twice")
+	require.NoError(t, err)
+	require.NoError(t, l.Release(ctx), "first Release")
+	require.NoError(t, l.Release(ctx), "second Release: the room is free")
+	assert.Equal(t, 1.0, testutil.ToFloat64(m.met.released), "room_lease_released_total")
+}

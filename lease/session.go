@@ -62,7 +62,9 @@ func (m *Manager) startSession(ctx context.Context) error {
 }
 
 // wrote notes a session write sent at sent, unless err says it never left
-// (a refused connection): Stop has nothing to end a TTL after the last one.
+// (a refused connection; go-redis returns the last send's error, so a first
+// send applied just before Redis died is missed: rooms then wait for the
+// session's expiry): Stop has nothing to end TTL + CallTimeout later.
 func (m *Manager) wrote(sent time.Time, err error) {
 	for !errors.Is(err, syscall.ECONNREFUSED) {
 		last := m.wroteAt.Load()
