@@ -119,10 +119,11 @@ type waitLines struct {
 }
 
 func (w *waitLines) Write(p []byte) (int, error) {
+	n, err := w.Buffer.Write(p) // first: a test woken by waiting reads the line
 	if bytes.Contains(p, []byte("lease: start waiting for Redis")) {
 		w.once.Do(func() { close(w.waiting) })
 	}
-	return w.Buffer.Write(p)
+	return n, err
 }
 
 // forward listens on addr and relays each connection to to, until the
