@@ -50,23 +50,16 @@ func TestADelayedAcquireAttemptLeavesTheLeaseItsRoute(t *testing.T) {
 func TestAnAcquireWhoseReplyWasLostTakesItsOwnRoute(t *testing.T) {
 	b := standalone(t)
 	raw := b.client()
-	var lost atomic.Bool
-	c := b.client(cmdHook{fn: func(ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error {
-		if isScript(cmd, acquireScript) && lost.CompareAndSwap(false, true) {
-			if err := next(ctx, cmd); err != nil {
-				return err
-			}
-			return fmt.Errorf("reply lost: %w", context.DeadlineExceeded)
-		}
-		return next(ctx, cmd)
-	}})
+	var armed atomic.Bool
+	armed.Store(true)
+	c := b.client(loseReplyOnce(&armed, func(cmd redis.Cmder) bool { return isScript(cmd, acquireScript) }))
 	cfg := testConfig()
 	cfg.TTL = time.Minute
 	m := startManager(t, c, cfg)
 	ctx := context.Background()
 	l, err := m.Acquire(ctx, "lost-reply")
 	require.NoError(t, err, "Acquire after a lost reply")
-	require.True(t, lost.Load(), "the first attempt ran")
+	require.False(t, armed.Load(), "the first attempt ran")
 	assert.Equal(t, l.value, raw.Get(ctx, l.key).Val(), "route; want the lease's value")
 	fence, err := raw.Get(ctx, m.fenceKey("lost-reply")).Int64()
 	require.NoError(t, err)
@@ -82,18 +75,12 @@ func TestAnAcquireWhoseReplyWasLostTakesItsOwnRoute(t *testing.T) {
 func TestATakeOverWhoseReplyWasLostTakesItsOwnRoute(t *testing.T) {
 	b := standalone(t)
 	raw := b.client()
-	var lost atomic.Bool
-	c := b.client(cmdHook{fn: func(ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error {
+	var armed atomic.Bool
+	armed.Store(true)
+	c := b.client(loseReplyOnce(&armed, func(cmd redis.Cmder) bool { // a take-over: ARGV[3], the value found, is set
 		args := cmd.Args()
-		takeOver := isScript(cmd, acquireScript) && len(args) > 7 && args[7] != ""
-		if takeOver && lost.CompareAndSwap(false, true) {
-			if err := next(ctx, cmd); err != nil {
-				return err
-			}
-			return fmt.Errorf("reply lost: %w", context.DeadlineExceeded)
-		}
-		return next(ctx, cmd)
-	}})
+		return isScript(cmd, acquireScript) && len(args) > 7 && args[7] != ""
+	}))
 	cfg := testConfig()
 	cfg.TTL = time.Minute
 	m := startManager(t, c, cfg)
@@ -101,7 +88,7 @@ func TestATakeOverWhoseReplyWasLostTakesItsOwnRoute(t *testing.T) {
 	require.NoError(t, raw.Set(ctx, m.routeKey("dead-owner"), "gone-node|123|5", 0).Err())
 	l, err := m.Acquire(ctx, "dead-owner")
 	require.NoError(t, err, "Acquire of a dead session's room, the take-over's reply lost")
-	require.True(t, lost.Load(), "the take-over ran")
+	require.False(t, armed.Load(), "the take-over ran")
 	assert.Equal(t, l.value, raw.Get(ctx, l.key).Val(), "route; want the lease's value")
 	require.NoError(t, l.Release(ctx), "Release")
 }

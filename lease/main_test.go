@@ -121,6 +121,19 @@ func (cmdHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Process
 	return next
 }
 
+// loseReplyOnce is a hook that, once armed, lets the next command match
+// accepts run and then reports its reply lost (a timeout): the server
+// applied it, the caller never hears. That command disarms it.
+func loseReplyOnce(armed *atomic.Bool, match func(redis.Cmder) bool) cmdHook {
+	return cmdHook{fn: func(ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error {
+		err := next(ctx, cmd)
+		if err == nil && match(cmd) && armed.CompareAndSwap(true, false) {
+			return fmt.Errorf("reply lost: %w", context.DeadlineExceeded)
+		}
+		return err
+	}}
+}
+
 // countCommands counts every single command sent through the client.
 func countCommands(n *atomic.Int32) cmdHook {
 	return cmdHook{fn: func(ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error {

@@ -2,7 +2,6 @@ package lease
 
 import (
 	"context"
-	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -21,13 +20,7 @@ import (
 // keep choosing the stopped node, and a restart with its node id would wait.
 func TestStopEndsASessionWhoseStartReplyWasLost(t *testing.T) {
 	var drop atomic.Bool
-	c := standalone(t).client(cmdHook{fn: func(ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error {
-		err := next(ctx, cmd)
-		if err == nil && isScript(cmd, sessionScript) && drop.CompareAndSwap(true, false) {
-			return fmt.Errorf("reply lost: %w", context.DeadlineExceeded)
-		}
-		return err
-	}})
+	c := standalone(t).client(loseReplyOnce(&drop, func(cmd redis.Cmder) bool { return isScript(cmd, sessionScript) }))
 	cfg := testConfig()
 	cfg.TTL = time.Minute // the renewer's next tick is 10 s away
 	m := startManager(t, c, cfg)

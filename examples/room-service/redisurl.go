@@ -70,12 +70,12 @@ func (t redisTarget) String() string {
 // setting it fails at start and says what to set instead.
 func redisFromEnv(getenv func(string) string) (redisTarget, error) {
 	if v := getenv(envAddr); v != "" {
-		shown := redact(v) // it may hold a URL, password included
+		shown, advice := redact(v), "" // it may hold a URL, password included
 		if !strings.Contains(shown, "://") {
-			shown = "redis://" + shown
+			advice = "redis://"
 		}
-		return redisTarget{}, &configError{Field: envAddr, Value: redact(v),
-			Problem: fmt.Sprintf("no longer read: set %s=%s (with user:password@ before the host if Redis wants them)", envURL, shown)}
+		return redisTarget{}, &configError{Field: envAddr, Value: shown,
+			Problem: fmt.Sprintf("no longer read: set %s=%s%s (with user:password@ before the host if Redis wants them)", envURL, advice, shown)}
 	}
 	var set []string
 	for _, env := range []string{envURL, envSentinelURL, envClusterURL} {
