@@ -168,6 +168,10 @@ func (f *roundRobin) caller(cfg *drillConfig) (caller, error) {
 	return grpcCaller{conns: []*grpc.ClientConn{f.conn}, method: cfg.Call, request: cfg.Request, retried: &f.retried}, nil
 }
 
+// readdAfter is how long admit waits for round_robin to use a new address
+// before it gives the address to the balancer again.
+const readdAfter = 3 * time.Second
+
 // admit adds instance i's address and waits until a call lands on it:
 // round_robin picks an address only once its connection is ready and its
 // health SERVING, and an old instance must not be stopped before then.
@@ -178,11 +182,21 @@ func (f *roundRobin) admit(ctx context.Context, i int) error {
 	health := healthpb.NewHealthClient(f.conn)
 	tick := time.NewTicker(10 * time.Millisecond) // the next look, as the readiness probes' period
 	defer tick.Stop()
+	readd := time.Now().Add(readdAfter)
 	for {
 		var p peer.Peer
 		_, err := health.Check(ctx, &healthpb.HealthCheckRequest{}, grpc.Peer(&p), grpc.WaitForReady(true))
 		if err == nil && p.Addr != nil && p.Addr.String() == f.addrs[i] {
 			return nil
+		}
+		if time.Now().After(readd) {
+			// grpc-go's health listener for a new address sometimes never
+			// reports (the instance's Watch answers SERVING at once): a new
+			// SubConn for the address is watched afresh. The drill's client,
+			// not the instance, is what this works around.
+			f.set(f.addrs[i], false)
+			f.set(f.addrs[i], true)
+			readd = time.Now().Add(readdAfter)
 		}
 		select {
 		case <-ctx.Done():
