@@ -86,14 +86,15 @@ func (m *Manager) whileSession(epoch int64) func() error {
 
 // retryable reports whether err may pass on another attempt: a timeout, a
 // failed connection, another process's expiring session (a restart after a
-// crash), or a server briefly unable to serve (MOVED, ASK: direct calls only).
+// crash), a server briefly unable to serve (MOVED, ASK: direct calls only),
+// or a cluster still forming.
 func retryable(err error) bool {
 	var netErr net.Error
 	switch {
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, redis.ErrPoolTimeout), errors.Is(err, errSessionBusy),
 		errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF),
 		errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET),
-		errors.As(err, &netErr):
+		errors.Is(err, redischeck.ErrSlotsUncovered), errors.As(err, &netErr):
 		return true
 	}
 	for _, prefix := range []string{"LOADING", "BUSY", "TRYAGAIN", "CLUSTERDOWN", "MASTERDOWN", "READONLY", "MOVED", "ASK"} {

@@ -215,3 +215,60 @@ func TestWaitReplicasFollowsAMovedSlot(t *testing.T) {
 	require.ErrorContains(t, err, "WaitReplicas 1", "Acquire after the slot moved: want the new owner's short WAIT")
 	assert.Zero(t, tc.Exists(ctx, key).Val(), "new owner holds %s after the short WAIT; want it released", key)
 }
+
+// TestStartChecksEveryPrimaryOfAFormingCluster: a seed that serves only
+// some slots (a cluster still forming) lists only some primaries. Start
+// waits until every slot is served, then checks every primary: one with an
+// evicting policy that joined late is refused, not left unchecked.
+func TestStartChecksEveryPrimaryOfAFormingCluster(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	// Without full coverage the seed serves its own slots: a session can start.
+	seed := redistest.StartClusterNode(t, "--cluster-require-full-coverage", "no")
+	late := redistest.StartClusterNode(t, "--cluster-require-full-coverage", "no", "--maxmemory-policy", "allkeys-lru")
+	seedClient, lateClient := seed.Client(), late.Client()
+	cfg := testConfig()
+	// The seed serves the session key's slot: a Start that checks only the
+	// primaries the seed lists finishes without the other.
+	slot, err := seedClient.ClusterKeySlot(ctx, DefaultNodePrefix+"{"+cfg.Node+"}").Result()
+	require.NoError(t, err)
+	own, other := [2]int64{0, 8191}, [2]int64{8192, 16383}
+	if slot > 8191 {
+		own, other = other, own
+	}
+	require.NoError(t, seedClient.Do(ctx, "CLUSTER", "ADDSLOTSRANGE", own[0], own[1]).Err())
+	require.NoError(t, lateClient.Do(ctx, "CLUSTER", "ADDSLOTSRANGE", other[0], other[1]).Err())
+
+	client := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{seed.Addr}, MaxRetries: 1, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { _ = client.Close() })
+	waiting := &matchWriter{match: "slots served", seen: make(chan struct{})}
+	cfg.Logger = slog.New(slog.NewTextHandler(waiting, nil))
+	m, err := New(client, cfg)
+	require.NoError(t, err)
+	started := make(chan error, 1)
+	go func() { started <- m.Start(ctx) }()
+	select {
+	case err := <-started:
+		t.Fatalf("Start returned %v while the cluster served half its slots: the other primary went unchecked", err)
+	case <-waiting.seen:
+	}
+	redistest.Meet(t, ctx, seed, late)
+	err = <-started
+	require.ErrorIs(t, err, ErrUnsafeServer)
+	assert.ErrorContains(t, err, late.Addr+" has maxmemory-policy allkeys-lru")
+	require.NoError(t, m.Stop(ctx))
+}
+
+// matchWriter closes seen at the first write that contains match.
+type matchWriter struct {
+	match string
+	seen  chan struct{}
+	once  sync.Once
+}
+
+func (w *matchWriter) Write(p []byte) (int, error) {
+	if strings.Contains(string(p), w.match) {
+		w.once.Do(func() { close(w.seen) })
+	}
+	return len(p), nil
+}

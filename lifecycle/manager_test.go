@@ -243,6 +243,10 @@ func TestThirdSignalReturnsAtOnce(t *testing.T) {
 		assert.Contains(t, r.Reason, "signal: terminated")
 		assert.Contains(t, r.Reason, "third signal")
 		assert.Empty(t, r.Hooks, "the drain was not waited for")
+		line := reportLine(t, h.logs.String()) // written before Run returned
+		assert.Equal(t, "ERROR", line["level"])
+		assert.EqualValues(t, lifecycle.ExitForced, line["exit_code"])
+		assert.Contains(t, line["report"].(map[string]any)["reason"], "third signal")
 		close(release) // the drain goes on in the background until the process exits; here, until the bubble ends
 	})
 }

@@ -19,8 +19,9 @@ import (
 // [ExitStartFailed].
 //
 // A third signal makes Run return at once, with [ExitForced] and a report
-// of no hooks, while the drain goes on in the background: the caller is
-// to exit (os.Exit), which ends it. Run itself never ends the process.
+// of no hooks (logged as every report is), while the drain goes on in the
+// background: the caller is to exit (os.Exit), which ends it. Run itself
+// never ends the process.
 func (m *Manager) Run(ctx context.Context) *Report {
 	m.logTiming()
 	unsubscribe := m.watchSignals()
@@ -37,8 +38,10 @@ func (m *Manager) Run(ctx context.Context) *Report {
 		m.mu.Lock()
 		at, reason := m.stopRequestedAt, m.stopReason
 		m.mu.Unlock()
-		return &Report{Report: &drain.Report{Reason: reason + " (third signal: not waited for)", Start: at, Forced: true},
+		r := &Report{Report: &drain.Report{Reason: reason + " (third signal: not waited for)", Start: at, Forced: true},
 			Service: m.cfg.Service, NodeID: m.cfg.NodeID, ExitCode: ExitForced}
+		m.logReport(r, "") // a log pipeline that reads the report line still gets one
+		return r
 	}
 }
 

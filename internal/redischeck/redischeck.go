@@ -9,13 +9,16 @@ package redischeck
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"golang.org/x/sync/errgroup"
 )
 
 // FollowFailover asks a Cluster client to reload its slot map; other
@@ -112,27 +115,79 @@ func (s Servers) Check(ctx context.Context, c redis.UniversalClient) error {
 	return EachServer(ctx, c, s.Retry, s.check)
 }
 
+// ErrSlotsUncovered is the error of EachServer's slot-map load while the
+// Cluster does not serve every slot: a caller's retry should treat it as
+// it treats a server not reached yet.
+var ErrSlotsUncovered = errors.New("the cluster does not serve every slot yet")
+
 // EachServer calls fn for every server c writes to, with its address: the
 // primaries of a Cluster, or c itself. A Cluster's slot map is loaded
-// first through retry, so a cluster not reachable yet is waited for as a
-// single server is (by fn's own retries).
+// first through retry, until it covers every slot ([ErrSlotsUncovered]
+// before): a cluster still forming lists only some primaries, and a
+// primary missed here would never be checked, nor get the scripts.
 func EachServer(ctx context.Context, c redis.UniversalClient, retry func(context.Context, func(context.Context) error) error,
 	fn func(ctx context.Context, c redis.UniversalClient, addr string) error) error {
 	each := func(ctx context.Context, n *redis.Client) error { return fn(ctx, n, n.Options().Addr) }
 	switch c := c.(type) {
 	case *redis.ClusterClient:
-		err := retry(ctx, func(ctx context.Context) error { // go-redis keeps the map it loads here
-			return c.ForEachMaster(ctx, func(context.Context, *redis.Client) error { return nil })
+		var primaries []*redis.Client
+		err := retry(ctx, func(ctx context.Context) (err error) {
+			primaries, err = clusterPrimaries(ctx, c)
+			return err
 		})
 		if err != nil {
 			return fmt.Errorf("load the slot map from %s: %w", strings.Join(c.Options().Addrs, ","), err)
 		}
-		return c.ForEachMaster(ctx, each)
+		var g errgroup.Group
+		for _, n := range primaries {
+			g.Go(func() error { return each(ctx, n) })
+		}
+		return g.Wait()
 	case *redis.Client:
 		return each(ctx, c)
 	}
 	return fn(ctx, c, "the server")
 }
+
+// clusterPrimaries reloads c's slot map (ForEachMaster does) and returns
+// its primaries, or ErrSlotsUncovered unless CLUSTER SLOTS shows every slot
+// served, by as many primaries as the map has. Addresses are not compared:
+// go-redis may rewrite them (a loopback address announced behind another
+// host). A map from ClusterOptions.ClusterSlots is the caller's own and
+// taken as it is.
+func clusterPrimaries(ctx context.Context, c *redis.ClusterClient) ([]*redis.Client, error) {
+	var mu sync.Mutex
+	var listed []*redis.Client
+	err := c.ForEachMaster(ctx, func(_ context.Context, n *redis.Client) error {
+		mu.Lock()
+		defer mu.Unlock()
+		listed = append(listed, n)
+		return nil
+	})
+	if err != nil || c.Options().ClusterSlots != nil {
+		return listed, err
+	}
+	//lint:ignore SA1019 CLUSTER SHARDS needs Redis 7; leases run on 5.0 and later
+	slots, err := c.ClusterSlots(ctx).Result()
+	if err != nil {
+		return nil, err
+	}
+	served, primaries := 0, map[string]bool{}
+	for _, r := range slots {
+		if len(r.Nodes) > 0 {
+			served += r.End - r.Start + 1
+			primaries[r.Nodes[0].Addr] = true
+		}
+	}
+	if served < clusterSlots || len(primaries) != len(listed) {
+		return nil, fmt.Errorf("%w: CLUSTER SLOTS shows %d of %d slots served, by %d primaries; the client's slot map lists %d",
+			ErrSlotsUncovered, served, clusterSlots, len(primaries), len(listed))
+	}
+	return listed, nil
+}
+
+// clusterSlots is the number of hash slots of a Redis Cluster.
+const clusterSlots = 16384
 
 func (s Servers) check(ctx context.Context, c redis.UniversalClient, addr string) error {
 	var info, cfg map[string]string

@@ -113,6 +113,23 @@ func StartClusterWith(t testing.TB, cfg ClusterConfig) *Cluster {
 	return c
 }
 
+// StartClusterNode starts one cluster-enabled redis-server, with args
+// added, that knows no other node and serves no slot: for a test that
+// forms a cluster step by step (CLUSTER ADDSLOTSRANGE, then [Meet]). It
+// is stopped at cleanup.
+func StartClusterNode(t testing.TB, args ...string) *Server {
+	t.Helper()
+	c := &Cluster{t: t, cfg: ClusterConfig{NodeTimeout: DefaultNodeTimeout, Args: args}}
+	return c.startNode()
+}
+
+// Meet has s meet other (CLUSTER MEET): gossip then joins their clusters.
+func Meet(t testing.TB, ctx context.Context, s, other *Server) {
+	t.Helper()
+	c := &Cluster{t: t}
+	c.do(ctx, s, "CLUSTER", "MEET", "127.0.0.1", other.Port, busPort(t, ctx, other))
+}
+
 // startNode starts one cluster-enabled redis-server.
 func (c *Cluster) startNode() *Server {
 	return startFree(c.t, c.cfg.User, c.cfg.Password, func() []string {
