@@ -52,10 +52,11 @@ func serveAdmin(addr string, p adminParams) error {
 		mux.Handle("/metrics", promhttp.HandlerFor(g, promhttp.HandlerOpts{}))
 	}
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	s := serve.NewHTTP("admin", srv, logger(p.Logger))
+	log := serviceLogger(p.Logger, p.Manager)
+	s := serve.NewHTTP("admin", srv, log)
 	if err := p.Names.AddServer(p.Manager, "admin", option, s.Hook()); err != nil {
 		return err
 	}
-	p.Lifecycle.Append(listenHook(p.Logger, "admin", addr, new(listener.Bound), s))
+	p.Lifecycle.Append(listenHook(log, "admin", addr, new(listener.Bound), s))
 	return nil
 }

@@ -173,6 +173,12 @@ func logger(loggers ...*slog.Logger) *slog.Logger {
 	return slog.Default()
 }
 
+// serviceLogger is the logger of the lines fxmodule writes itself: the
+// app's, naming the service as lifecycle's own lines do.
+func serviceLogger(l *slog.Logger, m *lifecycle.Manager) *slog.Logger {
+	return logger(l).With("service", m.Config().Service)
+}
+
 // ErrNotRun is returned by Module's OnStart hook when the app is started by
 // anything but [Run] (app.Run, app.Start, fxtest), which would mark the
 // process ready too early and drain too late.

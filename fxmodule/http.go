@@ -91,14 +91,15 @@ func serveHTTP(name, addr string, p httpParams) error {
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 
 	var bound listener.Bound
-	s := serve.NewHTTP(name, srv, logger(p.Logger))
+	log := serviceLogger(p.Logger, p.Manager)
+	s := serve.NewHTTP(name, srv, log)
 	if err := p.Names.AddServer(p.Manager, name, option, append(drain.HTTPHooks(name, srv, t), s.Hook())...); err != nil {
 		return err
 	}
 	if err := p.Registry.Add(bound.Check(name+"_listener", addr)); err != nil {
 		return err // the app has a check of that name: matches lifecycle.ErrConfig
 	}
-	p.Lifecycle.Append(listenHook(p.Logger, name, addr, &bound, s))
+	p.Lifecycle.Append(listenHook(log, name, addr, &bound, s))
 	return nil
 }
 
@@ -110,7 +111,7 @@ func listenHook(log *slog.Logger, name, addr string, bound *listener.Bound, s *s
 			return fmt.Errorf("fxmodule: HTTP server %q: listen on %s: %w", name, addr, err)
 		}
 		s.Serve(ln)
-		logger(log).Info("listening", "server", name, "addr", ln.Addr().String())
+		log.Info("listening", "server", name, "addr", ln.Addr().String())
 		return nil
 	}}
 }

@@ -136,6 +136,23 @@ func TestTransitionLogs(t *testing.T) {
 	})
 }
 
+// A transition with two failed checks gives each one's message in reason,
+// named: the second failure is not hidden behind the first.
+func TestTransitionLogNamesEveryFailedCheck(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := &logs{}
+		r := newRegistry(t, newState(lifecycle.Running), l)
+		for name, msg := range map[string]string{"db": "dial tcp: connection refused", "redis": "i/o timeout"} {
+			mustAdd(t, r, readiness.Check{Name: name, Probe: func(context.Context) error { return errors.New(msg) }})
+		}
+		r.Ready(context.Background())
+		recs := l.records(t)
+		require.Len(t, recs, 1)
+		assert.Equal(t, "db,redis", recs[0]["failed_check"])
+		assert.Equal(t, "db: dial tcp: connection refused; redis: i/o timeout", recs[0]["reason"])
+	})
+}
+
 func TestMetrics(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		reg := prometheus.NewRegistry()

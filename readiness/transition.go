@@ -67,10 +67,19 @@ func (r *Registry) logTransition(msg string, rep *Report, old string, st lifecyc
 	failed := rep.failed()
 	reason := rep.Reason
 	if reason == "" && len(failed) > 0 {
-		for _, c := range rep.Checks {
-			if c.Name == failed[0] {
-				reason = c.Message
+		// One failed check: its message. More: each named with its own,
+		// so no failure hides behind the first one's.
+		var msgs []string
+		for _, name := range failed {
+			for _, c := range rep.Checks {
+				if c.Name == name {
+					msgs = append(msgs, name+": "+c.Message)
+				}
 			}
+		}
+		reason = strings.Join(msgs, "; ")
+		if len(msgs) == 1 {
+			reason = strings.TrimPrefix(reason, failed[0]+": ")
 		}
 	}
 	r.cfg.Logger.LogAttrs(context.Background(), transitionLevel(rep.Status, st), msg,

@@ -92,6 +92,14 @@ func TestDrainHandsRoomsOver(t *testing.T) {
 	assert.Contains(t, out, `"released":3`)
 	assert.Equal(t, 3, strings.Count(out, `"event":"acquired"`), "one audit line per acquisition")
 	assert.Equal(t, 3, strings.Count(out, `"event":"ended"`), "one audit line per hand-over")
+	for _, line := range strings.Split(out, "\n") {
+		if strings.Contains(line, `"msg":"`) && !strings.Contains(line, `"service":"`) { // lifecycle's and readiness's have it
+			t.Errorf("a line without the service, which an operator filters by: %s", line)
+		}
+		if strings.Contains(line, `"msg":"lease `) || strings.Contains(line, `"msg":"room `) {
+			assert.Contains(t, line, `"service":"room-service"`, "an operator filters by service")
+		}
+	}
 	n, err := rs.Client().Exists(ctx, "room:route:{r1}", "room:route:{r2}", "room:route:{r3}", "room:node:{node-a}").Result()
 	require.NoError(t, err)
 	assert.Zero(t, n, "every room was handed over and the lease session ended")

@@ -22,6 +22,7 @@ import (
 // the drain (its OnStop is appended before the drain's, so it runs after
 // it).
 func newRedis(lc fx.Lifecycle, c config, m *lifecycle.Manager, log *slog.Logger) (redis.UniversalClient, error) {
+	log = log.With("service", m.Config().Service)
 	t := c.Redis
 	var embedded *miniredis.Miniredis
 	if t.client == nil {

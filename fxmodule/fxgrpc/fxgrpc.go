@@ -23,6 +23,7 @@
 package fxgrpc
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -118,10 +119,7 @@ type params struct {
 }
 
 func serve(name, addr, option string, p params) error {
-	log := p.Logger
-	if log == nil {
-		log = slog.Default()
-	}
+	log := cmp.Or(p.Logger, slog.Default()).With("service", p.Manager.Config().Service) // as on lifecycle's lines
 	health, err := grpchealth.NewServer(p.Registry)
 	if err != nil {
 		return err

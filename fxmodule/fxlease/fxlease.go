@@ -17,6 +17,7 @@
 package fxlease
 
 import (
+	"cmp"
 	"log/slog"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -68,8 +69,8 @@ func newManager(p params) (*lease.Manager, error) {
 	if cfg.Node == "" {
 		cfg.Node = p.Manager.Config().NodeID
 	}
-	if cfg.Logger == nil {
-		cfg.Logger = p.Logger
+	if cfg.Logger == nil { // the app's, with the service named as on lifecycle's own lines
+		cfg.Logger = cmp.Or(p.Logger, slog.Default()).With("service", p.Manager.Config().Service)
 	}
 	if cfg.Registerer == nil {
 		cfg.Registerer = p.Registerer

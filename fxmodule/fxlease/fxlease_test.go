@@ -76,6 +76,28 @@ func TestModuleHoldsLeasesAndDrainsThem(t *testing.T) {
 	assert.Zero(t, n, "the session ended by the drain: room 42 is free")
 }
 
+// The lease lines name the service, as lifecycle's do: an operator
+// filtering the logs by service sees them.
+func TestLeaseLinesNameTheService(t *testing.T) {
+	srv := redistest.Start(t)
+	var logs testlog.Buffer
+	log := slog.New(slog.NewJSONHandler(&logs, nil))
+	a := fxmoduletest.Start(t,
+		fxmodule.Module, fxlease.Module,
+		fx.Supply(lifecycle.Config{Service: "room-service", NodeID: "node-s", DrainTimeout: 10 * time.Second}, log),
+		leaseClient(srv.Addr),
+	)
+	assert.Equal(t, lifecycle.ExitClean, a.Stop().ExitCode)
+	var started map[string]any
+	for _, line := range strings.Split(logs.String(), "\n") {
+		if strings.Contains(line, `"msg":"lease manager started"`) {
+			require.NoError(t, json.Unmarshal([]byte(line), &started))
+		}
+	}
+	require.NotNil(t, started, "no start line in:\n%s", logs.String())
+	assert.Equal(t, "room-service", started["service"])
+}
+
 // Every lease.Config field has a default, so an app need not supply one:
 // the node is the lifecycle's NODE_ID.
 func TestModuleNeedsNoLeaseConfig(t *testing.T) {
