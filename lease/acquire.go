@@ -15,15 +15,20 @@ import (
 // holds, also once the drain began (until the hand-off takes it): its
 // room is served until intake stops. Concurrent calls for a room share
 // one script call; a lease every caller gave up on is released. Errors:
-// [ErrDraining] for a room not held once the drain began or one the
-// hand-off has, [ErrNotRunning], or one matching [ErrInvalidID], [ErrHeld]
-// (naming the holder), [ErrLost] (the session was lost meanwhile), naming
-// Config.WaitReplicas, the Redis error, or ctx's.
+// one matching [ErrHeld] naming the holder, also once the drain began (so
+// the caller forwards the room as before); [ErrDraining] for a room nobody
+// holds once the drain began (send it to another node) or one the
+// hand-off has; [ErrNotRunning]; or one matching [ErrInvalidID], [ErrLost]
+// (the session was lost meanwhile), naming Config.WaitReplicas, the Redis
+// error, or ctx's.
 func (m *Manager) Acquire(ctx context.Context, id string) (*Lease, error) {
 	if err := validateID(id); err != nil {
 		return nil, err
 	}
 	l, f, err := m.attach(ctx, id)
+	if err == errGateClosed {
+		return nil, m.holderOnceDraining(ctx, id)
+	}
 	if l != nil || err != nil {
 		return l, err
 	}
@@ -42,6 +47,25 @@ func (m *Manager) Acquire(ctx context.Context, id string) (*Lease, error) {
 		<-f.done
 	}
 	return f.lease, f.err
+}
+
+// holderOnceDraining is Acquire's error for a room this draining node
+// does not hold: the holder's, matching ErrHeld, as before the flip;
+// ErrDraining if nobody holds it, or the look-up failed (within two calls'
+// time: the caller can forward nothing meanwhile).
+func (m *Manager) holderOnceDraining(ctx context.Context, id string) error {
+	ctx, cancel := context.WithTimeout(ctx, 2*m.cfg.CallTimeout)
+	defer cancel()
+	o, err := m.Owner(ctx, id)
+	switch {
+	case err == nil && o.Node != m.cfg.Node:
+		return heldBy(id, o.Node, o.Fence)
+	case errors.Is(err, ErrHeld): // a value it cannot parse: never taken, so someone else's
+		return err
+	case err != nil && !errors.Is(err, ErrNotHeld):
+		return fmt.Errorf("lease: acquire %s: %w (its holder is unknown: %v)", m.routeKey(id), errGateClosed, err)
+	}
+	return fmt.Errorf("lease: acquire %s: %w", m.routeKey(id), errGateClosed)
 }
 
 // acquire takes room id for f under the current session and returns the

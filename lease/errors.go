@@ -39,6 +39,7 @@ var (
 	errSessionLost = errors.New("lease: the session was lost")                        // tick's, starting a new one
 	errShortWait   = errors.New("replicas did not acknowledge in time")               // fewer than Config.WaitReplicas
 	errNobodyWaits = errors.New("every caller gave up")                               // ends an acquisition
+	errGateClosed  = fmt.Errorf("%w: this node takes no new room", ErrDraining)       // Acquire looks the holder up
 )
 
 // heldBy returns an error matching ErrHeld that names the room's holder,

@@ -32,8 +32,12 @@ func ExampleManager_Acquire() {
 
 	l, err := m.Acquire(ctx, "42")
 	switch {
-	case errors.Is(err, lease.ErrHeld):
-		owner, _ := m.Owner(ctx, "42")
+	case errors.Is(err, lease.ErrHeld): // also once this node drains
+		owner, err := m.Owner(ctx, "42")
+		if err != nil { // released or moved meanwhile: try again
+			fmt.Println("retry:", err)
+			return
+		}
 		fmt.Println("forward to", owner.Addr)
 	case err != nil:
 		panic(err)

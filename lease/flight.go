@@ -53,7 +53,7 @@ func (m *Manager) attach(ctx context.Context, id string) (*Lease, *flight, error
 		case l == nil && (f == nil || !f.decided):
 			if m.draining() { // no acquisition after the flip
 				m.mu.Unlock()
-				return nil, nil, ErrDraining
+				return nil, nil, errGateClosed
 			}
 			if err := ctx.Err(); err != nil {
 				m.mu.Unlock()

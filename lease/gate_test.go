@@ -138,8 +138,9 @@ func TestHeldDistrustsAnOverdueLease(t *testing.T) {
 	l, err := m.Acquire(context.Background(), "room-h")
 	require.NoError(t, err)
 	require.True(t, l.held(), "fresh lease: Held()")
-	require.NoError(t, m.stopRenewer(context.Background())) // a renewer that stopped getting CPU
-	m.okAt.Store(new(time.Now().Add(-m.lostAfter)))         // its last confirmed renewal, TTL·2/3 ago
+	_, err = m.stopRenewer(context.Background()) // a renewer that stopped getting CPU
+	require.NoError(t, err)
+	m.okAt.Store(new(time.Now().Add(-m.lostAfter))) // its last confirmed renewal, TTL·2/3 ago
 	assert.False(t, l.held(), "overdue lease: Held()")
 }
 
@@ -184,4 +185,35 @@ func TestHandOffRefusesANilFn(t *testing.T) {
 	m := startManager(t, b.client(), testConfig())
 	_, err := m.HandOff(nil, 1)
 	require.ErrorContains(t, err, "fn is nil", "HandOff(nil)")
+}
+
+// After the flip, Acquire of a room another node holds answers as before
+// the flip, an error matching ErrHeld that names the holder, so the caller
+// forwards it; only a room nobody holds answers ErrDraining. Neither sends
+// an acquire script.
+func TestAcquireAfterTheFlipNamesAnotherNodesHolder(t *testing.T) {
+	b := standalone(t)
+	ctx := context.Background()
+	other := startManager(t, b.client(), testConfig())
+	_, err := other.Acquire(ctx, "theirs")
+	require.NoError(t, err)
+	var scripts atomic.Int32
+	c := b.client(cmdHook{fn: func(ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error {
+		if isAcquire(cmd) {
+			scripts.Add(1)
+		}
+		return next(ctx, cmd)
+	}})
+	m := startManager(t, c, testConfig())
+	m.BeginDrain()
+
+	_, err = m.Acquire(ctx, "theirs")
+	require.ErrorIs(t, err, ErrHeld, "a room another node holds")
+	assert.NotErrorIs(t, err, ErrDraining)
+	assert.ErrorContains(t, err, `by node "`+other.cfg.Node+`"`)
+	_, err = m.Acquire(ctx, "nobodys")
+	assert.ErrorIs(t, err, ErrDraining, "a room nobody holds")
+	assert.NotErrorIs(t, err, ErrHeld)
+	assert.Zero(t, scripts.Load(), "acquire scripts sent after the flip")
+	assert.Zero(t, c.Exists(ctx, m.routeKey("nobodys")).Val(), "a route after the flip")
 }

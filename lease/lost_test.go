@@ -148,7 +148,7 @@ func TestARedisOutageIsOneWarningNotOnePerTick(t *testing.T) {
 
 	out := logs.String()[before:]
 	assert.Equal(t, 1, strings.Count(out, "lease session not started again yet"), "warnings for one outage:\n%s", out)
-	assert.Contains(t, out, "addr="+c.(*redis.Client).Options().Addr, "the warning names the server")
+	assert.Contains(t, out, "redis_addr="+c.(*redis.Client).Options().Addr, "the warning names the server")
 	assert.Equal(t, 1, strings.Count(out, "lease session started again"), "lines for its end:\n%s", out)
 	assert.NotContains(t, out, "lease session renewed again", "a new session is not the lost one renewed")
 	assert.GreaterOrEqual(t, testutil.ToFloat64(m.met.heartbeatErrors), 8.0, "room_node_heartbeat_failures_total")

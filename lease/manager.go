@@ -121,7 +121,7 @@ func (m *Manager) Start(ctx context.Context) error {
 	m.running, m.stopReq, m.stopRun, m.done = true, make(chan struct{}), cancel, make(chan struct{})
 	m.mu.Unlock()
 	go m.renewLoop(runCtx, m.stopReq, m.done)
-	m.cfg.Logger.Info("lease manager started", "node_id", m.cfg.Node, "addr", clientAddr(m.client), "epoch", m.lastEpoch.Load(),
+	m.cfg.Logger.Info("lease manager started", "node_id", m.cfg.Node, "forward_addr", m.cfg.Addr, "redis_addr", clientAddr(m.client), "epoch", m.lastEpoch.Load(),
 		"ttl", m.cfg.TTL.String(), "renew_interval", m.cfg.RenewInterval.String(), "route_prefix", m.cfg.RoutePrefix)
 	return nil
 }
@@ -140,12 +140,12 @@ func (m *Manager) Start(ctx context.Context) error {
 func (m *Manager) Stop(ctx context.Context) error {
 	// Stopped from here: no lease registers, no start begins; one in
 	// progress (an Acquire's) finishes first, under startMu.
-	err := m.stopRenewer(ctx)
+	first, err := m.stopRenewer(ctx)
 	m.startMu.Lock()
 	m.mu.Lock()
 	m.sess.Store(nil) // a Release from now on finds its session ended and sends nothing; a flight's clean-up stops retrying
 	m.mu.Unlock()
-	released := 0
+	released, left := 0, 0
 	for _, l := range m.endAll(m.snapshot(), func(l *Lease) error {
 		if l.state.Load() == stateHeld && !m.handOff.Load() {
 			return ErrReleased
@@ -155,8 +155,15 @@ func (m *Manager) Stop(ctx context.Context) error {
 		if l.cause == ErrReleased {
 			released++
 		} else {
+			left++
 			m.met.leftToExpire.Inc()
 		}
+	}
+	if first {
+		// Without HandOff no room was flushed before it moved: said here, as
+		// a service that forgot the hook loses state without another word.
+		m.cfg.Logger.Info("lease manager stopping: the session's end frees the rooms still held", "node_id", m.cfg.Node,
+			"released", released, "left_to_expire", left, "hand_off", m.handOff.Load())
 	}
 	m.startMu.Unlock()
 	err = errors.Join(err, m.waitFlights(ctx)) // a flight waiting for startMu above ends now: stopped
@@ -224,7 +231,7 @@ func (m *Manager) startRetry() func(context.Context, func(context.Context) error
 				if errors.Is(err, errSessionBusy) {
 					msg = "lease: start waiting for another process's session of this node id: it expires within a TTL if that process is gone; a live one keeps it (one NODE_ID for two processes?)"
 				}
-				m.cfg.Logger.Warn(msg, "addr", clientAddr(m.client),
+				m.cfg.Logger.Warn(msg, "redis_addr", clientAddr(m.client),
 					"waited", time.Since(began).Round(time.Millisecond).String(), "error", err.Error())
 			}
 			return err
@@ -245,25 +252,27 @@ func clientAddr(c redis.UniversalClient) string {
 
 // stopRenewer stops the renewer and waits for it, cancelling its round
 // when ctx ends: none of its writes may land after the session's end.
-func (m *Manager) stopRenewer(ctx context.Context) error {
+// first says whether this call stopped a running Manager.
+func (m *Manager) stopRenewer(ctx context.Context) (first bool, err error) {
 	m.mu.Lock()
+	first = m.running
 	m.running, m.stopped = false, true
 	req, cancel, done := m.stopReq, m.stopRun, m.done
 	m.stopReq, m.stopRun, m.done = nil, nil, nil
 	m.mu.Unlock()
 	if done == nil {
-		return nil
+		return first, nil
 	}
 	close(req)
 	defer cancel()
 	select {
 	case <-done:
-		return nil
+		return first, nil
 	case <-ctx.Done():
 	}
 	cancel()
 	<-done // every call of the renewer honours its context
-	return fmt.Errorf("lease: waiting for the renewer: %w", context.Cause(ctx))
+	return first, fmt.Errorf("lease: waiting for the renewer: %w", context.Cause(ctx))
 }
 
 // endAll ends leases at once, for a session's loss or Stop: every context

@@ -115,7 +115,8 @@ func TestRestartWaitsForItsOldSession(t *testing.T) {
 	require.NoError(t, crashed.Start(ctx))
 	_, err = crashed.Acquire(ctx, "crashed")
 	require.NoError(t, err)
-	require.NoError(t, crashed.stopRenewer(ctx)) // it stops renewing, as if killed
+	_, err = crashed.stopRenewer(ctx) // it stops renewing, as if killed
+	require.NoError(t, err)
 	epoch := strconv.FormatInt(crashed.sess.Load().epoch, 10)
 
 	next, err := New(c, cfg)

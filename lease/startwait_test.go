@@ -69,7 +69,7 @@ func TestStartWithRedisUnreachable(t *testing.T) {
 
 			waits := strings.Count(logs.String(), "lease: start waiting for Redis")
 			assert.GreaterOrEqual(t, waits, tt.wantWaits, "waiting lines:\n%s", logs.String())
-			assert.Contains(t, logs.String(), "addr="+addr, "the waiting line names the address")
+			assert.Contains(t, logs.String(), "redis_addr="+addr, "the waiting line names the address")
 			for _, warning := range []string{"version", "maxmemory-policy"} {
 				assert.NotContains(t, logs.String(), warning, "a warning built on a server never reached")
 			}
@@ -101,10 +101,10 @@ func TestStartWaitsForAClusterNotUpYet(t *testing.T) {
 	case err := <-started:
 		require.FailNow(t, "Start returned before the seed answered", "got %v; want it to wait", err)
 	}
-	assert.Contains(t, logs.String(), "addr="+seed, "the waiting line names the seed")
+	assert.Contains(t, logs.String(), "redis_addr="+seed, "the waiting line names the seed")
 	forward(t, seed, cl.Addrs[0])
 	require.NoError(t, <-started, "Start once the seed answers")
-	assert.Contains(t, logs.String(), `msg="lease manager started" node_id=`+cfg.Node+" addr="+seed, "the start-up line")
+	assert.Contains(t, logs.String(), `msg="lease manager started" node_id=`+cfg.Node+" forward_addr="+cfg.Addr+" redis_addr="+seed, "the start-up line")
 	assert.Contains(t, logs.String(), "ttl=1s renew_interval=166.666666ms", "the start-up line")
 	t.Cleanup(func() { _ = m.Stop(context.Background()) })
 	_, err = m.Acquire(ctx, "after-the-wait")

@@ -2,6 +2,8 @@ package lease
 
 import (
 	"context"
+	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -123,4 +125,23 @@ func TestStopWithAnEndedContextStillEndsTheSession(t *testing.T) {
 			assert.Zero(t, c.Exists(ctx, m.nodeKey()).Val(), "the session in Redis after Stop")
 		})
 	}
+}
+
+// Stop says, once, what the session's end frees: how many rooms it
+// released and whether a hand-off flushed them first. A service that
+// forgot the HandOff hook otherwise lost its rooms' state without a line.
+func TestStopSaysWhatTheSessionsEndFrees(t *testing.T) {
+	b := standalone(t)
+	var logs logBuffer
+	cfg := testConfig()
+	cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	m := startManager(t, b.client(), cfg)
+	for _, id := range []string{"a", "b"} {
+		_, err := m.Acquire(context.Background(), id)
+		require.NoError(t, err)
+	}
+	require.NoError(t, m.Stop(context.Background()))
+	require.NoError(t, m.Stop(context.Background()), "again")
+	assert.Equal(t, 1, strings.Count(logs.String(), "lease manager stopping"), logs.String())
+	assert.Contains(t, logs.String(), "released=2 left_to_expire=0 hand_off=false")
 }

@@ -15,23 +15,41 @@ import (
 )
 
 // An HTTP service that owns rooms through leases: the client fits leases
-// (one retry at most, context deadlines honoured), and no lease.Config is
-// needed for the defaults.
+// (one retry at most, context deadlines honoured), and lease.Config.Addr is
+// the address other instances reach this one at, which Owner gives them to
+// forward a room's requests (nothing fills it in). A room another instance
+// holds is sent there, also while this one drains; one nobody holds while
+// this one drains gets a 503 with Retry-After, for the client (or a gateway
+// in front) to try another instance.
 func Example() {
 	newRedis := func(lc fx.Lifecycle) redis.UniversalClient {
 		rdb := redis.NewClient(&redis.Options{Addr: os.Getenv("REDIS_ADDR"), MaxRetries: 1, ContextTimeoutEnabled: true})
 		lc.Append(fx.Hook{OnStop: func(context.Context) error { return rdb.Close() }})
 		return rdb
 	}
+	unavailable := func(w http.ResponseWriter, err error) {
+		w.Header().Set("Retry-After", "1")
+		http.Error(w, err.Error(), http.StatusServiceUnavailable)
+	}
 	rooms := func(leases *lease.Manager) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			l, err := leases.Acquire(r.Context(), r.URL.Query().Get("room"))
-			if errors.Is(err, lease.ErrHeld) {
-				http.Error(w, err.Error(), http.StatusConflict) // the error names the holder
+			id := r.URL.Query().Get("room")
+			l, err := leases.Acquire(r.Context(), id)
+			switch {
+			case errors.Is(err, lease.ErrInvalidID):
+				http.Error(w, err.Error(), http.StatusBadRequest)
 				return
-			}
-			if err != nil {
-				http.Error(w, err.Error(), http.StatusServiceUnavailable)
+			case errors.Is(err, lease.ErrHeld): // also once this instance drains
+				owner, err := leases.Owner(r.Context(), id)
+				if err != nil || owner.Addr == "" { // released or moved meanwhile: a retry finds it
+					unavailable(w, errors.Join(err, errors.New("owner unknown")))
+					return
+				}
+				// Or proxy it (net/http/httputil.ReverseProxy) for clients that do not follow redirects.
+				http.Redirect(w, r, "http://"+owner.Addr+r.URL.RequestURI(), http.StatusTemporaryRedirect)
+				return
+			case err != nil: // lease.ErrDraining: nobody holds it and this instance takes none
+				unavailable(w, err)
 				return
 			}
 			_ = l.Token() // pass it with every write, so storage refuses a stale owner
@@ -40,6 +58,7 @@ func Example() {
 	os.Exit(fxmodule.Run(
 		fxmodule.Module, fxmodule.FromEnv, fxlease.Module,
 		fx.Provide(newRedis),
+		fx.Supply(lease.Config{Addr: os.Getenv("ADVERTISE_ADDR")}), // e.g. the pod's IP and this port
 		fxmodule.HTTP("api", ":8080", rooms),
 	))
 }
@@ -49,7 +68,7 @@ func Example() {
 // (fx runs a constructor before what depends on it, and OnStart hooks in
 // the order they were appended). Acquire answers lease.ErrNotRunning
 // before that start and, after the flip, lease.ErrDraining for a room
-// not held.
+// nobody holds.
 func Example_atStart() {
 	newRedis := func() redis.UniversalClient {
 		return redis.NewClient(&redis.Options{Addr: os.Getenv("REDIS_ADDR"), MaxRetries: 1, ContextTimeoutEnabled: true})
