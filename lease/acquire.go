@@ -17,8 +17,9 @@ import (
 // one script call; a lease every caller gave up on is released. Errors:
 // one matching [ErrHeld] naming the holder, also once the drain began (so
 // the caller forwards the room as before); [ErrDraining] for a room nobody
-// holds once the drain began (send it to another node) or one the
-// hand-off has; [ErrNotRunning]; or one matching [ErrInvalidID], [ErrLost]
+// holds once the drain began (send it to another node), one the hand-off
+// has, or one whose holder could not be looked up then (the error says
+// so); [ErrNotRunning]; or one matching [ErrInvalidID], [ErrLost]
 // (the session was lost meanwhile), naming Config.WaitReplicas, the Redis
 // error, or ctx's.
 func (m *Manager) Acquire(ctx context.Context, id string) (*Lease, error) {
@@ -46,13 +47,16 @@ func (m *Manager) Acquire(ctx context.Context, id string) (*Lease, error) {
 		}
 		<-f.done
 	}
+	if f.lease == nil && errors.Is(f.err, ErrDraining) { // the flip came during the acquisition
+		return nil, m.holderOnceDraining(ctx, id)
+	}
 	return f.lease, f.err
 }
 
 // holderOnceDraining is Acquire's error for a room this draining node
 // does not hold: the holder's, matching ErrHeld, as before the flip;
-// ErrDraining if nobody holds it, or the look-up failed (within two calls'
-// time: the caller can forward nothing meanwhile).
+// ErrDraining if nobody holds it, or if the look-up failed (within two
+// calls' time), which the error then says: the room may be held.
 func (m *Manager) holderOnceDraining(ctx context.Context, id string) error {
 	ctx, cancel := context.WithTimeout(ctx, 2*m.cfg.CallTimeout)
 	defer cancel()

@@ -15,8 +15,8 @@ import (
 )
 
 // BeginDrain closes the drain gate: Acquire of a room not held returns
-// [ErrDraining], an acquisition in progress stops (one that raced the gate
-// is released) and
+// [ErrDraining] (one matching [ErrHeld] if another node holds it), an
+// acquisition in progress stops (one that raced the gate is released) and
 // the renewer marks the node's session draining at once. Call it at the
 // flip, as fxlease does; the lease hooks call it too. It may be called
 // again, and before Start.

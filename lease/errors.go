@@ -7,8 +7,8 @@ import (
 
 // Sentinel errors. How a lease ended is context.Cause(l.Context()).
 var (
-	// ErrDraining: Acquire after the flip of a room not held (or one the
-	// hand-off has), or Release of a lease the hand-off took.
+	// ErrDraining: Acquire after the flip of a room nobody holds (or one
+	// the hand-off has), or Release of a lease the hand-off took.
 	ErrDraining = errors.New("lease: draining")
 	// ErrInvalidID is matched by the error of Acquire and Owner for a room
 	// id no route key can carry (empty, over MaxIDLen bytes, '{', '}' or

@@ -217,3 +217,31 @@ func TestAcquireAfterTheFlipNamesAnotherNodesHolder(t *testing.T) {
 	assert.Zero(t, scripts.Load(), "acquire scripts sent after the flip")
 	assert.Zero(t, c.Exists(ctx, m.routeKey("nobodys")).Val(), "a route after the flip")
 }
+
+// An acquisition the flip cuts short (its first attempt's reply lost as
+// the gate closes) answers like one the gate refused: the holder, matching
+// ErrHeld, for a room another node holds.
+func TestAcquireCutShortByTheFlipNamesAnotherNodesHolder(t *testing.T) {
+	b := standalone(t)
+	ctx := context.Background()
+	other := startManager(t, b.client(), testConfig())
+	_, err := other.Acquire(ctx, "theirs")
+	require.NoError(t, err)
+	var mgr atomic.Pointer[Manager]
+	var attempts atomic.Int32
+	c := b.client(cmdHook{fn: func(ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error {
+		if isAcquire(cmd) && attempts.Add(1) == 1 {
+			mgr.Load().BeginDrain() // the flip comes while the first attempt's reply is lost
+			return context.DeadlineExceeded
+		}
+		return next(ctx, cmd)
+	}})
+	cfg := testConfig()
+	cfg.TTL = 6 * time.Second
+	m := startManager(t, c, cfg)
+	mgr.Store(m)
+	_, err = m.Acquire(ctx, "theirs")
+	require.ErrorIs(t, err, ErrHeld)
+	assert.ErrorContains(t, err, `by node "`+other.cfg.Node+`"`)
+	assert.Equal(t, int32(1), attempts.Load(), "acquire scripts sent")
+}

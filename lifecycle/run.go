@@ -35,6 +35,11 @@ func (m *Manager) Run(ctx context.Context) *Report {
 	case r := <-done:
 		return r
 	case <-m.exitNow:
+		select {
+		case r := <-done: // the drain ended as the third signal came: its report is logged already
+			return r
+		default:
+		}
 		m.mu.Lock()
 		at, reason := m.stopRequestedAt, m.stopReason
 		m.mu.Unlock()

@@ -142,8 +142,8 @@ func TestTransitionLogNamesEveryFailedCheck(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		l := &logs{}
 		r := newRegistry(t, newState(lifecycle.Running), l)
-		for name, msg := range map[string]string{"db": "dial tcp: connection refused", "redis": "i/o timeout"} {
-			mustAdd(t, r, readiness.Check{Name: name, Probe: func(context.Context) error { return errors.New(msg) }})
+		for _, c := range [][2]string{{"db", "dial tcp: connection refused"}, {"redis", "i/o timeout"}} { // reports keep this order
+			mustAdd(t, r, readiness.Check{Name: c[0], Probe: func(context.Context) error { return errors.New(c[1]) }})
 		}
 		r.Ready(context.Background())
 		recs := l.records(t)

@@ -212,7 +212,7 @@ func (s Servers) check(ctx context.Context, c redis.UniversalClient, addr string
 	switch version := info["redis_version"]; {
 	case version == "":
 		s.Logger.Warn("cannot read the Redis version (INFO); the lease scripts need Redis 5.0.0 or later",
-			"addr", addr, "error", fmt.Sprint(err))
+			"redis_addr", addr, "error", fmt.Sprint(err))
 	case !atLeast(version, minVersion):
 		return fmt.Errorf("%w: %s runs Redis %s; the lease scripts need 5.0.0 or later (acquire.lua reads TIME before writing)",
 			s.Unsafe, addr, version)
@@ -220,11 +220,11 @@ func (s Servers) check(ctx context.Context, c redis.UniversalClient, addr string
 	switch {
 	case policy == "":
 		s.Logger.Warn("cannot read maxmemory-policy (INFO and CONFIG GET refused); unless it is noeviction, Redis may evict a lease key and give its room two owners",
-			"addr", addr, "error", fmt.Sprint(err))
+			"redis_addr", addr, "error", fmt.Sprint(err))
 	case policy == "noeviction":
 	case s.AcceptEviction:
 		s.Logger.Warn("maxmemory-policy may evict lease keys and give a room two owners; accepted by Config.AcceptEviction",
-			"addr", addr, "maxmemory_policy", policy)
+			"redis_addr", addr, "maxmemory_policy", policy)
 	default:
 		return fmt.Errorf("%w: %s has maxmemory-policy %s, which may evict lease keys (they have a TTL) and give a room two owners; "+
 			"set maxmemory-policy noeviction, or Config.AcceptEviction to accept the risk", s.Unsafe, addr, policy)
