@@ -23,8 +23,11 @@ func (m *Manager) logPhase(msg, phase string, hooks int, stoppedAt time.Time) {
 // logPhases wraps hooks so that the first hook of each phase to begin
 // logs the phase with its number of hooks, before any of them runs (the
 // others wait for that line: sync.Once). Every hook passed AddHook, so
-// has a Run.
-func (m *Manager) logPhases(hooks []drain.Hook, stoppedAt time.Time) []drain.Hook {
+// has a Run. The Flush hooks taken out of the drain (notFlushed) are
+// logged skipped where their phase would have begun, before the first
+// later phase's line; skippedFlush logs them if no later phase began.
+func (m *Manager) logPhases(hooks []drain.Hook, stoppedAt time.Time, notFlushed []drain.HookResult) (_ []drain.Hook, skippedFlush func()) {
+	skippedFlush = sync.OnceFunc(func() { m.logPerPhase("drain phase skipped", notFlushed, stoppedAt) })
 	type phaseLog struct {
 		hooks int
 		once  sync.Once
@@ -40,12 +43,17 @@ func (m *Manager) logPhases(hooks []drain.Hook, stoppedAt time.Time) []drain.Hoo
 	for i, h := range hooks {
 		run, phase, p := h.Run, h.Phase, phases[h.Phase]
 		h.Run = func(ctx context.Context) error {
-			p.once.Do(func() { m.logPhase("drain phase", string(phase), p.hooks, stoppedAt) })
+			p.once.Do(func() {
+				if phase == drain.Release || phase == drain.Close {
+					skippedFlush()
+				}
+				m.logPhase("drain phase", string(phase), p.hooks, stoppedAt)
+			})
 			return run(ctx)
 		}
 		out[i] = h
 	}
-	return out
+	return out, skippedFlush
 }
 
 // logTiming states, once at start-up, the drain timing in effect: the

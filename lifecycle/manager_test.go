@@ -7,6 +7,7 @@ import (
 	"errors"
 	"log/slog"
 	"os"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -308,6 +309,13 @@ func TestSignalDuringStartAbortsAndStopsWhatStarted(t *testing.T) {
 		assert.Equal(t, "rooms.flush", r.Hooks[0].Name)
 		assert.Equal(t, drain.Skipped, r.Hooks[0].Outcome, "the flush hook, reported")
 		assert.Equal(t, "the start was aborted, so nothing was served to flush: signal: terminated", r.Hooks[0].Error)
+		var phases []string // the phase lines, in the log's order
+		for _, line := range strings.Split(strings.TrimSpace(h.logs.String()), "\n") {
+			if m := regexp.MustCompile(`"msg":"(drain phase[a-z ]*)".*"phase":"([a-z_]+)"`).FindStringSubmatch(line); m != nil {
+				phases = append(phases, m[1]+" "+m[2])
+			}
+		}
+		assert.Equal(t, []string{"drain phase skipped flush", "drain phase close"}, phases, "the skipped flush where it would have run")
 		assert.Equal(t, signalled, stoppedAt, "no propagation delay: the process was never ready")
 		assert.False(t, thirdRan, "start steps after the signal are skipped")
 		assert.Equal(t, []string{"draining", "stopped"}, states, "never Running")

@@ -178,9 +178,11 @@ func (m *Manager) drainAndReport(ctx context.Context, startErr error) *Report {
 		}
 		hooks, notFlushed = withoutFlush(hooks, why)
 	}
-	rep := drain.Run(drainCtx, reason, m.logPhases(hooks, stoppedAt))
-	rep.Hooks = insertAtFlush(rep.Hooks, notFlushed)
+	hooks, skippedFlush := m.logPhases(hooks, stoppedAt, notFlushed)
+	rep := drain.Run(drainCtx, reason, hooks)
+	skippedFlush()
 	m.logSkipped(rep.Hooks, stoppedAt)
+	rep.Hooks = insertAtFlush(rep.Hooks, notFlushed)
 	rep.Start, rep.Duration = stoppedAt, time.Since(stoppedAt) // the whole budget, delay included
 	_ = m.transition(Stopped, stoppedReason(rep, startErr), rep)
 
