@@ -172,6 +172,12 @@ func TestRunConfigMistakeIsOneLineAndExitConfig(t *testing.T) {
 			want: []string{`fxmodule.HTTP("api", "127.0.0.1:0", …) needs fxmodule.Module`},
 		},
 		{
+			// fx hands the server's constructor a nil Manager, as without the Module.
+			name: "the lifecycle.Config forgotten, a server given before the Module",
+			give: []fx.Option{fxmodule.HTTP("api", "127.0.0.1:0", hello), fxmodule.Module},
+			want: []string{`fxmodule.HTTP("api", "127.0.0.1:0", …) needs fxmodule.Module and a lifecycle.Config (fxmodule.FromEnv`},
+		},
+		{
 			name:    "the lifecycle.Config forgotten",
 			give:    []fx.Option{fxmodule.Module, fxmodule.HTTP("api", "127.0.0.1:0", hello)},
 			want:    []string{"missing type: lifecycle.Config"},

@@ -52,6 +52,9 @@ type Manager struct {
 
 	shutdownOnce sync.Once              // the first shutdown drains; the others wait for its report
 	report       atomic.Pointer[Report] // set once the drain has finished
+	// drained is a copy of the drain's report once its phases are over,
+	// before the work after it (OnDrained): what a third signal reports then.
+	drained atomic.Pointer[drain.Report]
 }
 
 // New validates cfg (after applying defaults) and returns a Manager in

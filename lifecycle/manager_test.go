@@ -252,6 +252,40 @@ func TestThirdSignalReturnsAtOnce(t *testing.T) {
 	})
 }
 
+// Signals that come once the drain's phases are over, while the work
+// after them runs (fx's OnStop hooks), say so: the second forces nothing,
+// and the third's report keeps the drain's results.
+func TestSignalsAfterTheDrainSayWhatTheyDo(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, lifecycle.Config{Service: "api", NodeID: "n1"})
+		noop := func(context.Context) error { return nil }
+		require.NoError(t, h.AddHook(drain.Hook{Name: "api.stop_intake", Phase: drain.StopIntake, Run: noop}))
+		after, release := make(chan struct{}), make(chan struct{})
+		h.OnDrained(func() []drain.HookResult {
+			close(after)
+			<-release // a hung OnStop hook
+			return nil
+		})
+		reports := h.run()
+		synctest.Wait()
+		h.sig <- syscall.SIGTERM
+		<-after
+		h.sig <- syscall.SIGTERM
+		synctest.Wait()
+		h.sig <- syscall.SIGTERM
+		r := <-reports
+		assert.Equal(t, lifecycle.ExitForced, r.ExitCode)
+		assert.Contains(t, r.Reason, "third signal: the work after the drain not waited for")
+		require.Len(t, r.Hooks, 1, "the drain's results stand")
+		assert.Equal(t, drain.OK, r.Hooks[0].Outcome)
+		logs := h.logs.String()
+		assert.Contains(t, logs, `"msg":"second signal after the drain: the work after it`)
+		assert.NotContains(t, logs, `"msg":"second signal: forcing the drain"`)
+		assert.Contains(t, logs, `"msg":"third signal: returning now, without waiting for the drain","service":"api","node_id":"n1"`)
+		close(release)
+	})
+}
+
 // A caller's Signals channel that is closed (its own source ended) is no
 // signal: reading it must neither crash nor count as three signals.
 func TestAClosedSignalsChannelIsNoSignal(t *testing.T) {

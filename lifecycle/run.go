@@ -19,7 +19,8 @@ import (
 // [ExitStartFailed].
 //
 // A third signal makes Run return at once, with [ExitForced] and a report
-// of no hooks (logged as every report is), while the drain goes on in the
+// of no hooks, or of the drain's hooks if its phases were over (logged as
+// every report is), while the drain or the work after it goes on in the
 // background: the caller is to exit (os.Exit), which ends it. Run itself
 // never ends the process.
 func (m *Manager) Run(ctx context.Context) *Report {
@@ -43,8 +44,13 @@ func (m *Manager) Run(ctx context.Context) *Report {
 		m.mu.Lock()
 		at, reason := m.stopRequestedAt, m.stopReason
 		m.mu.Unlock()
-		r := &Report{Report: &drain.Report{Reason: reason + " (third signal: not waited for)", Start: at, Forced: true},
-			Service: m.cfg.Service, NodeID: m.cfg.NodeID, ExitCode: ExitForced}
+		rep := &drain.Report{Reason: reason + " (third signal: not waited for)", Start: at, Forced: true}
+		if d := m.drained.Load(); d != nil { // the phases are over: their results stand, the work after them is cut
+			c := *d
+			c.Reason += " (third signal: the work after the drain not waited for)"
+			rep = &c
+		}
+		r := &Report{Report: rep, Service: m.cfg.Service, NodeID: m.cfg.NodeID, ExitCode: ExitForced}
 		m.logReport(r, "") // a log pipeline that reads the report line still gets one
 		return r
 	}

@@ -52,10 +52,16 @@ func (m *Manager) watchSignals() (unsubscribe func()) {
 						"signal", sig.String())
 				}
 			case 2:
-				m.log.Warn("second signal: forcing the drain", "signal", sig.String())
+				if m.State() == Stopped { // nothing left to force: OnDrained's work has budgets of its own
+					m.log.Warn("second signal after the drain: the work after it (OnDrained; fx's OnStop hooks) runs to its own timeout; a third signal returns at once",
+						"service", m.cfg.Service, "node_id", m.cfg.NodeID, "signal", sig.String())
+				} else {
+					m.log.Warn("second signal: forcing the drain", "service", m.cfg.Service, "node_id", m.cfg.NodeID, "signal", sig.String())
+				}
 				m.force(reason + " (second: forced)")
 			default:
-				m.log.Error("third signal: returning now, without waiting for the drain", "signal", sig.String(), "exit_code", ExitForced)
+				m.log.Error("third signal: returning now, without waiting for the drain", "service", m.cfg.Service, "node_id", m.cfg.NodeID,
+					"signal", sig.String(), "exit_code", ExitForced)
 				m.exitNowOnce.Do(func() { close(m.exitNow) })
 				return
 			}
@@ -185,6 +191,9 @@ func (m *Manager) drainAndReport(ctx context.Context, startErr error) *Report {
 	rep.Hooks = insertAtFlush(rep.Hooks, notFlushed)
 	rep.Start, rep.Duration = stoppedAt, time.Since(stoppedAt) // the whole budget, delay included
 	_ = m.transition(Stopped, stoppedReason(rep, startErr), rep)
+	drained := *rep
+	drained.Hooks = slices.Clone(rep.Hooks)
+	m.drained.Store(&drained)
 
 	if len(onDrained) > 0 { // the drain is over: what runs now only closes
 		var after []drain.HookResult

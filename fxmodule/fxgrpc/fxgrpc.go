@@ -51,7 +51,8 @@ import (
 // registers the service's implementations. The server is built with
 // grpcdrain.ServerOptions and opts, serves grpc.health.v1 for the
 // registry's service name, and registers server streams with a
-// drain.Streams named name+".streams" (default pacing). It adds the drain
+// drain.Streams named name+".streams" (default pacing); register may take
+// that *drain.Streams too, for handlers that say goodbye at its Told. It adds the drain
 // hooks name+".stop_intake", ".health_watch", ".wait_in_flight",
 // ".graceful_stop" and ".serve", the streams' hooks, and the gating check
 // name+"_listener". A malformed addr, a nil register or a func without a

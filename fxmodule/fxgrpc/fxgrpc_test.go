@@ -229,7 +229,7 @@ func TestServerMistakesAreRefusedNamingTheOption(t *testing.T) {
 		{
 			name: "fxmodule.Module forgotten",
 			give: []fx.Option{cfg, fxgrpc.Server("api", "127.0.0.1:0", register)},
-			want: `fxmodule: fxgrpc.Server("api", "127.0.0.1:0", …) needs fxmodule.Module: add it to fxmodule.Run's options`,
+			want: `fxmodule: fxgrpc.Server("api", "127.0.0.1:0", …) needs fxmodule.Module and a lifecycle.Config (fxmodule.FromEnv, or fx.Supply of one): add what is missing to fxmodule.Run's options`,
 		},
 	}
 	for _, tt := range tests {

@@ -83,5 +83,9 @@ func collision(hook, first, second string) error {
 // mistake is said in drainkit's words rather than in dig's (whose text is
 // not its API).
 func NeedModule(option string) error {
-	return configerr.Errorf("fxmodule: %s needs fxmodule.Module: add it to fxmodule.Run's options", option)
+	// fx gives an optional *lifecycle.Manager as nil both without the
+	// Module and with it but without a Config, when this option's
+	// constructor runs before the Module's own refusal: name both.
+	return configerr.Errorf("fxmodule: %s needs fxmodule.Module and a lifecycle.Config (fxmodule.FromEnv, or fx.Supply of one): "+
+		"add what is missing to fxmodule.Run's options", option)
 }
