@@ -48,11 +48,14 @@ func serveAdmin(addr string, p adminParams) error {
 	}
 	mux := http.NewServeMux()
 	p.Registry.Mount(mux)
+	log := serviceLogger(p.Logger, p.Manager)
 	if g, ok := p.Registerer.(prometheus.Gatherer); ok {
 		mux.Handle("/metrics", promhttp.HandlerFor(g, promhttp.HandlerOpts{}))
+	} else { // said once at start, not found by a scraper's first 404
+		log.Info("fxmodule: Admin serves no /metrics: the graph has no prometheus.Registerer that is also a Gatherer (a *prometheus.Registry)",
+			"registerer", fmt.Sprintf("%T", p.Registerer))
 	}
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	log := serviceLogger(p.Logger, p.Manager)
 	s := serve.NewHTTP("admin", srv, log)
 	if err := p.Names.AddServer(p.Manager, "admin", option, s.Hook()); err != nil {
 		return err

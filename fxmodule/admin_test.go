@@ -3,9 +3,11 @@ package fxmodule_test
 import (
 	"context"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/assert"
@@ -15,6 +17,7 @@ import (
 	"github.com/drainkit/drainkit/drain"
 	"github.com/drainkit/drainkit/fxmodule"
 	"github.com/drainkit/drainkit/fxmodule/fxmoduletest"
+	"github.com/drainkit/drainkit/internal/testlog"
 	"github.com/drainkit/drainkit/lifecycle"
 )
 
@@ -80,6 +83,21 @@ func TestAdminWithoutRegistry(t *testing.T) {
 	code, _ = get(t, "http://"+addr+"/metrics")
 	assert.Equal(t, http.StatusNotFound, code)
 	assert.Equal(t, lifecycle.ExitClean, app.Stop().ExitCode)
+}
+
+// The start-up says what it does: Admin without /metrics says so (a
+// scraper's 404 is not where an operator should learn it), and Run when
+// the process will have exited after a signal.
+func TestStartUpSaysWhatAdminServesAndWhenTheProcessExits(t *testing.T) {
+	var logs testlog.Buffer
+	addr := freeAddr(t)
+	app := fxmoduletest.Start(t, fxmodule.Module, fxmodule.Admin(addr),
+		fx.Supply(lifecycle.Config{Service: "svc", NodeID: "n1", DrainTimeout: 10 * time.Second},
+			slog.New(slog.NewJSONHandler(&logs, nil))))
+	assert.Equal(t, lifecycle.ExitClean, app.Stop().ExitCode)
+	assert.Contains(t, logs.String(), `"msg":"fxmodule: Admin serves no /metrics`)
+	// And the start-up says when the process will have exited, for the pod's grace period.
+	assert.Contains(t, logs.String(), `"drain_timeout":"10s","stop_timeout":"15s","exit_within":"25s"`)
 }
 
 // freeAddr returns a loopback address with a port free at the time.

@@ -60,6 +60,10 @@ func Run(opts ...fx.Option) int {
 		return refuseToBuild(configerr.Errorf("fxmodule: the app has no *lifecycle.Manager: add fxmodule.Module to fxmodule.Run's options"))
 	}
 	d.app, d.m = app, m
+	c := m.Config()
+	logger(c.Logger).Info("fxmodule: exit within drain_timeout + stop_timeout of the first signal (fx's OnStop hooks run after the drain): "+
+		"set the pod's terminationGracePeriodSeconds above exit_within", "service", c.Service, "node_id", c.NodeID,
+		"drain_timeout", c.DrainTimeout.String(), "stop_timeout", app.StopTimeout().String(), "exit_within", (c.DrainTimeout + app.StopTimeout()).String())
 	m.OnDrained(d.stopApp)
 	m.OnStart(d.start)
 	return m.Run(ctx).ExitCode
