@@ -118,6 +118,9 @@ func TestNewListsEveryClientOptionLeasesNeed(t *testing.T) {
 		{"cluster routed randomly", redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{"127.0.0.1:1"}, RouteRandomly: true, ContextTimeoutEnabled: true}),
 			[]string{"ReadOnly true"}},
 		{"cluster fit", redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{"127.0.0.1:1"}, ContextTimeoutEnabled: true}), nil},
+		// No seeds: go-redis would answer "cluster has no nodes", which Start waits out as a cluster forming.
+		{"cluster without seeds", redis.NewClusterClient(&redis.ClusterOptions{ContextTimeoutEnabled: true}),
+			[]string{"*redis.ClusterClient has no seed nodes: set redis.ClusterOptions.Addrs"}},
 		// A Ring moves an unreachable shard's keys to the others: two owners.
 		{"ring, however configured", redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": "127.0.0.1:1"}, MaxRetries: 1, ContextTimeoutEnabled: true}),
 			[]string{"*redis.Ring cannot keep leases", "another shard", "*redis.Client", "*redis.ClusterClient"}},

@@ -8,6 +8,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net"
+	"strings"
 	"syscall"
 	"time"
 
@@ -87,7 +88,7 @@ func (m *Manager) whileSession(epoch int64) func() error {
 // retryable reports whether err may pass on another attempt: a timeout, a
 // failed connection, another process's expiring session (a restart after a
 // crash), a server briefly unable to serve (MOVED, ASK: direct calls only),
-// or a cluster still forming.
+// or a cluster still forming (slots not all served, or none yet).
 func retryable(err error) bool {
 	var netErr net.Error
 	switch {
@@ -95,6 +96,9 @@ func retryable(err error) bool {
 		errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF),
 		errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET),
 		errors.Is(err, redischeck.ErrSlotsUncovered), errors.As(err, &netErr):
+		return true
+	}
+	if strings.Contains(err.Error(), "redis: cluster has no nodes") { // go-redis's, unexported: a cluster with no slot assigned yet (New refuses no seeds)
 		return true
 	}
 	for _, prefix := range []string{"LOADING", "BUSY", "TRYAGAIN", "CLUSTERDOWN", "MASTERDOWN", "READONLY", "MOVED", "ASK"} {

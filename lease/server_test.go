@@ -272,3 +272,30 @@ func (w *matchWriter) Write(p []byte) (int, error) {
 	}
 	return len(p), nil
 }
+
+// A cluster with no slot assigned yet (its nodes started, the cluster not
+// created) is waited for like a server not reachable yet: Start goes on
+// once the slots are assigned, instead of failing at once on go-redis's
+// "cluster has no nodes".
+func TestStartWaitsForAClusterWithNoSlotYet(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	node := redistest.StartClusterNode(t)
+	client := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{node.Addr}, MaxRetries: 1, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { _ = client.Close() })
+	waiting := &matchWriter{match: "no slot is served yet", seen: make(chan struct{})}
+	cfg := testConfig()
+	cfg.Logger = slog.New(slog.NewTextHandler(waiting, nil))
+	m, err := New(client, cfg)
+	require.NoError(t, err)
+	started := make(chan error, 1)
+	go func() { started <- m.Start(ctx) }()
+	select {
+	case err := <-started:
+		t.Fatalf("Start returned %v before any slot was assigned", err)
+	case <-waiting.seen:
+	}
+	require.NoError(t, node.Client().Do(ctx, "CLUSTER", "ADDSLOTSRANGE", 0, 16383).Err())
+	require.NoError(t, <-started)
+	require.NoError(t, m.Stop(ctx))
+}

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -243,4 +244,31 @@ func assertJSONLines(t *testing.T, out string) {
 			t.Errorf("line is not JSON: %q\n%s", line, out)
 		}
 	}
+}
+
+// A Redis Cluster created beside the service (its nodes up, no slot
+// assigned yet) is waited for, not a failed start: Kubernetes or compose
+// start both at once, and exit 5 there was a crash loop.
+func TestStartWaitsForAClusterBeingCreated(t *testing.T) {
+	ctx := context.Background()
+	rs := redistest.StartClusterNode(t)
+	cl := rs.Client()
+	n := &node{
+		grpc:  fmt.Sprintf("127.0.0.1:%d", redistest.FreePort(t)),
+		admin: fmt.Sprintf("127.0.0.1:%d", redistest.FreePort(t)),
+	}
+	n.Proc = proctest.Start(t, "node-c", proctest.Build(t, "."), "NODE_ID=node-c", "REDIS_CLUSTER_URL=redis://"+rs.Addr,
+		"GRPC_ADDR="+n.grpc, "ADMIN_ADDR="+n.admin, "DRAIN_DELAY=300ms", "DRAIN_TIMEOUT=10s", "LEASE_TTL=2s", "BALANCE_INTERVAL=0")
+	// The service asked for the slot map (before its first PING, which then
+	// found no node): polled, as the node is another process.
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(cl.Info(ctx, "commandstats").Val(), "cmdstat_cluster") {
+		require.True(t, time.Now().Before(deadline), "the service never asked for the slot map:\n%s", n.Output())
+		time.Sleep(10 * time.Millisecond)
+	}
+	require.NoError(t, cl.Do(ctx, "CLUSTER", "ADDSLOTSRANGE", 0, 16383).Err())
+	n.Await(t, `"new_status":"running"`)
+	assert.Equal(t, http.StatusOK, n.ready(t))
+	n.Signal(t, syscall.SIGTERM)
+	assert.Equal(t, 0, n.ExitCode(t), n.Output())
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
@@ -38,14 +39,25 @@ func newRedis(lc fx.Lifecycle, c config, m *lifecycle.Manager, log *slog.Logger)
 	rdb := t.client()
 	lc.Append(fx.Hook{
 		// A start that cannot reach Redis, or is refused by it, fails here,
-		// naming the variable, instead of deep inside the lease manager.
+		// naming the variable, instead of deep inside the lease manager. A
+		// Redis still starting (loading its data, a cluster whose slots are
+		// being assigned, as when it starts beside this service) is waited
+		// for within the same 3 s.
 		OnStart: fxmodule.Abortable(m, func(ctx context.Context) error {
 			ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 			defer cancel()
-			if err := rdb.Ping(ctx).Err(); err != nil {
-				return fmt.Errorf("%s: PING failed: %w", t, t.scrubErr(err))
+			for {
+				err := rdb.Ping(ctx).Err()
+				if err == nil {
+					return nil
+				}
+				if !redisStarting(err) || !sleepCtx(ctx, 100*time.Millisecond) {
+					return fmt.Errorf("%s: PING failed: %w", t, t.scrubErr(err))
+				}
+				if cl, ok := rdb.(*redis.ClusterClient); ok {
+					cl.ReloadState(ctx) // go-redis reloads a map with no node only every 10 s by itself
+				}
 			}
-			return nil
 		}),
 		OnStop: func(context.Context) error {
 			err := rdb.Close()
@@ -87,4 +99,31 @@ type redisLog struct {
 
 func (l redisLog) Printf(ctx context.Context, format string, v ...any) {
 	l.log.WarnContext(ctx, l.t.scrub(fmt.Sprintf(format, v...)), "component", "go-redis")
+}
+
+// redisStarting reports whether err comes from a Redis that is still
+// starting: loading its data, or a cluster not serving every slot yet
+// (go-redis's "cluster has no nodes" while none is assigned).
+func redisStarting(err error) bool {
+	if strings.Contains(err.Error(), "redis: cluster has no nodes") {
+		return true
+	}
+	for _, prefix := range []string{"LOADING", "CLUSTERDOWN", "TRYAGAIN", "MASTERDOWN"} {
+		if redis.HasErrorPrefix(err, prefix) {
+			return true
+		}
+	}
+	return false
+}
+
+// sleepCtx waits d, or reports false once ctx ends first.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
 }

@@ -60,6 +60,9 @@ func Client(c redis.UniversalClient, callTimeout time.Duration) error {
 		noRetries = "go-redis reads 0 as 3, -1 as none"
 	case *redis.ClusterClient:
 		o := cl.Options() // as go-redis resolved them: RouteByLatency and RouteRandomly set ReadOnly
+		if len(o.Addrs) == 0 && o.ClusterSlots == nil { // go-redis would answer "cluster has no nodes" forever
+			return fmt.Errorf("*redis.ClusterClient has no seed nodes: set redis.ClusterOptions.Addrs")
+		}
 		options, retries, timeouts, honoursCtx = "redis.ClusterOptions", o.MaxRetries, [2]time.Duration{o.ReadTimeout, o.WriteTimeout}, o.ContextTimeoutEnabled
 		noRetries, readOnly = "0 or -1 is none", o.ReadOnly
 	default:
@@ -166,6 +169,9 @@ func clusterPrimaries(ctx context.Context, c *redis.ClusterClient) ([]*redis.Cli
 	})
 	if err != nil || c.Options().ClusterSlots != nil {
 		return listed, err
+	}
+	if len(listed) == 0 { // no slot assigned yet: CLUSTER SLOTS would fail as "cluster has no nodes"
+		return nil, fmt.Errorf("%w: no slot is served yet", ErrSlotsUncovered)
 	}
 	//lint:ignore SA1019 CLUSTER SHARDS needs Redis 7; leases run on 5.0 and later
 	slots, err := c.ClusterSlots(ctx).Result()
