@@ -59,8 +59,10 @@ func Client(c redis.UniversalClient, callTimeout time.Duration) error {
 		options, retries, timeouts, honoursCtx = "redis.Options", o.MaxRetries, [2]time.Duration{o.ReadTimeout, o.WriteTimeout}, o.ContextTimeoutEnabled
 		noRetries = "go-redis reads 0 as 3, -1 as none"
 	case *redis.ClusterClient:
-		o := cl.Options()                               // as go-redis resolved them: RouteByLatency and RouteRandomly set ReadOnly
-		if len(o.Addrs) == 0 && o.ClusterSlots == nil { // go-redis would answer "cluster has no nodes" forever
+		o := cl.Options() // as go-redis resolved them: RouteByLatency and RouteRandomly set ReadOnly
+		// Without seeds go-redis answers "cluster has no nodes" forever,
+		// which lease waits out as a cluster still being created.
+		if len(o.Addrs) == 0 && o.ClusterSlots == nil {
 			return fmt.Errorf("*redis.ClusterClient has no seed nodes: set redis.ClusterOptions.Addrs")
 		}
 		options, retries, timeouts, honoursCtx = "redis.ClusterOptions", o.MaxRetries, [2]time.Duration{o.ReadTimeout, o.WriteTimeout}, o.ContextTimeoutEnabled
