@@ -114,6 +114,9 @@ func (m *Manager) runHandOff(ctx context.Context, fn func(ctx context.Context, l
 	_ = g.Wait()
 	close(flushed)
 	releaser.Wait()
+	// Rooms lost after the flip that the hand-off never had were not handed
+	// off either: counted, or a drain that lost its session first reads clean.
+	lost += int(m.lostDraining.Load())
 	m.cfg.Logger.Info("lease hand-off done", "node_id", m.cfg.Node,
 		"released", released, "left_to_expire", left.n, "lost", lost)
 	if left.n == 0 {

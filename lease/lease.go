@@ -119,7 +119,10 @@ func (l *Lease) runHooks(cause error) {
 	if !errors.Is(cause, ErrReleased) {
 		if errors.Is(cause, ErrLost) { // left to expire is counted by the drain
 			l.m.met.lost.Inc()
-			l.m.cfg.Logger.Warn("lease lost", "room", l.ID(), "fence", l.fence, "cause", cause.Error())
+			if l.m.draining() && l.state.Load() != stateHandedOff { // the hand-off counts its own
+				l.m.lostDraining.Add(1)
+			}
+			l.m.cfg.Logger.Warn("lease lost", "node_id", l.m.cfg.Node, "epoch", l.epoch, "room", l.ID(), "fence", l.fence, "cause", cause.Error())
 		}
 		l.callHook("OnLost", l.m.cfg.OnLost, cause)
 	}

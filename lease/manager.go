@@ -39,6 +39,9 @@ type Manager struct {
 	gate     chan struct{} // closed when the drain begins; see drain.go
 	gateOnce sync.Once
 	handOff  atomic.Bool // HandOff was called: rooms are flushed before they move
+	// lostDraining counts the leases lost after the gate closed and
+	// before a hand-off took them, for the hand-off's line.
+	lostDraining atomic.Int64
 
 	mu      sync.Mutex
 	leases  map[string]*Lease

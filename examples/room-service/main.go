@@ -61,7 +61,7 @@ func main() {
 		log.Error("bad configuration", "err", err)
 		os.Exit(lifecycle.ExitConfig)
 	}
-	redis.SetLogger(redisLog{log.With("service", lc.Service), c.Redis})
+	redis.SetLogger(redisLog{log.With("service", lc.Service, "node_id", lc.NodeID), c.Redis})
 	os.Exit(fxmodule.Run(options(c, lc, log)...))
 }
 
@@ -80,7 +80,7 @@ func options(c config, lc lifecycle.Config, log *slog.Logger) []fx.Option {
 		// roomHooks hands rooms off (flushed before they move), so the
 		// Release hook leaves an unflushed room to expire.
 		fx.Supply(lease.Config{Addr: c.Advertise, TTL: c.LeaseTTL, OnEnd: func(l *lease.Lease, cause error) {
-			leaseEvent(log.With("service", lc.Service), "ended", l, cause)
+			leaseEvent(log.With("service", lc.Service, "node_id", lc.NodeID), "ended", l, cause)
 		}}),
 		fx.Provide(newRedis, newRooms, newWatcher),
 		fx.Provide(fxmodule.AsHook((*watcher).hook)),

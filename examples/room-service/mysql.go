@@ -147,7 +147,7 @@ func sqlOptions(c config) fx.Option {
 // down without the service being unable to serve. fx closes both after the
 // drain.
 func newSQL(lc fx.Lifecycle, c config, m *lifecycle.Manager, log *slog.Logger) (*sqlDBs, error) {
-	log = log.With("service", m.Config().Service)
+	log = log.With("service", m.Config().Service, "node_id", m.Config().NodeID)
 	d := &sqlDBs{}
 	open := func(t sqlTarget) (*sql.DB, error) {
 		cfg := t.cfg.Clone()

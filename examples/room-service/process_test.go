@@ -99,6 +99,7 @@ func TestDrainHandsRoomsOver(t *testing.T) {
 		}
 		if strings.Contains(line, `"msg":"lease `) || strings.Contains(line, `"msg":"room `) {
 			assert.Contains(t, line, `"service":"room-service"`, "an operator filters by service")
+			assert.Contains(t, line, `"node_id":"node-a"`, "one stream holds every node's lines")
 		}
 	}
 	n, err := rs.Client().Exists(ctx, "room:route:{r1}", "room:route:{r2}", "room:route:{r3}", "room:node:{node-a}").Result()

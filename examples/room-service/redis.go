@@ -23,7 +23,7 @@ import (
 // the drain (its OnStop is appended before the drain's, so it runs after
 // it).
 func newRedis(lc fx.Lifecycle, c config, m *lifecycle.Manager, log *slog.Logger) (redis.UniversalClient, error) {
-	log = log.With("service", m.Config().Service)
+	log = log.With("service", m.Config().Service, "node_id", m.Config().NodeID)
 	t := c.Redis
 	var embedded *miniredis.Miniredis
 	if t.client == nil {

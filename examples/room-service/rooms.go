@@ -123,7 +123,7 @@ type rooms struct {
 
 func newRooms(rdb redis.UniversalClient, snaps *room.SQLSnapshots, leases *lease.Manager, reg *readiness.Registry, pr prometheus.Registerer,
 	lm *lifecycle.Manager, lc lifecycle.Config, c config, log *slog.Logger) (*rooms, error) {
-	log = log.With("service", lc.Service) // named on every room line, as on lifecycle's and the leases'
+	log = log.With("service", lc.Service, "node_id", lc.NodeID) // on every room line, as on lifecycle's: one stream holds every node
 	// The room loop beats at most an interval plus one bounded turn (an
 	// interval) apart; three intervals leave room for a loaded node.
 	roomBeat, err := reg.Heartbeat("room_loop", 3*c.SnapshotInterval)
