@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/semaphore"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -58,6 +59,7 @@ type api struct {
 	calls   *semaphore.Weighted
 	owners  roomOwners // rooms whose owner a REDIRECT named
 	log     *slog.Logger
+	retries *prometheus.CounterVec // gateway_backend_retries_total{after}
 }
 
 // maxBackendCalls bounds the backend calls the gateway makes at once. When
@@ -70,7 +72,19 @@ type api struct {
 const maxBackendCalls = 64
 
 func newAPI(b *backends, p *pending, cfg Config, log *slog.Logger) *api {
-	return &api{b: b, timeout: cfg.RequestTimeout, pending: p, calls: semaphore.NewWeighted(maxBackendCalls), log: log}
+	return &api{b: b, timeout: cfg.RequestTimeout, pending: p, calls: semaphore.NewWeighted(maxBackendCalls), log: log,
+		retries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "gateway_backend_retries_total",
+			Help: "Backend attempts the gateway sent again on a client's behalf, by what the attempt before ended in: refused (nothing applied) or unknown (resent; applied at most once).",
+		}, []string{"after"})}
+}
+
+// retried counts an attempt sent again (see within). An api made without
+// newAPI (a test of its request checks) counts nothing.
+func (a *api) retried(after string) {
+	if a.retries != nil {
+		a.retries.WithLabelValues(after).Inc()
+	}
 }
 
 // slot waits for a backend call slot within ctx. Not getting one means the
@@ -152,7 +166,7 @@ func (a *api) getRoom(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer cancel()
-	rm, err := within(ctx, func(ctx context.Context) (*roompb.Room, error) { return a.getOnce(ctx, id) })
+	rm, err := within(ctx, a.retried, func(ctx context.Context) (*roompb.Room, error) { return a.getOnce(ctx, id) })
 	if err != nil {
 		a.fail(w, r, err)
 		return

@@ -27,7 +27,7 @@ const maxRedirects = 3
 // command_id at most once and answers a resend with the first
 // application's seq.
 func (a *api) forwardApply(ctx context.Context, req *roompb.ApplyRequest) (*roompb.ApplyResponse, error) {
-	return within(ctx, func(ctx context.Context) (*roompb.ApplyResponse, error) {
+	return within(ctx, a.retried, func(ctx context.Context) (*roompb.ApplyResponse, error) {
 		return a.applyOnce(ctx, req)
 	})
 }

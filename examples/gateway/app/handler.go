@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"net/http"
 
@@ -35,5 +36,9 @@ func Handler(ctx context.Context, cfg Config, reg prometheus.Registerer, log *sl
 	if err := b.Start(ctx); err != nil {
 		return nil, nil, err
 	}
-	return newAPI(b, p, cfg, log).routes(), func() error { return b.Close(context.Background()) }, nil
+	a := newAPI(b, p, cfg, log)
+	if err := reg.Register(a.retries); err != nil {
+		return nil, nil, errors.Join(err, b.Close(context.Background()))
+	}
+	return a.routes(), func() error { return b.Close(context.Background()) }, nil
 }

@@ -71,17 +71,24 @@ func requestBudget(r *http.Request, max time.Duration) (time.Duration, error) {
 // answers UNAVAILABLE if no attempt can have been applied
 // (the client gets 503 and may retry anywhere), DEADLINE_EXCEEDED if one
 // may have been (504: outcome unknown). Any other failure is final at once.
-func within[T any](ctx context.Context, attempt func(context.Context) (T, error)) (T, error) {
+// retried is told of each attempt sent again, after a "refused" or an
+// "unknown" outcome: the retries made on the client's behalf, counted.
+func within[T any](ctx context.Context, retried func(after string), attempt func(context.Context) (T, error)) (T, error) {
 	var zero T
 	maybeApplied := false
+	after := ""
 	for retries := 0; ; retries++ {
+		if retries > 0 {
+			retried(after)
+		}
 		v, err := attempt(ctx)
 		switch status.Code(err) {
 		case codes.OK:
 			return v, nil
 		case codes.Unavailable:
+			after = "refused"
 		case codes.Unknown, codes.DeadlineExceeded, codes.Canceled:
-			maybeApplied = true
+			maybeApplied, after = true, "unknown"
 		default:
 			return zero, err
 		}

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc/connectivity"
@@ -103,11 +104,14 @@ func TestCrashedOwnerIsLookedUpAgain(t *testing.T) {
 		}
 		return applyAnswer(roompb.ApplyResponse_APPLIED, 6)(ctx, req)
 	}})
-	h := startAPI(t, first.addr).routes()
-	rec, got := do(t, h, "POST", "/api/v1/rooms/r1/commands", `{"command_id":"c1","op":"join"}`)
+	a := startAPI(t, first.addr)
+	rec, got := do(t, a.routes(), "POST", "/api/v1/rooms/r1/commands", `{"command_id":"c1","op":"join"}`)
 	require.Equal(t, 200, rec.Code, rec.Body.String())
 	assert.Equal(t, map[string]any{"status": "applied", "seq": 6.0}, got)
 	assert.Equal(t, int64(4), first.rooms.applies.Load(), "three lookups naming the crashed owner, then the take-over")
+	// The retries made on the client's behalf are counted, beside the answer it got.
+	assert.Equal(t, 3.0, testutil.ToFloat64(a.retries.WithLabelValues("refused")), "attempts sent again after a refusal")
+	assert.Equal(t, 0.0, testutil.ToFloat64(a.retries.WithLabelValues("unknown")))
 }
 
 // TestRedirectLoopIsARefusal: a room that keeps moving is waited out like
