@@ -239,24 +239,33 @@ func TestStartChecksEveryPrimaryOfAFormingCluster(t *testing.T) {
 	require.NoError(t, seedClient.Do(ctx, "CLUSTER", "ADDSLOTSRANGE", own[0], own[1]).Err())
 	require.NoError(t, lateClient.Do(ctx, "CLUSTER", "ADDSLOTSRANGE", other[0], other[1]).Err())
 
+	m, started := startWaiting(t, ctx, seed, cfg, "slots served", "while the cluster served half its slots: the other primary went unchecked")
+	redistest.Meet(t, ctx, seed, late)
+	err = <-started
+	require.ErrorIs(t, err, ErrUnsafeServer)
+	assert.ErrorContains(t, err, late.Addr+" has maxmemory-policy allkeys-lru")
+	require.NoError(t, m.Stop(ctx))
+}
+
+// startWaiting starts a Manager of cfg on a Cluster client seeded with
+// seed, and returns once Start has logged a line containing waiting; Start
+// returning first fails the test, saying it returned early.
+func startWaiting(t *testing.T, ctx context.Context, seed *redistest.Server, cfg Config, waiting, early string) (*Manager, <-chan error) {
+	t.Helper()
 	client := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{seed.Addr}, MaxRetries: 1, ContextTimeoutEnabled: true})
 	t.Cleanup(func() { _ = client.Close() })
-	waiting := &matchWriter{match: "slots served", seen: make(chan struct{})}
-	cfg.Logger = slog.New(slog.NewTextHandler(waiting, nil))
+	w := &matchWriter{match: waiting, seen: make(chan struct{})}
+	cfg.Logger = slog.New(slog.NewTextHandler(w, nil))
 	m, err := New(client, cfg)
 	require.NoError(t, err)
 	started := make(chan error, 1)
 	go func() { started <- m.Start(ctx) }()
 	select {
 	case err := <-started:
-		t.Fatalf("Start returned %v while the cluster served half its slots: the other primary went unchecked", err)
-	case <-waiting.seen:
+		t.Fatalf("Start returned %v %s", err, early)
+	case <-w.seen:
 	}
-	redistest.Meet(t, ctx, seed, late)
-	err = <-started
-	require.ErrorIs(t, err, ErrUnsafeServer)
-	assert.ErrorContains(t, err, late.Addr+" has maxmemory-policy allkeys-lru")
-	require.NoError(t, m.Stop(ctx))
+	return m, started
 }
 
 // matchWriter closes seen at the first write that contains match.
@@ -281,20 +290,7 @@ func TestStartWaitsForAClusterWithNoSlotYet(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	node := redistest.StartClusterNode(t)
-	client := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{node.Addr}, MaxRetries: 1, ContextTimeoutEnabled: true})
-	t.Cleanup(func() { _ = client.Close() })
-	waiting := &matchWriter{match: "no slot is served yet", seen: make(chan struct{})}
-	cfg := testConfig()
-	cfg.Logger = slog.New(slog.NewTextHandler(waiting, nil))
-	m, err := New(client, cfg)
-	require.NoError(t, err)
-	started := make(chan error, 1)
-	go func() { started <- m.Start(ctx) }()
-	select {
-	case err := <-started:
-		t.Fatalf("Start returned %v before any slot was assigned", err)
-	case <-waiting.seen:
-	}
+	m, started := startWaiting(t, ctx, node, testConfig(), "no slot is served yet", "before any slot was assigned")
 	require.NoError(t, node.Client().Do(ctx, "CLUSTER", "ADDSLOTSRANGE", 0, 16383).Err())
 	require.NoError(t, <-started)
 	require.NoError(t, m.Stop(ctx))
