@@ -61,7 +61,7 @@ func main() {
 		log.Error("bad configuration", "err", err)
 		os.Exit(lifecycle.ExitConfig)
 	}
-	redis.SetLogger(redisLog{log.With("service", lc.Service, "node_id", lc.NodeID), c.Redis})
+	redis.SetLogger(newRedisLog(log.With("service", lc.Service, "node_id", lc.NodeID), c.Redis))
 	os.Exit(fxmodule.Run(options(c, lc, log)...))
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
@@ -91,14 +92,51 @@ func redisCheck(rdb redis.UniversalClient, c config) readiness.Check {
 // see redis.SetLogger) to the service's JSON logger, so one stream tells
 // the whole start and stop. go-redis gives them no level; they report
 // connections that failed or were dropped, which it retries or returns
-// as errors that the service logs in context, hence warnings.
+// as errors that the service logs in context, hence warnings. During an
+// outage it writes one per dial attempt of every pooled connection: a
+// line of one format is written at most once per redisLogEvery, the next
+// one saying how many were left out.
 type redisLog struct {
 	log *slog.Logger
 	t   redisTarget
+	now func() time.Time // time.Now; tests move it
+
+	mu   sync.Mutex
+	seen map[string]*logRun // by format
 }
 
-func (l redisLog) Printf(ctx context.Context, format string, v ...any) {
-	l.log.WarnContext(ctx, l.t.scrub(fmt.Sprintf(format, v...)), "component", "go-redis")
+// logRun is when a format was last written and how many lines of it were
+// left out since.
+type logRun struct {
+	at      time.Time
+	skipped int
+}
+
+const redisLogEvery = 5 * time.Second
+
+func newRedisLog(log *slog.Logger, t redisTarget) *redisLog {
+	return &redisLog{log: log, t: t, now: time.Now, seen: map[string]*logRun{}}
+}
+
+func (l *redisLog) Printf(ctx context.Context, format string, v ...any) {
+	l.mu.Lock()
+	now, run := l.now(), l.seen[format]
+	if run != nil && now.Sub(run.at) < redisLogEvery {
+		run.skipped++
+		l.mu.Unlock()
+		return
+	}
+	skipped := 0
+	if run != nil {
+		skipped = run.skipped
+	}
+	l.seen[format] = &logRun{at: now}
+	l.mu.Unlock()
+	attrs := []any{"component", "go-redis"}
+	if skipped > 0 {
+		attrs = append(attrs, "left_out_since_last", skipped)
+	}
+	l.log.WarnContext(ctx, l.t.scrub(fmt.Sprintf(format, v...)), attrs...)
 }
 
 // redisStarting reports whether err comes from a Redis that is still

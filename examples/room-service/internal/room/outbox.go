@@ -100,6 +100,7 @@ type Outbox struct {
 	pending  map[string]struct{} // rooms that may have events
 	stopped  bool                // no new batch may start
 	busy     chan struct{}       // closed when the batch in progress ends; nil when idle
+	failing  bool                // the last batch failed on Redis: logged once, not per room and turn
 	waitHook func()              // tests: called when Pause starts waiting
 }
 
@@ -250,15 +251,26 @@ func (o *Outbox) runBatch(ctx context.Context, id string) bool {
 	more, err := o.publish(bctx, id)
 	cancel()
 
+	bad := errors.Is(err, errBadEvent)
+	failed := err != nil && !bad && ctx.Err() == nil
 	o.mu.Lock()
 	o.busy = nil
 	if more || err != nil {
 		o.pending[id] = struct{}{}
 	}
+	was := o.failing
+	if err == nil || failed {
+		o.failing = failed
+	}
 	o.mu.Unlock()
 	close(done)
-	if err != nil && ctx.Err() == nil {
+	switch {
+	case bad: // this room's data, every time: Redis is fine
 		o.cfg.Logger.Error("room outbox batch failed", "room_id", id, "err", err)
+	case failed && !was: // an outage fails every room every turn: one line, not thousands
+		o.cfg.Logger.Warn("room outbox batch failed; retried every turn, logged again once a batch is published", "room_id", id, "err", err)
+	case err == nil && was:
+		o.cfg.Logger.Info("room outbox publishing again", "room_id", id)
 	}
 	// An event that cannot be decoded is that room's problem, not Redis's:
 	// the turn goes on to the other rooms.

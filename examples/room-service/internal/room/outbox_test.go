@@ -3,8 +3,10 @@ package room
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -16,6 +18,7 @@ import (
 
 	"github.com/drainkit/drainkit/examples/room-service/roompb"
 	"github.com/drainkit/drainkit/internal/redistest"
+	"github.com/drainkit/drainkit/internal/testlog"
 	"github.com/drainkit/drainkit/lifecycle"
 	"github.com/drainkit/drainkit/readiness"
 )
@@ -140,6 +143,31 @@ func TestOutboxTurnEndsAtFailedBatch(t *testing.T) {
 	require.False(t, ob.turn(context.Background()), "turn with Redis down")
 	assert.Equal(t, int64(1), tried.n.Load(), "batches tried in one turn with Redis down")
 	assert.Len(t, ob.takePending(), rooms, "rooms pending after the turn")
+}
+
+// A Redis outage fails every room's batch every turn: the outbox says so
+// once, as a warning, and once more when a batch is published again, not
+// an ERROR per room and turn that would page someone for a failover.
+func TestOutboxLogsAnOutageOnce(t *testing.T) {
+	srv := redistest.Start(t)
+	obClient := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { _ = obClient.Close() })
+	var logs testlog.Buffer
+	ob, err := NewOutbox(obClient, OutboxConfig{Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
+	require.NoError(t, err, "NewOutbox")
+	for i := range 3 {
+		ob.Notify(fmt.Sprintf("r%d", i))
+	}
+	srv.Kill()
+	for range 3 {
+		require.False(t, ob.turn(context.Background()), "turn with Redis down")
+	}
+	srv.Restart()
+	require.True(t, ob.turn(context.Background()), "turn with Redis back")
+	out := logs.String()
+	assert.Equal(t, 1, strings.Count(out, `"msg":"room outbox batch failed`), out)
+	assert.Equal(t, 1, strings.Count(out, `"level":"WARN","msg":"room outbox batch failed`), out)
+	assert.Equal(t, 1, strings.Count(out, `"msg":"room outbox publishing again"`), out)
 }
 
 func TestOutboxConfigValidateNamesField(t *testing.T) {
