@@ -45,7 +45,8 @@ func Example() {
 					unavailable(w, errors.Join(err, errors.New("owner unknown")))
 					return
 				}
-				// Or proxy it (net/http/httputil.ReverseProxy) for clients that do not follow redirects.
+				// A redirect is shortest; a proxy (net/http/httputil.ReverseProxy) that resends a
+				// forward the owner refuses while it drains (503, Retry-After) keeps clients out of it.
 				http.Redirect(w, r, "http://"+owner.Addr+r.URL.RequestURI(), http.StatusTemporaryRedirect)
 				return
 			case err != nil: // lease.ErrDraining: nobody holds it and this instance takes none
