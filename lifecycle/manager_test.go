@@ -344,8 +344,9 @@ func TestSignalDuringStartAbortsAndStopsWhatStarted(t *testing.T) {
 		assert.Equal(t, drain.Skipped, r.Hooks[0].Outcome, "the flush hook, reported")
 		assert.Equal(t, "the start was aborted, so nothing was served to flush: signal: terminated", r.Hooks[0].Error)
 		var phases []string // the phase lines, in the log's order
+		phaseLine := regexp.MustCompile(`"msg":"(drain phase[a-z ]*)".*"phase":"([a-z_]+)"`)
 		for _, line := range strings.Split(strings.TrimSpace(h.logs.String()), "\n") {
-			if m := regexp.MustCompile(`"msg":"(drain phase[a-z ]*)".*"phase":"([a-z_]+)"`).FindStringSubmatch(line); m != nil {
+			if m := phaseLine.FindStringSubmatch(line); m != nil {
 				phases = append(phases, m[1]+" "+m[2])
 			}
 		}

@@ -69,17 +69,21 @@ func (r *Registry) logTransition(msg string, rep *Report, old string, st lifecyc
 	if reason == "" && len(failed) > 0 {
 		// One failed check: its message. More: each named with its own,
 		// so no failure hides behind the first one's.
-		var msgs []string
-		for _, name := range failed {
+		message := func(name string) string {
 			for _, c := range rep.Checks {
 				if c.Name == name {
-					msgs = append(msgs, name+": "+c.Message)
+					return c.Message
 				}
 			}
+			return ""
 		}
-		reason = strings.Join(msgs, "; ")
-		if len(msgs) == 1 {
-			reason = strings.TrimPrefix(reason, failed[0]+": ")
+		reason = message(failed[0])
+		if len(failed) > 1 {
+			msgs := make([]string, len(failed))
+			for i, name := range failed {
+				msgs[i] = name + ": " + message(name)
+			}
+			reason = strings.Join(msgs, "; ")
 		}
 	}
 	r.cfg.Logger.LogAttrs(context.Background(), transitionLevel(rep.Status, st), msg,

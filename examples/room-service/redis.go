@@ -52,8 +52,13 @@ func newRedis(lc fx.Lifecycle, c config, m *lifecycle.Manager, log *slog.Logger)
 				if err == nil {
 					return nil
 				}
-				if !redisStarting(err) || !sleepCtx(ctx, 100*time.Millisecond) {
+				if !redisStarting(err) {
 					return fmt.Errorf("%s: PING failed: %w", t, t.scrubErr(err))
+				}
+				select {
+				case <-ctx.Done():
+					return fmt.Errorf("%s: PING failed: %w", t, t.scrubErr(err))
+				case <-time.After(100 * time.Millisecond):
 				}
 				if cl, ok := rdb.(*redis.ClusterClient); ok {
 					cl.ReloadState(ctx) // go-redis reloads a map with no node only every 10 s by itself
@@ -152,16 +157,4 @@ func redisStarting(err error) bool {
 		}
 	}
 	return false
-}
-
-// sleepCtx waits d, or reports false once ctx ends first.
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
 }
