@@ -48,9 +48,11 @@ func serveAdmin(addr string, p adminParams) error {
 	}
 	mux := http.NewServeMux()
 	p.Registry.Mount(mux)
+	paths := []string{"/healthz/live", "/healthz/ready"}
 	log := serviceLogger(p.Logger, p.Manager)
 	if g, ok := p.Registerer.(prometheus.Gatherer); ok {
 		mux.Handle("/metrics", promhttp.HandlerFor(g, promhttp.HandlerOpts{}))
+		paths = append(paths, "/metrics")
 	} else { // said once at start, not found by a scraper's first 404
 		log.Info("fxmodule: Admin serves no /metrics: the graph has no prometheus.Registerer that is also a Gatherer (a *prometheus.Registry)",
 			"registerer", fmt.Sprintf("%T", p.Registerer))
@@ -60,6 +62,6 @@ func serveAdmin(addr string, p adminParams) error {
 	if err := p.Names.AddServer(p.Manager, "admin", option, s.Hook()); err != nil {
 		return err
 	}
-	p.Lifecycle.Append(listenHook(log, "admin", addr, new(listener.Bound), s))
+	p.Lifecycle.Append(listenHook(log, "admin", addr, new(listener.Bound), s, paths...))
 	return nil
 }

@@ -90,12 +90,15 @@ func TestAdminWithoutRegistry(t *testing.T) {
 // the process will have exited after a signal.
 func TestStartUpSaysWhatAdminServesAndWhenTheProcessExits(t *testing.T) {
 	var logs testlog.Buffer
-	addr := freeAddr(t)
+	addr, apiAddr := freeAddr(t), freeAddr(t)
 	app := fxmoduletest.Start(t, fxmodule.Module, fxmodule.Admin(addr),
+		fxmodule.HTTP("api", apiAddr, func() http.Handler { return http.NotFoundHandler() }),
 		fx.Supply(lifecycle.Config{Service: "svc", NodeID: "n1", DrainTimeout: 10 * time.Second},
 			slog.New(slog.NewJSONHandler(&logs, nil))))
 	assert.Equal(t, lifecycle.ExitClean, app.Stop().ExitCode)
 	assert.Contains(t, logs.String(), `"msg":"fxmodule: Admin serves no /metrics`)
+	assert.Contains(t, logs.String(), `"msg":"listening","service":"svc","server":"admin","addr":"`+addr+`","paths":"/healthz/live,/healthz/ready"`)
+	assert.Contains(t, logs.String(), `"msg":"listening","service":"svc","server":"api","addr":"`+apiAddr+`","paths":"/healthz/live,/healthz/ready,/"`)
 	// And the start-up says when the process will have exited, for the pod's grace period.
 	assert.Contains(t, logs.String(), `"drain_timeout":"10s","stop_timeout":"15s","exit_within":"25s"`)
 }

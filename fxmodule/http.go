@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"reflect"
+	"strings"
 	"time"
 
 	"go.uber.org/fx"
@@ -99,19 +100,20 @@ func serveHTTP(name, addr string, p httpParams) error {
 	if err := p.Registry.Add(bound.Check(name+"_listener", addr)); err != nil {
 		return err // the app has a check of that name: matches lifecycle.ErrConfig
 	}
-	p.Lifecycle.Append(listenHook(log, name, addr, &bound, s))
+	p.Lifecycle.Append(listenHook(log, name, addr, &bound, s, "/healthz/live", "/healthz/ready", "/"))
 	return nil
 }
 
-// listenHook is the OnStart hook that listens on addr and serves s.
-func listenHook(log *slog.Logger, name, addr string, bound *listener.Bound, s *serve.HTTP) fx.Hook {
+// listenHook is the OnStart hook that listens on addr and serves s, and
+// says which paths it serves.
+func listenHook(log *slog.Logger, name, addr string, bound *listener.Bound, s *serve.HTTP, paths ...string) fx.Hook {
 	return fx.Hook{OnStart: func(context.Context) error {
 		ln, err := bound.Listen(addr)
 		if err != nil {
 			return fmt.Errorf("fxmodule: HTTP server %q: listen on %s: %w", name, addr, err)
 		}
 		s.Serve(ln)
-		log.Info("listening", "server", name, "addr", ln.Addr().String())
+		log.Info("listening", "server", name, "addr", ln.Addr().String(), "paths", strings.Join(paths, ","))
 		return nil
 	}}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"log"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -67,6 +68,24 @@ func (m *Manager) logTiming() {
 			slog.String("drain_delay_floor", m.cfg.DelayFloor.String()))
 	}
 	m.log.Info("drain timing", attrs...)
+}
+
+// logHooks says, once the process runs, which hooks each phase of the
+// drain will run, in order: a hook the service forgot (a flush, a lease
+// hand-off) shows here as an empty phase, not as state lost at the next
+// rollout.
+func (m *Manager) logHooks() {
+	m.mu.Lock()
+	byPhase := map[drain.Phase][]string{}
+	for _, h := range m.hooks {
+		byPhase[h.Phase] = append(byPhase[h.Phase], h.Name)
+	}
+	m.mu.Unlock()
+	attrs := []any{slog.String("service", m.cfg.Service), slog.String("node_id", m.cfg.NodeID)}
+	for _, p := range []drain.Phase{drain.StopIntake, drain.WaitInFlight, drain.Flush, drain.Release, drain.Close} {
+		attrs = append(attrs, slog.String(string(p), strings.Join(byPhase[p], ",")))
+	}
+	m.log.Info("drain hooks", attrs...)
 }
 
 // logSkipped logs, per phase, the hooks a drain cut short never ran:

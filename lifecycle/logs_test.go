@@ -208,6 +208,37 @@ func TestRunStatesTheDrainTiming(t *testing.T) {
 	}
 }
 
+// Once running, one line names the hooks each phase of the drain will run,
+// in the order added, every phase named: an empty flush is how a forgotten
+// flush hook shows before a rollout loses what it would have written.
+func TestRunningSaysWhichHooksEachPhaseRuns(t *testing.T) {
+	var out bytes.Buffer
+	m, err := lifecycle.New(lifecycle.Config{Service: "api", NodeID: "n1", Logger: slog.New(slog.NewJSONHandler(&out, nil))})
+	require.NoError(t, err)
+	nop := func(context.Context) error { return nil }
+	require.NoError(t, m.AddHook(
+		drain.Hook{Name: "api.stop_intake", Phase: drain.StopIntake, Run: nop},
+		drain.Hook{Name: "db.close", Phase: drain.Close, Run: nop},
+		drain.Hook{Name: "api.wait", Phase: drain.WaitInFlight, Run: nop},
+		drain.Hook{Name: "redis.close", Phase: drain.Close, Run: nop},
+	))
+	require.NoError(t, m.MarkRunning())
+
+	var hooks []map[string]any
+	for _, l := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+		var rec map[string]any
+		require.NoError(t, json.Unmarshal([]byte(l), &rec), "log line %s", l)
+		if rec["msg"] == "drain hooks" {
+			hooks = append(hooks, rec)
+		}
+	}
+	require.Len(t, hooks, 1, "drain hooks lines in:\n%s", out.String())
+	for k, want := range map[string]string{"service": "api", "node_id": "n1", "stop_intake": "api.stop_intake",
+		"wait_in_flight": "api.wait", "flush": "", "release": "", "close": "db.close,redis.close"} {
+		assert.Equal(t, want, hooks[0][k], "%s in the drain hooks line", k)
+	}
+}
+
 // The report's JSON keeps every count exact, the drain report's nested in
 // its hooks too: one that went through a float64 on the way would come out
 // rounded above 2^53.

@@ -59,10 +59,15 @@ type Transition struct {
 	Report *drain.Report
 }
 
-// markRunning moves Starting → Running once start-up has finished. It
-// fails if a stop was requested meanwhile: the caller should then drain.
+// markRunning moves Starting → Running once start-up has finished, and
+// logs the drain hooks it would run. It fails if a stop was requested
+// meanwhile: the caller should then drain.
 func (m *Manager) markRunning() error {
-	return m.transition(Running, "started", nil)
+	if err := m.transition(Running, "started", nil); err != nil {
+		return err
+	}
+	m.logHooks()
+	return nil
 }
 
 // transition moves to `to` if the state machine allows it, then runs the

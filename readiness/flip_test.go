@@ -37,6 +37,34 @@ func TestOnTransitionLogsTheFlip(t *testing.T) {
 	})
 }
 
+// At the move to Running one line says what the probes judge: the checks
+// by tier, in the order added, and each heartbeat with its longest gap.
+func TestRunningSaysWhatTheProbesJudge(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := newState(lifecycle.Starting)
+		l := &logs{}
+		r := newRegistry(t, st, l)
+		mustAdd(t, r, readiness.Check{Name: "db", Probe: (&counter{}).probe})
+		mustAdd(t, r, readiness.Check{Name: "tenant_a", Tier: readiness.Informational, Probe: (&counter{}).probe})
+		mustAdd(t, r, readiness.Check{Name: "redis", Probe: (&counter{}).probe})
+		_, err := r.Heartbeat("outbox", 5*time.Second)
+		require.NoError(t, err)
+
+		st.set(lifecycle.Running)
+		r.OnTransition(lifecycle.Transition{From: lifecycle.Starting, To: lifecycle.Running})
+		var lines []map[string]any
+		for _, rec := range l.records(t) {
+			if rec["msg"] == "readiness checks" {
+				lines = append(lines, rec)
+			}
+		}
+		require.Len(t, lines, 1, "readiness checks lines in %v", l.records(t))
+		for k, want := range map[string]string{"gating": "db,redis", "informational": "tenant_a", "heartbeats": "outbox(5s)"} {
+			assert.Equal(t, want, lines[0][k], "%s in the readiness checks line", k)
+		}
+	})
+}
+
 // A probe that evaluated "ok" (its check recovered) while the flip came
 // never records it after the flip: not in the gauge, not as a fail→ok log
 // line. The flip begins at each of the probe's reads of the

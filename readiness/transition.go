@@ -134,5 +134,30 @@ func (r *Registry) OnTransition(t lifecycle.Transition) {
 		r.mu.Lock()
 		r.watchClockLocked()
 		r.mu.Unlock()
+		r.logChecks()
 	}
+}
+
+// logChecks says, once the process runs, what its probes judge: the
+// checks by tier and the heartbeats with their longest gap, so that a
+// check that was never added, or one added to the wrong tier, shows
+// before the first outage it should have caught, or not caught.
+func (r *Registry) logChecks() {
+	var gating, informational, heartbeats []string
+	r.mu.Lock()
+	for _, e := range r.entries {
+		if e.check.Tier == Informational {
+			informational = append(informational, e.check.Name)
+		} else {
+			gating = append(gating, e.check.Name)
+		}
+	}
+	for _, h := range r.heartbeats {
+		heartbeats = append(heartbeats, h.name+"("+h.maxGap.String()+")")
+	}
+	r.mu.Unlock()
+	r.cfg.Logger.LogAttrs(context.Background(), slog.LevelInfo, "readiness checks",
+		slog.String("service", r.cfg.Service), slog.String("node_id", r.cfg.NodeID),
+		slog.String("gating", strings.Join(gating, ",")), slog.String("informational", strings.Join(informational, ",")),
+		slog.String("heartbeats", strings.Join(heartbeats, ",")))
 }

@@ -180,7 +180,9 @@ func serve(name, addr, option string, p params) error {
 				log.Error("serve", "server", name, "err", err)
 			}
 		})
-		log.Info("listening", "server", name, "addr", a)
+		// The name a prober asks grpc.health.v1 for (grpc-health-probe's
+		// -service, a Kubernetes grpc probe's service); "" answers the same.
+		log.Info("listening", "server", name, "addr", a, "health_service", p.Registry.Config().Service)
 		return nil
 	}})
 	return nil

@@ -74,10 +74,13 @@ func TestServerServesAndDrains(t *testing.T) {
 	addr := freeAddr(t)
 	b := &blocker{entered: make(chan struct{}), release: make(chan struct{})}
 	cfg := lifecycle.Config{Service: "svc", NodeID: "n1", DrainTimeout: 10 * time.Second, DrainDelay: 200 * time.Millisecond}
+	logs := &testlog.Buffer{}
 	app := fxmoduletest.Start(t,
-		fxmodule.Module, fx.Supply(cfg, slog.New(slog.DiscardHandler)), fx.StopTimeout(5*time.Second),
+		fxmodule.Module, fx.Supply(cfg, slog.New(slog.NewJSONHandler(logs, nil))), fx.StopTimeout(5*time.Second),
 		fxgrpc.Server("grpc", addr, b.register),
 	)
+	// The start-up names what a prober asks for.
+	assert.Contains(t, logs.String(), `"msg":"listening","service":"svc","server":"grpc","addr":"`+addr+`","health_service":"svc"`)
 
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	require.NoError(t, err)
