@@ -37,20 +37,28 @@ var Module = fx.Module("drainkit",
 
 // FromEnv provides the lifecycle.Config read by lifecycle.ConfigFromEnv; a
 // bad variable makes Run exit with lifecycle.ExitConfig, naming it. An
-// unset SERVICE_NAME is logged with the name taken instead.
+// unset SERVICE_NAME or NODE_ID is logged with the name taken instead.
 var FromEnv = fx.Provide(fromEnv)
 
 func fromEnv(p loggerParams) (lifecycle.Config, error) {
-	unnamed := false // ConfigFromEnv fills the default in; only what it read tells
+	unset := map[string]bool{} // ConfigFromEnv fills the defaults in; only what it read tells
 	cfg, err := lifecycle.ConfigFromEnv(func(k string) string {
 		v := os.Getenv(k)
-		unnamed = unnamed || k == "SERVICE_NAME" && v == ""
+		unset[k] = v == ""
 		return v
 	})
-	if err == nil && unnamed {
+	if err != nil {
+		return cfg, err
+	}
+	if unset["SERVICE_NAME"] {
 		logger(p.Logger).Info("fxmodule: SERVICE_NAME is unset: the service is named after its executable", "service", cfg.Service)
 	}
-	return cfg, err
+	if unset["NODE_ID"] {
+		// Two processes on one host would share it: their leases' sessions, say.
+		logger(p.Logger).Info("fxmodule: NODE_ID is unset: the node is named after the host; set it per process if a host runs several",
+			"service", cfg.Service, "node_id", cfg.NodeID)
+	}
+	return cfg, nil
 }
 
 // AsHook annotates a constructor returning a drain.Hook, or a slice of

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -316,4 +317,26 @@ func TestRunWithoutServiceNameLogsTheDefault(t *testing.T) {
 		}
 	}
 	assert.Len(t, said, 1, "one line says the name was not given: %q", said)
+}
+
+// A node run without NODE_ID is named after the host, and says so once at
+// the start: two processes on one host would share it (and a lease
+// session), and the one that waits should not be the first to tell.
+func TestRunWithoutNodeIDLogsTheDefault(t *testing.T) {
+	t.Setenv("NODE_ID", "")
+	t.Setenv("DRAIN_DELAY", "0s")
+	host, err := os.Hostname()
+	require.NoError(t, err)
+	logs := logDefault(t)
+	a := fxmoduletest.Start(t, fxmodule.Module, fxmodule.FromEnv)
+	r := a.Stop()
+	assert.Equal(t, lifecycle.ExitClean, r.ExitCode)
+	assert.Equal(t, host, r.NodeID)
+	var said []string
+	for _, rec := range logs() {
+		if strings.Contains(rec.Msg, "NODE_ID") {
+			said = append(said, rec.Msg)
+		}
+	}
+	assert.Len(t, said, 1, "one line says the node id was not given: %q", said)
 }

@@ -100,13 +100,8 @@ func (m *Manager) acquire(id string, f *flight) (*Lease, error) {
 	var code int64
 	var val string
 	args := s.args
-	for range 3 {
+	for range maxTakeOvers + 1 {
 		code, val, err = m.acquireOnce(ctx, id, s, args, stillWanted)
-		if found, _ := args[2].(string); err != nil && strings.HasPrefix(found, s.prefix) {
-			// The take-over of this session's route failed (the flip came, say):
-			// that route is nobody's, and would keep the room while the session lives.
-			err = errors.Join(err, m.releaseUnknown(ctx, id, s.epoch, ""))
-		}
 		node, epoch, _, ok := parseValue(val)
 		if err != nil || code != 0 || !ok {
 			break
@@ -122,6 +117,13 @@ func (m *Manager) acquire(id string, f *flight) (*Lease, error) {
 		}
 		args = []any{s.args[0], s.args[1], val, s.args[3]}
 	}
+	if err == nil && code == 0 && strings.HasPrefix(val, s.prefix) {
+		// Every take-over's reply was lost: the route they left is nobody's.
+		err = fmt.Errorf("the replies of %d take-overs were lost", maxTakeOvers)
+		if rerr := m.releaseUnknown(ctx, id, s.epoch, ""); rerr != nil {
+			err = errors.Join(err, rerr)
+		}
+	}
 	if err != nil {
 		return nil, fmt.Errorf("lease: acquire %s: %w", m.routeKey(id), err)
 	}
@@ -136,22 +138,29 @@ func (m *Manager) acquire(id string, f *flight) (*Lease, error) {
 	return m.newLease(id, fence, s), nil
 }
 
+// maxTakeOvers bounds the take-overs of one acquisition: each follows a
+// lost reply, or a route found dead.
+const maxTakeOvers = 2
+
 // acquireOnce runs the acquire script with args, retried, each attempt
 // only while stillWanted. If it fails, any route value of this session
-// goes: a lost reply may have taken the room.
+// goes: one a lost reply may have written, or the one found (args[2]) that
+// this attempt was to take over: nobody holds either, and either would
+// keep the room while the session lives.
 func (m *Manager) acquireOnce(ctx context.Context, id string, s *session, args []any, stillWanted func() error) (int64, string, error) {
-	if err := stillWanted(); err != nil { // the flip may have come while a session or a route was read
-		return 0, "", err
-	}
 	var res []any
-	var unknown bool // an attempt's reply was lost
-	err := m.retry(ctx, stillWanted, func(ctx context.Context) (err error) {
-		res, err = m.acquireCall(ctx, id, args)
-		unknown = unknown || err != nil && retryable(err)
-		return err
-	})
+	var unknown bool     // an attempt's reply was lost
+	err := stillWanted() // the flip may have come while a session or a route was read
+	if err == nil {
+		err = m.retry(ctx, stillWanted, func(ctx context.Context) (err error) {
+			res, err = m.acquireCall(ctx, id, args)
+			unknown = unknown || err != nil && retryable(err)
+			return err
+		})
+	}
 	if err != nil {
-		if unknown || errors.Is(err, errShortWait) { // errShortWait: taken on the primary only, undo it
+		found, _ := args[2].(string)
+		if unknown || errors.Is(err, errShortWait) || strings.HasPrefix(found, s.prefix) { // errShortWait: taken on the primary only
 			if rerr := m.releaseUnknown(ctx, id, s.epoch, ""); rerr != nil {
 				err = errors.Join(err, rerr) // the route dies with the session
 			}

@@ -4,7 +4,8 @@
 // tick renews every room held, one call at drain frees them all, and a
 // crashed node's rooms are free within a TTL (1 s by default). Beside it:
 // lost-session signals before expiry, a drain gate and the drain's
-// per-room hand-off, over a standalone, Sentinel or Cluster client.
+// per-room hand-off, over a standalone, Sentinel (with a TTL of 3 s: a
+// Sentinel failover takes about a second to announce) or Cluster client.
 // docs/leases.md holds the algorithm, the budgets and the safety argument.
 //
 // A lease call must end within CallTimeout (TTL/6) and be sent at most

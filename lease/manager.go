@@ -43,15 +43,16 @@ type Manager struct {
 	// before a hand-off took them, for the hand-off's line.
 	lostDraining atomic.Int64
 
-	mu      sync.Mutex
-	leases  map[string]*Lease
-	flights map[string]*flight // one acquisition per room at a time
-	running bool
-	stopped bool
-	stopReq chan struct{}      // closed at stop: the renewer exits, waiting Acquires give up
-	stopRun context.CancelFunc // cancels the renewer's calls when Stop's ctx runs out
-	done    chan struct{}      // closed when the renewer has exited
-	settled chan struct{}      // see settledLocked
+	mu       sync.Mutex
+	leases   map[string]*Lease
+	flights  map[string]*flight // one acquisition per room at a time
+	running  bool
+	starting bool // a Start is in progress
+	stopped  bool
+	stopReq  chan struct{}      // closed at stop: the renewer exits, waiting Acquires give up
+	stopRun  context.CancelFunc // cancels the renewer's calls when Stop's ctx runs out
+	done     chan struct{}      // closed when the renewer has exited
+	settled  chan struct{}      // see settledLocked
 }
 
 // New returns a Manager for client, or an error matching
@@ -96,11 +97,21 @@ func New(client redis.UniversalClient, cfg Config) (*Manager, error) {
 // id, as does a Stop meanwhile ([ErrNotRunning]).
 func (m *Manager) Start(ctx context.Context) error {
 	m.mu.Lock()
-	if m.running || m.stopped {
+	switch {
+	case m.stopped:
+		m.mu.Unlock()
+		return fmt.Errorf("lease: start: stopped before: %w", ErrNotRunning)
+	case m.running || m.starting:
 		m.mu.Unlock()
 		return errors.New("lease: Start called twice")
 	}
+	m.starting = true // a second Start would run a second renewer that Stop never stops
 	m.mu.Unlock()
+	defer func() {
+		m.mu.Lock()
+		m.starting = false
+		m.mu.Unlock()
+	}()
 	retry := m.startRetry()
 	check := redischeck.Servers{AcceptEviction: m.cfg.AcceptEviction, Unsafe: ErrUnsafeServer, Logger: m.cfg.Logger,
 		Retry: retry, Retryable: retryable}
@@ -121,9 +132,10 @@ func (m *Manager) Start(ctx context.Context) error {
 		cancel()
 		return fmt.Errorf("lease: start: stopped meanwhile: %w", ErrNotRunning)
 	}
-	m.running, m.stopReq, m.stopRun, m.done = true, make(chan struct{}), cancel, make(chan struct{})
+	stop, done := make(chan struct{}), make(chan struct{}) // the renewer's own: a Stop from here on clears m's
+	m.running, m.stopReq, m.stopRun, m.done = true, stop, cancel, done
 	m.mu.Unlock()
-	go m.renewLoop(runCtx, m.stopReq, m.done)
+	go m.renewLoop(runCtx, stop, done)
 	m.cfg.Logger.Info("lease manager started", "node_id", m.cfg.Node, "forward_addr", m.cfg.Addr, "redis_addr", clientAddr(m.client), "epoch", m.lastEpoch.Load(),
 		"ttl", m.cfg.TTL.String(), "renew_interval", m.cfg.RenewInterval.String(), "route_prefix", m.cfg.RoutePrefix)
 	return nil
@@ -186,7 +198,7 @@ func (m *Manager) Stop(ctx context.Context) error {
 		})
 		if eerr != nil {
 			return errors.Join(err, fmt.Errorf("lease: end session %s at %s: %w", m.nodeKey(), clientAddr(m.client), eerr),
-				fmt.Errorf("lease: %d rooms stay held until the session expires", released))
+				fmt.Errorf("lease: %d rooms stay held until the session expires", released+left))
 		}
 	}
 	m.met.released.Add(float64(released))
@@ -231,8 +243,12 @@ func (m *Manager) startRetry() func(context.Context, func(context.Context) error
 			if logged.IsZero() || time.Since(logged) >= waitStartLogEvery {
 				logged = time.Now()
 				msg := "lease: start waiting for Redis"
-				if errors.Is(err, errSessionBusy) {
+				switch {
+				case errors.Is(err, errSessionBusy):
 					msg = "lease: start waiting for another process's session of this node id: it expires within a TTL if that process is gone; a live one keeps it (one NODE_ID for two processes?)"
+				case redis.HasErrorPrefix(err, "READONLY"):
+					// New cannot see FailoverOptions.ReplicaOnly: go-redis keeps it out of the client's options.
+					msg = "lease: start waiting for a primary: the server is a replica (FailoverOptions.ReplicaOnly, or a replica's address?); a failover in progress ends within seconds"
 				}
 				m.cfg.Logger.Warn(msg, "redis_addr", clientAddr(m.client),
 					"waited", time.Since(began).Round(time.Millisecond).String(), "error", err.Error())
@@ -248,6 +264,9 @@ func clientAddr(c redis.UniversalClient) string {
 	case *redis.Client:
 		return c.Options().Addr
 	case *redis.ClusterClient:
+		if len(c.Options().Addrs) == 0 { // NewFailoverClusterClient's, or a map of the caller's own
+			return "ClusterOptions.ClusterSlots"
+		}
 		return strings.Join(c.Options().Addrs, ",")
 	}
 	return fmt.Sprintf("%T", c)

@@ -168,3 +168,24 @@ func forward(t *testing.T, addr, to string) {
 		}
 	})
 }
+
+// A client that reaches a replica (FailoverOptions.ReplicaOnly, which New
+// cannot see, or a replica's address) is waited on as a failover would
+// be, and the waiting line says what READONLY means and what to check.
+func TestStartOnAReplicaSaysSo(t *testing.T) {
+	primary := redistest.Start(t)
+	replica := redistest.Start(t, "--replicaof", "127.0.0.1", strconv.Itoa(primary.Port))
+	c := redis.NewClient(&redis.Options{Addr: replica.Addr, MaxRetries: 1, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { _ = c.Close() })
+	var logs testlog.Buffer
+	cfg := testConfig()
+	cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	m, err := New(c, cfg)
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	err = m.Start(ctx)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "READONLY")
+	assert.Contains(t, logs.String(), "the server is a replica (FailoverOptions.ReplicaOnly, or a replica's address?)")
+}

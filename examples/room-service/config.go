@@ -20,12 +20,18 @@ import (
 // with exit 78 instead of being kept as an alias: one way to say where
 // Redis is, and a deployment that still sets it learns so at its first
 // start instead of silently running on the embedded in-memory server.
+// sentinelLeaseTTL is LEASE_TTL's default with REDIS_SENTINEL_URL: a
+// Sentinel failover names the new primary about a second after promoting
+// it, and at lease.DefaultTTL every session would end with it
+// (docs/leases.md, "On Redis Sentinel").
+const sentinelLeaseTTL = 3 * time.Second
+
 type config struct {
 	GRPCAddr   string      // GRPC_ADDR, default :13001
 	AdminAddr  string      // ADMIN_ADDR, default :13002
 	Advertise  string      // ADVERTISE_ADDR: where other nodes forward rooms; default GRPC_ADDR with the host filled in
 	Redis      redisTarget // REDIS_URL, REDIS_SENTINEL_URL or REDIS_CLUSTER_URL (redisurl.go); none: an embedded development server
-	LeaseTTL   time.Duration
+	LeaseTTL   time.Duration // LEASE_TTL, default lease.DefaultTTL, or sentinelLeaseTTL with REDIS_SENTINEL_URL
 	HandOffMax int        // HANDOFF_CONCURRENCY, default 8: rooms flushed at once during a drain
 	SQL        sqlTargets // MYSQL_DSN (snapshots), ANALYTICS_DSN (reported only); mysql.go
 	// BalanceInterval is BALANCE_INTERVAL, default DefaultBalanceInterval:
@@ -91,6 +97,9 @@ func loadConfig(getenv func(string) string) (config, lifecycle.Config, error) {
 	}
 	if c.SQL, err = sqlFromEnv(getenv); err != nil {
 		return config{}, lifecycle.Config{}, err
+	}
+	if c.Redis.env == envSentinelURL {
+		c.LeaseTTL = sentinelLeaseTTL
 	}
 	if v := getenv("LEASE_TTL"); v != "" {
 		d, err := time.ParseDuration(v)

@@ -106,6 +106,13 @@ func startFree(t testing.TB, user, password string, args func() []string) *Serve
 // server exits first; one matching errPortTaken if a port was taken.
 func start(t testing.TB, port int, user, password string, args ...string) (*Server, error) {
 	t.Helper()
+	return launch(t, "", port, user, password, args...)
+}
+
+// launch is start, or with conf (a sentinel's config file, which it
+// rewrites) a redis-sentinel, ready once it monitors its master.
+func launch(t testing.TB, conf string, port int, user, password string, args ...string) (*Server, error) {
+	t.Helper()
 	path, err := exec.LookPath("redis-server")
 	if err != nil {
 		t.Fatalf("redistest: redis-server not found (run scripts/test, which installs it): %v", err)
@@ -123,6 +130,10 @@ func start(t testing.TB, port int, user, password string, args ...string) (*Serv
 		"--loglevel", "notice",
 	}
 	base = append(base, authArgs(user, password)...)
+	ready := "Ready to accept connections"
+	if conf != "" {
+		base, ready = append([]string{conf, "--sentinel"}, base...), "+monitor master"
+	}
 	cmd := exec.Command(path, append(base, args...)...)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -139,7 +150,7 @@ func start(t testing.TB, port int, user, password string, args ...string) (*Serv
 		sc := bufio.NewScanner(out)
 		for sc.Scan() {
 			s.output.add(sc.Text())
-			if strings.Contains(sc.Text(), "Ready to accept connections") && !isClosed(s.ready) {
+			if strings.Contains(sc.Text(), ready) && !isClosed(s.ready) {
 				close(s.ready)
 			}
 		}

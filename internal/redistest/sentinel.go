@@ -1,0 +1,123 @@
+package redistest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Sentinel is a primary and its replica watched by one redis-sentinel
+// under the master name [SentinelMaster], as a team runs Redis with
+// Sentinel (one sentinel decides alone: quorum 1).
+type Sentinel struct {
+	Sentinel *Server
+	servers  [2]*Server // the primary and the replica at the start
+	t        testing.TB
+}
+
+// SentinelMaster is the master name the sentinel watches.
+const SentinelMaster = "mymaster"
+
+// StartSentinel starts a primary, a replica of it and a sentinel watching
+// them, and waits until the sentinel knows the replica: a failover needs one.
+func StartSentinel(t testing.TB) *Sentinel {
+	t.Helper()
+	primary := Start(t)
+	replica := Start(t, "--replicaof", "127.0.0.1", strconv.Itoa(primary.Port))
+	s := &Sentinel{servers: [2]*Server{primary, replica}, t: t}
+	for try := 1; ; try++ {
+		// The sentinel rewrites its config file: a fresh one per try.
+		conf := filepath.Join(t.TempDir(), "sentinel.conf")
+		text := fmt.Sprintf("sentinel monitor %[1]s 127.0.0.1 %[2]d 1\nsentinel down-after-milliseconds %[1]s 1000\nsentinel failover-timeout %[1]s 10000\n",
+			SentinelMaster, primary.Port)
+		if err := os.WriteFile(conf, []byte(text), 0o600); err != nil {
+			t.Fatalf("redistest: %v", err)
+		}
+		sen, err := launch(t, conf, FreePort(t), "", "")
+		if err == nil {
+			s.Sentinel = sen
+			break
+		}
+		if !errors.Is(err, errPortTaken) || try == 5 {
+			t.Fatalf("redistest: %v", err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	sc := s.sentinelClient()
+	defer sc.Close()
+	for {
+		replicas, err := sc.Replicas(ctx, SentinelMaster).Result()
+		if err == nil && len(replicas) == 1 && replicas[0]["flags"] == "slave" && replicas[0]["master-link-status"] == "ok" {
+			return s
+		}
+		if !pause(ctx, 50*time.Millisecond) {
+			t.Fatalf("redistest: the sentinel does not know the replica %s after 30s: %v %v", replica, replicas, err)
+		}
+	}
+}
+
+// Client returns a go-redis failover client of the sentinel's master,
+// with the settings leases need, closed at cleanup.
+func (s *Sentinel) Client() *redis.Client {
+	c := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: SentinelMaster, SentinelAddrs: []string{s.Sentinel.Addr},
+		MaxRetries: 1, ContextTimeoutEnabled: true})
+	s.t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// Primary returns the server the sentinel names master.
+func (s *Sentinel) Primary(ctx context.Context) *Server {
+	s.t.Helper()
+	sc := s.sentinelClient()
+	defer sc.Close()
+	addr, err := sc.GetMasterAddrByName(ctx, SentinelMaster).Result()
+	if err != nil {
+		s.t.Fatalf("redistest: SENTINEL GET-MASTER-ADDR-BY-NAME: %v", err)
+	}
+	for _, srv := range s.servers {
+		if srv.Port == atoi(addr[1]) {
+			return srv
+		}
+	}
+	s.t.Fatalf("redistest: the sentinel names %v master, neither of its servers", addr)
+	return nil
+}
+
+// Failover has the sentinel promote the replica (SENTINEL FAILOVER, as an
+// operator's planned failover) and waits until it names it master, which
+// is when go-redis's failover clients switch to it. It returns the new
+// primary.
+func (s *Sentinel) Failover(ctx context.Context) *Server {
+	s.t.Helper()
+	old := s.Primary(ctx)
+	sc := s.sentinelClient()
+	defer sc.Close()
+	if err := sc.Failover(ctx, SentinelMaster).Err(); err != nil {
+		s.t.Fatalf("redistest: SENTINEL FAILOVER: %v", err)
+	}
+	for {
+		if p := s.Primary(ctx); p != old {
+			return p
+		}
+		if !pause(ctx, 20*time.Millisecond) {
+			s.t.Fatalf("redistest: the sentinel still names %s master: %v", old, ctx.Err())
+		}
+	}
+}
+
+func (s *Sentinel) sentinelClient() *redis.SentinelClient {
+	return redis.NewSentinelClient(&redis.Options{Addr: s.Sentinel.Addr})
+}
+
+func atoi(s string) int {
+	n, _ := strconv.Atoi(s)
+	return n
+}
