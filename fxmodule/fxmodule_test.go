@@ -666,3 +666,34 @@ func TestAsHookTakesANamedSliceOfHooks(t *testing.T) {
 		}
 	})
 }
+
+// A stop request during the start, then an OnStart hook that fails for a
+// reason of its own, after a hook with an OnStop: fx's rollback drains as
+// the stop's, whose report leaves the failure out (docs/fxmodule.md: a
+// known limitation), so a line says what failed.
+func TestOwnStartFailureAfterASignalIsLogged(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		tr := &trace{}
+		sig := make(chan os.Signal, 3)
+		inStart, fail := make(chan struct{}), make(chan struct{})
+		failing := fx.Invoke(func(lc fx.Lifecycle, _ *client) { // after the client's OnStop: fx rolls back
+			lc.Append(fx.Hook{OnStart: func(context.Context) error {
+				close(inStart)
+				<-fail
+				return errors.New("listen tcp :8080: bind: address already in use")
+			}})
+		})
+		logs := &testlog.Buffer{}
+		log := fx.Decorate(func() *slog.Logger { return slog.New(slog.NewJSONHandler(logs, nil)) })
+		code := make(chan int, 1)
+		go func() {
+			code <- fxmodule.Run(baseOptions(tr, failing, signalsFrom(sig), log, fx.Provide(fxmodule.AsHook(releaseHook)))...)
+		}()
+		<-inStart
+		sig <- syscall.SIGTERM
+		synctest.Wait() // the stop request is in
+		close(fail)
+		<-code
+		assert.Contains(t, logs.String(), `"msg":"fxmodule: an OnStart hook failed after the stop request; the drain reports the stop, not this failure","service":"svc","node_id":"n1","error":"listen tcp :8080: bind: address already in use"`)
+	})
+}

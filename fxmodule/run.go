@@ -125,8 +125,15 @@ func (d *driver) drainBeforeRollback(ctx context.Context) {
 	d.mu.Lock()
 	abort, err := d.abortCtx, d.startErr
 	d.mu.Unlock()
-	if abort != nil && errors.Is(context.Cause(abort), errStartTimedOut) {
+	switch {
+	case abort != nil && errors.Is(context.Cause(abort), errStartTimedOut):
 		reason = fmt.Sprintf("start timed out after %s", d.app.StartTimeout())
+	case abort != nil && abort.Err() != nil && err != nil && !errors.Is(err, context.Canceled):
+		// A stop was requested first: the drain is the stop's, and its report
+		// (exit 0) leaves out this failure, which no stop explains: said here.
+		c := d.m.Config()
+		logger(c.Logger).Warn("fxmodule: an OnStart hook failed after the stop request; the drain reports the stop, not this failure",
+			"service", c.Service, "node_id", c.NodeID, "error", err.Error())
 	}
 	if err != nil { // what the hook that failed or timed out said
 		reason += ": " + err.Error()
