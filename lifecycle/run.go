@@ -41,6 +41,9 @@ func (m *Manager) Run(ctx context.Context) *Report {
 			return r
 		default:
 		}
+		if r := m.Report(); r != nil { // the drain's report, logged or about to be: on its way to done
+			return r
+		}
 		m.mu.Lock()
 		at, reason := m.stopRequestedAt, m.stopReason
 		m.mu.Unlock()

@@ -214,6 +214,7 @@ func (m *Manager) drainAndReport(ctx context.Context, startErr error) *Report {
 	if wasRunning && !rep.Forced {
 		advice = m.delayAdvice(r)
 	}
+	m.report.Store(r) // before its line: a third signal from here on returns it rather than a line of its own
 	m.logReport(r, advice)
 	return r
 }
