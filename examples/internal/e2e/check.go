@@ -48,6 +48,9 @@ type Report struct {
 	Totals
 	// BalancerRetries are retries the balancer made on its own.
 	BalancerRetries int
+	// GatewayRetries are the attempts the gateways sent again to a
+	// room-service on a client's behalf.
+	GatewayRetries GatewayRetries
 	// Lost are acknowledged commands missing from their room.
 	Lost []string
 	// Duplicated are commands found more than once.
@@ -101,7 +104,11 @@ func (r *Report) Problems() []string {
 // and checks the lease events of every room-service the cluster ran.
 // Latency is measured over the commands pending during fault.
 func Check(ctx context.Context, c *Cluster, res *LoadResult, drained []Drained, fault Window) (*Report, error) {
-	r := &Report{Totals: res.Totals(), BalancerRetries: c.BalancerRetries(), Drained: drained,
+	gwRetries, err := c.GatewayRetries(ctx)
+	if err != nil {
+		return nil, err
+	}
+	r := &Report{Totals: res.Totals(), BalancerRetries: c.BalancerRetries(), GatewayRetries: gwRetries, Drained: drained,
 		Fault: fault, Latency: res.LatencyDuring(fault)}
 	type place struct {
 		room string

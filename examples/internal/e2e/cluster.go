@@ -158,6 +158,8 @@ type Cluster struct {
 	all   []*Node // every node ever started, in order
 	seq   map[string]int
 	stops map[string][]Window // by node name: when Pause stopped it
+	// gwRetries are the retries of the gateways stopped so far.
+	gwRetries GatewayRetries
 }
 
 // Start starts cfg.Rooms room-services, then cfg.Gateways gateways, then
@@ -351,6 +353,11 @@ func (c *Cluster) vacate(slots []*Node, n *Node) {
 
 // Stop SIGTERMs n, waits for it to exit and frees its slot.
 func (c *Cluster) Stop(ctx context.Context, n *Node) (Drained, error) {
+	if n.Kind == "gateway" {
+		if err := c.noteGatewayRetries(ctx, n); err != nil {
+			return Drained{}, err
+		}
+	}
 	if err := n.Signal(syscall.SIGTERM); err != nil {
 		return Drained{}, err
 	}

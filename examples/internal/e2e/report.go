@@ -21,6 +21,7 @@ func (r *Report) Table() string {
 	row("failed", fmt.Sprintf("%d (503 nothing applied: %d; no definite answer: %d, found applied: %d)", r.Failed, r.Refused, r.Unknown, r.UnknownApplied))
 	row("client retries", "0 (load clients never retry)")
 	row("balancer retries", r.BalancerRetries)
+	row("gateway retries to room-services", r.GatewayRetries)
 	row("latency during the fault p50 / p99 / max", fmt.Sprintf("%s (%d requests)", r.Latency, r.Latency.N))
 	row("acknowledged writes lost", len(r.Lost))
 	row("applied twice", len(r.Duplicated)+len(r.Misplaced))

@@ -27,3 +27,19 @@ func TestSpreadNamesTheBound(t *testing.T) {
 		t.Errorf("got %q; want %q", got, want)
 	}
 }
+
+func TestGatewayRetriesSaysTheTotalAndEachCause(t *testing.T) {
+	tests := []struct {
+		give GatewayRetries
+		want string
+	}{
+		{nil, "0"},
+		{GatewayRetries{"refused": 3}, "3 (after refused: 3)"},
+		{GatewayRetries{"unknown": 1, "refused": 2}, "3 (after refused: 2, after unknown: 1)"},
+	}
+	for _, tt := range tests {
+		if got := tt.give.String(); got != tt.want {
+			t.Errorf("%v: got %q; want %q", map[string]int(tt.give), got, tt.want)
+		}
+	}
+}
