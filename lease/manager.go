@@ -91,10 +91,11 @@ func New(client redis.UniversalClient, cfg Config) (*Manager, error) {
 // Start checks every server leases are written to ([ErrUnsafeServer]),
 // loads the scripts, starts the node's session and its renewer, which runs
 // until [Manager.Stop] or the Release hook. Each step is retried while ctx
-// lasts, at most TTL without a deadline: a session of the node id that
-// another process left (a crash, or a drain still ending) is waited for,
-// and one still renewed when ctx ends fails the start, naming the node
-// id, as does a Stop meanwhile ([ErrNotRunning]).
+// lasts, without a deadline at most TTL (TTL + 2·CallTimeout for the
+// session): a session of the node id that another process left (a crash,
+// or a drain still ending) is waited for, and one still renewed when ctx
+// ends fails the start, naming the node id, as does a Stop meanwhile
+// ([ErrNotRunning]).
 func (m *Manager) Start(ctx context.Context) error {
 	m.mu.Lock()
 	switch {
@@ -120,7 +121,16 @@ func (m *Manager) Start(ctx context.Context) error {
 		err = m.loadScripts(ctx, retry)
 	}
 	if err == nil {
-		err = retry(ctx, m.startSession)
+		sctx, cancel := ctx, context.CancelFunc(func() {})
+		if _, ok := ctx.Deadline(); !ok {
+			// A crashed process's session of this node id lives at most a TTL
+			// after the crash; the retries' backoff (at most CallTimeout) needs
+			// a margin past it, or a restart at once after a kill fails half
+			// the time.
+			sctx, cancel = context.WithTimeout(ctx, m.cfg.TTL+2*m.cfg.CallTimeout)
+		}
+		err = retry(sctx, m.startSession)
+		cancel()
 	}
 	if err != nil {
 		return fmt.Errorf("lease: start: %w", err)

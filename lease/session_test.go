@@ -394,3 +394,20 @@ func TestSlowLossStillStartsTheNextSession(t *testing.T) {
 	require.NotNil(t, s, "no session after the tick: %v", err)
 	assert.NotEqual(t, l.epoch, s.epoch, "the session after the tick: want a new epoch")
 }
+
+// A process restarted at once after a kill, with the node id of the one
+// killed and a Start given no deadline (lifecycle's OnStart gives none),
+// waits the old session out: it lives up to a TTL, and Start's wait, a
+// TTL too, left the last retry before its expiry about half the time.
+func TestRestartAtOnceWithoutADeadlineWaitsTheOldSessionOut(t *testing.T) {
+	c := standalone(t).client()
+	ctx := context.Background()
+	cfg := testConfig()
+	// The killed process's session, just renewed: a full TTL to live.
+	key := DefaultNodePrefix + "{" + cfg.Node + "}"
+	require.NoError(t, c.HSet(ctx, key, "epoch", "5", "holder", "killed", "attempt", "1", "state", stateActive, "addr", "").Err())
+	require.NoError(t, c.PExpire(ctx, key, cfg.TTL).Err())
+
+	next := startManager(t, c, cfg)
+	assert.NotEqual(t, int64(5), next.lastEpoch.Load(), "the restarted process's epoch")
+}
