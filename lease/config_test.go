@@ -194,5 +194,19 @@ func TestProbe(t *testing.T) {
 	c.PExpire(ctx, m.nodeKey(), m.cfg.TTL/4)
 	require.ErrorContains(t, m.Probe(ctx), "renewals are failing", "Probe with a stale session")
 	m.sess.Store(nil)
-	require.ErrorContains(t, m.Probe(ctx), "no session", "Probe while the session is started again")
+	require.ErrorContains(t, m.Probe(ctx), "it was lost and is being started again", "Probe while the session is started again")
+}
+
+// A Manager not running (never started, its Start failed, or stopped) is
+// not said to be starting its session again: nothing will.
+func TestProbeOfAManagerNotRunningSaysSo(t *testing.T) {
+	c := standalone(t).client()
+	m, err := New(c, testConfig())
+	require.NoError(t, err)
+	ctx := context.Background()
+	require.ErrorContains(t, m.Probe(ctx), "the lease manager is not running", "Probe before Start")
+	require.NoError(t, m.Start(ctx))
+	require.NoError(t, m.Probe(ctx), "Probe after Start")
+	require.NoError(t, m.Stop(ctx))
+	require.ErrorContains(t, m.Probe(ctx), "the lease manager is not running", "Probe after Stop")
 }

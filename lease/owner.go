@@ -94,6 +94,12 @@ func (m *Manager) probe(ctx context.Context) error {
 	defer cancel()
 	s := m.sess.Load()
 	if s == nil {
+		m.mu.Lock()
+		running := m.running
+		m.mu.Unlock()
+		if !running { // nothing will start one: not the "started again" a lost session gets
+			return fmt.Errorf("lease: probe: no session %s: the lease manager is not running (not started yet, its Start failed, or stopped)", m.nodeKey())
+		}
 		return fmt.Errorf("lease: probe: no session %s: it was lost and is being started again", m.nodeKey())
 	}
 	n, err := probeScript.Run(ctx, m.client, []string{m.nodeKey()}, s.epoch).Int64()
