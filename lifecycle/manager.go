@@ -50,8 +50,10 @@ type Manager struct {
 	cancelDrain         context.CancelFunc // nil until the drain begins
 	flip                flip               // set by the move to Draining
 
+	runCalled    atomic.Bool            // Run was called: a second call starts nothing
 	shutdownOnce sync.Once              // the first shutdown drains; the others wait for its report
 	report       atomic.Pointer[Report] // set once the drain has finished
+	reported     chan struct{}          // closed once report is set
 	// drained is a copy of the drain's report once its phases are over,
 	// before the work after it (OnDrained): what a third signal reports then.
 	drained atomic.Pointer[drain.Report]
@@ -74,6 +76,7 @@ func New(cfg Config) (*Manager, error) {
 		cfg:           cfg,
 		log:           cfg.Logger,
 		exitNow:       make(chan struct{}),
+		reported:      make(chan struct{}),
 		transitioning: make(chan struct{}, 1),
 		tracker:       new(drain.Tracker),
 		metrics:       mt,

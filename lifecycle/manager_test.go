@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"testing/synctest"
@@ -703,5 +704,29 @@ func TestASignalDuringStartIsLoggedAtOnce(t *testing.T) {
 		assert.Equal(t, lifecycle.Starting, h.State())
 		close(release)
 		assert.Equal(t, lifecycle.ExitClean, (<-reports).ExitCode)
+	})
+}
+
+// A second Run while the first runs starts nothing (the start steps ran
+// again beside the first's: a server listening twice, a lease manager
+// started twice) and returns the first's report once the drain is done.
+func TestASecondRunStartsNothingAndReturnsTheFirstsReport(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		sig := make(chan os.Signal, 1)
+		m := quietManager(t, lifecycle.Config{Signals: sig, DrainDelay: time.Second})
+		var starts atomic.Int32
+		m.OnStart(func(context.Context) error { starts.Add(1); return nil })
+		first, second := make(chan *lifecycle.Report, 1), make(chan *lifecycle.Report, 1)
+		go func() { first <- m.Run(context.Background()) }()
+		synctest.Wait()
+		require.Equal(t, lifecycle.Running, m.State())
+		go func() { second <- m.Run(context.Background()) }()
+		synctest.Wait()
+		assert.EqualValues(t, 1, starts.Load(), "start steps run")
+		assert.Equal(t, lifecycle.Running, m.State(), "the first Run's process, after a second Run")
+		sig <- syscall.SIGTERM
+		r1, r2 := <-first, <-second
+		assert.Same(t, r1, r2, "the second Run's report")
+		assert.Equal(t, lifecycle.ExitClean, r2.ExitCode)
 	})
 }

@@ -22,8 +22,14 @@ import (
 // of no hooks, or of the drain's hooks if its phases were over (logged as
 // every report is), while the drain or the work after it goes on in the
 // background: the caller is to exit (os.Exit), which ends it. Run itself
-// never ends the process.
+// never ends the process. A process has one life: a second call starts
+// nothing (its start steps would run beside the first's) and returns the
+// first's report once there is one.
 func (m *Manager) Run(ctx context.Context) *Report {
+	if m.runCalled.Swap(true) {
+		<-m.reported
+		return m.Report()
+	}
 	m.logTiming()
 	unsubscribe := m.watchSignals()
 	defer unsubscribe()

@@ -135,7 +135,10 @@ func (m *Manager) Shutdown(ctx context.Context, reason string) *Report {
 // error of a failed start, if any, for the report. Only the first call
 // drains; the others wait for its report.
 func (m *Manager) shutdown(ctx context.Context, startErr error) *Report {
-	m.shutdownOnce.Do(func() { m.report.Store(m.drainAndReport(ctx, startErr)) })
+	m.shutdownOnce.Do(func() {
+		m.report.Store(m.drainAndReport(ctx, startErr))
+		close(m.reported)
+	})
 	return m.report.Load()
 }
 
