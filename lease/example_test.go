@@ -8,6 +8,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/drainkit/drainkit/drain"
 	"github.com/drainkit/drainkit/lease"
 	"github.com/drainkit/drainkit/lifecycle"
 )
@@ -48,12 +49,14 @@ func ExampleManager_Acquire() {
 	}
 }
 
-// Wiring the drain: the gate closes at the flip, rooms are flushed and
-// handed over, and the session ended last, freeing the rest at once.
+// Wiring leases into a lifecycle.Manager without fx (fxlease does all of
+// it but the hand-off): the session starts in a start step, before the
+// servers' (so the process is Running only once it can take rooms); the
+// gate closes at the flip; rooms are flushed and handed over; the session
+// ends in phase Release, freeing the rest at once; the client closes last.
 func ExampleManager_HandOff() {
 	// New does no I/O: the hooks can be made before Redis is reachable.
 	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379", MaxRetries: 1, ContextTimeoutEnabled: true})
-	defer client.Close()
 	m, err := lease.New(client, lease.Config{Node: "room-1"})
 	if err != nil {
 		panic(err)
@@ -70,16 +73,22 @@ func ExampleManager_HandOff() {
 	if err != nil {
 		panic(err)
 	}
+	lc.OnStart(m.Start) // before lc.Serve's steps; a start step has no deadline, and Start bounds its own wait
 	lc.OnTransition(func(t lifecycle.Transition) {
 		if t.To == lifecycle.Draining {
 			m.BeginDrain()
 		}
 	})
-	if err := lc.AddHook(handOff, release); err != nil {
+	closeClient := drain.Hook{Name: "redis.close", Phase: drain.Close, Run: func(context.Context) error { return client.Close() }}
+	if err := lc.AddHook(handOff, release, closeClient); err != nil {
 		panic(err)
 	}
+	// Gate readiness on the session too: readiness.Check{Name: "leases", Probe: m.Probe}.
 	fmt.Println(handOff.Name, handOff.Phase)
 	fmt.Println(release.Name, release.Phase)
+	// lc.Run(ctx) would start it all and drain at SIGTERM; here the drain
+	// alone, which closes the client.
+	lc.Shutdown(context.Background(), "example")
 	// Output:
 	// lease-handoff(room:route:) flush
 	// lease-release(room:route:) release
