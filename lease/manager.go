@@ -245,8 +245,8 @@ func (m *Manager) startRetry() func(context.Context, func(context.Context) error
 	return func(ctx context.Context, call func(context.Context) error) error {
 		return m.retry(ctx, nil, func(ctx context.Context) error {
 			err := call(ctx)
-			if err == nil || ctx.Err() != nil && !errors.Is(err, context.DeadlineExceeded) {
-				return err
+			if err == nil || !retryable(err) || ctx.Err() != nil && !errors.Is(err, context.DeadlineExceeded) {
+				return err // nothing waited for: a refusal (CONFIG on a managed Redis, say) is the caller's to say
 			}
 			mu.Lock()
 			defer mu.Unlock()

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -73,6 +74,11 @@ func TestStartChecksServer(t *testing.T) {
 			} else {
 				require.ErrorContains(t, err, tt.wantErr, "Start")
 				require.ErrorIs(t, err, ErrUnsafeServer, "Start")
+			}
+			// The server answers: nothing is waited for, whatever it refuses.
+			assert.NotContains(t, logs.String(), "waiting for Redis", "log")
+			if slices.Contains(tt.args, "INFO") { // the version's warning gives INFO's refusal, not CONFIG's
+				assert.Regexp(t, "cannot read the Redis version.*error=\"ERR unknown command .info.", logs.String())
 			}
 			if tt.wantLog != "" {
 				assert.Contains(t, logs.String(), tt.wantLog, "log: want a warning naming the setting")

@@ -199,11 +199,12 @@ const clusterSlots = 16384
 
 func (s Servers) check(ctx context.Context, c redis.UniversalClient, addr string) error {
 	var info, cfg map[string]string
-	err := s.Retry(ctx, func(ctx context.Context) error {
+	infoErr := s.Retry(ctx, func(ctx context.Context) error {
 		text, err := c.Info(ctx).Result() // the default sections hold server and memory
 		info = parseInfo(text)
 		return err
 	})
+	err := infoErr
 	policy := info["maxmemory_policy"]
 	if policy == "" && (err == nil || !s.Retryable(err)) {
 		err = s.Retry(ctx, func(ctx context.Context) (err error) {
@@ -219,8 +220,12 @@ func (s Servers) check(ctx context.Context, c redis.UniversalClient, addr string
 	}
 	switch version := info["redis_version"]; {
 	case version == "":
+		why := "INFO has no redis_version"
+		if infoErr != nil {
+			why = infoErr.Error()
+		}
 		s.Logger.Warn("cannot read the Redis version (INFO); the lease scripts need Redis 5.0.0 or later",
-			"redis_addr", addr, "error", fmt.Sprint(err))
+			"redis_addr", addr, "error", why)
 	case !atLeast(version, minVersion):
 		return fmt.Errorf("%w: %s runs Redis %s; the lease scripts need 5.0.0 or later (acquire.lua reads TIME before writing)",
 			s.Unsafe, addr, version)
