@@ -20,8 +20,9 @@ import (
 // holds once the drain began (send it to another node), one the hand-off
 // has, or one whose holder could not be looked up then (the error says
 // so); [ErrNotRunning]; or one matching [ErrInvalidID], [ErrLost]
-// (the session was lost meanwhile), naming Config.WaitReplicas, the Redis
-// error, or ctx's.
+// (the session was lost meanwhile, and its successor too: one loss is
+// waited out, within ctx), naming Config.WaitReplicas, the Redis error,
+// or ctx's.
 func (m *Manager) Acquire(ctx context.Context, id string) (*Lease, error) {
 	if err := validateID(id); err != nil {
 		return nil, err

@@ -119,6 +119,17 @@ func (m *Manager) run(id string, f *flight) {
 	if err == nil {
 		l, err = m.register(l, f)
 	}
+	if errors.Is(err, ErrLost) {
+		// The session was lost during the acquisition, which cleaned up after
+		// itself: once more under the next session, as the caller would have
+		// to (currentSession waits at most a TTL for it; a caller may leave).
+		m.mu.Lock()
+		f.decided = false
+		m.mu.Unlock()
+		if l, err = m.acquire(id, f); err == nil {
+			l, err = m.register(l, f)
+		}
+	}
 	m.mu.Lock()
 	f.lease, f.err, f.decided = l, err, true
 	m.mu.Unlock()

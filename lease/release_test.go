@@ -76,9 +76,10 @@ func TestReleaseWhoseSessionEndsMeanwhile(t *testing.T) {
 }
 
 // TestAcquireWhoseSessionIsLostMeanwhile: an acquisition whose session is
-// lost while its script runs fails with ErrLost; its clean-up, cut short
-// by the session's end, adds no ErrNotHeld: the route died with the
-// session, and Acquire's errors never mean "released".
+// lost while its script runs, and again under the next session, fails
+// with ErrLost; its clean-up, cut short by the session's end, adds no
+// ErrNotHeld: the route died with the session, and Acquire's errors never
+// mean "released".
 func TestAcquireWhoseSessionIsLostMeanwhile(t *testing.T) {
 	var started atomic.Pointer[Manager]
 	c := standalone(t).client(cmdHook{fn: func(ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error {
@@ -97,12 +98,40 @@ func TestAcquireWhoseSessionIsLostMeanwhile(t *testing.T) {
 		return next(ctx, cmd)
 	}})
 	cfg := testConfig()
-	cfg.TTL = time.Minute // the renewer does not start a session again during the test
 	cfg.CallTimeout = 100 * time.Millisecond
 	m := startManager(t, c, cfg)
 	started.Store(m)
 
 	_, err := m.Acquire(context.Background(), "lost-meanwhile")
-	assert.ErrorIs(t, err, ErrLost, "Acquire whose session was lost meanwhile")
-	assert.NotErrorIs(t, err, ErrNotHeld, "Acquire whose session was lost meanwhile")
+	assert.ErrorIs(t, err, ErrLost, "Acquire whose session was lost meanwhile, twice")
+	assert.NotErrorIs(t, err, ErrNotHeld, "Acquire whose session was lost meanwhile, twice")
+}
+
+// An acquisition whose session is lost while its script runs goes on
+// under the next session, as its caller would have to: a session's loss
+// (a failover of the primary that holds it) is latency to the caller, not
+// an error.
+func TestAcquireWhoseSessionIsLostMeanwhileTakesTheRoomUnderTheNext(t *testing.T) {
+	var started atomic.Pointer[Manager]
+	var lost atomic.Bool
+	c := standalone(t).client(cmdHook{fn: func(ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error {
+		m := started.Load()
+		if m == nil || !isScript(cmd, acquireScript) {
+			return next(ctx, cmd)
+		}
+		err := next(ctx, cmd)
+		if s := m.sess.Load(); s != nil && lost.CompareAndSwap(false, true) {
+			m.loseSession(s.epoch, lostError("test"))
+		}
+		return err
+	}})
+	m := startManager(t, c, testConfig())
+	started.Store(m)
+	first := m.lastEpoch.Load()
+
+	l, err := m.Acquire(context.Background(), "lost-once")
+	require.NoError(t, err, "Acquire whose session was lost meanwhile, once")
+	assert.NotEqual(t, first, l.epoch, "the lease's session")
+	assert.Equal(t, m.sess.Load().epoch, l.epoch, "the lease's session: the current one")
+	require.NoError(t, l.Release(context.Background()))
 }

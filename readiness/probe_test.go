@@ -3,6 +3,7 @@ package readiness_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -240,6 +241,9 @@ func TestRedact(t *testing.T) {
 		{"mail alice@example.com bounced", "mail alice@example.com bounced"}, // no ':' before the '@': no password
 		{"env DB_PASSWORD=s3cret is set", "env DB_PASSWORD=*** is set"},
 		{`body {"user":"app","password":"s3cret"}`, `body {"user":"app","password":***`},
+		// A key at the end of a longer name, and JSON quoted once more by %q.
+		{"PGPASSWORD=s3cret rejected", "PGPASSWORD=*** rejected"},
+		{fmt.Sprintf("auth: unexpected reply to %q", `{"user":"app","password":"s3cret"}`), `auth: unexpected reply to "{\"user\":\"app\",\"password\":***`},
 		{strings.Repeat("é", 200), strings.Repeat("é", 80) + "…"},
 		// MySQL says whether a password was sent, which helps and is no secret.
 		{"Error 1045: Access denied for user 'app'@'10.0.0.2' (using password: YES)", "Error 1045: Access denied for user 'app'@'10.0.0.2' (using password: YES)"},

@@ -19,8 +19,10 @@ const maxMessage = 160
 // quotes, if quoted): a password may hold the ';', ',' and '&' that
 // separate pairs in some formats, and swallowing the next pair is the
 // safe mistake.
-// The key may end a longer name (DB_PASSWORD) or be quoted ("password": in JSON).
-var secretRE = regexp.MustCompile(`(?i)(?:\b|_)(password|passwd|pwd|pass|secret|token|api_?key|access_?key)["']?(\s*[=:]\s*)((?:"[^"]*"|'[^']*')\S*|\S+)`)
+// The key may end a longer name (DB_PASSWORD, PGPASSWORD) or be quoted
+// ("password": in JSON, \"password\": in JSON quoted by %q); a name that
+// merely ends in one (bypass=) loses its value too, the safe mistake.
+var secretRE = regexp.MustCompile(`(?i)(password|passwd|pwd|pass|secret|token|api_?key|access_?key)\\?["']?(\s*[=:]\s*)((?:"[^"]*"|'[^']*')\S*|\S+)`)
 
 // shortMessage returns err's text, short and without credentials.
 func shortMessage(err error) string {
