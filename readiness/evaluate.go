@@ -59,7 +59,7 @@ func (r *Registry) evaluate() *evaluation {
 	entries := r.snapshot()
 	execs := make([]*execution, len(entries))
 	for i, e := range entries {
-		execs[i] = r.start(ctx, e)
+		execs[i] = r.start(e)
 	}
 	// The executions run concurrently; waiting for them one by one against
 	// absolute deadlines costs no more than the slowest.
@@ -82,7 +82,7 @@ func (r *Registry) snapshot() []*entry {
 
 // start returns the check's execution in progress, or starts one. It returns
 // nil once the registry is closed.
-func (r *Registry) start(ctx context.Context, e *entry) *execution {
+func (r *Registry) start(e *entry) *execution {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if e.running != nil {
@@ -98,14 +98,13 @@ func (r *Registry) start(ctx context.Context, e *entry) *execution {
 		ex.started = time.Now()
 		close(ex.begun)
 		// The check's context ends at its own deadline, counted from here
-		// (capped by the evaluation's), or at Close, never when the
-		// evaluation stops waiting: a probe that joins this execution must
-		// read a timeout, not "canceled" (drivers return the context's error).
-		deadline := ex.started.Add(e.check.Timeout)
-		if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
-			deadline = d
-		}
-		cctx, cancel := context.WithDeadline(r.base, deadline)
+		// (capped by ReadyTimeout, also from here), or at Close, never when
+		// the evaluation stops waiting: a probe that joins this execution
+		// must read a timeout, not "canceled" (drivers return the context's
+		// error). Not capped by the evaluation that started it: run late, by
+		// a starved process, it would start with its budget spent, and the
+		// next evaluation, which joins it, read a failure the check never had.
+		cctx, cancel := context.WithDeadline(r.base, ex.started.Add(min(e.check.Timeout, r.cfg.ReadyTimeout)))
 		defer cancel()
 		ex.err = probe(cctx, e.check.Probe)
 		ex.finish = time.Now()

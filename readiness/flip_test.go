@@ -203,3 +203,62 @@ func TestNoOldResultWhileAQuietSpellRefreshes(t *testing.T) {
 		}
 	})
 }
+
+// A probe that answered from the older evaluation (a refresh was running)
+// and is held up before it records its status does not overwrite the
+// newer status another probe recorded meanwhile: no fail→ok line that
+// never was, and the gauge keeps the newer status.
+func TestAProbeOfAnOlderEvaluationRecordsNoTransition(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var calls atomic.Int32
+		var armed atomic.Bool
+		hold, release := make(chan struct{}), make(chan struct{})
+		state := func() lifecycle.State {
+			if armed.Load() && calls.Add(1) == 2 { // the first probe's read after its results
+				close(hold)
+				<-release
+			}
+			return lifecycle.Running
+		}
+		l := &logs{}
+		reg := prometheus.NewRegistry()
+		r, err := readiness.New(readiness.Config{Service: "room-service", NodeID: "room-1", Logger: l.logger(), Registerer: reg}, state)
+		require.NoError(t, err)
+		defer r.Close(context.Background())
+		var failing atomic.Bool
+		mustAdd(t, r, readiness.Check{Name: "db", Probe: func(context.Context) error {
+			if failing.Load() {
+				return errors.New("dial tcp: connection refused")
+			}
+			return nil
+		}})
+		require.Equal(t, readiness.StatusOK, r.Ready(t.Context()).Status)
+		failing.Store(true)
+		time.Sleep(readiness.DefaultCacheTTL + time.Millisecond) // the result is stale: the next probe answers it and refreshes
+
+		armed.Store(true)
+		first := make(chan readiness.Report)
+		go func() { first <- r.Ready(t.Context()) }()
+		<-hold
+		armed.Store(false)
+		synctest.Wait() // the refresh lands: db fails
+		require.Equal(t, readiness.StatusFail, r.Ready(t.Context()).Status, "a probe after the refresh")
+		close(release)
+		assert.Equal(t, readiness.StatusOK, (<-first).Status, "the held-up probe's answer: the older evaluation's")
+
+		var got []string
+		for _, rec := range l.records(t) {
+			if rec["msg"] == "readiness changed" {
+				got = append(got, fmt.Sprint(rec["old_status"], "→", rec["new_status"]))
+			}
+		}
+		assert.Equal(t, []string{"unknown→ok", "ok→fail"}, got, "transition lines")
+		mfs, err := reg.Gather()
+		require.NoError(t, err)
+		for _, mf := range mfs {
+			if mf.GetName() == "health_ready_status" {
+				assert.Equal(t, 0.0, mf.GetMetric()[0].GetGauge().GetValue(), "health_ready_status")
+			}
+		}
+	})
+}

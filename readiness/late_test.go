@@ -3,11 +3,14 @@ package readiness_test
 import (
 	"context"
 	"fmt"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/drainkit/drainkit/lifecycle"
 	"github.com/drainkit/drainkit/readiness"
@@ -90,5 +93,32 @@ func TestProberGivingUpIsNoTransition(t *testing.T) {
 			}
 		}
 		assert.Equal(t, []string{"unknown->ok"}, got, "transitions logged")
+	})
+}
+
+// An execution whose goroutine starts after its evaluation's deadline (a
+// starved process), joined by the next evaluation, gets its check's own
+// budget from its start: it used to inherit the first evaluation's spent
+// deadline, and a check that answers at once read "deadline exceeded".
+func TestAJoinedLateExecutionGetsItsOwnBudget(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var n atomic.Int32
+		restore := readiness.SetProbeStarting(func(string) {
+			if n.Add(1) == 1 {
+				time.Sleep(2 * readiness.DefaultReadyTimeout) // the first execution starts a second late
+			}
+		})
+		defer restore()
+		r := newRegistry(t, newState(lifecycle.Running), nil)
+		mustAdd(t, r, readiness.Check{Name: "state", Probe: func(ctx context.Context) error { return ctx.Err() }})
+		c, _ := findCheck(r.Ready(t.Context()), "state")
+		require.True(t, strings.HasPrefix(c.Message, "deadline exceeded (not started)"), "first evaluation: %q", c.Message)
+		time.Sleep(200 * time.Millisecond) // the failing result is kept a fifth of CacheTTL
+		r.Ready(t.Context())               // the next evaluation joins the late execution
+		time.Sleep(400 * time.Millisecond)
+		synctest.Wait()
+		rep := r.Ready(t.Context())
+		c, _ = findCheck(rep, "state")
+		assert.Equal(t, readiness.StatusOK, rep.Status, "status (message %q)", c.Message)
 	})
 }

@@ -60,7 +60,7 @@ func (r *Registry) ready(ctx context.Context, all bool) Report {
 		}
 		rep.Checks = append(rep.Checks, c)
 	}
-	r.readyTransition(&rep, lifecycle.Running, ev.duration)
+	r.readyTransition(&rep, lifecycle.Running, ev.duration, ev)
 	return rep
 }
 
@@ -76,7 +76,7 @@ func (r *Registry) stateReport() (Report, bool) {
 	}
 	rep := Report{Status: StatusFail, Reason: st.String(), State: st,
 		Service: r.cfg.Service, NodeID: r.cfg.NodeID, Time: time.Now()}
-	r.readyTransition(&rep, st, 0)
+	r.readyTransition(&rep, st, 0, nil)
 	return rep, true
 }
 

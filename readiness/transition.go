@@ -42,13 +42,19 @@ func (t *transitions) change(s string, admit func() bool, tell func(old string))
 	tell(old)
 }
 
-func (r *Registry) readyTransition(rep *Report, st lifecycle.State, took time.Duration) {
+// readyTransition records rep's status; ev is the evaluation it was read
+// from, nil for a state's answer (the flip, Close).
+func (r *Registry) readyTransition(rep *Report, st lifecycle.State, took time.Duration, ev *evaluation) {
 	var admit func() bool
-	if rep.Status != StatusFail {
+	if ev != nil {
 		// The flip (or Close) may come while this probe evaluates:
 		// recording its "ok" after the flip's fail would log a fail→ok
 		// that never was, and leave the gauge at ready. The state wins.
-		admit = func() bool { return r.state() == lifecycle.Running && !r.closed.Load() }
+		// So does a newer evaluation another probe may have recorded while
+		// this one, answering from the older, was held up.
+		admit = func() bool {
+			return r.last.Load() == ev && (rep.Status == StatusFail || r.state() == lifecycle.Running && !r.closed.Load())
+		}
 	}
 	r.readyStatus.change(rep.Status, admit, func(old string) {
 		r.metrics.readyStatus.Set(statusValue(rep.Status))
