@@ -27,13 +27,13 @@ import (
 const sentinelLeaseTTL = 3 * time.Second
 
 type config struct {
-	GRPCAddr   string      // GRPC_ADDR, default :13001
-	AdminAddr  string      // ADMIN_ADDR, default :13002
-	Advertise  string      // ADVERTISE_ADDR: where other nodes forward rooms; default GRPC_ADDR with the host filled in
-	Redis      redisTarget // REDIS_URL, REDIS_SENTINEL_URL or REDIS_CLUSTER_URL (redisurl.go); none: an embedded development server
+	GRPCAddr   string        // GRPC_ADDR, default :13001
+	AdminAddr  string        // ADMIN_ADDR, default :13002
+	Advertise  string        // ADVERTISE_ADDR: where other nodes forward rooms; default GRPC_ADDR with the host filled in
+	Redis      redisTarget   // REDIS_URL, REDIS_SENTINEL_URL or REDIS_CLUSTER_URL (redisurl.go); none: an embedded development server
 	LeaseTTL   time.Duration // LEASE_TTL, default lease.DefaultTTL, or sentinelLeaseTTL with REDIS_SENTINEL_URL
-	HandOffMax int        // HANDOFF_CONCURRENCY, default 8: rooms flushed at once during a drain
-	SQL        sqlTargets // MYSQL_DSN (snapshots), ANALYTICS_DSN (reported only); mysql.go
+	HandOffMax int           // HANDOFF_CONCURRENCY, default 8: rooms flushed at once during a drain
+	SQL        sqlTargets    // MYSQL_DSN (snapshots), ANALYTICS_DSN (reported only); mysql.go
 	// BalanceInterval is BALANCE_INTERVAL, default DefaultBalanceInterval:
 	// how often this node publishes its load and may hand one room off to
 	// a better node (balance.go); 0 turns balancing off.
