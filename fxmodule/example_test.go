@@ -26,13 +26,16 @@ func flushHook(f *snapshotFlusher) drain.Hook {
 	return drain.Hook{Name: "snapshots", Phase: drain.Flush, Run: f.Flush}
 }
 
-// newServer builds the HTTP server: tracked by the drain, with the health
-// endpoints mounted.
+// newServer builds the HTTP server: the API tracked by the drain, the
+// health endpoints beside it, outside the tracker, so that liveness
+// answers 200 after intake stops and no probe counts as traffic.
 func newServer(t *drain.Tracker, reg *readiness.Registry) *http.Server {
+	api := http.NewServeMux()
+	api.HandleFunc("/hello", func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte("hello")) })
 	mux := http.NewServeMux()
 	reg.Mount(mux) // /healthz/live, /healthz/ready
-	mux.HandleFunc("/hello", func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte("hello")) })
-	return &http.Server{Addr: ":8080", Handler: t.Middleware(mux)}
+	mux.Handle("/", t.Middleware(api))
+	return &http.Server{Addr: ":8080", Handler: mux}
 }
 
 // serverHooks drains the server: intake after the delay, then in-flight requests.
