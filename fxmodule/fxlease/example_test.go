@@ -64,21 +64,29 @@ func Example() {
 	))
 }
 
-// A room taken as the service starts: in an OnStart hook of a function
-// that takes the *lease.Manager, so it runs after the Manager's own start
-// (fx runs a constructor before what depends on it, and OnStart hooks in
-// the order they were appended). Acquire answers lease.ErrNotRunning
-// before that start and, after the flip, lease.ErrDraining for a room
-// nobody holds.
+// takeHomeRoom takes room "home" as the service starts, in an OnStart hook
+// of a function that takes the *lease.Manager, so it runs after the
+// Manager's own start (fx runs a constructor before what depends on it,
+// and OnStart hooks in the order they were appended). A room another node
+// holds is no failed start: during a rolling update that node is the
+// instance this one replaces, which drains only once this one is ready;
+// its requests are forwarded there until its hand-off frees the room.
+func takeHomeRoom(lc fx.Lifecycle, leases *lease.Manager) {
+	lc.Append(fx.Hook{OnStart: func(ctx context.Context) error {
+		_, err := leases.Acquire(ctx, "home")
+		if errors.Is(err, lease.ErrHeld) {
+			return nil // served elsewhere for now; a request for it acquires it once free
+		}
+		return err
+	}})
+}
+
+// A room taken as the service starts (takeHomeRoom). Acquire answers
+// lease.ErrNotRunning before the Manager's start and, after the flip,
+// lease.ErrDraining for a room nobody holds.
 func Example_atStart() {
 	newRedis := func() redis.UniversalClient {
 		return redis.NewClient(&redis.Options{Addr: os.Getenv("REDIS_ADDR"), MaxRetries: 1, ContextTimeoutEnabled: true})
-	}
-	takeHomeRoom := func(lc fx.Lifecycle, leases *lease.Manager) {
-		lc.Append(fx.Hook{OnStart: func(ctx context.Context) error {
-			_, err := leases.Acquire(ctx, "home") // a failed start if another node holds it
-			return err
-		}})
 	}
 	os.Exit(fxmodule.Run(
 		fxmodule.Module, fxmodule.FromEnv, fxlease.Module,

@@ -229,3 +229,32 @@ func TestLeaseTakenAtStart(t *testing.T) {
 	_, err := leases.Acquire(context.Background(), "8")
 	assert.ErrorIs(t, err, lease.ErrDraining, "Acquire after the flip of a room not held")
 }
+
+// Example_atStart's hook, as a rolling update runs it: the new instance
+// starts while the old one (another node id) still holds "home", and
+// becomes Running; the old one's drain hands the room over, and the new
+// one takes it. It used to fail its start at once on ErrHeld: a surge
+// rollout, which drains the old instance only once the new one is ready,
+// never went on.
+func TestARoomTakenAtStartAndHeldElsewhereFailsNoStart(t *testing.T) {
+	srv := redistest.Start(t)
+	app := func(node string, leases **lease.Manager) []fx.Option {
+		return []fx.Option{fxmodule.Module, fxlease.Module,
+			fx.Supply(lifecycle.Config{Service: "svc", NodeID: node, DrainDelay: 10 * time.Millisecond, DrainTimeout: 10 * time.Second}, quiet()),
+			leaseClient(srv.Addr),
+			fx.Invoke(takeHomeRoom),
+			fx.Populate(leases),
+		}
+	}
+	var oldLeases, newLeases *lease.Manager
+	old := fxmoduletest.Start(t, app("old", &oldLeases)...)
+	o, err := oldLeases.Owner(context.Background(), "home")
+	require.NoError(t, err)
+	require.Equal(t, "old", o.Node, "home's holder")
+
+	fxmoduletest.Start(t, app("new", &newLeases)...) // fails the test if the start fails
+	require.Equal(t, lifecycle.ExitClean, old.Stop().ExitCode)
+	l, err := newLeases.Acquire(context.Background(), "home")
+	require.NoError(t, err, "home once the old instance's drain freed it")
+	assert.NotZero(t, l.Token())
+}
