@@ -11,6 +11,7 @@ import (
 	"github.com/drainkit/drainkit/drain"
 	"github.com/drainkit/drainkit/lease"
 	"github.com/drainkit/drainkit/lifecycle"
+	"github.com/drainkit/drainkit/readiness"
 )
 
 // A room-service node: acquire a room, forward when another node owns it,
@@ -79,11 +80,20 @@ func ExampleManager_HandOff() {
 			m.BeginDrain()
 		}
 	})
-	closeClient := drain.Hook{Name: "redis.close", Phase: drain.Close, Run: func(context.Context) error { return client.Close() }}
-	if err := lc.AddHook(handOff, release, closeClient); err != nil {
+	// Readiness gated on the session: a node whose renewals fail takes no new traffic.
+	reg, err := readiness.New(readiness.Config{Service: "room", NodeID: "room-1"}, lc.State)
+	if err != nil {
 		panic(err)
 	}
-	// Gate readiness on the session too: readiness.Check{Name: "leases", Probe: m.Probe}.
+	lc.OnTransition(reg.OnTransition)
+	if err := reg.Add(readiness.Check{Name: "leases", Tier: readiness.Gating, Probe: m.Probe}); err != nil {
+		panic(err)
+	}
+	closeClient := drain.Hook{Name: "redis.close", Phase: drain.Close, Run: func(context.Context) error { return client.Close() }}
+	closeReadiness := drain.Hook{Name: "readiness.close", Phase: drain.Close, Run: reg.Close}
+	if err := lc.AddHook(handOff, release, closeClient, closeReadiness); err != nil {
+		panic(err)
+	}
 	fmt.Println(handOff.Name, handOff.Phase)
 	fmt.Println(release.Name, release.Phase)
 	// lc.Run(ctx) would start it all and drain at SIGTERM; here the drain
