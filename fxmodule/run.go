@@ -97,9 +97,10 @@ type driver struct {
 	m     *lifecycle.Manager
 	stops stopResults
 
-	mu       sync.Mutex
-	abortCtx context.Context // ends at a stop request or at fx's StartTimeout
-	startErr error           // the first OnStart hook's error
+	mu        sync.Mutex
+	abortCtx  context.Context // ends at a stop request or at fx's StartTimeout
+	startErr  error           // the first OnStart hook's error
+	afterStop bool            // a stop had been requested when startErr came
 }
 
 // startFailed notes the error of an OnStart hook, the reason of the drain
@@ -109,6 +110,7 @@ func (d *driver) startFailed(err error) {
 	defer d.mu.Unlock()
 	if d.startErr == nil {
 		d.startErr = err
+		d.afterStop = d.abortCtx != nil && d.abortCtx.Err() != nil && !errors.Is(context.Cause(d.abortCtx), errStartTimedOut)
 	}
 }
 
@@ -123,12 +125,12 @@ func (d *driver) drainBeforeRollback(ctx context.Context) {
 	}
 	reason := "start failed"
 	d.mu.Lock()
-	abort, err := d.abortCtx, d.startErr
+	abort, err, afterStop := d.abortCtx, d.startErr, d.afterStop
 	d.mu.Unlock()
 	switch {
 	case abort != nil && errors.Is(context.Cause(abort), errStartTimedOut):
 		reason = fmt.Sprintf("start timed out after %s", d.app.StartTimeout())
-	case abort != nil && abort.Err() != nil && err != nil && !errors.Is(err, context.Canceled):
+	case afterStop && !errors.Is(err, context.Canceled):
 		// A stop was requested first: the drain is the stop's, and its report
 		// (exit 0) leaves out this failure, which no stop explains: said here.
 		c := d.m.Config()

@@ -22,7 +22,8 @@ import (
 // so); [ErrNotRunning]; or one matching [ErrInvalidID], [ErrLost]
 // (the session was lost meanwhile, and its successor too: one loss is
 // waited out, within ctx), naming Config.WaitReplicas, the Redis error,
-// or ctx's.
+// ctx's, or saying that the replies of its attempts were lost (the room
+// is free: try again).
 func (m *Manager) Acquire(ctx context.Context, id string) (*Lease, error) {
 	if err := validateID(id); err != nil {
 		return nil, err
@@ -120,7 +121,7 @@ func (m *Manager) acquire(id string, f *flight) (*Lease, error) {
 	}
 	if err == nil && code == 0 && strings.HasPrefix(val, s.prefix) {
 		// Every take-over's reply was lost: the route they left is nobody's.
-		err = fmt.Errorf("the replies of %d take-overs were lost", maxTakeOvers)
+		err = errors.New("the replies of its attempts were lost; the route they left is deleted")
 		if rerr := m.releaseUnknown(ctx, id, s.epoch, ""); rerr != nil {
 			err = errors.Join(err, rerr)
 		}

@@ -119,13 +119,13 @@ func (m *Manager) run(id string, f *flight) {
 	if err == nil {
 		l, err = m.register(l, f)
 	}
-	if errors.Is(err, ErrLost) {
+	m.mu.Lock()
+	again := errors.Is(err, ErrLost) && f.waiters > 0 // undecided: every caller may still leave
+	m.mu.Unlock()
+	if again {
 		// The session was lost during the acquisition, which cleaned up after
 		// itself: once more under the next session, as the caller would have
 		// to (currentSession waits at most a TTL for it; a caller may leave).
-		m.mu.Lock()
-		f.decided = false
-		m.mu.Unlock()
 		if l, err = m.acquire(id, f); err == nil {
 			l, err = m.register(l, f)
 		}
@@ -144,7 +144,9 @@ func (m *Manager) register(l *Lease, f *flight) (*Lease, error) {
 	if err == nil && !m.alive(l.epoch, m.now()) { // lost or overdue: never handed out
 		err = fmt.Errorf("lease: acquire %s: %w", l.key, lostError("its session ended while it was acquired"))
 	}
-	f.decided = true // whatever follows, this is the result
+	if err == nil || !errors.Is(err, ErrLost) {
+		f.decided = true // whatever follows, this is the result
+	} // lost: tried again under the next session (run), which callers may leave meanwhile
 	if err != nil {
 		m.mu.Unlock()
 		if rerr := m.releaseUnknown(f.ctx, l.ID(), l.epoch, l.value); rerr != nil {

@@ -135,3 +135,50 @@ func TestAcquireWhoseSessionIsLostMeanwhileTakesTheRoomUnderTheNext(t *testing.T
 	assert.Equal(t, m.sess.Load().epoch, l.epoch, "the lease's session: the current one")
 	require.NoError(t, l.Release(context.Background()))
 }
+
+// A caller whose ctx ends while an acquisition whose session was lost
+// cleans up (a release held up by a failover) leaves at its ctx: the
+// acquisition is not decided while it may still go on under the next
+// session, which it used to do with every caller held until it ended.
+func TestACallerLeavesAnAcquisitionWhoseSessionWasLostAtItsCtx(t *testing.T) {
+	var started atomic.Pointer[Manager]
+	var lost atomic.Bool
+	held, release := make(chan struct{}), make(chan struct{})
+	c := standalone(t).client(cmdHook{fn: func(ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error {
+		m := started.Load()
+		switch {
+		case m == nil:
+		case isScript(cmd, acquireScript):
+			err := next(ctx, cmd)
+			if s := m.sess.Load(); s != nil && lost.CompareAndSwap(false, true) {
+				m.loseSession(s.epoch, lostError("test"))
+			}
+			return err
+		case isScript(cmd, releaseScript) && lost.Load():
+			select {
+			case <-held:
+			default:
+				close(held)
+			}
+			<-release // the clean-up is held up
+		}
+		return next(ctx, cmd)
+	}})
+	cfg := testConfig()
+	cfg.TTL = 12 * time.Second // calls outlast the hold
+	m := startManager(t, c, cfg)
+	started.Store(m)
+	defer close(release)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { _, err := m.Acquire(ctx, "window"); done <- err }()
+	<-held
+	cancel()
+	select {
+	case err := <-done:
+		assert.ErrorIs(t, err, context.Canceled)
+	case <-time.After(5 * time.Second):
+		t.Fatal("Acquire still waits after its ctx ended, the clean-up held")
+	}
+}

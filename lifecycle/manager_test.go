@@ -730,3 +730,43 @@ func TestASecondRunStartsNothingAndReturnsTheFirstsReport(t *testing.T) {
 		assert.Equal(t, lifecycle.ExitClean, r2.ExitCode)
 	})
 }
+
+// A second Run returns at its ctx's end, or at the third signal, when the
+// first Run's drain does not end (a start step that ignores its context):
+// it waited for that drain alone, however long.
+func TestASecondRunReturnsAtItsCtxWhenTheDrainHangs(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		sig := make(chan os.Signal, 3)
+		m := quietManager(t, lifecycle.Config{Signals: sig})
+		hang := make(chan struct{})
+		defer close(hang)
+		m.OnStart(func(context.Context) error { <-hang; return nil }) // a start step that ignores its ctx
+		first := make(chan *lifecycle.Report, 1)
+		go func() { first <- m.Run(context.Background()) }()
+		synctest.Wait()
+		for range 3 {
+			sig <- syscall.SIGTERM
+			synctest.Wait()
+		}
+		assert.Equal(t, lifecycle.ExitForced, (<-first).ExitCode, "the first Run, at the third signal")
+
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		r := m.Run(ctx)
+		assert.Equal(t, lifecycle.ExitForced, r.ExitCode, "the second Run")
+		assert.Contains(t, r.Reason, "Run called again")
+
+		// One signal only: the first Run waits for the hung step; the second returns at its ctx.
+		sig2 := make(chan os.Signal, 1)
+		m2 := quietManager(t, lifecycle.Config{Signals: sig2})
+		m2.OnStart(func(context.Context) error { <-hang; return nil })
+		go m2.Run(context.Background())
+		synctest.Wait()
+		sig2 <- syscall.SIGTERM
+		synctest.Wait()
+		start := time.Now()
+		r = m2.Run(ctx) // ctx ends a second after it was made
+		assert.Equal(t, lifecycle.ExitForced, r.ExitCode, "the second Run of a drain that hangs")
+		assert.Equal(t, time.Second, time.Since(start), "the second Run returned at its ctx's end")
+	})
+}

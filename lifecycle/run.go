@@ -24,11 +24,18 @@ import (
 // background: the caller is to exit (os.Exit), which ends it. Run itself
 // never ends the process. A process has one life: a second call starts
 // nothing (its start steps would run beside the first's) and returns the
-// first's report once there is one.
+// first's report once there is one, or, if its ctx ends or a third signal
+// comes first, a report with [ExitForced] that says so.
 func (m *Manager) Run(ctx context.Context) *Report {
 	if m.runCalled.Swap(true) {
-		<-m.reported
-		return m.Report()
+		select {
+		case <-m.reported:
+			return m.Report()
+		case <-ctx.Done():
+		case <-m.exitNow:
+		}
+		rep := &drain.Report{Reason: "Run called again: it returned before the first Run's drain ended", Forced: true}
+		return &Report{Report: rep, Service: m.cfg.Service, NodeID: m.cfg.NodeID, ExitCode: ExitForced}
 	}
 	m.logTiming()
 	unsubscribe := m.watchSignals()

@@ -34,6 +34,7 @@ var probeStarting = func(name string) {}
 
 // evaluation is the result of running every check once.
 type evaluation struct {
+	seq      uint64    // rises with every evaluation that lands
 	at       time.Time // when it completed
 	duration time.Duration
 	results  []result

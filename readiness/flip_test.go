@@ -262,3 +262,54 @@ func TestAProbeOfAnOlderEvaluationRecordsNoTransition(t *testing.T) {
 		}
 	})
 }
+
+// A prober whose period falls between a failing result's freshness and
+// 2×CacheTTL answers from the previous evaluation every time, and its own
+// refresh lands before it records: its status is still recorded, as no
+// probe answered from a newer evaluation. (Recording only from the latest
+// evaluation left the gauge at ready through ten failing probes.)
+func TestAProberAnsweringFromThePreviousEvaluationRecordsItsStatus(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var preempt atomic.Bool
+		state := func() lifecycle.State {
+			if preempt.Load() {
+				time.Sleep(time.Millisecond) // the probe's goroutine is descheduled a moment
+			}
+			return lifecycle.Running
+		}
+		l := &logs{}
+		reg := prometheus.NewRegistry()
+		r, err := readiness.New(readiness.Config{Service: "s", NodeID: "n", Logger: l.logger(), Registerer: reg}, state)
+		require.NoError(t, err)
+		defer r.Close(context.Background())
+		var failing atomic.Bool
+		mustAdd(t, r, readiness.Check{Name: "db", Probe: func(context.Context) error {
+			if failing.Load() {
+				return errors.New("dial tcp: connection refused")
+			}
+			return nil
+		}})
+		require.Equal(t, readiness.StatusOK, r.Ready(t.Context()).Status)
+		failing.Store(true)
+		preempt.Store(true)
+		for range 3 {
+			time.Sleep(readiness.DefaultCacheTTL * 3 / 2)
+			r.Ready(t.Context())
+			synctest.Wait()
+		}
+		var got []string
+		for _, rec := range l.records(t) {
+			if rec["msg"] == "readiness changed" {
+				got = append(got, fmt.Sprint(rec["old_status"], "→", rec["new_status"]))
+			}
+		}
+		assert.Equal(t, []string{"unknown→ok", "ok→fail"}, got, "transition lines")
+		mfs, err := reg.Gather()
+		require.NoError(t, err)
+		for _, mf := range mfs {
+			if mf.GetName() == "health_ready_status" {
+				assert.Equal(t, 0.0, mf.GetMetric()[0].GetGauge().GetValue(), "health_ready_status")
+			}
+		}
+	})
+}

@@ -25,6 +25,9 @@ func (r *Registry) ready(ctx context.Context, all bool) Report {
 		return rep
 	}
 	ev, err := r.results(ctx)
+	if err == nil {
+		r.answeredFrom(ev)
+	}
 	// The flip may have happened while this probe waited for a refresh.
 	if rep, ok := r.stateReport(); ok {
 		return rep

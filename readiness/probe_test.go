@@ -243,6 +243,8 @@ func TestRedact(t *testing.T) {
 		{`body {"user":"app","password":"s3cret"}`, `body {"user":"app","password":***`},
 		// A key at the end of a longer name, and JSON quoted once more by %q.
 		{"PGPASSWORD=s3cret rejected", "PGPASSWORD=*** rejected"},
+		{"dial tcp compass:6379: connect: refused", "dial tcp compass:6379: connect: refused"}, // a host, not a pass
+		{"env DB_PASS=s3cret", "env DB_PASS=***"},
 		{fmt.Sprintf("auth: unexpected reply to %q", `{"user":"app","password":"s3cret"}`), `auth: unexpected reply to "{\"user\":\"app\",\"password\":***`},
 		{strings.Repeat("é", 200), strings.Repeat("é", 80) + "…"},
 		// MySQL says whether a password was sent, which helps and is no secret.

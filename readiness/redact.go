@@ -20,9 +20,9 @@ const maxMessage = 160
 // separate pairs in some formats, and swallowing the next pair is the
 // safe mistake.
 // The key may end a longer name (DB_PASSWORD, PGPASSWORD) or be quoted
-// ("password": in JSON, \"password\": in JSON quoted by %q); a name that
-// merely ends in one (bypass=) loses its value too, the safe mistake.
-var secretRE = regexp.MustCompile(`(?i)(password|passwd|pwd|pass|secret|token|api_?key|access_?key)\\?["']?(\s*[=:]\s*)((?:"[^"]*"|'[^']*')\S*|\S+)`)
+// ("password": in JSON, \"password\": in JSON quoted by %q). The short
+// keys (pass, pwd) only after a boundary or '_': "compass:6379" is a host.
+var secretRE = regexp.MustCompile(`(?i)((?:\b|_)(?:pwd|pass)|password|passwd|secret|token|api_?key|access_?key)\\?["']?(\s*[=:]\s*)((?:"[^"]*"|'[^']*')\S*|\S+)`)
 
 // shortMessage returns err's text, short and without credentials.
 func shortMessage(err error) string {

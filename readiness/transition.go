@@ -42,6 +42,17 @@ func (t *transitions) change(s string, admit func() bool, tell func(old string))
 	tell(old)
 }
 
+// answeredFrom notes that a probe answers from ev: no probe that answers
+// from an older evaluation records its status after this one.
+func (r *Registry) answeredFrom(ev *evaluation) {
+	for {
+		cur := r.answered.Load()
+		if ev.seq <= cur || r.answered.CompareAndSwap(cur, ev.seq) {
+			return
+		}
+	}
+}
+
 // readyTransition records rep's status; ev is the evaluation it was read
 // from, nil for a state's answer (the flip, Close).
 func (r *Registry) readyTransition(rep *Report, st lifecycle.State, took time.Duration, ev *evaluation) {
@@ -50,10 +61,10 @@ func (r *Registry) readyTransition(rep *Report, st lifecycle.State, took time.Du
 		// The flip (or Close) may come while this probe evaluates:
 		// recording its "ok" after the flip's fail would log a fail→ok
 		// that never was, and leave the gauge at ready. The state wins.
-		// So does a newer evaluation another probe may have recorded while
-		// this one, answering from the older, was held up.
+		// So does a newer evaluation another probe answered from while
+		// this one, answering from an older, was held up.
 		admit = func() bool {
-			return r.last.Load() == ev && (rep.Status == StatusFail || r.state() == lifecycle.Running && !r.closed.Load())
+			return ev.seq >= r.answered.Load() && (rep.Status == StatusFail || r.state() == lifecycle.Running && !r.closed.Load())
 		}
 	}
 	r.readyStatus.change(rep.Status, admit, func(old string) {
