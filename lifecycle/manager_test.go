@@ -770,3 +770,44 @@ func TestASecondRunReturnsAtItsCtxWhenTheDrainHangs(t *testing.T) {
 		assert.Equal(t, time.Second, time.Since(start), "the second Run returned at its ctx's end")
 	})
 }
+
+// blockingHandler holds the goroutine that logs msg until release closes.
+type blockingHandler struct {
+	slog.Handler
+	msg     string
+	reached chan struct{}
+	release chan struct{}
+}
+
+func (h *blockingHandler) Enabled(context.Context, slog.Level) bool { return true }
+
+func (h *blockingHandler) Handle(ctx context.Context, r slog.Record) error {
+	if r.Message == h.msg {
+		close(h.reached)
+		<-h.release
+	}
+	return h.Handler.Handle(ctx, r)
+}
+
+// A third signal while the drain's report line is being written (the drain
+// is over, its report made) returns that report: it returned ExitForced
+// and logged a second report line.
+func TestThirdSignalWhileTheReportIsLoggedReturnsIt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		sig := make(chan os.Signal, 3)
+		h := &blockingHandler{Handler: slog.DiscardHandler, msg: "drain report", reached: make(chan struct{}), release: make(chan struct{})}
+		m, err := lifecycle.New(lifecycle.Config{Service: "s", NodeID: "n", Signals: sig, DrainDelay: time.Second, Logger: slog.New(h)})
+		require.NoError(t, err)
+		reports := make(chan *lifecycle.Report, 1)
+		go func() { reports <- m.Run(context.Background()) }()
+		synctest.Wait()
+		sig <- syscall.SIGTERM
+		<-h.reached // the drain is over; its report line is being written
+		sig <- syscall.SIGTERM
+		sig <- syscall.SIGTERM
+		r := <-reports
+		assert.Equal(t, lifecycle.ExitClean, r.ExitCode, "the drain's exit code, not the third signal's")
+		assert.Same(t, m.Report(), r)
+		close(h.release)
+	})
+}
