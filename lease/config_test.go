@@ -99,7 +99,7 @@ func TestNewListsEveryClientOptionLeasesNeed(t *testing.T) {
 	}{
 		{"go-redis defaults", redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}),
 			[]string{"*redis.Client options", "MaxRetries 3: want at most 1", "ContextTimeoutEnabled false with ReadTimeout 5s and WriteTimeout 5s",
-				"want ContextTimeoutEnabled true", "at most 1.666s", "redis.Options{MaxRetries: 1, ContextTimeoutEnabled: true}"}},
+				"want ContextTimeoutEnabled true", "at most 1.666s", "e.g. MaxRetries: 1, ContextTimeoutEnabled: true in redis.Options"}},
 		{"retries only", redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", ContextTimeoutEnabled: true}),
 			[]string{"MaxRetries 3: want at most 1"}},
 		{"slow reads without context deadlines", redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: 1, ReadTimeout: 5 * time.Second, WriteTimeout: time.Second}),
@@ -107,7 +107,10 @@ func TestNewListsEveryClientOptionLeasesNeed(t *testing.T) {
 		{"no read timeout without context deadlines", redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: 1, ReadTimeout: -1, WriteTimeout: time.Second}),
 			[]string{"ContextTimeoutEnabled false with ReadTimeout unbounded"}},
 		{"cluster defaults", redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{"127.0.0.1:1"}}),
-			[]string{"*redis.ClusterClient options", "ContextTimeoutEnabled false with ReadTimeout 5s and WriteTimeout 5s", "redis.ClusterOptions{"}},
+			[]string{"*redis.ClusterClient options", "ContextTimeoutEnabled false with ReadTimeout 5s and WriteTimeout 5s", "in redis.ClusterOptions"}},
+		// A Sentinel user's cluster client is told of the options it built it with.
+		{"failover cluster routed randomly", redis.NewFailoverClusterClient(&redis.FailoverOptions{MasterName: "m", SentinelAddrs: []string{"127.0.0.1:1"}, RouteRandomly: true, MaxRetries: 1, ContextTimeoutEnabled: true}),
+			[]string{"ReadOnly true", "in redis.FailoverOptions"}},
 		{"cluster retries", redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{"127.0.0.1:1"}, MaxRetries: 3, ContextTimeoutEnabled: true}),
 			[]string{"MaxRetries 3", "(0 or -1 is none)"}},
 		// Reads from replicas: a lagging one shows a live node's session gone.

@@ -67,6 +67,9 @@ func Client(c redis.UniversalClient, callTimeout time.Duration) error {
 		}
 		options, retries, timeouts, honoursCtx = "redis.ClusterOptions", o.MaxRetries, [2]time.Duration{o.ReadTimeout, o.WriteTimeout}, o.ContextTimeoutEnabled
 		noRetries, readOnly = "0 or -1 is none", o.ReadOnly
+		if len(o.Addrs) == 0 { // a slot map of its own: NewFailoverClusterClient's, most likely
+			options = "redis.FailoverOptions (or redis.ClusterOptions, with a ClusterSlots of your own)"
+		}
 	default:
 		return nil
 	}
@@ -95,7 +98,7 @@ func Client(c redis.UniversalClient, callTimeout time.Duration) error {
 	if len(bad) == 0 {
 		return nil
 	}
-	return fmt.Errorf("%T options cannot keep leases: %s; e.g. %s{MaxRetries: 1, ContextTimeoutEnabled: true}",
+	return fmt.Errorf("%T options cannot keep leases: %s; e.g. MaxRetries: 1, ContextTimeoutEnabled: true in %s",
 		c, strings.Join(bad, "; "), options)
 }
 
