@@ -18,15 +18,20 @@ import (
 // These tests build this program and drive it as an orchestrator would:
 // real process, real signals, real HTTP.
 
-// start runs the example on free ports and returns it with its service
-// and admin addresses.
+// start runs the example on free ports, waits until it is Running, and
+// returns it with its service and admin addresses. The addresses are
+// printed by the start step, before Running: a signal sent on them alone
+// aborts the start, and the drain then skips Flush (which made
+// TestHungHookExitsAtDeadline exit 0 on a busy machine).
 func start(t *testing.T, env ...string) (p *proctest.Proc, addr, admin string) {
 	t.Helper()
 	p = proctest.Start(t, "basic", proctest.Build(t, "."), append([]string{"ADDR=127.0.0.1:0", "ADMIN_ADDR=127.0.0.1:0"}, env...)...)
 	line := p.Await(t, "listening on ")
 	addr = line[strings.Index(line, "listening on ")+len("listening on "):]
 	line = p.Await(t, "admin on ")
-	return p, addr, line[strings.Index(line, "admin on ")+len("admin on "):]
+	admin = line[strings.Index(line, "admin on ")+len("admin on "):]
+	p.Await(t, `"new_status":"running"`)
+	return p, addr, admin
 }
 
 func TestSlowRequestCompletesAndExitIsClean(t *testing.T) {
