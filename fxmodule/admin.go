@@ -48,7 +48,7 @@ func serveAdmin(addr string, p adminParams) error {
 	}
 	mux := http.NewServeMux()
 	p.Registry.Mount(mux)
-	paths := []string{"/healthz/live", "/healthz/ready"}
+	paths := []string{readiness.LivePath, readiness.ReadyPath}
 	log := serviceLogger(p.Logger, p.Manager)
 	if g, ok := p.Registerer.(prometheus.Gatherer); ok {
 		mux.Handle("/metrics", promhttp.HandlerFor(g, promhttp.HandlerOpts{}))

@@ -3,7 +3,6 @@ package fxmodule_test
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"testing"
 	"time"
@@ -22,12 +21,7 @@ import (
 // as traffic after the flip. The probes were behind the tracker: 503 from
 // stop_intake, and a WARN advising a longer DRAIN_DELAY on every rollout.
 func TestExampleServerKeepsLivenessThroughTheDrain(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
+	addr := freeAddr(t)
 	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 2 * time.Second}
 	get := func(path string) string {
 		resp, err := client.Get("http://" + addr + path)

@@ -100,7 +100,7 @@ func serveHTTP(name, addr string, p httpParams) error {
 	if err := p.Registry.Add(bound.Check(name+"_listener", addr)); err != nil {
 		return err // the app has a check of that name: matches lifecycle.ErrConfig
 	}
-	p.Lifecycle.Append(listenHook(log, name, addr, &bound, s, "/healthz/live", "/healthz/ready", "/"))
+	p.Lifecycle.Append(listenHook(log, name, addr, &bound, s, readiness.LivePath, readiness.ReadyPath, "/"))
 	return nil
 }
 

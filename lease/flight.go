@@ -115,10 +115,14 @@ func (m *Manager) run(id string, f *flight) {
 		m.mu.Unlock()
 		close(f.done)
 	}()
-	l, err := m.acquire(id, f)
-	if err == nil {
-		l, err = m.register(l, f)
+	take := func() (*Lease, error) {
+		l, err := m.acquire(id, f)
+		if err != nil {
+			return nil, err
+		}
+		return m.register(l, f)
 	}
+	l, err := take()
 	m.mu.Lock()
 	again := errors.Is(err, ErrLost) && f.waiters > 0 // undecided: every caller may still leave
 	m.mu.Unlock()
@@ -126,9 +130,7 @@ func (m *Manager) run(id string, f *flight) {
 		// The session was lost during the acquisition, which cleaned up after
 		// itself: once more under the next session, as the caller would have
 		// to (currentSession waits at most a TTL for it; a caller may leave).
-		if l, err = m.acquire(id, f); err == nil {
-			l, err = m.register(l, f)
-		}
+		l, err = take()
 	}
 	m.mu.Lock()
 	f.lease, f.err, f.decided = l, err, true

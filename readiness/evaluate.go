@@ -34,7 +34,7 @@ var probeStarting = func(name string) {}
 
 // evaluation is the result of running every check once.
 type evaluation struct {
-	seq      uint64    // rises with every evaluation that lands
+	seq      uint64    // one above the evaluation that landed before it
 	at       time.Time // when it completed
 	duration time.Duration
 	results  []result

@@ -220,20 +220,7 @@ func TestAProbeOfAnOlderEvaluationRecordsNoTransition(t *testing.T) {
 			}
 			return lifecycle.Running
 		}
-		l := &logs{}
-		reg := prometheus.NewRegistry()
-		r, err := readiness.New(readiness.Config{Service: "room-service", NodeID: "room-1", Logger: l.logger(), Registerer: reg}, state)
-		require.NoError(t, err)
-		defer r.Close(context.Background())
-		var failing atomic.Bool
-		mustAdd(t, r, readiness.Check{Name: "db", Probe: func(context.Context) error {
-			if failing.Load() {
-				return errors.New("dial tcp: connection refused")
-			}
-			return nil
-		}})
-		require.Equal(t, readiness.StatusOK, r.Ready(t.Context()).Status)
-		failing.Store(true)
+		r, l, reg := failingAfterOK(t, state)
 		time.Sleep(readiness.DefaultCacheTTL + time.Millisecond) // the result is stale: the next probe answers it and refreshes
 
 		armed.Store(true)
@@ -246,20 +233,7 @@ func TestAProbeOfAnOlderEvaluationRecordsNoTransition(t *testing.T) {
 		close(release)
 		assert.Equal(t, readiness.StatusOK, (<-first).Status, "the held-up probe's answer: the older evaluation's")
 
-		var got []string
-		for _, rec := range l.records(t) {
-			if rec["msg"] == "readiness changed" {
-				got = append(got, fmt.Sprint(rec["old_status"], "→", rec["new_status"]))
-			}
-		}
-		assert.Equal(t, []string{"unknown→ok", "ok→fail"}, got, "transition lines")
-		mfs, err := reg.Gather()
-		require.NoError(t, err)
-		for _, mf := range mfs {
-			if mf.GetName() == "health_ready_status" {
-				assert.Equal(t, 0.0, mf.GetMetric()[0].GetGauge().GetValue(), "health_ready_status")
-			}
-		}
+		assertRecordedOKThenFail(t, l, reg)
 	})
 }
 
@@ -277,39 +251,53 @@ func TestAProberAnsweringFromThePreviousEvaluationRecordsItsStatus(t *testing.T)
 			}
 			return lifecycle.Running
 		}
-		l := &logs{}
-		reg := prometheus.NewRegistry()
-		r, err := readiness.New(readiness.Config{Service: "s", NodeID: "n", Logger: l.logger(), Registerer: reg}, state)
-		require.NoError(t, err)
-		defer r.Close(context.Background())
-		var failing atomic.Bool
-		mustAdd(t, r, readiness.Check{Name: "db", Probe: func(context.Context) error {
-			if failing.Load() {
-				return errors.New("dial tcp: connection refused")
-			}
-			return nil
-		}})
-		require.Equal(t, readiness.StatusOK, r.Ready(t.Context()).Status)
-		failing.Store(true)
+		r, l, reg := failingAfterOK(t, state)
 		preempt.Store(true)
 		for range 3 {
 			time.Sleep(readiness.DefaultCacheTTL * 3 / 2)
 			r.Ready(t.Context())
 			synctest.Wait()
 		}
-		var got []string
-		for _, rec := range l.records(t) {
-			if rec["msg"] == "readiness changed" {
-				got = append(got, fmt.Sprint(rec["old_status"], "→", rec["new_status"]))
-			}
-		}
-		assert.Equal(t, []string{"unknown→ok", "ok→fail"}, got, "transition lines")
-		mfs, err := reg.Gather()
-		require.NoError(t, err)
-		for _, mf := range mfs {
-			if mf.GetName() == "health_ready_status" {
-				assert.Equal(t, 0.0, mf.GetMetric()[0].GetGauge().GetValue(), "health_ready_status")
-			}
-		}
+		assertRecordedOKThenFail(t, l, reg)
 	})
+}
+
+// failingAfterOK returns a registry on state whose one gating check, db,
+// passed one probe and fails from then on, with its logs and metrics.
+func failingAfterOK(t *testing.T, state func() lifecycle.State) (*readiness.Registry, *logs, *prometheus.Registry) {
+	t.Helper()
+	l, reg := &logs{}, prometheus.NewRegistry()
+	r, err := readiness.New(readiness.Config{Service: "room-service", NodeID: "room-1", Logger: l.logger(), Registerer: reg}, state)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = r.Close(context.Background()) })
+	var failing atomic.Bool
+	mustAdd(t, r, readiness.Check{Name: "db", Probe: func(context.Context) error {
+		if failing.Load() {
+			return errors.New("dial tcp: connection refused")
+		}
+		return nil
+	}})
+	require.Equal(t, readiness.StatusOK, r.Ready(t.Context()).Status)
+	failing.Store(true)
+	return r, l, reg
+}
+
+// assertRecordedOKThenFail checks that the transition lines and the gauge
+// say ok, then fail, and nothing after.
+func assertRecordedOKThenFail(t *testing.T, l *logs, reg *prometheus.Registry) {
+	t.Helper()
+	var got []string
+	for _, rec := range l.records(t) {
+		if rec["msg"] == "readiness changed" {
+			got = append(got, fmt.Sprint(rec["old_status"], "→", rec["new_status"]))
+		}
+	}
+	assert.Equal(t, []string{"unknown→ok", "ok→fail"}, got, "transition lines")
+	mfs, err := reg.Gather()
+	require.NoError(t, err)
+	for _, mf := range mfs {
+		if mf.GetName() == "health_ready_status" {
+			assert.Equal(t, 0.0, mf.GetMetric()[0].GetGauge().GetValue(), "health_ready_status")
+		}
+	}
 }

@@ -45,10 +45,9 @@ type Registry struct {
 	// last is the latest completed evaluation; read without a lock on the
 	// hot path of a cached probe.
 	last atomic.Pointer[evaluation]
-	// landed counts the evaluations landed; answered is the newest one a
-	// probe answered from (its seq): a status read from an older one is
-	// not recorded over it.
-	landed, answered atomic.Uint64
+	// answered is the newest evaluation a probe answered from (its seq): a
+	// status read from an older one is not recorded over it.
+	answered atomic.Uint64
 
 	mu         sync.Mutex
 	entries    []*entry
@@ -237,7 +236,9 @@ func (r *Registry) refresh() chan struct{} {
 	r.refreshing = landed
 	r.wg.Go(func() {
 		ev := r.evaluate()
-		ev.seq = r.landed.Add(1) // one refresh at a time: the order they land in
+		if prev := r.last.Load(); prev != nil {
+			ev.seq = prev.seq + 1 // one refresh at a time: the order they land in
+		}
 		r.last.Store(ev)
 		r.mu.Lock()
 		r.refreshing = nil

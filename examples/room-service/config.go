@@ -20,12 +20,6 @@ import (
 // with exit 78 instead of being kept as an alias: one way to say where
 // Redis is, and a deployment that still sets it learns so at its first
 // start instead of silently running on the embedded in-memory server.
-// sentinelLeaseTTL is LEASE_TTL's default with REDIS_SENTINEL_URL: a
-// Sentinel failover names the new primary about a second after promoting
-// it, and at lease.DefaultTTL every session would end with it
-// (docs/leases.md, "On Redis Sentinel").
-const sentinelLeaseTTL = 3 * time.Second
-
 type config struct {
 	GRPCAddr   string        // GRPC_ADDR, default :13001
 	AdminAddr  string        // ADMIN_ADDR, default :13002
@@ -43,6 +37,12 @@ type config struct {
 	// The room loop's liveness budget is three of them.
 	SnapshotInterval time.Duration
 }
+
+// sentinelLeaseTTL is LEASE_TTL's default with REDIS_SENTINEL_URL: a
+// Sentinel failover names the new primary about a second after promoting
+// it, and at lease.DefaultTTL every session would end with it
+// (docs/leases.md, "On Redis Sentinel").
+const sentinelLeaseTTL = 3 * time.Second
 
 // minSnapshotInterval keeps snapshot writes from crowding out commands.
 const minSnapshotInterval = 100 * time.Millisecond

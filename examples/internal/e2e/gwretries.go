@@ -24,6 +24,13 @@ const gatewayRetriesMetric = "gateway_backend_retries_total"
 // counted.
 type GatewayRetries map[string]int
 
+// add adds other's counts to g.
+func (g GatewayRetries) add(other GatewayRetries) {
+	for after, v := range other {
+		g[after] += v
+	}
+}
+
 func (g GatewayRetries) String() string {
 	total, parts := 0, []string{}
 	for _, after := range slices.Sorted(maps.Keys(g)) {
@@ -39,20 +46,16 @@ func (g GatewayRetries) String() string {
 // GatewayRetries adds up what every gateway reported: those stopped, and
 // those running now, read from their /metrics.
 func (c *Cluster) GatewayRetries(ctx context.Context) (GatewayRetries, error) {
+	sum := GatewayRetries{}
 	c.mu.Lock()
-	sum := maps.Clone(c.gwRetries)
+	sum.add(c.gwRetries)
 	c.mu.Unlock()
-	if sum == nil {
-		sum = GatewayRetries{}
-	}
 	for _, n := range c.Gateways() {
 		got, err := scrapeGatewayRetries(ctx, n)
 		if err != nil {
 			return nil, err
 		}
-		for after, v := range got {
-			sum[after] += v
-		}
+		sum.add(got)
 	}
 	return sum, nil
 }
@@ -68,9 +71,7 @@ func (c *Cluster) noteGatewayRetries(ctx context.Context, n *Node) error {
 	if c.gwRetries == nil {
 		c.gwRetries = GatewayRetries{}
 	}
-	for after, v := range got {
-		c.gwRetries[after] += v
-	}
+	c.gwRetries.add(got)
 	return nil
 }
 
