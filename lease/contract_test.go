@@ -27,6 +27,8 @@ func TestContract(t *testing.T) {
 			t.Run("fence increases", func(t *testing.T) { testFenceIncreases(t, b) })
 			t.Run("owner", func(t *testing.T) { testOwner(t, b) })
 			t.Run("renewal is one call", func(t *testing.T) { testRenewalIsOneCall(t, b) })
+			t.Run("place", func(t *testing.T) { testPlace(t, b) })
+			t.Run("place skips draining and ended", func(t *testing.T) { testPlaceSkipsDrainingAndEnded(t, b) })
 		})
 	}
 }

@@ -17,7 +17,8 @@
 //
 // Make a Manager with [New], [Manager.Start] it, [Manager.Acquire] a room,
 // pass [Lease.Token] with every write and work under [Lease.Context], which
-// ends with the lease. For the drain, call [Manager.BeginDrain] at the flip and
+// ends with the lease. A room this node cannot take goes where
+// [Manager.Place] says: its holder, or the active node that takes it. For the drain, call [Manager.BeginDrain] at the flip and
 // add [Manager.HandOff] and [Manager.ReleaseHook] to the drain's hooks;
 // fxlease does all of it but the hand-off, whose fn is the service's. The
 // metrics, listed in docs/reference.md, go on [Config].Registerer labelled

@@ -34,13 +34,13 @@ func ExampleManager_Acquire() {
 
 	l, err := m.Acquire(ctx, "42")
 	switch {
-	case errors.Is(err, lease.ErrHeld): // also once this node drains
-		owner, err := m.Owner(ctx, "42")
-		if err != nil { // released or moved meanwhile: try again
+	case errors.Is(err, lease.ErrHeld), errors.Is(err, lease.ErrDraining):
+		to, err := m.Place(ctx, "42") // its holder, or the active node that takes it
+		if err != nil {               // no node active, or Redis unreachable: try again
 			fmt.Println("retry:", err)
 			return
 		}
-		fmt.Println("forward to", owner.Addr)
+		fmt.Println("forward to", to.Addr)
 	case err != nil:
 		panic(err)
 	default:

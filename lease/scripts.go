@@ -12,6 +12,7 @@ import (
 var (
 	//go:embed scripts/acquire.lua scripts/release.lua scripts/session.lua
 	//go:embed scripts/session_renew.lua scripts/session_end.lua scripts/probe.lua
+	//go:embed scripts/node_forget.lua
 	scriptFiles embed.FS
 	// scriptSources maps every script to its source, loaded at Start.
 	scriptSources = map[*redis.Script]string{}
@@ -22,6 +23,7 @@ var (
 	sessionRenewScript = newScript("session_renew")
 	sessionEndScript   = newScript("session_end")
 	probeScript        = newScript("probe")
+	nodeForgetScript   = newScript("node_forget")
 )
 
 func newScript(name string) *redis.Script {

@@ -57,6 +57,7 @@ func (m *Manager) startSession(ctx context.Context) error {
 		return fmt.Errorf("session %s: %w (node id %q; it expires in %dms)", m.nodeKey(), errSessionBusy, m.cfg.Node, res[1])
 	}
 	m.makeCurrent(res[1], sent)
+	m.listSession(ctx, res[1])
 	m.cfg.Logger.Debug("lease session started", "node_id", m.cfg.Node, "epoch", res[1])
 	return nil
 }
@@ -227,6 +228,9 @@ func (m *Manager) tick(ctx context.Context) error {
 		}
 		m.mu.Unlock()
 		m.met.renewed.Inc()
+		if m.registered.Load() != s.epoch { // its start could not list it
+			m.listSession(rctx, s.epoch)
+		}
 		return nil
 	}
 	m.loseSession(s.epoch, lostError("the session ended in Redis"))

@@ -16,52 +16,53 @@ import (
 
 // An HTTP service that owns rooms through leases: the client fits leases
 // (one retry at most, context deadlines honoured), and lease.Config.Addr is
-// the address other instances reach this one at, which Owner gives them to
-// forward a room's requests (nothing fills it in). A room another instance
-// holds is sent there, also while this one drains; one nobody holds while
-// this one drains gets a 503 with Retry-After, for the client (or a gateway
-// in front) to try another instance.
+// the address other instances reach this one at, which Place gives them to
+// forward a room's requests (nothing fills it in). roomsAPI serves the
+// rooms.
 func Example() {
 	newRedis := func(lc fx.Lifecycle) redis.UniversalClient {
 		rdb := redis.NewClient(&redis.Options{Addr: os.Getenv("REDIS_ADDR"), MaxRetries: 1, ContextTimeoutEnabled: true})
 		lc.Append(fx.Hook{OnStop: func(context.Context) error { return rdb.Close() }})
 		return rdb
 	}
-	unavailable := func(w http.ResponseWriter, err error) {
-		w.Header().Set("Retry-After", "1")
-		http.Error(w, err.Error(), http.StatusServiceUnavailable)
-	}
-	rooms := func(leases *lease.Manager) http.Handler {
-		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			id := r.URL.Query().Get("room")
-			l, err := leases.Acquire(r.Context(), id)
-			switch {
-			case errors.Is(err, lease.ErrInvalidID):
-				http.Error(w, err.Error(), http.StatusBadRequest)
-				return
-			case errors.Is(err, lease.ErrHeld): // also once this instance drains
-				owner, err := leases.Owner(r.Context(), id)
-				if err != nil || owner.Addr == "" { // released or moved meanwhile: a retry finds it
-					unavailable(w, errors.Join(err, errors.New("owner unknown")))
-					return
-				}
-				// A redirect is shortest; a proxy (net/http/httputil.ReverseProxy) that resends a
-				// forward the owner refuses while it drains (503, Retry-After) keeps clients out of it.
-				http.Redirect(w, r, "http://"+owner.Addr+r.URL.RequestURI(), http.StatusTemporaryRedirect)
-				return
-			case err != nil: // lease.ErrDraining: nobody holds it and this instance takes none
-				unavailable(w, err)
-				return
-			}
-			_ = l.Token() // pass it with every write, so storage refuses a stale owner
-		})
-	}
 	os.Exit(fxmodule.Run(
 		fxmodule.Module, fxmodule.FromEnv, fxlease.Module,
 		fx.Provide(newRedis),
 		fx.Supply(lease.Config{Addr: os.Getenv("ADVERTISE_ADDR")}), // e.g. the pod's IP and this port
-		fxmodule.HTTP("api", ":8080", rooms),
+		fxmodule.HTTP("api", ":8080", roomsAPI),
 	))
+}
+
+// roomsAPI serves a room's requests here if this instance holds the room
+// or can take it. Otherwise (another instance holds it, or this one drains)
+// it sends them where Place says: the holder, or the active instance that
+// takes a room nobody holds, so no request fails for a drain.
+func roomsAPI(leases *lease.Manager) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id := r.URL.Query().Get("room")
+		l, err := leases.Acquire(r.Context(), id)
+		switch {
+		case errors.Is(err, lease.ErrInvalidID):
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		case errors.Is(err, lease.ErrHeld), errors.Is(err, lease.ErrDraining):
+			to, err := leases.Place(r.Context(), id)
+			if err != nil || to.Addr == "" { // no instance active, or Redis unreachable: a retry may find one
+				w.Header().Set("Retry-After", "1")
+				http.Error(w, errors.Join(err, errors.New("no instance to forward to")).Error(), http.StatusServiceUnavailable)
+				return
+			}
+			// A redirect is shortest; a proxy (net/http/httputil.ReverseProxy) that resends a
+			// forward the owner refuses while it drains (503, Retry-After) keeps clients out of it.
+			http.Redirect(w, r, "http://"+to.Addr+r.URL.RequestURI(), http.StatusTemporaryRedirect)
+			return
+		case err != nil:
+			w.Header().Set("Retry-After", "1")
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		_ = l.Token() // pass it with every write, so storage refuses a stale owner
+	})
 }
 
 // takeHomeRoom takes room "home" as the service starts, in an OnStart hook

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -257,4 +259,38 @@ func TestARoomTakenAtStartAndHeldElsewhereFailsNoStart(t *testing.T) {
 	l, err := newLeases.Acquire(context.Background(), "home")
 	require.NoError(t, err, "home once the old instance's drain freed it")
 	assert.NotZero(t, l.Token())
+}
+
+// Example's roomsAPI on an instance that drains: a room nobody holds is
+// sent to the active instance, which takes it, as is one that instance
+// holds. It used to answer 503 for a room nobody held, failing every such
+// request until the instance exited, without a gateway in front to try
+// another.
+func TestADrainingInstanceForwardsEveryRoomItDoesNotHold(t *testing.T) {
+	srv := redistest.Start(t)
+	ctx := context.Background()
+	start := func(node, addr string) *lease.Manager {
+		rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: 1, ContextTimeoutEnabled: true})
+		t.Cleanup(func() { _ = rdb.Close() })
+		m, err := lease.New(rdb, lease.Config{Node: node, Addr: addr, Logger: quiet()})
+		require.NoError(t, err)
+		require.NoError(t, m.Start(ctx))
+		t.Cleanup(func() { _ = m.Stop(ctx) })
+		return m
+	}
+	active, draining := start("active", "10.0.0.1:8080"), start("draining", "10.0.0.2:8080")
+	_, err := active.Acquire(ctx, "held")
+	require.NoError(t, err)
+	draining.BeginDrain()
+	require.Eventually(t, func() bool { // the renewer marks the session draining at once
+		return srv.Client().HGet(ctx, "room:node:{draining}", "state").Val() == "draining"
+	}, 5*time.Second, 10*time.Millisecond, "the draining session marked in Redis")
+
+	api := roomsAPI(draining)
+	for _, room := range []string{"held", "free"} {
+		rec := httptest.NewRecorder()
+		api.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/cmd?room="+room, nil))
+		assert.Equal(t, http.StatusTemporaryRedirect, rec.Code, "room %q: %s", room, rec.Body)
+		assert.Equal(t, "http://10.0.0.1:8080/cmd?room="+room, rec.Header().Get("Location"), "room %q", room)
+	}
 }

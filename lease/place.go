@@ -1,0 +1,116 @@
+package lease
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Place returns where room id is served: its holder, as [Manager.Owner]
+// returns it, or, if nobody holds it (no route, or its holder's session
+// ended), the node that rendezvous hashing of id picks among the nodes
+// whose session is alive and not draining, with Fence 0. Every Manager
+// picks the same node from the same sessions, and a node leaving moves
+// only its own rooms, so forwarding a request there (that node's Acquire
+// takes the room) places rooms evenly, also while this node drains. A
+// crashed node is picked until its session expires. An error matching
+// [ErrNotHeld] says no node is active. It costs Owner's round trips, plus
+// two for a room nobody holds.
+func (m *Manager) Place(ctx context.Context, id string) (Owner, error) {
+	o, err := m.Owner(ctx, id)
+	if !errors.Is(err, ErrNotHeld) {
+		return o, err
+	}
+	nodes, err := m.activeNodes(ctx)
+	if err != nil {
+		return Owner{}, fmt.Errorf("lease: place %q: %w", id, err)
+	}
+	var best Owner
+	var bestWeight uint64
+	for _, n := range nodes {
+		if w := weight(id, n.Node); best.Node == "" || w > bestWeight || w == bestWeight && n.Node < best.Node {
+			best, bestWeight = n, w
+		}
+	}
+	if best.Node == "" {
+		return Owner{}, fmt.Errorf("lease: place %q: no node's session is alive and active: %w", id, ErrNotHeld)
+	}
+	return best, nil
+}
+
+// weight is rendezvous hashing's weight of node for room: FNV-1a of both,
+// finished with a 64-bit mixer so that node ids differing in one digit get
+// unrelated weights.
+func weight(room, node string) uint64 {
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(room))
+	_, _ = h.Write([]byte{0})
+	_, _ = h.Write([]byte(node))
+	x := h.Sum64()
+	x ^= x >> 33
+	x *= 0xff51afd7ed558ccd
+	x ^= x >> 33
+	x *= 0xc4ceb9fe1a85ec53
+	return x ^ x>>33
+}
+
+// indexKey is the index of sessions: a hash of node id → the epoch it last
+// started, written after the session, so that Place can list the nodes.
+func (m *Manager) indexKey() string { return m.cfg.NodePrefix + "index" }
+
+// listSession writes epoch, just started, into the index of sessions. A
+// failure is tried again at the next renewal (tick).
+func (m *Manager) listSession(ctx context.Context, epoch int64) {
+	err := m.client.HSet(ctx, m.indexKey(), m.cfg.Node, epoch).Err()
+	if err != nil {
+		m.cfg.Logger.Debug("lease session not listed yet; tried again at the next renewal", "node_id", m.cfg.Node, "error", err)
+		return
+	}
+	m.registered.Store(epoch)
+}
+
+// activeNodes returns the nodes of the index whose session is alive and
+// active, and drops from the index those whose session ended.
+func (m *Manager) activeNodes(ctx context.Context) ([]Owner, error) {
+	var index map[string]string
+	var nodes []string
+	var sessions []*redis.SliceCmd
+	err := m.retry(ctx, nil, func(ctx context.Context) error {
+		var err error
+		if index, err = m.client.HGetAll(ctx, m.indexKey()).Result(); err != nil || len(index) == 0 {
+			return err
+		}
+		pipe := m.client.Pipeline() // one round trip per Cluster primary, sent together
+		nodes, sessions = nodes[:0], sessions[:0]
+		for node := range index {
+			nodes = append(nodes, node)
+			sessions = append(sessions, pipe.HMGet(ctx, m.nodeKeyOf(node), "addr", "state", "epoch"))
+		}
+		_, err = pipe.Exec(ctx)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("sessions %s: %w", m.indexKey(), err)
+	}
+	var active []Owner
+	var ended []any
+	for i, node := range nodes {
+		var s nodeSession
+		if err := sessions[i].Scan(&s); err != nil {
+			return nil, fmt.Errorf("session of node %q: %w", node, err)
+		}
+		switch {
+		case s.Epoch == "":
+			ended = append(ended, node, index[node])
+		case s.State == stateActive:
+			active = append(active, Owner{Node: node, Addr: s.Addr})
+		}
+	}
+	if len(ended) > 0 { // best effort: the next Place drops them otherwise
+		_ = nodeForgetScript.Run(ctx, m.client, []string{m.indexKey()}, ended...).Err()
+	}
+	return active, nil
+}
