@@ -58,7 +58,11 @@ func (m *Manager) Acquire(ctx context.Context, id string) (*Lease, error) {
 // holderOnceDraining is Acquire's error for a room this draining node
 // does not hold: the holder's, matching ErrHeld, as before the flip;
 // ErrDraining if nobody holds it, or if the look-up failed (within two
-// calls' time), which the error then says: the room may be held.
+// calls' time), which the error then says: the room may be held. A route
+// of this node that no lease has and that was not left to expire (an
+// attempt that reached Redis after its acquisition gave up) is freed:
+// nothing adopts it once draining, and Place would send the room's
+// requests here.
 func (m *Manager) holderOnceDraining(ctx context.Context, id string) error {
 	ctx, cancel := context.WithTimeout(ctx, 2*m.cfg.CallTimeout)
 	defer cancel()
@@ -66,6 +70,15 @@ func (m *Manager) holderOnceDraining(ctx context.Context, id string) error {
 	switch {
 	case err == nil && o.Node != m.cfg.Node:
 		return heldBy(id, o.Node, o.Fence)
+	case err == nil:
+		m.mu.Lock()
+		l, f, leftFence, s := m.leases[id], m.flights[id], m.left[id], m.sess.Load()
+		m.mu.Unlock()
+		if l == nil && f == nil && leftFence != o.Fence && s != nil { // the value names s's epoch, or the release changes nothing
+			if err := m.releaseUnknown(ctx, id, s.epoch, s.prefix+strconv.FormatInt(o.Fence, 10)); err != nil {
+				return fmt.Errorf("lease: acquire %s: %w (freeing a route of this node that no lease has: %v)", m.routeKey(id), errGateClosed, err)
+			}
+		}
 	case errors.Is(err, ErrHeld): // a value it cannot parse: never taken, so someone else's
 		return err
 	case err != nil && !errors.Is(err, ErrNotHeld):

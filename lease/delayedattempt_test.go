@@ -2,6 +2,7 @@ package lease
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync/atomic"
 	"testing"
@@ -123,4 +124,70 @@ func TestATakeOverOfItsOwnRouteCutShortLeavesNoRoute(t *testing.T) {
 	require.ErrorIs(t, err, ErrDraining, "Acquire cut short by the flip")
 	assert.EqualValues(t, 2, calls.Load(), "acquire scripts sent; want no take-over after the flip")
 	assert.Zero(t, raw.Exists(ctx, m.routeKey("cut-short")).Val(), "the route nobody holds, after the Acquire")
+}
+
+// TestARouteOfADelayedAttemptIsFreedOnceDraining: an acquisition gave up
+// (its ctx ended) while its attempt was held up on the network; the
+// attempt then reached Redis and wrote a route under this node's session
+// that no lease has. Before the flip the room's next Acquire adopts it;
+// once draining nothing does, and Place sent the room's requests to this
+// node, which forwarded them on to itself, until its session ended. A
+// draining Acquire now frees such a route, and Place names an active node.
+func TestARouteOfADelayedAttemptIsFreedOnceDraining(t *testing.T) {
+	b := standalone(t)
+	raw := b.client()
+	delayed := make(chan func(), 100)
+	c := b.client(cmdHook{fn: func(ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error {
+		if isScript(cmd, acquireScript) && cmd.Args()[3] == DefaultRoutePrefix+"{stranded}" {
+			a := cmd.Args() // evalsha sha 2 route fence args...
+			keys, args := []string{a[3].(string), a[4].(string)}, a[5:]
+			delayed <- func() { _ = acquireScript.Run(context.Background(), raw, keys, args...).Err() }
+			return fmt.Errorf("request held up on the network: %w", context.DeadlineExceeded)
+		}
+		return next(ctx, cmd)
+	}})
+	cfg := minuteConfig()
+	cfg.CallTimeout = 100 * time.Millisecond // the flight, left by its caller, gives up within a few
+	m, other := startManager(t, c, cfg), startManager(t, raw, minuteConfig())
+	ctx := context.Background()
+	actx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	_, err := m.Acquire(actx, "stranded")
+	cancel()
+	require.ErrorIs(t, err, context.DeadlineExceeded, "Acquire whose attempts are held up")
+	require.NoError(t, m.waitFlights(ctx), "the acquisition's end, clean-up included")
+	(<-delayed)() // reaches Redis after the clean-up
+	o, err := other.Owner(ctx, "stranded")
+	require.NoError(t, err)
+	require.Equal(t, m.cfg.Node, o.Node, "the route the late attempt wrote")
+
+	m.BeginDrain()
+	require.NoError(t, m.tick(ctx), "renewal marking the session draining")
+	_, err = m.Acquire(ctx, "stranded")
+	require.ErrorIs(t, err, ErrDraining, "Acquire once draining")
+	_, err = other.Owner(ctx, "stranded")
+	require.ErrorIs(t, err, ErrNotHeld, "the stranded route once the draining node was asked for its room")
+	o, err = m.Place(ctx, "stranded")
+	require.NoError(t, err)
+	assert.Equal(t, other.cfg.Node, o.Node, "Place of the room")
+}
+
+// TestARoomLeftToExpireIsNotFreedByADrainingAcquire: a route this node
+// left unflushed (its hand-off failed) is no stranded one: it stays until
+// the session ends (invariant 6), whoever asks for the room meanwhile.
+func TestARoomLeftToExpireIsNotFreedByADrainingAcquire(t *testing.T) {
+	c := standalone(t).client()
+	m := startManager(t, c, minuteConfig())
+	ctx := context.Background()
+	hook, err := m.HandOff(func(context.Context, *Lease) error { return errors.New("snapshot store down") }, 1)
+	require.NoError(t, err)
+	l, err := m.Acquire(ctx, "unflushed")
+	require.NoError(t, err)
+	require.Error(t, hook.Run(ctx), "hand-off whose flush failed")
+	require.ErrorIs(t, context.Cause(l.Context()), ErrLeftToExpire)
+
+	_, err = m.Acquire(ctx, "unflushed")
+	require.ErrorIs(t, err, ErrDraining, "Acquire once draining")
+	o, err := m.Owner(ctx, "unflushed")
+	require.NoError(t, err, "Owner of the room left to expire")
+	assert.Equal(t, l.Token(), o.Fence, "its holder's fence")
 }

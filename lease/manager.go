@@ -47,6 +47,7 @@ type Manager struct {
 	mu       sync.Mutex
 	leases   map[string]*Lease
 	flights  map[string]*flight // one acquisition per room at a time
+	left     map[string]int64   // fence of each room left to expire: its route stays until the session ends
 	running  bool
 	starting bool // a Start is in progress
 	stopped  bool
@@ -341,6 +342,12 @@ func (m *Manager) endAll(leases []*Lease, cause func(*Lease) error) []*Lease {
 
 // leaveToExpire ends l unreleased: its route stays until the session ends.
 func (m *Manager) leaveToExpire(l *Lease) {
+	m.mu.Lock()
+	if m.left == nil {
+		m.left = make(map[string]int64)
+	}
+	m.left[l.ID()] = l.Token()
+	m.mu.Unlock()
 	if l.end(ErrLeftToExpire) {
 		m.met.leftToExpire.Inc()
 	}
