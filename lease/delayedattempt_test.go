@@ -24,15 +24,7 @@ func TestADelayedAcquireAttemptLeavesTheLeaseItsRoute(t *testing.T) {
 	raw := b.client()
 	var held atomic.Bool
 	delayed := make(chan func(), 1)
-	c := b.client(cmdHook{fn: func(ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error {
-		if isScript(cmd, acquireScript) && held.CompareAndSwap(false, true) {
-			a := cmd.Args() // evalsha sha 2 route fence args...
-			keys, args := []string{a[3].(string), a[4].(string)}, a[5:]
-			delayed <- func() { _ = acquireScript.Run(context.Background(), raw, keys, args...).Err() }
-			return fmt.Errorf("request held up on the network: %w", context.DeadlineExceeded)
-		}
-		return next(ctx, cmd)
-	}})
+	c := b.client(holdUpAcquires(raw, delayed, func(string) bool { return held.CompareAndSwap(false, true) }))
 	cfg := testConfig()
 	cfg.TTL = time.Minute
 	m := startManager(t, c, cfg)
@@ -43,6 +35,22 @@ func TestADelayedAcquireAttemptLeavesTheLeaseItsRoute(t *testing.T) {
 
 	assert.Equal(t, l.value, raw.Get(ctx, l.key).Val(), "route of a held lease; want the lease's value")
 	assert.NoError(t, l.Release(ctx), "Release of a held lease")
+}
+
+// holdUpAcquires is a hook that holds up on the network every acquire
+// attempt whose route hold accepts: the caller gets a timeout, and the
+// attempt reaches Redis (through raw) when the test calls what it sent on
+// delayed.
+func holdUpAcquires(raw redis.UniversalClient, delayed chan<- func(), hold func(route string) bool) cmdHook {
+	return cmdHook{fn: func(ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error {
+		a := cmd.Args() // evalsha sha 2 route fence args...
+		if !isScript(cmd, acquireScript) || !hold(a[3].(string)) {
+			return next(ctx, cmd)
+		}
+		keys, args := []string{a[3].(string), a[4].(string)}, a[5:]
+		delayed <- func() { _ = acquireScript.Run(context.Background(), raw, keys, args...).Err() }
+		return fmt.Errorf("request held up on the network: %w", context.DeadlineExceeded)
+	}}
 }
 
 // TestAnAcquireWhoseReplyWasLostTakesItsOwnRoute: an attempt that Redis
@@ -137,15 +145,7 @@ func TestARouteOfADelayedAttemptIsFreedOnceDraining(t *testing.T) {
 	b := standalone(t)
 	raw := b.client()
 	delayed := make(chan func(), 100)
-	c := b.client(cmdHook{fn: func(ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error {
-		if isScript(cmd, acquireScript) && cmd.Args()[3] == DefaultRoutePrefix+"{stranded}" {
-			a := cmd.Args() // evalsha sha 2 route fence args...
-			keys, args := []string{a[3].(string), a[4].(string)}, a[5:]
-			delayed <- func() { _ = acquireScript.Run(context.Background(), raw, keys, args...).Err() }
-			return fmt.Errorf("request held up on the network: %w", context.DeadlineExceeded)
-		}
-		return next(ctx, cmd)
-	}})
+	c := b.client(holdUpAcquires(raw, delayed, func(route string) bool { return route == DefaultRoutePrefix+"{stranded}" }))
 	cfg := minuteConfig()
 	cfg.CallTimeout = 100 * time.Millisecond // the flight, left by its caller, gives up within a few
 	m, other := startManager(t, c, cfg), startManager(t, raw, minuteConfig())
