@@ -1,10 +1,16 @@
 package fxlease_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"io"
+	"maps"
 	"net/http"
 	"os"
+	"syscall"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/fx"
@@ -34,9 +40,8 @@ func Example() {
 }
 
 // roomsAPI serves a room's requests here if this instance holds the room
-// or can take it. Otherwise (another instance holds it, or this one drains)
-// it sends them where Place says: the holder, or the active instance that
-// takes a room nobody holds, so no request fails for a drain.
+// or can take it, and forwards them otherwise (another instance holds it,
+// or this one drains).
 func roomsAPI(leases *lease.Manager) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id := r.URL.Query().Get("room")
@@ -46,15 +51,7 @@ func roomsAPI(leases *lease.Manager) http.Handler {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		case errors.Is(err, lease.ErrHeld), errors.Is(err, lease.ErrDraining):
-			to, err := leases.Place(r.Context(), id)
-			if err != nil || to.Addr == "" { // no instance active, or Redis unreachable: a retry may find one
-				w.Header().Set("Retry-After", "1")
-				http.Error(w, errors.Join(err, errors.New("no instance to forward to")).Error(), http.StatusServiceUnavailable)
-				return
-			}
-			// A redirect is shortest; a proxy (net/http/httputil.ReverseProxy) that resends a
-			// forward the owner refuses while it drains (503, Retry-After) keeps clients out of it.
-			http.Redirect(w, r, "http://"+to.Addr+r.URL.RequestURI(), http.StatusTemporaryRedirect)
+			forward(w, r, leases, id)
 			return
 		case err != nil:
 			w.Header().Set("Retry-After", "1")
@@ -63,6 +60,55 @@ func roomsAPI(leases *lease.Manager) http.Handler {
 		}
 		_ = l.Token() // pass it with every write, so storage refuses a stale owner
 	})
+}
+
+// resendFor bounds how long forward resends a request: longer than a
+// room's hand-off takes.
+const resendFor = 10 * time.Second
+
+// forward sends r where Place says (the holder, or the active instance
+// that takes a room nobody holds) and copies the answer back. It resends,
+// asking Place again, a forward refused with 503 and Retry-After (a
+// draining holder refuses before its handler runs: nothing was applied)
+// or whose connection was refused: once the hand-off has moved the room,
+// the resend reaches its next owner, and the client sees no drain. A
+// redirect would hand those refusals to the client.
+func forward(w http.ResponseWriter, r *http.Request, leases *lease.Manager, id string) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 1<<20)) // sent again with each resend
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), resendFor)
+	defer cancel()
+	for {
+		to, err := leases.Place(ctx, id)
+		if err == nil && to.Addr != "" {
+			req, _ := http.NewRequestWithContext(ctx, r.Method, "http://"+to.Addr+r.URL.RequestURI(), bytes.NewReader(body))
+			req.Header = r.Header.Clone()
+			resp, err := http.DefaultClient.Do(req)
+			switch {
+			case err == nil && (resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == ""):
+				defer resp.Body.Close()
+				maps.Copy(w.Header(), resp.Header)
+				w.WriteHeader(resp.StatusCode)
+				_, _ = io.Copy(w, resp.Body)
+				return
+			case err == nil:
+				resp.Body.Close() // refused by the holder's drain: resend
+			case !errors.Is(err, syscall.ECONNREFUSED) && ctx.Err() == nil: // it may have been applied: not resent
+				http.Error(w, err.Error(), http.StatusBadGateway)
+				return
+			}
+		}
+		select {
+		case <-ctx.Done():
+			w.Header().Set("Retry-After", "1")
+			http.Error(w, fmt.Sprintf("room %s: no instance answered within %s", id, resendFor), http.StatusServiceUnavailable)
+			return
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }
 
 // takeHomeRoom takes room "home" as the service starts, in an OnStart hook

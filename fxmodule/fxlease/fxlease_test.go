@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -261,6 +262,43 @@ func TestARoomTakenAtStartAndHeldElsewhereFailsNoStart(t *testing.T) {
 	assert.NotZero(t, l.Token())
 }
 
+// instance is one instance of Example's service: a lease Manager on srv
+// and roomsAPI behind an in-flight tracker, served at the address the
+// Manager advertises.
+type instance struct {
+	leases  *lease.Manager
+	tracker *drain.Tracker
+	url     string
+}
+
+func startInstance(t *testing.T, srv *redistest.Server, node string) instance {
+	t.Helper()
+	ctx := context.Background()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: 1, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { _ = rdb.Close() })
+	m, err := lease.New(rdb, lease.Config{Node: node, Addr: ln.Addr().String(), Logger: quiet()})
+	require.NoError(t, err)
+	require.NoError(t, m.Start(ctx))
+	t.Cleanup(func() { _ = m.Stop(ctx) })
+	tr := &drain.Tracker{}
+	hs := &httptest.Server{Listener: ln, Config: &http.Server{Handler: tr.Middleware(roomsAPI(m))}}
+	hs.Start()
+	t.Cleanup(hs.Close)
+	return instance{leases: m, tracker: tr, url: hs.URL}
+}
+
+// drainSession marks in's session draining, as the flip does, and waits
+// until Redis shows it: the renewer writes it at once.
+func (in instance) drainSession(t *testing.T, srv *redistest.Server, node string) {
+	t.Helper()
+	in.leases.BeginDrain()
+	require.Eventually(t, func() bool {
+		return srv.Client().HGet(context.Background(), "room:node:{"+node+"}", "state").Val() == "draining"
+	}, 5*time.Second, 10*time.Millisecond, "the draining session marked in Redis")
+}
+
 // Example's roomsAPI on an instance that drains: a room nobody holds is
 // sent to the active instance, which takes it, as is one that instance
 // holds. It used to answer 503 for a room nobody held, failing every such
@@ -269,28 +307,53 @@ func TestARoomTakenAtStartAndHeldElsewhereFailsNoStart(t *testing.T) {
 func TestADrainingInstanceForwardsEveryRoomItDoesNotHold(t *testing.T) {
 	srv := redistest.Start(t)
 	ctx := context.Background()
-	start := func(node, addr string) *lease.Manager {
-		rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: 1, ContextTimeoutEnabled: true})
-		t.Cleanup(func() { _ = rdb.Close() })
-		m, err := lease.New(rdb, lease.Config{Node: node, Addr: addr, Logger: quiet()})
-		require.NoError(t, err)
-		require.NoError(t, m.Start(ctx))
-		t.Cleanup(func() { _ = m.Stop(ctx) })
-		return m
-	}
-	active, draining := start("active", "10.0.0.1:8080"), start("draining", "10.0.0.2:8080")
-	_, err := active.Acquire(ctx, "held")
+	active, draining := startInstance(t, srv, "active"), startInstance(t, srv, "draining")
+	_, err := active.leases.Acquire(ctx, "held")
 	require.NoError(t, err)
-	draining.BeginDrain()
-	require.Eventually(t, func() bool { // the renewer marks the session draining at once
-		return srv.Client().HGet(ctx, "room:node:{draining}", "state").Val() == "draining"
-	}, 5*time.Second, 10*time.Millisecond, "the draining session marked in Redis")
+	draining.drainSession(t, srv, "draining")
 
-	api := roomsAPI(draining)
 	for _, room := range []string{"held", "free"} {
-		rec := httptest.NewRecorder()
-		api.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/cmd?room="+room, nil))
-		assert.Equal(t, http.StatusTemporaryRedirect, rec.Code, "room %q: %s", room, rec.Body)
-		assert.Equal(t, "http://10.0.0.1:8080/cmd?room="+room, rec.Header().Get("Location"), "room %q", room)
+		resp, err := http.Post(draining.url+"/cmd?room="+room, "text/plain", nil)
+		require.NoError(t, err)
+		_ = resp.Body.Close()
+		assert.Equal(t, http.StatusOK, resp.StatusCode, "room %q", room)
+		o, err := active.leases.Owner(ctx, room)
+		require.NoError(t, err)
+		assert.Equal(t, "active", o.Node, "holder of room %q", room)
 	}
+}
+
+// A forward that the holder's drain refuses (503, Retry-After: its intake
+// closed while its hand-off has the room) is resent once the hand-off
+// moved the room, and the client gets the next owner's answer, not the
+// refusal: with the redirect this example used to send, a client that
+// does not retry failed every such request.
+func TestAForwardRefusedByADrainingHolderIsResentToTheNextOwner(t *testing.T) {
+	srv := redistest.Start(t)
+	ctx := context.Background()
+	holder, entry := startInstance(t, srv, "holder"), startInstance(t, srv, "entry")
+	l, err := holder.leases.Acquire(ctx, "moving")
+	require.NoError(t, err)
+	holder.drainSession(t, srv, "holder")
+	holder.tracker.CloseIntake() // stop_intake; the hand-off still has the room
+
+	answered := make(chan *http.Response, 1)
+	go func() {
+		resp, err := http.Post(entry.url+"/cmd?room=moving", "text/plain", strings.NewReader("cmd"))
+		assert.NoError(t, err)
+		if resp != nil {
+			_ = resp.Body.Close()
+		}
+		answered <- resp
+	}()
+	require.Eventually(t, func() bool { _, refused, _ := holder.tracker.Arrivals(); return refused > 0 },
+		5*time.Second, 5*time.Millisecond, "a forward refused by the holder's drain")
+	require.NoError(t, l.Release(ctx), "the hand-off's release")
+	resp := <-answered
+	require.NotNil(t, resp)
+	assert.Equal(t, http.StatusOK, resp.StatusCode, "the client's answer")
+	o, err := entry.leases.Owner(ctx, "moving")
+	require.NoError(t, err)
+	assert.Equal(t, "entry", o.Node, "the room's next owner")
+	assert.Greater(t, o.Fence, l.Token(), "its fence")
 }
