@@ -75,8 +75,9 @@ func (m *Manager) holderOnceDraining(ctx context.Context, id string) error {
 		l, f, leftFence, s := m.leases[id], m.flights[id], m.left[id], m.sess.Load()
 		m.mu.Unlock()
 		if l == nil && f == nil && leftFence != o.Fence && s != nil { // the value names s's epoch, or the release changes nothing
+			// Within ctx: the room's next Acquire tries again.
 			if err := m.releaseUnknown(ctx, id, s.epoch, s.prefix+strconv.FormatInt(o.Fence, 10)); err != nil {
-				return fmt.Errorf("lease: acquire %s: %w (freeing a route of this node that no lease has: %v)", m.routeKey(id), errGateClosed, err)
+				return fmt.Errorf("lease: acquire %s: %w (freeing a route of this node that no lease has: %w)", m.routeKey(id), errGateClosed, err)
 			}
 		}
 	case errors.Is(err, ErrHeld): // a value it cannot parse: never taken, so someone else's
@@ -135,7 +136,7 @@ func (m *Manager) acquire(id string, f *flight) (*Lease, error) {
 	if err == nil && code == 0 && strings.HasPrefix(val, s.prefix) {
 		// Every take-over's reply was lost: the route they left is nobody's.
 		err = errors.New("the replies of its attempts were lost; the route they left is deleted")
-		if rerr := m.releaseUnknown(ctx, id, s.epoch, ""); rerr != nil {
+		if rerr := m.releaseUnknown(context.WithoutCancel(ctx), id, s.epoch, ""); rerr != nil {
 			err = errors.Join(err, rerr)
 		}
 	}
@@ -176,7 +177,7 @@ func (m *Manager) acquireOnce(ctx context.Context, id string, s *session, args [
 	if err != nil {
 		found, _ := args[2].(string)
 		if unknown || errors.Is(err, errShortWait) || strings.HasPrefix(found, s.prefix) { // errShortWait: taken on the primary only
-			if rerr := m.releaseUnknown(ctx, id, s.epoch, ""); rerr != nil {
+			if rerr := m.releaseUnknown(context.WithoutCancel(ctx), id, s.epoch, ""); rerr != nil {
 				err = errors.Join(err, rerr) // the route dies with the session
 			}
 		}

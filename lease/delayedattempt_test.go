@@ -191,3 +191,30 @@ func TestARoomLeftToExpireIsNotFreedByADrainingAcquire(t *testing.T) {
 	require.NoError(t, err, "Owner of the room left to expire")
 	assert.Equal(t, l.Token(), o.Fence, "its holder's fence")
 }
+
+// TestADrainingAcquireFreeingAStrandedRouteKeepsToItsCtx: the release of a
+// stranded route is bounded by the Acquire's ctx like the rest of it; it
+// used to retry for a TTL whatever the caller's deadline.
+func TestADrainingAcquireFreeingAStrandedRouteKeepsToItsCtx(t *testing.T) {
+	b := standalone(t)
+	raw := b.client()
+	var failReleases atomic.Bool
+	c := b.client(cmdHook{fn: func(ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error {
+		if failReleases.Load() && isScript(cmd, releaseScript) {
+			return fmt.Errorf("slow server: %w", context.DeadlineExceeded)
+		}
+		return next(ctx, cmd)
+	}})
+	m := startManager(t, c, minuteConfig())
+	ctx := context.Background()
+	require.NoError(t, raw.Set(ctx, m.routeKey("stranded"), m.sess.Load().prefix+"123", 0).Err(), "a stranded route")
+	m.BeginDrain()
+	failReleases.Store(true)
+	actx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel()
+	began := time.Now()
+	_, err := m.Acquire(actx, "stranded")
+	require.ErrorIs(t, err, ErrDraining)
+	require.ErrorIs(t, err, context.DeadlineExceeded, "Acquire's error: want its ctx's end")
+	require.Less(t, time.Since(began), m.cfg.CallTimeout, "Acquire with a 100ms ctx (it took the TTL, a minute here)")
+}

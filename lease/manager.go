@@ -31,7 +31,7 @@ type Manager struct {
 	okAt          atomic.Pointer[time.Time] // when its last confirmed renewal (or its start) was sent, monotonic clock kept
 	wroteAt       atomic.Pointer[time.Time] // when a session start or renewal was last sent: every session of ours is gone from Redis a TTL later
 	lastEpoch     atomic.Int64              // the last epoch this process started; 0 before
-	registered    atomic.Int64              // the last epoch written into the index of sessions (Place)
+	listed        atomic.Pointer[listing]   // the last write of this node into the index of sessions (Place)
 	starts        atomic.Int64              // session start attempts sent: a late one never replaces a later one's epoch
 	hbFailed      atomic.Bool               // the last session renewal failed (logs on change)
 	restartFailed atomic.Bool               // the last start of a session after a loss failed (logs on change)

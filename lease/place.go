@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -17,8 +18,9 @@ import (
 // only its own rooms, so forwarding a request there (that node's Acquire
 // takes the room) places rooms evenly, also while this node drains. A
 // crashed node is picked until its session expires. An error matching
-// [ErrNotHeld] says no node is active. It costs Owner's round trips, plus
-// two for a room nobody holds.
+// [ErrNotHeld] says no node is active (or listed: docs/leases.md). It costs
+// Owner's round trips, plus two for a room nobody holds (three when it
+// drops nodes whose session ended from the index).
 func (m *Manager) Place(ctx context.Context, id string) (Owner, error) {
 	o, err := m.Owner(ctx, id)
 	if !errors.Is(err, ErrNotHeld) {
@@ -61,15 +63,30 @@ func weight(room, node string) uint64 {
 // started, written after the session, so that Place can list the nodes.
 func (m *Manager) indexKey() string { return m.cfg.NodePrefix + "index" }
 
-// listSession writes epoch, just started, into the index of sessions. A
-// failure is tried again at the next renewal (tick).
+// listEvery is how often, in TTLs, the renewer writes the node's entry
+// into the index of sessions again: an entry lost while its session lives
+// (a failover of the index's primary, a DEL) is back within it.
+const listEvery = 10
+
+// listing is a write of the node's entry into the index of sessions.
+type listing struct {
+	epoch int64
+	at    time.Time
+}
+
+// listSession writes epoch into the index of sessions, if the last write
+// was of another epoch or is listEvery TTLs old; a failure is tried again
+// at the next renewal.
 func (m *Manager) listSession(ctx context.Context, epoch int64) {
-	err := m.client.HSet(ctx, m.indexKey(), m.cfg.Node, epoch).Err()
-	if err != nil {
+	now := m.now()
+	if l := m.listed.Load(); l != nil && l.epoch == epoch && now.Before(l.at.Add(listEvery*m.cfg.TTL)) {
+		return
+	}
+	if err := m.client.HSet(ctx, m.indexKey(), m.cfg.Node, epoch).Err(); err != nil {
 		m.cfg.Logger.Debug("lease session not listed yet; tried again at the next renewal", "node_id", m.cfg.Node, "error", err)
 		return
 	}
-	m.registered.Store(epoch)
+	m.listed.Store(&listing{epoch: epoch, at: now})
 }
 
 // activeNodes returns the nodes of the index whose session is alive and
@@ -80,11 +97,11 @@ func (m *Manager) activeNodes(ctx context.Context) ([]Owner, error) {
 	var sessions []*redis.SliceCmd
 	err := m.retry(ctx, nil, func(ctx context.Context) error {
 		var err error
+		nodes, sessions = nodes[:0], sessions[:0] // nothing of a failed attempt
 		if index, err = m.client.HGetAll(ctx, m.indexKey()).Result(); err != nil || len(index) == 0 {
 			return err
 		}
 		pipe := m.client.Pipeline() // one round trip per Cluster primary, sent together
-		nodes, sessions = nodes[:0], sessions[:0]
 		for node := range index {
 			nodes = append(nodes, node)
 			sessions = append(sessions, pipe.HMGet(ctx, m.nodeKeyOf(node), "addr", "state", "epoch"))
@@ -105,7 +122,7 @@ func (m *Manager) activeNodes(ctx context.Context) ([]Owner, error) {
 		switch {
 		case s.Epoch == "":
 			ended = append(ended, node, index[node])
-		case s.State == stateActive:
+		case s.State == stateActive && (node != m.cfg.Node || !m.draining()): // its renewal may not have said so yet
 			active = append(active, Owner{Node: node, Addr: s.Addr})
 		}
 	}

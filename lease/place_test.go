@@ -174,3 +174,83 @@ func TestASessionNotListedAtItsStartIsListedAtTheNextRenewal(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, m.cfg.Node, o.Node, "Place once listed")
 }
+
+// TestALostIndexEntryIsWrittenAgainByTheRenewer: an entry lost while its
+// session lives (a failover of the index's primary, a DEL) is written
+// again within listEvery TTLs; it used to stay lost until the node's next
+// session, and Place found no node.
+func TestALostIndexEntryIsWrittenAgainByTheRenewer(t *testing.T) {
+	c := standalone(t).client()
+	cfg := minuteConfig()
+	m, err := New(c, cfg)
+	require.NoError(t, err)
+	var skew atomic.Int64 // the injected clock's lead over the wall clock
+	m.now = func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }
+	require.NoError(t, m.Start(context.Background()))
+	t.Cleanup(func() { _ = m.Stop(context.Background()) })
+	ctx := context.Background()
+	require.NoError(t, c.Del(ctx, m.indexKey()).Err(), "the index lost")
+	require.NoError(t, m.tick(ctx))
+	_, err = m.Place(ctx, "room")
+	require.ErrorIs(t, err, ErrNotHeld, "Place before the entry is due again")
+
+	skew.Store(int64(listEvery * cfg.TTL))
+	m.okAt.Store(new(m.now())) // the renewals of the time skipped
+	require.NoError(t, m.tick(ctx))
+	o, err := m.Place(ctx, "room")
+	require.NoError(t, err, "Place once the renewer listed the node again")
+	assert.Equal(t, m.cfg.Node, o.Node)
+}
+
+// TestADrainingNodePlacesNoFreeRoomOnItself: before a renewal has marked
+// its session draining in Redis (renewals failing), a draining node's
+// Place skips itself: its own Acquire refuses the room, and a forward to
+// itself would come back.
+func TestADrainingNodePlacesNoFreeRoomOnItself(t *testing.T) {
+	b := standalone(t)
+	var failRenewals atomic.Bool
+	c := b.client(cmdHook{fn: func(ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error {
+		if failRenewals.Load() && isScript(cmd, sessionRenewScript) {
+			return fmt.Errorf("slow server: %w", context.DeadlineExceeded)
+		}
+		return next(ctx, cmd)
+	}})
+	m, other := startManager(t, c, minuteConfig()), startManager(t, b.client(), minuteConfig())
+	failRenewals.Store(true)
+	m.BeginDrain()
+	ctx := context.Background()
+	require.Equal(t, stateActive, c.HGet(ctx, m.nodeKey(), "state").Val(), "m's session in Redis")
+	for i := range placeRooms {
+		o, err := m.Place(ctx, fmt.Sprintf("place-%d", i))
+		require.NoError(t, err)
+		require.Equal(t, other.cfg.Node, o.Node, "Place(place-%d) on the draining node", i)
+	}
+}
+
+// TestPlaceRetriedOnAnEmptyIndexReadsNoEarlierAttempt: an attempt whose
+// session reads failed, then a retry that finds the index empty (pruned
+// meanwhile): Place says no node is listed, not the earlier attempt's
+// error.
+func TestPlaceRetriedOnAnEmptyIndexReadsNoEarlierAttempt(t *testing.T) {
+	b := standalone(t)
+	raw := b.client()
+	var failed atomic.Bool
+	var index string
+	c := b.client(pipelineHook{fn: func(ctx context.Context, cmds []redis.Cmder, next redis.ProcessPipelineHook) error {
+		if len(cmds) > 0 && cmds[0].Name() == "hmget" && failed.CompareAndSwap(false, true) {
+			_ = raw.Del(ctx, index).Err() // pruned by another Place meanwhile
+			err := fmt.Errorf("connection reset: %w", context.DeadlineExceeded)
+			for _, cmd := range cmds {
+				cmd.SetErr(err)
+			}
+			return err
+		}
+		return next(ctx, cmds)
+	}})
+	m := startManager(t, c, minuteConfig())
+	index = m.indexKey()
+	_, err := m.Place(context.Background(), "room")
+	require.True(t, failed.Load(), "the first attempt's session reads failed")
+	require.ErrorIs(t, err, ErrNotHeld, "Place")
+	require.NotContains(t, err.Error(), "connection reset")
+}

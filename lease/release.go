@@ -150,9 +150,11 @@ func (m *Manager) sendReleases(ctx context.Context, leases []*Lease) []*redis.Cm
 // that would keep its room while the session lives: value, or with value ""
 // (a reply was lost) any of the session's up to the fence counter read
 // first, which release.lua's header shows can never be a later lease's.
+// It retries within ctx while the session lives: callers whose route must
+// go whatever their own ctx pass context.WithoutCancel.
 func (m *Manager) releaseUnknown(ctx context.Context, id string, epoch int64, value string) error {
 	key := m.routeKey(id)
-	err := m.retry(context.WithoutCancel(ctx), m.whileSession(epoch), func(ctx context.Context) error {
+	err := m.retry(ctx, m.whileSession(epoch), func(ctx context.Context) error {
 		if value != "" {
 			return releaseScript.Run(ctx, m.client, []string{key}, value, "").Err()
 		}

@@ -228,9 +228,7 @@ func (m *Manager) tick(ctx context.Context) error {
 		}
 		m.mu.Unlock()
 		m.met.renewed.Inc()
-		if m.registered.Load() != s.epoch { // its start could not list it
-			m.listSession(rctx, s.epoch)
-		}
+		m.listSession(rctx, s.epoch) // if its start could not, or the entry is due again
 		return nil
 	}
 	m.loseSession(s.epoch, lostError("the session ended in Redis"))
