@@ -15,8 +15,9 @@ import (
 // ended), the node that rendezvous hashing of id picks among the nodes
 // whose session is alive and not draining, with Fence 0. Every Manager
 // picks the same node from the same sessions, and a node leaving moves
-// only its own rooms, so forwarding a request there (that node's Acquire
-// takes the room) places rooms evenly, also while this node drains. A
+// only its own rooms, so the rooms it places (forward a request there:
+// that node's Acquire takes the room) spread evenly, also while this node
+// drains. A
 // crashed node is picked until its session expires. An error matching
 // [ErrNotHeld] says no node is active (or listed: docs/leases.md). It costs
 // Owner's round trips, plus two for a room nobody holds (three when it
