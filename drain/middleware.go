@@ -7,13 +7,23 @@ import "net/http"
 // have another backend ready, short enough not to stall a client.
 const RetryAfter = "1"
 
+// ForwardedHeader marks a request that another instance forwarded here
+// because this one holds what it is for (lease.Manager.Place names the
+// holder), with any value. Such requests follow the room, not the load
+// balancers, until the hand-off moves it: Middleware tracks and refuses
+// them like any other, but notes no arrival, so the drain report's advice
+// on the propagation delay and the adaptive delay see only what the
+// balancers send. The forwarder resends what is refused.
+const ForwardedHeader = "Drainkit-Forwarded"
+
 // Middleware wraps next so that each request is counted in flight. After
 // CloseIntake a new request is refused with 503, Retry-After and
 // Connection: close, before next sees it, so a client or load balancer may
-// safely retry it elsewhere.
+// safely retry it elsewhere. A request with [ForwardedHeader] is no arrival
+// (see [Tracker.Arrivals]).
 func (t *Tracker) Middleware(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !t.Begin() {
+		if !t.begin(r.Header.Get(ForwardedHeader) == "") {
 			h := w.Header()
 			h.Set("Connection", "close")
 			h.Set("Retry-After", RetryAfter)

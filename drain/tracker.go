@@ -36,15 +36,23 @@ type Tracker struct {
 
 // Begin records the arrival of one piece of work. It returns false, and
 // records nothing, once intake is closed; otherwise End must follow.
-func (t *Tracker) Begin() bool {
-	// Millisecond resolution is all the adaptive delay needs, and it lets
-	// most requests only read the shared word instead of writing it.
-	if ms := int64(time.Since(*t.firstArrival())/time.Millisecond) + 1; t.lastArrivalMS.Load() != ms { // +1: never 0, "none yet"
-		t.lastArrivalMS.Store(ms)
+func (t *Tracker) Begin() bool { return t.begin(true) }
+
+// begin is Begin; work that is no arrival (a forward: ForwardedHeader) is
+// tracked and refused alike, but leaves the arrivals as they were.
+func (t *Tracker) begin(arrival bool) bool {
+	if arrival {
+		// Millisecond resolution is all the adaptive delay needs, and it lets
+		// most requests only read the shared word instead of writing it.
+		if ms := int64(time.Since(*t.firstArrival())/time.Millisecond) + 1; t.lastArrivalMS.Load() != ms { // +1: never 0, "none yet"
+			t.lastArrivalMS.Store(ms)
+		}
+		t.arrived.Add(1)
 	}
-	t.arrived.Add(1)
 	if t.state.Add(1)&closedBit != 0 {
-		t.refused.Add(1)
+		if arrival {
+			t.refused.Add(1)
+		}
 		t.End()
 		return false
 	}
@@ -54,7 +62,8 @@ func (t *Tracker) Begin() bool {
 // Arrivals returns how many times Begin was called, how many of those
 // calls were refused because intake was closed, and when Begin was last
 // called (to the millisecond, rounded down; the zero time if never; a
-// refused Begin counts, since a client still sent it here). Package
+// refused Begin counts, since a client still sent it here; a request
+// Middleware serves with [ForwardedHeader] does not). Package
 // lifecycle reads them at the flip and after the drain: work that kept
 // arriving after the flip, and above all work refused after intake
 // closed, says the propagation delay was shorter than the load balancers

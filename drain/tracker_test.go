@@ -116,3 +116,48 @@ func lastArrival(tr *drain.Tracker) time.Time {
 	_, _, last := tr.Arrivals()
 	return last
 }
+
+// A forwarded request (ForwardedHeader) is tracked in flight and refused
+// after CloseIntake like any other, but is no arrival: forwards follow a
+// room until its hand-off, and counting them made every rollout of a node
+// holding rooms advise a longer DRAIN_DELAY, which would serve none of them.
+func TestForwardedRequestsAreTrackedButNoArrival(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var tr drain.Tracker
+		release := make(chan struct{})
+		h := tr.Middleware(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { <-release }))
+		forwarded := func() *http.Request {
+			r := httptest.NewRequest(http.MethodGet, "/rooms/1", nil)
+			r.Header.Set(drain.ForwardedHeader, "1")
+			return r
+		}
+		served := make(chan int, 1)
+		go func() {
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, forwarded())
+			served <- rec.Code
+		}()
+		synctest.Wait() // the forward is in its handler
+		waited := make(chan error, 1)
+		go func() { waited <- tr.Wait(context.Background()) }()
+		synctest.Wait()
+		require.Empty(t, waited, "Wait with a forward in flight: want it waiting")
+
+		tr.CloseIntake()
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, forwarded())
+		assert.Equal(t, http.StatusServiceUnavailable, rec.Code, "a forward after CloseIntake")
+		assert.Equal(t, drain.RetryAfter, rec.Header().Get("Retry-After"))
+		close(release)
+		assert.Equal(t, http.StatusOK, <-served, "the forward in flight")
+		require.NoError(t, <-waited)
+
+		arrived, refused, last := tr.Arrivals()
+		assert.Zero(t, arrived, "arrivals")
+		assert.Zero(t, refused, "refused")
+		assert.True(t, last.IsZero(), "last arrival: %v", last)
+		h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, "/rooms/1", nil))
+		arrived, refused, _ = tr.Arrivals()
+		assert.Equal(t, [2]uint64{1, 1}, [2]uint64{arrived, refused}, "arrivals and refused after a request from a balancer")
+	})
+}

@@ -45,7 +45,8 @@ type Report struct {
 	// refused or not; when the last of it arrived, from the flip (zero if
 	// none did); and how much came after phase stop_intake and was refused
 	// (HTTP 503, gRPC UNAVAILABLE), which a longer DRAIN_DELAY would have
-	// served. JSON: "arrivals" {after_flip, last_after_flip_ms,
+	// served. Forwards from peers (drain.ForwardedHeader) are not counted:
+	// they follow a room, not the balancers. JSON: "arrivals" {after_flip, last_after_flip_ms,
 	// refused_after_intake}. docs/shutdown.md sets the delay from them.
 	ArrivedAfterFlip     uint64        `json:"-"`
 	LastArrivalAfterFlip time.Duration `json:"-"`

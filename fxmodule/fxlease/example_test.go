@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/fx"
 
+	"github.com/drainkit/drainkit/drain"
 	"github.com/drainkit/drainkit/fxmodule"
 	"github.com/drainkit/drainkit/fxmodule/fxlease"
 	"github.com/drainkit/drainkit/lease"
@@ -86,6 +87,7 @@ func forward(w http.ResponseWriter, r *http.Request, leases *lease.Manager, id s
 		if err == nil && to.Addr != "" {
 			req, _ := http.NewRequestWithContext(ctx, r.Method, "http://"+to.Addr+r.URL.RequestURI(), bytes.NewReader(body))
 			req.Header = r.Header.Clone()
+			req.Header.Set(drain.ForwardedHeader, "1") // it follows the room: no arrival for the holder's drain report
 			resp, err := http.DefaultClient.Do(req)
 			switch {
 			case err == nil && (resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == ""):
