@@ -9,11 +9,13 @@ const RetryAfter = "1"
 
 // ForwardedHeader marks a request that another instance forwarded here
 // because this one holds what it is for (lease.Manager.Place names the
-// holder), with any value. Such requests follow the room, not the load
-// balancers, until the hand-off moves it: Middleware tracks and refuses
-// them like any other, but notes no arrival, so the drain report's advice
-// on the propagation delay and the adaptive delay see only what the
-// balancers send. The forwarder resends what is refused.
+// holder), with any non-empty value. Such requests follow the room, not
+// the load balancers, until the hand-off moves it: Middleware tracks and
+// refuses them like any other, but notes no arrival, so the drain
+// report's advice on the propagation delay and the adaptive delay see only
+// what the balancers send. The forwarder resends what is refused. It is
+// trusted from anyone: remove it at your edge from clients' requests,
+// whose arrivals it would hide.
 const ForwardedHeader = "Drainkit-Forwarded"
 
 // Middleware wraps next so that each request is counted in flight. After

@@ -34,8 +34,9 @@ type Tracker struct {
 	closed chan struct{} // closed by CloseIntake; made by whichever of it and IntakeClosed comes first
 }
 
-// Begin records the arrival of one piece of work. It returns false, and
-// records nothing, once intake is closed; otherwise End must follow.
+// Begin records the arrival of one piece of work. It returns false once
+// intake is closed (the arrival is counted, as refused, and nothing is in
+// flight); otherwise End must follow.
 func (t *Tracker) Begin() bool { return t.begin(true) }
 
 // begin is Begin; work that is no arrival (a forward: ForwardedHeader) is

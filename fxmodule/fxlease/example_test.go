@@ -7,9 +7,9 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"net"
 	"net/http"
 	"os"
-	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -63,21 +63,33 @@ func roomsAPI(leases *lease.Manager) http.Handler {
 	})
 }
 
-// resendFor bounds how long forward resends a request: longer than a
-// room's hand-off takes.
+// resendFor bounds how long forward resends a request: set it above the
+// longest a room waits for its hand-off (the holder's wait for its
+// requests in flight, then its turn among the flushes).
 const resendFor = 10 * time.Second
 
 // forward sends r where Place says (the holder, or the active instance
 // that takes a room nobody holds) and copies the answer back. It resends,
-// asking Place again, a forward refused with 503 and Retry-After (a
-// draining holder refuses before its handler runs: nothing was applied)
-// or whose connection was refused: once the hand-off has moved the room,
-// the resend reaches its next owner, and the client sees no drain. A
-// redirect would hand those refusals to the client.
+// asking Place again, what was not applied: a forward refused with 503
+// and Retry-After (a draining holder refuses before its handler runs) or
+// one whose connection could not be made. Once the hand-off has moved the
+// room, the resend reaches its next owner. Any other failure may have
+// been applied and is answered 502, or 504 at the bound, never resent. A
+// request that was itself forwarded here is refused, not forwarded again
+// (its sender resends it), so forwards never go round in a loop. A
+// redirect would hand the refusals to the client.
 func forward(w http.ResponseWriter, r *http.Request, leases *lease.Manager, id string) {
+	notApplied := func(msg string) { // the answer that tells the sender to try again
+		w.Header().Set("Retry-After", "1")
+		http.Error(w, msg, http.StatusServiceUnavailable)
+	}
+	if r.Header.Get(drain.ForwardedHeader) != "" {
+		notApplied("room " + id + " is not here; ask again where it is")
+		return
+	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 1<<20)) // sent again with each resend
 	if err != nil {
-		http.Error(w, err.Error(), http.StatusBadRequest)
+		http.Error(w, err.Error(), http.StatusRequestEntityTooLarge)
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), resendFor)
@@ -89,6 +101,7 @@ func forward(w http.ResponseWriter, r *http.Request, leases *lease.Manager, id s
 			req.Header = r.Header.Clone()
 			req.Header.Set(drain.ForwardedHeader, "1") // it follows the room: no arrival for the holder's drain report
 			resp, err := http.DefaultClient.Do(req)
+			var dial *net.OpError
 			switch {
 			case err == nil && (resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == ""):
 				defer resp.Body.Close()
@@ -97,16 +110,19 @@ func forward(w http.ResponseWriter, r *http.Request, leases *lease.Manager, id s
 				_, _ = io.Copy(w, resp.Body)
 				return
 			case err == nil:
-				resp.Body.Close() // refused by the holder's drain: resend
-			case !errors.Is(err, syscall.ECONNREFUSED) && ctx.Err() == nil: // it may have been applied: not resent
-				http.Error(w, err.Error(), http.StatusBadGateway)
+				resp.Body.Close() // refused, not applied: resend
+			case errors.As(err, &dial) && dial.Op == "dial": // nothing was sent: resend
+			case ctx.Err() != nil:
+				http.Error(w, "no answer within "+resendFor.String()+"; it may have been applied", http.StatusGatewayTimeout)
+				return
+			default:
+				http.Error(w, err.Error()+"; it may have been applied", http.StatusBadGateway)
 				return
 			}
 		}
 		select {
-		case <-ctx.Done():
-			w.Header().Set("Retry-After", "1")
-			http.Error(w, fmt.Sprintf("room %s: no instance answered within %s", id, resendFor), http.StatusServiceUnavailable)
+		case <-ctx.Done(): // the last attempt was not applied
+			notApplied(fmt.Sprintf("room %s: no instance took it within %s", id, resendFor))
 			return
 		case <-time.After(50 * time.Millisecond):
 		}

@@ -274,6 +274,12 @@ type instance struct {
 
 func startInstance(t *testing.T, srv *redistest.Server, node string) instance {
 	t.Helper()
+	return startInstanceWith(t, srv, node, func(h http.Handler) http.Handler { return h })
+}
+
+// startInstanceWith is startInstance with wrap around roomsAPI, inside the tracker.
+func startInstanceWith(t *testing.T, srv *redistest.Server, node string, wrap func(http.Handler) http.Handler) instance {
+	t.Helper()
 	ctx := context.Background()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
@@ -284,7 +290,7 @@ func startInstance(t *testing.T, srv *redistest.Server, node string) instance {
 	require.NoError(t, m.Start(ctx))
 	t.Cleanup(func() { _ = m.Stop(ctx) })
 	in := instance{leases: m, tracker: &drain.Tracker{}, reached: make(chan struct{}, 1)}
-	api := in.tracker.Middleware(roomsAPI(m))
+	api := in.tracker.Middleware(wrap(roomsAPI(m)))
 	hs := &httptest.Server{Listener: ln, Config: &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		select {
 		case in.reached <- struct{}{}:
@@ -367,4 +373,50 @@ func TestAForwardRefusedByADrainingHolderIsResentToTheNextOwner(t *testing.T) {
 	assert.Greater(t, o.Fence, l.Token(), "its fence")
 	arrived, refused, _ := holder.tracker.Arrivals()
 	assert.Equal(t, [2]uint64{0, 0}, [2]uint64{arrived, refused}, "the holder's arrivals and refusals: forwards are neither")
+}
+
+// A forward whose answer does not come before the bound may have been
+// applied: the client gets 504 without Retry-After, never the 503 with
+// Retry-After that says "nothing applied, send it again". It used to get
+// the latter, and a resend would apply a command twice.
+func TestAForwardCutShortAfterItWasSentIsNotCalledUnapplied(t *testing.T) {
+	srv := redistest.Start(t)
+	ctx := context.Background()
+	answer := make(chan struct{})
+	defer close(answer)
+	holder := startInstanceWith(t, srv, "holder", func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			h.ServeHTTP(w, r) // applied
+			<-answer          // and answered late
+		})
+	})
+	entry := startInstance(t, srv, "entry")
+	_, err := holder.leases.Acquire(ctx, "slow")
+	require.NoError(t, err)
+
+	rctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	rec := httptest.NewRecorder()
+	roomsAPI(entry.leases).ServeHTTP(rec, httptest.NewRequestWithContext(rctx, http.MethodPost, "/cmd?room=slow", strings.NewReader("cmd")))
+	assert.Equal(t, http.StatusGatewayTimeout, rec.Code, "%s", rec.Body)
+	assert.Empty(t, rec.Header().Get("Retry-After"), "Retry-After of an answer that may have been applied")
+}
+
+// A request that was itself forwarded is refused (503, Retry-After: its
+// sender asks where the room is again) rather than forwarded on: two
+// instances that each saw the other active could send it back and forth.
+func TestAForwardedRequestIsNotForwardedAgain(t *testing.T) {
+	srv := redistest.Start(t)
+	active, draining := startInstance(t, srv, "active"), startInstance(t, srv, "draining")
+	draining.drainSession(t, srv, "draining")
+	req, err := http.NewRequest(http.MethodPost, draining.url+"/cmd?room=free", nil)
+	require.NoError(t, err)
+	req.Header.Set(drain.ForwardedHeader, "1")
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	_ = resp.Body.Close()
+	assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
+	assert.Equal(t, "1", resp.Header.Get("Retry-After"))
+	_, err = active.leases.Owner(context.Background(), "free")
+	assert.ErrorIs(t, err, lease.ErrNotHeld, "the room after a refused forward")
 }
