@@ -375,27 +375,28 @@ func TestAForwardRefusedByADrainingHolderIsResentToTheNextOwner(t *testing.T) {
 	assert.Equal(t, [2]uint64{0, 0}, [2]uint64{arrived, refused}, "the holder's arrivals and refusals: forwards are neither")
 }
 
-// A forward whose answer does not come before the bound may have been
-// applied: the client gets 504 without Retry-After, never the 503 with
+// A forward whose answer does not come before its bound (here the
+// client's request ends) may have been applied: the client gets 504 without Retry-After, never the 503 with
 // Retry-After that says "nothing applied, send it again". It used to get
 // the latter, and a resend would apply a command twice.
 func TestAForwardCutShortAfterItWasSentIsNotCalledUnapplied(t *testing.T) {
 	srv := redistest.Start(t)
 	ctx := context.Background()
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	answer := make(chan struct{})
 	defer close(answer)
 	holder := startInstanceWith(t, srv, "holder", func(h http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			h.ServeHTTP(w, r) // applied
-			<-answer          // and answered late
+			cancel()          // the forward's bound ends before the answer
+			<-answer
 		})
 	})
 	entry := startInstance(t, srv, "entry")
 	_, err := holder.leases.Acquire(ctx, "slow")
 	require.NoError(t, err)
 
-	rctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
-	defer cancel()
 	rec := httptest.NewRecorder()
 	roomsAPI(entry.leases).ServeHTTP(rec, httptest.NewRequestWithContext(rctx, http.MethodPost, "/cmd?room=slow", strings.NewReader("cmd")))
 	assert.Equal(t, http.StatusGatewayTimeout, rec.Code, "%s", rec.Body)
