@@ -1,7 +1,9 @@
 package lease
 
 import (
+	"bytes"
 	"context"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/drainkit/drainkit/internal/redistest"
 	"github.com/drainkit/drainkit/lifecycle"
 )
 
@@ -212,4 +215,30 @@ func TestProbeOfAManagerNotRunningSaysSo(t *testing.T) {
 	require.NoError(t, m.Probe(ctx), "Probe after Start")
 	require.NoError(t, m.Stop(ctx))
 	require.ErrorContains(t, m.Probe(ctx), "the lease manager is not running", "Probe after Stop")
+}
+
+// TestStartWarnsOfDialRetriesLongerThanACall: with go-redis's default dial
+// retries, a call to a server that is down ends as a timeout naming no
+// refusal, and a Cluster client follows a failover late; Start says so
+// once and what to set, and says nothing with DialerRetries: 1.
+func TestStartWarnsOfDialRetriesLongerThanACall(t *testing.T) {
+	s := redistest.Start(t)
+	for _, tt := range []struct {
+		dialerRetries int
+		want          bool
+	}{{0, true}, {1, false}} {
+		c := redis.NewClient(&redis.Options{Addr: s.Addr, MaxRetries: 1, ContextTimeoutEnabled: true, DialerRetries: tt.dialerRetries})
+		t.Cleanup(func() { _ = c.Close() })
+		var logs bytes.Buffer
+		cfg := testConfig()
+		cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+		startManager(t, c, cfg)
+		got := strings.Count(logs.String(), "level=WARN msg=\"lease: go-redis retries a refused dial")
+		if tt.want {
+			assert.Equal(t, 1, got, "DialerRetries %d: warnings in %s", tt.dialerRetries, logs.String())
+			assert.Contains(t, logs.String(), "DialerRetries: 1 in redis.Options")
+		} else {
+			assert.Zero(t, got, "DialerRetries %d: warnings in %s", tt.dialerRetries, logs.String())
+		}
+	}
 }

@@ -11,9 +11,10 @@
 // A lease call must end within CallTimeout (TTL/6) and be sent at most
 // twice (a Cluster client's redirects aside), and reads must not reach a
 // replica: [New] refuses a client that could do otherwise, naming each
-// option (docs/leases.md lists them). For example:
+// option, and [Manager.Start] warns of dial retries that outlast a call
+// (docs/leases.md lists them). For example:
 //
-//	redis.NewClient(&redis.Options{Addr: addr, MaxRetries: 1, ContextTimeoutEnabled: true})
+//	redis.NewClient(&redis.Options{Addr: addr, MaxRetries: 1, ContextTimeoutEnabled: true, DialerRetries: 1})
 //
 // Make a Manager with [New], [Manager.Start] it, [Manager.Acquire] a room,
 // pass [Lease.Token] with every write and work under [Lease.Context], which

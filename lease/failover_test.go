@@ -3,6 +3,7 @@ package lease
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -147,4 +148,66 @@ func roomOn(t *testing.T, ctx context.Context, cl *redistest.Cluster, m *Manager
 	}
 	require.FailNow(t, "no room id among 1000 maps to "+s.Addr)
 	return ""
+}
+
+// TestPlaceThroughAFailoverOfTheIndexPrimary kills the primary serving the
+// index of sessions (room:node:index) while two nodes, whose sessions live
+// on other primaries, keep theirs. A Place called once the primary is dead
+// waits the failover out within its ctx and names the node it named
+// before: the replica promoted has the index, and Place follows the new
+// slot map. The client dials once (docs/leases.md, "The client you give
+// it"): go-redis's slot map reload then skips the dead primary at once.
+func TestPlaceThroughAFailoverOfTheIndexPrimary(t *testing.T) {
+	t.Cleanup(func() { waitDialProbesEnded(t) }) // last: after the client's Close
+	cl := redistest.StartClusterWith(t, redistest.ClusterConfig{Replicas: 1, NodeTimeout: time.Second,
+		Args: []string{"--cluster-require-full-coverage", "no"}})
+	c := cl.ClientWith(&redis.ClusterOptions{MaxRetries: 1, ContextTimeoutEnabled: true, DialerRetries: 1})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	probe, err := New(c, testConfig())
+	require.NoError(t, err)
+	index := cl.PrimaryOf(ctx, probe.indexKey())
+	var ms []*Manager
+	for len(ms) < 2 { // nodes whose sessions the kill leaves alone
+		cfg := testConfig()
+		if cl.PrimaryOf(ctx, probe.nodeKeyOf(cfg.Node)) != index {
+			ms = append(ms, startManager(t, c, cfg))
+		}
+	}
+	before := placements(t, ms...)
+	for _, p := range cl.Servers {
+		waitReplicated(t, p.Client())
+	}
+
+	killed := time.Now()
+	placed := make(chan error, 1)
+	go func() {
+		for !index.Exited() && ctx.Err() == nil { // Failover kills it: polled, as Failover owns the process
+			time.Sleep(time.Millisecond)
+		}
+		o, err := ms[0].Place(ctx, "place-0")
+		if err == nil && o.Node != before["place-0"] {
+			err = fmt.Errorf("placed on %q; want %q, as before the kill", o.Node, before["place-0"])
+		}
+		placed <- err
+	}()
+	promoted, promotedAt := cl.Failover(ctx, index)
+	t.Logf("index: replica %s promoted %s after the kill", promoted.Addr, promotedAt.Sub(killed).Round(time.Millisecond))
+	require.NoError(t, <-placed, "Place called at the kill")
+	t.Logf("Place called at the kill returned %s after it", time.Since(killed).Round(time.Millisecond))
+	for _, m := range ms {
+		require.NoError(t, m.Probe(ctx), "%s: its session, on another primary, lives", m.cfg.Node)
+	}
+	assert.Equal(t, before, placements(t, ms...), "placements after the failover")
+}
+
+// waitDialProbesEnded waits for go-redis's dial probes to end: a pool that
+// saw PoolSize failed dials (one dial per call, to a dead primary) probes
+// the server every second until a dial succeeds or the pool is closed, and
+// sees a Close only when it wakes. goleak gives up sooner.
+func waitDialProbesEnded(t *testing.T) {
+	waitFor(t, "go-redis's dial probes of closed pools to end", func() bool {
+		buf := make([]byte, 1<<20)
+		return !strings.Contains(string(buf[:runtime.Stack(buf, true)]), "(*ConnPool).tryDial")
+	})
 }

@@ -29,11 +29,13 @@ func minuteConfig() Config {
 // every manager.
 func placements(t *testing.T, ms ...*Manager) map[string]string {
 	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second) // a call after a failover may wait for the slot map
+	defer cancel()
 	placed := map[string]string{}
 	for i := range placeRooms {
 		room := fmt.Sprintf("place-%d", i)
 		for _, m := range ms {
-			o, err := m.Place(context.Background(), room)
+			o, err := m.Place(ctx, room)
 			require.NoError(t, err, "%s: Place(%q)", m.cfg.Node, room)
 			if want, ok := placed[room]; ok {
 				require.Equal(t, want, o.Node, "%s: Place(%q).Node", m.cfg.Node, room)

@@ -28,7 +28,7 @@ import (
 // rooms.
 func Example() {
 	newRedis := func(lc fx.Lifecycle) redis.UniversalClient {
-		rdb := redis.NewClient(&redis.Options{Addr: os.Getenv("REDIS_ADDR"), MaxRetries: 1, ContextTimeoutEnabled: true})
+		rdb := redis.NewClient(&redis.Options{Addr: os.Getenv("REDIS_ADDR"), MaxRetries: 1, ContextTimeoutEnabled: true, DialerRetries: 1})
 		lc.Append(fx.Hook{OnStop: func(context.Context) error { return rdb.Close() }})
 		return rdb
 	}
@@ -151,7 +151,7 @@ func takeHomeRoom(lc fx.Lifecycle, leases *lease.Manager) {
 // lease.ErrDraining for a room nobody holds.
 func Example_atStart() {
 	newRedis := func() redis.UniversalClient {
-		return redis.NewClient(&redis.Options{Addr: os.Getenv("REDIS_ADDR"), MaxRetries: 1, ContextTimeoutEnabled: true})
+		return redis.NewClient(&redis.Options{Addr: os.Getenv("REDIS_ADDR"), MaxRetries: 1, ContextTimeoutEnabled: true, DialerRetries: 1})
 	}
 	os.Exit(fxmodule.Run(
 		fxmodule.Module, fxmodule.FromEnv, fxlease.Module,

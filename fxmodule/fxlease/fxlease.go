@@ -7,7 +7,7 @@
 //	fxmodule.Run(
 //		fxmodule.Module, fxmodule.FromEnv, fxlease.Module,
 //		fx.Provide(func() redis.UniversalClient {
-//			return redis.NewClient(&redis.Options{Addr: addr, MaxRetries: 1, ContextTimeoutEnabled: true})
+//			return redis.NewClient(&redis.Options{Addr: addr, MaxRetries: 1, ContextTimeoutEnabled: true, DialerRetries: 1})
 //		}),
 //	)
 //

@@ -102,6 +102,42 @@ func Client(c redis.UniversalClient, callTimeout time.Duration) error {
 		c, strings.Join(bad, "; "), options)
 }
 
+// DialWarning says, or returns "", when go-redis retries a refused dial
+// for callTimeout or longer (DialerRetries 5, 100 ms apart, by default).
+// Nothing unsafe follows, so it is no refusal; but a call to a server that
+// is down then ends as a timeout that names no refusal, and a Cluster
+// client's slot map reload, which dials every node it tries, waits for a
+// dead primary too: a call after a failover takes about a second instead
+// of one call's time.
+func DialWarning(c redis.UniversalClient, callTimeout time.Duration) string {
+	var options string
+	var retries int
+	var wait time.Duration
+	switch cl := c.(type) {
+	case *redis.Client:
+		o := cl.Options()
+		if o.DialerRetryBackoff != nil {
+			return "" // a backoff of the caller's own: nothing to judge it by
+		}
+		options, retries, wait = "redis.Options", o.DialerRetries, o.DialerRetryTimeout
+	case *redis.ClusterClient:
+		o := cl.Options()
+		if o.DialerRetryBackoff != nil {
+			return ""
+		}
+		options, retries, wait = "redis.ClusterOptions", o.DialerRetries, o.DialerRetryTimeout
+	default:
+		return ""
+	}
+	if retried := time.Duration(retries-1) * wait; retried < callTimeout {
+		return ""
+	}
+	return fmt.Sprintf("go-redis retries a refused dial for %s (DialerRetries %d, DialerRetryTimeout %s apart), "+
+		"at least a call's %s: a call to a server that is down ends as a timeout, not as a refused connection, "+
+		"and a Cluster client follows a failover later; DialerRetries: 1 in %s ends a dial at the refusal",
+		time.Duration(retries-1)*wait, retries, wait, callTimeout.Truncate(time.Millisecond), options)
+}
+
 // Servers checks every server a client writes leases to.
 type Servers struct {
 	AcceptEviction bool                                                              // warn of an evicting policy instead of refusing it

@@ -2,7 +2,9 @@ package redischeck
 
 import (
 	"testing"
+	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 )
 
@@ -21,5 +23,40 @@ func TestAtLeastVersion(t *testing.T) {
 	}
 	for _, tt := range tests {
 		assert.Equal(t, tt.want, atLeast(tt.give, minVersion), "atLeast(%q, 5.0.0)", tt.give)
+	}
+}
+
+// TestDialWarning: go-redis's default dial retries (5, 100 ms apart) outlast
+// a lease call at the default TTL; one dial, or retries within a call, do not.
+func TestDialWarning(t *testing.T) {
+	const call = time.Second / 6
+	tests := []struct {
+		name string
+		give redis.UniversalClient
+		want []string // substrings; none: no warning
+	}{
+		{"defaults", redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}),
+			[]string{"for 400ms (DialerRetries 5, DialerRetryTimeout 100ms apart)", "a call's 166ms", "DialerRetries: 1 in redis.Options"}},
+		{"cluster defaults", redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{"127.0.0.1:1"}}),
+			[]string{"DialerRetries 5", "in redis.ClusterOptions"}},
+		{"one dial", redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", DialerRetries: 1}), nil},
+		{"retries within a call", redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", DialerRetries: 3, DialerRetryTimeout: 50 * time.Millisecond}), nil},
+		{"retries as long as a call", redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", DialerRetries: 2, DialerRetryTimeout: call}),
+			[]string{"DialerRetries 2"}},
+		{"a backoff of the caller's own", redis.NewClient(&redis.Options{Addr: "127.0.0.1:1",
+			DialerRetryBackoff: func(int) time.Duration { return time.Second }}), nil},
+		{"ring: refused by Client already", redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": "127.0.0.1:1"}}), nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			defer func() { _ = tt.give.Close() }()
+			got := DialWarning(tt.give, call)
+			if tt.want == nil {
+				assert.Empty(t, got)
+			}
+			for _, w := range tt.want {
+				assert.Contains(t, got, w)
+			}
+		})
 	}
 }
