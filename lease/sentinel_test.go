@@ -19,7 +19,7 @@ import (
 // names the new primary about a second after promoting it, and the
 // session, last renewed on the old primary before the promotion, outlives
 // that on the new one. The renewals then go to the new primary, where the
-// session keeps its epoch.
+// session keeps its epoch, and Place names the nodes it named before.
 func TestSentinelFailoverAtTheAdvisedTTLKeepsEveryLease(t *testing.T) {
 	sen := redistest.StartSentinel(t)
 	ctx := context.Background()
@@ -28,6 +28,10 @@ func TestSentinelFailoverAtTheAdvisedTTLKeepsEveryLease(t *testing.T) {
 	var lost atomic.Int32
 	cfg.OnLost = func(*Lease, error) { lost.Add(1) }
 	m := startManager(t, sen.Client(), cfg)
+	otherCfg := testConfig()
+	otherCfg.TTL = cfg.TTL
+	other := startManager(t, sen.Client(), otherCfg)
+	placed := placements(t, m, other)
 	var leases []*Lease
 	for i := range 20 {
 		l, err := m.Acquire(ctx, "room-"+strconv.Itoa(i))
@@ -53,4 +57,5 @@ func TestSentinelFailoverAtTheAdvisedTTLKeepsEveryLease(t *testing.T) {
 	for _, l := range leases {
 		assert.NoError(t, l.Context().Err(), "lease %s", l.ID())
 	}
+	assert.Equal(t, placed, placements(t, m, other), "rooms placed after the failover; want as before: the index moved with the data")
 }
