@@ -133,7 +133,7 @@ func DialWarning(c redis.UniversalClient, callTimeout time.Duration) string {
 		return ""
 	}
 	return fmt.Sprintf("go-redis retries a refused dial for %s (DialerRetries %d, DialerRetryTimeout %s apart), "+
-		"at least a call's %s: a call to a server that is down ends as a timeout, not as a refused connection, "+
+		"at least a lease call's CallTimeout (%s): a call to a server that is down ends as a timeout, not as a refused connection, "+
 		"and a Cluster client follows a failover later; DialerRetries: 1 in %s ends a dial at the refusal",
 		time.Duration(retries-1)*wait, retries, wait, callTimeout.Truncate(time.Millisecond), options)
 }

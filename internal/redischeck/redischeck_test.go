@@ -36,7 +36,7 @@ func TestDialWarning(t *testing.T) {
 		want []string // substrings; none: no warning
 	}{
 		{"defaults", redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}),
-			[]string{"for 400ms (DialerRetries 5, DialerRetryTimeout 100ms apart)", "a call's 166ms", "DialerRetries: 1 in redis.Options"}},
+			[]string{"for 400ms (DialerRetries 5, DialerRetryTimeout 100ms apart)", "a lease call's CallTimeout (166ms)", "DialerRetries: 1 in redis.Options"}},
 		{"cluster defaults", redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{"127.0.0.1:1"}}),
 			[]string{"DialerRetries 5", "in redis.ClusterOptions"}},
 		{"one dial", redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", DialerRetries: 1}), nil},
