@@ -109,6 +109,8 @@ func TestNewListsEveryClientOptionLeasesNeed(t *testing.T) {
 			[]string{"ContextTimeoutEnabled false with ReadTimeout 5s:"}},
 		{"no read timeout without context deadlines", redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: 1, ReadTimeout: -1, WriteTimeout: time.Second}),
 			[]string{"ContextTimeoutEnabled false with ReadTimeout unbounded"}},
+		{"sentinel defaults", redis.NewFailoverClient(&redis.FailoverOptions{MasterName: "m", SentinelAddrs: []string{"127.0.0.1:1"}}),
+			[]string{"MaxRetries 3: want at most 1", "e.g. MaxRetries: 1, ContextTimeoutEnabled: true in redis.FailoverOptions"}},
 		{"cluster defaults", redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{"127.0.0.1:1"}}),
 			[]string{"*redis.ClusterClient options", "ContextTimeoutEnabled false with ReadTimeout 5s and WriteTimeout 5s", "in redis.ClusterOptions"}},
 		// A Sentinel user's cluster client is told of the options it built it with.
@@ -223,22 +225,27 @@ func TestProbeOfAManagerNotRunningSaysSo(t *testing.T) {
 // once and what to set, and says nothing with DialerRetries: 1.
 func TestStartWarnsOfDialRetriesLongerThanACall(t *testing.T) {
 	s := redistest.Start(t)
-	for _, tt := range []struct {
-		dialerRetries int
-		want          bool
-	}{{0, true}, {1, false}} {
-		c := redis.NewClient(&redis.Options{Addr: s.Addr, MaxRetries: 1, ContextTimeoutEnabled: true, DialerRetries: tt.dialerRetries})
-		t.Cleanup(func() { _ = c.Close() })
-		var logs bytes.Buffer
-		cfg := testConfig()
-		cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
-		startManager(t, c, cfg)
-		got := strings.Count(logs.String(), "level=WARN msg=\"lease: go-redis retries a refused dial")
-		if tt.want {
-			assert.Equal(t, 1, got, "DialerRetries %d: warnings in %s", tt.dialerRetries, logs.String())
-			assert.Contains(t, logs.String(), "DialerRetries: 1 in redis.Options")
-		} else {
-			assert.Zero(t, got, "DialerRetries %d: warnings in %s", tt.dialerRetries, logs.String())
-		}
+	tests := []struct {
+		name string
+		give int // DialerRetries
+		want int // warnings
+	}{
+		{"go-redis's default, 5 dials 100 ms apart", 0, 1},
+		{"one dial", 1, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := redis.NewClient(&redis.Options{Addr: s.Addr, MaxRetries: 1, ContextTimeoutEnabled: true, DialerRetries: tt.give})
+			t.Cleanup(func() { _ = c.Close() })
+			var logs bytes.Buffer
+			cfg := testConfig()
+			cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+			startManager(t, c, cfg)
+			got := strings.Count(logs.String(), "level=WARN msg=\"lease: go-redis retries a refused dial")
+			assert.Equal(t, tt.want, got, "warnings; got %d, want %d in %s", got, tt.want, logs.String())
+			if tt.want > 0 {
+				assert.Contains(t, logs.String(), "DialerRetries: 1 in redis.Options")
+			}
+		})
 	}
 }

@@ -152,7 +152,7 @@ func leaseSettings(maxRetries, dialerRetries *int, dialTimeout *time.Duration, c
 	case *maxRetries == 0: // unset: go-redis would retry 3 times
 		*maxRetries = 1
 	}
-	if *dialerRetries == 0 { // unset: go-redis would dial 5 times, 100 ms apart
+	if *dialerRetries <= 0 { // unset, or -1, which go-redis reads alike: it would dial 5 times, 100 ms apart
 		*dialerRetries = 1
 	}
 	if *dialTimeout == 0 {

@@ -92,6 +92,7 @@ func TestRedisURLsDialOncePerCall(t *testing.T) {
 		{envSentinelURL, "redis://127.0.0.1:1?master_name=m", 1},
 		{envClusterURL, "redis://127.0.0.1:1", 1},
 		{envClusterURL, "redis://127.0.0.1:1?dialer_retries=3", 3},
+		{envClusterURL, "redis://127.0.0.1:1?dialer_retries=-1", 1}, // go-redis would read -1 as its default, 5
 	}
 	for _, tt := range tests {
 		target, err := parseRedis(tt.env, tt.raw)

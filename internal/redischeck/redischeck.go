@@ -56,7 +56,7 @@ func Client(c redis.UniversalClient, callTimeout time.Duration) error {
 			"so a room can have two owners; use a *redis.Client (standalone or Sentinel) or a *redis.ClusterClient")
 	case *redis.Client:
 		o := cl.Options()
-		options, retries, timeouts, honoursCtx = "redis.Options", o.MaxRetries, [2]time.Duration{o.ReadTimeout, o.WriteTimeout}, o.ContextTimeoutEnabled
+		options, retries, timeouts, honoursCtx = optionsType(c), o.MaxRetries, [2]time.Duration{o.ReadTimeout, o.WriteTimeout}, o.ContextTimeoutEnabled
 		noRetries = "go-redis reads 0 as 3, -1 as none"
 	case *redis.ClusterClient:
 		o := cl.Options() // as go-redis resolved them: RouteByLatency and RouteRandomly set ReadOnly
@@ -65,11 +65,8 @@ func Client(c redis.UniversalClient, callTimeout time.Duration) error {
 		if len(o.Addrs) == 0 && o.ClusterSlots == nil {
 			return fmt.Errorf("*redis.ClusterClient has no seed nodes: set redis.ClusterOptions.Addrs")
 		}
-		options, retries, timeouts, honoursCtx = "redis.ClusterOptions", o.MaxRetries, [2]time.Duration{o.ReadTimeout, o.WriteTimeout}, o.ContextTimeoutEnabled
+		options, retries, timeouts, honoursCtx = optionsType(c), o.MaxRetries, [2]time.Duration{o.ReadTimeout, o.WriteTimeout}, o.ContextTimeoutEnabled
 		noRetries, readOnly = "0 or -1 is none", o.ReadOnly
-		if len(o.Addrs) == 0 { // a slot map of its own: NewFailoverClusterClient's, most likely
-			options = "redis.FailoverOptions (or redis.ClusterOptions, with a ClusterSlots of your own)"
-		}
 	default:
 		return nil
 	}
@@ -110,7 +107,6 @@ func Client(c redis.UniversalClient, callTimeout time.Duration) error {
 // dead primary too: a call after a failover takes about a second instead
 // of one call's time.
 func DialWarning(c redis.UniversalClient, callTimeout time.Duration) string {
-	var options string
 	var retries int
 	var wait time.Duration
 	switch cl := c.(type) {
@@ -119,23 +115,49 @@ func DialWarning(c redis.UniversalClient, callTimeout time.Duration) string {
 		if o.DialerRetryBackoff != nil {
 			return "" // a backoff of the caller's own: nothing to judge it by
 		}
-		options, retries, wait = "redis.Options", o.DialerRetries, o.DialerRetryTimeout
+		retries, wait = o.DialerRetries, o.DialerRetryTimeout
 	case *redis.ClusterClient:
 		o := cl.Options()
 		if o.DialerRetryBackoff != nil {
 			return ""
 		}
-		options, retries, wait = "redis.ClusterOptions", o.DialerRetries, o.DialerRetryTimeout
+		retries, wait = o.DialerRetries, o.DialerRetryTimeout
 	default:
 		return ""
 	}
-	if retried := time.Duration(retries-1) * wait; retried < callTimeout {
+	// What the pool does with what its options leave (a Cluster client's
+	// keep -1, which each node's pool reads as the default).
+	if retries <= 0 {
+		retries = 5
+	}
+	if wait <= 0 {
+		wait = 100 * time.Millisecond
+	}
+	retried := time.Duration(retries-1) * wait
+	if retried < callTimeout {
 		return ""
 	}
 	return fmt.Sprintf("go-redis retries a refused dial for %s (DialerRetries %d, DialerRetryTimeout %s apart), "+
 		"at least a lease call's CallTimeout (%s): a call to a server that is down ends as a timeout, not as a refused connection, "+
 		"and a Cluster client follows a failover later; DialerRetries: 1 in %s ends a dial at the refusal",
-		time.Duration(retries-1)*wait, retries, wait, callTimeout.Truncate(time.Millisecond), options)
+		retried, retries, wait, callTimeout.Truncate(time.Millisecond), optionsType(c))
+}
+
+// optionsType names the options c was built from, for advice.
+func optionsType(c redis.UniversalClient) string {
+	switch cl := c.(type) {
+	case *redis.Client:
+		if cl.Options().Addr == "FailoverClient" { // NewFailoverClient's
+			return "redis.FailoverOptions"
+		}
+		return "redis.Options"
+	case *redis.ClusterClient:
+		if len(cl.Options().Addrs) == 0 { // a slot map of its own: NewFailoverClusterClient's, most likely
+			return "redis.FailoverOptions (or redis.ClusterOptions, with a ClusterSlots of your own)"
+		}
+		return "redis.ClusterOptions"
+	}
+	return fmt.Sprintf("%T", c)
 }
 
 // Servers checks every server a client writes leases to.

@@ -43,6 +43,13 @@ func TestDialWarning(t *testing.T) {
 		{"retries within a call", redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", DialerRetries: 3, DialerRetryTimeout: 50 * time.Millisecond}), nil},
 		{"retries as long as a call", redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", DialerRetries: 2, DialerRetryTimeout: call}),
 			[]string{"DialerRetries 2"}},
+		// -1 and a negative wait read as go-redis's pools read them: the default.
+		{"cluster, -1", redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{"127.0.0.1:1"}, DialerRetries: -1}),
+			[]string{"DialerRetries 5"}},
+		{"negative wait", redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", DialerRetryTimeout: -1}),
+			[]string{"DialerRetries 5, DialerRetryTimeout 100ms apart"}},
+		{"sentinel defaults", redis.NewFailoverClient(&redis.FailoverOptions{MasterName: "m", SentinelAddrs: []string{"127.0.0.1:1"}}),
+			[]string{"DialerRetries: 1 in redis.FailoverOptions"}},
 		{"a backoff of the caller's own", redis.NewClient(&redis.Options{Addr: "127.0.0.1:1",
 			DialerRetryBackoff: func(int) time.Duration { return time.Second }}), nil},
 		{"ring: refused by Client already", redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": "127.0.0.1:1"}}), nil},

@@ -204,6 +204,9 @@ func (s *Server) Kill() {
 // Exited reports whether the server's process has exited (Kill, or on its own).
 func (s *Server) Exited() bool { return isClosed(s.exited) }
 
+// Done returns a channel closed once the server's process has exited.
+func (s *Server) Done() <-chan struct{} { return s.exited }
+
 // Pause stops the server with SIGSTOP: it keeps its data and its
 // connections but answers nothing, as a hung or partitioned Redis does.
 // Unlike Kill and Restart, nothing written before the outage is lost, so

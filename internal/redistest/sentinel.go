@@ -65,10 +65,10 @@ func StartSentinel(t testing.TB) *Sentinel {
 }
 
 // Client returns a go-redis failover client of the sentinel's master,
-// with the settings leases need, closed at cleanup.
+// with the settings docs/leases.md gives, closed at cleanup.
 func (s *Sentinel) Client() *redis.Client {
 	c := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: SentinelMaster, SentinelAddrs: []string{s.Sentinel.Addr},
-		MaxRetries: 1, ContextTimeoutEnabled: true})
+		MaxRetries: 1, ContextTimeoutEnabled: true, DialerRetries: 1})
 	s.t.Cleanup(func() { _ = c.Close() })
 	return c
 }
