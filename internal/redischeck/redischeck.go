@@ -109,20 +109,18 @@ func Client(c redis.UniversalClient, callTimeout time.Duration) error {
 func DialWarning(c redis.UniversalClient, callTimeout time.Duration) string {
 	var retries int
 	var wait time.Duration
+	var ownBackoff bool // a backoff of the caller's own: nothing to judge it by
 	switch cl := c.(type) {
 	case *redis.Client:
 		o := cl.Options()
-		if o.DialerRetryBackoff != nil {
-			return "" // a backoff of the caller's own: nothing to judge it by
-		}
-		retries, wait = o.DialerRetries, o.DialerRetryTimeout
+		retries, wait, ownBackoff = o.DialerRetries, o.DialerRetryTimeout, o.DialerRetryBackoff != nil
 	case *redis.ClusterClient:
 		o := cl.Options()
-		if o.DialerRetryBackoff != nil {
-			return ""
-		}
-		retries, wait = o.DialerRetries, o.DialerRetryTimeout
+		retries, wait, ownBackoff = o.DialerRetries, o.DialerRetryTimeout, o.DialerRetryBackoff != nil
 	default:
+		return ""
+	}
+	if ownBackoff {
 		return ""
 	}
 	// What the pool does with what its options leave (a Cluster client's
