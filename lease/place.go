@@ -17,11 +17,11 @@ import (
 // picks the same node from the same sessions, and a node leaving moves
 // only its own rooms, so the rooms it places (forward a request there:
 // that node's Acquire takes the room) spread evenly, also while this node
-// drains. A
-// crashed node is picked until its session expires. An error matching
-// [ErrNotHeld] says no node is active (or listed: docs/leases.md). It costs
-// Owner's round trips, plus two for a room nobody holds (three when it
-// drops nodes whose session ended from the index).
+// drains. A crashed node is picked until its session expires. An error
+// matching [ErrNotHeld] says no node is active (or listed:
+// docs/leases.md). It costs Owner's round trips, plus two for a room
+// nobody holds (three when it drops nodes whose session ended from the
+// index).
 func (m *Manager) Place(ctx context.Context, id string) (Owner, error) {
 	o, err := m.Owner(ctx, id)
 	if !errors.Is(err, ErrNotHeld) {
