@@ -22,8 +22,9 @@ import (
 // so); [ErrNotRunning]; or one matching [ErrInvalidID], [ErrLost]
 // (the session was lost meanwhile, and its successor too: one loss is
 // waited out, within ctx), naming Config.WaitReplicas, the Redis error,
-// ctx's, or saying that the replies of its attempts were lost (the room
-// is free: try again).
+// ctx's (with what it waited out: the last attempt's error, or a session
+// not started again), or saying that the replies of its attempts were
+// lost (the room is free: try again).
 func (m *Manager) Acquire(ctx context.Context, id string) (*Lease, error) {
 	if err := validateID(id); err != nil {
 		return nil, err
@@ -39,13 +40,13 @@ func (m *Manager) Acquire(ctx context.Context, id string) (*Lease, error) {
 	case <-f.done:
 	case <-ctx.Done():
 		m.mu.Lock()
-		left := !f.decided // once decided, the result (a lease too) is this caller's
+		left, last := !f.decided, f.lastErr // once decided, the result (a lease too) is this caller's
 		if left {
 			f.waiters--
 		}
 		m.mu.Unlock()
 		if left {
-			return nil, fmt.Errorf("lease: acquire %s: %w", m.routeKey(id), ctx.Err())
+			return nil, m.gaveUp(id, ctx.Err(), last)
 		}
 		<-f.done
 	}
@@ -53,6 +54,21 @@ func (m *Manager) Acquire(ctx context.Context, id string) (*Lease, error) {
 		return nil, m.holderOnceDraining(ctx, id)
 	}
 	return f.lease, f.err
+}
+
+// gaveUp is the error of an Acquire whose ctx ended first: ctx's, with
+// what the acquisition was waiting out (a failing attempt, or a session
+// that does not start again), so that an outage names its cause.
+func (m *Manager) gaveUp(id string, err, last error) error {
+	switch startErr := m.startErr.Load(); {
+	case last != nil:
+		return fmt.Errorf("lease: acquire %s: %w (last attempt: %v)", m.routeKey(id), err, last)
+	case m.sess.Load() == nil && startErr != nil:
+		return fmt.Errorf("lease: acquire %s: %w (waiting for the node's session to start again: %v)", m.routeKey(id), err, *startErr)
+	case m.sess.Load() == nil:
+		return fmt.Errorf("lease: acquire %s: %w (waiting for the node's session to start again)", m.routeKey(id), err)
+	}
+	return fmt.Errorf("lease: acquire %s: %w", m.routeKey(id), err)
 }
 
 // holderOnceDraining is Acquire's error for a room this draining node
@@ -117,7 +133,7 @@ func (m *Manager) acquire(id string, f *flight) (*Lease, error) {
 	var val string
 	args := s.args
 	for range maxTakeOvers + 1 {
-		code, val, err = m.acquireOnce(ctx, id, s, args, stillWanted)
+		code, val, err = m.acquireOnce(ctx, id, f, s, args, stillWanted)
 		node, epoch, _, ok := parseValue(val)
 		if err != nil || code != 0 || !ok {
 			break
@@ -162,8 +178,9 @@ const maxTakeOvers = 2
 // only while stillWanted. If it fails, any route value of this session
 // goes: one a lost reply may have written, or the one found (args[2]) that
 // this attempt was to take over: nobody holds either, and either would
-// keep the room while the session lives.
-func (m *Manager) acquireOnce(ctx context.Context, id string, s *session, args []any, stillWanted func() error) (int64, string, error) {
+// keep the room while the session lives. f.lastErr keeps each attempt's
+// error for a caller that gives up first.
+func (m *Manager) acquireOnce(ctx context.Context, id string, f *flight, s *session, args []any, stillWanted func() error) (int64, string, error) {
 	var res []any
 	var unknown bool     // an attempt's reply was lost
 	err := stillWanted() // the flip may have come while a session or a route was read
@@ -171,6 +188,9 @@ func (m *Manager) acquireOnce(ctx context.Context, id string, s *session, args [
 		err = m.retry(ctx, stillWanted, func(ctx context.Context) (err error) {
 			res, err = m.acquireCall(ctx, id, args)
 			unknown = unknown || err != nil && retryable(err)
+			m.mu.Lock()
+			f.lastErr = err
+			m.mu.Unlock()
 			return err
 		})
 	}

@@ -2,8 +2,10 @@ package lease
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -311,4 +313,45 @@ func TestAcquireWaitingAcrossTheFlipSendsNothing(t *testing.T) {
 func isReleaseHolder(cmd redis.Cmder) bool {
 	args := cmd.Args()
 	return isScript(cmd, releaseScript) && len(args) > 1 && args[len(args)-2] == "session" // ... prefix, "session", fence
+}
+
+// TestAnAcquireThatGivesUpSaysWhatItWaitedOut: an Acquire whose ctx ends
+// while Redis refuses its attempts, or while the node's session cannot
+// start again, names that cause beside ctx's error; it used to say only
+// "context deadline exceeded", whatever kept it waiting.
+func TestAnAcquireThatGivesUpSaysWhatItWaitedOut(t *testing.T) {
+	refused := fmt.Errorf("dial tcp 127.0.0.1:1: connect: %w", syscall.ECONNREFUSED)
+	tests := []struct {
+		name string
+		fail func(redis.Cmder) bool // the commands refused
+		want string
+	}{
+		{"attempts refused", func(cmd redis.Cmder) bool { return isScript(cmd, acquireScript) },
+			"(last attempt: dial tcp 127.0.0.1:1: connect: connection refused)"},
+		{"session not started again", func(cmd redis.Cmder) bool {
+			return isScript(cmd, sessionRenewScript) || isScript(cmd, sessionScript)
+		}, "(waiting for the node's session to start again: session room:node:{"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var failing atomic.Bool
+			c := standalone(t).client(cmdHook{fn: func(ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error {
+				if failing.Load() && tt.fail(cmd) {
+					return refused
+				}
+				return next(ctx, cmd)
+			}})
+			m := startManager(t, c, testConfig())
+			failing.Store(true)
+			if tt.name == "session not started again" {
+				waitFor(t, "the session lost and its start failed", func() bool { return m.sess.Load() == nil && m.startErr.Load() != nil })
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+			defer cancel()
+			_, err := m.Acquire(ctx, "room")
+			require.ErrorIs(t, err, context.DeadlineExceeded)
+			assert.Contains(t, err.Error(), tt.want)
+			failing.Store(false) // the flight, left behind, ends; Stop waits for it
+		})
+	}
 }

@@ -102,7 +102,7 @@ func TestNewListsEveryClientOptionLeasesNeed(t *testing.T) {
 	}{
 		{"go-redis defaults", redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}),
 			[]string{"*redis.Client options", "MaxRetries 3: want at most 1", "ContextTimeoutEnabled false with ReadTimeout 5s and WriteTimeout 5s",
-				"want ContextTimeoutEnabled true", "at most 1.666s", "e.g. MaxRetries: 1, ContextTimeoutEnabled: true in redis.Options"}},
+				"want ContextTimeoutEnabled true", "at most 1.666s", "e.g. MaxRetries: 1, ContextTimeoutEnabled: true, DialerRetries: 1 in redis.Options"}},
 		{"retries only", redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", ContextTimeoutEnabled: true}),
 			[]string{"MaxRetries 3: want at most 1"}},
 		{"slow reads without context deadlines", redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: 1, ReadTimeout: 5 * time.Second, WriteTimeout: time.Second}),
@@ -110,7 +110,7 @@ func TestNewListsEveryClientOptionLeasesNeed(t *testing.T) {
 		{"no read timeout without context deadlines", redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: 1, ReadTimeout: -1, WriteTimeout: time.Second}),
 			[]string{"ContextTimeoutEnabled false with ReadTimeout unbounded"}},
 		{"sentinel defaults", redis.NewFailoverClient(&redis.FailoverOptions{MasterName: "m", SentinelAddrs: []string{"127.0.0.1:1"}}),
-			[]string{"MaxRetries 3: want at most 1", "e.g. MaxRetries: 1, ContextTimeoutEnabled: true in redis.FailoverOptions"}},
+			[]string{"MaxRetries 3: want at most 1", "e.g. MaxRetries: 1, ContextTimeoutEnabled: true, DialerRetries: 1 in redis.FailoverOptions"}},
 		{"cluster defaults", redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{"127.0.0.1:1"}}),
 			[]string{"*redis.ClusterClient options", "ContextTimeoutEnabled false with ReadTimeout 5s and WriteTimeout 5s", "in redis.ClusterOptions"}},
 		// A Sentinel user's cluster client is told of the options it built it with.
@@ -244,7 +244,7 @@ func TestStartWarnsOfDialRetriesLongerThanACall(t *testing.T) {
 			got := strings.Count(logs.String(), "level=WARN msg=\"lease: go-redis retries a refused dial")
 			assert.Equal(t, tt.want, got, "warnings; got %d, want %d in %s", got, tt.want, logs.String())
 			if tt.want > 0 {
-				assert.Contains(t, logs.String(), "DialerRetries: 1 in redis.Options")
+				assert.Contains(t, logs.String(), "set DialerRetries: 1 in redis.Options")
 			}
 		})
 	}

@@ -17,8 +17,9 @@ type flight struct {
 	ctx   context.Context // the first caller's values, never cancelled
 
 	// Under Manager.mu:
-	waiters int  // callers still waiting
-	decided bool // the result is fixed: a caller that gives up now still gets it
+	waiters int   // callers still waiting
+	decided bool  // the result is fixed: a caller that gives up now still gets it
+	lastErr error // the last attempt's error: what a caller that gives up was waiting out
 }
 
 // attach returns the lease held for id, or makes the caller a waiter of

@@ -26,16 +26,16 @@ type Manager struct {
 	now       func() time.Time // time.Now; tests may replace it before Start
 	lostAfter time.Duration    // TTL·2/3
 
-	holder        string                    // random per Manager: its own session is known after a lost reply
-	sess          atomic.Pointer[session]   // the current session; nil while there is none
-	okAt          atomic.Pointer[time.Time] // when its last confirmed renewal (or its start) was sent, monotonic clock kept
-	wroteAt       atomic.Pointer[time.Time] // when a session start or renewal was last sent: every session of ours is gone from Redis a TTL later
-	lastEpoch     atomic.Int64              // the last epoch this process started; 0 before
-	listed        atomic.Pointer[listing]   // the last write of this node into the index of sessions (Place)
-	starts        atomic.Int64              // session start attempts sent: a late one never replaces a later one's epoch
-	hbFailed      atomic.Bool               // the last session renewal failed (logs on change)
-	restartFailed atomic.Bool               // the last start of a session after a loss failed (logs on change)
-	startMu       sync.Mutex                // one session start or loss at a time: a start waits for a loss to tell every holder
+	holder    string                    // random per Manager: its own session is known after a lost reply
+	sess      atomic.Pointer[session]   // the current session; nil while there is none
+	okAt      atomic.Pointer[time.Time] // when its last confirmed renewal (or its start) was sent, monotonic clock kept
+	wroteAt   atomic.Pointer[time.Time] // when a session start or renewal was last sent: every session of ours is gone from Redis a TTL later
+	lastEpoch atomic.Int64              // the last epoch this process started; 0 before
+	listed    atomic.Pointer[listing]   // the last write of this node into the index of sessions (Place)
+	starts    atomic.Int64              // session start attempts sent: a late one never replaces a later one's epoch
+	hbFailed  atomic.Bool               // the last session renewal failed (logs on change)
+	startErr  atomic.Pointer[error]     // why the last start of a session after a loss failed; nil once one started (logs on change)
+	startMu   sync.Mutex                // one session start or loss at a time: a start waits for a loss to tell every holder
 
 	gate     chan struct{} // closed when the drain begins; see drain.go
 	gateOnce sync.Once

@@ -19,8 +19,10 @@ type Owner struct {
 
 // Owner returns the current holder of room id: [ErrNotHeld] if nobody
 // holds it (no route, or its session ended), an error matching [ErrHeld]
-// if the route value cannot be parsed, [ErrInvalidID] for a bad id. It reads the route, then the
-// holder's session: two round trips, as the keys are in two slots.
+// if the route value cannot be parsed, [ErrInvalidID] for a bad id. It
+// reads the route, then the holder's session: two round trips, as the
+// keys are in two slots, each retried within ctx (without a deadline, a
+// TTL) while Redis fails; the error then counts the attempts.
 func (m *Manager) Owner(ctx context.Context, id string) (Owner, error) {
 	if err := validateID(id); err != nil {
 		return Owner{}, err

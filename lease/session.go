@@ -241,12 +241,12 @@ func (m *Manager) restart(ctx context.Context) error {
 	err := m.startSession(ctx)
 	switch {
 	case err == nil:
-		m.restartFailed.Store(false)
+		m.startErr.Store(nil)
 		m.cfg.Logger.Info("lease session started again", "node_id", m.cfg.Node, "epoch", m.lastEpoch.Load())
 	case ctx.Err() == nil:
 		m.followTopology(err)
 		m.met.heartbeatErrors.Inc()
-		if !m.restartFailed.Swap(true) { // an outage is one line, not one per tick
+		if m.startErr.Swap(&err) == nil { // an outage is one line, not one per tick
 			m.cfg.Logger.Warn("lease session not started again yet; retried every tick", "node_id", m.cfg.Node,
 				"redis_addr", clientAddr(m.client), "error", err.Error())
 		}

@@ -95,7 +95,7 @@ func Client(c redis.UniversalClient, callTimeout time.Duration) error {
 	if len(bad) == 0 {
 		return nil
 	}
-	return fmt.Errorf("%T options cannot keep leases: %s; e.g. MaxRetries: 1, ContextTimeoutEnabled: true in %s",
+	return fmt.Errorf("%T options cannot keep leases: %s; e.g. MaxRetries: 1, ContextTimeoutEnabled: true, DialerRetries: 1 in %s",
 		c, strings.Join(bad, "; "), options)
 }
 
@@ -135,10 +135,14 @@ func DialWarning(c redis.UniversalClient, callTimeout time.Duration) string {
 	if retried < callTimeout {
 		return ""
 	}
-	return fmt.Sprintf("go-redis retries a refused dial for %s (DialerRetries %d, DialerRetryTimeout %s apart), "+
-		"at least a lease call's CallTimeout (%s): a call to a server that is down ends as a timeout, not as a refused connection, "+
-		"and a Cluster client follows a failover later; DialerRetries: 1 in %s ends a dial at the refusal",
-		retried, retries, wait, callTimeout.Truncate(time.Millisecond), optionsType(c))
+	failover := ""
+	if _, ok := c.(*redis.ClusterClient); ok {
+		failover = ", and a failover is followed later"
+	}
+	return fmt.Sprintf("go-redis retries a refused dial for %s (DialerRetries %d, %s apart), at least CallTimeout %s: "+
+		"while Redis is down, lease calls fail as timeouts instead of \"connection refused\"%s; "+
+		"set DialerRetries: 1 in %s (docs/leases.md, \"The client you give it\")",
+		retried, retries, wait, callTimeout.Truncate(time.Millisecond), failover, optionsType(c))
 }
 
 // optionsType names the options c was built from, for advice.
