@@ -40,13 +40,13 @@ func (m *Manager) Acquire(ctx context.Context, id string) (*Lease, error) {
 	case <-f.done:
 	case <-ctx.Done():
 		m.mu.Lock()
-		left, last := !f.decided, f.lastErr // once decided, the result (a lease too) is this caller's
+		left := !f.decided // once decided, the result (a lease too) is this caller's
 		if left {
 			f.waiters--
 		}
 		m.mu.Unlock()
 		if left {
-			return nil, m.gaveUp(id, ctx.Err(), last)
+			return nil, m.gaveUp(id, ctx.Err(), f.lastErr.Load())
 		}
 		<-f.done
 	}
@@ -59,16 +59,18 @@ func (m *Manager) Acquire(ctx context.Context, id string) (*Lease, error) {
 // gaveUp is the error of an Acquire whose ctx ended first: ctx's, with
 // what the acquisition was waiting out (a failing attempt, or a session
 // that does not start again), so that an outage names its cause.
-func (m *Manager) gaveUp(id string, err, last error) error {
+func (m *Manager) gaveUp(id string, err error, last *error) error {
+	var waited string
 	switch startErr := m.startErr.Load(); {
 	case last != nil:
-		return fmt.Errorf("lease: acquire %s: %w (last attempt: %v)", m.routeKey(id), err, last)
-	case m.sess.Load() == nil && startErr != nil:
-		return fmt.Errorf("lease: acquire %s: %w (waiting for the node's session to start again: %v)", m.routeKey(id), err, *startErr)
-	case m.sess.Load() == nil:
-		return fmt.Errorf("lease: acquire %s: %w (waiting for the node's session to start again)", m.routeKey(id), err)
+		waited = fmt.Sprintf(" (last attempt: %v)", *last)
+	case m.sess.Load() != nil:
+	case startErr != nil:
+		waited = fmt.Sprintf(" (waiting for the node's session to start again: %v)", *startErr)
+	default:
+		waited = " (waiting for the node's session to start again)"
 	}
-	return fmt.Errorf("lease: acquire %s: %w", m.routeKey(id), err)
+	return fmt.Errorf("lease: acquire %s: %w%s", m.routeKey(id), err, waited)
 }
 
 // holderOnceDraining is Acquire's error for a room this draining node
@@ -188,9 +190,11 @@ func (m *Manager) acquireOnce(ctx context.Context, id string, f *flight, s *sess
 		err = m.retry(ctx, stillWanted, func(ctx context.Context) (err error) {
 			res, err = m.acquireCall(ctx, id, args)
 			unknown = unknown || err != nil && retryable(err)
-			m.mu.Lock()
-			f.lastErr = err
-			m.mu.Unlock()
+			if err != nil {
+				f.lastErr.Store(&err)
+			} else {
+				f.lastErr.Store(nil)
+			}
 			return err
 		})
 	}

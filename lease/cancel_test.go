@@ -322,15 +322,16 @@ func isReleaseHolder(cmd redis.Cmder) bool {
 func TestAnAcquireThatGivesUpSaysWhatItWaitedOut(t *testing.T) {
 	refused := fmt.Errorf("dial tcp 127.0.0.1:1: connect: %w", syscall.ECONNREFUSED)
 	tests := []struct {
-		name string
-		fail func(redis.Cmder) bool // the commands refused
-		want string
+		name        string
+		fail        func(redis.Cmder) bool // the commands refused
+		sessionLost bool                   // Acquire once the session is lost and its start failed
+		want        string
 	}{
-		{"attempts refused", func(cmd redis.Cmder) bool { return isScript(cmd, acquireScript) },
+		{"attempts refused", func(cmd redis.Cmder) bool { return isScript(cmd, acquireScript) }, false,
 			"(last attempt: dial tcp 127.0.0.1:1: connect: connection refused)"},
 		{"session not started again", func(cmd redis.Cmder) bool {
 			return isScript(cmd, sessionRenewScript) || isScript(cmd, sessionScript)
-		}, "(waiting for the node's session to start again: session room:node:{"},
+		}, true, "(waiting for the node's session to start again: session room:node:{"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -343,7 +344,7 @@ func TestAnAcquireThatGivesUpSaysWhatItWaitedOut(t *testing.T) {
 			}})
 			m := startManager(t, c, testConfig())
 			failing.Store(true)
-			if tt.name == "session not started again" {
+			if tt.sessionLost {
 				waitFor(t, "the session lost and its start failed", func() bool { return m.sess.Load() == nil && m.startErr.Load() != nil })
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 )
 
 // flight is one acquisition of a room, shared by every Acquire of the room
@@ -15,11 +16,13 @@ type flight struct {
 	lease *Lease
 	err   error
 	ctx   context.Context // the first caller's values, never cancelled
+	// lastErr is the last attempt's error, nil after one succeeded: what a
+	// caller that gives up was waiting out. Atomic: no lock per attempt.
+	lastErr atomic.Pointer[error]
 
 	// Under Manager.mu:
-	waiters int   // callers still waiting
-	decided bool  // the result is fixed: a caller that gives up now still gets it
-	lastErr error // the last attempt's error: what a caller that gives up was waiting out
+	waiters int  // callers still waiting
+	decided bool // the result is fixed: a caller that gives up now still gets it
 }
 
 // attach returns the lease held for id, or makes the caller a waiter of

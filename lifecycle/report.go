@@ -46,8 +46,9 @@ type Report struct {
 	// none did); and how much came after phase stop_intake and was refused
 	// (HTTP 503, gRPC UNAVAILABLE), which a longer DRAIN_DELAY would have
 	// served. Forwards from peers (drain.ForwardedHeader) are not counted:
-	// they follow a room, not the balancers. JSON: "arrivals" {after_flip, last_after_flip_ms,
-	// refused_after_intake}. docs/shutdown.md sets the delay from them.
+	// they follow a room, not the balancers. JSON: "arrivals" {after_flip,
+	// last_after_flip_ms, refused_after_intake}. docs/shutdown.md sets the
+	// delay from them.
 	ArrivedAfterFlip     uint64        `json:"-"`
 	LastArrivalAfterFlip time.Duration `json:"-"`
 	RefusedAfterIntake   uint64        `json:"-"`
