@@ -80,7 +80,7 @@ func newRedis(lc fx.Lifecycle, c config, m *lifecycle.Manager, log *slog.Logger)
 // would get.
 func embeddedTarget(addr string) redisTarget {
 	o := &redis.Options{Addr: addr}
-	_ = leaseSettings(&o.MaxRetries, &o.DialerRetries, &o.DialTimeout, &o.ContextTimeoutEnabled) // nothing set, nothing refused
+	_ = leaseSettings(&o.MaxRetries, &o.DialTimeout, &o.ContextTimeoutEnabled) // nothing set, nothing refused
 	return redisTarget{redacted: addr, client: func() redis.UniversalClient { return redis.NewClient(o) }}
 }
 
