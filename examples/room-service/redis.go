@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -80,7 +81,7 @@ func newRedis(lc fx.Lifecycle, c config, m *lifecycle.Manager, log *slog.Logger)
 // would get.
 func embeddedTarget(addr string) redisTarget {
 	o := &redis.Options{Addr: addr}
-	_ = leaseSettings(&o.MaxRetries, &o.DialTimeout, &o.ContextTimeoutEnabled) // nothing set, nothing refused
+	_ = leaseSettings(&o.MaxRetries, &o.DialerRetries, &o.DialTimeout, &o.ContextTimeoutEnabled) // nothing set, nothing refused
 	return redisTarget{redacted: addr, client: func() redis.UniversalClient { return redis.NewClient(o) }}
 }
 
@@ -157,4 +158,42 @@ func redisStarting(err error) bool {
 		}
 	}
 	return false
+}
+
+// followFailover has a Cluster client reload its slot map after a call
+// that failed without a reply from Redis. go-redis reloads the map by
+// itself only on a redirect, or once a minute, and a dead primary sends no
+// redirect: without this, room loads would keep dialing it long after its
+// replica took over. The lease manager asks after its own failures, but a
+// reload it asks for while the election runs can read a node that has not
+// learnt of it yet, and then nothing of the leases fails again to correct
+// it. The reload is go-redis's: in the background, coalesced.
+type followFailover struct{ c *redis.ClusterClient }
+
+func (h followFailover) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h followFailover) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		h.after(err)
+		return err
+	}
+}
+
+func (h followFailover) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		err := next(ctx, cmds)
+		h.after(err)
+		return err
+	}
+}
+
+// after asks for a reload if err is not Redis's reply (redis.Nil and
+// error replies are), the caller leaving, or the client closed.
+func (h followFailover) after(err error) {
+	var reply redis.Error
+	if err == nil || errors.As(err, &reply) || errors.Is(err, context.Canceled) || errors.Is(err, redis.ErrClosed) {
+		return
+	}
+	h.c.ReloadState(context.Background()) // it ignores the context
 }

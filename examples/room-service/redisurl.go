@@ -112,7 +112,7 @@ func parseRedis(env, raw string) (redisTarget, error) {
 	case envURL:
 		var o *redis.Options
 		if o, err = redis.ParseURL(raw); err == nil {
-			err = leaseSettings(&o.MaxRetries, &o.DialTimeout, &o.ContextTimeoutEnabled)
+			err = leaseSettings(&o.MaxRetries, &o.DialerRetries, &o.DialTimeout, &o.ContextTimeoutEnabled)
 			t.client = func() redis.UniversalClient { return redis.NewClient(o) }
 		}
 	case envSentinelURL:
@@ -121,15 +121,19 @@ func parseRedis(env, raw string) (redisTarget, error) {
 			if o.MasterName == "" {
 				err = errors.New("no master_name: want ?master_name=NAME, the name the sentinels monitor")
 			} else {
-				err = leaseSettings(&o.MaxRetries, &o.DialTimeout, &o.ContextTimeoutEnabled)
+				err = leaseSettings(&o.MaxRetries, &o.DialerRetries, &o.DialTimeout, &o.ContextTimeoutEnabled)
 			}
 			t.client = func() redis.UniversalClient { return redis.NewFailoverClient(o) }
 		}
 	case envClusterURL:
 		var o *redis.ClusterOptions
 		if o, err = redis.ParseClusterURL(raw); err == nil {
-			err = leaseSettings(&o.MaxRetries, &o.DialTimeout, &o.ContextTimeoutEnabled)
-			t.client = func() redis.UniversalClient { return redis.NewClusterClient(o) }
+			err = leaseSettings(&o.MaxRetries, &o.DialerRetries, &o.DialTimeout, &o.ContextTimeoutEnabled)
+			t.client = func() redis.UniversalClient {
+				c := redis.NewClusterClient(o)
+				c.AddHook(followFailover{c})
+				return c
+			}
 		}
 	}
 	if err != nil {
@@ -141,12 +145,19 @@ func parseRedis(env, raw string) (redisTarget, error) {
 // leaseSettings fills in what the URL left unset and refuses what would
 // let one Redis call outlive a lease's renewal budget: more than one retry.
 // Contexts always bound calls (go-redis ignores their deadlines otherwise).
-func leaseSettings(maxRetries *int, dialTimeout *time.Duration, contextTimeout *bool) error {
+// One dial per call, unless a Sentinel or Cluster URL says otherwise
+// (dialer_retries, which go-redis reads from those only): a
+// refused connection then says so, and a Cluster client's slot map reload
+// passes a dead primary at once (docs/leases.md, "The client you give it").
+func leaseSettings(maxRetries, dialerRetries *int, dialTimeout *time.Duration, contextTimeout *bool) error {
 	switch {
 	case *maxRetries > 1:
 		return fmt.Errorf("max_retries=%d: leases allow at most 1 (-1 for none)", *maxRetries)
 	case *maxRetries == 0: // unset: go-redis would retry 3 times
 		*maxRetries = 1
+	}
+	if *dialerRetries <= 0 { // unset, or -1, which go-redis reads alike: it would dial 5 times, 100 ms apart
+		*dialerRetries = 1
 	}
 	if *dialTimeout == 0 {
 		*dialTimeout = defaultDialTimeout

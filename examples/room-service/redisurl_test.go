@@ -78,3 +78,38 @@ func TestScrubErrKeepsIdentity(t *testing.T) {
 		t.Errorf("scrubErr(base) is not base: callers could no longer match it")
 	}
 }
+
+// TestRedisURLsDialOncePerCall: a client built from any of the three URLs
+// dials once per call unless the URL says otherwise, so a refused
+// connection says so and a Cluster client's slot map reload passes a dead
+// primary at once (go-redis dials 5 times, 100 ms apart, by default).
+func TestRedisURLsDialOncePerCall(t *testing.T) {
+	tests := []struct {
+		env, raw string
+		want     int
+	}{
+		{envURL, "redis://127.0.0.1:1", 1},
+		{envSentinelURL, "redis://127.0.0.1:1?master_name=m", 1},
+		{envClusterURL, "redis://127.0.0.1:1", 1},
+		{envClusterURL, "redis://127.0.0.1:1?dialer_retries=3", 3},
+		{envClusterURL, "redis://127.0.0.1:1?dialer_retries=-1", 1}, // go-redis would read -1 as its default, 5
+	}
+	for _, tt := range tests {
+		target, err := parseRedis(tt.env, tt.raw)
+		if err != nil {
+			t.Fatalf("parseRedis(%s, %q): %v", tt.env, tt.raw, err)
+		}
+		c := target.client()
+		var got int
+		switch c := c.(type) {
+		case *redis.Client:
+			got = c.Options().DialerRetries
+		case *redis.ClusterClient:
+			got = c.Options().DialerRetries
+		}
+		_ = c.Close()
+		if got != tt.want {
+			t.Errorf("%s=%s: DialerRetries %d; want %d", tt.env, tt.raw, got, tt.want)
+		}
+	}
+}
