@@ -167,7 +167,8 @@ func redisStarting(err error) bool {
 // replica took over. The lease manager asks after its own failures, but a
 // reload it asks for while the election runs can read a node that has not
 // learnt of it yet, and then nothing of the leases fails again to correct
-// it. The reload is go-redis's: in the background, coalesced.
+// it. The reload is go-redis's: in the background, coalesced. (go-redis
+// issue 3979, open at v9.23.0.)
 type followFailover struct{ c *redis.ClusterClient }
 
 func (h followFailover) DialHook(next redis.DialHook) redis.DialHook { return next }
