@@ -16,6 +16,11 @@
 //
 //	redis.NewClient(&redis.Options{Addr: addr, MaxRetries: 1, ContextTimeoutEnabled: true, DialerRetries: 1})
 //
+// On a Cluster, go-redis does not follow a failover by itself for up to a
+// minute: the Manager asks after its own failed calls, and your calls on
+// the same client need a hook that asks after theirs (docs/leases.md, "On
+// a Redis Cluster", has it).
+//
 // Make a Manager with [New], [Manager.Start] it, [Manager.Acquire] a room,
 // pass [Lease.Token] with every write and work under [Lease.Context], which
 // ends with the lease. A room this node cannot take goes where
