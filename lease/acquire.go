@@ -136,8 +136,11 @@ func (m *Manager) acquire(id string, f *flight) (*Lease, error) {
 	args := s.args
 	for range maxTakeOvers + 1 {
 		code, val, err = m.acquireOnce(ctx, id, f, s, args, stillWanted)
+		if err != nil || code != 0 { // val is the new fence: nothing to parse
+			break
+		}
 		node, epoch, _, ok := parseValue(val)
-		if err != nil || code != 0 || !ok {
+		if !ok {
 			break
 		}
 		takeOver := strings.HasPrefix(val, s.prefix)
