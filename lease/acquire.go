@@ -136,7 +136,7 @@ func (m *Manager) acquire(id string, f *flight) (*Lease, error) {
 	args := s.args
 	for range maxTakeOvers + 1 {
 		code, val, err = m.acquireOnce(ctx, id, f, s, args, stillWanted)
-		if err != nil || code != 0 { // val is the new fence: nothing to parse
+		if err != nil || code != 0 { // val is not a route value
 			break
 		}
 		node, epoch, _, ok := parseValue(val)

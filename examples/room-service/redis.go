@@ -161,14 +161,12 @@ func redisStarting(err error) bool {
 }
 
 // followFailover has a Cluster client reload its slot map after a call
-// that failed without a reply from Redis. go-redis reloads the map by
-// itself only on a redirect, or once a minute, and a dead primary sends no
-// redirect: without this, room loads would keep dialing it long after its
-// replica took over. The lease manager asks after its own failures, but a
-// reload it asks for while the election runs can read a node that has not
-// learnt of it yet, and then nothing of the leases fails again to correct
-// it. The reload is go-redis's: in the background, coalesced. (go-redis
-// issue 3979, open at v9.23.0.)
+// that failed as a failover explains: go-redis reloads it by itself only
+// on a redirect, or once a minute, and a dead primary sends none (go-redis
+// issue 3979, open at v9.23.0). The lease manager asks after its own
+// calls only; room loads share the client. The reload is go-redis's: in
+// the background, at most one every 200 ms. docs/leases.md ("On a Redis
+// Cluster") has the argument.
 type followFailover struct{ c *redis.ClusterClient }
 
 func (h followFailover) DialHook(next redis.DialHook) redis.DialHook { return next }
@@ -184,17 +182,36 @@ func (h followFailover) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 func (h followFailover) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
 		err := next(ctx, cmds)
-		h.after(err)
+		for _, cmd := range cmds { // err is the first command's: a redis.Nil may hide a refusal
+			if h.after(cmd.Err()) {
+				break
+			}
+		}
 		return err
 	}
 }
 
-// after asks for a reload if err is not Redis's reply (redis.Nil and
-// error replies are), the caller leaving, or the client closed.
-func (h followFailover) after(err error) {
-	var reply redis.Error
-	if err == nil || errors.As(err, &reply) || errors.Is(err, context.Canceled) || errors.Is(err, redis.ErrClosed) {
-		return
+// after asks for a reload if failoverExplains(err), and reports whether it did.
+func (h followFailover) after(err error) bool {
+	if !failoverExplains(err) {
+		return false
 	}
 	h.c.ReloadState(context.Background()) // it ignores the context
+	return true
+}
+
+// failoverExplains reports whether err may come from a slot map that names
+// a node no longer serving the slot: no reply (a failed connection, a
+// timeout), or a reply saying the node serves none now (CLUSTERDOWN,
+// TRYAGAIN), the failures lease asks after. Not redis.Nil or another
+// reply about the command, the caller leaving, or a closed client.
+func failoverExplains(err error) bool {
+	var reply redis.Error
+	switch {
+	case err == nil, errors.Is(err, context.Canceled), errors.Is(err, redis.ErrClosed):
+		return false
+	case errors.As(err, &reply):
+		return redis.HasErrorPrefix(err, "CLUSTERDOWN") || redis.HasErrorPrefix(err, "TRYAGAIN")
+	}
+	return true
 }

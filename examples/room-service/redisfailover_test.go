@@ -3,6 +3,9 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net"
+	"syscall"
 	"testing"
 	"time"
 
@@ -20,8 +23,9 @@ import (
 func TestClusterClientFollowsAFailover(t *testing.T) {
 	cl := redistest.StartClusterWith(t, redistest.ClusterConfig{Replicas: 1, NodeTimeout: time.Second,
 		Args: []string{"--cluster-require-full-coverage", "no"}})
-	// A pool no count of failed dials fills: go-redis then starts a
-	// background dial probe that outlives Close by up to a second (goleak).
+	// A pool too large for failed dials to reach PoolSize: go-redis then
+	// starts a background dial probe that outlives Close by up to a second
+	// (goleak).
 	target, err := parseRedis(envClusterURL, cl.URL()+"&pool_size=1000")
 	require.NoError(t, err)
 	rdb := target.client()
@@ -34,21 +38,59 @@ func TestClusterClientFollowsAFailover(t *testing.T) {
 	promoted, _ := cl.Failover(ctx, cl.PrimaryOf(ctx, key))
 	converged := time.Now()
 
-	// Ten seconds: a reload takes a round trip, and the cluster has
-	// converged already (Failover waits for it); go-redis's own comes
-	// after a minute.
-	callCtx, cancelCalls := context.WithTimeout(ctx, 10*time.Second)
+	// A reload takes a round trip once the cluster has converged (Failover
+	// waits for that); go-redis's own comes after a minute.
+	const within = 10 * time.Second
+	callCtx, cancelCalls := context.WithTimeout(ctx, within)
 	defer cancelCalls()
-	var last error
+	var last error // the last call's own error, not the loop's deadline
 	for callCtx.Err() == nil {
-		if last = rdb.Get(callCtx, key).Err(); last == nil || errors.Is(last, redis.Nil) { // served (nil: the SET was not replicated)
+		getCtx, cancelGet := context.WithTimeout(callCtx, time.Second)
+		err := rdb.Get(getCtx, key).Err()
+		cancelGet()
+		if err == nil || errors.Is(err, redis.Nil) { // served (nil: the SET was not replicated)
 			t.Logf("served %s after the cluster converged", time.Since(converged).Round(time.Millisecond))
 			return
 		}
-		select {
+		if callCtx.Err() == nil {
+			last = err
+		}
+		select { // spacing between calls, not a wait for a condition
 		case <-callCtx.Done():
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
-	t.Fatalf("GET %s after %s was promoted: still failing after 10 s: %v", key, promoted.Addr, last)
+	t.Fatalf("GET %s after %s was promoted: still failing %s after the cluster converged: %v", key, promoted.Addr, within, last)
+}
+
+// reply is an error reply from Redis, as go-redis returns one.
+type reply string
+
+func (r reply) Error() string { return string(r) }
+func (reply) RedisError()     {}
+
+func TestFailoverExplains(t *testing.T) {
+	refused := &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}
+	tests := []struct {
+		give error
+		want bool
+	}{
+		{nil, false},
+		{redis.Nil, false},
+		{reply("WRONGTYPE Operation against a key holding the wrong kind of value"), false},
+		{reply("NOSCRIPT No matching script"), false},
+		{context.Canceled, false},
+		{fmt.Errorf("get: %w", redis.ErrClosed), false},
+		{refused, true},
+		{fmt.Errorf("get: %w", refused), true},
+		{context.DeadlineExceeded, true},
+		{redis.ErrPoolTimeout, true},
+		{reply("CLUSTERDOWN The cluster is down"), true},
+		{reply("TRYAGAIN Multiple keys request during rehashing of slot"), true},
+	}
+	for _, tt := range tests {
+		if got := failoverExplains(tt.give); got != tt.want {
+			t.Errorf("failoverExplains(%v) = %v; want %v", tt.give, got, tt.want)
+		}
+	}
 }
