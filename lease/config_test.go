@@ -249,3 +249,34 @@ func TestStartWarnsOfDialRetriesLongerThanACall(t *testing.T) {
 		})
 	}
 }
+
+// TestStartWarnsOfASlowSlotMapReload: go-redis reloads a Cluster's slot
+// map without a context, waiting ReadTimeout (5 s by default) for a hung
+// node, so a failover of a primary that hangs is followed late; Start says
+// so once and what to set, and says nothing with both at most TTL/2.
+func TestStartWarnsOfASlowSlotMapReload(t *testing.T) {
+	cl := redistest.StartCluster(t)
+	tests := []struct {
+		name string
+		give time.Duration // ReadTimeout and DialTimeout
+		want int           // warnings
+	}{
+		{"go-redis's defaults, 5 s", 0, 1},
+		{"TTL/2", 500 * time.Millisecond, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := cl.ClientWith(&redis.ClusterOptions{MaxRetries: 1, ContextTimeoutEnabled: true, DialerRetries: 1,
+				ReadTimeout: tt.give, DialTimeout: tt.give})
+			var logs bytes.Buffer
+			cfg := testConfig()
+			cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+			startManager(t, c, cfg)
+			got := strings.Count(logs.String(), "level=WARN msg=\"lease: go-redis reloads the slot map without a context")
+			assert.Equal(t, tt.want, got, "warnings; got %d, want %d in %s", got, tt.want, logs.String())
+			if tt.want > 0 {
+				assert.Contains(t, logs.String(), "set ReadTimeout and DialTimeout at most 500ms in redis.ClusterOptions")
+			}
+		})
+	}
+}

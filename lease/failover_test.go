@@ -15,8 +15,8 @@ import (
 	"github.com/drainkit/drainkit/internal/redistest"
 )
 
-// TestClusterFailover kills primaries of a Redis Cluster with replicas
-// under a Manager holding rooms. A primary serving only room routes costs
+// TestClusterFailover kills or pauses primaries of a Redis Cluster with
+// replicas under a Manager holding rooms. A primary serving only room routes costs
 // nothing: the session lives elsewhere, so every lease is kept, and rooms
 // of its slots are acquired again once the replica is promoted. The
 // primary serving the node's session costs every lease, each told before
@@ -29,10 +29,29 @@ import (
 // (cluster-require-full-coverage no): with the default, every node refuses
 // every command for that while, and the session would be lost either way.
 func TestClusterFailover(t *testing.T) {
+	tests := []struct {
+		name     string
+		failover func(*redistest.Cluster, context.Context, *redistest.Server) (*redistest.Server, time.Time)
+	}{
+		// A killed primary refuses connections at once.
+		{"killed", (*redistest.Cluster).Failover},
+		// A paused one (a host gone, a partition) takes connections and
+		// answers nothing: every call to it ends at its timeout.
+		{"paused", (*redistest.Cluster).FailoverPaused},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) { testClusterFailover(t, tt.failover) })
+	}
+}
+
+func testClusterFailover(t *testing.T, failover func(*redistest.Cluster, context.Context, *redistest.Server) (*redistest.Server, time.Time)) {
 	cl := redistest.StartClusterWith(t, redistest.ClusterConfig{Replicas: 1, NodeTimeout: time.Second,
 		Args: []string{"--cluster-require-full-coverage", "no"}})
-	c := cl.ClientWith(&redis.ClusterOptions{MaxRetries: 1, ContextTimeoutEnabled: true})
 	cfg := testConfig()
+	// The client docs/leases.md gives: one dial, and go-redis's slot map
+	// reload (it has no context) waits at most TTL/2 for a hung node.
+	c := cl.ClientWith(&redis.ClusterOptions{MaxRetries: 1, ContextTimeoutEnabled: true, DialerRetries: 1,
+		ReadTimeout: cfg.TTL / 2, DialTimeout: cfg.TTL / 2})
 	lostAt := make(chan time.Time, 1)
 	cfg.OnLost = func(l *Lease, _ error) {
 		select {
@@ -66,7 +85,7 @@ func TestClusterFailover(t *testing.T) {
 	}
 
 	// A primary with routes only.
-	promoted, promotedAt := cl.Failover(ctx, routesOnly)
+	promoted, promotedAt := failover(cl, ctx, routesOnly)
 	t.Logf("routes only: replica %s promoted %s", promoted.Addr, time.Since(promotedAt).Round(time.Millisecond))
 	var ownerErr error
 	ok := eventually(t, "Owner of "+onRoutes+" read from the promoted replica", func() bool {
@@ -75,22 +94,22 @@ func TestClusterFailover(t *testing.T) {
 		return err == nil && o.Fence == kept.Token()
 	})
 	require.True(t, ok, "Owner of %s: last error %v", onRoutes, ownerErr)
-	require.NoError(t, kept.Context().Err(), "lease of a room on the killed primary %s: want kept, its session lives elsewhere", routesOnly.Addr)
+	require.NoError(t, kept.Context().Err(), "lease of a room on the failed primary %s: want kept, its session lives elsewhere", routesOnly.Addr)
 	require.NoError(t, l.Context().Err(), "lease of a room on the session's primary: want kept")
 	other := roomOn(t, ctx, cl, m, promoted)
 	_, err = m.Acquire(ctx, other)
 	require.NoError(t, err, "Acquire of another room on the promoted replica")
 
 	// The session's primary: the session is written before every
-	// confirmed renewal's reply, so it expires no later than killed + TTL.
-	killed := time.Now()
-	promoted, promotedAt = cl.Failover(ctx, session)
-	t.Logf("session: replica %s promoted %s after the kill", promoted.Addr, promotedAt.Sub(killed).Round(time.Millisecond))
+	// confirmed renewal's reply, so it expires no later than failed + TTL.
+	failed := time.Now()
+	promoted, promotedAt = failover(cl, ctx, session)
+	t.Logf("session: replica %s promoted %s after the primary failed", promoted.Addr, promotedAt.Sub(failed).Round(time.Millisecond))
 	select {
 	case at := <-lostAt:
-		assert.Less(t, at.Sub(killed), cfg.TTL, "from the kill to OnLost; want before the session's TTL %s", cfg.TTL)
+		assert.Less(t, at.Sub(failed), cfg.TTL, "from the primary's failure to OnLost; want before the session's TTL %s", cfg.TTL)
 	case <-ctx.Done():
-		require.FailNow(t, "leases never reported lost after the session's primary was killed")
+		require.FailNow(t, "leases never reported lost after the session's primary failed")
 	}
 	require.ErrorIs(t, context.Cause(l.Context()), ErrLost, "how the lease ended")
 	require.ErrorIs(t, context.Cause(kept.Context()), ErrLost, "how the other lease ended: with the session")
@@ -99,7 +118,11 @@ func TestClusterFailover(t *testing.T) {
 		again, err = m.Acquire(ctx, onSession)
 		return err == nil
 	})
-	t.Logf("%s acquired again %s after the promotion", onSession, time.Since(promotedAt).Round(time.Millisecond))
+	took := time.Since(promotedAt)
+	t.Logf("%s acquired again %s after the promotion", onSession, took.Round(time.Millisecond))
+	// A reload asking the failed primary waits at most TTL/2, the next one
+	// comes 200 ms later, then one more attempt: about a TTL in all.
+	assert.Less(t, took, 2*cfg.TTL, "from the promotion to the room acquired again")
 	assert.Greater(t, again.Token(), l.Token(), "fence after the failover; want above the lost lease's")
 	assert.Greater(t, again.epoch, l.epoch, "epoch after the failover")
 	assert.Equal(t, promoted, cl.PrimaryOf(ctx, m.nodeKey()), "the primary the new session is on")
@@ -161,7 +184,8 @@ func TestPlaceThroughAFailoverOfTheIndexPrimary(t *testing.T) {
 	// PoolSize: a pool that saw that many failed dials probes the server once
 	// a second on a goroutine of its own, which sees the client's Close only
 	// when it wakes, after goleak has looked. Pools open connections as used.
-	c := cl.ClientWith(&redis.ClusterOptions{MaxRetries: 1, ContextTimeoutEnabled: true, DialerRetries: 1, PoolSize: 1000})
+	c := cl.ClientWith(&redis.ClusterOptions{MaxRetries: 1, ContextTimeoutEnabled: true, DialerRetries: 1, PoolSize: 1000,
+		ReadTimeout: time.Second / 2, DialTimeout: time.Second / 2})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	probe, err := New(c, testConfig())

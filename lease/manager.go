@@ -115,8 +115,10 @@ func (m *Manager) Start(ctx context.Context) error {
 		m.starting = false
 		m.mu.Unlock()
 	}()
-	if w := redischeck.DialWarning(m.client, m.cfg.CallTimeout); w != "" {
-		m.cfg.Logger.Warn("lease: "+w, "node_id", m.cfg.Node)
+	for _, w := range []string{redischeck.DialWarning(m.client, m.cfg.CallTimeout), redischeck.ReloadWarning(m.client, m.cfg.TTL/2)} {
+		if w != "" {
+			m.cfg.Logger.Warn("lease: "+w, "node_id", m.cfg.Node)
+		}
 	}
 	retry := m.startRetry()
 	check := redischeck.Servers{AcceptEviction: m.cfg.AcceptEviction, Unsafe: ErrUnsafeServer, Logger: m.cfg.Logger,

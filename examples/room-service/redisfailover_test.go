@@ -16,11 +16,26 @@ import (
 )
 
 // TestClusterClientFollowsAFailover: the client REDIS_CLUSTER_URL builds
-// reaches a killed primary's slots again once its replica took over,
+// reaches a failed primary's slots again once its replica took over,
 // without a redirect or anyone else asking for a slot map reload (go-redis
 // reloads by itself once a minute): room loads share this client with the
-// leases, and would otherwise keep dialing the dead primary.
+// leases, and would otherwise keep calling the dead primary. A killed
+// primary refuses connections; a paused one (a host gone, a partition)
+// answers nothing, and holds go-redis's reload for its ReadTimeout.
 func TestClusterClientFollowsAFailover(t *testing.T) {
+	tests := []struct {
+		name     string
+		failover func(*redistest.Cluster, context.Context, *redistest.Server) (*redistest.Server, time.Time)
+	}{
+		{"killed", (*redistest.Cluster).Failover},
+		{"paused", (*redistest.Cluster).FailoverPaused},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) { testClusterClientFollowsAFailover(t, tt.failover) })
+	}
+}
+
+func testClusterClientFollowsAFailover(t *testing.T, failover func(*redistest.Cluster, context.Context, *redistest.Server) (*redistest.Server, time.Time)) {
 	cl := redistest.StartClusterWith(t, redistest.ClusterConfig{Replicas: 1, NodeTimeout: time.Second,
 		Args: []string{"--cluster-require-full-coverage", "no"}})
 	// A pool too large for failed dials to reach PoolSize: go-redis then
@@ -35,17 +50,19 @@ func TestClusterClientFollowsAFailover(t *testing.T) {
 	const key = "room:snapshot:{failover}"
 	require.NoError(t, rdb.Set(ctx, key, "v", 0).Err(), "SET before the failover: the client loads its slot map")
 
-	promoted, _ := cl.Failover(ctx, cl.PrimaryOf(ctx, key))
+	promoted, _ := failover(cl, ctx, cl.PrimaryOf(ctx, key))
 	converged := time.Now()
 
-	// A reload takes a round trip once the cluster has converged (Failover
-	// waits for that); go-redis's own comes after a minute.
-	const within = 10 * time.Second
+	// Once the cluster has converged (Failover waits for that), a reload
+	// takes a round trip, or clusterTimeout more if it asks the paused
+	// primary first, and go-redis waits 200 ms between reloads; its own
+	// comes after a minute. Each call has a budget of its own.
+	const within, call = 3 * time.Second, 250 * time.Millisecond
 	callCtx, cancelCalls := context.WithTimeout(ctx, within)
 	defer cancelCalls()
 	var last error // the last call's own error, not the loop's deadline
 	for callCtx.Err() == nil {
-		getCtx, cancelGet := context.WithTimeout(callCtx, time.Second)
+		getCtx, cancelGet := context.WithTimeout(callCtx, call)
 		err := rdb.Get(getCtx, key).Err()
 		cancelGet()
 		if err == nil || errors.Is(err, redis.Nil) { // served (nil: the SET was not replicated)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"net/url"
@@ -9,6 +10,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/drainkit/drainkit/lease"
 )
 
 // The variables that say where Redis is, one per topology, each parsed by
@@ -38,6 +41,14 @@ const (
 // set dial_timeout: go-redis's 5 s would hold a start, and every call
 // that needs a new connection, for longer than a lease renewal may take.
 const defaultDialTimeout = time.Second
+
+// clusterTimeout is a Cluster client's ReadTimeout and DialTimeout when the
+// URL does not set them (go-redis's are 5 s): go-redis reloads the slot map
+// without a context and waits that long for a node that does not answer,
+// so a failover of a primary that hangs rather than dies is followed that
+// much later. lease warns above TTL/2; this is MinTTL/2, below it for every
+// LEASE_TTL.
+const clusterTimeout = lease.MinTTL / 2
 
 // redisTarget is the Redis the service uses.
 type redisTarget struct {
@@ -128,6 +139,8 @@ func parseRedis(env, raw string) (redisTarget, error) {
 	case envClusterURL:
 		var o *redis.ClusterOptions
 		if o, err = redis.ParseClusterURL(raw); err == nil {
+			o.ReadTimeout = cmp.Or(o.ReadTimeout, clusterTimeout)
+			o.DialTimeout = cmp.Or(o.DialTimeout, clusterTimeout)
 			err = leaseSettings(&o.MaxRetries, &o.DialerRetries, &o.DialTimeout, &o.ContextTimeoutEnabled)
 			t.client = func() redis.UniversalClient {
 				c := redis.NewClusterClient(o)

@@ -4,8 +4,12 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/drainkit/drainkit/internal/redischeck"
+	"github.com/drainkit/drainkit/lease"
 )
 
 func TestRedact(t *testing.T) {
@@ -110,6 +114,36 @@ func TestRedisURLsDialOncePerCall(t *testing.T) {
 		_ = c.Close()
 		if got != tt.want {
 			t.Errorf("%s=%s: DialerRetries %d; want %d", tt.env, tt.raw, got, tt.want)
+		}
+	}
+}
+
+// TestClusterURLBoundsTheSlotMapReload: go-redis reloads a Cluster's slot
+// map without a context, waiting ReadTimeout (DialTimeout to connect) for
+// a node that does not answer; REDIS_CLUSTER_URL's client keeps both under
+// what lease warns of (TTL/2) unless the URL sets them.
+func TestClusterURLBoundsTheSlotMapReload(t *testing.T) {
+	tests := []struct {
+		raw        string
+		read, dial time.Duration
+		warns      bool // lease's Start warns of it, at the shortest TTL
+	}{
+		{"redis://127.0.0.1:1", clusterTimeout, clusterTimeout, false},
+		{"redis://127.0.0.1:1?read_timeout=2s&dial_timeout=3s", 2 * time.Second, 3 * time.Second, true},
+	}
+	for _, tt := range tests {
+		target, err := parseRedis(envClusterURL, tt.raw)
+		if err != nil {
+			t.Fatalf("parseRedis(%s, %q): %v", envClusterURL, tt.raw, err)
+		}
+		c := target.client().(*redis.ClusterClient)
+		o, warning := c.Options(), redischeck.ReloadWarning(c, lease.MinTTL/2)
+		_ = c.Close()
+		if o.ReadTimeout != tt.read || o.DialTimeout != tt.dial {
+			t.Errorf("%s=%s: ReadTimeout %s, DialTimeout %s; want %s, %s", envClusterURL, tt.raw, o.ReadTimeout, o.DialTimeout, tt.read, tt.dial)
+		}
+		if got := warning != ""; got != tt.warns {
+			t.Errorf("%s=%s: lease warns %v (%q); want %v", envClusterURL, tt.raw, got, warning, tt.warns)
 		}
 	}
 }

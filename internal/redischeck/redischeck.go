@@ -145,6 +145,40 @@ func DialWarning(c redis.UniversalClient, callTimeout time.Duration) string {
 		retried, retries, wait, callTimeout.Truncate(time.Millisecond), failover, optionsType(c))
 }
 
+// ReloadWarning says, or returns "", when a Cluster client's ReadTimeout
+// or DialTimeout exceeds bound (go-redis's defaults are 5 s each). go-redis
+// reloads its slot map without a context, asking one node after another
+// and waiting that long for each that does not answer: after the failover
+// of a primary that hangs rather than dies (a partition, a host gone), the
+// new slot map, and with it the promoted replica, comes that much later.
+// Other clients have no slot map; their calls are bounded by their context.
+func ReloadWarning(c redis.UniversalClient, bound time.Duration) string {
+	cl, ok := c.(*redis.ClusterClient)
+	if !ok {
+		return ""
+	}
+	o := cl.Options() // as go-redis resolved them: a ReadTimeout of 0 is none
+	var over []string
+	for _, t := range []struct {
+		name string
+		d    time.Duration
+	}{{"ReadTimeout", o.ReadTimeout}, {"DialTimeout", o.DialTimeout}} {
+		switch {
+		case t.d <= 0:
+			over = append(over, t.name+" -1 (none)")
+		case t.d > bound:
+			over = append(over, t.name+" "+t.d.String())
+		}
+	}
+	if len(over) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("go-redis reloads the slot map without a context, waiting for each node that does not answer up to %s: "+
+		"a failover of a primary that hangs instead of dying is followed that much later; "+
+		"set ReadTimeout and DialTimeout at most %s in %s (docs/leases.md, \"The client you give it\")",
+		strings.Join(over, " and "), bound.Truncate(time.Millisecond), optionsType(c))
+}
+
 // optionsType names the options c was built from, for advice.
 func optionsType(c redis.UniversalClient) string {
 	switch cl := c.(type) {

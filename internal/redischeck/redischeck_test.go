@@ -68,3 +68,38 @@ func TestDialWarning(t *testing.T) {
 		})
 	}
 }
+
+// TestReloadWarning: go-redis's default timeouts (5 s) hold a Cluster
+// client's slot map reload on a hung node past the bound; timeouts within
+// it, and clients without a slot map, give no warning.
+func TestReloadWarning(t *testing.T) {
+	const bound = 500 * time.Millisecond
+	seeds := []string{"127.0.0.1:1"}
+	tests := []struct {
+		name string
+		give redis.UniversalClient
+		want []string // substrings; none: no warning
+	}{
+		{"cluster defaults", redis.NewClusterClient(&redis.ClusterOptions{Addrs: seeds}),
+			[]string{"does not answer up to ReadTimeout 5s and DialTimeout 5s:", "at most 500ms in redis.ClusterOptions"}},
+		{"within the bound", redis.NewClusterClient(&redis.ClusterOptions{Addrs: seeds, ReadTimeout: bound, DialTimeout: bound}), nil},
+		{"read timeout only", redis.NewClusterClient(&redis.ClusterOptions{Addrs: seeds, DialTimeout: bound}),
+			[]string{"up to ReadTimeout 5s:"}},
+		{"no read timeout", redis.NewClusterClient(&redis.ClusterOptions{Addrs: seeds, ReadTimeout: -1, DialTimeout: bound}),
+			[]string{"up to ReadTimeout -1 (none):"}},
+		{"standalone", redis.NewClient(&redis.Options{Addr: seeds[0]}), nil},
+		{"sentinel", redis.NewFailoverClient(&redis.FailoverOptions{MasterName: "m", SentinelAddrs: seeds}), nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			defer func() { _ = tt.give.Close() }()
+			got := ReloadWarning(tt.give, bound)
+			if tt.want == nil {
+				assert.Empty(t, got)
+			}
+			for _, w := range tt.want {
+				assert.Contains(t, got, w)
+			}
+		})
+	}
+}

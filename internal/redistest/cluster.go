@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -56,6 +57,9 @@ type Cluster struct {
 
 	t   testing.TB
 	cfg ClusterConfig
+
+	mu     sync.Mutex
+	paused []*Server // by FailoverPaused: not asked, as they answer nothing
 }
 
 // StartCluster starts three cluster-enabled redis-servers with no
@@ -155,6 +159,13 @@ func (c *Cluster) all() []*Server {
 	return append(slices.Clone(c.Servers), slices.Concat(c.Replicas...)...)
 }
 
+// down reports whether s answers nothing: killed, or paused by FailoverPaused.
+func (c *Cluster) down(s *Server) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return s.Exited() || slices.Contains(c.paused, s)
+}
+
 // Client returns a cluster client for the nodes, closed at cleanup.
 func (c *Cluster) Client() *redis.ClusterClient {
 	return c.ClientWith(&redis.ClusterOptions{})
@@ -204,7 +215,7 @@ func (c *Cluster) NodeID(s *Server) string {
 func (c *Cluster) PrimaryOf(ctx context.Context, key string) *Server {
 	c.t.Helper()
 	for _, s := range c.all() {
-		if s.Exited() {
+		if c.down(s) {
 			continue
 		}
 		cl := nodeClient(s)
@@ -244,11 +255,31 @@ func (c *Cluster) server(addr string) *Server {
 // replica and when it was first seen answering ROLE as a primary.
 func (c *Cluster) Failover(ctx context.Context, primary *Server) (*Server, time.Time) {
 	c.t.Helper()
+	return c.failover(ctx, primary, primary.Kill)
+}
+
+// FailoverPaused is [Cluster.Failover] with primary paused (SIGSTOP)
+// instead of killed, as a host that vanished or a partition leaves it: its
+// port still takes connections and answers nothing, so clients see
+// timeouts rather than refused connections. It stays paused; cleanup
+// kills it.
+func (c *Cluster) FailoverPaused(ctx context.Context, primary *Server) (*Server, time.Time) {
+	c.t.Helper()
+	return c.failover(ctx, primary, func() {
+		primary.Pause()
+		c.mu.Lock()
+		c.paused = append(c.paused, primary)
+		c.mu.Unlock()
+	})
+}
+
+func (c *Cluster) failover(ctx context.Context, primary *Server, stop func()) (*Server, time.Time) {
+	c.t.Helper()
 	replicas := c.replicasOf(ctx, primary)
 	if len(replicas) == 0 {
 		c.t.Fatalf("redistest: %s has no replica to fail over to", primary.Addr)
 	}
-	primary.Kill()
+	stop()
 	var promoted *Server
 	var at time.Time
 	for promoted == nil {
@@ -390,7 +421,7 @@ func (c *Cluster) waitConverged(ctx context.Context, gone *Server) {
 	for {
 		last = ""
 		for _, s := range c.all() {
-			if s == gone || s.Exited() {
+			if s == gone || c.down(s) {
 				continue
 			}
 			if last = nodeConverged(ctx, s, len(c.all()), gone); last != "" {
