@@ -12,7 +12,8 @@ import (
 
 // Release ends the lease (its context first) and compare-and-DELs its
 // route, retried while ctx lasts and its session does. It returns nil once
-// the route is gone (the room is free), an error wrapping [ErrNotHeld] if
+// the route is gone (the room is free, or this node took it again
+// meanwhile), an error wrapping [ErrNotHeld] if
 // the session ended or the route is someone else's (do not fail a drain on
 // it), or the Redis error. A lease the drain's hand-off took is the hand-off's: Release
 // returns [ErrLeftToExpire] or [ErrDraining] and touches nothing.
@@ -92,11 +93,12 @@ func (m *Manager) releaseEach(ctx context.Context, leases []*Lease, done func(*L
 				retry, retryErr = append(retry, l), cmp.Or(retryErr, err)
 			case err != nil:
 				done(l, err)
-			case n >= 0: // release.lua: 1 deleted, 0 gone, -1 someone else's
+			case n >= 0: // release.lua: 1 deleted, 0 gone, 2 replaced by this session, -1 someone else's
 				// Gone is free: nobody else deletes a route of a live session
 				// (whileSession), so an earlier attempt whose reply was lost
 				// did, or go-redis's own resend of one found it done; and if
 				// the session has ended in Redis unseen, the room is free too.
+				// Replaced: this node took the room again meanwhile.
 				done(l, nil)
 			default:
 				done(l, fmt.Errorf("taken by another holder: %w", ErrNotHeld))

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -181,4 +182,37 @@ func TestACallerLeavesAnAcquisitionWhoseSessionWasLostAtItsCtx(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("Acquire still waits after its ctx ended, the clean-up held")
 	}
+}
+
+// TestReleaseRacingItsOwnReacquireIsReleased: a lease leaves the set
+// before its route's compare-and-DEL is sent, and a request for the room
+// in between takes the route over on this very node (a route of its own
+// session that no lease has is nobody's). The release then finds a later
+// value of its session: its own value is gone, the room is this node's,
+// and the release succeeded, counted as one; "taken by another holder"
+// before, with no other holder.
+func TestReleaseRacingItsOwnReacquireIsReleased(t *testing.T) {
+	b := standalone(t)
+	var m *Manager
+	var armed atomic.Bool
+	var again *Lease
+	var againErr error
+	hook := cmdHook{fn: func(ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error {
+		if isScript(cmd, releaseScript) && armed.CompareAndSwap(true, false) {
+			again, againErr = m.Acquire(context.Background(), "r") // between the lease's end and its route's delete
+		}
+		return next(ctx, cmd)
+	}}
+	m = startManager(t, b.client(hook), testConfig())
+	l, err := m.Acquire(context.Background(), "r")
+	require.NoError(t, err)
+	armed.Store(true)
+	rerr := l.Release(context.Background())
+	require.NoError(t, againErr, "Acquire during the release")
+	require.NotSame(t, l, again)
+	assert.NoError(t, rerr, "Release of a lease whose room this node took again")
+	assert.Equal(t, 1.0, testutil.ToFloat64(m.met.released), "released")
+	o, err := m.Owner(context.Background(), "r")
+	require.NoError(t, err)
+	assert.Equal(t, again.Token(), o.Fence, "the room's holder: the later lease")
 }

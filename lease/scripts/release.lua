@@ -9,7 +9,9 @@
 -- of its session up to that fence is a lease nobody holds, and a later
 -- acquisition's (a higher fence) is never deleted, however late this
 -- call runs.
--- Returns 1 deleted, 0 gone, -1 someone else's.
+-- Returns 1 deleted, 0 gone, 2 replaced by a later lease of the same
+-- session (this node took the room again between the lease's end and this
+-- call: the value is gone all the same), -1 someone else's.
 local cur = redis.call('GET', KEYS[1])
 if not cur then
   return 0
@@ -17,6 +19,10 @@ end
 local ofSession = ARGV[2] == 'session' and string.sub(cur, 1, #ARGV[1]) == ARGV[1] and
   (tonumber(string.sub(cur, #ARGV[1] + 1)) or math.huge) <= tonumber(ARGV[3])
 if cur ~= ARGV[1] and not ofSession then
+  local session = ARGV[2] ~= 'session' and string.match(ARGV[1], '^(.*|)%d+$')
+  if session and string.sub(cur, 1, #session) == session then
+    return 2
+  end
   return -1
 end
 redis.call('DEL', KEYS[1])
