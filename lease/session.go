@@ -53,6 +53,8 @@ func (m *Manager) startSession(ctx context.Context) error {
 		return fmt.Errorf("session %s: %w", m.nodeKey(), err)
 	case len(res) != 2:
 		return fmt.Errorf("session %s: unexpected reply %v", m.nodeKey(), res)
+	case res[0] == 0 && res[1] < 0: // PTTL: it never expires, so waiting is no use
+		return fmt.Errorf("session %s has no TTL: no lease Manager wrote it (node id %q); delete it", m.nodeKey(), m.cfg.Node)
 	case res[0] == 0:
 		return fmt.Errorf("session %s: %w (node id %q; it expires in %dms)", m.nodeKey(), errSessionBusy, m.cfg.Node, res[1])
 	}
@@ -243,7 +245,7 @@ func (m *Manager) restart(ctx context.Context) error {
 	case err == nil:
 		m.startErr.Store(nil)
 		m.cfg.Logger.Info("lease session started again", "node_id", m.cfg.Node, "epoch", m.lastEpoch.Load())
-	case ctx.Err() == nil:
+	case ctx.Err() == nil && !errors.Is(err, ErrNotRunning): // not running: Stop came, nothing failed
 		m.followTopology(err)
 		m.met.heartbeatErrors.Inc()
 		if m.startErr.Swap(&err) == nil { // an outage is one line, not one per tick

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -410,4 +411,36 @@ func TestRestartAtOnceWithoutADeadlineWaitsTheOldSessionOut(t *testing.T) {
 
 	next := startManager(t, c, cfg)
 	assert.NotEqual(t, int64(5), next.lastEpoch.Load(), "the restarted process's epoch")
+}
+
+// TestStartRefusesASessionKeyWithoutTTLAtOnce: a node's session key that
+// never expires (no lease Manager wrote it) fails Start at once, saying
+// so: waiting for it is no use. Before, Start waited out its whole ctx and
+// said the key "expires in -1ms".
+func TestStartRefusesASessionKeyWithoutTTLAtOnce(t *testing.T) {
+	c := standalone(t).client()
+	ctx := context.Background()
+	cfg := testConfig()
+	m, err := New(c, cfg)
+	require.NoError(t, err)
+	require.NoError(t, c.HSet(ctx, m.nodeKey(), "epoch", "7", "holder", "someone").Err())
+	sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	err = m.Start(sctx)
+	require.ErrorContains(t, err, m.nodeKey()+" has no TTL")
+	assert.NoError(t, sctx.Err(), "Start returned at its ctx's end: want at once")
+}
+
+// TestARestartCutShortByStopIsNoFailure: a tick that must start a session
+// again while Stop comes gets ErrNotRunning: nothing failed, so no failed
+// renewal is counted and no WARN says the session is not started yet.
+func TestARestartCutShortByStopIsNoFailure(t *testing.T) {
+	var logs bytes.Buffer
+	cfg := testConfig()
+	cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	m := startManager(t, standalone(t).client(), cfg)
+	require.NoError(t, m.Stop(context.Background()))
+	require.ErrorIs(t, m.restart(context.Background()), ErrNotRunning)
+	assert.Zero(t, testutil.ToFloat64(m.met.heartbeatErrors), "failed renewals counted")
+	assert.NotContains(t, logs.String(), "not started again yet")
 }
