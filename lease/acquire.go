@@ -40,7 +40,7 @@ func (m *Manager) Acquire(ctx context.Context, id string) (*Lease, error) {
 	case <-f.done:
 	case <-ctx.Done():
 		m.mu.Lock()
-		left := !f.decided // once decided, the result (a lease too) is this caller's
+		left := !f.decided || f.failed // once decided on a lease, the lease is this caller's
 		if left {
 			f.waiters--
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -354,5 +355,51 @@ func TestAnAcquireThatGivesUpSaysWhatItWaitedOut(t *testing.T) {
 			assert.Contains(t, err.Error(), tt.want)
 			failing.Store(false) // the flight, left behind, ends; Stop waits for it
 		})
+	}
+}
+
+// TestAnAcquireLeavesAtItsCtxWhileItsFailedAcquisitionCleansUp: the flip
+// comes during an attempt whose reply is lost, so the acquisition fails
+// and deletes the route that attempt may have written, retried while the
+// session lives whatever the caller's ctx. A caller whose ctx ends meanwhile
+// returns at once: the result is an error, so it loses nothing by leaving.
+// It waited for the clean-up before (up to a TTL with Redis failing).
+func TestAnAcquireLeavesAtItsCtxWhileItsFailedAcquisitionCleansUp(t *testing.T) {
+	var m *Manager
+	var armed atomic.Bool
+	cleaning, cleanup := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	hook := cmdHook{fn: func(ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error {
+		switch {
+		case isScript(cmd, acquireScript) && armed.CompareAndSwap(true, false):
+			if err := next(ctx, cmd); err != nil {
+				return err
+			}
+			m.BeginDrain() // the flip, while the attempt's reply is on its way
+			return fmt.Errorf("reply lost: %w", context.DeadlineExceeded)
+		case isReleaseHolder(cmd):
+			once.Do(func() { close(cleaning) })
+			<-cleanup // the clean-up's call hangs until the test is done
+		}
+		return next(ctx, cmd)
+	}}
+	m = startManager(t, standalone(t).client(hook), testConfig())
+	defer close(cleanup) // before Stop, which waits for the acquisition
+	armed.Store(true)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	errc := make(chan error, 1)
+	go func() {
+		_, err := m.Acquire(ctx, "r")
+		errc <- err
+	}()
+	<-cleaning // decided: the attempt failed, and its route is being deleted
+	cancel()
+	select {
+	case err := <-errc:
+		require.ErrorIs(t, err, context.Canceled)
+		assert.ErrorContains(t, err, "reply lost", "what the acquisition waited out")
+	case <-time.After(5 * time.Second):
+		t.Fatal("Acquire still waiting for its acquisition's clean-up after its ctx ended")
 	}
 }

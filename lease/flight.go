@@ -22,7 +22,8 @@ type flight struct {
 
 	// Under Manager.mu:
 	waiters int  // callers still waiting
-	decided bool // the result is fixed: a caller that gives up now still gets it
+	decided bool // the result is fixed: a caller that gives up now still gets it…
+	failed  bool // …unless it is an error: nothing is lost by leaving its clean-up
 }
 
 // attach returns the lease held for id, or makes the caller a waiter of
@@ -104,7 +105,7 @@ func (m *Manager) unwanted(f *flight) error {
 	default:
 		return nil
 	}
-	f.decided = true
+	f.decided, f.failed = true, true
 	return err
 }
 
