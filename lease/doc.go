@@ -12,8 +12,8 @@
 // twice (a Cluster client's redirects aside), and reads must not reach a
 // replica: [New] refuses a client that could do otherwise, naming each
 // option, and [Manager.Start] warns of dial retries that outlast a call,
-// and of a Cluster client whose ReadTimeout or DialTimeout exceeds TTL/2
-// (docs/leases.md lists them). For example:
+// and of a Cluster client whose timeouts let a slot map reload wait more
+// than TTL/2 for a hung node (docs/leases.md lists them). For example:
 //
 //	redis.NewClient(&redis.Options{Addr: addr, MaxRetries: 1, ContextTimeoutEnabled: true, DialerRetries: 1})
 //

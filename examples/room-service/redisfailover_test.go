@@ -54,9 +54,9 @@ func testClusterClientFollowsAFailover(t *testing.T, failover func(*redistest.Cl
 	converged := time.Now()
 
 	// Once the cluster has converged (Failover waits for that), a reload
-	// takes a round trip, or clusterTimeout more if it asks the paused
-	// primary first, and go-redis waits 200 ms between reloads; its own
-	// comes after a minute. Each call has a budget of its own.
+	// takes a round trip, or up to two clusterReadTimeouts more if it asks
+	// the paused primary first, and go-redis waits 200 ms between reloads;
+	// its own comes after a minute. Each call has a budget of its own.
 	const within, call = 3 * time.Second, 250 * time.Millisecond
 	callCtx, cancelCalls := context.WithTimeout(ctx, within)
 	defer cancelCalls()

@@ -42,13 +42,18 @@ const (
 // that needs a new connection, for longer than a lease renewal may take.
 const defaultDialTimeout = time.Second
 
-// clusterTimeout is a Cluster client's ReadTimeout and DialTimeout when the
-// URL does not set them (go-redis's are 5 s): go-redis reloads the slot map
-// without a context and waits that long for a node that does not answer,
-// so a failover of a primary that hangs rather than dies is followed that
-// much later. lease warns above TTL/2; this is MinTTL/2, below it for every
-// LEASE_TTL.
-const clusterTimeout = lease.MinTTL / 2
+// A Cluster client's ReadTimeout and DialTimeout when the URL does not set
+// them (go-redis's are 5 s): go-redis reloads the slot map without a
+// context and waits for a node that does not answer a read on each of its
+// tries (two: max_retries 1) and a dial, so a failover of a primary that
+// hangs rather than dies is followed that much later. lease warns above
+// TTL/2 each; these stay within it for every LEASE_TTL (at least MinTTL).
+// They cap every attempt of the service's own calls too: its fenced writes
+// may be sent again.
+const (
+	clusterReadTimeout = lease.MinTTL / 4
+	clusterDialTimeout = lease.MinTTL / 2
+)
 
 // redisTarget is the Redis the service uses.
 type redisTarget struct {
@@ -139,8 +144,8 @@ func parseRedis(env, raw string) (redisTarget, error) {
 	case envClusterURL:
 		var o *redis.ClusterOptions
 		if o, err = redis.ParseClusterURL(raw); err == nil {
-			o.ReadTimeout = cmp.Or(o.ReadTimeout, clusterTimeout)
-			o.DialTimeout = cmp.Or(o.DialTimeout, clusterTimeout)
+			o.ReadTimeout = cmp.Or(o.ReadTimeout, clusterReadTimeout)
+			o.DialTimeout = cmp.Or(o.DialTimeout, clusterDialTimeout)
 			err = leaseSettings(&o.MaxRetries, &o.DialerRetries, &o.DialTimeout, &o.ContextTimeoutEnabled)
 			t.client = func() redis.UniversalClient {
 				c := redis.NewClusterClient(o)

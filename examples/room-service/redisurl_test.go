@@ -128,7 +128,7 @@ func TestClusterURLBoundsTheSlotMapReload(t *testing.T) {
 		read, dial time.Duration
 		warns      bool // lease's Start warns of it, at the shortest TTL
 	}{
-		{"redis://127.0.0.1:1", clusterTimeout, clusterTimeout, false},
+		{"redis://127.0.0.1:1", clusterReadTimeout, clusterDialTimeout, false},
 		{"redis://127.0.0.1:1?read_timeout=2s&dial_timeout=3s", 2 * time.Second, 3 * time.Second, true},
 	}
 	for _, tt := range tests {

@@ -88,8 +88,12 @@ func Client(c redis.UniversalClient, callTimeout time.Duration) error {
 	if len(bad) == 0 {
 		return nil
 	}
-	return fmt.Errorf("%T options cannot keep leases: %s; e.g. MaxRetries: 1, ContextTimeoutEnabled: true, DialerRetries: 1 in %s",
-		c, strings.Join(bad, "; "), options)
+	advice := ""
+	if _, ok := c.(*redis.ClusterClient); ok {
+		advice = ", with ReadTimeout and DialTimeout as docs/leases.md gives"
+	}
+	return fmt.Errorf("%T options cannot keep leases: %s; e.g. MaxRetries: 1, ContextTimeoutEnabled: true, DialerRetries: 1 in %s%s",
+		c, strings.Join(bad, "; "), options, advice)
 }
 
 // DialWarning says, or returns "", when go-redis retries a refused dial
@@ -116,14 +120,7 @@ func DialWarning(c redis.UniversalClient, callTimeout time.Duration) string {
 	if ownBackoff {
 		return ""
 	}
-	// What the pool does with what its options leave (a Cluster client's
-	// keep -1, which each node's pool reads as the default).
-	if retries <= 0 {
-		retries = 5
-	}
-	if wait <= 0 {
-		wait = 100 * time.Millisecond
-	}
+	retries, wait = dials(retries, wait)
 	retried := time.Duration(retries-1) * wait
 	if retried < callTimeout {
 		return ""
@@ -138,37 +135,55 @@ func DialWarning(c redis.UniversalClient, callTimeout time.Duration) string {
 		retried, retries, wait, callTimeout.Truncate(time.Millisecond), failover, optionsType(c))
 }
 
-// ReloadWarning says, or returns "", when a Cluster client's ReadTimeout
-// or DialTimeout exceeds bound (go-redis's defaults are 5 s each). go-redis
-// reloads its slot map without a context, asking one node after another
-// and waiting that long for each that does not answer: after the failover
-// of a primary that hangs rather than dies (a partition, a host gone), the
-// new slot map, and with it the promoted replica, comes that much later.
-// Other clients have no slot map; their calls are bounded by their context.
+// dials is how many times a pool dials and how long it waits between
+// dials, from what its options leave (a Cluster client's keep -1, which
+// each node's pool reads as the default: 5, 100 ms apart).
+func dials(retries int, wait time.Duration) (int, time.Duration) {
+	if retries <= 0 {
+		retries = 5
+	}
+	if wait <= 0 {
+		wait = 100 * time.Millisecond
+	}
+	return retries, wait
+}
+
+// ReloadWarning says, or returns "", when a Cluster client could wait
+// longer than bound for one node while reloading its slot map: go-redis
+// does it without a context, waiting for each node that does not answer
+// ReadTimeout on every try of the read (MaxRetries sends it again) or
+// DialTimeout on every dial. After the failover of a primary that hangs
+// rather than dies, the promoted replica is reached that much later. A
+// client with ClusterSlots of its own does not ask the nodes.
 func ReloadWarning(c redis.UniversalClient, bound time.Duration) string {
 	cl, ok := c.(*redis.ClusterClient)
-	if !ok {
+	if !ok || cl.Options().ClusterSlots != nil {
 		return ""
 	}
-	o := cl.Options() // as go-redis resolved them: a ReadTimeout of 0 is none
+	o := cl.Options() // as go-redis resolved them: a ReadTimeout of 0 is none, a MaxRetries of -1 none
+	tries := max(o.MaxRetries, 0) + 1
+	n, wait := dials(o.DialerRetries, o.DialerRetryTimeout)
+	if o.DialerRetryBackoff != nil {
+		wait = 0 // the caller's own: counted as none
+	}
+	read, dial := time.Duration(tries)*o.ReadTimeout, time.Duration(n)*o.DialTimeout+time.Duration(n-1)*wait
 	var over []string
-	for _, t := range []struct {
-		name string
-		d    time.Duration
-	}{{"ReadTimeout", o.ReadTimeout}, {"DialTimeout", o.DialTimeout}} {
-		switch {
-		case t.d <= 0:
-			over = append(over, t.name+" -1 (none)")
-		case t.d > bound:
-			over = append(over, t.name+" "+t.d.String())
-		}
+	switch {
+	case o.ReadTimeout <= 0:
+		over = append(over, "without end to read (ReadTimeout -1, none)")
+	case read > bound:
+		over = append(over, fmt.Sprintf("%s to read (ReadTimeout %s × %d tries, MaxRetries %d)", read, o.ReadTimeout, tries, o.MaxRetries))
+	}
+	if dial > bound {
+		over = append(over, fmt.Sprintf("%s to connect (DialTimeout %s × %d dials)", dial, o.DialTimeout, n))
 	}
 	if len(over) == 0 {
 		return ""
 	}
 	return fmt.Sprintf("go-redis reloads the slot map without a context, waiting for each node that does not answer up to %s: "+
-		"a failover of a primary that hangs instead of dying is followed that much later; "+
-		"set ReadTimeout and DialTimeout at most %s in %s (docs/leases.md, \"The client you give it\")",
+		"a failover of a primary that hangs instead of dying is followed that much later; keep each within %s, "+
+		"e.g. ReadTimeout 250ms with MaxRetries 1 and DialTimeout 500ms with DialerRetries 1 at the default TTL, in %s "+
+		"(docs/leases.md, \"The client you give it\")",
 		strings.Join(over, " and "), bound.Truncate(time.Millisecond), optionsType(c))
 }
 

@@ -1,6 +1,8 @@
 package redischeck
 
 import (
+	"cmp"
+	"context"
 	"testing"
 	"time"
 
@@ -69,24 +71,35 @@ func TestDialWarning(t *testing.T) {
 	}
 }
 
-// TestReloadWarning: go-redis's default timeouts (5 s) hold a Cluster
-// client's slot map reload on a hung node past the bound; timeouts within
-// it, and clients without a slot map, give no warning.
+// TestReloadWarning: go-redis's defaults hold a Cluster client's slot map
+// reload on a hung node past the bound (5 s a read, sent as often as
+// MaxRetries allows; 5 s a dial, dialed five times); waits within it, and
+// clients that do not reload from the nodes, give no warning.
 func TestReloadWarning(t *testing.T) {
 	const bound = 500 * time.Millisecond
 	seeds := []string{"127.0.0.1:1"}
+	fit := func(o redis.ClusterOptions) *redis.ClusterClient {
+		o.Addrs, o.MaxRetries, o.DialerRetries = seeds, 1, 1
+		o.ReadTimeout, o.DialTimeout = cmp.Or(o.ReadTimeout, bound/2), cmp.Or(o.DialTimeout, bound)
+		return redis.NewClusterClient(&o)
+	}
 	tests := []struct {
 		name string
 		give redis.UniversalClient
 		want []string // substrings; none: no warning
 	}{
 		{"cluster defaults", redis.NewClusterClient(&redis.ClusterOptions{Addrs: seeds}),
-			[]string{"does not answer up to ReadTimeout 5s and DialTimeout 5s:", "at most 500ms in redis.ClusterOptions"}},
-		{"within the bound", redis.NewClusterClient(&redis.ClusterOptions{Addrs: seeds, ReadTimeout: bound, DialTimeout: bound}), nil},
-		{"read timeout only", redis.NewClusterClient(&redis.ClusterOptions{Addrs: seeds, DialTimeout: bound}),
-			[]string{"up to ReadTimeout 5s:"}},
-		{"no read timeout", redis.NewClusterClient(&redis.ClusterOptions{Addrs: seeds, ReadTimeout: -1, DialTimeout: bound}),
-			[]string{"up to ReadTimeout -1 (none):"}},
+			[]string{"does not answer up to 5s to read (ReadTimeout 5s × 1 tries, MaxRetries -1) and 25.4s to connect (DialTimeout 5s × 5 dials):",
+				"keep each within 500ms", "in redis.ClusterOptions"}},
+		{"within the bound", fit(redis.ClusterOptions{}), nil},
+		// A read that timed out is sent again: MaxRetries 1 doubles the wait.
+		{"read timeout of the bound, sent twice", fit(redis.ClusterOptions{ReadTimeout: bound}),
+			[]string{"up to 1s to read (ReadTimeout 500ms × 2 tries, MaxRetries 1):"}},
+		{"no read timeout", fit(redis.ClusterOptions{ReadTimeout: -1}), []string{"without end to read"}},
+		{"dial timeout over the bound", fit(redis.ClusterOptions{DialTimeout: time.Second}),
+			[]string{"up to 1s to connect (DialTimeout 1s × 1 dials)"}},
+		{"slots of its own", redis.NewClusterClient(&redis.ClusterOptions{
+			ClusterSlots: func(context.Context) ([]redis.ClusterSlot, error) { return nil, nil }}), nil},
 		{"standalone", redis.NewClient(&redis.Options{Addr: seeds[0]}), nil},
 		{"sentinel", redis.NewFailoverClient(&redis.FailoverOptions{MasterName: "m", SentinelAddrs: seeds}), nil},
 	}

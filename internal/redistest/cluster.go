@@ -273,6 +273,24 @@ func (c *Cluster) FailoverPaused(ctx context.Context, primary *Server) (*Server,
 	})
 }
 
+// Resume continues a node [Cluster.FailoverPaused] left paused, as a
+// partition heals, and waits until the cluster has converged with it back:
+// a former primary returns as a replica of the one promoted in its place.
+func (c *Cluster) Resume(ctx context.Context, s *Server) {
+	c.t.Helper()
+	c.mu.Lock()
+	i := slices.Index(c.paused, s)
+	if i >= 0 {
+		c.paused = slices.Delete(c.paused, i, i+1)
+	}
+	c.mu.Unlock()
+	if i < 0 {
+		c.t.Fatalf("redistest: %s was not paused by FailoverPaused", s.Addr)
+	}
+	s.Resume()
+	c.waitConverged(ctx, nil)
+}
+
 func (c *Cluster) failover(ctx context.Context, primary *Server, stop func()) (*Server, time.Time) {
 	c.t.Helper()
 	replicas := c.replicasOf(ctx, primary)
