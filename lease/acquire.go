@@ -12,19 +12,18 @@ import (
 )
 
 // Acquire takes the lease on room id, or returns the one this Manager
-// holds, also once the drain began (until the hand-off takes it): its
-// room is served until intake stops. Concurrent calls for a room share
-// one script call; a lease every caller gave up on is released. Errors:
-// one matching [ErrHeld] naming the holder, also once the drain began (so
-// the caller forwards the room as before); [ErrDraining] for a room nobody
-// holds once the drain began (send it to another node), one the hand-off
-// has, or one whose holder could not be looked up then (the error says
-// so); [ErrNotRunning]; or one matching [ErrInvalidID], [ErrLost]
-// (the session was lost meanwhile, and its successor too: one loss is
-// waited out, within ctx), naming Config.WaitReplicas, the Redis error,
-// ctx's (with what it waited out: the last attempt's error, or a session
-// not started again), or saying that the replies of its attempts were
-// lost (the room is free: try again).
+// holds, also once the drain began (until the hand-off takes it).
+// Concurrent calls for a room share one acquisition; a lease every caller
+// gave up on is released. ctx bounds the wait. An error matches:
+//   - [ErrHeld], naming the holder, also once the drain began: forward the room;
+//   - [ErrDraining] for a room the hand-off has, or that this draining node
+//     does not hold (the error says if its holder could not be looked up);
+//   - [ErrLost] if the node's session was lost during the acquisition or
+//     not started again within a TTL, and then once more (one is waited out);
+//   - ctx's, saying what it waited out (the last attempt's error, or the
+//     session's start), [ErrNotRunning] or [ErrInvalidID];
+//   - or it is Redis's, names Config.WaitReplicas, or says the replies of
+//     its attempts were lost (the room is free: try again).
 func (m *Manager) Acquire(ctx context.Context, id string) (*Lease, error) {
 	if err := validateID(id); err != nil {
 		return nil, err

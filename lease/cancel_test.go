@@ -403,3 +403,33 @@ func TestAnAcquireLeavesAtItsCtxWhileItsFailedAcquisitionCleansUp(t *testing.T) 
 		t.Fatal("Acquire still waiting for its acquisition's clean-up after its ctx ended")
 	}
 }
+
+// TestAnAcquireWhoseSessionDoesNotStartAgainSaysLost: an Acquire with time
+// to spare, while the node's session cannot start again, fails once the
+// Manager's own wait for it (a TTL, once more after the first) is over,
+// with an error matching ErrLost and naming the start's failure: not one
+// matching context.DeadlineExceeded, which reads as the caller's own
+// deadline (a new user's trial took it for that).
+func TestAnAcquireWhoseSessionDoesNotStartAgainSaysLost(t *testing.T) {
+	refused := fmt.Errorf("dial tcp 127.0.0.1:1: connect: %w", syscall.ECONNREFUSED)
+	var failing atomic.Bool
+	c := standalone(t).client(cmdHook{fn: func(ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error {
+		if failing.Load() && (isScript(cmd, sessionRenewScript) || isScript(cmd, sessionScript)) {
+			return refused
+		}
+		return next(ctx, cmd)
+	}})
+	cfg := testConfig()
+	m := startManager(t, c, cfg)
+	failing.Store(true)
+	defer failing.Store(false)
+	waitFor(t, "the session lost and its start failed", func() bool { return m.sess.Load() == nil && m.startErr.Load() != nil })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*cfg.TTL)
+	defer cancel()
+	_, err := m.Acquire(ctx, "room")
+	require.ErrorIs(t, err, ErrLost)
+	assert.NotErrorIs(t, err, context.DeadlineExceeded)
+	assert.NoError(t, ctx.Err(), "the caller's ctx")
+	assert.ErrorContains(t, err, "did not start again within a TTL")
+	assert.ErrorContains(t, err, "connection refused")
+}

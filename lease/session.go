@@ -141,9 +141,9 @@ func (m *Manager) loseLocked(epoch int64, cause error) {
 
 // currentSession returns the current session, waiting within ctx (at most
 // TTL: a session lost is started again within a tick, or Redis is down)
-// while one starts again; ErrNotRunning once stopped. One past its
-// deadline (a renewer starved of CPU) is lost and replaced: no room is
-// taken under a distrusted session.
+// while one starts again; ErrNotRunning once stopped, ErrLost past the TTL.
+// One past its deadline (a renewer starved of CPU) is lost and replaced: no
+// room is taken under a distrusted session.
 func (m *Manager) currentSession(ctx context.Context) (*session, error) {
 	m.mu.Lock()
 	s, running := m.sess.Load(), m.running
@@ -151,6 +151,7 @@ func (m *Manager) currentSession(ctx context.Context) (*session, error) {
 	if running && s != nil && m.alive(s.epoch, m.now()) {
 		return s, nil // the usual case, without the timer below
 	}
+	caller := ctx
 	ctx, cancel := context.WithTimeout(ctx, m.cfg.TTL)
 	defer cancel()
 	for {
@@ -172,9 +173,23 @@ func (m *Manager) currentSession(ctx context.Context) (*session, error) {
 		case <-changed:
 		case <-stopping:
 		case <-ctx.Done():
-			return nil, fmt.Errorf("waiting for the node's session to start again, at most TTL (%s): %w", m.cfg.TTL, ctx.Err())
+			if caller.Err() != nil {
+				return nil, fmt.Errorf("waiting for the node's session to start again: %w", caller.Err())
+			}
+			return nil, m.notStartedAgain()
 		}
 	}
+}
+
+// notStartedAgain is the error of a wait for the node's session that
+// lasted a TTL: the session is lost, not the caller's time, so it matches
+// ErrLost (an Acquire waits out one such loss), not ctx's errors.
+func (m *Manager) notStartedAgain() error {
+	err := lostError(fmt.Sprintf("the node's session did not start again within a TTL (%s)", m.cfg.TTL))
+	if startErr := m.startErr.Load(); startErr != nil {
+		return fmt.Errorf("%w: %w", err, *startErr)
+	}
+	return err
 }
 
 // renewLoop is the renewer: one call per RenewInterval extends the
