@@ -3,6 +3,7 @@ package lease
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"strings"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/drainkit/drainkit/internal/redistest"
+	"github.com/drainkit/drainkit/internal/testlog"
 )
 
 // TestClusterFailover kills or pauses primaries of a Redis Cluster with
@@ -52,6 +54,8 @@ func testClusterFailover(t *testing.T, paused bool) {
 		failover = cl.FailoverPaused
 	}
 	cfg := testConfig()
+	var logs testlog.Buffer
+	cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
 	// The client docs/leases.md gives: one dial, and go-redis's slot map
 	// reload (it has no context) waits at most TTL/2 for a hung node (a
 	// read of TTL/4, tried twice). PoolSize: see
@@ -120,6 +124,8 @@ func testClusterFailover(t *testing.T, paused bool) {
 	case <-ctx.Done():
 		require.FailNow(t, "leases never reported lost after the session's primary failed")
 	}
+	// The renewal's failure names the primary at fault, not the seeds.
+	assert.Contains(t, logs.String(), `msg="lease session renewal failed; its rooms are lost if none succeeds in time" node_id=`+cfg.Node+` redis_addr=`+session.Addr+` `)
 	require.ErrorIs(t, context.Cause(l.Context()), ErrLost, "how the lease ended")
 	require.ErrorIs(t, context.Cause(kept.Context()), ErrLost, "how the other lease ended: with the session")
 	var again *Lease

@@ -214,7 +214,7 @@ func (m *Manager) Stop(ctx context.Context) error {
 			return sessionEndScript.Run(ctx, m.client, []string{m.nodeKey()}, m.holder).Err()
 		})
 		if eerr != nil {
-			return errors.Join(err, fmt.Errorf("lease: end session %s at %s: %w", m.nodeKey(), clientAddr(m.client), eerr),
+			return errors.Join(err, fmt.Errorf("lease: end session %s at %s: %w", m.nodeKey(), m.sessionAddr(), eerr),
 				fmt.Errorf("lease: %d rooms stay held until the session expires", released+left))
 		}
 	}
@@ -287,6 +287,20 @@ func clientAddr(c redis.UniversalClient) string {
 		return strings.Join(c.Options().Addrs, ",")
 	}
 	return fmt.Sprintf("%T", c)
+}
+
+// sessionAddr names the server the node's session is written to, for its
+// log lines: on a Cluster, the primary the client maps its slot to (the one
+// a hung primary's failure is about), not the seed list.
+func (m *Manager) sessionAddr() string {
+	if cl, ok := m.client.(*redis.ClusterClient); ok {
+		ctx, cancel := context.WithTimeout(context.Background(), m.cfg.CallTimeout) // the slot map is cached: no call
+		defer cancel()
+		if c, err := cl.MasterForKey(ctx, m.nodeKey()); err == nil {
+			return c.Options().Addr
+		}
+	}
+	return clientAddr(m.client)
 }
 
 // stopRenewer stops the renewer and waits for it, cancelling its round

@@ -265,7 +265,7 @@ func (m *Manager) restart(ctx context.Context) error {
 		m.met.heartbeatErrors.Inc()
 		if m.startErr.Swap(&err) == nil { // an outage is one line, not one per tick
 			m.cfg.Logger.Warn("lease session not started again yet; retried every tick", "node_id", m.cfg.Node,
-				"redis_addr", clientAddr(m.client), "error", err.Error())
+				"redis_addr", m.sessionAddr(), "error", err.Error())
 		}
 	}
 	return errors.Join(errSessionLost, err)
@@ -299,7 +299,7 @@ func (m *Manager) noteRenewal(err error) {
 	switch {
 	case err != nil && !was:
 		m.cfg.Logger.Warn("lease session renewal failed; its rooms are lost if none succeeds in time", "node_id", m.cfg.Node,
-			"redis_addr", clientAddr(m.client), "deadline_in", time.Until(m.deadline()).Round(time.Millisecond).String(), "error", err.Error())
+			"redis_addr", m.sessionAddr(), "deadline_in", time.Until(m.deadline()).Round(time.Millisecond).String(), "error", err.Error())
 	case err == nil && was:
 		m.cfg.Logger.Info("lease session renewed again", "node_id", m.cfg.Node)
 	}
