@@ -16,6 +16,8 @@
 // than TTL/2 for a hung node (docs/leases.md lists them). For example:
 //
 //	redis.NewClient(&redis.Options{Addr: addr, MaxRetries: 1, ContextTimeoutEnabled: true, DialerRetries: 1})
+//	redis.NewClusterClient(&redis.ClusterOptions{Addrs: seeds, MaxRetries: 1, ContextTimeoutEnabled: true, DialerRetries: 1,
+//		ReadTimeout: 250 * time.Millisecond, DialTimeout: 500 * time.Millisecond}) // at the default TTL
 //
 // On a Cluster, go-redis does not follow a failover by itself for up to a
 // minute: the Manager asks after its own failed calls, and your calls on
