@@ -167,7 +167,8 @@ func TestWaitingForASessionIsBounded(t *testing.T) {
 					return
 				}
 				<-returned
-				require.ErrorIs(t, err, context.DeadlineExceeded)
+				require.ErrorIs(t, err, ErrLost, "past the TTL the session is lost, not the caller's time")
+				require.NotErrorIs(t, err, context.DeadlineExceeded)
 				require.Equal(t, m.cfg.TTL, time.Since(start), "the wait's bound: TTL")
 			})
 		})
