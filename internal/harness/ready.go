@@ -4,6 +4,9 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"time"
 )
@@ -58,4 +61,30 @@ func indent(lines []string) string {
 		return "  (nothing printed)"
 	}
 	return "  " + strings.Join(lines, "\n  ")
+}
+
+// WaitServing runs the real grpc-health-probe against addr until it exits
+// 0 (grpc.health.v1 says SERVING for the whole server), and fails as
+// WaitReady does. A gRPC client with health checking routes to a replica
+// only from then on, which can be after its HTTP readiness answers 2xx:
+// the gRPC status follows the registry on a poll of its own.
+func WaitServing(ctx context.Context, p *Proc, addr string) error {
+	probe, err := exec.LookPath("grpc-health-probe")
+	if err != nil {
+		out, gerr := exec.Command("go", "env", "GOPATH").Output()
+		if gerr != nil {
+			return fmt.Errorf("harness: grpc-health-probe: %w", err)
+		}
+		probe = filepath.Join(strings.TrimSpace(string(out)), "bin", "grpc-health-probe")
+		if _, serr := os.Stat(probe); serr != nil {
+			return fmt.Errorf("harness: grpc-health-probe is in neither PATH nor $(go env GOPATH)/bin (scripts/test installs it): %w", serr)
+		}
+	}
+	return WaitUntil(ctx, p, "grpc.health.v1 at "+addr, "answered SERVING", func(ctx context.Context) error {
+		out, err := exec.CommandContext(ctx, probe, "-addr="+addr, "-connect-timeout=1s", "-rpc-timeout=1s").CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("%w: %s", err, strings.TrimSpace(string(out)))
+		}
+		return nil
+	})
 }
