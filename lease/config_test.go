@@ -1,7 +1,6 @@
 package lease
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"strings"
@@ -14,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/drainkit/drainkit/internal/redistest"
+	"github.com/drainkit/drainkit/internal/testlog"
 	"github.com/drainkit/drainkit/lifecycle"
 )
 
@@ -236,14 +236,10 @@ func TestStartWarnsOfDialRetriesLongerThanACall(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			c := redis.NewClient(&redis.Options{Addr: s.Addr, MaxRetries: 1, ContextTimeoutEnabled: true, DialerRetries: tt.give})
 			t.Cleanup(func() { _ = c.Close() })
-			var logs bytes.Buffer
-			cfg := testConfig()
-			cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
-			startManager(t, c, cfg)
-			got := strings.Count(logs.String(), "level=WARN msg=\"lease: go-redis retries a refused dial")
-			assert.Equal(t, tt.want, got, "warnings; got %d, want %d in %s", got, tt.want, logs.String())
+			got, logs := startWarnings(t, c, "go-redis retries a refused dial")
+			assert.Equal(t, tt.want, got, "warnings; got %d, want %d in %s", got, tt.want, logs)
 			if tt.want > 0 {
-				assert.Contains(t, logs.String(), "set DialerRetries: 1 in redis.Options")
+				assert.Contains(t, logs, "set DialerRetries: 1 in redis.Options")
 			}
 		})
 	}
@@ -269,15 +265,22 @@ func TestStartWarnsOfASlowSlotMapReload(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			c := cl.ClientWith(&redis.ClusterOptions{MaxRetries: 1, ContextTimeoutEnabled: true, DialerRetries: 1,
 				ReadTimeout: tt.read, DialTimeout: tt.dial})
-			var logs bytes.Buffer
-			cfg := testConfig()
-			cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
-			startManager(t, c, cfg)
-			got := strings.Count(logs.String(), "level=WARN msg=\"lease: go-redis reloads the slot map without a context")
-			assert.Equal(t, tt.want, got, "warnings; got %d, want %d in %s", got, tt.want, logs.String())
+			got, logs := startWarnings(t, c, "go-redis reloads the slot map without a context")
+			assert.Equal(t, tt.want, got, "warnings; got %d, want %d in %s", got, tt.want, logs)
 			if tt.want > 0 {
-				assert.Contains(t, logs.String(), "keep each within 500ms")
+				assert.Contains(t, logs, "keep each within 500ms")
 			}
 		})
 	}
+}
+
+// startWarnings starts a Manager on c, stopped at cleanup, and returns how
+// many WARN lines of its log begin with "lease: "+msg, and the whole log.
+func startWarnings(t *testing.T, c redis.UniversalClient, msg string) (int, string) {
+	t.Helper()
+	var logs testlog.Buffer
+	cfg := testConfig()
+	cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	startManager(t, c, cfg)
+	return strings.Count(logs.String(), `level=WARN msg="lease: `+msg), logs.String()
 }

@@ -69,16 +69,9 @@ func indent(lines []string) string {
 // only from then on, which can be after its HTTP readiness answers 2xx:
 // the gRPC status follows the registry on a poll of its own.
 func WaitServing(ctx context.Context, p *Proc, addr string) error {
-	probe, err := exec.LookPath("grpc-health-probe")
+	probe, err := HealthProbe()
 	if err != nil {
-		out, gerr := exec.Command("go", "env", "GOPATH").Output()
-		if gerr != nil {
-			return fmt.Errorf("harness: grpc-health-probe: %w", err)
-		}
-		probe = filepath.Join(strings.TrimSpace(string(out)), "bin", "grpc-health-probe")
-		if _, serr := os.Stat(probe); serr != nil {
-			return fmt.Errorf("harness: grpc-health-probe is in neither PATH nor $(go env GOPATH)/bin (scripts/test installs it): %w", serr)
-		}
+		return err
 	}
 	return WaitUntil(ctx, p, "grpc.health.v1 at "+addr, "answered SERVING", func(ctx context.Context) error {
 		out, err := exec.CommandContext(ctx, probe, "-addr="+addr, "-connect-timeout=1s", "-rpc-timeout=1s").CombinedOutput()
@@ -87,4 +80,22 @@ func WaitServing(ctx context.Context, p *Proc, addr string) error {
 		}
 		return nil
 	})
+}
+
+// HealthProbe finds the real grpc-health-probe binary: in PATH, or where
+// go install put it ($(go env GOPATH)/bin), as scripts/test does.
+func HealthProbe() (string, error) {
+	if p, err := exec.LookPath("grpc-health-probe"); err == nil {
+		return p, nil
+	}
+	out, err := exec.Command("go", "env", "GOPATH").Output()
+	if err != nil {
+		return "", fmt.Errorf("harness: grpc-health-probe is not in PATH, and go env GOPATH: %w", err)
+	}
+	p := filepath.Join(strings.TrimSpace(string(out)), "bin", "grpc-health-probe")
+	if _, err := os.Stat(p); err != nil {
+		return "", fmt.Errorf("harness: grpc-health-probe is in neither PATH nor $(go env GOPATH)/bin; "+
+			"install it with: go install github.com/grpc-ecosystem/grpc-health-probe@v0.4.62 (scripts/test does): %w", err)
+	}
+	return p, nil
 }

@@ -60,13 +60,7 @@ func TestDialWarning(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			defer func() { _ = tt.give.Close() }()
-			got := DialWarning(tt.give, call)
-			if tt.want == nil {
-				assert.Empty(t, got)
-			}
-			for _, w := range tt.want {
-				assert.Contains(t, got, w)
-			}
+			assertWarning(t, DialWarning(tt.give, call), tt.want)
 		})
 	}
 }
@@ -106,13 +100,19 @@ func TestReloadWarning(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			defer func() { _ = tt.give.Close() }()
-			got := ReloadWarning(tt.give, bound)
-			if tt.want == nil {
-				assert.Empty(t, got)
-			}
-			for _, w := range tt.want {
-				assert.Contains(t, got, w)
-			}
+			assertWarning(t, ReloadWarning(tt.give, bound), tt.want)
 		})
+	}
+}
+
+// assertWarning checks that a warning holds every substring of want, or
+// that there is none for a nil want.
+func assertWarning(t *testing.T, got string, want []string) {
+	t.Helper()
+	if want == nil {
+		assert.Empty(t, got)
+	}
+	for _, w := range want {
+		assert.Contains(t, got, w)
 	}
 }

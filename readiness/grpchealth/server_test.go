@@ -4,10 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
-	"os"
 	"os/exec"
-	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -20,6 +17,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 
+	"github.com/drainkit/drainkit/internal/harness"
 	"github.com/drainkit/drainkit/lifecycle"
 	"github.com/drainkit/drainkit/readiness"
 	"github.com/drainkit/drainkit/readiness/grpchealth"
@@ -182,26 +180,9 @@ func TestCloseEndsWatch(t *testing.T) {
 	assert.Equal(t, codes.Unavailable, status.Code(err), "Watch after Close (%v)", err)
 }
 
-// healthProbe finds the real grpc-health-probe binary.
-func healthProbe(t *testing.T) string {
-	t.Helper()
-	if p, err := exec.LookPath("grpc-health-probe"); err == nil {
-		return p
-	}
-	out, err := exec.Command("go", "env", "GOPATH").Output()
-	if err == nil {
-		p := filepath.Join(strings.TrimSpace(string(out)), "bin", "grpc-health-probe")
-		if _, err := os.Stat(p); err == nil {
-			return p
-		}
-	}
-	require.FailNow(t, "grpc-health-probe not found in PATH or $(go env GOPATH)/bin; install it with: "+
-		"go install github.com/grpc-ecosystem/grpc-health-probe@v0.4.62")
-	return ""
-}
-
 func TestHealthProbeBinary(t *testing.T) {
-	bin := healthProbe(t)
+	bin, err := harness.HealthProbe()
+	require.NoError(t, err)
 	b := startBackend(t)
 	// grpc-health-probe exits 0 when SERVING and 4 when not.
 	probe := func(step, service string, wantExit int) {
