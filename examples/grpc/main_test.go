@@ -62,8 +62,8 @@ func TestReplacementUnderLoadLosesNoRPC(t *testing.T) {
 		replicas = append(replicas, p)
 		require.NoError(t, harness.WaitReady(ctx, p, "http://"+addrs[2*i+1]+"/healthz/ready"))
 		// What the client's health checking watches, as a Kubernetes gRPC
-		// readiness probe would: it turns SERVING on a poll of its own, up
-		// to a tenth of the registry's CacheTTL after the HTTP readiness.
+		// readiness probe would: it turns SERVING on an evaluation of its
+		// own, just after the HTTP readiness (grpchealth.Server.OnTransition).
 		require.NoError(t, harness.WaitServing(ctx, p, addrs[2*i]))
 	}
 	metrics, err := http.Get("http://" + addrs[1] + "/metrics") // Admin's, from the app's registry

@@ -126,11 +126,7 @@ func serve(name, addr, option string, p params) error {
 		return err
 	}
 	health.Register(p.Server)
-	p.Manager.OnTransition(func(t lifecycle.Transition) { // NOT_SERVING at the flip, latched
-		if t.To == lifecycle.Draining {
-			health.Drain()
-		}
-	})
+	p.Manager.OnTransition(health.OnTransition) // SERVING from Running on, NOT_SERVING at the flip, latched
 
 	var (
 		bound      listener.Bound

@@ -66,8 +66,8 @@ func indent(lines []string) string {
 // WaitServing runs the real grpc-health-probe against addr until it exits
 // 0 (grpc.health.v1 says SERVING for the whole server), and fails as
 // WaitReady does. A gRPC client with health checking routes to a replica
-// only from then on, which can be after its HTTP readiness answers 2xx:
-// the gRPC status follows the registry on a poll of its own.
+// only from then on, which can be just after its HTTP readiness answers
+// 2xx: the gRPC status follows the registry on an evaluation of its own.
 func WaitServing(ctx context.Context, p *Proc, addr string) error {
 	probe, err := HealthProbe()
 	if err != nil {

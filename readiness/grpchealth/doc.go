@@ -16,12 +16,8 @@
 //		return err
 //	}
 //	health.Register(srv)
-//	m.OnTransition(func(t lifecycle.Transition) {
-//		if t.To == lifecycle.Draining {
-//			health.Drain() // NOT_SERVING at the flip
-//		}
-//	})
-//	go health.Run(ctx) // SERVING once ready, and again soon after a recovery
+//	m.OnTransition(health.OnTransition) // SERVING from the flip to Running, NOT_SERVING at the drain's
+//	go health.Run(ctx)                  // and again soon after a recovery
 //	// at stop intake:
 //	health.Close() // ends Watch streams
 //	srv.GracefulStop()

@@ -25,12 +25,9 @@ func ExampleServer() {
 		panic(err)
 	}
 	health.Register(srv)
-	// With a lifecycle.Manager m:
-	//	m.OnTransition(func(t lifecycle.Transition) {
-	//		if t.To == lifecycle.Draining {
-	//			health.Drain() // NOT_SERVING at the flip, latched
-	//		}
-	//	})
+	// With a lifecycle.Manager m: SERVING from the flip to Running on,
+	// NOT_SERVING from the drain's, latched.
+	//	m.OnTransition(health.OnTransition)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go health.Run(ctx) // SERVING once the process is ready

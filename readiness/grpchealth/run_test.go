@@ -108,3 +108,41 @@ func TestRunPollsNoFasterThanTheFloorOnATinyCacheTTL(t *testing.T) {
 		})
 	}
 }
+
+// TestRunServesAtTheFlipToRunning: a starting process answers UNKNOWN, and
+// Run, told of the flip to Running by OnTransition, serves SERVING at once
+// rather than at its next poll (a tenth of CacheTTL later): a gRPC client
+// with health checking routes to the replica as soon as its HTTP readiness
+// says ready. Without the wake it took up to that poll, and a test that
+// started its load at the HTTP readiness failed RPCs meanwhile.
+func TestRunServesAtTheFlipToRunning(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := newState(lifecycle.Starting)
+		reg := newRegistry(t, st)
+		h := newServer(t, reg)
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error, 1)
+		go func() { done <- h.Run(ctx) }()
+		synctest.Wait()
+		got, err := h.Status(t.Context(), "room-service")
+		require.NoError(t, err)
+		require.Equal(t, healthpb.HealthCheckResponse_UNKNOWN, got, "while starting")
+
+		time.Sleep(readiness.DefaultCacheTTL / 20) // between two polls
+		st.set(lifecycle.Running)
+		flipped := time.Now()
+		h.OnTransition(lifecycle.Transition{From: lifecycle.Starting, To: lifecycle.Running})
+		synctest.Wait()
+		got, err = h.Status(t.Context(), "room-service")
+		require.NoError(t, err)
+		assert.Equal(t, healthpb.HealthCheckResponse_SERVING, got, "at the flip to Running")
+		assert.Zero(t, time.Since(flipped), "from the flip to SERVING")
+
+		h.OnTransition(lifecycle.Transition{From: lifecycle.Running, To: lifecycle.Draining})
+		got, err = h.Status(t.Context(), "room-service")
+		require.NoError(t, err)
+		assert.Equal(t, healthpb.HealthCheckResponse_NOT_SERVING, got, "at the flip to Draining")
+		assert.NoError(t, <-done, "Run returns once drained")
+		cancel()
+	})
+}

@@ -32,6 +32,7 @@ type Server struct {
 
 	drainOnce sync.Once
 	drained   chan struct{}
+	running   chan struct{} // size 1: the flip to Running wakes Run (OnTransition)
 
 	// closing ends Watch streams; a context so that each stream can hang a
 	// cancel on it with context.AfterFunc instead of a goroutine.
@@ -52,6 +53,7 @@ func NewServer(reg *readiness.Registry) (*Server, error) {
 		every:   cfg.CacheTTL,
 		hs:      health.NewServer(),
 		drained: make(chan struct{}),
+		running: make(chan struct{}, 1),
 	}
 	s.closing, s.close = context.WithCancel(context.Background())
 	// health.NewServer starts with "" SERVING: not true of a starting process.
@@ -90,6 +92,7 @@ func (s *Server) Run(ctx context.Context) error {
 			return nil
 		case <-s.drained:
 			return nil
+		case <-s.running:
 		case <-t.C:
 		}
 	}
@@ -125,6 +128,24 @@ func (s *Server) update(ctx context.Context) bool {
 	default:
 		s.set(healthpb.HealthCheckResponse_SERVING)
 		return true
+	}
+}
+
+// OnTransition keeps the status in step with the lifecycle's flips: at the
+// one to Running it has Run evaluate at once, not at its next poll (up to a
+// tenth of CacheTTL later), so that gRPC health turns SERVING with the HTTP
+// readiness; at the one to Draining it calls [Server.Drain]. Register it
+// with the lifecycle manager's OnTransition, as
+// [readiness.Registry.OnTransition]; it does not block.
+func (s *Server) OnTransition(t lifecycle.Transition) {
+	switch t.To {
+	case lifecycle.Running:
+		select {
+		case s.running <- struct{}{}:
+		default: // a wake is pending already
+		}
+	case lifecycle.Draining:
+		s.Drain()
 	}
 }
 
