@@ -158,17 +158,13 @@ func (m *Manager) Start(ctx context.Context) error {
 	return nil
 }
 
-// Stop stops the renewer (waiting for it within ctx), ends every lease
-// still held, waits within ctx for acquisitions in progress, then ends
-// this process's session in one command, whatever its epoch: every room
-// is free at once. The leases end
-// first, as nothing renews the session once the renewer has stopped. A
-// lease ends with [ErrReleased], or [ErrLeftToExpire] once
-// [Manager.HandOff] was called (it was not flushed: its next owner
-// recovers the room). Stop does all of it even if ctx ends first (the
-// session's end gets at least one attempt of CallTimeout, and none once
-// TTL + CallTimeout have passed since the last session write that may have
-// reached Redis: Redis has expired it), and may be called again.
+// Stop stops the renewer and ends every lease still held, with
+// [ErrReleased], or [ErrLeftToExpire] once [Manager.HandOff] was called
+// (not flushed: its next owner recovers the room); it waits within ctx for
+// the renewer and for acquisitions in progress, then ends this process's
+// session in one command, so every room is free at once. It does all of
+// it even if ctx ends first (the session's end gets at least one attempt,
+// and none once Redis has expired the session), and may be called again.
 func (m *Manager) Stop(ctx context.Context) error {
 	// Stopped from here: no lease registers, no start begins; one in
 	// progress (an Acquire's) finishes first, under startMu.

@@ -11,17 +11,12 @@ import (
 )
 
 // Place returns where room id is served: its holder, as [Manager.Owner]
-// returns it, or, if nobody holds it (no route, or its holder's session
-// ended), the node that rendezvous hashing of id picks among the nodes
-// whose session is alive and not draining, with Fence 0. Every Manager
-// picks the same node from the same sessions, and a node leaving moves
-// only its own rooms, so the rooms it places (forward a request there:
-// that node's Acquire takes the room) spread evenly, also while this node
-// drains. A crashed node is picked until its session expires. An error
-// matching [ErrNotHeld] says no node is active (or listed:
-// docs/leases.md). It costs Owner's round trips, plus two for a room
-// nobody holds (three when it drops nodes whose session ended from the
-// index).
+// returns it, or, if nobody holds it (or its holder's session ended), the
+// node that rendezvous hashing of id picks among the live sessions not
+// draining, with Fence 0. Every Manager picks the same node, so placed
+// rooms spread evenly and a node leaving moves only its own; a crashed
+// node is picked until its session expires. An error matching [ErrNotHeld]
+// says no node is active. docs/leases.md ("Placing rooms") has its costs.
 func (m *Manager) Place(ctx context.Context, id string) (Owner, error) {
 	o, err := m.Owner(ctx, id)
 	if !errors.Is(err, ErrNotHeld) {
