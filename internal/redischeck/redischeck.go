@@ -157,10 +157,13 @@ func dials(retries int, wait time.Duration) (int, time.Duration) {
 // client with ClusterSlots of its own does not ask the nodes.
 func ReloadWarning(c redis.UniversalClient, bound time.Duration) string {
 	cl, ok := c.(*redis.ClusterClient)
-	if !ok || cl.Options().ClusterSlots != nil {
+	if !ok {
 		return ""
 	}
 	o := cl.Options() // as go-redis resolved them: a ReadTimeout of 0 is none, a MaxRetries of -1 none
+	if o.ClusterSlots != nil {
+		return ""
+	}
 	tries := max(o.MaxRetries, 0) + 1
 	n, wait := dials(o.DialerRetries, o.DialerRetryTimeout)
 	if o.DialerRetryBackoff != nil {

@@ -150,9 +150,9 @@ func (s *Server) OnTransition(t lifecycle.Transition) {
 }
 
 // Drain latches NOT_SERVING for good and pushes it to every watcher. It is
-// synchronous and does not block: call it from a lifecycle manager's
-// OnTransition listener at the transition to Draining, so that gRPC health
-// flips with the state.
+// synchronous and does not block: [Server.OnTransition] calls it at the
+// transition to Draining, so that gRPC health flips with the state; call it
+// yourself only without a lifecycle manager.
 func (s *Server) Drain() {
 	s.drainOnce.Do(func() {
 		s.hs.Shutdown()
