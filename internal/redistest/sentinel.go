@@ -103,6 +103,36 @@ func (s *Sentinel) Failover(ctx context.Context) *Server {
 	if err := sc.Failover(ctx, SentinelMaster).Err(); err != nil {
 		s.t.Fatalf("redistest: SENTINEL FAILOVER: %v", err)
 	}
+	return s.waitPromoted(ctx, old)
+}
+
+// FailoverKilled SIGKILLs the primary, as a crash does, and waits until
+// the sentinel, having found it down (down-after-milliseconds, 1 s here),
+// names the replica master. It returns the new primary.
+func (s *Sentinel) FailoverKilled(ctx context.Context) *Server {
+	s.t.Helper()
+	return s.failWith(ctx, (*Server).Kill)
+}
+
+// FailoverPaused is [Sentinel.FailoverKilled] with the primary paused
+// (SIGSTOP), as a hung host or a partition leaves it: its port takes
+// connections and answers nothing. It stays paused until
+// [Server.Resume]; cleanup kills it.
+func (s *Sentinel) FailoverPaused(ctx context.Context) *Server {
+	s.t.Helper()
+	return s.failWith(ctx, (*Server).Pause)
+}
+
+func (s *Sentinel) failWith(ctx context.Context, stop func(*Server)) *Server {
+	s.t.Helper()
+	old := s.Primary(ctx)
+	stop(old)
+	return s.waitPromoted(ctx, old)
+}
+
+// waitPromoted waits until the sentinel names a master other than old.
+func (s *Sentinel) waitPromoted(ctx context.Context, old *Server) *Server {
+	s.t.Helper()
 	for {
 		if p := s.Primary(ctx); p != old {
 			return p
