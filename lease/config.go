@@ -48,7 +48,8 @@ type Config struct {
 	TTL time.Duration
 	// RenewInterval is the session renewer's tick; default TTL/6 (one
 	// call, whatever the rooms held), below TTL/3 so that a failed tick
-	// leaves a second chance before the TTL·2/3 deadline.
+	// leaves a second chance before the TTL·2/3 deadline; the last comes
+	// a quarter interval before it.
 	RenewInterval time.Duration
 	// CallTimeout bounds every Redis call; default and maximum TTL/6.
 	CallTimeout time.Duration

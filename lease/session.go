@@ -194,7 +194,11 @@ func (m *Manager) notStartedAgain() error {
 
 // renewLoop is the renewer: one call per RenewInterval extends the
 // session, whatever the rooms held. It wakes at the session's deadline too
-// (leases end in time while a renewal hangs) and at the drain gate.
+// (leases end in time while a renewal hangs) and at the drain gate. The
+// last tick before the deadline comes a quarter interval ahead of it, not
+// at it: a primary back by then (a failover) keeps the session. More tries
+// would trip go-redis's dial cut-off, which then refuses the new primary
+// too until its background probe, once a second, gets through.
 func (m *Manager) renewLoop(ctx context.Context, stop <-chan struct{}, done chan<- struct{}) {
 	defer close(done)
 	gate := m.gate
@@ -213,7 +217,14 @@ func (m *Manager) renewLoop(ctx context.Context, stop <-chan struct{}, done chan
 		}
 		wake := m.cfg.RenewInterval
 		if m.sess.Load() != nil {
-			wake = min(wake, m.deadline().Sub(m.now()))
+			left := m.deadline().Sub(m.now())
+			switch last := left - m.cfg.RenewInterval/4; {
+			case wake < last:
+			case last > 0:
+				wake = last
+			default:
+				wake = left // the next tick loses the session
+			}
 		}
 		timer.Reset(wake)
 	}

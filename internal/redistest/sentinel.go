@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -92,12 +93,25 @@ func (s *Sentinel) Primary(ctx context.Context) *Server {
 }
 
 // Failover has the sentinel promote the replica (SENTINEL FAILOVER, as an
-// operator's planned failover) and waits until it names it master, which
-// is when go-redis's failover clients switch to it. It returns the new
-// primary.
+// operator's planned failover, started once the replica has caught up)
+// and waits until it names it master, which is when go-redis's failover
+// clients switch to it. It returns the new primary.
 func (s *Sentinel) Failover(ctx context.Context) *Server {
 	s.t.Helper()
 	old := s.Primary(ctx)
+	// Replication is asynchronous, and the promotion does not wait for it:
+	// writes of the last moments, on a busy machine, would be lost with the
+	// old primary, which a planned failover in a test does not mean.
+	replica := s.servers[0]
+	if replica == old {
+		replica = s.servers[1]
+	}
+	want := replOffset(ctx, s.t, old, "master_repl_offset")
+	for replOffset(ctx, s.t, replica, "slave_repl_offset") < want {
+		if !pause(ctx, 10*time.Millisecond) {
+			s.t.Fatalf("redistest: replica %s has not caught up with %s: %v", replica, old, ctx.Err())
+		}
+	}
 	sc := s.sentinelClient()
 	defer sc.Close()
 	if err := sc.Failover(ctx, SentinelMaster).Err(); err != nil {
@@ -145,6 +159,25 @@ func (s *Sentinel) waitPromoted(ctx context.Context, old *Server) *Server {
 
 func (s *Sentinel) sentinelClient() *redis.SentinelClient {
 	return redis.NewSentinelClient(&redis.Options{Addr: s.Sentinel.Addr})
+}
+
+// replOffset reads field, a replication offset, from srv's INFO replication.
+func replOffset(ctx context.Context, t testing.TB, srv *Server, field string) int64 {
+	t.Helper()
+	c := redis.NewClient(srv.options())
+	defer c.Close()
+	info, err := c.Info(ctx, "replication").Result()
+	if err != nil {
+		t.Fatalf("redistest: INFO replication on %s: %v", srv, err)
+	}
+	for _, line := range strings.Split(info, "\r\n") {
+		if v, ok := strings.CutPrefix(line, field+":"); ok {
+			n, _ := strconv.ParseInt(v, 10, 64)
+			return n
+		}
+	}
+	t.Fatalf("redistest: no %s in INFO replication of %s", field, srv)
+	return 0
 }
 
 func atoi(s string) int {
