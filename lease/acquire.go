@@ -14,7 +14,8 @@ import (
 // Acquire takes the lease on room id, or returns the one this Manager
 // holds, also once the drain began (until the hand-off takes it).
 // Concurrent calls for a room share one acquisition; a lease every caller
-// gave up on is released. ctx bounds the wait. An error matches:
+// gave up on is released. Failed calls are retried until ctx ends (a TTL
+// if it has no deadline). An error matches:
 //   - [ErrHeld], naming the holder, also once the drain began: forward the room;
 //   - [ErrDraining] for a room the hand-off has, or that this draining node
 //     does not hold (the error says if its holder could not be looked up);
@@ -28,31 +29,36 @@ func (m *Manager) Acquire(ctx context.Context, id string) (*Lease, error) {
 	if err := validateID(id); err != nil {
 		return nil, err
 	}
-	l, f, err := m.attach(ctx, id)
-	if err == errGateClosed {
-		return nil, m.holderOnceDraining(ctx, id)
-	}
-	if l != nil || err != nil {
-		return l, err
-	}
-	select {
-	case <-f.done:
-	case <-ctx.Done():
-		m.mu.Lock()
-		left := !f.decided || f.failed // once decided on a lease, the lease is this caller's
-		if left {
-			f.waiters--
+	for {
+		l, f, err := m.attach(ctx, id)
+		if err == errGateClosed {
+			return nil, m.holderOnceDraining(ctx, id)
 		}
-		m.mu.Unlock()
-		if left {
-			return nil, m.gaveUp(id, ctx.Err(), f.lastErr.Load())
+		if l != nil || err != nil {
+			return l, err
 		}
-		<-f.done
+		select {
+		case <-f.done:
+		case <-ctx.Done():
+			m.mu.Lock()
+			left := !f.decided || f.failed // once decided on a lease, the lease is this caller's
+			if left {
+				f.waiters--
+			}
+			m.mu.Unlock()
+			if left {
+				return nil, m.gaveUp(id, ctx.Err(), f.lastErr.Load())
+			}
+			<-f.done
+		}
+		switch {
+		case f.lease == nil && errors.Is(f.err, ErrDraining): // the flip came during the acquisition
+			return nil, m.holderOnceDraining(ctx, id)
+		case f.lease == nil && errors.Is(f.ctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil:
+			continue // the flight had an earlier caller's deadline, and this caller has time left
+		}
+		return f.lease, f.err
 	}
-	if f.lease == nil && errors.Is(f.err, ErrDraining) { // the flip came during the acquisition
-		return nil, m.holderOnceDraining(ctx, id)
-	}
-	return f.lease, f.err
 }
 
 // gaveUp is the error of an Acquire whose ctx ended first: ctx's, with
@@ -107,7 +113,8 @@ func (m *Manager) holderOnceDraining(ctx context.Context, id string) error {
 
 // acquire takes room id for f under the current session and returns the
 // new, unregistered lease; a route of an ended session is taken at once.
-// f.ctx is never cancelled, so a lease an attempt took comes back.
+// f.ctx ends only at its first caller's deadline: a caller leaving early
+// stops no attempt midway, and one cut at the deadline is cleaned up after.
 func (m *Manager) acquire(id string, f *flight) (*Lease, error) {
 	ctx := f.ctx
 	s, err := m.currentSession(ctx)

@@ -433,3 +433,68 @@ func TestAnAcquireWhoseSessionDoesNotStartAgainSaysLost(t *testing.T) {
 	assert.ErrorContains(t, err, "did not start again within a TTL")
 	assert.ErrorContains(t, err, "connection refused")
 }
+
+// TestAnAcquireOverAnOverdueSessionThatDoesNotStartAgainSaysLost is the
+// case above with the session overdue rather than lost when the Acquire
+// comes: its acquisition loses it and tries to start the next one itself,
+// and when none starts within a TTL its error matches ErrLost, not ctx's
+// deadline, which is seconds away.
+func TestAnAcquireOverAnOverdueSessionThatDoesNotStartAgainSaysLost(t *testing.T) {
+	var failing atomic.Bool
+	c := standalone(t).client(cmdHook{fn: func(ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error {
+		if failing.Load() && isScript(cmd, sessionScript) {
+			return fmt.Errorf("dial tcp 127.0.0.1:1: connect: %w", syscall.ECONNREFUSED) // not sent
+		}
+		return next(ctx, cmd)
+	}})
+	cfg := testConfig()
+	m := startManager(t, c, cfg)
+	failing.Store(true)
+	defer failing.Store(false)
+	m.okAt.Store(new(time.Now().Add(-m.lostAfter))) // no renewal confirmed for TTL·2/3: overdue
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*cfg.TTL)
+	defer cancel()
+	_, err := m.Acquire(ctx, "room")
+	require.ErrorIs(t, err, ErrLost)
+	assert.NotErrorIs(t, err, context.DeadlineExceeded)
+	assert.NoError(t, ctx.Err(), "the caller's ctx")
+	assert.ErrorContains(t, err, "connection refused", "what the start ran into")
+}
+
+// An Acquire's attempts go on as long as its ctx lasts, not a TTL: a
+// room's primary down for longer (a Cluster failover of its slot, while
+// the session lives on another primary) is waited out. A second caller
+// of the same room with more time than the first is not failed by the
+// first one's deadline either.
+func TestAnAcquireRetriesAsLongAsItsCtxLasts(t *testing.T) {
+	var failUntil atomic.Int64 // unix nanoseconds
+	c := standalone(t).client(cmdHook{fn: func(ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error {
+		if isScript(cmd, acquireScript) && time.Now().UnixNano() < failUntil.Load() {
+			return fmt.Errorf("dial tcp 127.0.0.1:1: connect: %w", syscall.ECONNREFUSED) // not sent
+		}
+		return next(ctx, cmd)
+	}})
+	cfg := testConfig()
+	m := startManager(t, c, cfg)
+	failUntil.Store(time.Now().Add(3 * cfg.TTL / 2).UnixNano())
+
+	short, cancel := context.WithTimeout(context.Background(), cfg.TTL/2)
+	defer cancel()
+	shortErr := make(chan error, 1)
+	go func() {
+		_, err := m.Acquire(short, "room")
+		shortErr <- err
+	}()
+	waitFor(t, "the first caller's acquisition", func() bool {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		return m.flights["room"] != nil
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*cfg.TTL)
+	defer cancel()
+	l, err := m.Acquire(ctx, "room")
+	require.NoError(t, err, "Acquire with 5 TTLs of ctx, the room's calls refused for 1.5")
+	assert.NotNil(t, l)
+	assert.ErrorIs(t, <-shortErr, context.DeadlineExceeded, "the caller with half a TTL")
+}

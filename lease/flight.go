@@ -15,7 +15,8 @@ type flight struct {
 	done  chan struct{} // closed once lease and err are final and any release is done
 	lease *Lease
 	err   error
-	ctx   context.Context // the first caller's values, never cancelled
+	ctx   context.Context // the first caller's values and deadline, not its cancellation
+	stop  context.CancelFunc
 	// lastErr is the last attempt's error, nil after one succeeded: what a
 	// caller that gives up was waiting out. Atomic: no lock per attempt.
 	lastErr atomic.Pointer[error]
@@ -41,9 +42,9 @@ func (m *Manager) attach(ctx context.Context, id string) (*Lease, *flight, error
 		case !m.running:
 			m.mu.Unlock()
 			if m.draining() { // stopped by the drain's Release hook
-				return nil, nil, ErrDraining
+				return nil, nil, fmt.Errorf("lease: acquire %s: %w", m.routeKey(id), ErrDraining)
 			}
-			return nil, nil, ErrNotRunning
+			return nil, nil, fmt.Errorf("lease: acquire %s: %w", m.routeKey(id), ErrNotRunning)
 		case l != nil && l.held() && l.state.Load() == stateHandingOff:
 			m.mu.Unlock()
 			return nil, nil, fmt.Errorf("lease: acquire %s: the drain's hand-off has it: %w", m.routeKey(id), ErrDraining)
@@ -66,7 +67,11 @@ func (m *Manager) attach(ctx context.Context, id string) (*Lease, *flight, error
 			}
 			started := f == nil
 			if started {
-				f = &flight{done: make(chan struct{}), ctx: context.WithoutCancel(ctx)}
+				f = &flight{done: make(chan struct{})}
+				f.ctx, f.stop = context.WithoutCancel(ctx), func() {}
+				if d, ok := ctx.Deadline(); ok { // the attempts last as long as the caller waits
+					f.ctx, f.stop = context.WithDeadline(f.ctx, d)
+				}
 				m.flights[id] = f
 			}
 			f.waiters++
@@ -112,6 +117,7 @@ func (m *Manager) unwanted(f *flight) error {
 // run runs the acquisition for f and settles its result.
 func (m *Manager) run(id string, f *flight) {
 	defer func() {
+		f.stop()
 		m.mu.Lock()
 		if m.flights[id] == f { // a waiting attach must not find f again, even after a panic
 			delete(m.flights, id)
@@ -154,9 +160,12 @@ func (m *Manager) register(l *Lease, f *flight) (*Lease, error) {
 	if err == nil || !errors.Is(err, ErrLost) {
 		f.decided = true // whatever follows, this is the result
 	} // lost: tried again under the next session (run), which callers may leave meanwhile
+	if err != nil && !errors.Is(err, ErrLost) {
+		err = fmt.Errorf("lease: acquire %s: %w", l.key, err)
+	}
 	if err != nil {
 		m.mu.Unlock()
-		if rerr := m.releaseUnknown(f.ctx, l.ID(), l.epoch, l.value); rerr != nil {
+		if rerr := m.releaseUnknown(context.WithoutCancel(f.ctx), l.ID(), l.epoch, l.value); rerr != nil {
 			return nil, errors.Join(err, rerr) // the route dies with the session
 		}
 		return nil, err

@@ -163,8 +163,8 @@ func (m *Manager) currentSession(ctx context.Context) (*session, error) {
 			return nil, ErrNotRunning
 		case s != nil && m.alive(s.epoch, m.now()):
 			return s, nil
-		case s != nil: // overdue: startSession loses it first
-			if err := m.retry(ctx, nil, m.startSession); err != nil {
+		case s != nil: // overdue: startSession loses it first; a failed start is waited for below
+			if err := m.retry(ctx, nil, m.startSession); err != nil && !retryable(err) {
 				return nil, err
 			}
 			continue
@@ -183,11 +183,12 @@ func (m *Manager) currentSession(ctx context.Context) (*session, error) {
 
 // notStartedAgain is the error of a wait for the node's session that
 // lasted a TTL: the session is lost, not the caller's time, so it matches
-// ErrLost (an Acquire waits out one such loss), not ctx's errors.
+// ErrLost (an Acquire waits out one such loss), not ctx's errors, nor
+// those of the last start, which it names.
 func (m *Manager) notStartedAgain() error {
 	err := lostError(fmt.Sprintf("the node's session did not start again within a TTL (%s)", m.cfg.TTL))
 	if startErr := m.startErr.Load(); startErr != nil {
-		return fmt.Errorf("%w: %w", err, *startErr)
+		return fmt.Errorf("%w: %v", err, *startErr)
 	}
 	return err
 }
