@@ -11,14 +11,14 @@ import (
 	"github.com/drainkit/drainkit/lifecycle"
 )
 
-// refuseToBuild logs, in one line, why fx could not build the app, and
-// returns the exit code.
-func refuseToBuild(err error) int {
+// refuseToBuild logs to log, in one line, why fx could not build the
+// app, and returns the exit code.
+func refuseToBuild(log *slog.Logger, err error) int {
 	why, code := buildFailure(err)
 	if code == lifecycle.ExitConfig {
-		slog.Error("fxmodule: refusing to start: bad configuration", "err", why, "exit_code", code)
+		log.Error("fxmodule: refusing to start: bad configuration", "err", why, "exit_code", code)
 	} else {
-		slog.Error("fxmodule: cannot build the app", "err", why, "exit_code", code)
+		log.Error("fxmodule: cannot build the app", "err", why, "exit_code", code)
 	}
 	return code
 }
@@ -70,11 +70,13 @@ func configCause(err error) error {
 }
 
 // eventLogger logs fx's events through the graph's *slog.Logger at debug
-// level, build errors included, since Run logs them in one line itself.
-// It is only a default: an app's own fx.WithLogger replaces it, and
-// nothing of the drain reads an event.
-func eventLogger() fx.Option {
+// level, build errors included, since Run logs them in one line itself,
+// to the logger it stores in graphLog (fx builds it first, so a refusal
+// to build goes there too). It is only a default: an app's own
+// fx.WithLogger replaces it, and nothing of the drain reads an event.
+func eventLogger(graphLog **slog.Logger) fx.Option {
 	return fx.WithLogger(func(p loggerParams) fxevent.Logger {
+		*graphLog = p.Logger
 		l := &fxevent.SlogLogger{Logger: logger(p.Logger)}
 		l.UseLogLevel(slog.LevelDebug)
 		l.UseErrorLevel(slog.LevelDebug)

@@ -36,13 +36,14 @@ type loggerParams struct {
 // budgets, how a start is aborted ([Abortable]) and the exit codes.
 func Run(opts ...fx.Option) int {
 	var (
-		m   *lifecycle.Manager
-		app *fx.App
-		d   = &driver{}
+		m        *lifecycle.Manager
+		app      *fx.App
+		d        = &driver{}
+		graphLog *slog.Logger // set while fx builds the app, if the graph has one
 	)
 	ctx, requestStop := context.WithCancelCause(context.Background())
 	defer requestStop(nil)
-	app = fx.New(append([]fx.Option{eventLogger()}, append(opts,
+	app = fx.New(append([]fx.Option{eventLogger(&graphLog)}, append(opts,
 		fx.Supply(d),
 		fx.Decorate(func(lc fx.Lifecycle) fx.Lifecycle { return hookLifecycle{lc, d} }),
 		fx.Decorate(func(fx.Shutdowner) fx.Shutdowner { return shutdowner{requestStop} }),
@@ -54,10 +55,10 @@ func Run(opts ...fx.Option) int {
 		}),
 	)...)...)
 	if err := app.Err(); err != nil {
-		return refuseToBuild(err)
+		return refuseToBuild(logger(graphLog), err)
 	}
 	if m == nil {
-		return refuseToBuild(configerr.Errorf("fxmodule: the app has no *lifecycle.Manager: add fxmodule.Module to fxmodule.Run's options"))
+		return refuseToBuild(logger(graphLog), configerr.Errorf("fxmodule: the app has no *lifecycle.Manager: add fxmodule.Module to fxmodule.Run's options"))
 	}
 	d.app, d.m = app, m
 	c := m.Config()

@@ -228,6 +228,21 @@ func TestRunConfigMistakeIsOneLineAndExitConfig(t *testing.T) {
 	}
 }
 
+// A refusal to build goes to the graph's *slog.Logger when fx could build
+// it, as every other line of Run does: a JSON log pipeline must not miss,
+// or mangle, the one line that explains a crash loop (a new user's trial
+// found it written as text by the default logger). A logger fx could not
+// build leaves the default.
+func TestRunRefusalGoesToTheGraphsLogger(t *testing.T) {
+	defaults := logDefault(t)
+	var graph testlog.Buffer
+	code := fxmodule.Run(fxmodule.Module, fx.Supply(slog.New(slog.NewJSONHandler(&graph, nil))),
+		fx.Supply(lifecycle.Config{DrainTimeout: time.Second, DrainDelay: 2 * time.Second}))
+	assert.Equal(t, lifecycle.ExitConfig, code, "exit code")
+	assert.Contains(t, graph.String(), `DrainDelay=\"2s\": must be shorter than DrainTimeout`, "the graph's logger")
+	assert.Empty(t, errorLines(defaults()), "error lines of the default logger")
+}
+
 // The same mistake gives the same exit code on every path: an app's own
 // check named like the one a server option or fxlease adds is refused
 // with 78 and one line naming the check, whichever added it second.

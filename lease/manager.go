@@ -263,7 +263,7 @@ func (m *Manager) startRetry() func(context.Context, func(context.Context) error
 					// New cannot see FailoverOptions.ReplicaOnly: go-redis keeps it out of the client's options.
 					msg = "lease: start waiting for a primary: the server is a replica (FailoverOptions.ReplicaOnly, or a replica's address?); a failover in progress ends within seconds"
 				}
-				m.cfg.Logger.Warn(msg, "redis_addr", clientAddr(m.client),
+				m.cfg.Logger.Warn(msg, "node_id", m.cfg.Node, "redis_addr", clientAddr(m.client),
 					"waited", time.Since(began).Round(time.Millisecond).String(), "error", err.Error())
 			}
 			return err

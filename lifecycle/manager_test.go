@@ -689,7 +689,7 @@ func TestReportIsTheFinishedDrainsReport(t *testing.T) {
 // line at all until it returns.
 func TestASignalDuringStartIsLoggedAtOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		h := newHarness(t, lifecycle.Config{DrainDelay: time.Second})
+		h := newHarness(t, lifecycle.Config{Service: "svc", NodeID: "n1", DrainDelay: time.Second})
 		inStep, release := make(chan struct{}), make(chan struct{})
 		h.OnStart(func(context.Context) error {
 			close(inStep)
@@ -701,6 +701,7 @@ func TestASignalDuringStartIsLoggedAtOnce(t *testing.T) {
 		h.sig <- syscall.SIGTERM
 		synctest.Wait()
 		assert.Contains(t, h.logs.String(), "stop requested during start-up", "logged while the step still runs")
+		assert.Contains(t, h.logs.String(), `"service":"svc","node_id":"n1","signal"`, "the line's service and node id")
 		assert.Equal(t, lifecycle.Starting, h.State())
 		close(release)
 		assert.Equal(t, lifecycle.ExitClean, (<-reports).ExitCode)

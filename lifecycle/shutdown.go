@@ -49,7 +49,7 @@ func (m *Manager) watchSignals() (unsubscribe func()) {
 			case 1:
 				if m.requestStop(reason) && m.State() == Starting { // the flip waits for the start step: say why
 					m.log.Info("stop requested during start-up: the start step's context is cancelled, and the drain follows once it returns",
-						"signal", sig.String())
+						"service", m.cfg.Service, "node_id", m.cfg.NodeID, "signal", sig.String())
 				}
 			case 2:
 				if m.State() == Stopped { // nothing left to force: OnDrained's work has budgets of its own
