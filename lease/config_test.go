@@ -1,6 +1,7 @@
 package lease
 
 import (
+	"cmp"
 	"context"
 	"log/slog"
 	"strings"
@@ -236,7 +237,7 @@ func TestStartWarnsOfDialRetriesLongerThanACall(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			c := redis.NewClient(&redis.Options{Addr: s.Addr, MaxRetries: 1, ContextTimeoutEnabled: true, DialerRetries: tt.give})
 			t.Cleanup(func() { _ = c.Close() })
-			got, logs := startWarnings(t, c, "go-redis retries a refused dial")
+			got, logs := startWarnings(t, c, 0, "go-redis retries a refused dial")
 			assert.Equal(t, tt.want, got, "warnings; got %d, want %d in %s", got, tt.want, logs)
 			if tt.want > 0 {
 				assert.Contains(t, logs, "set DialerRetries: 1 in redis.Options")
@@ -265,7 +266,7 @@ func TestStartWarnsOfASlowSlotMapReload(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			c := cl.ClientWith(&redis.ClusterOptions{MaxRetries: 1, ContextTimeoutEnabled: true, DialerRetries: 1,
 				ReadTimeout: tt.read, DialTimeout: tt.dial})
-			got, logs := startWarnings(t, c, "go-redis reloads the slot map without a context")
+			got, logs := startWarnings(t, c, 0, "go-redis reloads the slot map without a context")
 			assert.Equal(t, tt.want, got, "warnings; got %d, want %d in %s", got, tt.want, logs)
 			if tt.want > 0 {
 				assert.Contains(t, logs, "keep each within 500ms")
@@ -274,12 +275,13 @@ func TestStartWarnsOfASlowSlotMapReload(t *testing.T) {
 	}
 }
 
-// startWarnings starts a Manager on c, stopped at cleanup, and returns how
+// startWarnings starts a Manager on c (with ttl, unless 0), stopped at cleanup, and returns how
 // many WARN lines of its log begin with "lease: "+msg, and the whole log.
-func startWarnings(t *testing.T, c redis.UniversalClient, msg string) (int, string) {
+func startWarnings(t *testing.T, c redis.UniversalClient, ttl time.Duration, msg string) (int, string) {
 	t.Helper()
 	var logs testlog.Buffer
 	cfg := testConfig()
+	cfg.TTL = cmp.Or(ttl, cfg.TTL)
 	cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
 	startManager(t, c, cfg)
 	return strings.Count(logs.String(), `level=WARN msg="lease: `+msg), logs.String()

@@ -115,7 +115,13 @@ func (m *Manager) Start(ctx context.Context) error {
 		m.starting = false
 		m.mu.Unlock()
 	}()
-	for _, w := range []string{redischeck.DialWarning(m.client, m.cfg.CallTimeout), redischeck.ReloadWarning(m.client, m.cfg.TTL/2)} {
+	warnings := []string{redischeck.DialWarning(m.client, m.cfg.CallTimeout), redischeck.ReloadWarning(m.client, m.cfg.TTL/2)}
+	if redischeck.Sentinel(m.client) && m.cfg.TTL < sentinelMinTTL {
+		warnings = append(warnings, fmt.Sprintf("a Sentinel failover names the new primary about a second after promoting it, "+
+			"which a TTL of %s does not outlast: every failover, planned or not, costs every room; "+
+			"docs/leases.md (\"On Redis Sentinel\") advises a TTL of at least %s", m.cfg.TTL, sentinelMinTTL))
+	}
+	for _, w := range warnings {
 		if w != "" {
 			m.cfg.Logger.Warn("lease: "+w, "node_id", m.cfg.Node)
 		}
@@ -271,11 +277,14 @@ func (m *Manager) startRetry() func(context.Context, func(context.Context) error
 	}
 }
 
+// sentinelMinTTL is the least TTL docs/leases.md advises on Sentinel.
+const sentinelMinTTL = 3 * time.Second
+
 // clientAddr names the server (or the Cluster's seed nodes) c talks to.
 func clientAddr(c redis.UniversalClient) string {
 	switch c := c.(type) {
 	case *redis.Client:
-		return c.Options().Addr
+		return redischeck.Addr(c)
 	case *redis.ClusterClient:
 		if len(c.Options().Addrs) == 0 { // NewFailoverClusterClient's, or a map of the caller's own
 			return "ClusterOptions.ClusterSlots"

@@ -135,3 +135,22 @@ func TestSentinelPrimaryFailure(t *testing.T) {
 		})
 	}
 }
+
+// Start warns of a TTL below the 3 s docs/leases.md advises for Sentinel,
+// which knows the client for a failover client: at the default 1 s, a
+// failover, planned or not, costs every room (a new user's trial started
+// at the default without a word). Its log names no "FailoverClient",
+// go-redis's placeholder for the address, either.
+func TestStartWarnsOfASentinelTTLBelow3s(t *testing.T) {
+	sen := redistest.StartSentinel(t)
+	for _, tt := range []struct {
+		ttl  time.Duration
+		want int
+	}{{time.Second, 1}, {3 * time.Second, 0}} {
+		t.Run(tt.ttl.String(), func(t *testing.T) {
+			got, logs := startWarnings(t, sen.Client(), tt.ttl, "a Sentinel failover")
+			assert.Equal(t, tt.want, got, "warnings; got %d, want %d in %s", got, tt.want, logs)
+			assert.NotContains(t, logs, "FailoverClient", "a log naming go-redis's placeholder for a server")
+		})
+	}
+}

@@ -190,11 +190,29 @@ func ReloadWarning(c redis.UniversalClient, bound time.Duration) string {
 		strings.Join(over, " and "), bound.Truncate(time.Millisecond), optionsType(c))
 }
 
+// Sentinel reports whether c is a Sentinel failover client
+// (redis.NewFailoverClient's). go-redis has no accessor for it: its
+// options carry a placeholder address, which this reads. An upgrade that
+// changes it makes this false, losing only advice and a warning.
+func Sentinel(c redis.UniversalClient) bool {
+	cl, ok := c.(*redis.Client)
+	return ok && cl.Options().Addr == "FailoverClient"
+}
+
+// Addr names the server c talks to, for logs and errors: its address, or
+// for a Sentinel client, which keeps the master's to itself, what it is.
+func Addr(c *redis.Client) string {
+	if Sentinel(c) {
+		return "the Sentinel master of a redis.FailoverOptions client"
+	}
+	return c.Options().Addr
+}
+
 // optionsType names the options c was built from, for advice.
 func optionsType(c redis.UniversalClient) string {
 	switch cl := c.(type) {
 	case *redis.Client:
-		if cl.Options().Addr == "FailoverClient" { // NewFailoverClient's
+		if Sentinel(cl) {
 			return "redis.FailoverOptions"
 		}
 		return "redis.Options"
@@ -240,7 +258,7 @@ var ErrSlotsUncovered = errors.New("the cluster does not serve every slot yet")
 // primary missed here would never be checked, nor get the scripts.
 func EachServer(ctx context.Context, c redis.UniversalClient, retry func(context.Context, func(context.Context) error) error,
 	fn func(ctx context.Context, c redis.UniversalClient, addr string) error) error {
-	each := func(ctx context.Context, n *redis.Client) error { return fn(ctx, n, n.Options().Addr) }
+	each := func(ctx context.Context, n *redis.Client) error { return fn(ctx, n, Addr(n)) }
 	switch c := c.(type) {
 	case *redis.ClusterClient:
 		var primaries []*redis.Client

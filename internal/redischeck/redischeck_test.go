@@ -116,3 +116,28 @@ func assertWarning(t *testing.T, got string, want []string) {
 		assert.Contains(t, got, w)
 	}
 }
+
+// Sentinel knows a failover client from go-redis's placeholder address,
+// which Addr never shows.
+func TestSentinel(t *testing.T) {
+	tests := []struct {
+		name     string
+		give     *redis.Client
+		want     bool
+		wantAddr string
+	}{
+		{"a standalone client", redis.NewClient(&redis.Options{Addr: "10.0.0.1:6379"}), false, "10.0.0.1:6379"},
+		{"a failover client", redis.NewFailoverClient(&redis.FailoverOptions{MasterName: "mymaster", SentinelAddrs: []string{"10.0.0.1:26379"}}),
+			true, "the Sentinel master of a redis.FailoverOptions client"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			defer tt.give.Close()
+			assert.Equal(t, tt.want, Sentinel(tt.give), "Sentinel")
+			assert.Equal(t, tt.wantAddr, Addr(tt.give), "Addr")
+		})
+	}
+	cluster := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{"10.0.0.1:7000"}})
+	defer cluster.Close()
+	assert.False(t, Sentinel(cluster), "Sentinel of a Cluster client")
+}
