@@ -29,8 +29,12 @@ func (m *Manager) Acquire(ctx context.Context, id string) (*Lease, error) {
 	if err := validateID(id); err != nil {
 		return nil, err
 	}
+	end, ok := ctx.Deadline()
+	if !ok {
+		end = time.Now().Add(m.cfg.TTL) // retry's bound without a deadline
+	}
 	for {
-		l, f, err := m.attach(ctx, id)
+		l, f, err := m.attach(ctx, end, id)
 		if err == errGateClosed {
 			return nil, m.holderOnceDraining(ctx, id)
 		}
@@ -54,8 +58,8 @@ func (m *Manager) Acquire(ctx context.Context, id string) (*Lease, error) {
 		switch {
 		case f.lease == nil && errors.Is(f.err, ErrDraining): // the flip came during the acquisition
 			return nil, m.holderOnceDraining(ctx, id)
-		case f.lease == nil && errors.Is(f.ctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil:
-			continue // the flight had an earlier caller's deadline, and this caller has time left
+		case f.lease == nil && errors.Is(f.err, context.DeadlineExceeded) && f.end.Before(end) && ctx.Err() == nil:
+			continue // the flight ran out of an earlier caller's time, and this caller has more
 		}
 		return f.lease, f.err
 	}

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -299,7 +300,7 @@ func TestAcquireWaitsForTheEarlierFlightsCleanUp(t *testing.T) {
 func TestAcquireWaitingAcrossTheFlipSendsNothing(t *testing.T) {
 	r := startCleanupRace(t)
 	r.m.BeginDrain()
-	_, f, err := r.m.attach(context.Background(), "cleanup")
+	_, f, err := r.m.attach(context.Background(), time.Now().Add(r.m.cfg.TTL), "cleanup")
 	if err == nil {
 		<-f.done
 		err = f.err
@@ -442,7 +443,7 @@ func TestAnAcquireWhoseSessionDoesNotStartAgainSaysLost(t *testing.T) {
 func TestAnAcquireOverAnOverdueSessionThatDoesNotStartAgainSaysLost(t *testing.T) {
 	var failing atomic.Bool
 	c := standalone(t).client(cmdHook{fn: func(ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error {
-		if failing.Load() && isScript(cmd, sessionScript) {
+		if failing.Load() && (isScript(cmd, sessionScript) || isScript(cmd, sessionRenewScript)) {
 			return fmt.Errorf("dial tcp 127.0.0.1:1: connect: %w", syscall.ECONNREFUSED) // not sent
 		}
 		return next(ctx, cmd)
@@ -451,6 +452,8 @@ func TestAnAcquireOverAnOverdueSessionThatDoesNotStartAgainSaysLost(t *testing.T
 	m := startManager(t, c, cfg)
 	failing.Store(true)
 	defer failing.Store(false)
+	// Once a renewal has failed, none in flight can confirm the session again.
+	waitFor(t, "a failed renewal", func() bool { return testutil.ToFloat64(m.met.heartbeatErrors) > 0 })
 	m.okAt.Store(new(time.Now().Add(-m.lostAfter))) // no renewal confirmed for TTL·2/3: overdue
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*cfg.TTL)
@@ -466,35 +469,56 @@ func TestAnAcquireOverAnOverdueSessionThatDoesNotStartAgainSaysLost(t *testing.T
 // room's primary down for longer (a Cluster failover of its slot, while
 // the session lives on another primary) is waited out. A second caller
 // of the same room with more time than the first is not failed by the
-// first one's deadline either.
+// first one's end either: its deadline, its TTL without one, or its leaving.
 func TestAnAcquireRetriesAsLongAsItsCtxLasts(t *testing.T) {
-	var failUntil atomic.Int64 // unix nanoseconds
-	c := standalone(t).client(cmdHook{fn: func(ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error {
-		if isScript(cmd, acquireScript) && time.Now().UnixNano() < failUntil.Load() {
-			return fmt.Errorf("dial tcp 127.0.0.1:1: connect: %w", syscall.ECONNREFUSED) // not sent
-		}
-		return next(ctx, cmd)
-	}})
-	cfg := testConfig()
-	m := startManager(t, c, cfg)
-	failUntil.Store(time.Now().Add(3 * cfg.TTL / 2).UnixNano())
+	tests := []struct {
+		name      string
+		first     func() (context.Context, context.CancelFunc)
+		wantFirst error
+	}{
+		{"the first caller's deadline is half a TTL", func() (context.Context, context.CancelFunc) {
+			return context.WithTimeout(context.Background(), testConfig().TTL/2)
+		}, context.DeadlineExceeded},
+		{"the first caller has no deadline", func() (context.Context, context.CancelFunc) {
+			return context.WithCancel(context.Background())
+		}, context.DeadlineExceeded},
+		{"the first caller leaves", func() (context.Context, context.CancelFunc) {
+			ctx, cancel := context.WithCancel(context.Background())
+			time.AfterFunc(100*time.Millisecond, cancel)
+			return ctx, cancel
+		}, context.Canceled},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var failUntil atomic.Int64 // unix nanoseconds
+			c := standalone(t).client(cmdHook{fn: func(ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error {
+				if isScript(cmd, acquireScript) && time.Now().UnixNano() < failUntil.Load() {
+					return fmt.Errorf("dial tcp 127.0.0.1:1: connect: %w", syscall.ECONNREFUSED) // not sent
+				}
+				return next(ctx, cmd)
+			}})
+			cfg := testConfig()
+			m := startManager(t, c, cfg)
+			failUntil.Store(time.Now().Add(3 * cfg.TTL / 2).UnixNano())
 
-	short, cancel := context.WithTimeout(context.Background(), cfg.TTL/2)
-	defer cancel()
-	shortErr := make(chan error, 1)
-	go func() {
-		_, err := m.Acquire(short, "room")
-		shortErr <- err
-	}()
-	waitFor(t, "the first caller's acquisition", func() bool {
-		m.mu.Lock()
-		defer m.mu.Unlock()
-		return m.flights["room"] != nil
-	})
-	ctx, cancel := context.WithTimeout(context.Background(), 5*cfg.TTL)
-	defer cancel()
-	l, err := m.Acquire(ctx, "room")
-	require.NoError(t, err, "Acquire with 5 TTLs of ctx, the room's calls refused for 1.5")
-	assert.NotNil(t, l)
-	assert.ErrorIs(t, <-shortErr, context.DeadlineExceeded, "the caller with half a TTL")
+			first, cancel := tt.first()
+			defer cancel()
+			firstErr := make(chan error, 1)
+			go func() {
+				_, err := m.Acquire(first, "room")
+				firstErr <- err
+			}()
+			waitFor(t, "the first caller's acquisition", func() bool {
+				m.mu.Lock()
+				defer m.mu.Unlock()
+				return m.flights["room"] != nil
+			})
+			ctx, cancel := context.WithTimeout(context.Background(), 5*cfg.TTL)
+			defer cancel()
+			l, err := m.Acquire(ctx, "room")
+			require.NoError(t, err, "Acquire with 5 TTLs of ctx, the room's calls refused for 1.5")
+			assert.NotNil(t, l)
+			assert.ErrorIs(t, <-firstErr, tt.wantFirst, "the first caller")
+		})
+	}
 }

@@ -151,7 +151,7 @@ func TestAcquireWaitsForALeaseEndedInTheHandOff(t *testing.T) {
 
 	wait, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
-	go func() { _, _, err := m.attach(wait, "handed"); done <- err }()
+	go func() { _, _, err := m.attach(wait, time.Now().Add(m.cfg.TTL), "handed"); done <- err }()
 	cancel()
 	select {
 	case err := <-done:

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync/atomic"
+	"time"
 )
 
 // flight is one acquisition of a room, shared by every Acquire of the room
@@ -15,7 +16,8 @@ type flight struct {
 	done  chan struct{} // closed once lease and err are final and any release is done
 	lease *Lease
 	err   error
-	ctx   context.Context // the first caller's values and deadline, not its cancellation
+	ctx   context.Context // the first caller's values and end, not its cancellation
+	end   time.Time       // ctx's deadline: the first caller's, or a TTL after it came
 	stop  context.CancelFunc
 	// lastErr is the last attempt's error, nil after one succeeded: what a
 	// caller that gives up was waiting out. Atomic: no lock per attempt.
@@ -34,7 +36,7 @@ type flight struct {
 // and the flight's currentSession loses an overdue session as a whole)
 // or a decided flight (it may still be deleting this holder's values).
 // A caller whose ctx never ends cannot leave: its flight runs on its goroutine.
-func (m *Manager) attach(ctx context.Context, id string) (*Lease, *flight, error) {
+func (m *Manager) attach(ctx context.Context, end time.Time, id string) (*Lease, *flight, error) {
 	m.mu.Lock()
 	for {
 		l, f := m.leases[id], m.flights[id]
@@ -67,11 +69,8 @@ func (m *Manager) attach(ctx context.Context, id string) (*Lease, *flight, error
 			}
 			started := f == nil
 			if started {
-				f = &flight{done: make(chan struct{})}
-				f.ctx, f.stop = context.WithoutCancel(ctx), func() {}
-				if d, ok := ctx.Deadline(); ok { // the attempts last as long as the caller waits
-					f.ctx, f.stop = context.WithDeadline(f.ctx, d)
-				}
+				f = &flight{done: make(chan struct{}), end: end} // the attempts last as long as the caller waits
+				f.ctx, f.stop = context.WithDeadline(context.WithoutCancel(ctx), end)
 				m.flights[id] = f
 			}
 			f.waiters++

@@ -3,6 +3,7 @@ package lease
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync/atomic"
@@ -122,10 +123,14 @@ func TestAcquireRetriesTheStartOfASessionAfterAnOverdueOne(t *testing.T) {
 	old, err := m.Acquire(ctx, "slow-start")
 	require.NoError(t, err, "Acquire")
 	m.okAt.Store(new(time.Now().Add(-m.lostAfter))) // session renewals failing for TTL·2/3
+	startErr := errors.New("a start of the renewer's that failed")
+	m.startErr.Store(&startErr)
 	failNext.Store(true)
 
 	cur, err := m.Acquire(ctx, "slow-start")
 	require.NoError(t, err, "Acquire after an overdue session, its first start attempt timing out")
 	assert.False(t, failNext.Load(), "the failing start attempt ran")
 	assert.Greater(t, cur.epoch, old.epoch, "the new lease's session")
+	// Started by the Acquire, not the renewer: the next failed start is logged.
+	assert.Nil(t, m.startErr.Load(), "the last failed start, once a session started")
 }

@@ -60,17 +60,13 @@ func TestSentinelFailoverAtTheAdvisedTTLKeepsEveryLease(t *testing.T) {
 	assert.Equal(t, placed, placements(t, m, other), "rooms placed after the failover; want as before: the index moved with the data")
 }
 
-// TestSentinelPrimaryFailure kills or pauses the primary of a Sentinel
-// setup under a Manager holding rooms. The sentinel finds the primary down
-// after its down-after-milliseconds (1 s here) and names the replica
-// primary about a second later. At the TTL docs/leases.md advises for a
-// planned failover, 3 s, the session's deadline (TTL·2/3) comes first:
-// every lease is lost with ErrLost, and within a second of the
-// announcement the Manager takes rooms on the new primary, each with a
-// higher fence. At 6 s the renewals, tried again every quarter interval
-// after a failure, reach the new primary before the deadline: no lease is
-// lost. A paused primary (a hung host) answers nothing where a killed one
-// refuses connections: every call to it ends at its deadline instead.
+// TestSentinelPrimaryFailure: a Sentinel primary killed or paused (a hung
+// host) under a Manager holding rooms is named replaced about 2 s later
+// (down-after-milliseconds 1 s). At 3 s TTL the session's deadline comes
+// first: every lease is lost with ErrLost, and within a second of the
+// announcement rooms are taken on the new primary with higher fences. At
+// 6 s the renewer's last try, a quarter interval before the deadline,
+// reaches the new primary: no lease is lost.
 func TestSentinelPrimaryFailure(t *testing.T) {
 	for _, tt := range []struct {
 		name   string

@@ -87,6 +87,7 @@ func (m *Manager) makeCurrent(epoch int64, sent time.Time) {
 	m.lastEpoch.Store(epoch)
 	m.okAt.Store(&sent)
 	m.hbFailed.Store(false) // a new session: "renewed again" would be about the one lost
+	m.startErr.Store(nil)   // whoever started it: the next outage's failed start is logged
 	m.sess.Store(s)
 	m.wakeSettled()
 }
@@ -270,7 +271,6 @@ func (m *Manager) restart(ctx context.Context) error {
 	err := m.startSession(ctx)
 	switch {
 	case err == nil:
-		m.startErr.Store(nil)
 		m.cfg.Logger.Info("lease session started again", "node_id", m.cfg.Node, "epoch", m.lastEpoch.Load())
 	case ctx.Err() == nil && !errors.Is(err, ErrNotRunning): // not running: Stop came, nothing failed
 		m.followTopology(err)
