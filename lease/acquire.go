@@ -1,6 +1,7 @@
 package lease
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -44,13 +45,7 @@ func (m *Manager) Acquire(ctx context.Context, id string) (*Lease, error) {
 		select {
 		case <-f.done:
 		case <-ctx.Done():
-			m.mu.Lock()
-			left := !f.decided || f.failed // once decided on a lease, the lease is this caller's
-			if left {
-				f.waiters--
-			}
-			m.mu.Unlock()
-			if left {
+			if m.leave(f) {
 				return nil, m.gaveUp(id, ctx.Err(), f.lastErr.Load())
 			}
 			<-f.done
@@ -58,8 +53,12 @@ func (m *Manager) Acquire(ctx context.Context, id string) (*Lease, error) {
 		switch {
 		case f.lease == nil && errors.Is(f.err, ErrDraining): // the flip came during the acquisition
 			return nil, m.holderOnceDraining(ctx, id)
-		case f.lease == nil && errors.Is(f.err, context.DeadlineExceeded) && f.end.Before(end) && ctx.Err() == nil:
-			continue // the flight ran out of an earlier caller's time, and this caller has more
+		case f.lease == nil && errors.Is(f.err, context.DeadlineExceeded): // the flight's time ran out
+			if f.end.Before(end) && ctx.Err() == nil {
+				continue // an earlier caller's, and this caller has more
+			}
+			// This caller's: the same error as had its ctx ended first.
+			return nil, m.gaveUp(id, cmp.Or(ctx.Err(), context.DeadlineExceeded), f.lastErr.Load())
 		}
 		return f.lease, f.err
 	}
@@ -121,7 +120,7 @@ func (m *Manager) holderOnceDraining(ctx context.Context, id string) error {
 // stops no attempt midway, and one cut at the deadline is cleaned up after.
 func (m *Manager) acquire(id string, f *flight) (*Lease, error) {
 	ctx := f.ctx
-	s, err := m.currentSession(ctx)
+	s, err := m.currentSession(ctx, f)
 	if err != nil {
 		return nil, fmt.Errorf("lease: acquire %s: %w", m.routeKey(id), err)
 	}

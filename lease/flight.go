@@ -96,6 +96,21 @@ func (m *Manager) attach(ctx context.Context, end time.Time, id string) (*Lease,
 	}
 }
 
+// leave takes a caller that gave up off f and reports whether it left:
+// not once f decided on a lease, which is then this caller's. The last to
+// leave wakes a flight waiting for a session, which then stops.
+func (m *Manager) leave(f *flight) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if f.decided && !f.failed {
+		return false
+	}
+	if f.waiters--; f.waiters == 0 {
+		m.wakeSettled()
+	}
+	return true
+}
+
 // unwanted, under mu, returns why f's acquisition must stop (deciding f), or nil.
 func (m *Manager) unwanted(f *flight) error {
 	var err error

@@ -140,12 +140,13 @@ func (m *Manager) loseLocked(epoch int64, cause error) {
 	m.endAll(leases, func(*Lease) error { return cause })
 }
 
-// currentSession returns the current session, waiting within ctx (at most
-// TTL: a session lost is started again within a tick, or Redis is down)
-// while one starts again; ErrNotRunning once stopped, ErrLost past the TTL.
-// One past its deadline (a renewer starved of CPU) is lost and replaced: no
-// room is taken under a distrusted session.
-func (m *Manager) currentSession(ctx context.Context) (*session, error) {
+// currentSession returns the current session for f, waiting within ctx
+// (at most TTL: a session lost is started again within a tick, or Redis is
+// down) while one starts again; ErrLost past the TTL, and unwanted's error
+// at once when f is (the flip, a stop, every caller gone). One past its
+// deadline (a renewer starved of CPU) is lost and replaced: no room is
+// taken under a distrusted session.
+func (m *Manager) currentSession(ctx context.Context, f *flight) (*session, error) {
 	m.mu.Lock()
 	s, running := m.sess.Load(), m.running
 	m.mu.Unlock()
@@ -157,11 +158,12 @@ func (m *Manager) currentSession(ctx context.Context) (*session, error) {
 	defer cancel()
 	for {
 		m.mu.Lock()
-		s, changed, stopping, running := m.sess.Load(), m.settledLocked(), m.stopReq, m.running
+		s, changed, stopping := m.sess.Load(), m.settledLocked(), m.stopReq
+		unwanted := m.unwanted(f)
 		m.mu.Unlock()
 		switch {
-		case !running:
-			return nil, ErrNotRunning
+		case unwanted != nil:
+			return nil, unwanted
 		case s != nil && m.alive(s.epoch, m.now()):
 			return s, nil
 		case s != nil: // overdue: startSession loses it first; a failed start is waited for below
@@ -173,6 +175,7 @@ func (m *Manager) currentSession(ctx context.Context) (*session, error) {
 		select {
 		case <-changed:
 		case <-stopping:
+		case <-m.gate:
 		case <-ctx.Done():
 			if caller.Err() != nil {
 				return nil, fmt.Errorf("waiting for the node's session to start again: %w", caller.Err())

@@ -130,10 +130,11 @@ func isClosed(ch <-chan struct{}) bool {
 
 // An acquisition that finds no session waits for the next one at most a
 // TTL, whatever its caller's ctx, returns at once when one starts, and
-// gives up at once when the manager stops: the flight's ctx never ends,
-// so nothing else bounds it.
+// gives up at once when the manager stops, the drain flips or every caller
+// left (a review found it waiting out the TTL after the flip, with a
+// request in flight waiting for it).
 func TestWaitingForASessionIsBounded(t *testing.T) {
-	for _, how := range []string{"none starts", "stopped", "started"} {
+	for _, how := range []string{"none starts", "stopped", "started", "the flip", "every caller left"} {
 		t.Run(how, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				m := unstartedManager(t)
@@ -141,9 +142,10 @@ func TestWaitingForASessionIsBounded(t *testing.T) {
 				start := time.Now()
 				var err error
 				returned := make(chan struct{})
+				f := &flight{waiters: 1}
 				go func() {
 					defer close(returned)
-					_, err = m.currentSession(context.Background())
+					_, err = m.currentSession(context.Background(), f)
 				}()
 				synctest.Wait()
 				require.False(t, isClosed(returned), "currentSession returned before a session or a stop")
@@ -153,6 +155,20 @@ func TestWaitingForASessionIsBounded(t *testing.T) {
 					require.True(t, isClosed(returned), "currentSession still waits once a session started")
 					require.NoError(t, err)
 					require.Zero(t, time.Since(start), "the start ends the wait at once")
+					return
+				}
+				switch how {
+				case "the flip":
+					m.BeginDrain()
+					synctest.Wait()
+					require.True(t, isClosed(returned), "currentSession still waits after the flip")
+					require.ErrorIs(t, err, ErrDraining)
+					return
+				case "every caller left":
+					require.True(t, m.leave(f), "the caller left")
+					synctest.Wait()
+					require.True(t, isClosed(returned), "currentSession still waits with no caller left")
+					require.ErrorIs(t, err, errNobodyWaits)
 					return
 				}
 				if how == "stopped" {
