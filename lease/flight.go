@@ -17,7 +17,7 @@ type flight struct {
 	lease *Lease
 	err   error
 	ctx   context.Context // the first caller's values and end, not its cancellation
-	end   time.Time       // ctx's deadline: the first caller's, or a TTL after it came
+	end   time.Time       // the first caller's deadline, or a TTL after it came (retry's bound)
 	stop  context.CancelFunc
 	// lastErr is the last attempt's error, nil after one succeeded: what a
 	// caller that gives up was waiting out. Atomic: no lock per attempt.
@@ -69,8 +69,10 @@ func (m *Manager) attach(ctx context.Context, end time.Time, id string) (*Lease,
 			}
 			started := f == nil
 			if started {
-				f = &flight{done: make(chan struct{}), end: end} // the attempts last as long as the caller waits
-				f.ctx, f.stop = context.WithDeadline(context.WithoutCancel(ctx), end)
+				f = &flight{done: make(chan struct{}), end: end, ctx: context.WithoutCancel(ctx), stop: func() {}}
+				if _, ok := ctx.Deadline(); ok { // the attempts last as long as the caller waits
+					f.ctx, f.stop = context.WithDeadline(f.ctx, end)
+				} // without one, retry's TTL: no timer on the hot path
 				m.flights[id] = f
 			}
 			f.waiters++

@@ -119,7 +119,7 @@ func (m *Manager) Start(ctx context.Context) error {
 	if redischeck.Sentinel(m.client) && m.cfg.TTL < sentinelMinTTL {
 		warnings = append(warnings, fmt.Sprintf("a Sentinel failover names the new primary about a second after promoting it, "+
 			"which a TTL of %s does not outlast: every failover, planned or not, costs every room; "+
-			"docs/leases.md (\"On Redis Sentinel\") advises a TTL of at least %s", m.cfg.TTL, sentinelMinTTL))
+			"docs/leases.md (\"On Redis Sentinel\") advises a TTL of at least %s, and more to keep them through a primary's crash", m.cfg.TTL, sentinelMinTTL))
 	}
 	for _, w := range warnings {
 		if w != "" {
