@@ -410,59 +410,40 @@ func TestAnAcquireLeavesAtItsCtxWhileItsFailedAcquisitionCleansUp(t *testing.T) 
 // Manager's own wait for it (a TTL, once more after the first) is over,
 // with an error matching ErrLost and naming the start's failure: not one
 // matching context.DeadlineExceeded, which reads as the caller's own
-// deadline (a new user's trial took it for that).
+// deadline (a new user's trial took it for that). So it does when the
+// session is overdue rather than lost when the Acquire comes, and its
+// acquisition tries to start the next one itself (a review).
 func TestAnAcquireWhoseSessionDoesNotStartAgainSaysLost(t *testing.T) {
-	refused := fmt.Errorf("dial tcp 127.0.0.1:1: connect: %w", syscall.ECONNREFUSED)
-	var failing atomic.Bool
-	c := standalone(t).client(cmdHook{fn: func(ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error {
-		if failing.Load() && (isScript(cmd, sessionRenewScript) || isScript(cmd, sessionScript)) {
-			return refused
-		}
-		return next(ctx, cmd)
-	}})
-	cfg := testConfig()
-	m := startManager(t, c, cfg)
-	failing.Store(true)
-	defer failing.Store(false)
-	waitFor(t, "the session lost and its start failed", func() bool { return m.sess.Load() == nil && m.startErr.Load() != nil })
-	ctx, cancel := context.WithTimeout(context.Background(), 10*cfg.TTL)
-	defer cancel()
-	_, err := m.Acquire(ctx, "room")
-	require.ErrorIs(t, err, ErrLost)
-	assert.NotErrorIs(t, err, context.DeadlineExceeded)
-	assert.NoError(t, ctx.Err(), "the caller's ctx")
-	assert.ErrorContains(t, err, "did not start again within a TTL")
-	assert.ErrorContains(t, err, "connection refused")
-}
-
-// TestAnAcquireOverAnOverdueSessionThatDoesNotStartAgainSaysLost is the
-// case above with the session overdue rather than lost when the Acquire
-// comes: its acquisition loses it and tries to start the next one itself,
-// and when none starts within a TTL its error matches ErrLost, not ctx's
-// deadline, which is seconds away.
-func TestAnAcquireOverAnOverdueSessionThatDoesNotStartAgainSaysLost(t *testing.T) {
-	var failing atomic.Bool
-	c := standalone(t).client(cmdHook{fn: func(ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error {
-		if failing.Load() && (isScript(cmd, sessionScript) || isScript(cmd, sessionRenewScript)) {
-			return fmt.Errorf("dial tcp 127.0.0.1:1: connect: %w", syscall.ECONNREFUSED) // not sent
-		}
-		return next(ctx, cmd)
-	}})
-	cfg := testConfig()
-	m := startManager(t, c, cfg)
-	failing.Store(true)
-	defer failing.Store(false)
-	// Once a renewal has failed, none in flight can confirm the session again.
-	waitFor(t, "a failed renewal", func() bool { return testutil.ToFloat64(m.met.heartbeatErrors) > 0 })
-	m.okAt.Store(new(time.Now().Add(-m.lostAfter))) // no renewal confirmed for TTL·2/3: overdue
-
-	ctx, cancel := context.WithTimeout(context.Background(), 10*cfg.TTL)
-	defer cancel()
-	_, err := m.Acquire(ctx, "room")
-	require.ErrorIs(t, err, ErrLost)
-	assert.NotErrorIs(t, err, context.DeadlineExceeded)
-	assert.NoError(t, ctx.Err(), "the caller's ctx")
-	assert.ErrorContains(t, err, "connection refused", "what the start ran into")
+	for _, how := range []string{"lost", "overdue"} {
+		t.Run(how, func(t *testing.T) {
+			var failing atomic.Bool
+			c := standalone(t).client(cmdHook{fn: func(ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error {
+				if failing.Load() && (isScript(cmd, sessionRenewScript) || isScript(cmd, sessionScript)) {
+					return fmt.Errorf("dial tcp 127.0.0.1:1: connect: %w", syscall.ECONNREFUSED) // not sent
+				}
+				return next(ctx, cmd)
+			}})
+			cfg := testConfig()
+			m := startManager(t, c, cfg)
+			failing.Store(true)
+			defer failing.Store(false)
+			if how == "lost" {
+				waitFor(t, "the session lost and its start failed", func() bool { return m.sess.Load() == nil && m.startErr.Load() != nil })
+			} else {
+				// Once a renewal has failed, none in flight can confirm the session again.
+				waitFor(t, "a failed renewal", func() bool { return testutil.ToFloat64(m.met.heartbeatErrors) > 0 })
+				m.okAt.Store(new(time.Now().Add(-m.lostAfter))) // no renewal confirmed for TTL·2/3: overdue
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 10*cfg.TTL)
+			defer cancel()
+			_, err := m.Acquire(ctx, "room")
+			require.ErrorIs(t, err, ErrLost)
+			assert.NotErrorIs(t, err, context.DeadlineExceeded)
+			assert.NoError(t, ctx.Err(), "the caller's ctx")
+			assert.ErrorContains(t, err, "did not start again within a TTL")
+			assert.ErrorContains(t, err, "connection refused", "what the start ran into")
+		})
+	}
 }
 
 // An Acquire's attempts go on as long as its ctx lasts, not a TTL: a
