@@ -16,7 +16,7 @@ type flight struct {
 	done  chan struct{} // closed once lease and err are final and any release is done
 	lease *Lease
 	err   error
-	ctx   context.Context // the first caller's values and end, not its cancellation
+	ctx   context.Context // the first caller's values and deadline, not its cancellation
 	end   time.Time       // the first caller's deadline, or a TTL after it came (retry's bound)
 	stop  context.CancelFunc
 	// lastErr is the last attempt's error, nil after one succeeded: what a
