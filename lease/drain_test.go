@@ -326,3 +326,18 @@ func TestHandOffCountsRoomsLostSinceTheFlip(t *testing.T) {
 	require.NoError(t, hook.Run(ctx))
 	assert.Contains(t, logs.String(), "released=0 left_to_expire=0 lost=1", logs.String())
 }
+
+// Before Start, Acquire says ErrNotRunning, and ErrDraining once the
+// drain began (a drain can begin before the start ended): either names
+// the room's key.
+func TestAcquireBeforeStartSaysNotRunningOrDraining(t *testing.T) {
+	m, err := New(standalone(t).client(), testConfig())
+	require.NoError(t, err)
+	_, err = m.Acquire(context.Background(), "early")
+	require.ErrorIs(t, err, ErrNotRunning, "Acquire before Start")
+	assert.ErrorContains(t, err, "room:route:{early}")
+	m.BeginDrain()
+	_, err = m.Acquire(context.Background(), "early")
+	require.ErrorIs(t, err, ErrDraining, "Acquire before Start, once BeginDrain was called")
+	assert.ErrorContains(t, err, "room:route:{early}")
+}

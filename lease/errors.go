@@ -19,7 +19,8 @@ var (
 	// ErrNotHeld: Release found the room taken or its session ended; Owner
 	// found it nobody's. It should not fail a drain.
 	ErrNotHeld = errors.New("lease: not held")
-	// ErrNotRunning is returned by Acquire before Start or after Stop.
+	// ErrNotRunning is returned by Acquire before Start or after Stop
+	// (ErrDraining instead once BeginDrain was called).
 	ErrNotRunning = errors.New("lease: manager not running")
 	// ErrUnsafeServer: Start found a server too old or that may evict lease keys.
 	ErrUnsafeServer = errors.New("lease: server cannot keep leases safely")
