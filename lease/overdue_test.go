@@ -134,35 +134,3 @@ func TestAcquireRetriesTheStartOfASessionAfterAnOverdueOne(t *testing.T) {
 	// Started by the Acquire, not the renewer: the next failed start is logged.
 	assert.Nil(t, m.startErr.Load(), "the last failed start, once a session started")
 }
-
-// An Acquire with little time left that finds the session overdue does
-// not cut the next session's start short: the start is the node's, and
-// gets its CallTimeout however soon the caller leaves (a review: it got
-// what was left of the caller's deadline, failed, and the node waited
-// for its renewer's next tick).
-func TestAnOverdueSessionsNextStartIsNotCutShortByItsCaller(t *testing.T) {
-	c := standalone(t).client(cmdHook{fn: func(ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error {
-		if isScript(cmd, sessionScript) {
-			select { // a slow server: the start takes 50 ms
-			case <-time.After(50 * time.Millisecond):
-			case <-ctx.Done():
-				return ctx.Err()
-			}
-		}
-		return next(ctx, cmd)
-	}})
-	cfg := testConfig()
-	cfg.TTL, cfg.RenewInterval = 3*time.Minute, 50*time.Second // the renewer stays asleep in this test
-	m := startManager(t, c, cfg)
-	epoch := m.lastEpoch.Load()
-	m.okAt.Store(new(time.Now().Add(-m.lostAfter))) // session renewals failing for TTL·2/3
-
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
-	defer cancel()
-	_, err := m.Acquire(ctx, "room")
-	require.ErrorIs(t, err, context.DeadlineExceeded, "Acquire with 10 ms")
-	waitFor(t, "the next session started", func() bool {
-		s := m.sess.Load()
-		return s != nil && s.epoch > epoch && m.alive(s.epoch, m.now())
-	})
-}

@@ -167,14 +167,7 @@ func (m *Manager) currentSession(ctx context.Context, f *flight) (*session, erro
 		case s != nil && m.alive(s.epoch, m.now()):
 			return s, nil
 		case s != nil: // overdue: startSession loses it first; a failed start is waited for below
-			// The next session is the node's, not this caller's: it gets a
-			// TTL of tries, not what is left of one caller's deadline.
-			wanted := func() error {
-				m.mu.Lock()
-				defer m.mu.Unlock()
-				return m.unwanted(f)
-			}
-			if err := m.retry(context.WithoutCancel(ctx), wanted, m.startSession); err != nil && !retryable(err) {
+			if err := m.retry(ctx, nil, m.startSession); err != nil && !retryable(err) {
 				return nil, err
 			}
 			continue
