@@ -54,7 +54,12 @@ func (m *Manager) Acquire(ctx context.Context, id string) (*Lease, error) {
 		case f.lease == nil && errors.Is(f.err, ErrDraining): // the flip came during the acquisition
 			return nil, m.holderOnceDraining(ctx, id)
 		case f.lease == nil && errors.Is(f.err, context.DeadlineExceeded): // the flight's time ran out
-			if f.end.Before(end) && ctx.Err() == nil {
+			if f.end.Before(end) && ctx.Err() == nil && time.Now().Before(end) {
+				if _, ok := ctx.Deadline(); !ok { // its TTL, as a deadline the next flight keeps to
+					var cancel context.CancelFunc
+					ctx, cancel = context.WithDeadline(ctx, end)
+					defer cancel()
+				}
 				continue // an earlier caller's, and this caller has more
 			}
 			// This caller's: the same error as had its ctx ended first.

@@ -503,3 +503,41 @@ func TestAnAcquireRetriesAsLongAsItsCtxLasts(t *testing.T) {
 		})
 	}
 }
+
+// A caller without a deadline that joined another's acquisition, which
+// ran out of time after this caller's own TTL had passed, starts no
+// second one: it returns with the first caller (a review found it going
+// on for another TTL).
+func TestAJoinerWithoutADeadlineStartsNoFlightPastItsTTL(t *testing.T) {
+	var refuseStartUntil atomic.Int64 // unix nanoseconds
+	c := standalone(t).client(cmdHook{fn: func(ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error {
+		if isScript(cmd, acquireScript) || isScript(cmd, sessionScript) && time.Now().UnixNano() < refuseStartUntil.Load() {
+			return fmt.Errorf("dial tcp 127.0.0.1:1: connect: %w", syscall.ECONNREFUSED) // not sent
+		}
+		return next(ctx, cmd)
+	}})
+	cfg := testConfig()
+	m := startManager(t, c, cfg)
+	// The session lost, and not started again for 0.8 TTL: the flight
+	// waits for it, then retries the refused acquire script for a TTL.
+	refuseStartUntil.Store(time.Now().Add(cfg.TTL * 8 / 10).UnixNano())
+	m.loseSession(m.lastEpoch.Load(), lostError("a test's"))
+
+	first, cancel := context.WithCancel(context.Background()) // no deadline
+	defer cancel()
+	firstDone := make(chan time.Time, 1)
+	go func() {
+		_, err := m.Acquire(first, "room")
+		assert.ErrorIs(t, err, context.DeadlineExceeded, "the first caller")
+		firstDone <- time.Now()
+	}()
+	waitFor(t, "the first caller's acquisition", func() bool {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		return m.flights["room"] != nil
+	})
+	_, err := m.Acquire(context.Background(), "room")
+	returned := time.Now()
+	require.ErrorIs(t, err, context.DeadlineExceeded, "the joiner")
+	assert.Less(t, returned.Sub(<-firstDone), cfg.TTL/2, "the joiner's return after the first caller's")
+}

@@ -17,7 +17,7 @@ type flight struct {
 	lease *Lease
 	err   error
 	ctx   context.Context // the first caller's values and deadline, not its cancellation
-	end   time.Time       // the first caller's deadline, or a TTL after it came (retry's bound)
+	end   time.Time       // the first caller's deadline, or a TTL after it came (not ctx's: retry bounds it)
 	stop  context.CancelFunc
 	// lastErr is the last attempt's error, nil after one succeeded: what a
 	// caller that gives up was waiting out. Atomic: no lock per attempt.

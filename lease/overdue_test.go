@@ -134,3 +134,32 @@ func TestAcquireRetriesTheStartOfASessionAfterAnOverdueOne(t *testing.T) {
 	// Started by the Acquire, not the renewer: the next failed start is logged.
 	assert.Nil(t, m.startErr.Load(), "the last failed start, once a session started")
 }
+
+// Stop keeps to its ctx while an acquisition's start of the node's next
+// session hangs: the start has at most its caller's time (a review found
+// Stop waiting a CallTimeout for it when the start had its own budget).
+func TestStopKeepsToItsCtxWhileAnAcquisitionsStartHangs(t *testing.T) {
+	var hang atomic.Bool
+	c := standalone(t).client(cmdHook{fn: func(ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error {
+		if isScript(cmd, sessionScript) && hang.Load() {
+			<-ctx.Done() // a hung server
+			return ctx.Err()
+		}
+		return next(ctx, cmd)
+	}})
+	cfg := testConfig()
+	cfg.TTL, cfg.RenewInterval, cfg.CallTimeout = 3*time.Minute, 50*time.Second, 3*time.Second // the renewer stays asleep
+	m := startManager(t, c, cfg)
+	m.okAt.Store(new(time.Now().Add(-m.lostAfter))) // session renewals failing for TTL·2/3
+	hang.Store(true)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+	defer cancel()
+	_, err := m.Acquire(ctx, "room")
+	require.ErrorIs(t, err, context.DeadlineExceeded, "Acquire with 10 ms")
+
+	sctx, scancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer scancel()
+	start := time.Now()
+	_ = m.Stop(sctx)
+	assert.Less(t, time.Since(start), time.Second, "Stop with a 100 ms ctx")
+}
