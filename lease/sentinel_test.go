@@ -100,10 +100,12 @@ func TestSentinelPrimaryFailure(t *testing.T) {
 			if tt.paused {
 				failover = sen.FailoverPaused
 			}
+			failed := time.Now()
 			promoted := failover(fctx)
 			// One Acquire, its deadline a second after the sentinel named the
 			// new primary: it waits for the session to start there.
 			named := time.Now()
+			t.Logf("the sentinel named the new primary %s after the failure", named.Sub(failed).Round(time.Millisecond))
 			actx, cancel := context.WithDeadline(ctx, named.Add(time.Second))
 			_, err := m.Acquire(actx, "after-failover")
 			cancel()

@@ -106,8 +106,11 @@ func (s *Sentinel) Failover(ctx context.Context) *Server {
 	if replica == old {
 		replica = s.servers[1]
 	}
-	want := replOffset(ctx, s.t, old, "master_repl_offset")
-	for replOffset(ctx, s.t, replica, "slave_repl_offset") < want {
+	oldc, replicac := redis.NewClient(old.options()), redis.NewClient(replica.options())
+	defer oldc.Close()
+	defer replicac.Close()
+	want := replOffset(ctx, s.t, oldc, "master_repl_offset")
+	for replOffset(ctx, s.t, replicac, "slave_repl_offset") < want {
 		if !pause(ctx, 10*time.Millisecond) {
 			s.t.Fatalf("redistest: replica %s has not caught up with %s: %v", replica, old, ctx.Err())
 		}
@@ -161,11 +164,10 @@ func (s *Sentinel) sentinelClient() *redis.SentinelClient {
 	return redis.NewSentinelClient(&redis.Options{Addr: s.Sentinel.Addr})
 }
 
-// replOffset reads field, a replication offset, from srv's INFO replication.
-func replOffset(ctx context.Context, t testing.TB, srv *Server, field string) int64 {
+// replOffset reads field, a replication offset, from the INFO replication of c's server.
+func replOffset(ctx context.Context, t testing.TB, c *redis.Client, field string) int64 {
 	t.Helper()
-	c := redis.NewClient(srv.options())
-	defer c.Close()
+	srv := c.Options().Addr
 	info, err := c.Info(ctx, "replication").Result()
 	if err != nil {
 		t.Fatalf("redistest: INFO replication on %s: %v", srv, err)
