@@ -202,8 +202,9 @@ func (m *Manager) notStartedAgain() error {
 // (leases end in time while a renewal hangs) and at the drain gate. The
 // last tick before the deadline comes a quarter interval ahead of it, not
 // at it: a primary back by then (a failover) keeps the session. More tries
-// would trip go-redis's dial cut-off, which then refuses the new primary
-// too until its background probe, once a second, gets through.
+// would trip go-redis's dial cut-off sooner (a service's calls on the
+// client may trip it anyway), which then refuses the new primary too until
+// its background probe, once a second, gets through.
 func (m *Manager) renewLoop(ctx context.Context, stop <-chan struct{}, done chan<- struct{}) {
 	defer close(done)
 	gate := m.gate
