@@ -74,6 +74,12 @@ func (s *Sentinel) Client() *redis.Client {
 	return c
 }
 
+// URL is the sentinel's REDIS_SENTINEL_URL, as [redis.ParseFailoverURL]
+// reads it.
+func (s *Sentinel) URL() string {
+	return fmt.Sprintf("redis://%s?master_name=%s", s.Sentinel.Addr, SentinelMaster)
+}
+
 // Primary returns the server the sentinel names master.
 func (s *Sentinel) Primary(ctx context.Context) *Server {
 	s.t.Helper()

@@ -39,7 +39,7 @@ type Config struct {
 	// (redis://[user:password@]host:port[?addr=host:port…]). Required.
 	RedisURL string
 	// RedisVar is the variable RedisURL is given in: "REDIS_URL" (the
-	// default) or "REDIS_CLUSTER_URL".
+	// default), "REDIS_SENTINEL_URL" or "REDIS_CLUSTER_URL".
 	RedisVar string
 	// Rooms and Gateways are how many instances run at once; zero means
 	// [DefaultRooms], [DefaultGateways].
