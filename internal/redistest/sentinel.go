@@ -69,7 +69,7 @@ func StartSentinel(t testing.TB) *Sentinel {
 // with the settings docs/leases.md gives, closed at cleanup.
 func (s *Sentinel) Client() *redis.Client {
 	c := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: SentinelMaster, SentinelAddrs: []string{s.Sentinel.Addr},
-		MaxRetries: 1, ContextTimeoutEnabled: true, DialerRetries: 1})
+		MaxRetries: 1, ContextTimeoutEnabled: true, DialerRetries: 1, DialTimeout: time.Second})
 	s.t.Cleanup(func() { _ = c.Close() })
 	return c
 }
