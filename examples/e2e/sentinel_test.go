@@ -12,8 +12,8 @@ import (
 )
 
 // TestRedisSentinelPrimaryFailure SIGKILLs the Sentinel-managed primary
-// under load; the sentinel (down-after-milliseconds 1 s) promotes the
-// replica about 2 s later. The room-services connect through
+// under load, or SIGSTOPs it (a hung host); the sentinel
+// (down-after-milliseconds 1 s) promotes the replica 2 to 3 s later. The room-services connect through
 // REDIS_SENTINEL_URL, at the two TTLs docs/leases.md ("On Redis Sentinel")
 // weighs: 3 s, room-service's default with Sentinel, keeps the rooms
 // through a planned failover, not a crash (every session is lost and every
@@ -21,31 +21,42 @@ import (
 // crash. Nothing is lost or applied twice, no command fails, and every
 // room is served again within servedAgain of the announcement.
 //
-// servedAgain is what the mechanisms give: the room-services' own calls
-// pass go-redis's PoolSize of failed dials at once, so their clients
-// reach the new primary at go-redis's next probe (once a second); then
+// servedAgain is what the mechanisms give: a killed primary refuses
+// dials, and the room-services' own calls pass go-redis's PoolSize of
+// failed dials at once, so their clients reach the new primary at
+// go-redis's next probe (once a second; a hung host takes the dials); then
 // the renewer's next tick starts the session (RenewInterval, TTL/6) and
 // the command's Acquire takes the room (two calls, CallTimeout each,
 // TTL/6), or, with the session kept, the command's call waits out its
 // backoff (at most CallTimeout) and is sent again.
 func TestRedisSentinelPrimaryFailure(t *testing.T) {
 	for _, tt := range []struct {
-		ttl   time.Duration
-		keeps bool // no lease is lost
+		name   string
+		paused bool
+		ttl    time.Duration
+		keeps  bool // no lease is lost
 	}{
-		{3 * time.Second, false},
-		{8 * time.Second, true},
+		{"killed-3s", false, 3 * time.Second, false},
+		{"paused-3s", true, 3 * time.Second, false},
+		{"killed-8s", false, 8 * time.Second, true},
 	} {
-		t.Run(tt.ttl.String(), func(t *testing.T) {
-			servedAgain := time.Second + 3*tt.ttl/6
+		t.Run(tt.name, func(t *testing.T) {
+			servedAgain := 3 * tt.ttl / 6
+			if !tt.paused {
+				servedAgain += time.Second // go-redis's probe
+			}
 			sen := redistest.StartSentinel(t)
 			c := startServices(t, e2e.Config{RedisURL: sen.URL(), RedisVar: "REDIS_SENTINEL_URL", LeaseTTL: tt.ttl})
 			var killed, named time.Time
 			res, _ := faultUnderLoad(t, c, func(ctx context.Context) {
 				killed = time.Now()
-				promoted := sen.FailoverKilled(ctx)
+				failover := sen.FailoverKilled
+				if tt.paused {
+					failover = sen.FailoverPaused
+				}
+				promoted := failover(ctx)
 				named = time.Now()
-				t.Logf("killed the primary; the sentinel named %s %s later", promoted.Addr, named.Sub(killed).Round(time.Millisecond))
+				t.Logf("%s the primary; the sentinel named %s %s later", tt.name[:6], promoted.Addr, named.Sub(killed).Round(time.Millisecond))
 			})
 			var late time.Duration
 			for _, o := range res.Outcomes {
