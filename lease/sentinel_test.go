@@ -78,7 +78,8 @@ func TestSentinelFailoverAtTheAdvisedTTLKeepsEveryLease(t *testing.T) {
 // the renewer's next tick and two calls (the session's start, the room's
 // acquisition), or, with the session kept, the acquisition's own backoff
 // (at most CallTimeout) and call. A paused primary takes connections, so
-// nothing stops the dials.
+// nothing stops the dials, but a call sent to it before the announcement
+// waits out its CallTimeout.
 func TestSentinelPrimaryFailure(t *testing.T) {
 	const dialProbe = time.Second // go-redis's probe of a server it stopped dialing
 	for _, tt := range []struct {
@@ -114,8 +115,8 @@ func TestSentinelPrimaryFailure(t *testing.T) {
 			fctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 			defer cancel()
 			failover, within := sen.FailoverKilled, dialProbe
-			if tt.paused {
-				failover, within = sen.FailoverPaused, 0
+			if tt.paused { // a call sent to the hung host first
+				failover, within = sen.FailoverPaused, m.cfg.CallTimeout
 			}
 			within += m.cfg.RenewInterval + 2*m.cfg.CallTimeout
 			failed := time.Now()

@@ -13,22 +13,24 @@ import (
 
 // TestRedisSentinelPrimaryFailure SIGKILLs the Sentinel-managed primary
 // under load, or SIGSTOPs it (a hung host); the sentinel
-// (down-after-milliseconds 1 s) promotes the replica 2 to 3 s later. The room-services connect through
-// REDIS_SENTINEL_URL, at the two TTLs docs/leases.md ("On Redis Sentinel")
-// weighs: 3 s, room-service's default with Sentinel, keeps the rooms
-// through a planned failover, not a crash (every session is lost and every
-// room taken again with a higher fence), and 8 s keeps them through a
-// crash. Nothing is lost or applied twice, no command fails, and every
-// room is served again within servedAgain of the announcement.
+// (down-after-milliseconds 1 s) promotes the replica 2 to 3 s later. The
+// room-services connect through REDIS_SENTINEL_URL, at the two TTLs
+// docs/leases.md ("On Redis Sentinel") weighs: 3 s, room-service's
+// default with Sentinel, keeps the rooms through a planned failover, not
+// a crash (every session is lost and every room taken again with a higher
+// fence), and 8 s keeps them through a crash. Nothing is lost or applied
+// twice, no command fails, and every room is served again within
+// servedAgain of the announcement.
 //
-// servedAgain is what the mechanisms give: a killed primary refuses
+// servedAgain is what the mechanisms give. A killed primary refuses
 // dials, and the room-services' own calls pass go-redis's PoolSize of
 // failed dials at once, so their clients reach the new primary at
-// go-redis's next probe (once a second; a hung host takes the dials); then
-// the renewer's next tick starts the session (RenewInterval, TTL/6) and
-// the command's Acquire takes the room (two calls, CallTimeout each,
-// TTL/6), or, with the session kept, the command's call waits out its
-// backoff (at most CallTimeout) and is sent again.
+// go-redis's next probe, once a second. A hung host takes the dials, but a
+// call sent to it before the announcement waits out its CallTimeout
+// (TTL/6). Then the renewer's next tick starts the session
+// (RenewInterval, TTL/6) and the command's Acquire takes the room (two
+// calls, CallTimeout each), or, with the session kept, the command's call
+// waits out its backoff (at most CallTimeout) and is sent again.
 func TestRedisSentinelPrimaryFailure(t *testing.T) {
 	for _, tt := range []struct {
 		name   string
@@ -41,9 +43,9 @@ func TestRedisSentinelPrimaryFailure(t *testing.T) {
 		{"killed-8s", false, 8 * time.Second, true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			servedAgain := 3 * tt.ttl / 6
-			if !tt.paused {
-				servedAgain += time.Second // go-redis's probe
+			servedAgain := 3*tt.ttl/6 + time.Second // go-redis's probe
+			if tt.paused {
+				servedAgain = 4 * tt.ttl / 6 // a call sent to the hung host first
 			}
 			sen := redistest.StartSentinel(t)
 			c := startServices(t, e2e.Config{RedisURL: sen.URL(), RedisVar: "REDIS_SENTINEL_URL", LeaseTTL: tt.ttl})
