@@ -29,18 +29,34 @@ func startOnRedisCluster(t *testing.T) (*e2e.Cluster, *redistest.Cluster) {
 const servedAgainWithin = 2 * time.Second
 
 // TestRedisClusterPrimaryFailover SIGKILLs the primary that holds the most
-// room leases; the cluster promotes its replica by itself. Nothing is lost
-// or applied twice, no command fails, and every room is served again
-// within servedAgainWithin of the promotion.
+// room leases, or SIGSTOPs it (a hung host, whose port takes connections
+// and answers nothing: the room-services' clients wait out their
+// ReadTimeout, room-service's 250 ms default, where a dead one refuses);
+// the cluster promotes its replica by itself. Nothing is lost or applied
+// twice, no command fails, and every room is served again within
+// servedAgainWithin of the promotion.
 func TestRedisClusterPrimaryFailover(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		paused bool
+	}{{"killed", false}, {"paused", true}} {
+		t.Run(tt.name, func(t *testing.T) { clusterPrimaryFailover(t, tt.paused) })
+	}
+}
+
+func clusterPrimaryFailover(t *testing.T, paused bool) {
 	c, rc := startOnRedisCluster(t)
 	var promoted *redistest.Server
 	var killed, promotedAt time.Time
 	res, _ := faultUnderLoad(t, c, func(ctx context.Context) {
 		victim := busiestPrimary(t, ctx, rc)
+		failover, how := rc.Failover, "killed"
+		if paused {
+			failover, how = rc.FailoverPaused, "paused"
+		}
 		killed = time.Now()
-		promoted, promotedAt = rc.Failover(ctx, victim)
-		t.Logf("killed primary %s; replica %s promoted %s later", victim.Addr, promoted.Addr, promotedAt.Sub(killed).Round(time.Millisecond))
+		promoted, promotedAt = failover(ctx, victim)
+		t.Logf("%s primary %s; replica %s promoted %s later", how, victim.Addr, promoted.Addr, promotedAt.Sub(killed).Round(time.Millisecond))
 	})
 	failover := promotedAt.Sub(killed)
 
