@@ -36,6 +36,13 @@ type config struct {
 	// room.DefaultSnapshotInterval: how often changed rooms are snapshotted.
 	// The room loop's liveness budget is three of them.
 	SnapshotInterval time.Duration
+	// WaitReplicas is REDIS_WAIT_REPLICAS, default 0: how many replicas
+	// must have a command before it is acknowledged
+	// (room.Config.WaitReplicas). Not on by default: commands then wait
+	// while fewer replicas are connected, which after a failover of a
+	// primary with one replica is until the old primary replicates again
+	// (docs/leases.md, "What Redis does not guarantee").
+	WaitReplicas int
 }
 
 // sentinelLeaseTTL is LEASE_TTL's default with REDIS_SENTINEL_URL: a
@@ -100,6 +107,13 @@ func loadConfig(getenv func(string) string) (config, lifecycle.Config, error) {
 	}
 	if c.Redis.env == envSentinelURL {
 		c.LeaseTTL = sentinelLeaseTTL
+	}
+	if v := getenv("REDIS_WAIT_REPLICAS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			return config{}, lifecycle.Config{}, &configError{Field: "REDIS_WAIT_REPLICAS", Value: v, Problem: "want 0 (acknowledge what the primary applied) or a positive integer"}
+		}
+		c.WaitReplicas = n
 	}
 	if v := getenv("LEASE_TTL"); v != "" {
 		d, err := time.ParseDuration(v)

@@ -33,3 +33,31 @@ func TestLeaseTTLDefaultFollowsTheRedisKind(t *testing.T) {
 		})
 	}
 }
+
+// REDIS_WAIT_REPLICAS is 0 unless set, and is a whole non-negative
+// integer; a bad value is refused naming the variable.
+func TestRedisWaitReplicas(t *testing.T) {
+	tests := []struct {
+		give    string
+		want    int
+		wantErr bool
+	}{
+		{"", 0, false},
+		{"0", 0, false},
+		{"2", 2, false},
+		{"-1", 0, true},
+		{"1x", 0, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.give, func(t *testing.T) {
+			c, _, err := loadConfig(func(k string) string { return map[string]string{"REDIS_WAIT_REPLICAS": tt.give}[k] })
+			if tt.wantErr {
+				require.Error(t, err)
+				assert.Contains(t, err.Error(), `REDIS_WAIT_REPLICAS="`+tt.give+`"`, "the error names the variable and its value")
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tt.want, c.WaitReplicas, "WaitReplicas")
+		})
+	}
+}

@@ -18,7 +18,9 @@
 // REDIS_SENTINEL_URL, REDIS_CLUSTER_URL (redisurl.go; none: embedded, for
 // development), LEASE_TTL (1s, 3s with REDIS_SENTINEL_URL: a crashed node's rooms are free within it; docs/leases.md), HANDOFF_CONCURRENCY (8), BALANCE_INTERVAL
 // (1s; 0 turns off moving rooms towards their preferred nodes),
-// SNAPSHOT_INTERVAL (5s; the room loop's liveness budget is three), DRAIN_TIMEOUT,
+// SNAPSHOT_INTERVAL (5s; the room loop's liveness budget is three),
+// REDIS_WAIT_REPLICAS (0; replicas that must have a command before it is
+// acknowledged, docs/leases.md "Guarantees"), DRAIN_TIMEOUT,
 // DRAIN_DELAY, HEALTH_READY_TIMEOUT. go-redis's own log lines join the
 // service's JSON log.
 //

@@ -169,7 +169,8 @@ func newRooms(rdb redis.UniversalClient, snaps *room.SQLSnapshots, leases *lease
 		Placement: bal,
 		ErrHeld:   lease.ErrHeld, ErrDraining: lease.ErrDraining,
 		SnapshotInterval: c.SnapshotInterval, Heartbeat: beatFunc(roomBeat), Outbox: outbox, SnapshotFailures: flushFailures, Logger: log,
-		Snapshots: snaps, // nil without MYSQL_DSN: snapshots in Redis
+		Snapshots:    snaps, // nil without MYSQL_DSN: snapshots in Redis
+		WaitReplicas: c.WaitReplicas,
 	})
 	if err != nil {
 		return nil, err

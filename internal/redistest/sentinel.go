@@ -30,8 +30,10 @@ const SentinelMaster = "mymaster"
 // them, and waits until the sentinel knows the replica: a failover needs one.
 func StartSentinel(t testing.TB) *Sentinel {
 	t.Helper()
-	primary := Start(t)
-	replica := Start(t, "--replicaof", "127.0.0.1", strconv.Itoa(primary.Port))
+	// A replica that rejoins after a failover has a full sync, which the
+	// primary would hold 5 s (Redis's default) for more replicas to join.
+	primary := Start(t, "--repl-diskless-sync-delay", "0")
+	replica := Start(t, "--replicaof", "127.0.0.1", strconv.Itoa(primary.Port), "--repl-diskless-sync-delay", "0")
 	s := &Sentinel{servers: [2]*Server{primary, replica}, t: t}
 	for try := 1; ; try++ {
 		// The sentinel rewrites its config file: a fresh one per try.
@@ -151,6 +153,48 @@ func (s *Sentinel) failWith(ctx context.Context, stop func(*Server)) *Server {
 	old := s.Primary(ctx)
 	stop(old)
 	return s.waitPromoted(ctx, old)
+}
+
+// Demote points server, a primary the sentinel replaced, at primary
+// (REPLICAOF), as an operator does right after a planned failover: the
+// sentinel does it too, but only some 10 s later, and meanwhile the new
+// primary has no replica and the old one takes the writes of clients that
+// have not switched yet.
+func (s *Sentinel) Demote(ctx context.Context, server, primary *Server) {
+	s.t.Helper()
+	c := redis.NewClient(server.options())
+	defer c.Close()
+	if err := c.ReplicaOf(ctx, "127.0.0.1", strconv.Itoa(primary.Port)).Err(); err != nil {
+		s.t.Fatalf("redistest: REPLICAOF on %s: %v", server, err)
+	}
+}
+
+// WaitReplicating waits until server replicates from primary with its link
+// up, as a demoted primary does once a sentinel has reconfigured it and it
+// has synced, and returns when.
+func (s *Sentinel) WaitReplicating(ctx context.Context, server, primary *Server) time.Time {
+	s.t.Helper()
+	c := redis.NewClient(server.options())
+	defer c.Close()
+	want := []string{"role:slave", "master_port:" + strconv.Itoa(primary.Port), "master_link_status:up"}
+	for {
+		info, err := c.Info(ctx, "replication").Result()
+		if err == nil && containsAll(info, want) {
+			return time.Now()
+		}
+		if !pause(ctx, 20*time.Millisecond) {
+			s.t.Fatalf("redistest: %s does not replicate from %s: %v (last INFO error %v)", server, primary, ctx.Err(), err)
+		}
+	}
+}
+
+func containsAll(s string, subs []string) bool {
+	for _, sub := range subs {
+		if !strings.Contains(s, sub) {
+			return false
+		}
+	}
+	return true
 }
 
 // waitPromoted waits until the sentinel names a master other than old.

@@ -103,6 +103,15 @@ type Config struct {
 	// Snapshots, when set, keeps snapshots in MySQL instead of Redis; the
 	// command log stays in Redis. Nil means Redis.
 	Snapshots *SQLSnapshots
+	// WaitReplicas is how many replicas must have a command (Redis WAIT)
+	// before Apply acknowledges it; zero acknowledges what the primary
+	// applied. Replication is asynchronous: without it, a failover, a
+	// planned one most of all, discards acknowledged commands. A command
+	// the replicas did not confirm in time is answered as of unknown
+	// outcome, and its resend is deduplicated; a room loaded to answer it
+	// is confirmed the same way. docs/leases.md ("Guarantees") has the
+	// cost: commands wait while fewer replicas are connected.
+	WaitReplicas int
 }
 
 // Validate names the first field that is unusable.
@@ -114,6 +123,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("room: SnapshotTurn %s is negative", c.SnapshotTurn)
 	case c.SnapshotWriteTimeout < 0:
 		return fmt.Errorf("room: SnapshotWriteTimeout %s is negative", c.SnapshotWriteTimeout)
+	case c.WaitReplicas < 0:
+		return fmt.Errorf("room: WaitReplicas %d is negative", c.WaitReplicas)
 	case c.ErrHeld == nil:
 		return errors.New("room: ErrHeld is nil; set it to the lease package's held error")
 	case c.ErrDraining == nil:

@@ -39,9 +39,15 @@ func New(rdb redis.UniversalClient, leases Leases, cfg Config) (*Service, error)
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	_, plain := rdb.(*redis.Client)
+	_, cluster := rdb.(*redis.ClusterClient)
+	if cfg.WaitReplicas > 0 && !plain && !cluster {
+		// WAIT counts the writes of its own connection to the room's primary.
+		return nil, fmt.Errorf("room: WaitReplicas %d needs a *redis.Client or *redis.ClusterClient, not %T", cfg.WaitReplicas, rdb)
+	}
 	return &Service{
 		cfg:    cfg.withDefaults(),
-		store:  store{rdb: rdb, sql: cfg.Snapshots},
+		store:  store{rdb: rdb, sql: cfg.Snapshots, waitReplicas: cfg.WaitReplicas},
 		leases: leases,
 		cells:  make(map[string]*cell),
 	}, nil

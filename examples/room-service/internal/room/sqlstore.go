@@ -177,10 +177,12 @@ func (s *store) snapshotSQL(ctx context.Context, id string, fence int64, st Stat
 // at least everything trimmed before the log was read, and no gap can open
 // between the two reads whoever snapshots meanwhile.
 func (s *store) loadSQL(ctx context.Context, id string) (record, error) {
-	entries, err := s.rdb.XRange(ctx, logKey(id), "-", "+").Result()
+	var log *redis.XMessageSliceCmd
+	err := s.read(ctx, id, func(p redis.Pipeliner) { log = p.XRange(ctx, logKey(id), "-", "+") })
 	if err != nil {
 		return record{}, fmt.Errorf("load room %s: %w", id, err)
 	}
+	entries := log.Val()
 	rec, err := s.sql.get(ctx, id)
 	if err != nil {
 		return record{}, fmt.Errorf("load room %s: %w", id, err)

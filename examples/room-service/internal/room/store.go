@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -47,9 +48,18 @@ type record struct {
 // snapshots live there. It keeps no state: the cell (in Service) decides
 // when to call it and serializes calls per room.
 type store struct {
-	rdb redis.UniversalClient
-	sql *SQLSnapshots // nil: snapshots live in Redis (room:snap:{ID})
+	rdb          redis.UniversalClient
+	sql          *SQLSnapshots // nil: snapshots live in Redis (room:snap:{ID})
+	waitReplicas int           // Config.WaitReplicas
 }
+
+// errUnreplicated says a command was applied on the primary but fewer
+// replicas than Config.WaitReplicas confirmed it: a failover may yet
+// discard it, so its outcome is unknown.
+var errUnreplicated = errors.New("room: not confirmed by the replicas")
+
+// defaultWaitTimeout is WAIT's longest timeout.
+const defaultWaitTimeout = 500 * time.Millisecond
 
 // append appends one command under fence. A command id already in the
 // room's dedup hash (the commands after the snapshot) answers duplicate
@@ -58,7 +68,14 @@ type store struct {
 // the snapshot first.
 func (s *store) append(ctx context.Context, id string, fence int64, commandID, op string) (outcome, int64, error) {
 	keys := []string{RouteKey(id), cmdsKey(id), seqKey(id), logKey(id), outboxKey(id)}
-	res, err := appendScript.Run(ctx, s.rdb, keys, strconv.FormatInt(fence, 10), commandID, op, id).Slice()
+	args := []any{strconv.FormatInt(fence, 10), commandID, op, id}
+	var res []any
+	var err error
+	if s.waitReplicas == 0 {
+		res, err = appendScript.Run(ctx, s.rdb, keys, args...).Slice()
+	} else {
+		res, err = s.appendReplicated(ctx, keys, args)
+	}
 	if err != nil {
 		return 0, 0, fmt.Errorf("append to %s: %w", logKey(id), err)
 	}
@@ -76,6 +93,51 @@ func (s *store) append(ctx context.Context, id string, fence int64, commandID, o
 		return 0, 0, fmt.Errorf("append to %s with fence %d: %w", logKey(id), fence, ErrFenced)
 	}
 	return 0, 0, fmt.Errorf("append to %s: unexpected reply %v", logKey(id), res)
+}
+
+// appendReplicated runs the append script and WAIT in one pipeline to the
+// room's primary: WAIT counts the writes of its own connection. Fewer
+// replicas than waitReplicas in time (defaultWaitTimeout, or half the
+// call's time left if less: a primary just demoted has none and never
+// will, and the resend reaches the new one) is
+// errUnreplicated, whatever the script answered but "fenced" (nothing
+// written).
+func (s *store) appendReplicated(ctx context.Context, keys []string, args []any) ([]any, error) {
+	var c redis.Cmdable = s.rdb
+	if cl, ok := s.rdb.(*redis.ClusterClient); ok {
+		primary, err := cl.MasterForKey(ctx, keys[0])
+		if err != nil {
+			return nil, err
+		}
+		c = primary
+	}
+	timeout := s.waitTimeout(ctx)
+	var script, wait *redis.Cmd
+	pipeline := func(eval func(p redis.Pipeliner) *redis.Cmd) error {
+		_, err := c.Pipelined(ctx, func(p redis.Pipeliner) error {
+			script = eval(p)
+			wait = p.Do(ctx, "WAIT", s.waitReplicas, timeout.Milliseconds())
+			return nil
+		})
+		return err
+	}
+	err := pipeline(func(p redis.Pipeliner) *redis.Cmd { return appendScript.EvalSha(ctx, p, keys, args...) })
+	if redis.HasErrorPrefix(script.Err(), "NOSCRIPT") {
+		err = pipeline(func(p redis.Pipeliner) *redis.Cmd { return appendScript.Eval(ctx, p, keys, args...) })
+	}
+	res, serr := script.Slice()
+	switch {
+	case serr != nil:
+		return nil, serr
+	case len(res) > 0 && res[0] == "fenced":
+		return res, nil
+	case err != nil:
+		return nil, fmt.Errorf("%w: WAIT %d: %w", errUnreplicated, s.waitReplicas, err)
+	}
+	if acked, _ := wait.Int64(); acked < int64(s.waitReplicas) {
+		return nil, fmt.Errorf("%w: %d of %d replicas within %s", errUnreplicated, acked, s.waitReplicas, timeout)
+	}
+	return res, nil
 }
 
 // snapshot writes st under fence and, in the same script, trims what it
@@ -114,10 +176,9 @@ func (s *store) load(ctx context.Context, id string) (record, error) {
 	}
 	var snap *redis.MapStringStringCmd
 	var entries *redis.XMessageSliceCmd
-	_, err := s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+	err := s.read(ctx, id, func(p redis.Pipeliner) {
 		snap = p.HGetAll(ctx, snapKey(id))
 		entries = p.XRange(ctx, logKey(id), "-", "+")
-		return nil
 	})
 	if err != nil {
 		return record{}, fmt.Errorf("load room %s: %w", id, err)
@@ -130,6 +191,73 @@ func (s *store) load(ctx context.Context, id string) (record, error) {
 		return record{}, fmt.Errorf("load room %s: %w", id, err)
 	}
 	return rec, nil
+}
+
+// read runs reads in one MULTI. With waitReplicas it is the MULTI of
+// [store.confirmed]: a room loaded from a primary that a failover is about
+// to discard would otherwise answer a resend from what it loaded
+// (Service.Apply's seqOf) with nothing confirmed.
+func (s *store) read(ctx context.Context, id string, reads func(p redis.Pipeliner)) error {
+	if s.waitReplicas == 0 {
+		_, err := s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+			reads(p)
+			return nil
+		})
+		return err
+	}
+	return s.confirmed(ctx, id, reads)
+}
+
+// confirmed runs reads in one MULTI on a connection of its own to the
+// room's primary, with a write that replicates (the room's seq counter
+// raised by 0, if it exists), then WAIT on that connection: what was read
+// is on waitReplicas replicas, or the error matches errUnreplicated.
+func (s *store) confirmed(ctx context.Context, id string, reads func(p redis.Pipeliner)) error {
+	client, _ := s.rdb.(*redis.Client) // New refuses other clients
+	if cl, cluster := s.rdb.(*redis.ClusterClient); cluster {
+		var err error
+		if client, err = cl.MasterForKey(ctx, seqKey(id)); err != nil {
+			return err
+		}
+	}
+	conn := client.Conn()
+	defer conn.Close()
+	var touched *redis.Cmd
+	_, err := conn.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		reads(p)
+		touched = p.Eval(ctx, touchLua, []string{seqKey(id)})
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if n, _ := touched.Int64(); n == 0 {
+		return nil // a room never written: nothing to confirm
+	}
+	timeout := s.waitTimeout(ctx)
+	switch acked, err := conn.Do(ctx, "WAIT", s.waitReplicas, timeout.Milliseconds()).Int64(); {
+	case err != nil:
+		return fmt.Errorf("%w: WAIT %d: %w", errUnreplicated, s.waitReplicas, err)
+	case acked < int64(s.waitReplicas):
+		return fmt.Errorf("%w: %d of %d replicas within %s", errUnreplicated, acked, s.waitReplicas, timeout)
+	}
+	return nil
+}
+
+// touchLua writes KEYS[1], a room's seq counter, unchanged, if it exists,
+// and says whether it did: INCRBY 0 replicates, so a WAIT after it covers
+// every earlier write. A room without one was never written: nothing to
+// confirm, and it gets no key.
+const touchLua = `if redis.call("EXISTS", KEYS[1]) == 0 then return 0 end redis.call("INCRBY", KEYS[1], 0) return 1`
+
+// waitTimeout is WAIT's timeout: defaultWaitTimeout, or half of ctx's time
+// left if less. 0 would wait for ever.
+func (s *store) waitTimeout(ctx context.Context) time.Duration {
+	timeout := defaultWaitTimeout
+	if d, ok := ctx.Deadline(); ok {
+		timeout = min(timeout, max(time.Until(d)/2, time.Millisecond))
+	}
+	return timeout
 }
 
 // replay applies the log entries after rec's snapshot.

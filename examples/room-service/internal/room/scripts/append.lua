@@ -12,6 +12,11 @@
 -- trimming").
 local prior = redis.call("HGET", KEYS[2], ARGV[2])
 if prior then
+  -- Written again, unchanged, so that this call replicates: WAIT's
+  -- documented contract counts the writes of its own connection, and so
+  -- covers the first application only if this call wrote too (Redis 7.0
+  -- counts earlier writes of other connections as well; not promised).
+  redis.call("HSET", KEYS[2], ARGV[2], prior)
   return {"duplicate", tonumber(prior)}
 end
 local route = redis.call("GET", KEYS[1])

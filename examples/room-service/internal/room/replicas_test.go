@@ -1,0 +1,61 @@
+package room
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/drainkit/drainkit/examples/room-service/roompb"
+	"github.com/drainkit/drainkit/internal/redistest"
+)
+
+// startReplicated starts a primary and a replica of it, and waits until
+// the primary counts the replica online.
+func startReplicated(t *testing.T) (primary, replica *redistest.Server) {
+	t.Helper()
+	primary = redistest.Start(t, "--repl-diskless-sync-delay", "0") // no wait for more replicas
+	replica = redistest.Start(t, "--replicaof", "127.0.0.1", strconv.Itoa(primary.Port))
+	require.Eventually(t, func() bool { // online: it has acknowledged since its sync, so WAIT counts it
+		info, err := primary.Client().Info(context.Background(), "replication").Result()
+		return err == nil && strings.Contains(info, "state=online")
+	}, 10*time.Second, 10*time.Millisecond, "replica %s online", replica.Addr)
+	return primary, replica
+}
+
+// With WaitReplicas, a command is acknowledged only once a replica has it:
+// while the replica answers nothing, Apply answers outcome unknown, and so
+// does the resend, though the primary applied the command (the room is
+// loaded again from the primary, whose copy nobody confirmed: answering
+// the resend from it is how a failover lost acknowledged commands). Once
+// the replica is back, the resend is answered as the first application.
+func TestApplyWaitsForReplicas(t *testing.T) {
+	primary, replica := startReplicated(t)
+	rdb := primary.Client()
+	leases := newTestLeases(rdb, "a")
+	svc, err := New(rdb, leases, Config{ErrHeld: errHeld, ErrDraining: errDraining, Logger: quiet, WaitReplicas: 1})
+	require.NoError(t, err, "New")
+	mustApply(t, svc, "r1", "c1", roompb.ApplyResponse_APPLIED)
+
+	replica.Pause()
+	for _, what := range []string{"c2", "c2's resend"} {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		resp, err := apply(ctx, svc, "r1", "c2")
+		cancel()
+		require.Error(t, err, "%s with the replica paused: got %v; want no acknowledgement", what, resp)
+		assert.Contains(t, []codes.Code{codes.Unknown, codes.Unavailable}, status.Code(err), "%s: %v", what, err)
+	}
+	seq, err := rdb.HGet(context.Background(), cmdsKey("r1"), "c2").Int64()
+	require.NoError(t, err, "c2 on the primary: the test wants it applied there, unconfirmed")
+
+	replica.Resume()
+	resp := mustApply(t, svc, "r1", "c2", roompb.ApplyResponse_APPLIED)
+	assert.Equal(t, seq, resp.GetSeq(), "c2's seq once confirmed: want the first application's")
+	assert.Equal(t, []string{"c1", "c2"}, getRoom(t, svc, "r1").GetCommandIds(), "the room's commands")
+}
