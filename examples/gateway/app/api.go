@@ -71,12 +71,20 @@ type api struct {
 // waves instead, a few milliseconds apart.
 const maxBackendCalls = 64
 
-func newAPI(b *backends, p *pending, cfg Config, log *slog.Logger) *api {
-	return &api{b: b, timeout: cfg.RequestTimeout, pending: p, calls: semaphore.NewWeighted(maxBackendCalls), log: log,
+// newAPI returns the API with its retry counter registered with reg (nil:
+// not registered, for tests of the API alone).
+func newAPI(b *backends, p *pending, cfg Config, log *slog.Logger, reg prometheus.Registerer) (*api, error) {
+	a := &api{b: b, timeout: cfg.RequestTimeout, pending: p, calls: semaphore.NewWeighted(maxBackendCalls), log: log,
 		retries: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "gateway_backend_retries_total",
 			Help: "Backend attempts the gateway sent again on a client's behalf, by what the attempt before ended in: refused (nothing applied) or unknown (resent; applied at most once).",
 		}, []string{"after"})}
+	if reg != nil {
+		if err := reg.Register(a.retries); err != nil {
+			return nil, err
+		}
+	}
+	return a, nil
 }
 
 // retried counts an attempt sent again (see within). An api made without

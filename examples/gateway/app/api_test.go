@@ -26,7 +26,9 @@ func startAPI(t *testing.T, addrs ...string) *api {
 	b := newBackends(Config{Backends: addrs}, quiet())
 	require.NoError(t, b.Start(context.Background()))
 	t.Cleanup(func() { require.NoError(t, b.Close(context.Background())) })
-	return newAPI(b, nil, Config{RequestTimeout: 10 * time.Second}, quiet())
+	a, err := newAPI(b, nil, Config{RequestTimeout: 10 * time.Second}, quiet(), nil)
+	require.NoError(t, err)
+	return a
 }
 
 // do serves one request and decodes the JSON answer.

@@ -66,5 +66,9 @@ func benchAPI(b *testing.B, addr string, capped bool) *api {
 			b.Fatal(err)
 		}
 	}
-	return newAPI(be, p, Config{RequestTimeout: 10 * time.Second}, quiet())
+	a, err := newAPI(be, p, Config{RequestTimeout: 10 * time.Second}, quiet(), nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return a
 }

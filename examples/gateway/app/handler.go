@@ -36,8 +36,8 @@ func Handler(ctx context.Context, cfg Config, reg prometheus.Registerer, log *sl
 	if err := b.Start(ctx); err != nil {
 		return nil, nil, err
 	}
-	a := newAPI(b, p, cfg, log)
-	if err := reg.Register(a.retries); err != nil {
+	a, err := newAPI(b, p, cfg, log, reg)
+	if err != nil {
 		return nil, nil, errors.Join(err, b.Close(context.Background()))
 	}
 	return a.routes(), func() error { return b.Close(context.Background()) }, nil

@@ -1,14 +1,18 @@
 package app
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc/codes"
 
 	"github.com/drainkit/drainkit/examples/room-service/roompb"
 	"github.com/drainkit/drainkit/fxmodule/fxmoduletest"
@@ -21,7 +25,8 @@ import (
 func startApp(t *testing.T, addrs ...string) string {
 	t.Helper()
 	lcfg := lifecycle.Config{Service: DefaultService, NodeID: "gw-test", DrainTimeout: 5 * time.Second}
-	cfg := Config{HTTPAddr: "127.0.0.1:0", Backends: addrs, RequestTimeout: 5 * time.Second}
+	cfg := Config{HTTPAddr: "127.0.0.1:0", Backends: addrs, RequestTimeout: 5 * time.Second,
+		MaxPending: DefaultMaxPending, MaxPendingBytes: DefaultMaxPendingBytes}
 	listening := make(chan string, 1)
 	app := fxmoduletest.Start(t, options(lcfg, cfg, quiet(), func(a string) { listening <- a })...)
 	t.Cleanup(func() {
@@ -101,4 +106,28 @@ func TestReadyWhenOneBackendAddressIsConnectable(t *testing.T) {
 	c := &http.Client{Timeout: 5 * time.Second}
 	t.Cleanup(c.CloseIdleConnections)
 	eventually(t, c, "http://"+addr+"/healthz/ready", http.StatusOK)
+}
+
+// The whole app counts the attempts it sends again on a client's behalf in
+// gateway_backend_retries_total on its /metrics, where the e2e suite reads
+// them. Only Handler registered the counter, so the app, and every e2e
+// run, showed no retries whatever the gateways resent.
+func TestAppCountsItsRetriesOnItsMetrics(t *testing.T) {
+	var calls atomic.Int64
+	b := startBackend(t, &testRooms{apply: func(ctx context.Context, req *roompb.ApplyRequest) (*roompb.ApplyResponse, error) {
+		if calls.Add(1) == 1 {
+			return fails(codes.Unknown)(ctx, req)
+		}
+		return applyAnswer(roompb.ApplyResponse_APPLIED, 1)(ctx, req)
+	}})
+	addr := startApp(t, b.addr)
+	c := &http.Client{Timeout: 5 * time.Second}
+	defer c.CloseIdleConnections()
+	eventually(t, c, "http://"+addr+"/healthz/ready", http.StatusOK)
+	resp, err := c.Post("http://"+addr+"/api/v1/rooms/r1/commands", "application/json", strings.NewReader(`{"command_id":"c1","op":"join"}`))
+	require.NoError(t, err)
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode, "the command, answered on its second attempt: %s", body)
+	assert.Equal(t, 1.0, scrape(t, addr)[`gateway_backend_retries_total{after="unknown"}`], "retries after an unknown outcome on /metrics")
 }

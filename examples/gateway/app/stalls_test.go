@@ -126,7 +126,9 @@ func startStallAPI(t *testing.T, addrs ...string) *api {
 	b := newBackends(cfg, quiet())
 	require.NoError(t, b.Start(context.Background()))
 	t.Cleanup(func() { require.NoError(t, b.Close(context.Background())) })
-	return newAPI(b, nil, cfg, quiet())
+	a, err := newAPI(b, nil, cfg, quiet(), nil)
+	require.NoError(t, err)
+	return a
 }
 
 // A frozen node (its port accepts, nothing answers, its health watch
