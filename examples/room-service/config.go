@@ -38,10 +38,11 @@ type config struct {
 	SnapshotInterval time.Duration
 	// WaitReplicas is REDIS_WAIT_REPLICAS, default 0: how many replicas
 	// must have a command before it is acknowledged
-	// (room.Config.WaitReplicas). Not on by default: commands then wait
+	// (room.Config.WaitReplicas), and a room's acquisition before it is
+	// used (lease.Config.WaitReplicas). Not on by default: commands then wait
 	// while fewer replicas are connected, which after a failover of a
 	// primary with one replica is until the old primary replicates again
-	// (docs/leases.md, "What Redis does not guarantee").
+	// (docs/leases.md, "Guarantees").
 	WaitReplicas int
 }
 

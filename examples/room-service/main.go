@@ -81,7 +81,9 @@ func options(c config, lc lifecycle.Config, log *slog.Logger) []fx.Option {
 
 		// roomHooks hands rooms off (flushed before they move), so the
 		// Release hook leaves an unflushed room to expire.
-		fx.Supply(lease.Config{Addr: c.Advertise, TTL: c.LeaseTTL, OnEnd: func(l *lease.Lease, cause error) {
+		// WaitReplicas: a room acquired on a primary that a failover then
+		// discards would have two owners until the first one's fence is refused.
+		fx.Supply(lease.Config{Addr: c.Advertise, TTL: c.LeaseTTL, WaitReplicas: c.WaitReplicas, OnEnd: func(l *lease.Lease, cause error) {
 			leaseEvent(log.With("service", lc.Service, "node_id", lc.NodeID), "ended", l, cause)
 		}}),
 		fx.Provide(newRedis, newRooms, newWatcher),
