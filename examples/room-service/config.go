@@ -39,9 +39,11 @@ type config struct {
 	// WaitReplicas is REDIS_WAIT_REPLICAS, default 0: how many replicas
 	// must have a command before it is acknowledged
 	// (room.Config.WaitReplicas), and a room's acquisition before it is
-	// used (lease.Config.WaitReplicas). Not on by default: commands then wait
-	// while fewer replicas are connected, which after a failover of a
-	// primary with one replica is until the old primary replicates again
+	// used (lease.Config.WaitReplicas), and an event before it is
+	// published. Not on by default: while fewer replicas are connected,
+	// every command then fails as of unknown outcome (and is resent), which
+	// after a failover of a primary with one replica lasts until the old
+	// primary replicates again, and with no replica for good
 	// (docs/leases.md, "Guarantees").
 	WaitReplicas int
 }

@@ -149,7 +149,7 @@ func newRooms(rdb redis.UniversalClient, snaps *room.SQLSnapshots, leases *lease
 		Name: "room_snapshot_flush_failures_total",
 		Help: "Snapshot writes that failed, periodic or on drain.",
 	})
-	outbox, err := room.NewOutbox(rdb, room.OutboxConfig{BatchTimeout: callBudget, Heartbeat: outboxHB, Logger: log})
+	outbox, err := room.NewOutbox(rdb, room.OutboxConfig{BatchTimeout: callBudget, Heartbeat: outboxHB, Logger: log, WaitReplicas: c.WaitReplicas})
 	if err != nil {
 		return nil, err
 	}

@@ -110,7 +110,7 @@ type Config struct {
 	// the replicas did not confirm in time is answered as of unknown
 	// outcome, and its resend is deduplicated; a room loaded to answer it
 	// is confirmed the same way. docs/leases.md ("Guarantees") has the
-	// cost: commands wait while fewer replicas are connected.
+	// cost: while fewer replicas are connected, every command fails so.
 	WaitReplicas int
 }
 

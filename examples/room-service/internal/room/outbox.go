@@ -60,6 +60,11 @@ type OutboxConfig struct {
 	Heartbeat Heartbeat
 	// Logger receives batch failures; nil means slog.Default().
 	Logger *slog.Logger
+	// WaitReplicas is how many replicas must have an event before it is
+	// published, as [Config.WaitReplicas] for its command: the append
+	// writes the event before its WAIT, so a command whose outcome is
+	// unknown must not be published as applied.
+	WaitReplicas int
 }
 
 // Validate names the first field that is unusable.
@@ -73,6 +78,8 @@ func (c OutboxConfig) Validate() error {
 		return fmt.Errorf("room: outbox BatchTimeout %s is negative", c.BatchTimeout)
 	case c.StreamMaxLen < 0:
 		return fmt.Errorf("room: outbox StreamMaxLen %d is negative", c.StreamMaxLen)
+	case c.WaitReplicas < 0:
+		return fmt.Errorf("room: outbox WaitReplicas %d is negative", c.WaitReplicas)
 	}
 	return nil
 }
@@ -102,6 +109,7 @@ type Outbox struct {
 	busy     chan struct{}       // closed when the batch in progress ends; nil when idle
 	failing  bool                // the last batch failed on Redis: logged once, not per room and turn
 	waitHook func()              // tests: called when Pause starts waiting
+	events   store               // reads the outbox, confirmed by WaitReplicas replicas
 }
 
 // NewOutbox returns an outbox worker over rdb. It starts nothing: call
@@ -131,7 +139,10 @@ func NewOutbox(rdb redis.UniversalClient, cfg OutboxConfig) (*Outbox, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Outbox{rdb: rdb, cfg: cfg, pending: make(map[string]struct{})}, nil
+	if err := checkWaitClient(rdb, cfg.WaitReplicas); err != nil {
+		return nil, err
+	}
+	return &Outbox{rdb: rdb, cfg: cfg, pending: make(map[string]struct{}), events: store{rdb: rdb, waitReplicas: cfg.WaitReplicas}}, nil
 }
 
 // Notify marks a room as having events to publish. It never blocks.
@@ -291,7 +302,15 @@ type event struct {
 // publish moves up to Batch events from the room's outbox to the stream and
 // reports whether a full batch was moved (more may wait).
 func (o *Outbox) publish(ctx context.Context, id string) (more bool, err error) {
-	raw, err := o.rdb.LRange(ctx, outboxKey(id), 0, int64(o.cfg.Batch)-1).Result()
+	var raw []string
+	if o.cfg.WaitReplicas == 0 {
+		raw, err = o.rdb.LRange(ctx, outboxKey(id), 0, int64(o.cfg.Batch)-1).Result()
+	} else {
+		var read *redis.StringSliceCmd
+		if err = o.events.confirmed(ctx, id, func(p redis.Pipeliner) { read = p.LRange(ctx, outboxKey(id), 0, int64(o.cfg.Batch)-1) }); err == nil {
+			raw = read.Val()
+		}
+	}
 	if err != nil || len(raw) == 0 {
 		return false, err
 	}

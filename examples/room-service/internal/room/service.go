@@ -39,11 +39,8 @@ func New(rdb redis.UniversalClient, leases Leases, cfg Config) (*Service, error)
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	_, plain := rdb.(*redis.Client)
-	_, cluster := rdb.(*redis.ClusterClient)
-	if cfg.WaitReplicas > 0 && !plain && !cluster {
-		// WAIT counts the writes of its own connection to the room's primary.
-		return nil, fmt.Errorf("room: WaitReplicas %d needs a *redis.Client or *redis.ClusterClient, not %T", cfg.WaitReplicas, rdb)
+	if err := checkWaitClient(rdb, cfg.WaitReplicas); err != nil {
+		return nil, err
 	}
 	return &Service{
 		cfg:    cfg.withDefaults(),
@@ -59,9 +56,10 @@ func New(rdb redis.UniversalClient, leases Leases, cfg Config) (*Service, error)
 // detail (grpcdrain.Refused) when nothing was written, so a retry anywhere is
 // safe (this node is draining, lost the room, the owner is unknown, or the
 // room could not be opened); and codes.Unknown (DeadlineExceeded when the
-// caller's deadline passed) when the write may or may not have happened:
-// the outcome is unknown, and only a retry with the same command_id, which
-// is deduplicated, is safe. A command_id applied before is answered APPLIED
+// caller's deadline passed) when the write may or may not have happened,
+// or, with Config.WaitReplicas, is not yet on the replicas: the outcome is
+// unknown, and only a retry with the same command_id, which is
+// deduplicated, is safe. A command_id applied before is answered APPLIED
 // at the seq of its first application, and nothing changes.
 func (s *Service) Apply(ctx context.Context, req *roompb.ApplyRequest) (*roompb.ApplyResponse, error) {
 	id, cmd := req.GetRoomId(), req.GetCommandId()
@@ -75,7 +73,12 @@ func (s *Service) Apply(ctx context.Context, req *roompb.ApplyRequest) (*roompb.
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
 	c, err := s.open(ctx, id)
-	if err != nil {
+	switch {
+	case errors.Is(err, errUnreplicated):
+		// The room as loaded may hold this very command, applied before and
+		// not yet confirmed: "nothing applied" could be false.
+		return nil, status.Errorf(codes.Unknown, "room %s: outcome unknown, the room's state is %v", id, err)
+	case err != nil:
 		return s.refuse(ctx, id, err)
 	}
 	defer c.unlock()

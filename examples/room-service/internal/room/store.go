@@ -58,6 +58,17 @@ type store struct {
 // discard it, so its outcome is unknown.
 var errUnreplicated = errors.New("room: not confirmed by the replicas")
 
+// checkWaitClient refuses waitReplicas on a client that cannot send WAIT
+// on the connection that wrote, to the room's primary.
+func checkWaitClient(rdb redis.UniversalClient, waitReplicas int) error {
+	_, plain := rdb.(*redis.Client)
+	_, cluster := rdb.(*redis.ClusterClient)
+	if waitReplicas > 0 && !plain && !cluster {
+		return fmt.Errorf("room: WaitReplicas %d needs a *redis.Client or *redis.ClusterClient, not %T", waitReplicas, rdb)
+	}
+	return nil
+}
+
 // defaultWaitTimeout is WAIT's longest timeout.
 const defaultWaitTimeout = 500 * time.Millisecond
 
@@ -111,9 +122,10 @@ func (s *store) appendReplicated(ctx context.Context, keys []string, args []any)
 		}
 		c = primary
 	}
-	timeout := s.waitTimeout(ctx)
+	var timeout time.Duration
 	var script, wait *redis.Cmd
 	pipeline := func(eval func(p redis.Pipeliner) *redis.Cmd) error {
+		timeout = s.waitTimeout(ctx) // again for the second: the first may have waited it all
 		_, err := c.Pipelined(ctx, func(p redis.Pipeliner) error {
 			script = eval(p)
 			wait = p.Do(ctx, "WAIT", s.waitReplicas, timeout.Milliseconds())
@@ -235,7 +247,7 @@ func (s *store) confirmed(ctx context.Context, id string, reads func(p redis.Pip
 		return nil // a room never written: nothing to confirm
 	}
 	timeout := s.waitTimeout(ctx)
-	switch acked, err := conn.Do(ctx, "WAIT", s.waitReplicas, timeout.Milliseconds()).Int64(); {
+	switch acked, err := conn.Wait(ctx, s.waitReplicas, timeout).Result(); {
 	case err != nil:
 		return fmt.Errorf("%w: WAIT %d: %w", errUnreplicated, s.waitReplicas, err)
 	case acked < int64(s.waitReplicas):
@@ -251,13 +263,25 @@ func (s *store) confirmed(ctx context.Context, id string, reads func(p redis.Pip
 const touchLua = `if redis.call("EXISTS", KEYS[1]) == 0 then return 0 end redis.call("INCRBY", KEYS[1], 0) return 1`
 
 // waitTimeout is WAIT's timeout: defaultWaitTimeout, or half of ctx's time
-// left if less. 0 would wait for ever.
+// left, or half the client's ReadTimeout, if less (a pipeline's reply is
+// read within ReadTimeout: a longer WAIT would end as an i/o timeout and a
+// closed connection). 0 would wait for ever.
 func (s *store) waitTimeout(ctx context.Context) time.Duration {
 	timeout := defaultWaitTimeout
 	if d, ok := ctx.Deadline(); ok {
-		timeout = min(timeout, max(time.Until(d)/2, time.Millisecond))
+		timeout = min(timeout, time.Until(d)/2)
 	}
-	return timeout
+	var read time.Duration
+	switch c := s.rdb.(type) {
+	case *redis.Client:
+		read = c.Options().ReadTimeout
+	case *redis.ClusterClient:
+		read = c.Options().ReadTimeout
+	}
+	if read > 0 {
+		timeout = min(timeout, read/2)
+	}
+	return max(timeout, time.Millisecond)
 }
 
 // replay applies the log entries after rec's snapshot.
