@@ -117,6 +117,10 @@ func loadConfig(getenv func(string) string) (config, lifecycle.Config, error) {
 			return config{}, lifecycle.Config{}, &configError{Field: "REDIS_WAIT_REPLICAS", Value: v, Problem: "want 0 (acknowledge what the primary applied) or a positive integer"}
 		}
 		c.WaitReplicas = n
+		if n > 0 && c.Redis.client == nil {
+			return config{}, lifecycle.Config{}, &configError{Field: "REDIS_WAIT_REPLICAS", Value: v,
+				Problem: "the embedded development Redis has no replica, so every command would fail: set REDIS_URL, REDIS_SENTINEL_URL or REDIS_CLUSTER_URL"}
+		}
 	}
 	if v := getenv("LEASE_TTL"); v != "" {
 		d, err := time.ParseDuration(v)

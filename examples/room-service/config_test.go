@@ -50,7 +50,8 @@ func TestRedisWaitReplicas(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.give, func(t *testing.T) {
-			c, _, err := loadConfig(func(k string) string { return map[string]string{"REDIS_WAIT_REPLICAS": tt.give}[k] })
+			env := map[string]string{"REDIS_WAIT_REPLICAS": tt.give, "REDIS_URL": "redis://127.0.0.1:6379"}
+			c, _, err := loadConfig(func(k string) string { return env[k] })
 			if tt.wantErr {
 				require.Error(t, err)
 				assert.Contains(t, err.Error(), `REDIS_WAIT_REPLICAS="`+tt.give+`"`, "the error names the variable and its value")
@@ -60,4 +61,13 @@ func TestRedisWaitReplicas(t *testing.T) {
 			assert.Equal(t, tt.want, c.WaitReplicas, "WaitReplicas")
 		})
 	}
+}
+
+// REDIS_WAIT_REPLICAS above 0 without a Redis variable is refused: the
+// embedded development Redis has no replica, so every command would fail.
+func TestRedisWaitReplicasRefusedOnTheEmbeddedRedis(t *testing.T) {
+	_, _, err := loadConfig(func(k string) string { return map[string]string{"REDIS_WAIT_REPLICAS": "1"}[k] })
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `REDIS_WAIT_REPLICAS="1"`, "the error names the variable and its value")
+	assert.Contains(t, err.Error(), "embedded", "the error says why")
 }

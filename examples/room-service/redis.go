@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -51,6 +52,7 @@ func newRedis(lc fx.Lifecycle, c config, m *lifecycle.Manager, log *slog.Logger)
 			for {
 				err := rdb.Ping(ctx).Err()
 				if err == nil {
+					warnFewReplicas(ctx, rdb, c.WaitReplicas, log)
 					return nil
 				}
 				if !redisStarting(err) {
@@ -214,4 +216,38 @@ func failoverExplains(err error) bool {
 		return redis.HasErrorPrefix(err, "CLUSTERDOWN") || redis.HasErrorPrefix(err, "TRYAGAIN")
 	}
 	return true
+}
+
+// warnFewReplicas logs a WARN when the primary of a *redis.Client has
+// fewer replicas connected than REDIS_WAIT_REPLICAS asks: every command
+// then fails as of unknown outcome until they connect. (A Cluster's
+// primaries are not asked: each shard has its own.)
+func warnFewReplicas(ctx context.Context, rdb redis.UniversalClient, want int, log *slog.Logger) {
+	if want == 0 {
+		return
+	}
+	c, ok := rdb.(*redis.Client)
+	if !ok {
+		return
+	}
+	if got, known := connectedReplicas(ctx, c); known && got < want {
+		log.Warn("REDIS_WAIT_REPLICAS asks for more replicas than the primary has connected: every command fails as of unknown outcome until they connect",
+			"wait_replicas", want, "connected_replicas", got)
+	}
+}
+
+// connectedReplicas reads connected_slaves from the server's INFO
+// replication; known is false if it could not.
+func connectedReplicas(ctx context.Context, c *redis.Client) (n int, known bool) {
+	info, err := c.Info(ctx, "replication").Result()
+	if err != nil {
+		return 0, false
+	}
+	for _, line := range strings.Split(info, "\r\n") {
+		if v, ok := strings.CutPrefix(line, "connected_slaves:"); ok {
+			n, err := strconv.Atoi(v)
+			return n, err == nil
+		}
+	}
+	return 0, false
 }

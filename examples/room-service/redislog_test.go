@@ -3,12 +3,15 @@ package main
 import (
 	"context"
 	"log/slog"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
+	"github.com/drainkit/drainkit/internal/redistest"
 	"github.com/drainkit/drainkit/internal/testlog"
 )
 
@@ -31,4 +34,19 @@ func TestRedisLogWritesAFormatOncePerWindow(t *testing.T) {
 	assert.Equal(t, 2, strings.Count(out, "failed to dial"), out)
 	assert.Equal(t, 1, strings.Count(out, "connection pool"), out)
 	assert.Contains(t, out, `"left_out_since_last":99`)
+}
+
+// connectedReplicas reads the primary's replica count, which
+// warnFewReplicas compares with REDIS_WAIT_REPLICAS at start.
+func TestConnectedReplicas(t *testing.T) {
+	primary := redistest.Start(t)
+	ctx := context.Background()
+	n, known := connectedReplicas(ctx, primary.Client())
+	require.True(t, known, "INFO replication read")
+	assert.Equal(t, 0, n, "replicas of a lone server")
+	redistest.Start(t, "--replicaof", "127.0.0.1", strconv.Itoa(primary.Port))
+	require.Eventually(t, func() bool {
+		n, known := connectedReplicas(ctx, primary.Client())
+		return known && n == 1
+	}, 10*time.Second, 10*time.Millisecond, "a replica counted once it connects")
 }
