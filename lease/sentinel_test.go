@@ -119,8 +119,7 @@ func TestSentinelPrimaryFailure(t *testing.T) {
 				failover, within = sen.FailoverPaused, m.cfg.CallTimeout
 			}
 			within += m.cfg.RenewInterval + 2*m.cfg.CallTimeout
-			failed := time.Now()
-			promoted := failover(fctx)
+			promoted, failed := failover(fctx)
 			named := time.Now()
 			t.Logf("the sentinel named the new primary %s after the failure", named.Sub(failed).Round(time.Millisecond))
 			if !tt.paused { // go-redis probes only once PoolSize dials failed

@@ -65,11 +65,15 @@ func TestRedisSentinelPrimaryFailure(t *testing.T) {
 			c := startServices(t, cfg)
 			var failed, named, servable time.Time // servable: when a room can be served again
 			res, _ := faultUnderLoad(t, c, func(ctx context.Context) {
-				failover := map[string]func(context.Context) *redistest.Server{
-					"killed": sen.FailoverKilled, "paused": sen.FailoverPaused, "planned": sen.Failover}[tt.how]
+				planned := func(ctx context.Context) (*redistest.Server, time.Time) {
+					began := time.Now() // SENTINEL FAILOVER follows once the replica caught up: under load, at once
+					return sen.Failover(ctx), began
+				}
+				failover := map[string]func(context.Context) (*redistest.Server, time.Time){
+					"killed": sen.FailoverKilled, "paused": sen.FailoverPaused, "planned": planned}[tt.how]
 				old := sen.Primary(ctx)
-				failed = time.Now()
-				promoted := failover(ctx)
+				var promoted *redistest.Server
+				promoted, failed = failover(ctx)
 				named = time.Now()
 				t.Logf("%s the primary; the sentinel named %s %s later", tt.how, promoted.Addr, named.Sub(failed).Round(time.Millisecond))
 				servable = named

@@ -56,13 +56,21 @@ func StartSentinel(t testing.TB) *Sentinel {
 	defer cancel()
 	sc := s.sentinelClient()
 	defer sc.Close()
+	pc := redis.NewClient(primary.options())
+	defer pc.Close()
 	for {
+		// The sentinel's view of the replica comes from its last INFO of it,
+		// which can say "ok" before the primary streams to it: a failover
+		// right after would promote a replica without the first writes. So
+		// the primary must count it online too (synced, acknowledging).
 		replicas, err := sc.Replicas(ctx, SentinelMaster).Result()
-		if err == nil && len(replicas) == 1 && replicas[0]["flags"] == "slave" && replicas[0]["master-link-status"] == "ok" {
+		info, _ := pc.Info(ctx, "replication").Result()
+		if err == nil && len(replicas) == 1 && replicas[0]["flags"] == "slave" && replicas[0]["master-link-status"] == "ok" &&
+			strings.Contains(info, "state=online") {
 			return s
 		}
 		if !pause(ctx, 50*time.Millisecond) {
-			t.Fatalf("redistest: the sentinel does not know the replica %s after 30s: %v %v", replica, replicas, err)
+			t.Fatalf("redistest: the sentinel does not know the replica %s, or %s does not stream to it, after 30s: %v %v %q", replica, primary, replicas, err, info)
 		}
 	}
 }
@@ -107,22 +115,7 @@ func (s *Sentinel) Primary(ctx context.Context) *Server {
 func (s *Sentinel) Failover(ctx context.Context) *Server {
 	s.t.Helper()
 	old := s.Primary(ctx)
-	// Replication is asynchronous, and the promotion does not wait for it:
-	// writes of the last moments, on a busy machine, would be lost with the
-	// old primary, which a planned failover in a test does not mean.
-	replica := s.servers[0]
-	if replica == old {
-		replica = s.servers[1]
-	}
-	oldc, replicac := redis.NewClient(old.options()), redis.NewClient(replica.options())
-	defer oldc.Close()
-	defer replicac.Close()
-	want := replOffset(ctx, s.t, oldc, "master_repl_offset")
-	for replOffset(ctx, s.t, replicac, "slave_repl_offset") < want {
-		if !pause(ctx, 10*time.Millisecond) {
-			s.t.Fatalf("redistest: replica %s has not caught up with %s: %v", replica, old, ctx.Err())
-		}
-	}
+	s.waitCaughtUp(ctx, old)
 	sc := s.sentinelClient()
 	defer sc.Close()
 	if err := sc.Failover(ctx, SentinelMaster).Err(); err != nil {
@@ -131,10 +124,11 @@ func (s *Sentinel) Failover(ctx context.Context) *Server {
 	return s.waitPromoted(ctx, old)
 }
 
-// FailoverKilled SIGKILLs the primary, as a crash does, and waits until
-// the sentinel, having found it down (down-after-milliseconds, 1 s here),
-// names the replica master. It returns the new primary.
-func (s *Sentinel) FailoverKilled(ctx context.Context) *Server {
+// FailoverKilled SIGKILLs the primary, as a crash does, once the replica
+// has caught up with it, and waits until the sentinel, having found it
+// down (down-after-milliseconds, 1 s here), names the replica master. It
+// returns the new primary and when the old one was killed.
+func (s *Sentinel) FailoverKilled(ctx context.Context) (*Server, time.Time) {
 	s.t.Helper()
 	return s.failWith(ctx, (*Server).Kill)
 }
@@ -143,16 +137,40 @@ func (s *Sentinel) FailoverKilled(ctx context.Context) *Server {
 // (SIGSTOP), as a hung host or a partition leaves it: its port takes
 // connections and answers nothing. It stays paused until
 // [Server.Resume]; cleanup kills it.
-func (s *Sentinel) FailoverPaused(ctx context.Context) *Server {
+func (s *Sentinel) FailoverPaused(ctx context.Context) (*Server, time.Time) {
 	s.t.Helper()
 	return s.failWith(ctx, (*Server).Pause)
 }
 
-func (s *Sentinel) failWith(ctx context.Context, stop func(*Server)) *Server {
+func (s *Sentinel) failWith(ctx context.Context, stop func(*Server)) (*Server, time.Time) {
 	s.t.Helper()
 	old := s.Primary(ctx)
+	s.waitCaughtUp(ctx, old)
+	stopped := time.Now()
 	stop(old)
-	return s.waitPromoted(ctx, old)
+	return s.waitPromoted(ctx, old), stopped
+}
+
+// waitCaughtUp waits until the replica has every write primary has made.
+// Replication is asynchronous and a promotion does not wait for it: the
+// writes of the last moments before a failure, on a busy machine, would be
+// lost with the old primary, which is Redis's to lose and not what a test
+// of a failover means (docs/leases.md, "Guarantees").
+func (s *Sentinel) waitCaughtUp(ctx context.Context, primary *Server) {
+	s.t.Helper()
+	replica := s.servers[0]
+	if replica == primary {
+		replica = s.servers[1]
+	}
+	pc, rc := redis.NewClient(primary.options()), redis.NewClient(replica.options())
+	defer pc.Close()
+	defer rc.Close()
+	want := replOffset(ctx, s.t, pc, "master_repl_offset")
+	for replOffset(ctx, s.t, rc, "slave_repl_offset") < want {
+		if !pause(ctx, 10*time.Millisecond) {
+			s.t.Fatalf("redistest: replica %s has not caught up with %s: %v", replica, primary, ctx.Err())
+		}
+	}
 }
 
 // Demote points server, a primary the sentinel replaced, at primary
