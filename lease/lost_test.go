@@ -157,3 +157,32 @@ func TestARedisOutageIsOneWarningNotOnePerTick(t *testing.T) {
 	assert.NotContains(t, out, "lease session renewed again", "a new session is not the lost one renewed")
 	assert.GreaterOrEqual(t, testutil.ToFloat64(m.met.heartbeatErrors), 8.0, "room_node_heartbeat_failures_total")
 }
+
+// A renewal whose call succeeds but finds the session gone, after one that
+// failed, logs the loss and not "renewed again": the session was not
+// renewed (a CI log of a Sentinel failover read so, just before the loss).
+func TestASessionFoundGoneIsNotRenewedAgain(t *testing.T) {
+	var fail atomic.Bool
+	b := standalone(t)
+	c := b.client(cmdHook{fn: func(ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error {
+		if fail.Load() && isScript(cmd, sessionRenewScript) {
+			return fmt.Errorf("dial tcp: %w", syscall.ECONNREFUSED)
+		}
+		return next(ctx, cmd)
+	}})
+	var logs testlog.Buffer
+	cfg := testConfig()
+	cfg.TTL = time.Minute // the test drives the renewal
+	cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	m := startManager(t, c, cfg)
+	ctx := context.Background()
+
+	fail.Store(true)
+	require.Error(t, m.tick(ctx), "a renewal refused")
+	fail.Store(false)
+	require.NoError(t, c.Del(ctx, m.nodeKey()).Err())
+	require.ErrorIs(t, m.tick(ctx), errSessionLost, "a renewal of a session gone")
+	out := logs.String()
+	assert.Contains(t, out, "lease session lost", "the loss, logged")
+	assert.NotContains(t, out, "lease session renewed again", "a session found gone is not renewed:\n%s", out)
+}

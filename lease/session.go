@@ -250,12 +250,13 @@ func (m *Manager) tick(ctx context.Context) error {
 	n, err := sessionRenewScript.Run(rctx, m.client, []string{m.nodeKey()}, s.epoch, m.state(), m.cfg.TTL.Milliseconds()).Int64()
 	m.wrote(sent, err)
 	m.met.renewDuration.Observe(float64(time.Since(start).Microseconds()) / 1000)
-	m.noteRenewal(err)
 	switch {
 	case err != nil:
+		m.noteRenewal(err)
 		m.followTopology(err)
 		return err
 	case n == 1:
+		m.noteRenewal(nil) // not when n is 0: a session found gone was not renewed
 		m.mu.Lock()
 		if m.sess.Load() == s {
 			m.okAt.Store(&sent)
