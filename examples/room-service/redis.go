@@ -239,15 +239,6 @@ func warnFewReplicas(ctx context.Context, rdb redis.UniversalClient, want int, l
 // connectedReplicas reads connected_slaves from the server's INFO
 // replication; known is false if it could not.
 func connectedReplicas(ctx context.Context, c *redis.Client) (n int, known bool) {
-	info, err := c.Info(ctx, "replication").Result()
-	if err != nil {
-		return 0, false
-	}
-	for _, line := range strings.Split(info, "\r\n") {
-		if v, ok := strings.CutPrefix(line, "connected_slaves:"); ok {
-			n, err := strconv.Atoi(v)
-			return n, err == nil
-		}
-	}
-	return 0, false
+	n, err := strconv.Atoi(c.InfoMap(ctx, "replication").Item("Replication", "connected_slaves"))
+	return n, err == nil
 }

@@ -64,13 +64,13 @@ func StartSentinel(t testing.TB) *Sentinel {
 		// right after would promote a replica without the first writes. So
 		// the primary must count it online too (synced, acknowledging).
 		replicas, err := sc.Replicas(ctx, SentinelMaster).Result()
-		info, _ := pc.Info(ctx, "replication").Result()
+		streaming := pc.InfoMap(ctx, "replication").Item("Replication", "slave0") // ip=…,port=…,state=online,…
 		if err == nil && len(replicas) == 1 && replicas[0]["flags"] == "slave" && replicas[0]["master-link-status"] == "ok" &&
-			strings.Contains(info, "state=online") {
+			strings.Contains(streaming, "state=online") {
 			return s
 		}
 		if !pause(ctx, 50*time.Millisecond) {
-			t.Fatalf("redistest: the sentinel does not know the replica %s, or %s does not stream to it, after 30s: %v %v %q", replica, primary, replicas, err, info)
+			t.Fatalf("redistest: the sentinel does not know the replica %s, or %s does not stream to it, after 30s: %v %v %q", replica, primary, replicas, err, streaming)
 		}
 	}
 }
@@ -194,25 +194,16 @@ func (s *Sentinel) WaitReplicating(ctx context.Context, server, primary *Server)
 	s.t.Helper()
 	c := redis.NewClient(server.options())
 	defer c.Close()
-	want := []string{"role:slave", "master_port:" + strconv.Itoa(primary.Port), "master_link_status:up"}
 	for {
-		info, err := c.Info(ctx, "replication").Result()
-		if err == nil && containsAll(info, want) {
+		info := c.InfoMap(ctx, "replication")
+		if info.Item("Replication", "role") == "slave" && info.Item("Replication", "master_port") == strconv.Itoa(primary.Port) &&
+			info.Item("Replication", "master_link_status") == "up" {
 			return time.Now()
 		}
 		if !pause(ctx, 20*time.Millisecond) {
-			s.t.Fatalf("redistest: %s does not replicate from %s: %v (last INFO error %v)", server, primary, ctx.Err(), err)
+			s.t.Fatalf("redistest: %s does not replicate from %s: %v (last INFO error %v)", server, primary, ctx.Err(), info.Err())
 		}
 	}
-}
-
-func containsAll(s string, subs []string) bool {
-	for _, sub := range subs {
-		if !strings.Contains(s, sub) {
-			return false
-		}
-	}
-	return true
 }
 
 // waitPromoted waits until the sentinel names a master other than old.
@@ -236,18 +227,15 @@ func (s *Sentinel) sentinelClient() *redis.SentinelClient {
 func replOffset(ctx context.Context, t testing.TB, c *redis.Client, field string) int64 {
 	t.Helper()
 	srv := c.Options().Addr
-	info, err := c.Info(ctx, "replication").Result()
-	if err != nil {
+	info := c.InfoMap(ctx, "replication")
+	if err := info.Err(); err != nil {
 		t.Fatalf("redistest: INFO replication on %s: %v", srv, err)
 	}
-	for _, line := range strings.Split(info, "\r\n") {
-		if v, ok := strings.CutPrefix(line, field+":"); ok {
-			n, _ := strconv.ParseInt(v, 10, 64)
-			return n
-		}
+	n, err := strconv.ParseInt(info.Item("Replication", field), 10, 64)
+	if err != nil {
+		t.Fatalf("redistest: %s in INFO replication of %s: %v", field, srv, err)
 	}
-	t.Fatalf("redistest: no %s in INFO replication of %s", field, srv)
-	return 0
+	return n
 }
 
 func atoi(s string) int {

@@ -114,13 +114,9 @@ func (s *store) append(ctx context.Context, id string, fence int64, commandID, o
 // errUnreplicated, whatever the script answered but "fenced" (nothing
 // written).
 func (s *store) appendReplicated(ctx context.Context, keys []string, args []any) ([]any, error) {
-	var c redis.Cmdable = s.rdb
-	if cl, ok := s.rdb.(*redis.ClusterClient); ok {
-		primary, err := cl.MasterForKey(ctx, keys[0])
-		if err != nil {
-			return nil, err
-		}
-		c = primary
+	c, err := s.primaryFor(ctx, keys[0])
+	if err != nil {
+		return nil, err
 	}
 	var timeout time.Duration
 	var script, wait *redis.Cmd
@@ -133,7 +129,7 @@ func (s *store) appendReplicated(ctx context.Context, keys []string, args []any)
 		})
 		return err
 	}
-	err := pipeline(func(p redis.Pipeliner) *redis.Cmd { return appendScript.EvalSha(ctx, p, keys, args...) })
+	err = pipeline(func(p redis.Pipeliner) *redis.Cmd { return appendScript.EvalSha(ctx, p, keys, args...) })
 	if redis.HasErrorPrefix(script.Err(), "NOSCRIPT") {
 		err = pipeline(func(p redis.Pipeliner) *redis.Cmd { return appendScript.Eval(ctx, p, keys, args...) })
 	}
@@ -144,12 +140,35 @@ func (s *store) appendReplicated(ctx context.Context, keys []string, args []any)
 	case len(res) > 0 && res[0] == "fenced":
 		return res, nil
 	case err != nil:
-		return nil, fmt.Errorf("%w: WAIT %d: %w", errUnreplicated, s.waitReplicas, err)
+		return nil, s.waited(0, err, timeout)
 	}
-	if acked, _ := wait.Int64(); acked < int64(s.waitReplicas) {
-		return nil, fmt.Errorf("%w: %d of %d replicas within %s", errUnreplicated, acked, s.waitReplicas, timeout)
+	acked, _ := wait.Int64()
+	if err := s.waited(acked, nil, timeout); err != nil {
+		return nil, err
 	}
 	return res, nil
+}
+
+// primaryFor is the client of key's primary: s.rdb, or on a Cluster the
+// node serving key (New refuses other clients with WaitReplicas).
+func (s *store) primaryFor(ctx context.Context, key string) (*redis.Client, error) {
+	if cl, ok := s.rdb.(*redis.ClusterClient); ok {
+		return cl.MasterForKey(ctx, key)
+	}
+	c, _ := s.rdb.(*redis.Client)
+	return c, nil
+}
+
+// waited is nil if acked replicas are enough, or errUnreplicated saying why
+// not: WAIT's err, or how many acknowledged within timeout.
+func (s *store) waited(acked int64, err error, timeout time.Duration) error {
+	switch {
+	case err != nil:
+		return fmt.Errorf("%w: WAIT %d: %w", errUnreplicated, s.waitReplicas, err)
+	case acked < int64(s.waitReplicas):
+		return fmt.Errorf("%w: %d of %d replicas within %s", errUnreplicated, acked, s.waitReplicas, timeout)
+	}
+	return nil
 }
 
 // snapshot writes st under fence and, in the same script, trims what it
@@ -225,17 +244,14 @@ func (s *store) read(ctx context.Context, id string, reads func(p redis.Pipeline
 // raised by 0, if it exists), then WAIT on that connection: what was read
 // is on waitReplicas replicas, or the error matches errUnreplicated.
 func (s *store) confirmed(ctx context.Context, id string, reads func(p redis.Pipeliner)) error {
-	client, _ := s.rdb.(*redis.Client) // New refuses other clients
-	if cl, cluster := s.rdb.(*redis.ClusterClient); cluster {
-		var err error
-		if client, err = cl.MasterForKey(ctx, seqKey(id)); err != nil {
-			return err
-		}
+	client, err := s.primaryFor(ctx, seqKey(id))
+	if err != nil {
+		return err
 	}
 	conn := client.Conn()
 	defer conn.Close()
 	var touched *redis.Cmd
-	_, err := conn.TxPipelined(ctx, func(p redis.Pipeliner) error {
+	_, err = conn.TxPipelined(ctx, func(p redis.Pipeliner) error {
 		reads(p)
 		touched = p.Eval(ctx, touchLua, []string{seqKey(id)})
 		return nil
@@ -247,13 +263,8 @@ func (s *store) confirmed(ctx context.Context, id string, reads func(p redis.Pip
 		return nil // a room never written: nothing to confirm
 	}
 	timeout := s.waitTimeout(ctx)
-	switch acked, err := conn.Wait(ctx, s.waitReplicas, timeout).Result(); {
-	case err != nil:
-		return fmt.Errorf("%w: WAIT %d: %w", errUnreplicated, s.waitReplicas, err)
-	case acked < int64(s.waitReplicas):
-		return fmt.Errorf("%w: %d of %d replicas within %s", errUnreplicated, acked, s.waitReplicas, timeout)
-	}
-	return nil
+	acked, err := conn.Wait(ctx, s.waitReplicas, timeout).Result()
+	return s.waited(acked, err, timeout)
 }
 
 // touchLua writes KEYS[1], a room's seq counter, unchanged, if it exists,
