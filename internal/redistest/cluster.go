@@ -496,11 +496,11 @@ func nodeConverged(ctx context.Context, s *Server, nodes int, gone *Server) stri
 	if covered != clusterSlots || len(owners) > clusterPrimaries {
 		return fmt.Sprintf("%s: knows %d slots on %d nodes; want %d on at most %d", s.Addr, covered, len(owners), clusterSlots, clusterPrimaries)
 	}
-	repl, err := cl.Info(ctx, "replication").Result()
-	if err != nil {
+	repl := cl.InfoMap(ctx, "replication")
+	if err := repl.Err(); err != nil {
 		return fmt.Sprintf("%s: INFO replication: %v", s.Addr, err)
 	}
-	if strings.Contains(repl, "role:slave") && !strings.Contains(repl, "master_link_status:up") {
+	if repl.Item("Replication", "role") == "slave" && repl.Item("Replication", "master_link_status") != "up" {
 		return fmt.Sprintf("%s: replica not in sync with its primary yet", s.Addr)
 	}
 	return ""
