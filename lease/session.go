@@ -280,7 +280,10 @@ func (m *Manager) restart(ctx context.Context) error {
 	case ctx.Err() == nil && !errors.Is(err, ErrNotRunning): // not running: Stop came, nothing failed
 		m.followTopology(err)
 		m.met.heartbeatErrors.Inc()
-		if m.startErr.Swap(&err) == nil { // an outage is one line, not one per tick
+		m.startMu.Lock() // an Acquire's start may have made a session current since this one failed
+		first := m.sess.Load() == nil && m.startErr.Swap(&err) == nil
+		m.startMu.Unlock()
+		if first { // an outage is one line, not one per tick
 			m.cfg.Logger.Warn("lease session not started again yet; retried every tick", "node_id", m.cfg.Node,
 				"redis_addr", m.sessionAddr(), "error", err.Error())
 		}

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
@@ -480,4 +481,42 @@ func TestAFailedRenewalIsTriedAgainBeforeTheDeadline(t *testing.T) {
 	assert.NoError(t, l.Context().Err(), "the lease: want held (cause %v)", context.Cause(l.Context()))
 	assert.Equal(t, epoch, m.lastEpoch.Load(), "the session's epoch: want the same session")
 	assert.LessOrEqual(t, testutil.ToFloat64(m.met.heartbeatErrors), 3.0, "failed renewals: want one per interval, no more")
+}
+
+// incHook is a Counter whose Inc runs fn first: a point in the code between
+// two steps that a test can act at.
+type incHook struct {
+	prometheus.Counter
+	fn func()
+}
+
+func (c incHook) Inc() { c.fn(); c.Counter.Inc() }
+
+// A start of the renewer's that fails while an Acquire's start succeeds is
+// not recorded once the Acquire's session is current: a failed start kept
+// beside a current session would suppress the next outage's WARN and be
+// named in errors about it.
+func TestAFailedStartIsNotKeptOnceAnotherStarted(t *testing.T) {
+	var logs bytes.Buffer
+	c := standalone(t).client()
+	cfg := testConfig()
+	cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	m, err := New(c, cfg)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = m.Stop(context.Background()) })
+	ctx := context.Background()
+	// Another process's session of the node id: the renewer's start fails.
+	require.NoError(t, c.HSet(ctx, m.nodeKey(), "epoch", 1, "holder", "another process", "attempt", 1).Err())
+	require.NoError(t, c.PExpire(ctx, m.nodeKey(), time.Minute).Err())
+	m.met.heartbeatErrors = incHook{Counter: m.met.heartbeatErrors, fn: func() {
+		// Before the renewer records its failure: that process is gone, and an Acquire starts a session.
+		require.NoError(t, c.Del(ctx, m.nodeKey()).Err())
+		require.NoError(t, m.startSession(ctx), "the Acquire's start")
+	}}
+	require.ErrorIs(t, m.restart(ctx), errSessionBusy)
+	require.NotNil(t, m.sess.Load(), "the Acquire's session")
+	if got := m.startErr.Load(); got != nil {
+		t.Errorf("failed start kept beside a current session: %v; want none", *got)
+	}
+	assert.NotContains(t, logs.String(), "not started again yet")
 }
