@@ -2,8 +2,6 @@ package room
 
 import (
 	"context"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -16,19 +14,6 @@ import (
 	"github.com/drainkit/drainkit/internal/redistest"
 )
 
-// startReplicated starts a primary and a replica of it, and waits until
-// the primary counts the replica online.
-func startReplicated(t *testing.T) (primary, replica *redistest.Server) {
-	t.Helper()
-	primary = redistest.Start(t, "--repl-diskless-sync-delay", "0") // no wait for more replicas
-	replica = redistest.Start(t, "--replicaof", "127.0.0.1", strconv.Itoa(primary.Port))
-	require.Eventually(t, func() bool { // online: it has acknowledged since its sync, so WAIT counts it
-		info, err := primary.Client().Info(context.Background(), "replication").Result()
-		return err == nil && strings.Contains(info, "state=online")
-	}, 10*time.Second, 10*time.Millisecond, "replica %s online", replica.Addr)
-	return primary, replica
-}
-
 // With WaitReplicas, a command is acknowledged only once a replica has it,
 // and so is its event published: while the replica answers nothing, Apply
 // answers outcome unknown, and so does the resend, though the primary
@@ -37,7 +22,7 @@ func startReplicated(t *testing.T) (primary, replica *redistest.Server) {
 // lost acknowledged commands, and "nothing applied" would be false). Once
 // the replica is back, the resend is answered as the first application.
 func TestApplyWaitsForReplicas(t *testing.T) {
-	primary, replica := startReplicated(t)
+	primary, replica := redistest.StartReplicated(t)
 	rdb := primary.Client()
 	ctx := context.Background()
 	leases := newTestLeases(rdb, "a")

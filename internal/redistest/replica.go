@@ -1,0 +1,38 @@
+package redistest
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// StartReplicated starts a primary and one replica of it, and returns once
+// the primary counts the replica online (synced and acknowledging, so that
+// WAIT counts it). The primary syncs at once rather than waiting for more
+// replicas (repl-diskless-sync-delay 0).
+func StartReplicated(t testing.TB) (primary, replica *Server) {
+	t.Helper()
+	primary = Start(t, "--repl-diskless-sync-delay", "0")
+	replica = Start(t, "--replicaof", "127.0.0.1", strconv.Itoa(primary.Port))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	pc := redis.NewClient(primary.options())
+	defer pc.Close()
+	for !streaming(ctx, pc) {
+		if !pause(ctx, 10*time.Millisecond) {
+			t.Fatalf("redistest: %s does not stream to its replica %s after 10s", primary, replica)
+		}
+	}
+	return primary, replica
+}
+
+// streaming reports whether the primary behind pc counts its first replica
+// online: it has acknowledged an offset since its sync.
+func streaming(ctx context.Context, pc *redis.Client) bool {
+	slave0 := pc.InfoMap(ctx, "replication").Item("Replication", "slave0") // ip=…,port=…,state=online,…
+	return strings.Contains(slave0, "state=online")
+}
