@@ -2,8 +2,10 @@ package lease
 
 import (
 	"context"
+	"log/slog"
 	"net"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -14,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/drainkit/drainkit/internal/redistest"
+	"github.com/drainkit/drainkit/internal/testlog"
 )
 
 // A planned Sentinel failover (SENTINEL FAILOVER) at the TTL docs/leases.md
@@ -221,4 +224,59 @@ func TestStartWarnsOfASentinelTTLBelow3s(t *testing.T) {
 			assert.NotContains(t, logs, "FailoverClient", "a log naming go-redis's placeholder for a server")
 		})
 	}
+}
+
+// NewFailoverClusterClient's client follows the same announcement and is
+// warned of too (a new user's trial used it and got no warning). Its
+// sentinel is not reached: go-redis leaves its sentinel's goroutines
+// running after Close, and the warning comes before any call.
+func TestStartWarnsOfASentinelTTLBelow3sOnAFailoverClusterClient(t *testing.T) {
+	for _, tt := range []struct {
+		ttl  time.Duration
+		want int
+	}{{time.Second, 1}, {3 * time.Second, 0}} {
+		t.Run(tt.ttl.String(), func(t *testing.T) {
+			c := redis.NewFailoverClusterClient(&redis.FailoverOptions{MasterName: redistest.SentinelMaster,
+				SentinelAddrs: []string{"127.0.0.1:" + strconv.Itoa(redistest.FreePort(t))}, PoolSize: 1000, // no dial cut-off, whose probe outlives Close
+				MaxRetries: 1, ContextTimeoutEnabled: true, DialerRetries: 1, DialTimeout: time.Second})
+			t.Cleanup(func() { _ = c.Close() })
+			var logs testlog.Buffer
+			cfg := testConfig()
+			cfg.TTL, cfg.Logger = tt.ttl, slog.New(slog.NewTextHandler(&logs, nil))
+			m, err := New(c, cfg)
+			require.NoError(t, err)
+			ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+			defer cancel()
+			require.Error(t, m.Start(ctx), "Start with no sentinel to reach")
+			got := strings.Count(logs.String(), `level=WARN msg="lease: a Sentinel failover`)
+			assert.Equal(t, tt.want, got, "warnings; got %d, want %d in %s", got, tt.want, logs.String())
+		})
+	}
+}
+
+// A master name no sentinel monitors (a typo, say) is named as the cause:
+// go-redis says "all sentinels specified in configuration are
+// unreachable" with each sentinel's empty answer, and Start took that for
+// a server that refused INFO and failed at once, with two warnings about
+// what it could not read. It waits, as for sentinels not reached, saying
+// what it waits for.
+func TestStartNamesAMasterNoSentinelMonitors(t *testing.T) {
+	sen := redistest.StartSentinel(t)
+	c := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: "no-such-master", SentinelAddrs: []string{sen.Sentinel.Addr},
+		PoolSize:   1000, // no dial cut-off, whose probe outlives Close
+		MaxRetries: 1, ContextTimeoutEnabled: true, DialerRetries: 1, DialTimeout: time.Second})
+	t.Cleanup(func() { _ = c.Close() })
+	var logs testlog.Buffer
+	cfg := testConfig()
+	cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	m, err := New(c, cfg)
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	err = m.Start(ctx)
+	require.Error(t, err, "Start with a master no sentinel monitors")
+	assert.Contains(t, err.Error(), "FailoverOptions.MasterName", "the error names the setting")
+	assert.ErrorIs(t, err, context.DeadlineExceeded, "Start waits, as for sentinels not reached")
+	assert.NotContains(t, logs.String(), "cannot read", "warnings about what a server refused: none did")
+	assert.Contains(t, logs.String(), "FailoverOptions.MasterName", "the WARN while Start waits names the setting")
 }

@@ -190,13 +190,30 @@ func ReloadWarning(c redis.UniversalClient, bound time.Duration) string {
 		strings.Join(over, " and "), bound.Truncate(time.Millisecond), optionsType(c))
 }
 
-// Sentinel reports whether c is a Sentinel failover client
-// (redis.NewFailoverClient's). go-redis has no accessor for it: its
-// options carry a placeholder address, which this reads. An upgrade that
-// changes it makes this false, losing only advice and a warning.
+// Sentinel reports whether c follows a Sentinel's announcements:
+// redis.NewFailoverClient's client, or a Cluster client whose slot map
+// comes from a function and not from seeds (NewFailoverClusterClient's,
+// most likely; a ClusterSlots of the caller's own reads the same). go-redis
+// has no accessor for either: the first carries a placeholder address,
+// which this reads. An upgrade that changes it makes this false, losing
+// only advice and a warning.
 func Sentinel(c redis.UniversalClient) bool {
-	cl, ok := c.(*redis.Client)
-	return ok && cl.Options().Addr == "FailoverClient"
+	switch cl := c.(type) {
+	case *redis.Client:
+		return cl.Options().Addr == "FailoverClient"
+	case *redis.ClusterClient:
+		return len(cl.Options().Addrs) == 0 && cl.Options().ClusterSlots != nil
+	}
+	return false
+}
+
+// NoMaster reports whether err is a Sentinel client's failure to learn its
+// master from sentinels that answered but named none for its
+// FailoverOptions.MasterName: misspelled, or not monitored yet. go-redis
+// calls them all unreachable and joins their empty answers (redis.Nil)
+// into its error; a key's absence is redis.Nil itself.
+func NoMaster(err error) bool {
+	return err != redis.Nil && errors.Is(err, redis.Nil) // not redis.Nil itself: a key's absence
 }
 
 // Addr names the server c talks to, for logs and errors: its address, or
@@ -330,6 +347,9 @@ func (s Servers) check(ctx context.Context, c redis.UniversalClient, addr string
 		info = parseInfo(text)
 		return err
 	})
+	if NoMaster(infoErr) {
+		return fmt.Errorf("check %s: the sentinels that answered name no master of FailoverOptions.MasterName (misspelled, or not monitored yet): %w", addr, infoErr)
+	}
 	err := infoErr
 	policy := info["maxmemory_policy"]
 	if policy == "" && (err == nil || !s.Retryable(err)) {
