@@ -166,7 +166,8 @@ func redisStarting(err error) bool {
 // that failed as a failover explains: go-redis reloads it by itself only
 // on a redirect, or once a minute, and a dead primary sends none (go-redis
 // issue 3979, open at v9.23.0). The lease manager asks after its own
-// calls only; room loads share the client. The reload is go-redis's: in
+// calls only; room loads share the client, and with REDIS_WAIT_REPLICAS
+// write through a node's own client, so it is on those too. The reload is go-redis's: in
 // the background, at most one every 200 ms. docs/leases.md ("On a Redis
 // Cluster") has the argument.
 type followFailover struct{ c *redis.ClusterClient }
@@ -205,15 +206,17 @@ func (h followFailover) after(err error) bool {
 // failoverExplains reports whether err may come from a slot map that names
 // a node no longer serving the slot: no reply (a failed connection, a
 // timeout), or a reply saying the node serves none now (CLUSTERDOWN,
-// TRYAGAIN), the failures lease asks after. Not redis.Nil or another
-// reply about the command, the caller leaving, or a closed client.
+// TRYAGAIN), or another does (MOVED: a node's own client after a planned
+// failover; the cluster client follows it by itself), the failures lease
+// asks after. Not redis.Nil or another reply about the command, the
+// caller leaving, or a closed client.
 func failoverExplains(err error) bool {
 	var reply redis.Error
 	switch {
 	case err == nil, errors.Is(err, context.Canceled), errors.Is(err, redis.ErrClosed):
 		return false
 	case errors.As(err, &reply):
-		return redis.HasErrorPrefix(err, "CLUSTERDOWN") || redis.HasErrorPrefix(err, "TRYAGAIN")
+		return redis.HasErrorPrefix(err, "CLUSTERDOWN") || redis.HasErrorPrefix(err, "TRYAGAIN") || redis.HasErrorPrefix(err, "MOVED")
 	}
 	return true
 }

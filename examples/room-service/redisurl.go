@@ -150,6 +150,9 @@ func parseRedis(env, raw string) (redisTarget, error) {
 			t.client = func() redis.UniversalClient {
 				c := redis.NewClusterClient(o)
 				c.AddHook(followFailover{c})
+				// And on each node's client: a call on MasterForKey's
+				// (REDIS_WAIT_REPLICAS's writes) passes no cluster hook.
+				c.OnNewNode(func(n *redis.Client) { n.AddHook(followFailover{c}) })
 				return c
 			}
 		}

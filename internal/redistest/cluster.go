@@ -255,7 +255,16 @@ func (c *Cluster) server(addr string) *Server {
 // replica and when it was first seen answering ROLE as a primary.
 func (c *Cluster) Failover(ctx context.Context, primary *Server) (*Server, time.Time) {
 	c.t.Helper()
-	return c.failover(ctx, primary, primary.Kill)
+	return c.failover(ctx, primary, func(*Server) { primary.Kill() })
+}
+
+// FailoverPlanned is [Cluster.Failover] as an operator does it before
+// maintenance: CLUSTER FAILOVER on a replica of primary, which takes over
+// once it has every write, and primary stays up as its replica, answering
+// MOVED for the slots it served.
+func (c *Cluster) FailoverPlanned(ctx context.Context, primary *Server) (*Server, time.Time) {
+	c.t.Helper()
+	return c.failover(ctx, primary, func(replica *Server) { c.do(ctx, replica, "CLUSTER", "FAILOVER") })
 }
 
 // FailoverPaused is [Cluster.Failover] with primary paused (SIGSTOP)
@@ -265,7 +274,7 @@ func (c *Cluster) Failover(ctx context.Context, primary *Server) (*Server, time.
 // kills it.
 func (c *Cluster) FailoverPaused(ctx context.Context, primary *Server) (*Server, time.Time) {
 	c.t.Helper()
-	return c.failover(ctx, primary, func() {
+	return c.failover(ctx, primary, func(*Server) {
 		primary.Pause()
 		c.mu.Lock()
 		c.paused = append(c.paused, primary)
@@ -291,13 +300,14 @@ func (c *Cluster) Resume(ctx context.Context, s *Server) {
 	c.waitConverged(ctx, nil)
 }
 
-func (c *Cluster) failover(ctx context.Context, primary *Server, stop func()) (*Server, time.Time) {
+// failover stops primary (given its first replica) and waits for a replica's promotion.
+func (c *Cluster) failover(ctx context.Context, primary *Server, stop func(replica *Server)) (*Server, time.Time) {
 	c.t.Helper()
 	replicas := c.replicasOf(ctx, primary)
 	if len(replicas) == 0 {
 		c.t.Fatalf("redistest: %s has no replica to fail over to", primary.Addr)
 	}
-	stop()
+	stop(replicas[0])
 	var promoted *Server
 	var at time.Time
 	for promoted == nil {

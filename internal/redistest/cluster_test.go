@@ -65,6 +65,25 @@ func TestClusterFailover(t *testing.T) {
 	}, 10*time.Second, 50*time.Millisecond, "k read from the promoted replica")
 }
 
+// A planned failover promotes a replica with every write, and the old
+// primary stays up as its replica.
+func TestClusterFailoverPlanned(t *testing.T) {
+	c := StartClusterWith(t, ClusterConfig{Replicas: 1, NodeTimeout: time.Second})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cl := c.ClientWith(&redis.ClusterOptions{})
+	require.NoError(t, cl.Set(ctx, "k", "v", 0).Err(), "SET k")
+	old := c.PrimaryOf(ctx, "k")
+	promoted, _ := c.FailoverPlanned(ctx, old)
+	assert.Equal(t, promoted, c.PrimaryOf(ctx, "k"), "k's primary after the failover")
+	assert.Equal(t, "slave", role(ctx, old), "the old primary's role")
+	pc := nodeClient(promoted)
+	defer pc.Close()
+	got, err := pc.Get(ctx, "k").Result()
+	require.NoError(t, err, "GET k on the promoted replica")
+	assert.Equal(t, "v", got, "k on the promoted replica")
+}
+
 // Every slot of one primary moves to another, keys included.
 func TestClusterMigrateSlots(t *testing.T) {
 	c := StartCluster(t)
