@@ -40,7 +40,8 @@ type Config struct {
 	// Node is this process's node id (NODE_ID), naming its session key and
 	// written into every route it takes. Required.
 	Node string
-	// Addr is where other nodes forward a room's requests ([Manager.Owner]).
+	// Addr is where other nodes forward a room's requests ([Manager.Owner],
+	// [Manager.Place]); empty if none do, and they then get "".
 	Addr string
 	// TTL is the session's lifetime without renewal; default
 	// [DefaultTTL], at least [MinTTL]. The node gives its leases up at
@@ -98,7 +99,7 @@ func (c Config) validate() error {
 	case strings.ContainsAny(c.Node, "|{}") || strings.IndexFunc(c.Node, unicode.IsSpace) >= 0:
 		return configerr.Errorf("lease: Config.Node %q (the node id; NODE_ID under fxlease) contains '|', '{', '}' or whitespace", c.Node)
 	case c.TTL < MinTTL:
-		return configerr.Errorf("lease: Config.TTL %s is below %s", c.TTL, MinTTL)
+		return configerr.Errorf("lease: Config.TTL %s is below MinTTL (%s): set it to %s or more, or 0 for DefaultTTL (%s)", c.TTL, MinTTL, MinTTL, DefaultTTL)
 	case c.RenewInterval <= 0 || c.RenewInterval >= c.TTL/3:
 		return configerr.Errorf("lease: Config.RenewInterval %s must be above 0 and below TTL/3 (%s)", c.RenewInterval, c.TTL/3)
 	case c.CallTimeout <= 0 || c.CallTimeout > c.TTL/6:

@@ -28,7 +28,7 @@ func TestConfigValidate(t *testing.T) {
 		{"empty node", Config{}, "Config.Node is empty"},
 		{"node with separator", Config{Node: "a|b"}, `Config.Node "a|b"`},
 		{"node with space", Config{Node: "a b"}, `Config.Node "a b"`},
-		{"short TTL", Config{Node: "n", TTL: 500 * time.Millisecond}, "Config.TTL 500ms"},
+		{"short TTL", Config{Node: "n", TTL: 500 * time.Millisecond}, "Config.TTL 500ms is below MinTTL (1s): set it to 1s or more"},
 		{"renew at TTL/3", Config{Node: "n", TTL: 9 * time.Second, RenewInterval: 3 * time.Second}, "Config.RenewInterval 3s"},
 		{"call timeout above TTL/6", Config{Node: "n", CallTimeout: 2 * time.Second}, "Config.CallTimeout 2s"},
 		{"prefix with brace", Config{Node: "n", RoutePrefix: "r{"}, `Config.RoutePrefix "r{"`},
