@@ -2,7 +2,6 @@ package lease
 
 import (
 	"context"
-	"log/slog"
 	"net"
 	"strconv"
 	"strings"
@@ -16,7 +15,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/drainkit/drainkit/internal/redistest"
-	"github.com/drainkit/drainkit/internal/testlog"
 )
 
 // A planned Sentinel failover (SENTINEL FAILOVER) at the TTL docs/leases.md
@@ -240,16 +238,12 @@ func TestStartWarnsOfASentinelTTLBelow3sOnAFailoverClusterClient(t *testing.T) {
 				SentinelAddrs: []string{"127.0.0.1:" + strconv.Itoa(redistest.FreePort(t))}, PoolSize: 1000, // no dial cut-off, whose probe outlives Close
 				MaxRetries: 1, ContextTimeoutEnabled: true, DialerRetries: 1, DialTimeout: time.Second})
 			t.Cleanup(func() { _ = c.Close() })
-			var logs testlog.Buffer
 			cfg := testConfig()
-			cfg.TTL, cfg.Logger = tt.ttl, slog.New(slog.NewTextHandler(&logs, nil))
-			m, err := New(c, cfg)
-			require.NoError(t, err)
-			ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
-			defer cancel()
-			require.Error(t, m.Start(ctx), "Start with no sentinel to reach")
-			got := strings.Count(logs.String(), `level=WARN msg="lease: a Sentinel failover`)
-			assert.Equal(t, tt.want, got, "warnings; got %d, want %d in %s", got, tt.want, logs.String())
+			cfg.TTL = tt.ttl
+			logs, err := startFor(t, c, cfg, 100*time.Millisecond)
+			require.Error(t, err, "Start with no sentinel to reach")
+			got := strings.Count(logs, `level=WARN msg="lease: a Sentinel failover`)
+			assert.Equal(t, tt.want, got, "warnings; got %d, want %d in %s", got, tt.want, logs)
 		})
 	}
 }
@@ -266,17 +260,10 @@ func TestStartNamesAMasterNoSentinelMonitors(t *testing.T) {
 		PoolSize:   1000, // no dial cut-off, whose probe outlives Close
 		MaxRetries: 1, ContextTimeoutEnabled: true, DialerRetries: 1, DialTimeout: time.Second})
 	t.Cleanup(func() { _ = c.Close() })
-	var logs testlog.Buffer
-	cfg := testConfig()
-	cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
-	m, err := New(c, cfg)
-	require.NoError(t, err)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	err = m.Start(ctx)
+	logs, err := startFor(t, c, testConfig(), 2*time.Second)
 	require.Error(t, err, "Start with a master no sentinel monitors")
 	assert.Contains(t, err.Error(), "FailoverOptions.MasterName", "the error names the setting")
 	assert.ErrorIs(t, err, context.DeadlineExceeded, "Start waits, as for sentinels not reached")
-	assert.NotContains(t, logs.String(), "cannot read", "warnings about what a server refused: none did")
-	assert.Contains(t, logs.String(), "FailoverOptions.MasterName", "the WARN while Start waits names the setting")
+	assert.NotContains(t, logs, "cannot read", "warnings about what a server refused: none did")
+	assert.Contains(t, logs, "FailoverOptions.MasterName", "the WARN while Start waits names the setting")
 }

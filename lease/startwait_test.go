@@ -177,15 +177,25 @@ func TestStartOnAReplicaSaysSo(t *testing.T) {
 	replica := redistest.Start(t, "--replicaof", "127.0.0.1", strconv.Itoa(primary.Port))
 	c := redis.NewClient(&redis.Options{Addr: replica.Addr, MaxRetries: 1, ContextTimeoutEnabled: true})
 	t.Cleanup(func() { _ = c.Close() })
-	var logs testlog.Buffer
-	cfg := testConfig()
-	cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
-	m, err := New(c, cfg)
-	require.NoError(t, err)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	err = m.Start(ctx)
+	logs, err := startFor(t, c, testConfig(), time.Second)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "READONLY")
-	assert.Contains(t, logs.String(), "the server is a replica (FailoverOptions.ReplicaOnly, or a replica's address?)")
+	assert.Contains(t, logs, "the server is a replica (FailoverOptions.ReplicaOnly, or a replica's address?)")
+}
+
+// startFor starts a Manager of cfg on c with a ctx that ends after d, and
+// returns its logs and Start's error.
+func startFor(t *testing.T, c redis.UniversalClient, cfg Config, d time.Duration) (string, error) {
+	t.Helper()
+	var logs testlog.Buffer
+	cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	m, err := New(c, cfg)
+	require.NoError(t, err, "New")
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	err = m.Start(ctx)
+	if err == nil {
+		t.Cleanup(func() { _ = m.Stop(context.Background()) })
+	}
+	return logs.String(), err
 }
