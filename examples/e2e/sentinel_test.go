@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/drainkit/drainkit/examples/internal/e2e"
 	"github.com/drainkit/drainkit/internal/redistest"
@@ -36,7 +37,9 @@ import (
 //     failover discards: with REDIS_WAIT_REPLICAS=1 none is acknowledged,
 //     and the new primary has no replica to confirm the rest. After it, a
 //     command waits out the gateway's backoff (at most 240 ms) and the
-//     room's reload and append, a call each: within 3·TTL/6.
+//     room's reload and append, a call each: within 3·TTL/6. The case
+//     fails unless the old primary did apply commands that the failover
+//     then discarded: without them it tries nothing the setting prevents.
 func TestRedisSentinelPrimaryFailure(t *testing.T) {
 	for _, tt := range []struct {
 		name  string
@@ -64,6 +67,7 @@ func TestRedisSentinelPrimaryFailure(t *testing.T) {
 			}
 			c := startServices(t, cfg)
 			var failed, named, servable time.Time // servable: when a room can be served again
+			discarded := int64(-1)                // commands the old primary applied that the new one lacks (planned)
 			res, _ := faultUnderLoad(t, c, func(ctx context.Context) {
 				planned := func(ctx context.Context) (*redistest.Server, time.Time) {
 					began := time.Now() // SENTINEL FAILOVER follows once the replica caught up: under load, at once
@@ -78,6 +82,13 @@ func TestRedisSentinelPrimaryFailure(t *testing.T) {
 				t.Logf("%s the primary; the sentinel named %s %s later", tt.how, promoted.Addr, named.Sub(failed).Round(time.Millisecond))
 				servable = named
 				if tt.how == "planned" {
+					// The new primary took no command before go-redis heard it named (now, give or
+					// take the read): what the old one has beyond it is what the failover discards.
+					atPromotion := roomSeqs(t, ctx, promoted)
+					discarded = 0
+					for room, seq := range roomSeqs(t, ctx, old) {
+						discarded += max(0, seq-atPromotion[room])
+					}
 					sen.Demote(ctx, old, promoted)
 					servable = sen.WaitReplicating(ctx, old, promoted)
 					t.Logf("the old primary replicates from the new one %s after the announcement", servable.Sub(named).Round(time.Millisecond))
@@ -96,6 +107,11 @@ func TestRedisSentinelPrimaryFailure(t *testing.T) {
 			assert.LessOrEqual(t, r.Latency.P99, fault+servedAgain,
 				"p99 of the commands pending during the fault; want at most the fault (%s) + %s", fault.Round(time.Millisecond), servedAgain)
 			assert.Zero(t, r.BalancerRetries, "balancer retries: no gateway went away, so none are the balancer's to make")
+			if tt.how == "planned" {
+				t.Logf("commands the old primary applied that the failover discarded (none acknowledged): %d", discarded)
+				assert.Positive(t, discarded, "commands discarded by the failover: with none, no command reached the old primary "+
+					"after the promotion, and this case did not try what REDIS_WAIT_REPLICAS prevents")
+			}
 			if tt.keeps {
 				assert.Zero(t, r.LeasesLost, "leases lost at a TTL that keeps them")
 			} else {
@@ -103,4 +119,20 @@ func TestRedisSentinelPrimaryFailure(t *testing.T) {
 			}
 		})
 	}
+}
+
+// roomSeqs reads the sequence number of every room on s: how many
+// commands it has applied to each (room:seq:{ID}).
+func roomSeqs(t *testing.T, ctx context.Context, s *redistest.Server) map[string]int64 {
+	t.Helper()
+	c := s.Client()
+	seqs := map[string]int64{}
+	keys := c.Scan(ctx, 0, "room:seq:*", 1000).Iterator()
+	for keys.Next(ctx) {
+		n, err := c.Get(ctx, keys.Val()).Int64()
+		require.NoError(t, err, "GET %s on %s", keys.Val(), s.Addr)
+		seqs[keys.Val()] = n
+	}
+	require.NoError(t, keys.Err(), "SCAN on %s", s.Addr)
+	return seqs
 }
