@@ -15,11 +15,12 @@ import (
 // The room-services on a Redis Cluster of three primaries with one replica
 // each, configured as operators do: REDIS_CLUSTER_URL names the three
 // primaries, credentials included, and cluster-node-timeout is 1 s.
-func startOnRedisCluster(t *testing.T) (*e2e.Cluster, *redistest.Cluster) {
+// roomEnv is added to every room-service's environment.
+func startOnRedisCluster(t *testing.T, roomEnv ...string) (*e2e.Cluster, *redistest.Cluster) {
 	t.Helper()
 	rc := redistest.StartClusterWith(t, redistest.ClusterConfig{Replicas: 1, NodeTimeout: time.Second,
 		User: "room-service", Password: "e2e-s3cret"})
-	return startServices(t, e2e.Config{RedisURL: rc.URL(), RedisVar: "REDIS_CLUSTER_URL"}), rc
+	return startServices(t, e2e.Config{RedisURL: rc.URL(), RedisVar: "REDIS_CLUSTER_URL", RoomEnv: roomEnv}), rc
 }
 
 // servedAgainWithin is how soon after its slot's replica was promoted a
@@ -32,28 +33,34 @@ const servedAgainWithin = 2 * time.Second
 // room leases, or SIGSTOPs it (a hung host, whose port takes connections
 // and answers nothing: the room-services' clients wait out their
 // ReadTimeout, room-service's 250 ms default, where a dead one refuses);
-// the cluster promotes its replica by itself. Nothing is lost or applied
-// twice, no command fails, and every room is served again within
-// servedAgainWithin of the promotion.
+// the cluster promotes its replica by itself. Or an operator's planned
+// failover (CLUSTER FAILOVER) with REDIS_WAIT_REPLICAS=1, whose writes go
+// to the room's primary itself: the old one answers them MOVED, and WAIT
+// counts the old primary once it replicates from the new one. Nothing is
+// lost or applied twice, no command fails, and every room is served again
+// within servedAgainWithin of the promotion.
 func TestRedisClusterPrimaryFailover(t *testing.T) {
 	for _, tt := range []struct {
-		name   string
-		paused bool
-	}{{"killed", false}, {"paused", true}} {
-		t.Run(tt.name, func(t *testing.T) { clusterPrimaryFailover(t, tt.paused) })
+		name    string
+		how     string // killed, paused, planned
+		roomEnv []string
+	}{
+		{"killed", "killed", nil},
+		{"paused", "paused", nil},
+		{"planned-wait-replicas", "planned", []string{"REDIS_WAIT_REPLICAS=1"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) { clusterPrimaryFailover(t, tt.how, tt.roomEnv) })
 	}
 }
 
-func clusterPrimaryFailover(t *testing.T, paused bool) {
-	c, rc := startOnRedisCluster(t)
+func clusterPrimaryFailover(t *testing.T, how string, roomEnv []string) {
+	c, rc := startOnRedisCluster(t, roomEnv...)
 	var promoted *redistest.Server
 	var killed, promotedAt time.Time
 	res, _ := faultUnderLoad(t, c, func(ctx context.Context) {
 		victim := busiestPrimary(t, ctx, rc)
-		failover, how := rc.Failover, "killed"
-		if paused {
-			failover, how = rc.FailoverPaused, "paused"
-		}
+		failover := map[string]func(context.Context, *redistest.Server) (*redistest.Server, time.Time){
+			"killed": rc.Failover, "paused": rc.FailoverPaused, "planned": rc.FailoverPlanned}[how]
 		killed = time.Now()
 		promoted, promotedAt = failover(ctx, victim)
 		t.Logf("%s primary %s; replica %s promoted %s later", how, victim.Addr, promoted.Addr, promotedAt.Sub(killed).Round(time.Millisecond))

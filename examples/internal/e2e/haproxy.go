@@ -22,17 +22,26 @@ type balancer interface {
 	Close()
 }
 
+// startBalancer starts the balancer cfg names, or returns nil and an
+// error: never a nil pointer in a non-nil balancer, which Close would call.
 func startBalancer(ctx context.Context, cfg Config, front string, slots []string) (balancer, error) {
 	path, err := harness.HAProxyPath()
 	switch {
 	case cfg.Balancer == "inprocess" || (cfg.Balancer == "auto" && err != nil):
-		return harness.StartInProcess(gatewayServers(slots), "", noGateway)
+		return started(harness.StartInProcess(gatewayServers(slots), "", noGateway))
 	case cfg.Balancer != "haproxy" && cfg.Balancer != "auto":
 		return nil, fmt.Errorf("e2e: Config.Balancer %q: want haproxy, inprocess or auto", cfg.Balancer)
 	case err != nil:
 		return nil, fmt.Errorf("e2e: haproxy not found (scripts/test installs it): %w", err)
 	}
-	return harness.StartHAProxy(ctx, path, haproxyConfig(cfg.Dir, front, slots, cfg.Balance))
+	return started(harness.StartHAProxy(ctx, path, haproxyConfig(cfg.Dir, front, slots, cfg.Balance)))
+}
+
+func started[B balancer](b B, err error) (balancer, error) {
+	if err != nil {
+		return nil, err
+	}
+	return b, nil
 }
 
 // noGateway is the error of the balancer's own 503.

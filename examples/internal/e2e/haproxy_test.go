@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -85,4 +86,20 @@ func TestHAProxyLogsStreamEnds(t *testing.T) {
 	assert.GreaterOrEqual(t, e.End.Sub(e.Start), held, "the stream lasted")
 	assert.False(t, e.End.After(after.Add(stampSlack)), "end %s after the client saw it at %s", e.End, after)
 	assert.NotContains(t, h.Output(), "/commands", "a command answered 200 is not logged")
+}
+
+// A balancer that fails to start is nil, not a nil pointer in a non-nil
+// balancer: Start's clean-up closes a non-nil one, and a nil *HAProxy
+// panicked there, hiding why it had failed (here, a directory whose name
+// HAProxy cannot take as a socket path: a subtest name with a comma).
+func TestAFailedBalancerIsNil(t *testing.T) {
+	dir := t.TempDir() + "/a,b"
+	require.NoError(t, os.Mkdir(dir, 0o700))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	lb, err := startBalancer(ctx, Config{Balancer: "haproxy", Dir: dir}, "127.0.0.1:1", []string{"127.0.0.1:2"})
+	require.Error(t, err, "HAProxy with a socket path it cannot parse")
+	if lb != nil { // not assert.Nil, which takes a nil pointer in an interface for nil
+		t.Errorf("the balancer of a failed start: got %#v; want nil", lb)
+	}
 }
