@@ -196,8 +196,10 @@ func (m *Manager) Stop(ctx context.Context) error {
 	if first {
 		// Without HandOff no room was flushed before it moved: said here, as
 		// a service that forgot the hook loses state without another word.
+		// Not "released" or "left_to_expire": the hand-off's line counts
+		// its own rooms so, and these are only those it did not have.
 		m.cfg.Logger.Info("lease manager stopping: the session's end frees the rooms still held", "node_id", m.cfg.Node,
-			"released", released, "left_to_expire", left, "hand_off", m.handOff.Load())
+			"still_held", released+left, "hand_off", m.handOff.Load())
 	}
 	m.startMu.Unlock()
 	err = errors.Join(err, m.waitFlights(ctx)) // a flight waiting for startMu above ends now: stopped

@@ -143,5 +143,5 @@ func TestStopSaysWhatTheSessionsEndFrees(t *testing.T) {
 	require.NoError(t, m.Stop(context.Background()))
 	require.NoError(t, m.Stop(context.Background()), "again")
 	assert.Equal(t, 1, strings.Count(logs.String(), "lease manager stopping"), logs.String())
-	assert.Contains(t, logs.String(), "released=2 left_to_expire=0 hand_off=false")
+	assert.Contains(t, logs.String(), "still_held=2 hand_off=false")
 }
