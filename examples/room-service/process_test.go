@@ -142,6 +142,7 @@ func TestRefusesToStart(t *testing.T) {
 	const password = "hunter2-s3cret"
 	rs := redistest.StartAuth(t, "app", password)
 	dead := fmt.Sprintf("127.0.0.1:%d", redistest.FreePort(t))
+	sen := redistest.StartSentinel(t)
 	bin := proctest.Build(t, ".") // one build for every case
 	tests := []struct {
 		name     string
@@ -171,6 +172,9 @@ func TestRefusesToStart(t *testing.T) {
 		{"more retries than leases allow", []string{"REDIS_URL=" + rs.URL() + "?max_retries=3"}, 78, []string{"max_retries=3"}},
 		{"sentinel without master name", []string{"REDIS_URL=", "REDIS_SENTINEL_URL=redis://" + rs.Addr + "?password=" + password},
 			78, []string{`REDIS_SENTINEL_URL=\"redis://` + rs.Addr + `?password=***\"`, "master_name"}},
+		// go-redis calls the sentinels unreachable.
+		{"master no sentinel monitors", []string{"REDIS_URL=", "REDIS_SENTINEL_URL=redis://" + sen.Sentinel.Addr + "?master_name=typo"},
+			5, []string{"name no master of master_name (misspelled, or not monitored yet)"}},
 		{"two topologies", []string{"REDIS_CLUSTER_URL=" + rs.URL()}, 78, []string{`REDIS_CLUSTER_URL=\"redis://app:***@`, "REDIS_URL is set too"}},
 		{"old REDIS_ADDR", []string{"REDIS_ADDR=" + rs.Addr}, 78, []string{`REDIS_ADDR=\"` + rs.Addr + `\": no longer read: set REDIS_URL=redis://` + rs.Addr}},
 	}

@@ -56,11 +56,11 @@ func newRedis(lc fx.Lifecycle, c config, m *lifecycle.Manager, log *slog.Logger)
 					return nil
 				}
 				if !redisStarting(err) {
-					return fmt.Errorf("%s: PING failed: %w", t, t.scrubErr(err))
+					return t.pingError(err)
 				}
 				select {
 				case <-ctx.Done():
-					return fmt.Errorf("%s: PING failed: %w", t, t.scrubErr(err))
+					return t.pingError(err)
 				case <-time.After(100 * time.Millisecond):
 				}
 				if cl, ok := rdb.(*redis.ClusterClient); ok {
@@ -148,10 +148,11 @@ func (l *redisLog) Printf(ctx context.Context, format string, v ...any) {
 }
 
 // redisStarting reports whether err comes from a Redis that is still
-// starting: loading its data, or a cluster not serving every slot yet
-// (go-redis's "cluster has no nodes" while none is assigned).
+// starting: loading its data, a cluster not serving every slot yet
+// (go-redis's "cluster has no nodes" while none is assigned), or sentinels
+// not monitoring the master yet.
 func redisStarting(err error) bool {
-	if strings.Contains(err.Error(), "redis: cluster has no nodes") {
+	if strings.Contains(err.Error(), "redis: cluster has no nodes") || noSentinelMaster(err) {
 		return true
 	}
 	for _, prefix := range []string{"LOADING", "CLUSTERDOWN", "TRYAGAIN", "MASTERDOWN"} {
@@ -160,6 +161,23 @@ func redisStarting(err error) bool {
 		}
 	}
 	return false
+}
+
+// noSentinelMaster reports whether err is a Sentinel client's failure to
+// learn its master from sentinels that answered but named none for
+// master_name: go-redis calls them all unreachable and joins their empty
+// answers (redis.Nil) into its error; a key's absence is redis.Nil itself.
+func noSentinelMaster(err error) bool {
+	return err != redis.Nil && errors.Is(err, redis.Nil)
+}
+
+// pingError is the start's error for a PING that failed with err, which
+// says what go-redis's words for a master name no sentinel knows do not.
+func (t redisTarget) pingError(err error) error {
+	if noSentinelMaster(err) {
+		err = fmt.Errorf("the sentinels that answered name no master of master_name (misspelled, or not monitored yet): %w", err)
+	}
+	return fmt.Errorf("%s: PING failed: %w", t, t.scrubErr(err))
 }
 
 // followFailover has a Cluster client reload its slot map after a call
