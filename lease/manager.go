@@ -117,9 +117,13 @@ func (m *Manager) Start(ctx context.Context) error {
 	}()
 	warnings := []string{redischeck.DialWarning(m.client, m.cfg.CallTimeout), redischeck.ReloadWarning(m.client, m.cfg.TTL/2)}
 	if redischeck.Sentinel(m.client) && m.cfg.TTL < sentinelMinTTL {
-		warnings = append(warnings, fmt.Sprintf("a Sentinel failover names the new primary about a second after promoting it, "+
+		which := ""
+		if _, ok := m.client.(*redis.ClusterClient); ok { // or a ClusterSlots of the caller's own
+			which = " (if this Cluster client's ClusterSlots follows one, as NewFailoverClusterClient's does)"
+		}
+		warnings = append(warnings, fmt.Sprintf("a Sentinel failover%s names the new primary about a second after promoting it, "+
 			"which a TTL of %s does not outlast: every failover, planned or not, costs every room; "+
-			"docs/leases.md (\"On Redis Sentinel\") advises a TTL of at least %s, and more to keep them through a primary's crash", m.cfg.TTL, sentinelMinTTL))
+			"docs/leases.md (\"On Redis Sentinel\") advises a TTL of at least %s, and more to keep them through a primary's crash", which, m.cfg.TTL, sentinelMinTTL))
 	}
 	for _, w := range warnings {
 		if w != "" {

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"syscall"
 	"time"
+
+	"github.com/drainkit/drainkit/internal/redischeck"
 )
 
 // session is one epoch of the node's session, room:node:{NODE}: every
@@ -65,11 +67,12 @@ func (m *Manager) startSession(ctx context.Context) error {
 }
 
 // wrote notes a session write sent at sent, unless err says it never left
-// (a refused connection; go-redis returns the last send's error, so a first
-// send applied just before Redis died is missed: rooms then wait for the
-// session's expiry): Stop has nothing to end TTL + CallTimeout later.
+// (a refused connection, or no master named by the sentinels; go-redis
+// returns the last send's error, so a first send applied just before Redis
+// died is missed: rooms then wait for the session's expiry): Stop has
+// nothing to end TTL + CallTimeout later.
 func (m *Manager) wrote(sent time.Time, err error) {
-	for !errors.Is(err, syscall.ECONNREFUSED) {
+	for !errors.Is(err, syscall.ECONNREFUSED) && !redischeck.NoMaster(err) {
 		last := m.wroteAt.Load()
 		if last != nil && !sent.After(*last) || m.wroteAt.CompareAndSwap(last, &sent) {
 			return
@@ -279,8 +282,8 @@ func (m *Manager) restart(ctx context.Context) error {
 		m.cfg.Logger.Info("lease session started again", "node_id", m.cfg.Node, "epoch", m.lastEpoch.Load())
 	case ctx.Err() == nil && !errors.Is(err, ErrNotRunning): // not running: Stop came, nothing failed
 		m.followTopology(err)
-		m.met.heartbeatErrors.Inc()
-		m.startMu.Lock() // an Acquire's start may have made a session current since this one failed
+		m.met.heartbeatErrors.Inc() // before the check below: TestAFailedStartIsNotKeptOnceAnotherStarted starts a session here
+		m.startMu.Lock()            // an Acquire's start may have made a session current since this one failed
 		first := m.sess.Load() == nil && m.startErr.Swap(&err) == nil
 		m.startMu.Unlock()
 		if first { // an outage is one line, not one per tick

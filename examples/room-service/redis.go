@@ -166,9 +166,10 @@ func redisStarting(err error) bool {
 // noSentinelMaster reports whether err is a Sentinel client's failure to
 // learn its master from sentinels that answered but named none for
 // master_name: go-redis calls them all unreachable and joins their empty
-// answers (redis.Nil) into its error; a key's absence is redis.Nil itself.
+// answers (redis.Nil) into its error. Both are read, so that a key's
+// absence (redis.Nil) never matches.
 func noSentinelMaster(err error) bool {
-	return err != redis.Nil && errors.Is(err, redis.Nil)
+	return errors.Is(err, redis.Nil) && strings.Contains(err.Error(), "all sentinels specified in configuration are unreachable")
 }
 
 // pingError is the start's error for a PING that failed with err, which

@@ -211,9 +211,11 @@ func Sentinel(c redis.UniversalClient) bool {
 // master from sentinels that answered but named none for its
 // FailoverOptions.MasterName: misspelled, or not monitored yet. go-redis
 // calls them all unreachable and joins their empty answers (redis.Nil)
-// into its error; a key's absence is redis.Nil itself.
+// into its error: both are read, so that a key's absence (redis.Nil,
+// however wrapped) never matches. An upgrade that rewords it makes this
+// false, losing only an explanation.
 func NoMaster(err error) bool {
-	return err != redis.Nil && errors.Is(err, redis.Nil) // not redis.Nil itself: a key's absence
+	return errors.Is(err, redis.Nil) && strings.Contains(err.Error(), "all sentinels specified in configuration are unreachable")
 }
 
 // Addr names the server c talks to, for logs and errors: its address, or

@@ -3,6 +3,10 @@ package redischeck
 import (
 	"cmp"
 	"context"
+	"errors"
+	"fmt"
+	"net"
+	"syscall"
 	"testing"
 	"time"
 
@@ -140,4 +144,36 @@ func TestSentinel(t *testing.T) {
 	cluster := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{"10.0.0.1:7000"}})
 	defer cluster.Close()
 	assert.False(t, Sentinel(cluster), "Sentinel of a Cluster client")
+	// Never asked for a slot map here: its sentinel's goroutines would outlive Close.
+	failoverCluster := redis.NewFailoverClusterClient(&redis.FailoverOptions{MasterName: "mymaster", SentinelAddrs: []string{"10.0.0.1:26379"}})
+	defer failoverCluster.Close()
+	assert.True(t, Sentinel(failoverCluster), "Sentinel of NewFailoverClusterClient's client")
+}
+
+func TestNoMaster(t *testing.T) {
+	// As go-redis v9.23's failover client says it (sentinel.go, MasterAddr).
+	unreachable := func(errs ...error) error {
+		return fmt.Errorf("redis: all sentinels specified in configuration are unreachable: %w", errors.Join(errs...))
+	}
+	refused := &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}
+	tests := []struct {
+		name string
+		give error
+		want bool
+	}{
+		{"sentinels that know no such master", unreachable(redis.Nil, redis.Nil), true},
+		{"one of them down", unreachable(refused, redis.Nil), true},
+		{"wrapped by a retry", fmt.Errorf("%w (3 attempts)", unreachable(redis.Nil)), true},
+		{"every sentinel down", unreachable(refused, refused), false},
+		{"a key's absence", redis.Nil, false},
+		{"a key's absence, wrapped", fmt.Errorf("get: %w", redis.Nil), false},
+		{"nil", nil, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := NoMaster(tt.give); got != tt.want {
+				t.Errorf("NoMaster(%v) = %v; want %v", tt.give, got, tt.want)
+			}
+		})
+	}
 }

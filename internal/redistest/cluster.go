@@ -261,10 +261,22 @@ func (c *Cluster) Failover(ctx context.Context, primary *Server) (*Server, time.
 // FailoverPlanned is [Cluster.Failover] as an operator does it before
 // maintenance: CLUSTER FAILOVER on a replica of primary, which takes over
 // once it has every write, and primary stays up as its replica, answering
-// MOVED for the slots it served.
+// MOVED for the slots it served. It returns once primary replicates from
+// the promoted node with its link up.
 func (c *Cluster) FailoverPlanned(ctx context.Context, primary *Server) (*Server, time.Time) {
 	c.t.Helper()
-	return c.failover(ctx, primary, func(replica *Server) { c.do(ctx, replica, "CLUSTER", "FAILOVER") })
+	promoted, at := c.failover(ctx, primary, func(replica *Server) { c.do(ctx, replica, "CLUSTER", "FAILOVER") })
+	cl := nodeClient(primary)
+	defer cl.Close()
+	for {
+		ok, err := replicatesFrom(ctx, cl, promoted)
+		if ok {
+			return promoted, at
+		}
+		if !pause(ctx, 20*time.Millisecond) {
+			c.t.Fatalf("redistest: %s does not replicate from %s after the planned failover: %v (last INFO error %v)", primary, promoted, ctx.Err(), err)
+		}
+	}
 }
 
 // FailoverPaused is [Cluster.Failover] with primary paused (SIGSTOP)

@@ -36,3 +36,11 @@ func streaming(ctx context.Context, pc *redis.Client) bool {
 	slave0 := pc.InfoMap(ctx, "replication").Item("Replication", "slave0") // ip=…,port=…,state=online,…
 	return strings.Contains(slave0, "state=online")
 }
+
+// replicatesFrom reports whether the server behind c replicates from
+// primary with its link up (synced), and INFO's error, if any.
+func replicatesFrom(ctx context.Context, c *redis.Client, primary *Server) (bool, error) {
+	info := c.InfoMap(ctx, "replication")
+	return info.Item("Replication", "role") == "slave" && info.Item("Replication", "master_port") == strconv.Itoa(primary.Port) &&
+		info.Item("Replication", "master_link_status") == "up", info.Err()
+}

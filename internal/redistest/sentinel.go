@@ -193,13 +193,12 @@ func (s *Sentinel) WaitReplicating(ctx context.Context, server, primary *Server)
 	c := redis.NewClient(server.options())
 	defer c.Close()
 	for {
-		info := c.InfoMap(ctx, "replication")
-		if info.Item("Replication", "role") == "slave" && info.Item("Replication", "master_port") == strconv.Itoa(primary.Port) &&
-			info.Item("Replication", "master_link_status") == "up" {
+		ok, err := replicatesFrom(ctx, c, primary)
+		if ok {
 			return time.Now()
 		}
 		if !pause(ctx, 20*time.Millisecond) {
-			s.t.Fatalf("redistest: %s does not replicate from %s: %v (last INFO error %v)", server, primary, ctx.Err(), info.Err())
+			s.t.Fatalf("redistest: %s does not replicate from %s: %v (last INFO error %v)", server, primary, ctx.Err(), err)
 		}
 	}
 }

@@ -93,6 +93,9 @@ func TestHAProxyLogsStreamEnds(t *testing.T) {
 // panicked there, hiding why it had failed (here, a directory whose name
 // HAProxy cannot take as a socket path: a subtest name with a comma).
 func TestAFailedBalancerIsNil(t *testing.T) {
+	if _, err := harness.HAProxyPath(); err != nil {
+		t.Fatalf("haproxy not found (scripts/test installs it): %v", err)
+	}
 	dir := t.TempDir() + "/a,b"
 	require.NoError(t, os.Mkdir(dir, 0o700))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
