@@ -53,7 +53,9 @@ type Hook struct {
 	// Abort, if set, stops at once what the hook drains gracefully (closes
 	// a server). [Run] calls it after its last phase when the drain was cut
 	// short, whether the hook ran or not, so that no graceful stop is left
-	// running. It must be safe after Run returned, and must not block.
+	// running. It must be safe after Run returned, and must return
+	// promptly: no wait beyond one short, bounded call (lease's Release
+	// hook ends its session in one).
 	Abort func()
 
 	// streams, if set, is read once Run has returned or been given up on,

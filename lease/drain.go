@@ -40,8 +40,8 @@ func (m *Manager) draining() bool {
 // failed or came after the deadline ends with [ErrLeftToExpire]: its room
 // stays owned until the session ends (the Release hook), as does that of
 // a flushed lease whose release failed (Redis unreachable); the hook's
-// error counts both. fn's context ends with the hook's or the lease's.
-// See docs/leases.md.
+// error counts both. fn's context ends with the hook's or the lease's,
+// and fn must then return: the hook waits for every fn. See docs/leases.md.
 func (m *Manager) HandOff(fn func(ctx context.Context, l *Lease) error, concurrency int) (drain.Hook, error) {
 	if fn == nil {
 		return drain.Hook{}, errors.New("lease: HandOff: fn is nil")
@@ -111,6 +111,8 @@ func (m *Manager) runHandOff(ctx context.Context, fn func(ctx context.Context, l
 			return nil
 		})
 	}
+	// A drain report whose stack stops here: a fn did not return when its
+	// context ended, and the hook was abandoned waiting for it.
 	_ = g.Wait()
 	close(flushed)
 	releaser.Wait()
@@ -192,12 +194,27 @@ func (m *Manager) flushOne(ctx context.Context, l *Lease, fn func(context.Contex
 
 // ReleaseHook returns a drain hook (phase [drain.Release]) that calls
 // [Manager.BeginDrain], then [Manager.Stop]: the session ends, and with it
-// every lease still held, in one command.
+// every lease still held, in one command. A drain cut short (a second
+// signal, or its deadline) skips the phase, and the hook's Abort stops the
+// Manager instead, within about two CallTimeouts: the rooms are free at
+// once, not at the session's expiry.
 func (m *Manager) ReleaseHook() drain.Hook {
 	return drain.Hook{Name: m.hookName("lease-release"), Phase: drain.Release, Run: func(ctx context.Context) error {
 		m.BeginDrain() // in case the flip did not reach us
 		return m.Stop(ctx)
-	}}
+	}, Abort: m.abortRelease}
+}
+
+// abortRelease is the Release hook's Abort: Stop within a CallTimeout, its
+// session's end given one more (Stop's own rule). Abort returns no error:
+// a session that did not end is logged, as its rooms then wait for its
+// expiry.
+func (m *Manager) abortRelease() {
+	ctx, cancel := context.WithTimeout(context.Background(), m.cfg.CallTimeout)
+	defer cancel()
+	if err := m.Stop(ctx); err != nil {
+		m.cfg.Logger.Warn("lease manager stopped at the drain's cut-off with errors", "node_id", m.cfg.Node, "error", err.Error())
+	}
 }
 
 // hookName is kind(RoutePrefix): a drain refuses a name used twice.

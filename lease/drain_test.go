@@ -180,6 +180,28 @@ func TestReleaseHookWithoutHandOff(t *testing.T) {
 	require.ErrorIs(t, err, ErrDraining, "Acquire after the release hook")
 }
 
+// A drain cut short (a second signal, or its deadline) skips phase
+// Release; the Release hook's Abort ends the session then, so the rooms
+// are free at once, with or without fx (fx's OnStop Stop came after, and a
+// service without fx had nothing that would).
+func TestAForcedDrainEndsTheSession(t *testing.T) {
+	b := standalone(t)
+	c := b.client()
+	m := startManager(t, c, testConfig())
+	l, err := m.Acquire(context.Background(), "forced")
+	require.NoError(t, err, "Acquire")
+	handOff, err := m.HandOff(func(context.Context, *Lease) error { return nil }, 1)
+	require.NoError(t, err)
+	forced, force := context.WithCancel(context.Background())
+	force() // the second signal, before the hand-off
+	rep := drain.Run(forced, "test", []drain.Hook{handOff, m.ReleaseHook()})
+	require.True(t, rep.Forced, "the drain forced")
+	assert.Zero(t, c.Exists(context.Background(), m.nodeKey()).Val(), "the session after a forced drain; want ended")
+	assert.ErrorIs(t, context.Cause(l.Context()), ErrLeftToExpire, "the lease's cause: not flushed")
+	_, err = startManager(t, c, testConfig()).Acquire(context.Background(), "forced")
+	assert.NoError(t, err, "Acquire by the next node at once")
+}
+
 // TestStopEndsTheSession: Stop ends every lease and the session at once,
 // telling holders before Redis; their rooms are free.
 func TestStopEndsTheSession(t *testing.T) {

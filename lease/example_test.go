@@ -21,6 +21,7 @@ func ExampleManager_Acquire() {
 		Addr:                  "127.0.0.1:6379",
 		MaxRetries:            1,    // a retried renewal must not outlive the lease
 		ContextTimeoutEnabled: true, // per-call deadlines reach the socket
+		DialerRetries:         1,    // a refused dial says so at once (Start warns otherwise)
 	})
 	m, err := lease.New(client, lease.Config{Node: "room-1", Addr: "10.0.0.7:9000", TTL: 10 * time.Second})
 	if err != nil {
@@ -57,7 +58,7 @@ func ExampleManager_Acquire() {
 // ends in phase Release, freeing the rest at once; the client closes last.
 func ExampleManager_HandOff() {
 	// New does no I/O: the hooks can be made before Redis is reachable.
-	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379", MaxRetries: 1, ContextTimeoutEnabled: true})
+	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379", MaxRetries: 1, ContextTimeoutEnabled: true, DialerRetries: 1})
 	m, err := lease.New(client, lease.Config{Node: "room-1"})
 	if err != nil {
 		panic(err)

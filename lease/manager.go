@@ -174,7 +174,8 @@ func (m *Manager) Start(ctx context.Context) error {
 // the renewer and for acquisitions in progress, then ends this process's
 // session in one command, so every room is free at once. It does all of
 // it even if ctx ends first (the session's end gets at least one attempt,
-// and none once Redis has expired the session), and may be called again.
+// and none once Redis has expired the session), and may be called again:
+// once the session has ended, it sends nothing.
 func (m *Manager) Stop(ctx context.Context) error {
 	// Stopped from here: no lease registers, no start begins; one in
 	// progress (an Acquire's) finishes first, under startMu.
@@ -225,6 +226,7 @@ func (m *Manager) Stop(ctx context.Context) error {
 			return errors.Join(err, fmt.Errorf("lease: end session %s at %s: %w", m.nodeKey(), m.sessionAddr(), eerr),
 				fmt.Errorf("lease: %d rooms stay held until the session expires", released+left))
 		}
+		m.wroteAt.Store(nil) // ended: a Stop again (after Run returned, the client closed) sends nothing
 	}
 	m.met.released.Add(float64(released))
 	return err

@@ -145,3 +145,17 @@ func TestStopSaysWhatTheSessionsEndFrees(t *testing.T) {
 	assert.Equal(t, 1, strings.Count(logs.String(), "lease manager stopping"), logs.String())
 	assert.Contains(t, logs.String(), "still_held=2 hand_off=false")
 }
+
+// A Stop after one that ended the session sends nothing: a service without
+// fx calls Stop once Run has returned, for a forced drain, which skips the
+// Release hook, and after a clean drain its client is closed by then.
+func TestStopAfterTheSessionEndedSendsNothing(t *testing.T) {
+	b := standalone(t)
+	c := b.client()
+	m := startManager(t, c, testConfig())
+	_, err := m.Acquire(context.Background(), "a")
+	require.NoError(t, err)
+	require.NoError(t, m.Stop(context.Background()), "the Release hook's Stop")
+	require.NoError(t, c.Close(), "phase Close")
+	assert.NoError(t, m.Stop(context.Background()), "Stop after Run returned")
+}
