@@ -20,6 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/drainkit/drainkit/drain"
+	"github.com/drainkit/drainkit/internal/testlog"
 	"github.com/drainkit/drainkit/lifecycle"
 )
 
@@ -710,11 +711,15 @@ func TestASignalDuringStartIsLoggedAtOnce(t *testing.T) {
 
 // A second Run while the first runs starts nothing (the start steps ran
 // again beside the first's: a server listening twice, a lease manager
-// started twice) and returns the first's report once the drain is done.
+// started twice) and returns the first's report once the drain is done,
+// saying so in a WARN: the mistake went unnoticed otherwise.
 func TestASecondRunStartsNothingAndReturnsTheFirstsReport(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		sig := make(chan os.Signal, 1)
-		m := quietManager(t, lifecycle.Config{Signals: sig, DrainDelay: time.Second})
+		var logs testlog.Buffer
+		m, err := lifecycle.New(lifecycle.Config{Service: "svc", NodeID: "n1", Signals: sig, DrainDelay: time.Second,
+			Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
+		require.NoError(t, err)
 		var starts atomic.Int32
 		m.OnStart(func(context.Context) error { starts.Add(1); return nil })
 		first, second := make(chan *lifecycle.Report, 1), make(chan *lifecycle.Report, 1)
@@ -729,6 +734,7 @@ func TestASecondRunStartsNothingAndReturnsTheFirstsReport(t *testing.T) {
 		r1, r2 := <-first, <-second
 		assert.Same(t, r1, r2, "the second Run's report")
 		assert.Equal(t, lifecycle.ExitClean, r2.ExitCode)
+		assert.Contains(t, logs.String(), `"level":"WARN","msg":"Run called again: it starts nothing and returns the first Run's report","service":"svc","node_id":"n1"`)
 	})
 }
 

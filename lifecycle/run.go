@@ -28,6 +28,7 @@ import (
 // comes first, a report with [ExitForced] that says so.
 func (m *Manager) Run(ctx context.Context) *Report {
 	if m.runCalled.Swap(true) {
+		m.log.Warn("Run called again: it starts nothing and returns the first Run's report", "service", m.cfg.Service, "node_id", m.cfg.NodeID)
 		select {
 		case <-m.reported:
 			return m.Report()
