@@ -54,8 +54,8 @@ type Hook struct {
 	// a server). [Run] calls it after its last phase when the drain was cut
 	// short, whether the hook ran or not, so that no graceful stop is left
 	// running. It must be safe after Run returned, and must return
-	// promptly: no wait beyond one short, bounded call (lease's Release
-	// hook ends its session in one).
+	// promptly: no wait beyond one short, bounded one (lease's Release
+	// hook waits at most a call's time for its session's end).
 	Abort func()
 
 	// streams, if set, is read once Run has returned or been given up on,

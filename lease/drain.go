@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"golang.org/x/sync/errgroup"
 
@@ -196,8 +197,9 @@ func (m *Manager) flushOne(ctx context.Context, l *Lease, fn func(context.Contex
 // [Manager.BeginDrain], then [Manager.Stop]: the session ends, and with it
 // every lease still held, in one command. A drain cut short (a second
 // signal, or its deadline) skips the phase, and the hook's Abort stops the
-// Manager instead, within about two CallTimeouts: the rooms are free at
-// once, not at the session's expiry.
+// Manager instead, so the rooms are free at once, not at the session's
+// expiry: it waits at most CallTimeout for that Stop, which goes on in the
+// background if it takes longer (OnEnd hooks, a hung Redis).
 func (m *Manager) ReleaseHook() drain.Hook {
 	return drain.Hook{Name: m.hookName("lease-release"), Phase: drain.Release, Run: func(ctx context.Context) error {
 		m.BeginDrain() // in case the flip did not reach us
@@ -205,15 +207,34 @@ func (m *Manager) ReleaseHook() drain.Hook {
 	}, Abort: m.abortRelease}
 }
 
-// abortRelease is the Release hook's Abort: Stop within a CallTimeout, its
-// session's end given one more (Stop's own rule). Abort returns no error:
-// a session that did not end is logged, as its rooms then wait for its
-// expiry.
+// abortRelease is the Release hook's Abort. It starts one Stop, with a
+// CallTimeout (its session's end gets one more: Stop's own rule), and
+// waits for it at most a CallTimeout: an Abort must return promptly, and
+// Stop also waits for the lease hooks and for a Stop the deadline cut off.
+// Abort returns no error: one is logged, as the rooms then wait for the
+// session's expiry.
 func (m *Manager) abortRelease() {
-	ctx, cancel := context.WithTimeout(context.Background(), m.cfg.CallTimeout)
-	defer cancel()
-	if err := m.Stop(ctx); err != nil {
-		m.cfg.Logger.Warn("lease manager stopped at the drain's cut-off with errors", "node_id", m.cfg.Node, "error", err.Error())
+	m.mu.Lock()
+	if m.aborted == nil {
+		done := make(chan struct{})
+		m.aborted = done
+		go func() {
+			defer close(done)
+			ctx, cancel := context.WithTimeout(context.Background(), m.cfg.CallTimeout)
+			defer cancel()
+			if err := m.Stop(ctx); err != nil {
+				m.cfg.Logger.Warn("lease manager stopped at the drain's cut-off with errors", "node_id", m.cfg.Node, "error", err.Error())
+			}
+		}()
+	}
+	done := m.aborted
+	m.mu.Unlock()
+	wait := time.NewTimer(m.cfg.CallTimeout)
+	defer wait.Stop()
+	select {
+	case <-done:
+	case <-wait.C:
+		m.cfg.Logger.Warn("lease manager still stopping after the drain's cut-off; it goes on while the process lives", "node_id", m.cfg.Node)
 	}
 }
 

@@ -196,10 +196,38 @@ func TestAForcedDrainEndsTheSession(t *testing.T) {
 	force() // the second signal, before the hand-off
 	rep := drain.Run(forced, "test", []drain.Hook{handOff, m.ReleaseHook()})
 	require.True(t, rep.Forced, "the drain forced")
+	<-m.aborted // the Stop the Abort started: it waited for it, but only a CallTimeout
 	assert.Zero(t, c.Exists(context.Background(), m.nodeKey()).Val(), "the session after a forced drain; want ended")
 	assert.ErrorIs(t, context.Cause(l.Context()), ErrLeftToExpire, "the lease's cause: not flushed")
 	_, err = startManager(t, c, testConfig()).Acquire(context.Background(), "forced")
 	assert.NoError(t, err, "Acquire by the next node at once")
+}
+
+// The Release hook's Abort returns though the Stop it starts cannot end
+// (an OnEnd hook that does not return holds the Stop the deadline cut off,
+// which holds the Abort's): an Abort must return promptly, and drain.Run
+// waited for this one for as long as the hook did.
+func TestTheReleaseHooksAbortReturnsWhileStopWaits(t *testing.T) {
+	release := make(chan struct{})
+	var once sync.Once
+	cfg := testConfig()
+	cfg.OnEnd = func(*Lease, error) { <-release }
+	m := startManager(t, standalone(t).client(), cfg)
+	_, err := m.Acquire(context.Background(), "stuck")
+	require.NoError(t, err, "Acquire")
+	defer once.Do(func() { close(release) })
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	ran := make(chan *drain.Report, 1)
+	go func() { ran <- drain.Run(ctx, "test", []drain.Hook{m.ReleaseHook()}) }()
+	select {
+	case rep := <-ran:
+		assert.True(t, rep.DeadlineExceeded, "the drain ran out of time")
+	case <-time.After(10 * time.Second): // a guard against a hang, not a bound being measured
+		t.Fatal("drain.Run still waiting for the Release hook's Abort 10 s after its deadline")
+	}
+	once.Do(func() { close(release) })
+	<-m.aborted
 }
 
 // TestStopEndsTheSession: Stop ends every lease and the session at once,

@@ -55,6 +55,7 @@ type Manager struct {
 	stopRun  context.CancelFunc // cancels the renewer's calls when Stop's ctx runs out
 	done     chan struct{}      // closed when the renewer has exited
 	settled  chan struct{}      // see settledLocked
+	aborted  chan struct{}      // closed when the Stop the Release hook's Abort started has returned
 }
 
 // New returns a Manager for client, or an error matching
