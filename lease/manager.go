@@ -275,7 +275,7 @@ func (m *Manager) startRetry() func(context.Context, func(context.Context) error
 				case errors.Is(err, errSessionBusy):
 					msg = "lease: start waiting for another process's session of this node id: it expires within a TTL if that process is gone; a live one keeps it (one NODE_ID for two processes?)"
 				case redischeck.NoMaster(err):
-					msg = "lease: start waiting for the Sentinel master: the sentinels that answered name no master of FailoverOptions.MasterName (misspelled, or not monitored yet)"
+					msg = "lease: start waiting for the Sentinel master: " + redischeck.NoMasterCause
 				case redis.HasErrorPrefix(err, "READONLY"):
 					// New cannot see FailoverOptions.ReplicaOnly: go-redis keeps it out of the client's options.
 					msg = "lease: start waiting for a primary: the server is a replica (FailoverOptions.ReplicaOnly, or a replica's address?); a failover in progress ends within seconds"

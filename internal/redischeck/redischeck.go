@@ -218,6 +218,9 @@ func NoMaster(err error) bool {
 	return errors.Is(err, redis.Nil) && strings.Contains(err.Error(), "all sentinels specified in configuration are unreachable")
 }
 
+// NoMasterCause says, in a log line or an error, what [NoMaster]'s error means.
+const NoMasterCause = "the sentinels that answered name no master of FailoverOptions.MasterName (misspelled, or not monitored yet)"
+
 // Addr names the server c talks to, for logs and errors: its address, or
 // for a Sentinel client, which keeps the master's to itself, what it is.
 func Addr(c *redis.Client) string {
@@ -350,7 +353,7 @@ func (s Servers) check(ctx context.Context, c redis.UniversalClient, addr string
 		return err
 	})
 	if NoMaster(infoErr) {
-		return fmt.Errorf("check %s: the sentinels that answered name no master of FailoverOptions.MasterName (misspelled, or not monitored yet): %w", addr, infoErr)
+		return fmt.Errorf("check %s: %s: %w", addr, NoMasterCause, infoErr)
 	}
 	err := infoErr
 	policy := info["maxmemory_policy"]

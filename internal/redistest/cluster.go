@@ -266,17 +266,8 @@ func (c *Cluster) Failover(ctx context.Context, primary *Server) (*Server, time.
 func (c *Cluster) FailoverPlanned(ctx context.Context, primary *Server) (*Server, time.Time) {
 	c.t.Helper()
 	promoted, at := c.failover(ctx, primary, func(replica *Server) { c.do(ctx, replica, "CLUSTER", "FAILOVER") })
-	cl := nodeClient(primary)
-	defer cl.Close()
-	for {
-		ok, err := replicatesFrom(ctx, cl, promoted)
-		if ok {
-			return promoted, at
-		}
-		if !pause(ctx, 20*time.Millisecond) {
-			c.t.Fatalf("redistest: %s does not replicate from %s after the planned failover: %v (last INFO error %v)", primary, promoted, ctx.Err(), err)
-		}
-	}
+	waitReplicating(ctx, c.t, primary, promoted)
+	return promoted, at
 }
 
 // FailoverPaused is [Cluster.Failover] with primary paused (SIGSTOP)
