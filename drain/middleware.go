@@ -13,7 +13,8 @@ const RetryAfter = "1"
 // the load balancers, until the hand-off moves it: Middleware tracks and
 // refuses them like any other, but notes no arrival, so the drain
 // report's advice on the propagation delay and the adaptive delay see only
-// what the balancers send. The forwarder resends what is refused. It is
+// what the balancers send. The forwarder resends what is refused. The same
+// key in gRPC metadata marks a forwarded RPC (package grpcdrain). It is
 // trusted from anyone: remove it at your edge from clients' requests,
 // whose arrivals it would hide.
 const ForwardedHeader = "Drainkit-Forwarded"
@@ -25,7 +26,7 @@ const ForwardedHeader = "Drainkit-Forwarded"
 // (see [Tracker.Arrivals]).
 func (t *Tracker) Middleware(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !t.begin(r.Header.Get(ForwardedHeader) == "") {
+		if !t.begin(r.Header.Get(ForwardedHeader) == "") { // BeginForwarded when marked
 			h := w.Header()
 			h.Set("Connection", "close")
 			h.Set("Retry-After", RetryAfter)

@@ -39,8 +39,12 @@ type Tracker struct {
 // flight); otherwise End must follow.
 func (t *Tracker) Begin() bool { return t.begin(true) }
 
-// begin is Begin; work that is no arrival (a forward: ForwardedHeader) is
-// tracked and refused alike, but leaves the arrivals as they were.
+// BeginForwarded is [Tracker.Begin] for work another instance forwarded
+// here (marked with [ForwardedHeader]): tracked and refused alike, but no
+// arrival, so [Tracker.Arrivals] sees only what the load balancers send.
+func (t *Tracker) BeginForwarded() bool { return t.begin(false) }
+
+// begin is Begin when arrival is set, else BeginForwarded.
 func (t *Tracker) begin(arrival bool) bool {
 	if arrival {
 		// Millisecond resolution is all the adaptive delay needs, and it lets
@@ -63,8 +67,8 @@ func (t *Tracker) begin(arrival bool) bool {
 // Arrivals returns how many times Begin was called, how many of those
 // calls were refused because intake was closed, and when Begin was last
 // called (to the millisecond, rounded down; the zero time if never; a
-// refused Begin counts, since a client still sent it here; a request
-// Middleware serves with [ForwardedHeader] does not). Package
+// refused Begin counts, since a client still sent it here;
+// [Tracker.BeginForwarded] does not). Package
 // lifecycle reads them at the flip and after the drain: work that kept
 // arriving after the flip, and above all work refused after intake
 // closed, says the propagation delay was shorter than the load balancers

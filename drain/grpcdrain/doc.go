@@ -13,7 +13,9 @@
 // its handler returned, so a drain that stops the server at zero cuts no
 // answer off. grpc.health.v1 is not counted: a Watch stream lives as long
 // as its client, and health must answer NOT_SERVING through the drain.
-// Watch streams end when intake closes instead.
+// Watch streams end when intake closes instead. A peer that forwards an
+// RPC to this instance marks it with [drain.ForwardedHeader] in its
+// metadata, so that it is tracked but no arrival, as over HTTP.
 //
 // # Refusing RPCs
 //

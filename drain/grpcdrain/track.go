@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/stats"
 
 	"github.com/drainkit/drainkit/drain"
@@ -19,6 +20,8 @@ import (
 //
 //	grpc.NewServer(append(grpcdrain.ServerOptions(t), yourOptions...)...)
 //
+// An RPC whose metadata carries [drain.ForwardedHeader], from a peer that
+// forwarded it, is counted with [drain.Tracker.BeginForwarded]: no arrival.
 // Given a [drain.Streams], server-streaming RPCs are registered with it
 // instead of counted. A stream the drain closed ends with [Refused] if its
 // handler returns nil or a context error, else with the handler's error.
@@ -49,6 +52,19 @@ func untracked(fullMethod string) bool {
 	return strings.HasPrefix(fullMethod, "/grpc.health.v1.Health/")
 }
 
+// begin is t.Begin, or t.BeginForwarded for an RPC whose metadata carries
+// [drain.ForwardedHeader] (any case: metadata keys are lower case) with a
+// non-empty value, as the HTTP middleware reads the header.
+func begin(ctx context.Context, t *drain.Tracker) bool {
+	md, _ := metadata.FromIncomingContext(ctx)
+	for _, v := range md.Get(drain.ForwardedHeader) {
+		if v != "" {
+			return t.BeginForwarded()
+		}
+	}
+	return t.Begin()
+}
+
 // unaryInterceptor counts unary RPCs in flight, until the stats handler
 // ends them if it is installed, and refuses new ones after CloseIntake.
 func unaryInterceptor(t *drain.Tracker) grpc.UnaryServerInterceptor {
@@ -56,7 +72,7 @@ func unaryInterceptor(t *drain.Tracker) grpc.UnaryServerInterceptor {
 		if untracked(info.FullMethod) {
 			return handler(ctx, req)
 		}
-		if !t.Begin() {
+		if !begin(ctx, t) {
 			return nil, errIntakeClosed
 		}
 		if !handOver(ctx) {
@@ -80,7 +96,7 @@ func streamInterceptor(t *drain.Tracker, s *drain.Streams) grpc.StreamServerInte
 		if s != nil && info.IsServerStream {
 			return serveStream(s, srv, ss, handler)
 		}
-		if !t.Begin() {
+		if !begin(ss.Context(), t) {
 			return errIntakeClosed
 		}
 		if !handOver(ss.Context()) {

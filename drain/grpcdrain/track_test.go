@@ -8,8 +8,10 @@ import (
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/stats"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/drainkit/drainkit/drain"
 	"github.com/drainkit/drainkit/drain/grpcdrain"
@@ -38,7 +40,7 @@ func TestInterceptors(t *testing.T) {
 	tr.CloseIntake()
 	_, err := unary(context.Background(), nil, &grpc.UnaryServerInfo{FullMethod: "/x.Y/Z"}, handler)
 	assert.Equal(t, codes.Unavailable, status.Code(err))
-	err = stream(nil, nil, &grpc.StreamServerInfo{FullMethod: "/x.Y/Z"}, shandler)
+	err = stream(nil, bgStream{}, &grpc.StreamServerInfo{FullMethod: "/x.Y/Z"}, shandler)
 	assert.Equal(t, codes.Unavailable, status.Code(err))
 	err = stream(nil, bgStream{}, &grpc.StreamServerInfo{FullMethod: "/grpc.health.v1.Health/Watch"}, shandler)
 	assert.NoError(t, err, "health checks keep answering while draining")
@@ -102,4 +104,38 @@ func TestCloseIntakeEndsUntrackedStreams(t *testing.T) {
 	err := stream(nil, bgStream{}, &grpc.StreamServerInfo{FullMethod: "/grpc.health.v1.Health/Watch"},
 		func(_ any, ss grpc.ServerStream) error { return ss.Context().Err() })
 	assert.ErrorIs(t, err, context.Canceled)
+}
+
+// An RPC whose metadata carries drain.ForwardedHeader (set by a peer that
+// forwards it to the room's holder) is tracked in flight and refused after
+// CloseIntake like any other, but is no arrival: counted, it would keep the
+// adaptive delay from seeing a quiet window and advise a longer delay on
+// every rollout, as HTTP forwards did before ForwardedHeader.
+func TestForwardedRPCsAreTrackedButNoArrival(t *testing.T) {
+	tr := new(drain.Tracker)
+	_, b, conn, _ := startBlocker(t, grpcdrain.ServerOptions(tr)...)
+	forwarded := metadata.AppendToOutgoingContext(context.Background(), drain.ForwardedHeader, "1")
+	call := func(ctx context.Context) <-chan error {
+		done := make(chan error, 1)
+		go func() {
+			done <- conn.Invoke(ctx, "/drainkit.test.Blocker/Call", wrapperspb.String("q"), new(wrapperspb.StringValue))
+		}()
+		return done
+	}
+
+	done := call(forwarded)
+	<-b.entered
+	assert.False(t, idle(tr), "a forward in its handler: want it in flight")
+	close(b.release)
+	require.NoError(t, <-done)
+	arrived, refused, last := tr.Arrivals()
+	assert.Equal(t, [2]uint64{0, 0}, [2]uint64{arrived, refused}, "arrivals and refused after a forward")
+	assert.True(t, last.IsZero(), "last arrival after a forward: %v", last)
+
+	require.NoError(t, <-call(context.Background()))
+	<-b.entered
+	tr.CloseIntake()
+	assert.True(t, grpcdrain.IsRefused(<-call(forwarded)), "a forward after CloseIntake: want Refused")
+	arrived, refused, _ = tr.Arrivals()
+	assert.Equal(t, [2]uint64{1, 0}, [2]uint64{arrived, refused}, "arrivals and refused after one call from a client and a refused forward")
 }
