@@ -20,26 +20,54 @@ import (
 // server sharing the Tracker may still get calls that raced its GOAWAY.
 const goawaySettle = 500 * time.Millisecond
 
+// stopWait bounds how long a hook waits for srv.Stop once its time is up.
+// grpc-go's Stop waits for every connection still in its handshake, which
+// a client that connected and sent nothing holds for the server's
+// ConnectionTimeout (120 s by default); with none, Stop returns within
+// milliseconds. A drain must end at its deadline, so a Stop still running
+// after stopWait goes on by itself until that timeout ends it.
+const stopWait = 100 * time.Millisecond
+
 // Hooks returns the three hooks that drain srv, built with [ServerOptions]
 // for t. name+".stop_intake" begins GracefulStop (GOAWAY), serves the
 // calls that raced it for 500 ms, then closes intake.
 // name+".wait_in_flight" waits for the RPCs counted in t, not for the
 // streams they leave out. name+".graceful_stop" (Release) waits for
 // GracefulStop. Each Stops the server at its deadline, and each one's
-// Abort Stops srv. Do not build srv with grpc.WaitForHandlers(true): its
-// Stop would wait for a handler that ignores its context.
+// Abort Stops srv, waiting for Stop at most 100 ms: it also waits for
+// connections still in their handshake, for up to grpc.ConnectionTimeout,
+// which bounds how long GracefulStop and that Stop can outlive the drain.
+// Do not build srv with grpc.WaitForHandlers(true): its Stop would wait for
+// a handler that ignores its context.
 func Hooks(name string, srv *grpc.Server, t *drain.Tracker) []drain.Hook {
 	var (
-		once            sync.Once
-		gracefulStopped = make(chan struct{})
+		gracefulOnce, stopOnce sync.Once
+		gracefulStopped        = make(chan struct{})
+		stopped                = make(chan struct{})
 	)
 	beginGracefulStop := func() {
-		once.Do(func() {
+		gracefulOnce.Do(func() {
 			go func() {
 				defer close(gracefulStopped)
 				srv.GracefulStop()
 			}()
 		})
+	}
+	var stopBy time.Time // the three hooks' Aborts wait until the same time, not 100 ms each
+	stop := func() {
+		stopOnce.Do(func() {
+			stopBy = time.Now().Add(stopWait)
+			go func() {
+				defer close(stopped)
+				srv.Stop()
+			}()
+		})
+		wait := time.NewTimer(time.Until(stopBy))
+		defer wait.Stop()
+		select {
+		case <-stopped:
+		case <-wait.C:
+		}
 	}
 	stopIntake := func(ctx context.Context) error {
 		beginGracefulStop()
@@ -58,7 +86,7 @@ func Hooks(name string, srv *grpc.Server, t *drain.Tracker) []drain.Hook {
 		if err := t.Wait(ctx); err != nil {
 			// Stop does not wait for a handler that ignores its context;
 			// GracefulStop would, which is no reason to hold the drain.
-			srv.Stop()
+			stop()
 			return err
 		}
 		return nil
@@ -69,13 +97,13 @@ func Hooks(name string, srv *grpc.Server, t *drain.Tracker) []drain.Hook {
 		case <-gracefulStopped: // every RPC and stream finished and was answered
 			return nil
 		case <-ctx.Done():
-			srv.Stop()
+			stop()
 			return ctx.Err()
 		}
 	}
 	return []drain.Hook{
-		{Name: name + ".stop_intake", Phase: drain.StopIntake, Run: stopIntake, Abort: srv.Stop},
-		{Name: name + ".wait_in_flight", Phase: drain.WaitInFlight, Run: wait, Abort: srv.Stop},
-		{Name: name + ".graceful_stop", Phase: drain.Release, Run: graceful, Abort: srv.Stop},
+		{Name: name + ".stop_intake", Phase: drain.StopIntake, Run: stopIntake, Abort: stop},
+		{Name: name + ".wait_in_flight", Phase: drain.WaitInFlight, Run: wait, Abort: stop},
+		{Name: name + ".graceful_stop", Phase: drain.Release, Run: graceful, Abort: stop},
 	}
 }

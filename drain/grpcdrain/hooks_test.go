@@ -2,6 +2,8 @@ package grpcdrain_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"net"
 	"testing"
 	"time"
@@ -128,6 +130,66 @@ func TestHooksDeadlineDoesNotWaitForStuckHandler(t *testing.T) {
 	assert.Error(t, <-answered, "the call still running at the deadline is cut off")
 	close(b.release) // let the stuck handler end, so nothing leaks past the test
 	<-served
+}
+
+// grpc-go's Stop and GracefulStop wait for every connection still in its
+// handshake, for up to the server's ConnectionTimeout (120 s by default): a
+// client that connected and sent nothing must not keep the drain past its
+// deadline. The hooks' Stop at their deadline and their Abort once waited
+// for it.
+func TestHooksDoNotWaitForAHandshakeAtTheDeadline(t *testing.T) {
+	tests := []struct {
+		name  string
+		drain func(srv *grpc.Server, tr *drain.Tracker) error
+	}{
+		{"graceful_stop at its deadline", func(srv *grpc.Server, tr *drain.Tracker) error {
+			ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+			defer cancel()
+			err := hooksByPhase(grpcdrain.Hooks("grpc", srv, tr))[drain.Release].Run(ctx)
+			if !errors.Is(err, context.DeadlineExceeded) {
+				return fmt.Errorf("graceful_stop returned %v; want %v", err, context.DeadlineExceeded)
+			}
+			return nil
+		}},
+		{"Abort of a forced drain", func(srv *grpc.Server, tr *drain.Tracker) error {
+			ctx, cancel := context.WithCancel(context.Background())
+			cancel()
+			if r := drain.Run(ctx, "test", grpcdrain.Hooks("grpc", srv, tr)); !r.Forced {
+				return fmt.Errorf("report %+v; want a forced drain", r)
+			}
+			return nil
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tr := new(drain.Tracker)
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			require.NoError(t, err)
+			srv := grpc.NewServer(append(grpcdrain.ServerOptions(tr), grpc.ConnectionTimeout(time.Hour))...)
+			served := make(chan error, 1)
+			go func() { served <- srv.Serve(ln) }()
+			raw, err := net.Dial("tcp", ln.Addr().String())
+			require.NoError(t, err)
+			require.NoError(t, raw.SetReadDeadline(time.Now().Add(10*time.Second)))
+			_, err = raw.Read(make([]byte, 1)) // the server's SETTINGS: its handshake now waits for a preface that never comes
+			require.NoError(t, err)
+
+			drained := make(chan error, 1)
+			go func() { drained <- tt.drain(srv, tr) }()
+			guard := time.NewTimer(10 * time.Second)
+			defer guard.Stop()
+			select {
+			case err := <-drained:
+				assert.NoError(t, err)
+			case <-guard.C:
+				t.Error("still waiting for Stop 10 s after the drain's end")
+				defer func() { <-drained }()
+			}
+			assert.Empty(t, served, "Stop returned with the handshake still pending: the test proves nothing")
+			raw.Close() // ends the handshake, and so Stop
+			require.NoError(t, <-served)
+		})
+	}
 }
 
 // Installing the interceptors a second time beside ServerOptions must not
