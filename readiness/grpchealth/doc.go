@@ -29,7 +29,7 @@
 //
 // # Checking a downstream service
 //
-// [Check] is a gating [readiness.Check] that asks a downstream server for a
-// service's status with [DefaultTimeout]. Gate on a downstream service only
-// when this replica cannot serve a request without it.
+// [Check] is an informational [readiness.Check] that asks a downstream
+// server for a service's status with [DefaultTimeout]: reported, never
+// gated on, since a downstream tier's readiness is not this one's.
 package grpchealth

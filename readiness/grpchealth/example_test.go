@@ -38,10 +38,12 @@ func ExampleServer() {
 }
 
 func ExampleCheck() {
-	// The gateway cannot serve without a room-service backend: gate on it.
+	// The gateway reports whether room-service serves; it does not gate on
+	// it, or a Redis outage of every room-service would empty the gateways'
+	// balancer too.
 	var conn grpc.ClientConnInterface // in a service: a *grpc.ClientConn
 	c := grpchealth.Check(conn, "room-service")
-	c.Name = "room_grpc"
+	c.Name = "room_service_serving"
 	fmt.Println(c.Name, c.Tier, c.Timeout)
-	// Output: room_grpc gating 300ms
+	// Output: room_service_serving informational 300ms
 }
