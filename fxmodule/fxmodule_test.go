@@ -694,6 +694,6 @@ func TestOwnStartFailureAfterASignalIsLogged(t *testing.T) {
 		synctest.Wait() // the stop request is in
 		close(fail)
 		<-code
-		assert.Contains(t, logs.String(), `"msg":"fxmodule: an OnStart hook failed after the stop request; the drain reports the stop, not this failure","service":"svc","node_id":"n1","error":"listen tcp :8080: bind: address already in use"`)
+		assert.Contains(t, logs.String(), `"msg":"fxmodule: an OnStart hook failed while a stop was requested; the drain reported the stop, not this failure","service":"svc","node_id":"n1","error":"listen tcp :8080: bind: address already in use"`)
 	})
 }

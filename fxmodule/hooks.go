@@ -19,7 +19,8 @@ import (
 // appended, so that
 //   - the first OnStop hook fx runs drains first if nobody has: that is a
 //     failed start's rollback, which must not close what the drain hooks
-//     still use;
+//     still use, and whose hooks then get fx's StopTimeout from the drain's
+//     end;
 //   - an OnStart hook's error becomes the reason of that drain;
 //   - each OnStop hook's outcome joins the drain report;
 //   - a hook's panic is recovered, as a drain hook's is: fx runs hooks on
@@ -52,7 +53,8 @@ func (l hookLifecycle) Append(h fx.Hook) {
 	}
 	if stop := h.OnStop; stop != nil {
 		h.OnStop = func(ctx context.Context) error {
-			l.d.drainBeforeRollback(ctx)
+			ctx, cancel := l.d.drainBeforeRollback(ctx)
+			defer cancel()
 			return l.d.stops.run(ctx, name, stop)
 		}
 	}

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"sync"
+	"time"
 
 	"go.uber.org/fx"
 
@@ -64,7 +66,7 @@ func Run(opts ...fx.Option) int {
 	c := m.Config()
 	logger(c.Logger).Info("fxmodule: exit within drain_timeout + stop_timeout of the first signal (fx's OnStop hooks run after the drain): "+
 		"set the pod's terminationGracePeriodSeconds above exit_within", "service", c.Service, "node_id", c.NodeID,
-		"drain_timeout", c.DrainTimeout.String(), "stop_timeout", app.StopTimeout().String(), "exit_within", (c.DrainTimeout + app.StopTimeout()).String())
+		"drain_timeout", c.DrainTimeout.String(), "stop_timeout", app.StopTimeout().String(), "exit_within", saturatingSum(c.DrainTimeout, app.StopTimeout()).String())
 	m.OnDrained(d.stopApp)
 	m.OnStart(d.start)
 	return m.Run(ctx).ExitCode
@@ -98,10 +100,10 @@ type driver struct {
 	m     *lifecycle.Manager
 	stops stopResults
 
-	mu        sync.Mutex
-	abortCtx  context.Context // ends at a stop request or at fx's StartTimeout
-	startErr  error           // the first OnStart hook's error
-	afterStop bool            // a stop had been requested when startErr came
+	mu         sync.Mutex
+	abortCtx   context.Context // ends at a stop request or at fx's StartTimeout
+	startErr   error           // the first OnStart hook's error
+	rollbackBy time.Time       // a rollback's OnStop hooks end by then; zero if none drained
 }
 
 // startFailed notes the error of an OnStart hook, the reason of the drain
@@ -111,37 +113,54 @@ func (d *driver) startFailed(err error) {
 	defer d.mu.Unlock()
 	if d.startErr == nil {
 		d.startErr = err
-		d.afterStop = d.abortCtx != nil && d.abortCtx.Err() != nil && !errors.Is(context.Cause(d.abortCtx), errStartTimedOut)
 	}
 }
 
-// drainBeforeRollback is run before every OnStop hook. After a stop
-// request Run has drained already (the state is Stopped); otherwise fx is
-// rolling a failed start back, and the drain comes first, so that the
-// rollback closes nothing the drain hooks still use. A stop requested
-// during the start keeps its own reason: Shutdown's first caller wins.
-func (d *driver) drainBeforeRollback(ctx context.Context) {
-	if d.m.State() >= lifecycle.Draining {
-		return
+// drainBeforeRollback is run before every OnStop hook, and returns the
+// context to run it with. After a stop request Run has drained already
+// (the state is Stopped) and fx's StopTimeout bounds the hook. Otherwise
+// fx is rolling a failed start back, with the context app.Start was given,
+// and the drain comes first, so that the rollback closes nothing the drain
+// hooks still use; the rollback's hooks then get fx's StopTimeout from the
+// drain's end, as after a stop, not what is left of the start's budget. A
+// stop requested during the start keeps its own reason: Shutdown's first
+// caller wins.
+func (d *driver) drainBeforeRollback(ctx context.Context) (context.Context, context.CancelFunc) {
+	if d.m.State() < lifecycle.Draining {
+		d.drainFailedStart(ctx)
 	}
+	d.mu.Lock()
+	by := d.rollbackBy
+	d.mu.Unlock()
+	if by.IsZero() {
+		return ctx, func() {}
+	}
+	return context.WithDeadline(ctx, by)
+}
+
+// drainFailedStart drains a start that fx is rolling back, and says what
+// failed when the report does not: a stop requested before the rollback
+// drains as that stop, exit 0 (docs/fxmodule.md: a known limitation).
+func (d *driver) drainFailedStart(ctx context.Context) {
 	reason := "start failed"
 	d.mu.Lock()
-	abort, err, afterStop := d.abortCtx, d.startErr, d.afterStop
+	abort, err := d.abortCtx, d.startErr
 	d.mu.Unlock()
-	switch {
-	case abort != nil && errors.Is(context.Cause(abort), errStartTimedOut):
+	if abort != nil && errors.Is(context.Cause(abort), errStartTimedOut) {
 		reason = fmt.Sprintf("start timed out after %s", d.app.StartTimeout())
-	case afterStop && !errors.Is(err, context.Canceled):
-		// A stop was requested first: the drain is the stop's, and its report
-		// (exit 0) leaves out this failure, which no stop explains: said here.
-		c := d.m.Config()
-		logger(c.Logger).Warn("fxmodule: an OnStart hook failed after the stop request; the drain reports the stop, not this failure",
-			"service", c.Service, "node_id", c.NodeID, "error", err.Error())
 	}
 	if err != nil { // what the hook that failed or timed out said
 		reason += ": " + err.Error()
 	}
-	d.m.Shutdown(context.WithoutCancel(ctx), reason) // the drain has a deadline of its own
+	rep := d.m.Shutdown(context.WithoutCancel(ctx), reason) // the drain has a deadline of its own
+	d.mu.Lock()
+	d.rollbackBy = time.Now().Add(d.app.StopTimeout())
+	d.mu.Unlock()
+	if err != nil && rep.StartError == "" && !errors.Is(err, context.Canceled) {
+		c := d.m.Config()
+		logger(c.Logger).Warn("fxmodule: an OnStart hook failed while a stop was requested; the drain reported the stop, not this failure",
+			"service", c.Service, "node_id", c.NodeID, "error", err.Error())
+	}
 }
 
 // driverKey finds the *driver in the context of fx's OnStart hooks, for
@@ -162,7 +181,7 @@ func (d *driver) start(ctx context.Context) error {
 	d.abortCtx = abort
 	d.mu.Unlock()
 
-	budget := d.app.StartTimeout() + d.m.Config().DrainTimeout + d.app.StopTimeout()
+	budget := saturatingSum(d.app.StartTimeout(), d.m.Config().DrainTimeout, d.app.StopTimeout())
 	fxCtx, cancelFx := context.WithTimeout(context.WithValue(context.Background(), driverKey{}, d), budget)
 	defer cancelFx()
 	done := make(chan error, 1)
@@ -224,4 +243,18 @@ func (d *driver) stopApp() []drain.HookResult {
 	ctx, cancel := context.WithTimeout(context.Background(), d.app.StopTimeout())
 	defer cancel()
 	return d.stops.take(d.app.Stop(ctx))
+}
+
+// saturatingSum adds budgets, at most the longest duration: fx takes
+// fx.StopTimeout(math.MaxInt64) for "no limit", which a plain sum would
+// wrap into a deadline already past.
+func saturatingSum(ds ...time.Duration) time.Duration {
+	var sum time.Duration
+	for _, d := range ds {
+		if d > math.MaxInt64-sum {
+			return math.MaxInt64
+		}
+		sum += d
+	}
+	return sum
 }
