@@ -68,6 +68,61 @@ func TestRunServesRecoveryPromptly(t *testing.T) {
 	})
 }
 
+// With Run as the only prober, a gating dependency that fails is served as
+// NOT_SERVING by the first evaluation that begins after it (at most a
+// CacheTTL and a poll after the last one) plus a poll: a poll that finds
+// the results expired starts the evaluation and answers from the last
+// one. Polling once per CacheTTL while SERVING, the new evaluation was read
+// a whole CacheTTL later: up to three CacheTTLs from the failure. Tried at
+// failures a tenth of CacheTTL apart across two CacheTTLs; the check runs
+// still at most once per CacheTTL.
+func TestRunServesAFailurePromptly(t *testing.T) {
+	ttl := readiness.DefaultCacheTTL // newRegistry leaves it unset
+	const roundTrip = 5 * time.Millisecond
+	for off := time.Duration(0); off < 2*ttl; off += ttl / 10 {
+		synctest.Test(t, func(t *testing.T) {
+			reg := newRegistry(t, newState(lifecycle.Running))
+			var down atomic.Bool
+			var runs atomic.Int64
+			require.NoError(t, reg.Add(readiness.Check{Name: "db", Probe: func(context.Context) error {
+				runs.Add(1)
+				time.Sleep(roundTrip)
+				if down.Load() {
+					return errors.New("connection refused")
+				}
+				return nil
+			}}))
+			h := newServer(t, reg)
+			ctx, cancel := context.WithCancel(t.Context())
+			done := make(chan error, 1)
+			start := time.Now()
+			go func() { done <- h.Run(ctx) }()
+			status := func() healthpb.HealthCheckResponse_ServingStatus {
+				t.Helper()
+				st, err := h.Status(t.Context(), "room-service")
+				require.NoError(t, err)
+				return st
+			}
+			time.Sleep(3*ttl + off)
+			synctest.Wait()
+			require.Equal(t, healthpb.HealthCheckResponse_SERVING, status(), "dependency up")
+			healthyRuns, elapsed := runs.Load(), time.Since(start)
+			assert.LessOrEqual(t, healthyRuns, int64(elapsed/ttl)+1, "check runs in %s: at most once per CacheTTL %s", elapsed, ttl)
+
+			down.Store(true)
+			failed := time.Now()
+			for status() != healthpb.HealthCheckResponse_NOT_SERVING {
+				require.LessOrEqual(t, time.Since(failed), 5*ttl, "still SERVING this long after the dependency failed")
+				time.Sleep(ttl / 100)
+				synctest.Wait()
+			}
+			assert.LessOrEqual(t, time.Since(failed), ttl+2*ttl/10+roundTrip, "time from the dependency's failure to NOT_SERVING, failing %s after the start", 3*ttl+off)
+			cancel()
+			assert.NoError(t, <-done, "Run")
+		})
+	}
+}
+
 // A registry that caches nothing (a CacheTTL of a few nanoseconds, whose
 // tenth is zero) must not have Run poll it in a tight loop, running its
 // checks back to back: Run polls at most every MinPoll.

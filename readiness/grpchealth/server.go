@@ -27,7 +27,7 @@ import (
 type Server struct {
 	reg     *readiness.Registry
 	service string
-	every   time.Duration // the registry's CacheTTL: while SERVING, polling faster finds nothing new
+	every   time.Duration // Run's polling interval: the registry's CacheTTL/recheckDivisor, at least minPoll
 	hs      *health.Server
 
 	drainOnce sync.Once
@@ -50,7 +50,7 @@ func NewServer(reg *readiness.Registry) (*Server, error) {
 	s := &Server{
 		reg:     reg,
 		service: cfg.Service,
-		every:   cfg.CacheTTL,
+		every:   max(cfg.CacheTTL/recheckDivisor, minPoll),
 		hs:      health.NewServer(),
 		drained: make(chan struct{}),
 		running: make(chan struct{}, 1),
@@ -72,21 +72,20 @@ func (s *Server) Register(r grpc.ServiceRegistrar) {
 	healthpb.RegisterHealthServer(r, healthService{s: s})
 }
 
-// Run updates the serving status until ctx ends or the server is drained:
-// every CacheTTL of the registry while SERVING, and every CacheTTL/10 while
-// NOT_SERVING, so that a recovery is served as soon as the registry's next
-// evaluation lands. The faster polling runs no check more often: the
-// registry answers from its last result in between (docs/readiness.md).
-// It never polls more often than every 10 ms, however short CacheTTL is.
+// Run updates the serving status until ctx ends or the server is drained,
+// every tenth of the registry's CacheTTL (at most every 10 ms), so that a
+// change is served as soon as the registry's next evaluation lands: a poll
+// that finds the results expired starts that evaluation and answers from
+// the last one, and only the next poll reads it. Polling once per CacheTTL
+// served a failure up to three CacheTTLs late. It runs no check more
+// often: the registry answers from its last result in between
+// (docs/readiness.md).
 func (s *Server) Run(ctx context.Context) error {
 	t := time.NewTimer(s.every)
 	defer t.Stop()
 	for {
-		next := s.every
-		if !s.update(ctx) {
-			next = s.every / recheckDivisor
-		}
-		t.Reset(max(next, minPoll))
+		s.update(ctx)
+		t.Reset(s.every)
 		select {
 		case <-ctx.Done():
 			return nil
@@ -98,11 +97,10 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 }
 
-// recheckDivisor divides CacheTTL into the polling interval while
-// NOT_SERVING, half of how long the registry keeps a failing evaluation
-// (CacheTTL/failingDivisor in readiness/registry.go, a fifth; change both
-// together): a recovery is served at most a tenth of CacheTTL after the
-// evaluation that saw it.
+// recheckDivisor divides CacheTTL into Run's polling interval, half of how
+// long the registry keeps a failing evaluation (CacheTTL/failingDivisor in
+// readiness/registry.go, a fifth; change both together): a change is
+// served at most a tenth of CacheTTL after the evaluation that saw it.
 const recheckDivisor = 10
 
 // minPoll floors Run's polling interval. A registry that caches nothing (a
@@ -111,23 +109,18 @@ const recheckDivisor = 10
 // still far more often than any balancer or kubelet probes.
 const minPoll = 10 * time.Millisecond
 
-// update sets the serving status from one ready probe of the registry and
-// reports whether it is SERVING.
-func (s *Server) update(ctx context.Context) bool {
+// update sets the serving status from one ready probe of the registry.
+func (s *Server) update(ctx context.Context) {
 	rep := s.reg.Ready(ctx)
 	switch {
 	case rep.State == lifecycle.Draining || rep.State == lifecycle.Stopped:
 		s.Drain()
-		return false
 	case rep.State == lifecycle.Starting:
 		s.set(healthpb.HealthCheckResponse_UNKNOWN)
-		return false
 	case rep.Status == readiness.StatusFail:
 		s.set(healthpb.HealthCheckResponse_NOT_SERVING)
-		return false
 	default:
 		s.set(healthpb.HealthCheckResponse_SERVING)
-		return true
 	}
 }
 
