@@ -38,7 +38,11 @@ func Run(ctx context.Context, reason string, hooks []Hook) *Report {
 		}
 		if ctx.Err() != nil {
 			for _, h := range batch {
-				r.Hooks = append(r.Hooks, HookResult{Name: h.Name, Phase: p, Outcome: Skipped, Error: cutReason(ctx)})
+				res := HookResult{Name: h.Name, Phase: p, Outcome: Skipped, Error: cutReason(ctx)}
+				if err := h.Validate(); err != nil { // a mistake is reported as such, run or not
+					res.Outcome, res.Error = Failed, err.Error()
+				}
+				r.Hooks = append(r.Hooks, res)
 			}
 			continue
 		}
@@ -109,6 +113,11 @@ func runPhase(ctx context.Context, batch []Hook) []HookResult {
 	return results
 }
 
+// errGoexit is the error of a hook whose goroutine ended in
+// runtime.Goexit (t.FailNow in a test) rather than returning: it ended,
+// and is not waited for.
+var errGoexit = errors.New("drain: hook exited without returning (runtime.Goexit)")
+
 // hookReturn is how a hook's Run returned, sent to runHook.
 type hookReturn struct {
 	err      error
@@ -134,12 +143,14 @@ func runHook(parent context.Context, h Hook) HookResult {
 	gid := make(chan uint64, 1)
 	go func() {
 		gid <- goroutineID()
+		ret := hookReturn{err: errGoexit} // unless Run returns or panics
 		defer func() {
 			if v := recover(); v != nil {
-				returned <- hookReturn{panicked: v, stack: debug.Stack()}
+				ret = hookReturn{panicked: v, stack: debug.Stack()}
 			}
+			returned <- ret
 		}()
-		returned <- hookReturn{err: h.Run(ctx)}
+		ret = hookReturn{err: h.Run(ctx)}
 	}()
 
 	var ret hookReturn

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -140,6 +141,7 @@ func TestRunOutcomes(t *testing.T) {
 			{Name: "ok", Phase: drain.Flush, Run: func(context.Context) error { return nil }},
 			{Name: "fails", Phase: drain.Flush, Run: func(context.Context) error { return errors.New("disk full") }},
 			{Name: "panics", Phase: drain.Flush, Run: func(context.Context) error { panic("boom") }},
+			{Name: "goexits", Phase: drain.Flush, Run: func(context.Context) error { runtime.Goexit(); return nil }}, // t.FailNow in a hook
 			{Name: "after", Phase: drain.Close, Run: func(context.Context) error { return nil }},
 			{Name: "", Phase: drain.Close, Run: func(context.Context) error { return nil }},
 			{Name: "badphase", Phase: drain.Phase("teardown"), Run: func(context.Context) error { return nil }},
@@ -153,6 +155,7 @@ func TestRunOutcomes(t *testing.T) {
 			{"ok", drain.OK, ""},
 			{"fails", drain.Failed, "disk full"},
 			{"panics", drain.Panicked, "boom"},
+			{"goexits", drain.Failed, "exited without returning (runtime.Goexit)"}, // not waited for until a deadline
 			{"after", drain.OK, ""},
 			{"", drain.Failed, "Name is empty"},
 			{"badphase", drain.Failed, `Phase "teardown" is not one of ["stop_intake" "wait_in_flight" "flush" "release" "close"]`},
@@ -170,6 +173,32 @@ func TestRunOutcomes(t *testing.T) {
 		assert.Contains(t, p.Stack, "run_test.go")
 		assert.ErrorContains(t, r.Err(), `flush hook "fails": failed: disk full`)
 	})
+}
+
+// A hook that fails Validate is reported Failed with the mistake, also in a
+// phase the drain skipped, where it was reported Skipped and the mistake
+// hidden behind "drain forced before this phase".
+func TestRunReportsAMistakeInASkippedPhase(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	r := drain.Run(ctx, "test", []drain.Hook{
+		{Name: "norun", Phase: drain.Flush},
+		{Name: "fine", Phase: drain.Flush, Run: func(context.Context) error { return nil }},
+	})
+	tests := []struct {
+		give    string
+		want    drain.Outcome
+		wantErr string
+	}{
+		{"norun", drain.Failed, "Run is nil"},
+		{"fine", drain.Skipped, "drain forced before this phase"},
+	}
+	for _, tt := range tests {
+		h, ok := r.Hook(tt.give)
+		require.True(t, ok, "hook %q missing from report", tt.give)
+		assert.Equal(t, tt.want, h.Outcome, "hook %q", tt.give)
+		assert.Contains(t, h.Error, tt.wantErr, "hook %q", tt.give)
+	}
 }
 
 // A forced drain cancels the hooks that are running and skips the
