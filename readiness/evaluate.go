@@ -149,10 +149,12 @@ func (r *Registry) await(ctx context.Context, start time.Time, e *entry, ex *exe
 	deadline, _ := wctx.Deadline()
 	if !finished(wctx, ex.done) || ex.finish.After(deadline) {
 		res.at = time.Now()
-		res.duration = res.at.Sub(start)
+		// How long the call has run, not this evaluation's wait: joined
+		// after its deadline, a stuck call would read as taking no time.
+		res.duration = res.at.Sub(ex.started)
 		// The age tells an operator this is one stuck call, not a slow
 		// dependency answering every probe late.
-		res.err = fmt.Errorf("deadline exceeded (running %v)", res.at.Sub(ex.started).Round(time.Millisecond))
+		res.err = fmt.Errorf("deadline exceeded (running %v)", res.duration.Round(time.Millisecond))
 		return res
 	}
 	res.at = ex.finish

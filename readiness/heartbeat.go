@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/drainkit/drainkit/internal/configerr"
 	"github.com/drainkit/drainkit/lifecycle"
 )
 
@@ -36,10 +37,10 @@ func (r *Registry) Heartbeat(name string, maxGap time.Duration) (beat func(), er
 		return nil, errNotNew
 	}
 	if name == "" {
-		return nil, fmt.Errorf("readiness: heartbeat name is empty")
+		return nil, configerr.Errorf("readiness: heartbeat name is empty")
 	}
 	if maxGap <= 0 {
-		return nil, fmt.Errorf("readiness: heartbeat %q: maxGap is %v; want a positive duration", name, maxGap)
+		return nil, configerr.Errorf("readiness: heartbeat %q: maxGap is %v; want a positive duration", name, maxGap)
 	}
 	h := &heartbeat{name: name, maxGap: maxGap, clock: &r.clock}
 	r.mu.Lock()
@@ -49,7 +50,7 @@ func (r *Registry) Heartbeat(name string, maxGap time.Duration) (beat func(), er
 	}
 	for _, o := range r.heartbeats {
 		if o.name == name {
-			return nil, fmt.Errorf("readiness: heartbeat %q: %w", name, ErrDuplicate)
+			return nil, configerr.Errorf("readiness: heartbeat %q: %w", name, ErrDuplicate)
 		}
 	}
 	h.beat()

@@ -74,7 +74,7 @@ func (r *Registry) stateReport() (Report, bool) {
 	if st == lifecycle.Running && !r.closed.Load() {
 		return Report{}, false
 	}
-	if st == lifecycle.Running { // closed while the process still runs
+	if r.closed.Load() { // closed while the process still starts, runs or drains
 		st = lifecycle.Stopped
 	}
 	rep := Report{Status: StatusFail, Reason: st.String(), State: st,

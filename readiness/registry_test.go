@@ -439,3 +439,83 @@ func TestZeroRegistryFailsSayingSo(t *testing.T) {
 	assert.Equal(t, http.StatusServiceUnavailable, rec.Code, "ready handler: status code")
 	r.OnTransition(lifecycle.Transition{To: lifecycle.Running}) // no-op, no panic
 }
+
+// Close's doc: from Close on, ready probes answer fail with reason
+// "stopped" (State Stopped). A registry closed while the process still
+// started (a start aborted before the flip) answered "starting", and the
+// gRPC health bridge, which latches NOT_SERVING only on Draining or
+// Stopped, stayed UNKNOWN.
+func TestAClosedRegistryAnswersStoppedInEveryState(t *testing.T) {
+	for _, st := range []lifecycle.State{lifecycle.Starting, lifecycle.Running, lifecycle.Draining} {
+		t.Run(st.String(), func(t *testing.T) {
+			r, err := readiness.New(readiness.Config{Service: "room-service", NodeID: "room-1", Logger: (&logs{}).logger()}, newState(st).State)
+			require.NoError(t, err)
+			require.NoError(t, r.Close(context.Background()))
+			rep := r.Ready(t.Context())
+			assert.Equal(t, readiness.StatusFail, rep.Status)
+			assert.Equal(t, "stopped", rep.Reason, "reason after Close")
+			assert.Equal(t, lifecycle.Stopped, rep.State, "state after Close")
+		})
+	}
+}
+
+// A check stuck in a call that ignores its context is joined by later
+// evaluations after its deadline passed: its duration (the body's
+// duration_ms, health_check_duration_ms) is how long the call has run, not
+// the later evaluation's wait of nothing, which made it read as 0 ms.
+func TestAStuckCheckReportsHowLongItHasRun(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		prom := prometheus.NewRegistry()
+		r, err := readiness.New(readiness.Config{Service: "room-service", NodeID: "room-1",
+			Logger: (&logs{}).logger(), Registerer: prom}, newState(lifecycle.Running).State)
+		require.NoError(t, err)
+		release := make(chan struct{})
+		defer func() { close(release); require.NoError(t, r.Close(context.Background())) }()
+		const timeout = 100 * time.Millisecond
+		mustAdd(t, r, readiness.Check{Name: "db", Timeout: timeout, Probe: func(context.Context) error {
+			<-release // ignores its context
+			return nil
+		}})
+		start := time.Now()
+		for i := range 3 {
+			rep := r.Ready(t.Context())
+			c, _ := findCheck(rep, "db")
+			assert.Equal(t, readiness.StatusFail, c.Status, "probe %d", i)
+			assert.Equal(t, time.Since(start), c.Duration, "probe %d's duration: %q", i, c.Message)
+			time.Sleep(time.Minute) // past any cache: the next probe waits for a fresh evaluation
+		}
+		mfs, err := prom.Gather()
+		require.NoError(t, err)
+		var found bool
+		for _, mf := range mfs {
+			if mf.GetName() == "health_check_duration_ms" {
+				found = true
+				h := mf.GetMetric()[0].GetHistogram()
+				assert.Equal(t, uint64(3), h.GetSampleCount())
+				assert.InDelta(t, float64((timeout+(time.Minute+timeout)+(2*time.Minute+timeout))/time.Millisecond), h.GetSampleSum(), 1, "sum of the observed ms")
+			}
+		}
+		assert.True(t, found, "health_check_duration_ms gathered")
+	})
+}
+
+// Heartbeat refuses the mistakes Add refuses (an empty or taken name, a
+// bad duration) as configuration errors too: lifecycle.ErrConfig, exit 78
+// under fxmodule.Run, the same mistake giving the same error everywhere.
+func TestHeartbeatMistakesAreConfigErrors(t *testing.T) {
+	r := newRegistry(t, newState(lifecycle.Starting), nil)
+	_, err := r.Heartbeat("loop", time.Second)
+	require.NoError(t, err)
+	tests := []struct {
+		give   string
+		maxGap time.Duration
+	}{
+		{"", time.Second},
+		{"loop", time.Second},
+		{"other", 0},
+	}
+	for _, tt := range tests {
+		_, err := r.Heartbeat(tt.give, tt.maxGap)
+		assert.ErrorIs(t, err, lifecycle.ErrConfig, "Heartbeat(%q, %v)", tt.give, tt.maxGap)
+	}
+}
