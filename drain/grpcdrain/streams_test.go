@@ -126,6 +126,47 @@ func TestStreamsDrainServerStreams(t *testing.T) {
 	assert.True(t, flushed.Before(last), "flush ran %v after the last stream ended; want it while they are closed", flushed.Sub(last))
 }
 
+// A server stream given to Streams is an arrival like any RPC, and one
+// refused after intake closed is counted refused: the drain report's
+// arrivals, its advice and the adaptive delay saw no stream at all, so a
+// stream-heavy service ended its delay "quiet" and reported 0 refused.
+func TestServerStreamsAreArrivals(t *testing.T) {
+	tr := new(drain.Tracker)
+	s, err := drain.NewStreams(drain.StreamsConfig{Name: "feed"})
+	require.NoError(t, err)
+	srv := grpc.NewServer(grpcdrain.ServerOptions(tr, s)...)
+	srv.RegisterService(&feedDesc, nil)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	defer func() { srv.Stop(); <-served }()
+	conn, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	require.NoError(t, err)
+	defer conn.Close()
+
+	ended := subscribe(t, conn)
+	arrived, refused, last := tr.Arrivals()
+	assert.Equal(t, [2]uint64{1, 0}, [2]uint64{arrived, refused}, "arrivals and refused after one stream")
+	assert.False(t, last.IsZero(), "the last arrival's time after one stream")
+	assert.True(t, idle(tr), "a stream Streams closes is not waited for in flight")
+
+	tr.CloseIntake()
+	hooks := s.Hooks()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	require.NoError(t, hooks[0].Run(ctx)) // told: the streams are closed from now on
+	cs, err := conn.NewStream(context.Background(), followDesc, "/drainkit.test.Feed/Follow")
+	require.NoError(t, err)
+	require.NoError(t, cs.SendMsg(wrapperspb.String("room 1")))
+	require.NoError(t, cs.CloseSend())
+	require.True(t, grpcdrain.IsRefused(cs.RecvMsg(new(wrapperspb.StringValue))), "a stream after intake closed: want Refused")
+	arrived, refused, _ = tr.Arrivals()
+	assert.Equal(t, [2]uint64{2, 1}, [2]uint64{arrived, refused}, "arrivals and refused after a stream refused")
+	require.NoError(t, hooks[1].Run(ctx))
+	<-ended
+}
+
 func TestStreamsInterceptorPassesHandlerErrorsOn(t *testing.T) {
 	s, err := drain.NewStreams(drain.StreamsConfig{Name: "x"})
 	require.NoError(t, err)

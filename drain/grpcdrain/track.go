@@ -23,7 +23,7 @@ import (
 // An RPC whose metadata carries [drain.ForwardedHeader], from a peer that
 // forwarded it, is counted with [drain.Tracker.BeginForwarded]: no arrival.
 // Given a [drain.Streams], server-streaming RPCs are registered with it
-// instead of counted. A stream the drain closed ends with [Refused] if its
+// instead of counted in flight (each is still an arrival). A stream the drain closed ends with [Refused] if its
 // handler returns nil or a context error, else with the handler's error.
 // A nil t or more than one Streams panics: a mistake in building the
 // server, and an error return would not fit the append form above.
@@ -94,6 +94,12 @@ func streamInterceptor(t *drain.Tracker, s *drain.Streams) grpc.StreamServerInte
 			return handler(srv, ctxStream{ss, ctx})
 		}
 		if s != nil && info.IsServerStream {
+			// An arrival like any RPC, for the drain report and the adaptive
+			// delay, but not in flight: s closes it, paced.
+			if !begin(ss.Context(), t) {
+				return errIntakeClosed
+			}
+			t.End()
 			return serveStream(s, srv, ss, handler)
 		}
 		if !begin(ss.Context(), t) {
