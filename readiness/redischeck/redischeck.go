@@ -24,16 +24,25 @@ const DefaultTimeout = 200 * time.Millisecond
 //
 // A PING must end with the probe's context. go-redis bounds a call by its
 // context only with ContextTimeoutEnabled, and otherwise by ReadTimeout
-// (3 s by default): so Ping gives a *redis.Client without either bound a
-// clone of it with a DefaultTimeout socket deadline (WithTimeout: the same
-// pool and hooks). Give a *redis.ClusterClient ContextTimeoutEnabled, as
-// leases need anyway: a hung node would hold its PING past the probe.
+// (3 s by default): so Ping sends each PING of a *redis.Client without
+// either bound through a clone of it whose socket deadline is what is left
+// of the probe's (WithTimeout: the same pool and hooks), which also follows
+// a Timeout the caller raised. Give a *redis.ClusterClient
+// ContextTimeoutEnabled, as leases need anyway: a hung node would hold its
+// PING past the probe.
 func Ping(client redis.UniversalClient) readiness.Check {
-	if c, ok := client.(*redis.Client); ok && !bounded(c.Options()) {
-		client = c.WithTimeout(DefaultTimeout)
-	}
+	c, unbounded := client.(*redis.Client)
+	unbounded = unbounded && !bounded(c.Options())
 	return readiness.Check{Name: "redis", Tier: readiness.Gating, Timeout: DefaultTimeout,
 		Probe: func(ctx context.Context) error {
+			client := client
+			if unbounded {
+				timeout := DefaultTimeout // a probe without a deadline still ends
+				if deadline, ok := ctx.Deadline(); ok {
+					timeout = max(time.Until(deadline), time.Millisecond)
+				}
+				client = c.WithTimeout(timeout)
+			}
 			err := client.Ping(ctx).Err()
 			if err != nil && !errors.Is(err, context.Canceled) {
 				redisinternal.FollowFailover(client)

@@ -61,6 +61,27 @@ func TestPingEndsWithItsContextOnAHungServer(t *testing.T) {
 	}
 }
 
+// A caller may raise the check's Timeout (a Redis further away): the PING
+// then has that long, not DefaultTimeout, on a client Ping bounds itself
+// (no ContextTimeoutEnabled, no socket deadline). The clone it made had a
+// fixed 200 ms socket deadline, so every PING slower than that failed.
+func TestPingHasTheTimeoutTheCallerSet(t *testing.T) {
+	srv := redistest.Start(t)
+	client := redis.NewClient(&redis.Options{Addr: srv.Addr, Username: srv.Username, Password: srv.Password,
+		ReadTimeout: -1, WriteTimeout: -1})
+	defer client.Close()
+	c := redischeck.Ping(client)
+	c.Timeout = 5 * time.Second
+	require.NoError(t, c.Probe(t.Context()), "PING a running redis-server") // connected
+	// The server holds every client's commands for 400 ms: the PING is
+	// answered after that, past DefaultTimeout and well inside c.Timeout.
+	require.NoError(t, srv.Client().Do(t.Context(), "CLIENT", "PAUSE", 400, "ALL").Err())
+	ctx, cancel := context.WithTimeout(t.Context(), c.Timeout)
+	defer cancel()
+	start := time.Now()
+	assert.NoError(t, c.Probe(ctx), "a PING answered after %v, with a %v Timeout", time.Since(start), c.Timeout)
+}
+
 // After a primary of a Cluster with replicas is killed and its replica
 // promoted, the probe passes every time again: without a reload of the
 // client's slot map it would reach the dead primary on every third PING
