@@ -37,6 +37,34 @@ func TestOnTransitionLogsTheFlip(t *testing.T) {
 	})
 }
 
+// A start that ends not ready says why: "not ready, starting" and "not
+// ready, a check fails" are different facts, though both answer fail. A
+// replica whose Redis was down at its start logged no line naming the
+// check, only "starting".
+func TestAStartThatEndsNotReadyNamesTheCheck(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := newState(lifecycle.Starting)
+		l := &logs{}
+		r := newRegistry(t, st, l)
+		mustAdd(t, r, readiness.Check{Name: "redis", Probe: (&counter{err: errors.New("connection refused")}).probe})
+		r.Ready(t.Context())
+		st.set(lifecycle.Running)
+		r.OnTransition(lifecycle.Transition{From: lifecycle.Starting, To: lifecycle.Running})
+		r.Ready(t.Context())
+		r.Ready(t.Context()) // the same answer: no new line
+		var changes []map[string]any
+		for _, rec := range l.records(t) {
+			if rec["msg"] == "readiness changed" {
+				changes = append(changes, rec)
+			}
+		}
+		require.Len(t, changes, 2, "readiness changed lines: want unknown→fail while starting, then fail→fail naming the check")
+		assert.Equal(t, "starting", changes[0]["reason"])
+		assert.Equal(t, []any{"fail", "fail", "redis", "connection refused"},
+			[]any{changes[1]["old_status"], changes[1]["new_status"], changes[1]["failed_check"], changes[1]["reason"]})
+	})
+}
+
 // At the move to Running one line says what the probes judge: the checks
 // by tier, in the order added, and each heartbeat with its longest gap.
 func TestRunningSaysWhatTheProbesJudge(t *testing.T) {

@@ -14,31 +14,39 @@ import (
 // transitions remembers the last status answered, so that exactly one log
 // line is written per change however many probes see it at once.
 type transitions struct {
-	mu     sync.Mutex             // one change at a time, told (gauge, log line) before the next
-	status atomic.Pointer[string] // written under mu; read without it when nothing changes
+	mu   sync.Mutex             // one change at a time, told (gauge, log line) before the next
+	last atomic.Pointer[answer] // written under mu; read without it when nothing changes
 }
 
-// change records s and calls tell with the status it replaces, if s
+// answer is a status, and whether it was answered while starting: a start
+// that ends not ready is a change, from "fail: starting" to "fail: a
+// check", whose line names the check.
+type answer struct {
+	status   string
+	starting bool
+}
+
+// change records a and calls tell with the status it replaces, if a
 // differs from it and admit (if set) holds. admit is read under the lock:
 // a writer that changes what admit reads before it records its own change
 // (the flip: the state, then OnTransition) is never overwritten by a
 // change admitted earlier. So the last line and the gauge are the status
 // held. The lock is held across tell's log write, as the logger's own is.
-func (t *transitions) change(s string, admit func() bool, tell func(old string)) {
-	if p := t.status.Load(); p != nil && *p == s {
+func (t *transitions) change(a answer, admit func() bool, tell func(old string)) {
+	if p := t.last.Load(); p != nil && *p == a {
 		return // the usual probe: no change, no lock
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	p := t.status.Load()
-	if p != nil && *p == s || admit != nil && !admit() {
+	p := t.last.Load()
+	if p != nil && *p == a || admit != nil && !admit() {
 		return
 	}
 	old := "unknown"
 	if p != nil {
-		old = *p
+		old = p.status
 	}
-	t.status.Store(&s)
+	t.last.Store(&a)
 	tell(old)
 }
 
@@ -67,14 +75,14 @@ func (r *Registry) readyTransition(rep *Report, st lifecycle.State, took time.Du
 			return ev.seq >= r.answered.Load() && (rep.Status == StatusFail || r.state() == lifecycle.Running && !r.closed.Load())
 		}
 	}
-	r.readyStatus.change(rep.Status, admit, func(old string) {
+	r.readyStatus.change(answer{rep.Status, st == lifecycle.Starting}, admit, func(old string) {
 		r.metrics.readyStatus.Set(statusValue(rep.Status))
 		r.logTransition("readiness changed", rep, old, st, took)
 	})
 }
 
 func (r *Registry) liveTransition(rep *Report, st lifecycle.State) {
-	r.liveStatus.change(rep.Status, nil, func(old string) {
+	r.liveStatus.change(answer{status: rep.Status}, nil, func(old string) {
 		r.metrics.liveStatus.Set(statusValue(rep.Status))
 		r.logTransition("liveness changed", rep, old, st, 0)
 	})
