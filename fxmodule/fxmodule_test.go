@@ -195,6 +195,34 @@ func TestRunSignalDuringStart(t *testing.T) {
 		"what had started is drained and stopped; no flush hook ran, as the process never served")
 }
 
+// A signal during the start aborts it: an OnStart hook that is not
+// Abortable runs to its end, but the hooks after it do not begin (a listener
+// opened, a loop started, only to be drained at once), and what did start
+// is stopped. lifecycle.Run checks for a stop request between its steps;
+// fx's start is one step, and fx went on with every hook.
+func TestRunSignalDuringStartRunsNoLaterHook(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		tr := &trace{}
+		sig := make(chan os.Signal, 3)
+		starting, release := make(chan struct{}), make(chan struct{})
+		hooks := fx.Invoke(func(lc fx.Lifecycle) {
+			lc.Append(fx.Hook{
+				OnStart: func(context.Context) error { close(starting); <-release; tr.add("first started"); return nil },
+				OnStop:  func(context.Context) error { tr.add("first stopped"); return nil },
+			})
+			lc.Append(fx.Hook{OnStart: func(context.Context) error { tr.add("second started"); return nil }})
+		})
+		code := make(chan int, 1)
+		go func() { code <- fxmodule.Run(baseOptions(tr, hooks, signalsFrom(sig))...) }()
+		<-starting
+		sig <- syscall.SIGTERM
+		synctest.Wait() // the stop request is in
+		close(release)
+		assert.Equal(t, lifecycle.ExitClean, <-code, "an aborted start that stopped cleanly")
+		assert.Equal(t, []string{"first started", "first stopped", "client closed while stopped"}, tr.list())
+	})
+}
+
 func TestRunSecondSignalForces(t *testing.T) {
 	tr := &trace{}
 	sig := make(chan os.Signal, 3)

@@ -21,7 +21,8 @@ import (
 //     failed start's rollback, which must not close what the drain hooks
 //     still use, and whose hooks then get fx's StopTimeout from the drain's
 //     end;
-//   - an OnStart hook's error becomes the reason of that drain;
+//   - an OnStart hook's error becomes the reason of that drain, and no
+//     OnStart hook begins once a stop was requested during the start;
 //   - each OnStop hook's outcome joins the drain report;
 //   - a hook's panic is recovered, as a drain hook's is: fx runs hooks on
 //     goroutines of its own, where it would end the process unreported.
@@ -48,6 +49,11 @@ func (l hookLifecycle) Append(h fx.Hook) {
 					l.d.startFailed(err)
 				}
 			}()
+			if abort := l.d.abortContext(); abort != nil && abort.Err() != nil {
+				// A stop request (or fx's StartTimeout) came while an earlier
+				// hook ran: the start is aborted, and fx rolls back what began.
+				return fmt.Errorf("fx.OnStart %s not run: %w", by, abort.Err())
+			}
 			return start(ctx)
 		}
 	}
