@@ -39,7 +39,7 @@ type StreamsConfig struct {
 	Registerer prometheus.Registerer
 }
 
-// minCloseRate is the lowest MaxCloseRate: one close per longest
+// minCloseRate is below every MaxCloseRate: one close per longest
 // time.Duration (292 years).
 const minCloseRate = float64(time.Second) / math.MaxInt64
 
@@ -50,9 +50,9 @@ func (c StreamsConfig) validate() error {
 		return errors.New(`drain: StreamsConfig.Name is empty; want a name such as "sse"`)
 	case c.MaxCloseRate < 0 || math.IsNaN(c.MaxCloseRate) || math.IsInf(c.MaxCloseRate, 0):
 		return fmt.Errorf("drain: StreamsConfig.MaxCloseRate is %v; want a positive rate per second or zero for the default", c.MaxCloseRate)
-	case c.MaxCloseRate > 0 && c.MaxCloseRate < minCloseRate:
+	case c.MaxCloseRate > 0 && !(float64(time.Second)/c.MaxCloseRate < math.MaxInt64):
 		// Its interval between closes would overflow a time.Duration.
-		return fmt.Errorf("drain: StreamsConfig.MaxCloseRate is %v; want at least %.2g per second, or zero for the default", c.MaxCloseRate, minCloseRate)
+		return fmt.Errorf("drain: StreamsConfig.MaxCloseRate is %v; want more than %.2g per second, or zero for the default", c.MaxCloseRate, minCloseRate)
 	case c.Margin < 0:
 		return fmt.Errorf("drain: StreamsConfig.Margin is %v; want a positive duration or zero for the default", c.Margin)
 	}

@@ -292,7 +292,8 @@ func TestNewStreamsRefusesBadConfig(t *testing.T) {
 		{"negative rate", drain.StreamsConfig{Name: "sse", MaxCloseRate: -1}, "StreamsConfig.MaxCloseRate is -1"},
 		{"infinite rate", drain.StreamsConfig{Name: "sse", MaxCloseRate: math.Inf(1)}, "StreamsConfig.MaxCloseRate is +Inf"},
 		{"NaN rate", drain.StreamsConfig{Name: "sse", MaxCloseRate: math.NaN()}, "StreamsConfig.MaxCloseRate is NaN"},
-		{"rate whose interval overflows", drain.StreamsConfig{Name: "sse", MaxCloseRate: 1e-11}, "StreamsConfig.MaxCloseRate is 1e-11; want at least 1.1e-10 per second"},
+		{"rate whose interval overflows", drain.StreamsConfig{Name: "sse", MaxCloseRate: 1e-11}, "StreamsConfig.MaxCloseRate is 1e-11; want more than 1.1e-10 per second"},
+		{"rate whose interval is 2⁶³ ns", drain.StreamsConfig{Name: "sse", MaxCloseRate: float64(time.Second) / math.MaxInt64}, "want more than 1.1e-10 per second"},
 		{"negative margin", drain.StreamsConfig{Name: "sse", Margin: -time.Second}, "StreamsConfig.Margin is -1s"},
 	}
 	for _, tt := range tests {

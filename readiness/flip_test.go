@@ -65,6 +65,36 @@ func TestAStartThatEndsNotReadyNamesTheCheck(t *testing.T) {
 	})
 }
 
+// A start that ends in a drain or in Close, not at Running, changes no
+// status: no second line ("fail" to "fail", naming no check).
+func TestAStartThatEndsInADrainLogsOneLine(t *testing.T) {
+	for _, to := range []lifecycle.State{lifecycle.Draining, lifecycle.Stopped} {
+		t.Run(to.String(), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				st := newState(lifecycle.Starting)
+				l := &logs{}
+				r := newRegistry(t, st, l)
+				mustAdd(t, r, readiness.Check{Name: "redis", Probe: (&counter{}).probe})
+				r.Ready(t.Context())
+				if to == lifecycle.Stopped {
+					require.NoError(t, r.Close(context.Background()))
+				} else {
+					st.set(to)
+					r.OnTransition(lifecycle.Transition{From: lifecycle.Starting, To: to})
+				}
+				r.Ready(t.Context())
+				var changes int
+				for _, rec := range l.records(t) {
+					if rec["msg"] == "readiness changed" {
+						changes++
+					}
+				}
+				assert.Equal(t, 1, changes, "readiness changed lines: want only unknown→fail while starting")
+			})
+		})
+	}
+}
+
 // At the move to Running one line says what the probes judge: the checks
 // by tier, in the order added, and each heartbeat with its longest gap.
 func TestRunningSaysWhatTheProbesJudge(t *testing.T) {

@@ -213,7 +213,7 @@ func (r *Registry) results(ctx context.Context) (*evaluation, error) {
 // gating check failed) is reused: a replica held out of the balancer sees
 // its dependency's recovery within a fifth of the cache rather than a whole
 // one (docs/readiness.md has the price). grpchealth polls at half this
-// while NOT_SERVING (its recheckDivisor): change both together.
+// (its recheckDivisor): change both together.
 const failingDivisor = 5
 
 // fresh reports whether ev may answer a probe without a refresh: it is

@@ -18,12 +18,18 @@ type transitions struct {
 	last atomic.Pointer[answer] // written under mu; read without it when nothing changes
 }
 
-// answer is a status, and whether it was answered while starting: a start
-// that ends not ready is a change, from "fail: starting" to "fail: a
-// check", whose line names the check.
+// answer is a status, whether it was answered while starting, and whether
+// it came from an evaluation of the checks: a start that ends not ready is
+// a change, from "fail: starting" to "fail: a check", whose line names the
+// check; a start that ends in a drain or Close is no change.
 type answer struct {
-	status   string
-	starting bool
+	status               string
+	starting, evaluation bool
+}
+
+// differs reports whether a is a change from p, the last answer recorded.
+func (a answer) differs(p *answer) bool {
+	return p == nil || p.status != a.status || p.starting && a.evaluation
 }
 
 // change records a and calls tell with the status it replaces, if a
@@ -33,13 +39,13 @@ type answer struct {
 // change admitted earlier. So the last line and the gauge are the status
 // held. The lock is held across tell's log write, as the logger's own is.
 func (t *transitions) change(a answer, admit func() bool, tell func(old string)) {
-	if p := t.last.Load(); p != nil && *p == a {
+	if !a.differs(t.last.Load()) {
 		return // the usual probe: no change, no lock
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	p := t.last.Load()
-	if p != nil && *p == a || admit != nil && !admit() {
+	if !a.differs(p) || admit != nil && !admit() {
 		return
 	}
 	old := "unknown"
@@ -75,7 +81,7 @@ func (r *Registry) readyTransition(rep *Report, st lifecycle.State, took time.Du
 			return ev.seq >= r.answered.Load() && (rep.Status == StatusFail || r.state() == lifecycle.Running && !r.closed.Load())
 		}
 	}
-	r.readyStatus.change(answer{rep.Status, st == lifecycle.Starting}, admit, func(old string) {
+	r.readyStatus.change(answer{rep.Status, st == lifecycle.Starting, ev != nil}, admit, func(old string) {
 		r.metrics.readyStatus.Set(statusValue(rep.Status))
 		r.logTransition("readiness changed", rep, old, st, took)
 	})

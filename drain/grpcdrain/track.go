@@ -23,8 +23,9 @@ import (
 // An RPC whose metadata carries [drain.ForwardedHeader], from a peer that
 // forwarded it, is counted with [drain.Tracker.BeginForwarded]: no arrival.
 // Given a [drain.Streams], server-streaming RPCs are registered with it
-// instead of counted in flight (each is still an arrival). A stream the drain closed ends with [Refused] if its
-// handler returns nil or a context error, else with the handler's error.
+// instead of counted in flight (each is still an arrival). A stream the
+// drain closed ends with [Refused] if its handler returns nil or a context
+// error, else with the handler's error.
 // A nil t or more than one Streams panics: a mistake in building the
 // server, and an error return would not fit the append form above.
 func ServerOptions(t *drain.Tracker, streams ...*drain.Streams) []grpc.ServerOption {
@@ -52,12 +53,15 @@ func untracked(fullMethod string) bool {
 	return strings.HasPrefix(fullMethod, "/grpc.health.v1.Health/")
 }
 
+// forwardedKey is [drain.ForwardedHeader] as a metadata key: lower case,
+// so that the look-up per RPC finds it without copying the metadata.
+var forwardedKey = strings.ToLower(drain.ForwardedHeader)
+
 // begin is t.Begin, or t.BeginForwarded for an RPC whose metadata carries
-// [drain.ForwardedHeader] (any case: metadata keys are lower case) with a
-// non-empty value, as the HTTP middleware reads the header.
+// [drain.ForwardedHeader] with a non-empty value, as the HTTP middleware
+// reads the header.
 func begin(ctx context.Context, t *drain.Tracker) bool {
-	md, _ := metadata.FromIncomingContext(ctx)
-	for _, v := range md.Get(drain.ForwardedHeader) {
+	for _, v := range metadata.ValueFromIncomingContext(ctx, forwardedKey) {
 		if v != "" {
 			return t.BeginForwarded()
 		}

@@ -17,7 +17,7 @@
 //	}
 //	health.Register(srv)
 //	m.OnTransition(health.OnTransition) // SERVING from the flip to Running, NOT_SERVING at the drain's
-//	go health.Run(ctx)                  // and again soon after a recovery
+//	go health.Run(ctx)                  // and in step with readiness between them
 //	// at stop intake:
 //	health.Close() // ends Watch streams
 //	srv.GracefulStop()

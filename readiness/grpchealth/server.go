@@ -73,7 +73,7 @@ func (s *Server) Register(r grpc.ServiceRegistrar) {
 }
 
 // Run updates the serving status until ctx ends or the server is drained,
-// every tenth of the registry's CacheTTL (at most every 10 ms), so that a
+// every tenth of the registry's CacheTTL (at least 10 ms apart), so that a
 // change is served as soon as the registry's next evaluation lands: a poll
 // that finds the results expired starts that evaluation and answers from
 // the last one, and only the next poll reads it. Polling once per CacheTTL

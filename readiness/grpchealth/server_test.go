@@ -118,7 +118,7 @@ func TestRunStopsAtDrain(t *testing.T) {
 	b.state.set(lifecycle.Running)
 	done := make(chan error)
 	go func() { done <- b.health.Run(context.Background()) }()
-	// Run updates at once, then every CacheTTL; wait for the first update.
+	// Run updates at once, then every CacheTTL/10; wait for the first update.
 	w, err := healthpb.NewHealthClient(conn).Watch(t.Context(), &healthpb.HealthCheckRequest{Service: "room-service"})
 	require.NoError(t, err)
 	for {
