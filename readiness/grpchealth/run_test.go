@@ -37,17 +37,8 @@ func TestRunServesRecoveryPromptly(t *testing.T) {
 			return nil
 		}})
 		require.NoError(t, err)
-		h := newServer(t, reg)
-		ctx, cancel := context.WithCancel(t.Context())
-		done := make(chan error, 1)
 		start := time.Now()
-		go func() { done <- h.Run(ctx) }()
-		status := func() healthpb.HealthCheckResponse_ServingStatus {
-			t.Helper()
-			st, err := h.Status(t.Context(), "room-service")
-			require.NoError(t, err)
-			return st
-		}
+		status, stop := runServer(t, reg)
 
 		// Recover half-way between two evaluations.
 		time.Sleep(3*ttl + ttl/2)
@@ -63,8 +54,7 @@ func TestRunServesRecoveryPromptly(t *testing.T) {
 		assert.LessOrEqual(t, time.Since(recovered), ttl/5+ttl/10, "time from the dependency's recovery to SERVING")
 		elapsed := time.Since(start)
 		assert.LessOrEqual(t, runs.Load(), int64(elapsed/(ttl/5))+1, "check runs in %s: at most once per fifth of CacheTTL %s", elapsed, ttl)
-		cancel()
-		assert.NoError(t, <-done, "Run")
+		stop()
 	})
 }
 
@@ -92,17 +82,8 @@ func TestRunServesAFailurePromptly(t *testing.T) {
 				}
 				return nil
 			}}))
-			h := newServer(t, reg)
-			ctx, cancel := context.WithCancel(t.Context())
-			done := make(chan error, 1)
 			start := time.Now()
-			go func() { done <- h.Run(ctx) }()
-			status := func() healthpb.HealthCheckResponse_ServingStatus {
-				t.Helper()
-				st, err := h.Status(t.Context(), "room-service")
-				require.NoError(t, err)
-				return st
-			}
+			status, stop := runServer(t, reg)
 			time.Sleep(3*ttl + off)
 			synctest.Wait()
 			require.Equal(t, healthpb.HealthCheckResponse_SERVING, status(), "dependency up")
@@ -117,8 +98,7 @@ func TestRunServesAFailurePromptly(t *testing.T) {
 				synctest.Wait()
 			}
 			assert.LessOrEqual(t, time.Since(failed), ttl+2*ttl/10+roundTrip, "time from the dependency's failure to NOT_SERVING, failing %s after the start", 3*ttl+off)
-			cancel()
-			assert.NoError(t, <-done, "Run")
+			stop()
 		})
 	}
 }
@@ -200,4 +180,21 @@ func TestRunServesAtTheFlipToRunning(t *testing.T) {
 		assert.NoError(t, <-done, "Run returns once drained")
 		cancel()
 	})
+}
+
+// runServer runs a Server for reg until stop, which checks that Run
+// returned nil, and returns the status it serves for room-service.
+func runServer(t *testing.T, reg *readiness.Registry) (status func() healthpb.HealthCheckResponse_ServingStatus, stop func()) {
+	t.Helper()
+	h := newServer(t, reg)
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- h.Run(ctx) }()
+	status = func() healthpb.HealthCheckResponse_ServingStatus {
+		t.Helper()
+		st, err := h.Status(t.Context(), "room-service")
+		require.NoError(t, err)
+		return st
+	}
+	return status, func() { cancel(); assert.NoError(t, <-done, "Run") }
 }
