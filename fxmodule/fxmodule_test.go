@@ -327,6 +327,7 @@ func TestRunAbandonsHungOnStop(t *testing.T) {
 		assert.Equal(t, lifecycle.ExitHookFailed, r.ExitCode)
 		assert.Equal(t, onStopBudget, time.Since(began), "given its whole budget, and not a moment more")
 		assert.Equal(t, drain.TimedOut, hookOutcome(r, "TestRunAbandonsHungOnStop"))
+		assert.Equal(t, drain.Skipped, hookOutcome(r, "newClient"), "the client's OnStop, which fx never began: in the report")
 	})
 }
 

@@ -58,10 +58,11 @@ func (l hookLifecycle) Append(h fx.Hook) {
 		}
 	}
 	if stop := h.OnStop; stop != nil {
+		index := l.d.stops.add(name)
 		h.OnStop = func(ctx context.Context) error {
 			ctx, cancel := l.d.drainBeforeRollback(ctx)
 			defer cancel()
-			return l.d.stops.run(ctx, name, stop)
+			return l.d.stops.run(ctx, index, stop)
 		}
 	}
 	l.Lifecycle.Append(h)
@@ -80,21 +81,31 @@ func appendedBy() string {
 
 // stopResults notes how each OnStop hook of one app.Stop ended.
 type stopResults struct {
-	mu  sync.Mutex
-	ran []*stopRun // in the order they began
+	mu       sync.Mutex
+	appended []string   // every OnStop hook's name, in the order appended
+	ran      []*stopRun // in the order they began
 }
 
 type stopRun struct {
-	name  string
+	index int // in appended
 	began time.Time
 	res   *drain.HookResult // nil while it runs
 }
 
-// run runs one OnStop hook and notes its outcome.
-func (s *stopResults) run(ctx context.Context, name string, stop func(context.Context) error) error {
-	r := &stopRun{name: name, began: time.Now()}
+// add notes an OnStop hook appended and returns its index for run.
+func (s *stopResults) add(name string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.appended = append(s.appended, name)
+	return len(s.appended) - 1
+}
+
+// run runs the OnStop hook appended at index and notes its outcome.
+func (s *stopResults) run(ctx context.Context, index int, stop func(context.Context) error) error {
+	r := &stopRun{index: index, began: time.Now()}
 	s.mu.Lock()
 	s.ran = append(s.ran, r)
+	name := s.appended[index]
 	s.mu.Unlock()
 	var panicked any
 	var stack []byte
@@ -122,18 +133,28 @@ func (s *stopResults) run(ctx context.Context, name string, stop func(context.Co
 
 // take returns how the OnStop hooks that began since the last take ended;
 // a hook still running (fx gave up on it when its budget ended, stopErr)
-// is TimedOut.
-func (s *stopResults) take(stopErr error) []drain.HookResult {
+// is TimedOut. When the budget ended (budgetEnded), the hooks fx never
+// began are Skipped, in the order fx would have run them (last appended
+// first): a client never closed shows in the report.
+func (s *stopResults) take(stopErr error, budgetEnded bool) []drain.HookResult {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make([]drain.HookResult, 0, len(s.ran))
+	out := make([]drain.HookResult, 0, len(s.appended))
+	began := make([]bool, len(s.appended))
 	for _, r := range s.ran {
+		began[r.index] = true
 		if r.res != nil {
 			out = append(out, *r.res)
 			continue
 		}
-		out = append(out, drain.HookResult{Name: r.name, Phase: drain.Close, Outcome: drain.TimedOut,
+		out = append(out, drain.HookResult{Name: s.appended[r.index], Phase: drain.Close, Outcome: drain.TimedOut,
 			Start: r.began, Duration: time.Since(r.began), Error: fmt.Sprintf("abandoned at the end of the OnStop budget: %v", stopErr)})
+	}
+	for i := len(s.appended) - 1; i >= 0 && budgetEnded; i-- {
+		if !began[i] {
+			out = append(out, drain.HookResult{Name: s.appended[i], Phase: drain.Close, Outcome: drain.Skipped,
+				Error: "not begun: fx's StopTimeout ended first"})
+		}
 	}
 	s.ran = nil
 	return out

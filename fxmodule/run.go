@@ -242,7 +242,8 @@ func Abortable(m *lifecycle.Manager, fn func(ctx context.Context) error) func(ct
 func (d *driver) stopApp() []drain.HookResult {
 	ctx, cancel := context.WithTimeout(context.Background(), d.app.StopTimeout())
 	defer cancel()
-	return d.stops.take(d.app.Stop(ctx))
+	err := d.app.Stop(ctx)
+	return d.stops.take(err, ctx.Err() != nil)
 }
 
 // saturatingSum adds budgets, at most the longest duration: fx takes
