@@ -186,3 +186,35 @@ func TestASessionFoundGoneIsNotRenewedAgain(t *testing.T) {
 	assert.Contains(t, out, "lease session lost", "the loss, logged")
 	assert.NotContains(t, out, "lease session renewed again", "a session found gone is not renewed:\n%s", out)
 }
+
+// An Acquire whose session is lost during the acquisition and then once
+// more says ErrLost, as its doc promises, also when an attempt's reply was
+// lost to a timeout meanwhile (a failover of the session's primary does
+// both): the flight's error matched context.DeadlineExceeded too, and
+// Acquire took it for its own time running out, with ErrLost gone from the
+// chain, though the caller's ctx had no deadline.
+func TestAnAcquireLostTwiceAmidTimeoutsSaysLost(t *testing.T) {
+	var started atomic.Pointer[Manager]
+	c := standalone(t).client(cmdHook{fn: func(ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error {
+		m := started.Load()
+		if m == nil || !isScript(cmd, acquireScript) {
+			return next(ctx, cmd)
+		}
+		err := next(ctx, cmd)
+		if s := m.sess.Load(); s != nil {
+			m.loseSession(s.epoch, lostError("test: the session's primary failed"))
+		}
+		if err == nil {
+			err = fmt.Errorf("reply lost: %w", context.DeadlineExceeded)
+		}
+		return err
+	}})
+	cfg := testConfig()
+	cfg.CallTimeout = 100 * time.Millisecond
+	m := startManager(t, c, cfg)
+	started.Store(m)
+
+	_, err := m.Acquire(context.Background(), "lost-twice")
+	assert.ErrorIs(t, err, ErrLost, "an Acquire whose session was lost twice meanwhile")
+	assert.NotErrorIs(t, err, context.DeadlineExceeded, "the caller's ctx has no deadline")
+}

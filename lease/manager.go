@@ -224,8 +224,11 @@ func (m *Manager) Stop(ctx context.Context) error {
 			return sessionEndScript.Run(ctx, m.client, []string{m.nodeKey()}, m.holder).Err()
 		})
 		if eerr != nil {
+			m.mu.Lock()
+			handedOff := len(m.left) // the hand-off's rooms left to expire: their routes stay too
+			m.mu.Unlock()
 			return errors.Join(err, fmt.Errorf("lease: end session %s at %s: %w", m.nodeKey(), m.sessionAddr(), eerr),
-				fmt.Errorf("lease: %d rooms stay held until the session expires", released+left))
+				fmt.Errorf("lease: %d rooms stay held until the session expires", released+left+handedOff))
 		}
 		m.wroteAt.Store(nil) // ended: a Stop again (after Run returned, the client closed) sends nothing
 	}
@@ -320,19 +323,23 @@ func (m *Manager) sessionAddr() string {
 }
 
 // stopRenewer stops the renewer and waits for it, cancelling its round
-// when ctx ends: none of its writes may land after the session's end.
-// first says whether this call stopped a running Manager.
+// when ctx ends: none of its writes may land after the session's end. A
+// Stop concurrent with the one that stopped it (the Release hook's Abort,
+// then fx's OnStop) waits for it too. first says whether this call stopped
+// a running Manager.
 func (m *Manager) stopRenewer(ctx context.Context) (first bool, err error) {
 	m.mu.Lock()
 	first = m.running
 	m.running, m.stopped = false, true
 	req, cancel, done := m.stopReq, m.stopRun, m.done
-	m.stopReq, m.stopRun, m.done = nil, nil, nil
+	m.stopReq = nil // closed once, below; done and stopRun stay for a later Stop
 	m.mu.Unlock()
 	if done == nil {
 		return first, nil
 	}
-	close(req)
+	if req != nil {
+		close(req)
+	}
 	defer cancel()
 	select {
 	case <-done:

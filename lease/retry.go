@@ -59,7 +59,9 @@ func (m *Manager) retry(ctx context.Context, again func() error, call func(ctx c
 		backoff = min(backoff*2, m.cfg.CallTimeout)
 		if again != nil {
 			if stop := again(); stop != nil {
-				return fmt.Errorf("%w (after attempt %d: %w)", stop, attempt, err)
+				// %v: the attempt's error is context, not a second cause
+				// (a timeout in it would read as the caller's ctx ending).
+				return fmt.Errorf("%w (after attempt %d: %v)", stop, attempt, err)
 			}
 		}
 	}

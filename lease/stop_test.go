@@ -2,8 +2,11 @@ package lease
 
 import (
 	"context"
+	"errors"
 	"log/slog"
+	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -158,4 +161,67 @@ func TestStopAfterTheSessionEndedSendsNothing(t *testing.T) {
 	require.NoError(t, m.Stop(context.Background()), "the Release hook's Stop")
 	require.NoError(t, c.Close(), "phase Close")
 	assert.NoError(t, m.Stop(context.Background()), "Stop after Run returned")
+}
+
+// A Stop concurrent with the one that stopped the renewer (the Release
+// hook's Abort starts one, then fxlease's OnStop calls another) waits for
+// the renewer too: the second returned at once, ending the session while a
+// renewal was still in flight and leaving the renewer running after a Stop
+// that returned nil.
+func TestASecondStopWaitsForTheRenewer(t *testing.T) {
+	var started atomic.Pointer[Manager]
+	inRenewal := make(chan struct{}, 1)
+	c := standalone(t).client(cmdHook{fn: func(ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error {
+		if started.Load() != nil && isScript(cmd, sessionRenewScript) {
+			select {
+			case inRenewal <- struct{}{}:
+			default:
+			}
+			<-ctx.Done() // a renewal Redis does not answer within its CallTimeout
+			return ctx.Err()
+		}
+		return next(ctx, cmd)
+	}})
+	cfg := testConfig()
+	cfg.TTL = 6 * time.Second // CallTimeout 1 s: the renewal hangs that long
+	m := startManager(t, c, cfg)
+	started.Store(m)
+	<-inRenewal
+
+	first := make(chan error, 1)
+	go func() { first <- m.Stop(context.Background()) }()
+	waitFor(t, "the first Stop to take the renewer", func() bool {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		return m.stopped
+	})
+	require.NoError(t, m.Stop(context.Background()), "second Stop")
+	buf := make([]byte, 1<<20)
+	assert.NotContains(t, string(buf[:runtime.Stack(buf, true)]), "renewLoop", "the renewer still runs after a Stop returned")
+	require.NoError(t, <-first)
+}
+
+// When the session's end fails, Stop's error counts every room whose route
+// stays until the session expires: the hand-off's rooms left to expire
+// too, which it had counted as none ("0 rooms stay held" after a hand-off
+// that left three).
+func TestStopsErrorCountsTheRoomsTheHandOffLeft(t *testing.T) {
+	b := standalone(t)
+	c := b.client(cmdHook{fn: func(ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error {
+		if isScript(cmd, sessionEndScript) {
+			return errors.New("ERR injected: session end refused")
+		}
+		return next(ctx, cmd)
+	}})
+	m := startManager(t, c, testConfig())
+	ctx := context.Background()
+	h, err := m.HandOff(func(context.Context, *Lease) error { return errors.New("flush failed") }, 1)
+	require.NoError(t, err)
+	for _, id := range []string{"a", "b", "c"} {
+		_, err := m.Acquire(ctx, id)
+		require.NoError(t, err)
+	}
+	m.BeginDrain()
+	require.Error(t, h.Run(ctx), "a hand-off whose every flush failed")
+	assert.ErrorContains(t, m.ReleaseHook().Run(ctx), "3 rooms stay held until the session expires")
 }
