@@ -71,6 +71,9 @@ func Server(name, addr string, register any, opts ...grpc.ServerOption) fx.Optio
 			if p.Manager == nil {
 				return nil, nil, names.NeedModule(option)
 			}
+			if err := p.Names.CheckServer(name, option); err != nil {
+				return nil, nil, err // before the streams' metrics, which a second server of this name would register again
+			}
 			streams, err := drain.NewStreams(drain.StreamsConfig{Name: name + ".streams", Registerer: p.Registerer})
 			if err != nil {
 				return nil, nil, fmt.Errorf("fxgrpc: server %q: %w", name, err)
@@ -105,6 +108,7 @@ func checkRegister(register any) error {
 type serverParams struct {
 	fx.In
 	Manager    *lifecycle.Manager    `optional:"true"` // nil without fxmodule.Module: see names.NeedModule
+	Names      *names.Owners         `optional:"true"` // with the Manager
 	Registerer prometheus.Registerer `optional:"true"`
 }
 

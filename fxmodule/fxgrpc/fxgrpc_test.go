@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/fx"
@@ -222,6 +223,12 @@ func TestServerMistakesAreRefusedNamingTheOption(t *testing.T) {
 		{
 			name: "two servers named api",
 			give: []fx.Option{fxmodule.Module, cfg, fxgrpc.Server("api", "127.0.0.1:0", register), fxgrpc.Server("api", "127.0.0.1:0", register)},
+			want: `two servers named "api" (fxgrpc.Server("api", "127.0.0.1:0", …) and fxgrpc.Server("api", "127.0.0.1:0", …))`,
+		},
+		{
+			name: "two servers named api, with a Registerer in the graph",
+			give: []fx.Option{fxmodule.Module, cfg, fx.Provide(func() prometheus.Registerer { return prometheus.NewRegistry() }),
+				fxgrpc.Server("api", "127.0.0.1:0", register), fxgrpc.Server("api", "127.0.0.1:0", register)},
 			want: `two servers named "api" (fxgrpc.Server("api", "127.0.0.1:0", …) and fxgrpc.Server("api", "127.0.0.1:0", …))`,
 		},
 		{
