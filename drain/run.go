@@ -15,8 +15,8 @@ import (
 // Run runs hooks phase by phase and returns what happened. The hooks of
 // one phase run concurrently, each with a context that ends at min(its
 // Timeout, ctx's deadline), and Run waits for a hook only while that
-// context lives: one that ignores it is abandoned, reported TimedOut with
-// its stack. Cancelling ctx forces the drain: running hooks are given up on
+// context lives, and 20 ms more for it to return: one that ignores it is
+// abandoned, reported TimedOut with its stack. Cancelling ctx forces the drain: running hooks are given up on
 // (Canceled) and later phases Skipped. A hook that fails [Hook.Validate] is
 // reported Failed and never runs. A failed hook does not stop the drain:
 // leaving a later phase out (closing clients) would be worse. A drain cut
@@ -113,6 +113,13 @@ func runPhase(ctx context.Context, batch []Hook) []HookResult {
 	return results
 }
 
+// returnGrace is how long a hook whose context ended has to return before
+// it is abandoned: one that honours its context needs a moment to be
+// scheduled and return, and reported abandoned, with its stack, it would
+// read as one that ignored it, its own error lost. A drain with a hung
+// hook so ends this much after its deadline.
+const returnGrace = 20 * time.Millisecond
+
 // errGoexit is the error of a hook whose goroutine ended in
 // runtime.Goexit (t.FailNow in a test) rather than returning: it ended,
 // and is not waited for.
@@ -157,10 +164,13 @@ func runHook(parent context.Context, h Hook) HookResult {
 	select {
 	case ret = <-returned:
 	case <-ctx.Done():
+		ended := time.Since(start)
+		grace := time.NewTimer(returnGrace)
+		defer grace.Stop()
 		select {
 		case ret = <-returned: // it returned as its context ended: say how, not that it was abandoned
-		default:
-			res.Duration = time.Since(start)
+		case <-grace.C:
+			res.Duration = ended // it ran until its context ended, the grace aside
 			res.Outcome = cutShort(ctx)
 			res.Error = "abandoned: " + context.Cause(ctx).Error()
 			res.Stack = goroutineStack(<-gid)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"runtime"
 	"strings"
 	"sync"
@@ -104,8 +105,8 @@ func TestRunAbandonsHookThatIgnoresContext(t *testing.T) {
 			}},
 			{Name: "later", Phase: drain.Close, Run: func(context.Context) error { return nil }},
 		})
-		if got := time.Since(start); got != 5*time.Second {
-			t.Errorf("Run returned after %v; want 5s (the deadline)", got)
+		if got := time.Since(start); got != 5*time.Second+drain.ReturnGrace {
+			t.Errorf("Run returned after %v; want 5s (the deadline) and the grace a hook has to return", got)
 		}
 		h, _ := r.Hook("stubborn")
 		assert.Equal(t, drain.TimedOut, h.Outcome)
@@ -116,6 +117,26 @@ func TestRunAbandonsHookThatIgnoresContext(t *testing.T) {
 		assert.False(t, r.Forced)
 		close(release) // let the abandoned goroutine end before goleak looks
 		synctest.Wait()
+	})
+}
+
+// A hook that honours its context returns as it ends, a moment later:
+// its own error is reported, not "abandoned" with its stack, which read
+// as a hook that ignored its context and lost what it said (grpcdrain's
+// graceful_stop says what GracefulStop still waits for).
+func TestRunReportsWhatAHookSaidAtItsDeadline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		r := drain.Run(ctx, "sigterm", []drain.Hook{{Name: "flush", Phase: drain.Flush, Run: func(ctx context.Context) error {
+			<-ctx.Done()
+			return fmt.Errorf("3 rooms not flushed: %w", ctx.Err())
+		}}})
+		h, _ := r.Hook("flush")
+		assert.Equal(t, drain.TimedOut, h.Outcome)
+		assert.Equal(t, "3 rooms not flushed: context deadline exceeded", h.Error)
+		assert.Empty(t, h.Stack, "a hook that returned has no stack in the report")
+		assert.Equal(t, 5*time.Second, h.Duration)
 	})
 }
 

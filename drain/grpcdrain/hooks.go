@@ -2,6 +2,7 @@ package grpcdrain
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
@@ -20,7 +21,7 @@ import (
 // server sharing the Tracker may still get calls that raced its GOAWAY.
 const goawaySettle = 500 * time.Millisecond
 
-// stopWait bounds how long a hook waits for srv.Stop once its time is up.
+// stopWait bounds how long an Abort waits for srv.Stop.
 // grpc-go's Stop waits for every connection still in its handshake, which
 // a client that connected and sent nothing holds for the server's
 // ConnectionTimeout (120 s by default); with none, Stop returns within
@@ -33,8 +34,8 @@ const stopWait = 100 * time.Millisecond
 // calls that raced it for 500 ms, then closes intake.
 // name+".wait_in_flight" waits for the RPCs counted in t, not for the
 // streams they leave out. name+".graceful_stop" (Release) waits for
-// GracefulStop. Each Stops the server at its deadline, and each one's
-// Abort Stops srv, waiting for Stop at most 100 ms: it also waits for
+// GracefulStop. Each begins Stop at its deadline and returns, and each
+// one's Abort Stops srv, waiting for Stop at most 100 ms: Stop waits for
 // connections still in their handshake, for up to grpc.ConnectionTimeout,
 // which bounds how long GracefulStop and that Stop can outlive the drain.
 // Do not build srv with grpc.WaitForHandlers(true): its Stop would wait for
@@ -53,8 +54,8 @@ func Hooks(name string, srv *grpc.Server, t *drain.Tracker) []drain.Hook {
 			}()
 		})
 	}
-	var stopBy time.Time // the three hooks' Aborts wait until the same time, not 100 ms each
-	stop := func() {
+	var stopBy time.Time  // the three hooks' Aborts wait until the same time, not 100 ms each
+	beginStop := func() { // for a hook at its deadline: drain.Run gives up on one that does not return then
 		stopOnce.Do(func() {
 			stopBy = time.Now().Add(stopWait)
 			go func() {
@@ -62,6 +63,9 @@ func Hooks(name string, srv *grpc.Server, t *drain.Tracker) []drain.Hook {
 				srv.Stop()
 			}()
 		})
+	}
+	stop := func() { // Abort: a short wait, so that the server is stopped when drain.Run returns
+		beginStop()
 		wait := time.NewTimer(time.Until(stopBy))
 		defer wait.Stop()
 		select {
@@ -86,7 +90,7 @@ func Hooks(name string, srv *grpc.Server, t *drain.Tracker) []drain.Hook {
 		if err := t.Wait(ctx); err != nil {
 			// Stop does not wait for a handler that ignores its context;
 			// GracefulStop would, which is no reason to hold the drain.
-			stop()
+			beginStop()
 			return err
 		}
 		return nil
@@ -97,8 +101,9 @@ func Hooks(name string, srv *grpc.Server, t *drain.Tracker) []drain.Hook {
 		case <-gracefulStopped: // every RPC and stream finished and was answered
 			return nil
 		case <-ctx.Done():
-			stop()
-			return ctx.Err()
+			beginStop()
+			// Say what GracefulStop waits for: the report has no other clue.
+			return fmt.Errorf("%w: GracefulStop still waiting, for an RPC or stream in flight or a connection still in its handshake (grpc.ConnectionTimeout bounds that)", ctx.Err())
 		}
 	}
 	return []drain.Hook{

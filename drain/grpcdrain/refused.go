@@ -28,6 +28,8 @@ func Refused(msg string) error {
 
 // IsRefused reports whether err is a server's statement that it did not
 // process the call: UNAVAILABLE with a RetryInfo detail, as [Refused] makes.
+// A server stream the drain closed ends so too, after the messages it
+// sent: resume it from the last one received, on another instance.
 func IsRefused(err error) bool {
 	st, ok := status.FromError(err)
 	if !ok || st.Code() != codes.Unavailable {

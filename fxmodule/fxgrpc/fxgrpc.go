@@ -31,6 +31,7 @@ import (
 	"reflect"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/fx"
@@ -46,11 +47,20 @@ import (
 	"github.com/drainkit/drainkit/readiness/grpchealth"
 )
 
+// handshakeTimeout is the grpc.ConnectionTimeout fxgrpc gives a server:
+// how long a new connection has to complete its handshake (TLS included)
+// and send its HTTP/2 preface. grpc-go's GracefulStop and Stop wait for
+// every connection still in its handshake, and its 120 s default let one
+// client that connected and sent nothing hold a drain to its deadline.
+const handshakeTimeout = 5 * time.Second
+
 // Server serves gRPC on addr. register is an fx invoke function whose
 // first parameter is the *grpc.Server (the others come from the graph): it
 // registers the service's implementations. The server is built with
 // grpcdrain.ServerOptions and opts, serves grpc.health.v1 for the
-// registry's service name, and registers server streams with a
+// registry's service name, gives a connection 5 s to complete its
+// handshake (grpc.ConnectionTimeout; in opts to change it: later options
+// win), and registers server streams with a
 // drain.Streams named name+".streams" (default pacing); register may take
 // that *drain.Streams too, for handlers that say goodbye at its Told. It adds the drain
 // hooks name+".stop_intake", ".health_watch", ".wait_in_flight",
@@ -78,7 +88,8 @@ func Server(name, addr string, register any, opts ...grpc.ServerOption) fx.Optio
 			if err != nil {
 				return nil, nil, fmt.Errorf("fxgrpc: server %q: %w", name, err)
 			}
-			return grpc.NewServer(append(grpcdrain.ServerOptions(p.Manager.Tracker(), streams), opts...)...), streams, nil
+			base := append(grpcdrain.ServerOptions(p.Manager.Tracker(), streams), grpc.ConnectionTimeout(handshakeTimeout))
+			return grpc.NewServer(append(base, opts...)...), streams, nil
 		}),
 		fx.Invoke(register),
 		fx.Invoke(func(p params) error { return serve(name, addr, option, p) }),

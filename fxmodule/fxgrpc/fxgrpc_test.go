@@ -138,6 +138,32 @@ func TestServerServesAndDrains(t *testing.T) {
 	assert.Error(t, err, "the drain closed the listener")
 }
 
+// A client that connected and sent nothing (a stalled client, a TCP check
+// that holds its socket) holds grpc-go's GracefulStop until its handshake
+// times out: the server's ConnectionTimeout, 120 s by grpc-go's default,
+// which made every drain with one such connection end at its deadline,
+// exit 3. fxgrpc.Server gives handshakes 5 s, within any drain.
+func TestServerDrainsCleanWithAConnectionInItsHandshake(t *testing.T) {
+	addr := freeAddr(t)
+	cfg := lifecycle.Config{Service: "svc", NodeID: "n1", DrainTimeout: 10 * time.Second, DrainDelay: 200 * time.Millisecond}
+	app := fxmoduletest.Start(t,
+		fxmodule.Module, fx.Supply(cfg, slog.New(slog.DiscardHandler)), fx.StopTimeout(5*time.Second),
+		fxgrpc.Server("grpc", addr, (&blocker{}).register),
+	)
+	raw, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	defer raw.Close()
+	require.NoError(t, raw.SetReadDeadline(time.Now().Add(10*time.Second)))
+	_, err = raw.Read(make([]byte, 1)) // the server's SETTINGS: its handshake now waits for a preface that never comes
+	require.NoError(t, err)
+
+	app.Signal()
+	rep := app.Wait()
+	assert.Equal(t, lifecycle.ExitClean, rep.ExitCode)
+	got, _ := rep.Hook("grpc.graceful_stop")
+	assert.Equal(t, drain.OK, got.Outcome, "graceful_stop: %s", got.Error)
+}
+
 const followMethod = "/test.Feed/Follow"
 
 // registerFeed registers a server-streaming method that sends one message
