@@ -13,8 +13,8 @@
 //
 // # Deadline
 //
-// [Run] never waits for a hook past that hook's context. A hook that
-// ignores its context is abandoned, and the report names it with the stack
+// [Run] never waits for a hook past that hook's context, and 20 ms for it
+// to return. A hook that ignores its context is abandoned, and the report names it with the stack
 // it was stuck in, so the process exits on time and the operator sees why.
 // A drain cut short (forced, or out of time) skips the later phases and
 // calls every hook's Abort, so that work begun gracefully is stopped hard.

@@ -251,7 +251,7 @@ func TestRunForcedCancelsRunningHooksAndSkipsTheRest(t *testing.T) {
 			wantRan   time.Duration
 			wantStack bool
 		}{
-			// wait returns at once, but Run does not wait for it: either error.
+			// wait returns at once, within the 20 ms Run gives it: its own error.
 			{"wait", drain.Canceled, "context canceled", 500 * time.Millisecond, false},
 			{"stubborn", drain.Canceled, "abandoned: context canceled", 500 * time.Millisecond, true},
 			{"close", drain.Skipped, "drain forced before this phase", 0, false},

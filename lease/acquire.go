@@ -18,9 +18,9 @@ import (
 // gave up on is released. Failed calls are retried until ctx ends (a TTL
 // if it has no deadline). An error matches:
 //   - [ErrHeld], naming the holder, also once the drain began: forward the room;
-//   - [ErrDraining] for a room the hand-off has, that this draining node
+//   - [ErrDraining] for a room the hand-off has or that this draining node
 //     does not hold (the error says if its holder could not be looked up),
-//     or any room once the Release hook ran;
+//     and for any room once the Release hook ran;
 //   - [ErrLost] if the node's session was lost during the acquisition or
 //     not started again within a TTL, and then once more (one is waited out);
 //   - ctx's, saying what it waited out (the last attempt's error, or the

@@ -186,12 +186,14 @@ func (m *Manager) Stop(ctx context.Context) error {
 	m.sess.Store(nil) // a Release from now on finds its session ended and sends nothing; a flight's clean-up stops retrying
 	m.mu.Unlock()
 	released, left := 0, 0
+	var ended []string // the rooms Stop ended: with the hand-off's left to expire, the rooms held until the session's end
 	for _, l := range m.endAll(m.snapshot(), func(l *Lease) error {
 		if l.state.Load() == stateHeld && !m.handOff.Load() {
 			return ErrReleased
 		}
 		return ErrLeftToExpire
 	}) {
+		ended = append(ended, l.ID())
 		if l.cause == ErrReleased {
 			released++
 		} else {
@@ -225,10 +227,15 @@ func (m *Manager) Stop(ctx context.Context) error {
 		})
 		if eerr != nil {
 			m.mu.Lock()
-			handedOff := len(m.left) // the hand-off's rooms left to expire: their routes stay too
+			stay := len(m.left) // the hand-off's rooms left to expire: their routes stay too
+			for _, id := range ended {
+				if _, counted := m.left[id]; !counted { // a flush cut short by Stop leaves its room there too
+					stay++
+				}
+			}
 			m.mu.Unlock()
 			return errors.Join(err, fmt.Errorf("lease: end session %s at %s: %w", m.nodeKey(), m.sessionAddr(), eerr),
-				fmt.Errorf("lease: %d rooms stay held until the session expires", released+left+handedOff))
+				fmt.Errorf("lease: %d rooms stay held until the session expires", stay))
 		}
 		m.wroteAt.Store(nil) // ended: a Stop again (after Run returned, the client closed) sends nothing
 	}

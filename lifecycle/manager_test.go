@@ -184,7 +184,7 @@ func TestDeadlineAbandonsHungHook(t *testing.T) {
 		h.sig <- syscall.SIGTERM
 		r := <-reports
 		// drain.Run gives a hook 20 ms to return after its context ended.
-		assert.Equal(t, 10*time.Second+20*time.Millisecond, time.Since(start), "the whole budget, delay included, is DRAIN_TIMEOUT")
+		assert.Equal(t, 10*time.Second+20*time.Millisecond, time.Since(start), "the whole budget, delay included, is DRAIN_TIMEOUT, and drain.Run's 20 ms for the hung hook")
 		assert.Equal(t, lifecycle.ExitDeadline, r.ExitCode)
 		snap, _ := r.Hook("snapshot")
 		assert.Equal(t, drain.TimedOut, snap.Outcome)

@@ -114,8 +114,8 @@ func (m *Manager) force(reason string) {
 // Stopped, runs the [Manager.OnDrained] work and logs the [Report], whose
 // ExitCode goes to os.Exit. It waits for each hook until the hook's Timeout
 // or the deadline, DrainTimeout after the first stop request (or ctx's);
-// it does not wait past the deadline, nor for requests in flight that no
-// hook waits for. Cancelling ctx, like a second signal to [Manager.Run],
+// it does not wait past the deadline (but for the 20 ms [drain.Run] gives
+// a hook to return), nor for requests in flight that no hook waits for. Cancelling ctx, like a second signal to [Manager.Run],
 // cancels the hooks and skips the phases left (a third signal makes Run
 // return without waiting for Shutdown). A later call waits for the first
 // one's drain and returns its report (read it with [Manager.Report]

@@ -34,8 +34,8 @@ const stopWait = 100 * time.Millisecond
 // calls that raced it for 500 ms, then closes intake.
 // name+".wait_in_flight" waits for the RPCs counted in t, not for the
 // streams they leave out. name+".graceful_stop" (Release) waits for
-// GracefulStop. Each begins Stop at its deadline and returns, and each
-// one's Abort Stops srv, waiting for Stop at most 100 ms: Stop waits for
+// GracefulStop. The last two begin Stop at their deadline and return, and
+// each hook's Abort Stops srv, waiting for Stop at most 100 ms: Stop waits for
 // connections still in their handshake, for up to grpc.ConnectionTimeout,
 // which bounds how long GracefulStop and that Stop can outlive the drain.
 // Do not build srv with grpc.WaitForHandlers(true): its Stop would wait for

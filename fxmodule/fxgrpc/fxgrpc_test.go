@@ -142,7 +142,7 @@ func TestServerServesAndDrains(t *testing.T) {
 // that holds its socket) holds grpc-go's GracefulStop until its handshake
 // times out: the server's ConnectionTimeout, 120 s by grpc-go's default,
 // which made every drain with one such connection end at its deadline,
-// exit 3. fxgrpc.Server gives handshakes 5 s, within any drain.
+// exit 3. fxgrpc.Server gives handshakes 5 s, within this drain's 10 s.
 func TestServerDrainsCleanWithAConnectionInItsHandshake(t *testing.T) {
 	addr := freeAddr(t)
 	cfg := lifecycle.Config{Service: "svc", NodeID: "n1", DrainTimeout: 10 * time.Second, DrainDelay: 200 * time.Millisecond}
