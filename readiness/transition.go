@@ -39,8 +39,13 @@ func (a answer) differs(p *answer) bool {
 // change admitted earlier. So the last line and the gauge are the status
 // held. The lock is held across tell's log write, as the logger's own is.
 func (t *transitions) change(a answer, admit func() bool, tell func(old string)) {
-	if !a.differs(t.last.Load()) {
-		return // the usual probe: no change, no lock
+	// The usual probe: no change, no lock. Not a state's answer (admit
+	// nil: the flip, Close), which must come after a change whose admit
+	// read the state before the flip wrote it and that is being recorded
+	// under the lock now: read without it, the last status is the one
+	// that change replaces, and the flip would see no change.
+	if admit != nil && !a.differs(t.last.Load()) {
+		return
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
