@@ -216,6 +216,9 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		var fe *fieldError
 		if errors.As(err, &fe) {
 			fe.field = envName(fe.field)
+			if raw := getenv(fe.field); raw != "" {
+				fe.value = raw // as the operator wrote it, "40000ms" rather than "40s"
+			}
 			fe.problem = fieldsAsEnv.Replace(fe.problem)
 			if fe.field == "DRAIN_DELAY" && delayUnset {
 				fe.problem += fmt.Sprintf(" (DRAIN_DELAY is unset and defaults to %s: set it, 0s for none)", DefaultDrainDelay)

@@ -44,6 +44,8 @@ func TestConfigFromEnv(t *testing.T) {
 		{name: "delay negative", give: map[string]string{"DRAIN_DELAY": "-1s"}, wantErr: `DRAIN_DELAY="-1s": must not be negative`},
 		{name: "delay not shorter than timeout", give: map[string]string{"DRAIN_TIMEOUT": "10s", "DRAIN_DELAY": "10s"},
 			wantErr: `DRAIN_DELAY="10s": must be shorter than DRAIN_TIMEOUT (10s)`},
+		{name: "refusal quotes the value as written", give: map[string]string{"DRAIN_TIMEOUT": "30s", "DRAIN_DELAY": "40000ms"},
+			wantErr: `DRAIN_DELAY="40000ms": must be shorter than DRAIN_TIMEOUT (30s)`},
 		{name: "default delay does not fit a short timeout", give: map[string]string{"DRAIN_TIMEOUT": "3s"},
 			wantErr: `DRAIN_DELAY="5s": must be shorter than DRAIN_TIMEOUT (3s), or no time is left to drain (DRAIN_DELAY is unset and defaults to 5s: set it, 0s for none)`},
 		{name: "ready timeout zero", give: map[string]string{"HEALTH_READY_TIMEOUT": "0s"},
