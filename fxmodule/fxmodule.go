@@ -3,6 +3,7 @@ package fxmodule
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"reflect"
@@ -64,23 +65,48 @@ func fromEnv(p loggerParams) (lifecycle.Config, error) {
 // AsHook annotates a constructor returning a drain.Hook, or a slice of
 // them (such as drain.HTTPHooks' or drain.Streams.Hooks'), so that its hooks
 // join the drain: fx.Provide(fxmodule.AsHook(newSnapshotFlusher)). The
-// constructor's first result type says which.
+// constructor's first result type says which. Anything else is refused
+// when the app is built (exit 78): fx would never call a constructor of
+// another type, and the hook would be missing from the drain without a word.
 func AsHook(constructor any) any {
-	tag := `group:"` + hookGroup + `"`
-	if t := reflect.TypeOf(constructor); t != nil && t.Kind() == reflect.Func && t.NumOut() > 0 &&
-		t.Out(0).Kind() == reflect.Slice && t.Out(0).Elem() == hookType {
-		tag = `group:"` + hookGroup + `,flatten"`
-	}
-	return fx.Annotate(constructor, fx.ResultTags(tag))
+	return asGroup("AsHook", constructor, hookType, hookGroup)
 }
 
-var hookType = reflect.TypeFor[drain.Hook]()
-
-// AsCheck annotates a constructor returning a readiness.Check so that the
-// check joins the ready probe.
+// AsCheck annotates a constructor returning a readiness.Check, or a slice
+// of them, so that its checks join the ready probe; refused as [AsHook]'s
+// are.
 func AsCheck(constructor any) any {
-	return fx.Annotate(constructor, fx.ResultTags(`group:"`+checkGroup+`"`))
+	return asGroup("AsCheck", constructor, checkType, checkGroup)
 }
+
+var (
+	hookType  = reflect.TypeFor[drain.Hook]()
+	checkType = reflect.TypeFor[readiness.Check]()
+)
+
+// asGroup annotates constructor's first result, elem or []elem, into
+// group; another is replaced by a constructor of elem that fails naming
+// the mistake, since the group's reader takes only elem.
+func asGroup(option string, constructor any, elem reflect.Type, group string) any {
+	want := fmt.Sprintf("a %s or a []%s", elem, elem)
+	t := reflect.TypeOf(constructor)
+	var err error
+	switch {
+	case t == nil || t.Kind() != reflect.Func:
+		err = configerr.Errorf("fxmodule.%s(%v): want a constructor returning %s, such as func() %s", option, t, want, elem)
+	case t.NumOut() > 0 && t.Out(0) == elem:
+		return fx.Annotate(constructor, fx.ResultTags(`group:"`+group+`"`))
+	case t.NumOut() > 0 && t.Out(0).Kind() == reflect.Slice && t.Out(0).Elem() == elem: // a named slice type too
+		return fx.Annotate(constructor, fx.ResultTags(`group:"`+group+`,flatten"`))
+	default:
+		err = configerr.Errorf("fxmodule.%s(%v): the constructor's first result must be %s", option, t, want)
+	}
+	refuse := reflect.MakeFunc(reflect.FuncOf(nil, []reflect.Type{elem, errorType}, false),
+		func([]reflect.Value) []reflect.Value { return []reflect.Value{reflect.Zero(elem), reflect.ValueOf(&err).Elem()} })
+	return fx.Annotate(refuse.Interface(), fx.ResultTags(`group:"`+group+`"`))
+}
+
+var errorType = reflect.TypeFor[error]()
 
 type managerParams struct {
 	fx.In

@@ -118,6 +118,28 @@ func TestGroupsAndOrder(t *testing.T) {
 		"the drain uses the client before fx closes it")
 }
 
+// A constructor of several checks gives each to the ready probe, as a
+// constructor of several hooks gives each to the drain.
+func TestAsCheckOfASliceAddsEveryCheck(t *testing.T) {
+	tr := &trace{}
+	var reg *readiness.Registry
+	checks := fx.Provide(fxmodule.AsCheck(func() []readiness.Check {
+		return []readiness.Check{
+			{Name: "cache", Tier: readiness.Gating, Probe: func(context.Context) error { return errors.New("cache down") }},
+			{Name: "search", Tier: readiness.Informational, Probe: func(context.Context) error { return nil }},
+		}
+	}))
+	a := fxmoduletest.Start(t, baseOptions(tr, checks, fx.Populate(&reg))...)
+	rep := reg.Ready(context.Background())
+	var names []string
+	for _, c := range rep.Checks {
+		names = append(names, c.Name)
+	}
+	assert.ElementsMatch(t, []string{"db", "cache", "search"}, names)
+	assert.Equal(t, readiness.StatusFail, rep.Status, "the failing gating check is one of them")
+	assert.Equal(t, lifecycle.ExitClean, a.Stop().ExitCode)
+}
+
 // Only Run drives an app with Module: app.Start (here through fxtest)
 // would mark the process ready before later OnStart hooks had returned.
 func TestModuleRefusesToStartWithoutRun(t *testing.T) {

@@ -127,6 +127,28 @@ func TestRunConfigMistakeIsOneLineAndExitConfig(t *testing.T) {
 			want: []string{`drain hook "api.serve"`, `fxmodule.HTTP("api", "127.0.0.1:0", …)`},
 		},
 		{
+			// The group's only reader takes drain.Hooks: fx would never call
+			// this constructor, and the hook would be missing from the drain.
+			name: "AsHook of a constructor returning a *drain.Hook",
+			give: []fx.Option{fxmodule.Module, cfg, fx.Provide(fxmodule.AsHook(func() *drain.Hook { return &drain.Hook{} }))},
+			want: []string{`fxmodule.AsHook(func() *drain.Hook): the constructor's first result must be a drain.Hook or a []drain.Hook`},
+		},
+		{
+			name: "AsHook of a hook",
+			give: []fx.Option{fxmodule.Module, cfg, fx.Provide(fxmodule.AsHook(drain.Hook{Name: "flush"}))},
+			want: []string{`fxmodule.AsHook(drain.Hook): want a constructor returning a drain.Hook or a []drain.Hook, such as func() drain.Hook`},
+		},
+		{
+			name: "AsCheck of a constructor returning a *readiness.Check",
+			give: []fx.Option{fxmodule.Module, cfg, fx.Provide(fxmodule.AsCheck(func() *readiness.Check { return &readiness.Check{} }))},
+			want: []string{`fxmodule.AsCheck(func() *readiness.Check): the constructor's first result must be a readiness.Check`},
+		},
+		{
+			name: "AsCheck of a check",
+			give: []fx.Option{fxmodule.Module, cfg, fx.Provide(fxmodule.AsCheck(readiness.Check{Name: "db"}))},
+			want: []string{`fxmodule.AsCheck(readiness.Check): want a constructor returning a readiness.Check or a []readiness.Check, such as func() readiness.Check`},
+		},
+		{
 			name: "two servers named api",
 			give: []fx.Option{fxmodule.Module, cfg, fxmodule.HTTP("api", "127.0.0.1:0", hello), fxmodule.HTTP("api", "127.0.0.1:0", hello)},
 			want: []string{`two servers named "api"`},
