@@ -102,7 +102,9 @@ func asGroup(option string, constructor any, elem reflect.Type, group string) an
 		err = configerr.Errorf("fxmodule.%s(%v): the constructor's first result must be %s", option, t, want)
 	}
 	refuse := reflect.MakeFunc(reflect.FuncOf(nil, []reflect.Type{elem, errorType}, false),
-		func([]reflect.Value) []reflect.Value { return []reflect.Value{reflect.Zero(elem), reflect.ValueOf(&err).Elem()} })
+		func([]reflect.Value) []reflect.Value {
+			return []reflect.Value{reflect.Zero(elem), reflect.ValueOf(&err).Elem()}
+		})
 	return fx.Annotate(refuse.Interface(), fx.ResultTags(`group:"`+group+`"`))
 }
 
