@@ -319,6 +319,29 @@ func TestRefusalAfterUnknownOutcomeIs504(t *testing.T) {
 	assert.Equal(t, http.StatusGatewayTimeout, rec.Code, rec.Body.String())
 }
 
+// Nor does a failure the gateway does not wait out (INTERNAL, or a
+// version skew's INVALID_ARGUMENT): it says nothing of the attempt that
+// may have been applied, so the client hears "outcome unknown", not 502
+// or 400, and resends with the same command_id.
+func TestFinalFailureAfterUnknownOutcomeIs504(t *testing.T) {
+	for _, c := range []codes.Code{codes.Internal, codes.InvalidArgument} {
+		t.Run(c.String(), func(t *testing.T) {
+			var calls atomic.Int64
+			rooms := &testRooms{apply: func(ctx context.Context, req *roompb.ApplyRequest) (*roompb.ApplyResponse, error) {
+				if calls.Add(1) == 1 {
+					return nil, status.Error(codes.Unknown, "outcome unknown")
+				}
+				return fails(c)(ctx, req)
+			}}
+			h := startAPI(t, startBackend(t, rooms).addr).routes()
+			rec, got := do(t, h, "POST", "/api/v1/rooms/r1/commands", `{"command_id":"c1","op":"join"}`)
+			assert.Equal(t, http.StatusGatewayTimeout, rec.Code, rec.Body.String())
+			assert.Contains(t, got["error"], "may have been applied")
+			assert.Equal(t, int64(2), rooms.applies.Load(), "no resend after a final failure")
+		})
+	}
+}
+
 func TestRequestTimeoutHeader(t *testing.T) {
 	rooms := &testRooms{apply: applyAnswer(roompb.ApplyResponse_APPLIED, 1)}
 	h := startAPI(t, startBackend(t, rooms).addr).routes()

@@ -70,7 +70,8 @@ func requestBudget(r *http.Request, max time.Duration) (time.Duration, error) {
 // When ctx ends, or is about to (less than two backoff delays left), it
 // answers UNAVAILABLE if no attempt can have been applied
 // (the client gets 503 and may retry anywhere), DEADLINE_EXCEEDED if one
-// may have been (504: outcome unknown). Any other failure is final at once.
+// may have been (504: outcome unknown). Any other failure is final at once,
+// and answered as unknown too once an attempt may have been applied.
 // retried is told of each attempt sent again, after a "refused" or an
 // "unknown" outcome: the retries made on the client's behalf, counted.
 func within[T any](ctx context.Context, retried func(after string), attempt func(context.Context) (T, error)) (T, error) {
@@ -90,6 +91,10 @@ func within[T any](ctx context.Context, retried func(after string), attempt func
 		case codes.Unknown, codes.DeadlineExceeded, codes.Canceled:
 			maybeApplied, after = true, "unknown"
 		default:
+			if maybeApplied { // this failure says nothing of the earlier attempt
+				return zero, status.Errorf(codes.DeadlineExceeded, "attempt %d failed (%s: %s), an earlier one may have been applied",
+					retries+1, status.Code(err), status.Convert(err).Message())
+			}
 			return zero, err
 		}
 		// Give up now rather than start an attempt that the deadline would
