@@ -63,18 +63,25 @@ func (fs *feeds) poll(ctx context.Context, id string, f *feed) {
 	tick := time.NewTicker(fs.every)
 	defer tick.Stop()
 	for {
-		rctx, cancel := context.WithTimeout(ctx, callBudget)
-		room, err := fs.rooms.GetRoom(rctx, &roompb.GetRoomRequest{RoomId: id})
-		cancel()
-		if err == nil {
-			f.update(room.GetCommandIds())
-		}
+		_ = fs.read(ctx, id, f)
 		select {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
 		}
 	}
+}
+
+// read reads the room now into f, for the poller, or for a watcher that
+// cannot tell a position past the end from a read a poll behind.
+func (fs *feeds) read(ctx context.Context, id string, f *feed) error {
+	ctx, cancel := context.WithTimeout(ctx, callBudget)
+	defer cancel()
+	room, err := fs.rooms.GetRoom(ctx, &roompb.GetRoomRequest{RoomId: id})
+	if err == nil {
+		f.update(room.GetCommandIds())
+	}
+	return err
 }
 
 // update records the log read, and wakes the watchers when it grew or is

@@ -13,6 +13,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/drainkit/drainkit/examples/room-service/internal/room"
 	"github.com/drainkit/drainkit/examples/room-service/roompb"
@@ -89,4 +92,62 @@ func TestFeedsShareOnePollerPerRoom(t *testing.T) {
 	assert.NotSame(t, feedsSeen[0], again, "a feed kept after its last watcher left")
 	fs.leave("f1", again)
 	require.NoError(t, fs.Close(ctx))
+}
+
+// watchStream is a WatchRoom server stream that hands the events sent to
+// the test.
+type watchStream struct {
+	grpc.ServerStream
+	ctx  context.Context
+	sent chan *roompb.RoomEvent
+}
+
+func (s *watchStream) Context() context.Context        { return s.ctx }
+func (s *watchStream) Send(ev *roompb.RoomEvent) error { s.sent <- ev; return nil }
+
+// A resume after a seq this node's shared read has not reached yet (the
+// gateway received it from another node, within this node's poll
+// interval) is served from a fresh read, not refused as past the end:
+// OUT_OF_RANGE is final for the gateway, which would end its subscribers'
+// streams. A seq past the fresh read is refused.
+func TestWatchRoomResumesAheadOfTheSharedRead(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	rdb, m := startLeases(t)
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	svc, err := room.New(rdb, leaseAdapter{m, log, &heldLeases{}}, room.Config{ErrHeld: lease.ErrHeld, ErrDraining: lease.ErrDraining, Logger: log})
+	require.NoError(t, err)
+	apply := func(ids ...string) {
+		for _, id := range ids {
+			_, err := svc.Apply(ctx, &roompb.ApplyRequest{RoomId: "r", CommandId: id, Op: "join"})
+			require.NoError(t, err)
+		}
+	}
+	w := &watcher{feeds: newFeeds(svc, time.Hour)} // the shared read is made once, when the first watcher joins
+	defer func() { require.NoError(t, w.feeds.Close(context.Background())) }()
+	apply("c1", "c2")
+
+	first := &watchStream{ctx: ctx, sent: make(chan *roompb.RoomEvent, 8)}
+	firstDone := make(chan error, 1)
+	go func() { firstDone <- w.WatchRoom(&roompb.WatchRoomRequest{RoomId: "r"}, first) }()
+	<-first.sent
+	<-first.sent // the shared read holds c1 and c2
+	apply("c3", "c4")
+
+	resumed := &watchStream{ctx: ctx, sent: make(chan *roompb.RoomEvent, 8)}
+	resumedDone := make(chan error, 1)
+	go func() { resumedDone <- w.WatchRoom(&roompb.WatchRoomRequest{RoomId: "r", AfterSeq: 3}, resumed) }()
+	select {
+	case ev := <-resumed.sent:
+		assert.Equal(t, int64(4), ev.GetSeq())
+		assert.Equal(t, "c4", ev.GetCommandId())
+	case err := <-resumedDone:
+		t.Fatalf("resume after seq 3, which Redis holds, ended: %v", err)
+	}
+
+	err = w.WatchRoom(&roompb.WatchRoomRequest{RoomId: "r", AfterSeq: 9}, &watchStream{ctx: ctx, sent: make(chan *roompb.RoomEvent, 8)})
+	assert.Equal(t, codes.OutOfRange, status.Code(err), "got %v; want OUT_OF_RANGE", err)
+	cancel()
+	assert.ErrorIs(t, <-firstDone, context.Canceled)
+	assert.ErrorIs(t, <-resumedDone, context.Canceled)
 }

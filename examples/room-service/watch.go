@@ -60,10 +60,19 @@ func (w *watcher) WatchRoom(req *roompb.WatchRoomRequest, stream roompb.RoomEven
 	f := w.feeds.join(id)
 	defer w.feeds.leave(id, f)
 	ctx := stream.Context()
+	readAgain := true // a position past the shared read is refused only on a read of our own
 	for {
 		ids, loaded, changed := f.view() // seq n is ids[n-1]: the log has no gaps
 		if loaded && last > int64(len(ids)) {
-			return status.Error(codes.OutOfRange, fmt.Sprintf("after_seq %d: room %s is at seq %d", last, id, len(ids)))
+			if !readAgain {
+				return status.Error(codes.OutOfRange, fmt.Sprintf("after_seq %d: room %s is at seq %d", last, id, len(ids)))
+			}
+			// The shared read may be a poll behind a seq another node sent.
+			readAgain = false
+			if err := w.feeds.read(ctx, id, f); err != nil {
+				return status.Error(codes.Unavailable, fmt.Sprintf("after_seq %d: reading room %s: %v", last, id, err))
+			}
+			continue
 		}
 		for ; loaded && last < int64(len(ids)); last++ {
 			ev := &roompb.RoomEvent{RoomId: id, Seq: last + 1, CommandId: ids[last]}
