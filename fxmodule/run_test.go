@@ -294,7 +294,7 @@ func TestRunSameCheckNameTwiceIsExitConfigOnEveryPath(t *testing.T) {
 			assert.Equal(t, lifecycle.ExitConfig, fxmodule.Run(opts...), "exit code")
 			lines := errorLines(logs())
 			require.Len(t, lines, 1, "one error line; got %q", lines)
-			assert.Contains(t, lines[0], fmt.Sprintf("readiness: check %q: readiness: duplicate name", tt.check))
+			assert.Contains(t, lines[0], fmt.Sprintf("readiness: two checks named %q: give each its own name", tt.check))
 		})
 	}
 }

@@ -50,7 +50,7 @@ func (r *Registry) Heartbeat(name string, maxGap time.Duration) (beat func(), er
 	}
 	for _, o := range r.heartbeats {
 		if o.name == name {
-			return nil, configerr.Errorf("readiness: heartbeat %q: %w", name, ErrDuplicate)
+			return nil, configerr.Errorf("readiness: two heartbeats named %q: give each its own name (%w)", name, ErrDuplicate)
 		}
 	}
 	h.beat()

@@ -66,7 +66,7 @@ func TestHeartbeatRejectsBadInput(t *testing.T) {
 	}{
 		{"empty name", "", time.Second, "name is empty"},
 		{"zero gap", "x", 0, "maxGap is 0s"},
-		{"duplicate", "loop", time.Second, "duplicate name"},
+		{"duplicate", "loop", time.Second, `readiness: two heartbeats named "loop": give each its own name (readiness: duplicate name)`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -117,7 +117,7 @@ func (r *Registry) Add(c Check) error {
 	}
 	for _, e := range r.entries {
 		if e.check.Name == c.Name {
-			return configerr.Errorf("readiness: check %q: %w", c.Name, ErrDuplicate)
+			return configerr.Errorf("readiness: two checks named %q: give each its own name (%w)", c.Name, ErrDuplicate)
 		}
 	}
 	r.entries = append(r.entries, &entry{check: c})

@@ -84,7 +84,7 @@ func TestAddRejectsBadChecks(t *testing.T) {
 		give    readiness.Check
 		wantErr string
 	}{
-		{"duplicate", readiness.Check{Name: "db", Probe: probe}, `check "db": readiness: duplicate name`},
+		{"duplicate", readiness.Check{Name: "db", Probe: probe}, `readiness: two checks named "db": give each its own name (readiness: duplicate name)`},
 		{"empty name", readiness.Check{Probe: probe}, "name is empty"},
 		{"nil probe", readiness.Check{Name: "x"}, `check "x": Probe is nil`},
 		{"negative timeout", readiness.Check{Name: "x", Probe: probe, Timeout: -time.Millisecond}, "Timeout is -1ms"},
