@@ -324,6 +324,16 @@ func TestDrillTable(t *testing.T) {
 	}
 }
 
+// A pass that the balancer's retries made says so: behind kube-proxy,
+// which retries nothing, those connections would have failed.
+func TestDrillPassThatTheBalancersRetriesMadeSaysSo(t *testing.T) {
+	args := append([]string{"-n", "1", "-lb", "inprocess"}, short...)
+	code, out, errOut := drillRun(t, append(args, service("naive")...)...)
+	require.Equal(t, exitPass, code, "stdout:\n%s\nstderr:\n%s", out, errOut)
+	assert.Contains(t, out, "PASS: no request failed, every old instance exited 0 in time, but only because the balancer retried ")
+	assert.Contains(t, out, " refused connections: behind one that retries nothing (kube-proxy: -lb kube) they fail.")
+}
+
 // Every process the drill started dies with it: SIGKILLed, the drill
 // leaves nothing behind (the kernel kills its children), and interrupted
 // (here once its instances serve) it stops them and exits 2.

@@ -230,8 +230,15 @@ func (v *verdict) table() string {
 }
 
 // passed is the line that says the drill passed.
+// A pass the balancer's retries made says so: a balancer that retries
+// on the service's behalf must not make a failure look like a success.
 func (v *verdict) passed() string {
-	return fmt.Sprintf("PASS: no %s failed, every old instance exited 0 in time.", strings.TrimSuffix(v.unit(), "s"))
+	line := fmt.Sprintf("PASS: no %s failed, every old instance exited 0 in time", strings.TrimSuffix(v.unit(), "s"))
+	if v.BalancerRetries > 0 {
+		return fmt.Sprintf("%s, but only because the balancer retried %d refused connections: behind one that retries nothing (kube-proxy: -lb kube) they fail.",
+			line, v.BalancerRetries)
+	}
+	return line + "."
 }
 
 // unit is what the load sends: "requests" or "calls".
