@@ -30,12 +30,22 @@ type feeds struct {
 	pollers *keyed.Workers[feed]
 }
 
+// failedReadsLimit is how long a room's reads may fail before its
+// watchers are told to watch elsewhere: a node cut off from Redis while
+// its port still accepts would otherwise hold their streams silent for as
+// long as the fault lasts, and another node may read the room. About a
+// second, as a stalled backend is noticed (DESIGN.md); a resume loses
+// nothing.
+const failedReadsLimit = time.Second
+
 // feed is the shared read of one room.
 type feed struct {
-	mu      sync.Mutex
-	ids     []string // the log as last read: seq n is ids[n-1]; never changed in place
-	loaded  bool
-	changed chan struct{} // closed when ids grows, then replaced
+	mu           sync.Mutex
+	ids          []string // the log as last read: seq n is ids[n-1]; never changed in place
+	loaded       bool
+	failingSince time.Time     // the first of the reads failing since the last that did not; zero if none
+	failing      bool          // reads have failed for failedReadsLimit
+	changed      chan struct{} // closed when ids grows or failing is set, then replaced
 }
 
 // newFeeds returns feeds reading rooms every interval. It starts nothing.
@@ -78,10 +88,32 @@ func (fs *feeds) read(ctx context.Context, id string, f *feed) error {
 	ctx, cancel := context.WithTimeout(ctx, callBudget)
 	defer cancel()
 	room, err := fs.rooms.GetRoom(ctx, &roompb.GetRoomRequest{RoomId: id})
-	if err == nil {
-		f.update(room.GetCommandIds())
+	if err != nil {
+		f.failed(time.Now())
+		return err
 	}
-	return err
+	f.update(room.GetCommandIds())
+	return nil
+}
+
+// failed records a failed read at now, and wakes the watchers once reads
+// have failed for failedReadsLimit.
+func (f *feed) failed(now time.Time) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.failingSince.IsZero() {
+		f.failingSince = now
+	}
+	if !f.failing && now.Sub(f.failingSince) >= failedReadsLimit {
+		f.failing = true
+		f.wake()
+	}
+}
+
+// wake closes changed and replaces it; f.mu is held.
+func (f *feed) wake() {
+	close(f.changed)
+	f.changed = make(chan struct{})
 }
 
 // update records the log read, and wakes the watchers when it grew or is
@@ -89,18 +121,19 @@ func (fs *feeds) read(ctx context.Context, id string, f *feed) error {
 func (f *feed) update(ids []string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.failingSince, f.failing = time.Time{}, false
 	if f.loaded && len(ids) <= len(f.ids) {
 		return
 	}
 	f.ids, f.loaded = ids, true
-	close(f.changed)
-	f.changed = make(chan struct{})
+	f.wake()
 }
 
-// view returns the log as last read (nil and false before the first read)
-// and a channel closed when it next changes.
-func (f *feed) view() ([]string, bool, <-chan struct{}) {
+// view returns the log as last read (nil and false before the first read),
+// whether reads have failed for failedReadsLimit, and a channel closed when
+// either next changes.
+func (f *feed) view() (ids []string, loaded, failing bool, changed <-chan struct{}) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.ids, f.loaded, f.changed
+	return f.ids, f.loaded, f.failing, f.changed
 }

@@ -2,12 +2,15 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
@@ -60,7 +63,7 @@ func TestFeedsShareOnePollerPerRoom(t *testing.T) {
 			feedsSeen[i] = f
 			joined <- struct{}{}
 			for {
-				ids, _, changed := f.view()
+				ids, _, _, changed := f.view()
 				if len(ids) >= commands {
 					got[i] = ids
 					return
@@ -150,4 +153,60 @@ func TestWatchRoomResumesAheadOfTheSharedRead(t *testing.T) {
 	cancel()
 	assert.ErrorIs(t, <-firstDone, context.Canceled)
 	assert.ErrorIs(t, <-resumedDone, context.Canceled)
+}
+
+// scriptedReader answers with its log until it is told to fail, as a node
+// cut off from Redis while its port still accepts does.
+type scriptedReader struct {
+	mu   sync.Mutex
+	ids  []string
+	fail bool
+}
+
+func (r *scriptedReader) GetRoom(_ context.Context, req *roompb.GetRoomRequest) (*roompb.Room, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.fail {
+		return nil, errors.New("dial tcp 10.0.0.9:6379: i/o timeout")
+	}
+	return &roompb.Room{RoomId: req.GetRoomId(), CommandIds: slices.Clone(r.ids), Seq: int64(len(r.ids))}, nil
+}
+
+func (r *scriptedReader) set(fail bool, ids ...string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.fail = fail
+	r.ids = append(r.ids, ids...)
+}
+
+// A watch whose node cannot read the room ends UNAVAILABLE once the reads
+// have failed for failedReadsLimit, so that the gateway resumes it on a
+// node that can, rather than wait on a silent stream for as long as the
+// fault lasts; reads failing for less leave it alone.
+func TestWatchRoomEndsWhenItsReadsKeepFailing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		r := &scriptedReader{ids: []string{"c1"}}
+		w := &watcher{feeds: newFeeds(r, watchEvery)}
+		defer func() { require.NoError(t, w.feeds.Close(context.Background())) }()
+		s := &watchStream{ctx: ctx, sent: make(chan *roompb.RoomEvent, 8)}
+		done := make(chan error, 1)
+		go func() { done <- w.WatchRoom(&roompb.WatchRoomRequest{RoomId: "r"}, s) }()
+		assert.Equal(t, "c1", (<-s.sent).GetCommandId())
+
+		r.set(true)
+		time.Sleep(failedReadsLimit - watchEvery) // a blip
+		r.set(false, "c2")
+		assert.Equal(t, "c2", (<-s.sent).GetCommandId(), "the watch outlived a blip")
+
+		r.set(true)
+		select {
+		case err := <-done:
+			assert.Equal(t, codes.Unavailable, status.Code(err), "got %v; want UNAVAILABLE", err)
+			assert.Contains(t, err.Error(), "watch from seq 2 on another node")
+		case <-time.After(failedReadsLimit + 2*watchEvery):
+			t.Fatalf("the watch still waits %s after its reads began to fail", failedReadsLimit+2*watchEvery)
+		}
+	})
 }

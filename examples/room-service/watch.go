@@ -30,7 +30,8 @@ type roomReader interface {
 // room share one read (feeds). The drain of the watcher's own node ends
 // the stream: fxgrpc.Server registers it with drain.Streams, which cancels
 // its context when its paced turn comes and answers UNAVAILABLE with
-// RetryInfo for it.
+// RetryInfo for it. So does a second of failed reads of the room
+// (failedReadsLimit): a node cut off from Redis sends watchers elsewhere.
 type watcher struct {
 	roompb.UnimplementedRoomEventsServer
 	feeds *feeds
@@ -62,7 +63,10 @@ func (w *watcher) WatchRoom(req *roompb.WatchRoomRequest, stream roompb.RoomEven
 	ctx := stream.Context()
 	readAgain := true // a position past the shared read is refused only on a read of our own
 	for {
-		ids, loaded, changed := f.view() // seq n is ids[n-1]: the log has no gaps
+		ids, loaded, failing, changed := f.view() // seq n is ids[n-1]: the log has no gaps
+		if failing {
+			return status.Error(codes.Unavailable, fmt.Sprintf("room %s: this node's reads of it have failed for %s: watch from seq %d on another node", id, failedReadsLimit, last))
+		}
 		if loaded && last > int64(len(ids)) {
 			if !readAgain {
 				return status.Error(codes.OutOfRange, fmt.Sprintf("after_seq %d: room %s is at seq %d", last, id, len(ids)))
