@@ -43,14 +43,16 @@ func pendingCost(r *http.Request) int64 {
 // during a fault would queue without bound.
 type pending struct {
 	count, bytes *semaphore.Weighted
+	maxBytes     int64 // bytes' size: a request accounting for more takes it all
 	shed         *prometheus.CounterVec
 	held         prometheus.Gauge
 }
 
 func newPending(cfg Config, pr prometheus.Registerer) (*pending, error) {
 	p := &pending{
-		count: semaphore.NewWeighted(int64(cfg.MaxPending)),
-		bytes: semaphore.NewWeighted(cfg.MaxPendingBytes),
+		count:    semaphore.NewWeighted(int64(cfg.MaxPending)),
+		bytes:    semaphore.NewWeighted(cfg.MaxPendingBytes),
+		maxBytes: cfg.MaxPendingBytes,
 		shed: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "gateway_requests_shed_total",
 			Help: "API requests answered 503 at once because the pending cap (count or bytes) was reached.",
@@ -76,7 +78,9 @@ func (p *pending) middleware(next http.Handler) http.Handler {
 			return
 		}
 		defer p.count.Release(1)
-		cost := pendingCost(r)
+		// Capped: a request costing more than the whole cap (large headers)
+		// is admitted alone rather than shed every time as if for load.
+		cost := min(pendingCost(r), p.maxBytes)
 		if !p.bytes.TryAcquire(cost) {
 			p.reject(w, "bytes")
 			return

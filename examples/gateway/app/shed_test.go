@@ -3,6 +3,8 @@ package app
 import (
 	"context"
 	"net/http"
+	"net/http/httptest"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -107,6 +109,19 @@ func TestByteCapSheds(t *testing.T) {
 	assert.Equal(t, http.StatusOK, <-first)
 	rec, _ = doWithin(t, h, "20s", "POST", "/api/v1/rooms/r1/commands", `{"command_id":"c3","op":"join"}`)
 	assert.Equal(t, http.StatusOK, rec.Code, "admitted once the first is done")
+}
+
+// A request that accounts for more than the whole byte cap (large
+// headers at the least cap) is admitted when nothing else is held: it
+// would otherwise be shed every time, a permanent refusal that reads as load.
+func TestARequestLargerThanTheByteCapIsAdmittedAlone(t *testing.T) {
+	b := startBackend(t, &testRooms{apply: applyAnswer(roompb.ApplyResponse_APPLIED, 1)})
+	a := newCappedAPI(t, Config{MaxPending: 100, MaxPendingBytes: minPendingBytes}, prometheus.NewRegistry(), b.addr)
+	req := httptest.NewRequest("POST", "/api/v1/rooms/r1/commands", strings.NewReader(`{"command_id":"c1","op":"join"}`))
+	req.Header.Set("X-Trace", strings.Repeat("t", 4096))
+	rec := httptest.NewRecorder()
+	a.routes().ServeHTTP(rec, req)
+	assert.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
 }
 
 // TestBackendCallsAreBounded: requests released together (a fault ended)
