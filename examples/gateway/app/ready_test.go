@@ -42,8 +42,9 @@ type probe struct {
 	body struct {
 		Status string `json:"status"`
 		Checks []struct {
-			Name   string `json:"name"`
-			Status string `json:"status"`
+			Name    string `json:"name"`
+			Status  string `json:"status"`
+			Message string `json:"message"`
 		} `json:"checks"`
 	}
 }
@@ -89,14 +90,25 @@ func TestReadinessDoesNotFollowBackendHealth(t *testing.T) {
 	assert.Equal(t, http.StatusOK, get(t, c, "http://"+addr+"/healthz/live").code)
 }
 
+// Not ready once grpc-go has tried every address and failed
+// (TRANSIENT_FAILURE), not only while it is still connecting, which any
+// gateway's first probe sees.
 func TestNotReadyWhenNoBackendAddressIsConnectable(t *testing.T) {
 	addr := startApp(t, deadAddr(t), deadAddr(t))
 	c := &http.Client{Timeout: 5 * time.Second}
 	t.Cleanup(c.CloseIdleConnections)
-	p := get(t, c, "http://"+addr+"/healthz/ready")
-	assert.Equal(t, http.StatusServiceUnavailable, p.code, "got %d; want 503 (%+v)", p.code, p.body)
-	require.NotEmpty(t, p.body.Checks)
-	assert.Equal(t, "room_grpc", p.body.Checks[0].Name, "the failing check is named")
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		p := get(t, c, "http://"+addr+"/healthz/ready")
+		require.Equal(t, http.StatusServiceUnavailable, p.code, "got %d; want 503 (%+v)", p.code, p.body)
+		require.NotEmpty(t, p.body.Checks)
+		require.Equal(t, "room_grpc", p.body.Checks[0].Name, "the failing check is named")
+		if strings.Contains(p.body.Checks[0].Message, "TRANSIENT_FAILURE") {
+			break
+		}
+		require.False(t, time.Now().After(deadline), "no connection attempt failed in 10s: %+v", p.body)
+		time.Sleep(50 * time.Millisecond) // polling a remote state change, bounded above
+	}
 	assert.Equal(t, http.StatusOK, get(t, c, "http://"+addr+"/healthz/live").code)
 }
 
