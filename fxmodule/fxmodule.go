@@ -162,22 +162,17 @@ func newRegistry(p registryParams) (*readiness.Registry, error) {
 type wireParams struct {
 	fx.In
 	Lifecycle fx.Lifecycle
-	// Optional, so that a missing lifecycle.Config is refused in
-	// drainkit's words rather than dig's: fx gives nil for both then.
-	Manager  *lifecycle.Manager  `optional:"true"`
-	Registry *readiness.Registry `optional:"true"`
-	Names    *names.Owners
-	Hooks    []drain.Hook      `group:"drainkit.hooks"`
-	Checks   []readiness.Check `group:"drainkit.checks"`
-	Driver   *driver           `optional:"true"`
+	Manager   *lifecycle.Manager
+	Registry  *readiness.Registry
+	Names     *names.Owners
+	Hooks     []drain.Hook      `group:"drainkit.hooks"`
+	Checks    []readiness.Check `group:"drainkit.checks"`
+	Driver    *driver           `optional:"true"`
 }
 
 // wire registers the contributed hooks and checks, and appends Module's
 // OnStart hook, which refuses a start by anything but Run.
 func wire(p wireParams) error {
-	if p.Manager == nil || p.Registry == nil {
-		return configerr.Errorf("fxmodule.Module needs a lifecycle.Config: add fxmodule.FromEnv to fxmodule.Run's options, or fx.Supply one")
-	}
 	if err := p.Names.Add(p.Manager, names.ByApp, p.Hooks...); err != nil {
 		return err
 	}

@@ -201,9 +201,10 @@ func TestRunConfigMistakeIsOneLineAndExitConfig(t *testing.T) {
 			want: []string{`fxmodule.HTTP("api", "127.0.0.1:0", …) needs fxmodule.Module and a lifecycle.Config (fxmodule.FromEnv`},
 		},
 		{
-			name: "the lifecycle.Config forgotten",
-			give: []fx.Option{fxmodule.Module, fxmodule.HTTP("api", "127.0.0.1:0", hello)},
-			want: []string{`fxmodule.Module needs a lifecycle.Config: add fxmodule.FromEnv to fxmodule.Run's options, or fx.Supply one`},
+			name:    "the lifecycle.Config forgotten",
+			give:    []fx.Option{fxmodule.Module, fxmodule.HTTP("api", "127.0.0.1:0", hello)},
+			want:    []string{"missing type: lifecycle.Config"},
+			fxWords: true,
 		},
 		{
 			// Run decorates both at the root, and fx allows one decoration.
