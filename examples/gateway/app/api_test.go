@@ -1,9 +1,11 @@
 package app
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -337,9 +339,32 @@ func TestFinalFailureAfterUnknownOutcomeIs504(t *testing.T) {
 			rec, got := do(t, h, "POST", "/api/v1/rooms/r1/commands", `{"command_id":"c1","op":"join"}`)
 			assert.Equal(t, http.StatusGatewayTimeout, rec.Code, rec.Body.String())
 			assert.Contains(t, got["error"], "may have been applied")
+			assert.Contains(t, got["error"], "("+c.String()+": ")
 			assert.Equal(t, int64(2), rooms.applies.Load(), "no resend after a final failure")
 		})
 	}
+}
+
+// A read applies nothing: its final failure after an attempt of unknown
+// outcome is answered as that failure (502, logged), not 504.
+func TestReadsFinalFailureAfterUnknownOutcomeIsItsOwn(t *testing.T) {
+	var calls atomic.Int64
+	rooms := &testRooms{get: func(ctx context.Context, req *roompb.GetRoomRequest) (*roompb.Room, error) {
+		if calls.Add(1) == 1 {
+			return nil, status.Error(codes.DeadlineExceeded, "server deadline")
+		}
+		return nil, status.Error(codes.Internal, "room r1: corrupt snapshot")
+	}}
+	b := newBackends(Config{Backends: []string{startBackend(t, rooms).addr}}, quiet())
+	require.NoError(t, b.Start(context.Background()))
+	t.Cleanup(func() { require.NoError(t, b.Close(context.Background())) })
+	var logs bytes.Buffer
+	a, err := newAPI(b, nil, Config{RequestTimeout: 10 * time.Second}, slog.New(slog.NewTextHandler(&logs, nil)), nil)
+	require.NoError(t, err)
+	rec, _ := do(t, a.routes(), "GET", "/api/v1/rooms/r1", "")
+	assert.Equal(t, http.StatusBadGateway, rec.Code, rec.Body.String())
+	assert.Contains(t, logs.String(), "room backend failed")
+	assert.Contains(t, logs.String(), "corrupt snapshot")
 }
 
 func TestRequestTimeoutHeader(t *testing.T) {

@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -27,9 +28,17 @@ const maxRedirects = 3
 // command_id at most once and answers a resend with the first
 // application's seq.
 func (a *api) forwardApply(ctx context.Context, req *roompb.ApplyRequest) (*roompb.ApplyResponse, error) {
-	return within(ctx, a.retried, func(ctx context.Context) (*roompb.ApplyResponse, error) {
+	resp, err := within(ctx, a.retried, func(ctx context.Context) (*roompb.ApplyResponse, error) {
 		return a.applyOnce(ctx, req)
 	})
+	if u, ok := errors.AsType[*afterUnknown](err); ok {
+		// A failure (INTERNAL, a version skew's INVALID_ARGUMENT) that says
+		// nothing of the earlier attempt, which may have been applied: 504.
+		st := status.Convert(u.err)
+		a.log.Warn("room backend failed after an attempt of unknown outcome", "room", req.GetRoomId(), "code", st.Code().String(), "err", st.Message())
+		return nil, status.Errorf(codes.DeadlineExceeded, "attempt %d failed (%s: %s), an earlier one may have been applied", u.attempts, st.Code(), st.Message())
+	}
+	return resp, err
 }
 
 // applyOnce is one attempt of forwardApply: to the room's owner if a

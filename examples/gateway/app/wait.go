@@ -70,8 +70,8 @@ func requestBudget(r *http.Request, max time.Duration) (time.Duration, error) {
 // When ctx ends, or is about to (less than two backoff delays left), it
 // answers UNAVAILABLE if no attempt can have been applied
 // (the client gets 503 and may retry anywhere), DEADLINE_EXCEEDED if one
-// may have been (504: outcome unknown). Any other failure is final at once,
-// and answered as unknown too once an attempt may have been applied.
+// may have been (504: outcome unknown). Any other failure is final at once;
+// after an attempt that may have been applied, it is an *afterUnknown.
 // retried is told of each attempt sent again, after a "refused" or an
 // "unknown" outcome: the retries made on the client's behalf, counted.
 func within[T any](ctx context.Context, retried func(after string), attempt func(context.Context) (T, error)) (T, error) {
@@ -91,9 +91,8 @@ func within[T any](ctx context.Context, retried func(after string), attempt func
 		case codes.Unknown, codes.DeadlineExceeded, codes.Canceled:
 			maybeApplied, after = true, "unknown"
 		default:
-			if maybeApplied { // this failure says nothing of the earlier attempt
-				return zero, status.Errorf(codes.DeadlineExceeded, "attempt %d failed (%s: %s), an earlier one may have been applied",
-					retries+1, status.Code(err), status.Convert(err).Message())
+			if maybeApplied {
+				return zero, &afterUnknown{err: err, attempts: retries + 1}
 			}
 			return zero, err
 		}
@@ -117,3 +116,16 @@ func within[T any](ctx context.Context, retried func(after string), attempt func
 		return zero, status.Errorf(codes.Unavailable, "gave up after %d attempts, none applied: %s", retries+1, msg)
 	}
 }
+
+// afterUnknown is a final failure of [within] after an earlier attempt
+// whose outcome is unknown: it keeps its own code (a read answers it as
+// such), and says nothing of whether that attempt was applied, which a
+// command's caller must answer as unknown (see forwardApply).
+type afterUnknown struct {
+	err      error
+	attempts int
+}
+
+func (e *afterUnknown) Error() string              { return e.err.Error() }
+func (e *afterUnknown) Unwrap() error              { return e.err }
+func (e *afterUnknown) GRPCStatus() *status.Status { return status.Convert(e.err) }
