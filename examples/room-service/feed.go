@@ -43,7 +43,7 @@ type feed struct {
 	mu           sync.Mutex
 	ids          []string // the log as last read: seq n is ids[n-1]; never changed in place
 	loaded       bool
-	failingSince time.Time     // the first of the reads failing since the last that did not; zero if none
+	failingSince time.Time     // when the first of the reads failing since the last that did not began; zero if none
 	failing      bool          // reads have failed for failedReadsLimit
 	changed      chan struct{} // closed when ids grows or failing is set, then replaced
 }
@@ -85,26 +85,31 @@ func (fs *feeds) poll(ctx context.Context, id string, f *feed) {
 // read reads the room now into f, for the poller, or for a watcher that
 // cannot tell a position past the end from a read a poll behind.
 func (fs *feeds) read(ctx context.Context, id string, f *feed) error {
-	ctx, cancel := context.WithTimeout(ctx, callBudget)
+	began := time.Now()
+	rctx, cancel := context.WithTimeout(ctx, callBudget)
 	defer cancel()
-	room, err := fs.rooms.GetRoom(ctx, &roompb.GetRoomRequest{RoomId: id})
+	room, err := fs.rooms.GetRoom(rctx, &roompb.GetRoomRequest{RoomId: id})
 	if err != nil {
-		f.failed(time.Now())
+		if ctx.Err() == nil { // not the caller leaving
+			f.failed(began)
+		}
 		return err
 	}
 	f.update(room.GetCommandIds())
 	return nil
 }
 
-// failed records a failed read at now, and wakes the watchers once reads
-// have failed for failedReadsLimit.
-func (f *feed) failed(now time.Time) {
+// failed records a failed read that began at began, and wakes the
+// watchers once reads have failed for failedReadsLimit: counted from the
+// first failed read's start, since one that hung for its whole budget was
+// failing all along.
+func (f *feed) failed(began time.Time) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.failingSince.IsZero() {
-		f.failingSince = now
+		f.failingSince = began
 	}
-	if !f.failing && now.Sub(f.failingSince) >= failedReadsLimit {
+	if !f.failing && time.Since(f.failingSince) >= failedReadsLimit {
 		f.failing = true
 		f.wake()
 	}

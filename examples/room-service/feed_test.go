@@ -161,15 +161,22 @@ type scriptedReader struct {
 	mu   sync.Mutex
 	ids  []string
 	fail bool
+	hang bool // a failing read takes its whole budget, as when packets are dropped
 }
 
-func (r *scriptedReader) GetRoom(_ context.Context, req *roompb.GetRoomRequest) (*roompb.Room, error) {
+func (r *scriptedReader) GetRoom(ctx context.Context, req *roompb.GetRoomRequest) (*roompb.Room, error) {
 	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.fail {
+	fail, hang := r.fail, r.hang
+	ids := slices.Clone(r.ids)
+	r.mu.Unlock()
+	switch {
+	case fail && hang:
+		<-ctx.Done()
+		return nil, ctx.Err()
+	case fail:
 		return nil, errors.New("dial tcp 10.0.0.9:6379: i/o timeout")
 	}
-	return &roompb.Room{RoomId: req.GetRoomId(), CommandIds: slices.Clone(r.ids), Seq: int64(len(r.ids))}, nil
+	return &roompb.Room{RoomId: req.GetRoomId(), CommandIds: ids, Seq: int64(len(ids))}, nil
 }
 
 func (r *scriptedReader) set(fail bool, ids ...string) {
@@ -184,10 +191,16 @@ func (r *scriptedReader) set(fail bool, ids ...string) {
 // node that can, rather than wait on a silent stream for as long as the
 // fault lasts; reads failing for less leave it alone.
 func TestWatchRoomEndsWhenItsReadsKeepFailing(t *testing.T) {
+	for _, hang := range []bool{false, true} {
+		t.Run(fmt.Sprintf("hang=%v", hang), func(t *testing.T) { testWatchRoomEndsWhenItsReadsKeepFailing(t, hang) })
+	}
+}
+
+func testWatchRoomEndsWhenItsReadsKeepFailing(t *testing.T, hang bool) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
-		r := &scriptedReader{ids: []string{"c1"}}
+		r := &scriptedReader{ids: []string{"c1"}, hang: hang}
 		w := &watcher{feeds: newFeeds(r, watchEvery)}
 		defer func() { require.NoError(t, w.feeds.Close(context.Background())) }()
 		s := &watchStream{ctx: ctx, sent: make(chan *roompb.RoomEvent, 8)}
@@ -195,10 +208,15 @@ func TestWatchRoomEndsWhenItsReadsKeepFailing(t *testing.T) {
 		go func() { done <- w.WatchRoom(&roompb.WatchRoomRequest{RoomId: "r"}, s) }()
 		assert.Equal(t, "c1", (<-s.sent).GetCommandId())
 
-		r.set(true)
-		time.Sleep(failedReadsLimit - watchEvery) // a blip
-		r.set(false, "c2")
-		assert.Equal(t, "c2", (<-s.sent).GetCommandId(), "the watch outlived a blip")
+		if !hang { // a hung read fails after callBudget, the limit: no blip is shorter
+			r.set(true)
+			time.Sleep(failedReadsLimit - watchEvery) // a blip
+			r.set(false, "c2")
+			assert.Equal(t, "c2", (<-s.sent).GetCommandId(), "the watch outlived a blip")
+		} else {
+			r.set(false, "c2")
+			assert.Equal(t, "c2", (<-s.sent).GetCommandId())
+		}
 
 		r.set(true)
 		select {
@@ -209,4 +227,19 @@ func TestWatchRoomEndsWhenItsReadsKeepFailing(t *testing.T) {
 			t.Fatalf("the watch still waits %s after its reads began to fail", failedReadsLimit+2*watchEvery)
 		}
 	})
+}
+
+// A read cut short by its caller leaving (a watcher's client hung up
+// during its own read) is no failed read of the room: it would start the
+// clock that sends every watcher of the room elsewhere.
+func TestACallerLeavingIsNoFailedRead(t *testing.T) {
+	r := &scriptedReader{fail: true, hang: true}
+	fs := newFeeds(r, watchEvery)
+	f := &feed{changed: make(chan struct{})}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	require.ErrorIs(t, fs.read(ctx, "r", f), context.Canceled)
+	_, _, failing, _ := f.view()
+	assert.False(t, failing)
+	assert.True(t, f.failingSince.IsZero(), "failing since %v", f.failingSince)
 }
