@@ -216,10 +216,17 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 		var fe *fieldError
 		if errors.As(err, &fe) {
 			fe.field = envName(fe.field)
-			if raw := getenv(fe.field); raw != "" {
-				fe.value = raw // as the operator wrote it, "40000ms" rather than "40s"
-			}
 			fe.problem = fieldsAsEnv.Replace(fe.problem)
+			// Quote every value as the operator wrote it, "40000ms" rather
+			// than "40s": that is what a manifest can be searched for.
+			if raw := getenv(fe.field); raw != "" {
+				fe.value = raw
+			}
+			for _, d := range durations {
+				if raw := getenv(d.env); raw != "" {
+					fe.problem = strings.ReplaceAll(fe.problem, fmt.Sprintf("%s (%s)", d.env, *d.dst), fmt.Sprintf("%s (%s)", d.env, raw))
+				}
+			}
 			if fe.field == "DRAIN_DELAY" && delayUnset {
 				fe.problem += fmt.Sprintf(" (DRAIN_DELAY is unset and defaults to %s: set it, 0s for none)", DefaultDrainDelay)
 			}
