@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"reflect"
+	"slices"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/fx"
@@ -94,9 +95,11 @@ func asGroup(option string, constructor any, elem reflect.Type, group string) an
 	switch {
 	case t == nil || t.Kind() != reflect.Func:
 		err = configerr.Errorf("fxmodule.%s(%v): want a constructor returning %s, such as func() %s", option, t, want, elem)
+	case t.NumOut() > 1 && slices.ContainsFunc(slices.Collect(t.Outs())[1:], func(out reflect.Type) bool { return out == elem || isSliceOf(out, elem) }):
+		err = configerr.Errorf("fxmodule.%s(%v): only the first result joins the %s; return a []%s for several", option, t, joins[option], elem)
 	case t.NumOut() > 0 && t.Out(0) == elem:
 		return fx.Annotate(constructor, fx.ResultTags(`group:"`+group+`"`))
-	case t.NumOut() > 0 && t.Out(0).Kind() == reflect.Slice && t.Out(0).Elem() == elem: // a named slice type too
+	case t.NumOut() > 0 && isSliceOf(t.Out(0), elem): // a named slice type too
 		return fx.Annotate(constructor, fx.ResultTags(`group:"`+group+`,flatten"`))
 	default:
 		err = configerr.Errorf("fxmodule.%s(%v): the constructor's first result must be %s", option, t, want)
@@ -109,6 +112,11 @@ func asGroup(option string, constructor any, elem reflect.Type, group string) an
 }
 
 var errorType = reflect.TypeFor[error]()
+
+// joins is what each option's results join, for its refusals.
+var joins = map[string]string{"AsHook": "drain", "AsCheck": "ready probe"}
+
+func isSliceOf(t, elem reflect.Type) bool { return t.Kind() == reflect.Slice && t.Elem() == elem }
 
 type managerParams struct {
 	fx.In

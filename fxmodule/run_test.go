@@ -134,6 +134,18 @@ func TestRunConfigMistakeIsOneLineAndExitConfig(t *testing.T) {
 			want: []string{`fxmodule.AsHook(func() *drain.Hook): the constructor's first result must be a drain.Hook or a []drain.Hook`},
 		},
 		{
+			// fx.ResultTags tags the first result only: the second hook would
+			// be provided on its own and never join the drain.
+			name: "AsHook of a constructor returning two hooks",
+			give: []fx.Option{fxmodule.Module, cfg, fx.Provide(fxmodule.AsHook(func() (drain.Hook, drain.Hook) { return drain.Hook{}, drain.Hook{} }))},
+			want: []string{`fxmodule.AsHook(func() (drain.Hook, drain.Hook)): only the first result joins the drain; return a []drain.Hook for several`},
+		},
+		{
+			name: "AsHook of a constructor returning nothing",
+			give: []fx.Option{fxmodule.Module, cfg, fx.Provide(fxmodule.AsHook(func() {}))},
+			want: []string{`fxmodule.AsHook(func()): the constructor's first result must be a drain.Hook or a []drain.Hook`},
+		},
+		{
 			name: "AsHook of a hook",
 			give: []fx.Option{fxmodule.Module, cfg, fx.Provide(fxmodule.AsHook(drain.Hook{Name: "flush"}))},
 			want: []string{`fxmodule.AsHook(drain.Hook): want a constructor returning a drain.Hook or a []drain.Hook, such as func() drain.Hook`},
