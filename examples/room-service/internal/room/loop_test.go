@@ -195,6 +195,38 @@ func TestOutboxStartsNoBatchAfterStopFetching(t *testing.T) {
 	require.NoError(t, ob.Pause(context.Background()), "Pause when idle")
 }
 
+// The drain's hand-off publishes what a room's commands appended after the
+// outbox stopped fetching (those still in flight at StopIntake): the room's
+// next owner would publish them only when a later command brings the room
+// back, never for a room that goes quiet. A room with nothing pending costs
+// no Redis call.
+func TestFlushRoomPublishesTheEventsLeftAfterThePause(t *testing.T) {
+	gate := newXaddGate()
+	close(gate.release)
+	b := newBeats()
+	a, ob, rdb := newOutboxNode(t, gate, b)
+	runLoop(t, b, ob.Run)
+	ctx := context.Background()
+
+	ob.StopFetching()
+	mustApply(t, a.svc, "r1", "c1", roompb.ApplyResponse_APPLIED)
+	mustApply(t, a.svc, "r2", "c2", roompb.ApplyResponse_APPLIED)
+	require.NoError(t, ob.Pause(ctx))
+	require.Equal(t, int64(1), rdb.LLen(ctx, outboxKey("r1")).Val(), "r1's event waits in its outbox")
+
+	require.NoError(t, a.svc.FlushRoom(ctx, a.leases.lease("r1")))
+	assert.Zero(t, rdb.LLen(ctx, outboxKey("r1")).Val(), "r1's outbox after its flush")
+	msgs, err := rdb.XRange(ctx, DefaultEventStream, "-", "+").Result()
+	require.NoError(t, err)
+	require.Len(t, msgs, 1)
+	assert.Equal(t, "c1", msgs[0].Values["event_id"])
+	assert.Equal(t, int64(1), rdb.LLen(ctx, outboxKey("r2")).Val(), "r2, not flushed, keeps its event")
+
+	xadds := gate.xadds.Load()
+	require.NoError(t, a.svc.FlushRoom(ctx, a.leases.lease("r1")), "a second flush")
+	assert.Equal(t, xadds, gate.xadds.Load(), "nothing pending, nothing published")
+}
+
 func TestOutboxAckKeepsUnpublishedEvents(t *testing.T) {
 	rdb := startRedis(t)
 	ctx := context.Background()

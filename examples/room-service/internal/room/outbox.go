@@ -97,8 +97,10 @@ func (c OutboxConfig) Validate() error {
 //
 // On drain, [Outbox.StopFetching] (phase StopIntake) lets no new batch
 // start, and [Outbox.Pause] (phase WaitInFlight) returns once the batch in
-// progress has finished. Events left in a room's list are published by the
-// room's next owner, whose recovery notifies its outbox.
+// progress has finished. Events appended since (commands in flight) are
+// published at the room's hand-off ([Outbox.PublishRoom], from FlushRoom);
+// what that misses, by the room's next owner, whose recovery notifies its
+// outbox.
 type Outbox struct {
 	rdb redis.UniversalClient
 	cfg OutboxConfig
@@ -242,6 +244,29 @@ func (o *Outbox) markPending(ids []string) {
 	for _, id := range ids {
 		o.pending[id] = struct{}{}
 	}
+}
+
+// PublishRoom publishes every event left in the room's outbox now,
+// whether fetching has stopped or not, one batch at a time within
+// [OutboxConfig.BatchTimeout] each; a room with nothing pending costs
+// nothing. The drain's hand-off calls it (FlushRoom) once the room's
+// commands have ended; the room stays pending if it fails.
+func (o *Outbox) PublishRoom(ctx context.Context, id string) error {
+	o.mu.Lock()
+	_, pending := o.pending[id]
+	delete(o.pending, id)
+	o.mu.Unlock()
+	for more := pending; more; {
+		var err error
+		bctx, cancel := context.WithTimeout(ctx, o.cfg.BatchTimeout)
+		more, err = o.publish(bctx, id)
+		cancel()
+		if err != nil {
+			o.Notify(id)
+			return err
+		}
+	}
+	return nil
 }
 
 // runBatch publishes one batch of a room's events within
