@@ -18,6 +18,7 @@ import (
 	"go.uber.org/goleak"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"github.com/drainkit/drainkit/examples/room-service/internal/room"
@@ -242,4 +243,47 @@ func TestACallerLeavingIsNoFailedRead(t *testing.T) {
 	_, _, failing, _ := f.view()
 	assert.False(t, failing)
 	assert.True(t, f.failingSince.IsZero(), "failing since %v", f.failingSince)
+}
+
+// A watch that asks for heartbeats gets one at once and one whenever a
+// period passed without a message, carrying the last seq sent; one that
+// does not ask gets none, and a period out of range is refused naming it.
+func TestWatchRoomHeartbeats(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		r := &scriptedReader{ids: []string{"c1"}}
+		w := &watcher{feeds: newFeeds(r, watchEvery)}
+		defer func() { require.NoError(t, w.feeds.Close(context.Background())) }()
+		watch := func(period string) (*watchStream, chan error) {
+			sctx := ctx
+			if period != "" {
+				sctx = metadata.NewIncomingContext(ctx, metadata.Pairs(roompb.WatchHeartbeatKey, period))
+			}
+			s := &watchStream{ctx: sctx, sent: make(chan *roompb.RoomEvent, 64)}
+			done := make(chan error, 1)
+			go func() { done <- w.WatchRoom(&roompb.WatchRoomRequest{RoomId: "r"}, s) }()
+			return s, done
+		}
+		beating, _ := watch("250ms")
+		silent, _ := watch("")
+		time.Sleep(time.Second + time.Millisecond)
+		synctest.Wait()
+		var got []string
+		for len(beating.sent) > 0 {
+			ev := <-beating.sent
+			got = append(got, fmt.Sprintf("%d:%s", ev.GetSeq(), ev.GetCommandId()))
+		}
+		assert.Equal(t, []string{"0:", "1:c1", "1:", "1:", "1:", "1:"}, got, "a heartbeat at once, the event, then one per idle 250ms")
+		assert.Len(t, silent.sent, 1, "only the event without asking")
+
+		_, done := watch("5ms")
+		select {
+		case err := <-done:
+			assert.Equal(t, codes.InvalidArgument, status.Code(err), "got %v", err)
+			assert.ErrorContains(t, err, `metadata room-watch-heartbeat="5ms"`)
+		case <-time.After(time.Second):
+			t.Error("a heartbeat period out of range was not refused")
+		}
+	})
 }

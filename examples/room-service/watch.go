@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"github.com/drainkit/drainkit/drain"
@@ -49,7 +50,8 @@ func (w *watcher) hook() drain.Hook {
 }
 
 // WatchRoom sends the room's events after after_seq, in order and each
-// once, then each new one, until its context ends.
+// once, then each new one, until its context ends; heartbeats too, if the
+// client asked for them (roompb.WatchHeartbeatKey).
 func (w *watcher) WatchRoom(req *roompb.WatchRoomRequest, stream roompb.RoomEvents_WatchRoomServer) error {
 	last, id := req.GetAfterSeq(), req.GetRoomId()
 	if last < 0 {
@@ -58,9 +60,17 @@ func (w *watcher) WatchRoom(req *roompb.WatchRoomRequest, stream roompb.RoomEven
 	if err := room.ValidateRoomID(id); err != nil {
 		return status.Error(codes.InvalidArgument, err.Error())
 	}
+	ctx := stream.Context()
+	hb, err := newHeartbeat(ctx, stream, id)
+	if err != nil {
+		return status.Error(codes.InvalidArgument, err.Error())
+	}
+	defer hb.stop()
 	f := w.feeds.join(id)
 	defer w.feeds.leave(id, f)
-	ctx := stream.Context()
+	if err := hb.send(last); err != nil {
+		return err
+	}
 	readAgain := true // a position past the shared read is refused only on a read of our own
 	for {
 		ids, loaded, failing, changed := f.view() // seq n is ids[n-1]: the log has no gaps
@@ -83,11 +93,73 @@ func (w *watcher) WatchRoom(req *roompb.WatchRoomRequest, stream roompb.RoomEven
 			if err := stream.Send(ev); err != nil {
 				return err
 			}
+			hb.sent()
 		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-changed:
+		case <-hb.due():
+			if err := hb.send(last); err != nil {
+				return err
+			}
 		}
+	}
+}
+
+// heartbeat sends a watch's heartbeats, if its client asked for them
+// (roompb.WatchHeartbeatKey): one at once, then one whenever the period
+// passed without a message.
+type heartbeat struct {
+	stream roompb.RoomEvents_WatchRoomServer
+	room   string
+	period time.Duration
+	timer  *time.Timer // nil when not asked
+}
+
+func newHeartbeat(ctx context.Context, stream roompb.RoomEvents_WatchRoomServer, room string) (*heartbeat, error) {
+	h := &heartbeat{stream: stream, room: room}
+	v := metadata.ValueFromIncomingContext(ctx, roompb.WatchHeartbeatKey)
+	if len(v) == 0 {
+		return h, nil
+	}
+	period, err := roompb.ParseWatchHeartbeat(v[0])
+	if err != nil {
+		return nil, err
+	}
+	h.period, h.timer = period, time.NewTimer(period)
+	return h, nil
+}
+
+// due is the channel of the next heartbeat: nil, never ready, when not asked.
+func (h *heartbeat) due() <-chan time.Time {
+	if h.timer == nil {
+		return nil
+	}
+	return h.timer.C
+}
+
+// sent restarts the period after a message.
+func (h *heartbeat) sent() {
+	if h.timer != nil {
+		h.timer.Reset(h.period)
+	}
+}
+
+// send sends a heartbeat of a watch that sent every event up to seq.
+func (h *heartbeat) send(seq int64) error {
+	if h.timer == nil {
+		return nil
+	}
+	if err := h.stream.Send(roompb.Heartbeat(h.room, seq)); err != nil {
+		return err
+	}
+	h.sent()
+	return nil
+}
+
+func (h *heartbeat) stop() {
+	if h.timer != nil {
+		h.timer.Stop()
 	}
 }

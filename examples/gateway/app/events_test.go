@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"github.com/drainkit/drainkit/drain"
@@ -51,18 +52,38 @@ func (l *roomLog) since(after int64) ([]string, <-chan struct{}) {
 	return append([]string(nil), l.ids[min(after, int64(len(l.ids))):]...), l.changed
 }
 
-// testEvents serves WatchRoom from a roomLog, as room-service does from Redis.
+// testEvents serves WatchRoom from a roomLog, as room-service does from
+// Redis, with heartbeats when asked. Frozen, it sends nothing more on its
+// streams and keeps them open, as a stopped process does.
 type testEvents struct {
 	roompb.UnimplementedRoomEventsServer
 	log     *roomLog
 	watches atomic.Int64 // WatchRoom calls received
+	frozen  chan struct{}
+	freeze  sync.Once
 }
+
+func (e *testEvents) stop() { e.freeze.Do(func() { close(e.frozen) }) }
 
 func (e *testEvents) WatchRoom(req *roompb.WatchRoomRequest, stream roompb.RoomEvents_WatchRoomServer) error {
 	e.watches.Add(1)
+	ctx := stream.Context()
 	after := req.GetAfterSeq()
 	if ids, _ := e.log.since(0); after > int64(len(ids)) {
 		return status.Errorf(codes.OutOfRange, "after_seq %d: room %s is at seq %d", after, req.GetRoomId(), len(ids))
+	}
+	var beat <-chan time.Time
+	if v := metadata.ValueFromIncomingContext(ctx, roompb.WatchHeartbeatKey); len(v) > 0 {
+		period, err := roompb.ParseWatchHeartbeat(v[0])
+		if err != nil {
+			return status.Error(codes.InvalidArgument, err.Error())
+		}
+		t := time.NewTicker(period)
+		defer t.Stop()
+		beat = t.C
+		if err := stream.Send(roompb.Heartbeat(req.GetRoomId(), after)); err != nil {
+			return err
+		}
 	}
 	for {
 		ids, changed := e.log.since(after)
@@ -74,8 +95,15 @@ func (e *testEvents) WatchRoom(req *roompb.WatchRoomRequest, stream roompb.RoomE
 		}
 		select {
 		case <-changed:
-		case <-stream.Context().Done():
-			return stream.Context().Err()
+		case <-beat:
+			if err := stream.Send(roompb.Heartbeat(req.GetRoomId(), after)); err != nil {
+				return err
+			}
+		case <-e.frozen:
+			<-ctx.Done()
+			return ctx.Err()
+		case <-ctx.Done():
+			return ctx.Err()
 		}
 	}
 }
@@ -103,7 +131,7 @@ func startEventsBackend(t *testing.T, log *roomLog, serving bool) *eventsBackend
 	}
 	hs.SetServingStatus(HealthService, st)
 	healthpb.RegisterHealthServer(srv, hs)
-	events := &testEvents{log: log}
+	events := &testEvents{log: log, frozen: make(chan struct{})}
 	roompb.RegisterRoomEventsServer(srv, events)
 	rooms := &testRooms{get: func(_ context.Context, req *roompb.GetRoomRequest) (*roompb.Room, error) {
 		ids, _ := log.since(0)
@@ -302,4 +330,34 @@ func serve(t *testing.T, h http.Handler, req *http.Request) (*httptest.ResponseR
 	var got map[string]any
 	require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &got), "body %q", rec.Body.String())
 	return rec, got
+}
+
+// A backend that stops sending on a watch while keeping it open (a
+// stopped process) is noticed within watchStall of its last heartbeat, and
+// the feed watches again on another: the subscriber gets the events
+// acknowledged meanwhile, about a second late, not when the fault ends.
+func TestFeedLeavesABackendThatStopsSending(t *testing.T) {
+	log := newRoomLog("c1", "c2", "c3")
+	a := startEventsBackend(t, log, true)
+	b := startEventsBackend(t, log, false)
+	bs := newBackends(Config{Backends: []string{a.addr, b.addr}}, quiet())
+	require.NoError(t, bs.Start(context.Background()))
+	t.Cleanup(func() { require.NoError(t, bs.Close(context.Background())) })
+	gw, _ := gatewayServer(t, bs)
+
+	sub := subscribe(t, gw, 3)
+	for a.events.watches.Load() == 0 {
+		time.Sleep(time.Millisecond) // polling the fake backend's counter, bounded by the test's timeout
+	}
+	a.events.stop()
+	a.health.SetServingStatus(HealthService, healthpb.HealthCheckResponse_NOT_SERVING)
+	b.health.SetServingStatus(HealthService, healthpb.HealthCheckResponse_SERVING)
+	log.add("c4") // acknowledged through b
+	select {
+	case ev := <-sub:
+		assert.Equal(t, int64(4), ev.id)
+		assert.Positive(t, b.events.watches.Load(), "watched again on b")
+	case <-time.After(5 * time.Second):
+		t.Fatalf("no event 5 s after it was acknowledged: the feed still waits on the silent backend (b watched %d times)", b.events.watches.Load())
+	}
 }

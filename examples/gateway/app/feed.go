@@ -7,10 +7,12 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"github.com/drainkit/drainkit/examples/internal/keyed"
@@ -36,8 +38,9 @@ const catchUpTimeout = 5 * time.Second
 // so a slow one holds up no other; one that falls behind the buffer, or
 // joins with an older position, reads the events it lacks from the room's
 // log (GetRoom) and carries on from the buffer: nothing is lost or
-// repeated. When a backend ends the watch (it drains), the feed watches
-// again on another from its last event.
+// repeated. When a backend ends the watch (it drains), or stops sending
+// its heartbeats (a stopped process), the feed watches again on another
+// from its last event.
 //
 // A room's feed starts with its first subscriber and stops when its last
 // one leaves; Close stops the rest and waits for them.
@@ -116,8 +119,20 @@ func pause(ctx context.Context) bool {
 	}
 }
 
+// The heartbeats a watch asks for, and how long a watch that has sent one
+// may then be silent before its backend is taken for stalled: a stopped
+// process keeps its connections open, and a quiet room sends nothing, so
+// only a heartbeat tells them apart. Four periods, so that one late
+// heartbeat (a GC pause, a loaded node) is no stall.
+const (
+	watchHeartbeat = 250 * time.Millisecond
+	watchStall     = 4 * watchHeartbeat
+)
+
 // watch watches the room on the balanced connection from after, adding
-// each event to f; it returns the last seq received and why it ended.
+// each event to f; it returns the last seq received and why it ended. A
+// backend that sent a heartbeat and then nothing for watchStall is marked
+// stalled, so that the next watch goes elsewhere.
 func (fs *feeds) watch(ctx context.Context, id string, after int64, f *feed) (int64, error) {
 	conn := fs.b.conn()
 	if conn == nil {
@@ -125,14 +140,43 @@ func (fs *feeds) watch(ctx context.Context, id string, after int64, f *feed) (in
 	}
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	stream, err := roompb.NewRoomEventsClient(conn).WatchRoom(withRoute(wctx, "", fs.b.stalls), &roompb.WatchRoomRequest{RoomId: id, AfterSeq: after}, grpc.WaitForReady(true))
+	var (
+		pk     pick
+		silent atomic.Bool
+		stall  *time.Timer // armed by the first heartbeat: a backend without them is never taken for stalled
+	)
+	defer func() {
+		if stall != nil {
+			stall.Stop()
+		}
+	}()
+	wctx = metadata.AppendToOutgoingContext(withPick(wctx, "", fs.b.stalls, &pk), roompb.WatchHeartbeatKey, watchHeartbeat.String())
+	stream, err := roompb.NewRoomEventsClient(conn).WatchRoom(wctx, &roompb.WatchRoomRequest{RoomId: id, AfterSeq: after}, grpc.WaitForReady(true))
 	if err != nil {
 		return after, err
 	}
 	for {
 		ev, err := stream.Recv()
 		if err != nil {
+			if silent.Load() {
+				addr, _ := pk.get()
+				if addr != "" {
+					fs.b.stalls.mark(addr)
+				}
+				return after, status.Errorf(codes.Unavailable, "room %s: backend %s sent nothing for %s", id, addr, watchStall)
+			}
 			return after, err
+		}
+		if stall == nil && roompb.IsHeartbeat(ev) {
+			stall = time.AfterFunc(watchStall, func() { silent.Store(true); cancel() })
+		} else if stall != nil {
+			stall.Reset(watchStall)
+		}
+		if roompb.IsHeartbeat(ev) {
+			if ev.GetSeq() != after {
+				return after, status.Errorf(codes.Internal, "room %s: heartbeat at seq %d after %d", id, ev.GetSeq(), after)
+			}
+			continue
 		}
 		if ev.GetSeq() != after+1 { // a backend must not skip or repeat
 			return after, status.Errorf(codes.Internal, "room %s: event seq %d after %d", id, ev.GetSeq(), after)
