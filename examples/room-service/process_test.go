@@ -105,6 +105,10 @@ func TestDrainHandsRoomsOver(t *testing.T) {
 	n, err := rs.Client().Exists(ctx, "room:route:{r1}", "room:route:{r2}", "room:route:{r3}", "room:node:{node-a}").Result()
 	require.NoError(t, err)
 	assert.Zero(t, n, "every room was handed over and the lease session ended")
+	assert.Contains(t, out, `"name":"outbox.publish_left","phase":"release","outcome":"ok"`, "what the outbox left is published after the hand-off")
+	n, err = rs.Client().Exists(ctx, "room:outbox:{r1}", "room:outbox:{r2}", "room:outbox:{r3}").Result()
+	require.NoError(t, err)
+	assert.Zero(t, n, "every event published")
 
 	// The next owner recovers each room from snapshot and log.
 	b := startNode(t, rs.URL(), "node-b")

@@ -227,6 +227,9 @@ func roomHooks(r *rooms, c config, lc lifecycle.Config) ([]drain.Hook, error) {
 		}},
 		{Name: "outbox.pause", Phase: drain.WaitInFlight, Run: r.outbox.Pause},
 		flush,
+		// After the hand-off, off its path: a slow events stream must not
+		// hold a room's release.
+		{Name: "outbox.publish_left", Phase: drain.Release, Run: r.outbox.PublishLeft},
 		{Name: "room.loops", Phase: drain.Close, Run: r.stop},
 	}, nil
 }

@@ -57,11 +57,9 @@ type Heartbeat interface {
 	Beat()
 }
 
-// Notifier is told which rooms have new outbox events, and publishes what
-// is left of a room's at its hand-off; [*Outbox] is one.
+// Notifier is told which rooms have new outbox events; [*Outbox] is one.
 type Notifier interface {
 	Notify(roomID string)
-	PublishRoom(ctx context.Context, roomID string) error
 }
 
 // Config configures a [Service].

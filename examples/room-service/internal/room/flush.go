@@ -18,23 +18,10 @@ import (
 // an error, or when a write was fenced (the route is no longer this
 // node's, so a release deletes nothing).
 //
-// It then publishes what is left in the room's outbox ([Outbox.PublishRoom]):
-// the events of commands that were in flight when the outbox stopped
-// fetching would otherwise wait for the room's next owner, which only a
-// later command brings. A failure there is logged, not returned: the
-// events stay in the outbox, and leaving the lease to expire would not
-// publish them either.
-//
 // The lease package's hand-off hook calls it for each held lease before
 // releasing that lease.
 func (s *Service) FlushRoom(ctx context.Context, l Lease) error {
-	err := s.flush(ctx, l, true)
-	if s.cfg.Outbox != nil {
-		if perr := s.cfg.Outbox.PublishRoom(ctx, l.ID()); perr != nil {
-			s.cfg.Logger.Warn("room outbox not published at the hand-off; its next owner publishes it", "room_id", l.ID(), "err", perr)
-		}
-	}
-	return err
+	return s.flush(ctx, l, true)
 }
 
 // MoveRoom is FlushRoom for a room handed to another node while this one

@@ -195,12 +195,11 @@ func TestOutboxStartsNoBatchAfterStopFetching(t *testing.T) {
 	require.NoError(t, ob.Pause(context.Background()), "Pause when idle")
 }
 
-// The drain's hand-off publishes what a room's commands appended after the
-// outbox stopped fetching (those still in flight at StopIntake): the room's
-// next owner would publish them only when a later command brings the room
-// back, never for a room that goes quiet. A room with nothing pending costs
-// no Redis call.
-func TestFlushRoomPublishesTheEventsLeftAfterThePause(t *testing.T) {
+// PublishLeft publishes what the rooms pending when fetching stopped hold
+// (the events of commands in flight at StopIntake): their next owners would
+// publish them only when a later command brings each room back, never for
+// a room that goes quiet.
+func TestPublishLeftPublishesWhatTheStoppedOutboxLeft(t *testing.T) {
 	gate := newXaddGate()
 	close(gate.release)
 	b := newBeats()
@@ -212,19 +211,78 @@ func TestFlushRoomPublishesTheEventsLeftAfterThePause(t *testing.T) {
 	mustApply(t, a.svc, "r1", "c1", roompb.ApplyResponse_APPLIED)
 	mustApply(t, a.svc, "r2", "c2", roompb.ApplyResponse_APPLIED)
 	require.NoError(t, ob.Pause(ctx))
-	require.Equal(t, int64(1), rdb.LLen(ctx, outboxKey("r1")).Val(), "r1's event waits in its outbox")
+	for range 3 { // turns while stopped take nothing
+		await(t, b.ch, "beat while stopped")
+	}
+	require.Zero(t, gate.xadds.Load(), "XADDs while stopped")
 
-	require.NoError(t, a.svc.FlushRoom(ctx, a.leases.lease("r1")))
-	assert.Zero(t, rdb.LLen(ctx, outboxKey("r1")).Val(), "r1's outbox after its flush")
+	require.NoError(t, ob.PublishLeft(ctx))
+	for _, id := range []string{"r1", "r2"} {
+		assert.Zero(t, rdb.LLen(ctx, outboxKey(id)).Val(), "%s's outbox after PublishLeft", id)
+	}
 	msgs, err := rdb.XRange(ctx, DefaultEventStream, "-", "+").Result()
 	require.NoError(t, err)
-	require.Len(t, msgs, 1)
-	assert.Equal(t, "c1", msgs[0].Values["event_id"])
-	assert.Equal(t, int64(1), rdb.LLen(ctx, outboxKey("r2")).Val(), "r2, not flushed, keeps its event")
+	var got []string
+	for _, m := range msgs {
+		got = append(got, m.Values["event_id"].(string))
+	}
+	assert.ElementsMatch(t, []string{"c1", "c2"}, got)
+	ob.mu.Lock()
+	assert.Empty(t, ob.pending, "rooms pending after PublishLeft")
+	ob.mu.Unlock()
+}
 
-	xadds := gate.xadds.Load()
-	require.NoError(t, a.svc.FlushRoom(ctx, a.leases.lease("r1")), "a second flush")
-	assert.Equal(t, xadds, gate.xadds.Load(), "nothing pending, nothing published")
+// blockingBeat blocks its Beat while armed, until released, telling the
+// test when it does.
+type blockingBeat struct {
+	armed    atomic.Bool
+	blocked  chan struct{}
+	released chan struct{}
+	once     sync.Once
+}
+
+func (b *blockingBeat) Beat() {
+	if b.armed.Load() {
+		b.once.Do(func() {
+			close(b.blocked)
+			<-b.released
+		})
+	}
+}
+
+// Pause waits for the whole turn in progress, not only its batch: the
+// turn's other rooms are out of the pending set until it puts them back,
+// and a PublishLeft after a Pause that returned earlier would miss them.
+func TestOutboxPauseWaitsForTheWholeTurn(t *testing.T) {
+	gate := newXaddGate()
+	hb := &blockingBeat{blocked: make(chan struct{}), released: make(chan struct{})}
+	a, ob, rdb := newOutboxNode(t, gate, hb)
+	mustApply(t, a.svc, "r1", "c1", roompb.ApplyResponse_APPLIED)
+	mustApply(t, a.svc, "r2", "c2", roompb.ApplyResponse_APPLIED)
+	runLoop(t, nil, ob.Run)
+	var release sync.Once
+	releaseBeat := func() { release.Do(func() { close(hb.released) }) }
+	t.Cleanup(releaseBeat) // before runLoop's cleanup waits for the loop
+	await(t, gate.started, "a batch to start") // the turn took both rooms
+
+	ob.StopFetching()
+	hb.armed.Store(true) // the beat after this batch holds the turn
+	paused := make(chan error, 1)
+	go func() { paused <- ob.Pause(context.Background()) }()
+	close(gate.release)
+	await(t, hb.blocked, "the turn to beat after its batch")
+	select {
+	case <-paused:
+		t.Fatal("Pause returned while the turn still held a room out of the pending set")
+	case <-time.After(50 * time.Millisecond): // bounded: with the turn held, Pause cannot return in any time
+	}
+	releaseBeat()
+	require.NoError(t, await(t, paused, "Pause to return"))
+	require.NoError(t, ob.PublishLeft(context.Background()))
+	ctx := context.Background()
+	for _, id := range []string{"r1", "r2"} {
+		assert.Zero(t, rdb.LLen(ctx, outboxKey(id)).Val(), "%s's outbox after Pause and PublishLeft", id)
+	}
 }
 
 func TestOutboxAckKeepsUnpublishedEvents(t *testing.T) {

@@ -98,9 +98,8 @@ func (c OutboxConfig) Validate() error {
 // On drain, [Outbox.StopFetching] (phase StopIntake) lets no new batch
 // start, and [Outbox.Pause] (phase WaitInFlight) returns once the batch in
 // progress has finished. Events appended since (commands in flight) are
-// published at the room's hand-off ([Outbox.PublishRoom], from FlushRoom);
-// what that misses, by the room's next owner, whose recovery notifies its
-// outbox.
+// published by [Outbox.PublishLeft], after the hand-off; what that misses,
+// by the room's next owner, whose recovery notifies its outbox.
 type Outbox struct {
 	rdb redis.UniversalClient
 	cfg OutboxConfig
@@ -108,7 +107,7 @@ type Outbox struct {
 	mu       sync.Mutex
 	pending  map[string]struct{} // rooms that may have events
 	stopped  bool                // no new batch may start
-	busy     chan struct{}       // closed when the batch in progress ends; nil when idle
+	busy     chan struct{}       // closed when the turn in progress ends; nil when idle
 	failing  bool                // the last batch failed on Redis: logged once, not per room and turn
 	waitHook func()              // tests: called when Pause starts waiting
 	events   store               // reads the outbox, confirmed by WaitReplicas replicas
@@ -162,8 +161,9 @@ func (o *Outbox) StopFetching() {
 	o.mu.Unlock()
 }
 
-// Pause stops fetching and waits until the batch in progress (if any) has
-// finished, or ctx ends. It is the outbox's WaitInFlight step.
+// Pause stops fetching and waits until the turn in progress (if any) has
+// finished, its batch and its rooms put back pending, or ctx ends. It is
+// the outbox's WaitInFlight step.
 func (o *Outbox) Pause(ctx context.Context) error {
 	o.mu.Lock()
 	o.stopped = true
@@ -179,7 +179,7 @@ func (o *Outbox) Pause(ctx context.Context) error {
 	case <-busy:
 		return nil
 	case <-ctx.Done():
-		return fmt.Errorf("outbox pause: batch still in progress: %w", ctx.Err())
+		return fmt.Errorf("outbox pause: turn still in progress: %w", ctx.Err())
 	}
 }
 
@@ -215,7 +215,11 @@ func (o *Outbox) beat() {
 // reached stay pending: against a Redis that does not answer, the loop
 // waits out one batch per turn, not one per room.
 func (o *Outbox) turn(ctx context.Context) bool {
-	ids := o.takePending()
+	ids, done := o.beginTurn()
+	if done == nil {
+		return true
+	}
+	defer o.endTurn(done)
 	for i, id := range ids {
 		ok := o.runBatch(ctx, id)
 		o.beat()
@@ -227,9 +231,29 @@ func (o *Outbox) turn(ctx context.Context) bool {
 	return true
 }
 
-func (o *Outbox) takePending() []string {
+// beginTurn takes the pending rooms and marks a turn in progress, unless
+// fetching has stopped: then the rooms stay pending, for PublishLeft, and
+// done is nil.
+func (o *Outbox) beginTurn() (ids []string, done chan struct{}) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	if o.stopped {
+		return nil, nil
+	}
+	done = make(chan struct{})
+	o.busy = done
+	return o.takePendingLocked(), done
+}
+
+func (o *Outbox) endTurn(done chan struct{}) {
+	o.mu.Lock()
+	o.busy = nil
+	o.mu.Unlock()
+	close(done)
+}
+
+// takePendingLocked empties the pending set into ids; o.mu is held.
+func (o *Outbox) takePendingLocked() []string {
 	ids := make([]string, 0, len(o.pending))
 	for id := range o.pending {
 		ids = append(ids, id)
@@ -246,27 +270,37 @@ func (o *Outbox) markPending(ids []string) {
 	}
 }
 
-// PublishRoom publishes every event left in the room's outbox now,
-// whether fetching has stopped or not, one batch at a time within
-// [OutboxConfig.BatchTimeout] each; a room with nothing pending costs
-// nothing. The drain's hand-off calls it (FlushRoom) once the room's
-// commands have ended; the room stays pending if it fails.
-func (o *Outbox) PublishRoom(ctx context.Context, id string) error {
+// PublishLeft publishes, once, what the rooms still pending hold: the
+// events of commands that were in flight when fetching stopped, and of
+// rooms the last turns did not reach. Call it after [Outbox.Pause] (the
+// drain's Release phase): the rooms' next owners publish only what their
+// recovery finds, when a later command brings a room back, never for a
+// room that went quiet. Each batch is bounded by
+// [OutboxConfig.BatchTimeout]; the first that fails ends the pass, so a
+// Redis that does not answer costs one, and its error counts the rooms
+// left to their next owners.
+func (o *Outbox) PublishLeft(ctx context.Context) error {
 	o.mu.Lock()
-	_, pending := o.pending[id]
-	delete(o.pending, id)
+	ids := o.takePendingLocked()
 	o.mu.Unlock()
-	for more := pending; more; {
-		var err error
-		bctx, cancel := context.WithTimeout(ctx, o.cfg.BatchTimeout)
-		more, err = o.publish(bctx, id)
-		cancel()
-		if err != nil {
-			o.Notify(id)
-			return err
+	var bad []error
+	for i, id := range ids {
+		for more := true; more; {
+			var err error
+			bctx, cancel := context.WithTimeout(ctx, o.cfg.BatchTimeout)
+			more, err = o.publish(bctx, id)
+			cancel()
+			switch {
+			case errors.Is(err, errBadEvent): // this room's data: the pass goes on
+				o.markPending([]string{id})
+				bad, more = append(bad, err), false
+			case err != nil:
+				o.markPending(ids[i:])
+				return errors.Join(append(bad, fmt.Errorf("outbox: events of %d rooms left to their next owners: %w", len(ids)-i, err))...)
+			}
 		}
 	}
-	return nil
+	return errors.Join(bad...)
 }
 
 // runBatch publishes one batch of a room's events within
@@ -279,8 +313,6 @@ func (o *Outbox) runBatch(ctx context.Context, id string) bool {
 		o.mu.Unlock()
 		return false
 	}
-	done := make(chan struct{})
-	o.busy = done
 	o.mu.Unlock()
 
 	bctx, cancel := context.WithTimeout(ctx, o.cfg.BatchTimeout)
@@ -290,7 +322,6 @@ func (o *Outbox) runBatch(ctx context.Context, id string) bool {
 	bad := errors.Is(err, errBadEvent)
 	failed := err != nil && !bad && ctx.Err() == nil
 	o.mu.Lock()
-	o.busy = nil
 	if more || err != nil {
 		o.pending[id] = struct{}{}
 	}
@@ -299,7 +330,6 @@ func (o *Outbox) runBatch(ctx context.Context, id string) bool {
 		o.failing = failed
 	}
 	o.mu.Unlock()
-	close(done)
 	switch {
 	case bad: // this room's data, every time: Redis is fine
 		o.cfg.Logger.Error("room outbox batch failed", "room_id", id, "err", err)

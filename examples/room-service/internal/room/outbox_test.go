@@ -142,7 +142,9 @@ func TestOutboxTurnEndsAtFailedBatch(t *testing.T) {
 	srv.Kill()
 	require.False(t, ob.turn(context.Background()), "turn with Redis down")
 	assert.Equal(t, int64(1), tried.n.Load(), "batches tried in one turn with Redis down")
-	assert.Len(t, ob.takePending(), rooms, "rooms pending after the turn")
+	ob.mu.Lock()
+	assert.Len(t, ob.pending, rooms, "rooms pending after the turn")
+	ob.mu.Unlock()
 }
 
 // A Redis outage fails every room's batch every turn: the outbox says so
