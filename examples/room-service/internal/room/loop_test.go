@@ -262,7 +262,7 @@ func TestOutboxPauseWaitsForTheWholeTurn(t *testing.T) {
 	runLoop(t, nil, ob.Run)
 	var release sync.Once
 	releaseBeat := func() { release.Do(func() { close(hb.released) }) }
-	t.Cleanup(releaseBeat) // before runLoop's cleanup waits for the loop
+	t.Cleanup(releaseBeat)                     // before runLoop's cleanup waits for the loop
 	await(t, gate.started, "a batch to start") // the turn took both rooms
 
 	ob.StopFetching()
