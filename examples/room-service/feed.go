@@ -43,7 +43,8 @@ type feed struct {
 	mu           sync.Mutex
 	ids          []string // the log as last read: seq n is ids[n-1]; never changed in place
 	loaded       bool
-	failingSince time.Time     // when the first of the reads failing since the last that did not began; zero if none
+	readAt       time.Time     // when the last read that did not fail ended
+	failingSince time.Time     // when the first of the reads failing since then began, or readAt if later; zero if none
 	failing      bool          // reads have failed for failedReadsLimit
 	changed      chan struct{} // closed when ids grows or failing is set, then replaced
 }
@@ -102,12 +103,15 @@ func (fs *feeds) read(ctx context.Context, id string, f *feed) error {
 // failed records a failed read that began at began, and wakes the
 // watchers once reads have failed for failedReadsLimit: counted from the
 // first failed read's start, since one that hung for its whole budget was
-// failing all along.
+// failing all along, but never from before a read that did not fail.
 func (f *feed) failed(began time.Time) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.failingSince.IsZero() {
 		f.failingSince = began
+		if began.Before(f.readAt) {
+			f.failingSince = f.readAt
+		}
 	}
 	if !f.failing && time.Since(f.failingSince) >= failedReadsLimit {
 		f.failing = true
@@ -126,7 +130,7 @@ func (f *feed) wake() {
 func (f *feed) update(ids []string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.failingSince, f.failing = time.Time{}, false
+	f.readAt, f.failingSince, f.failing = time.Now(), time.Time{}, false
 	if f.loaded && len(ids) <= len(f.ids) {
 		return
 	}

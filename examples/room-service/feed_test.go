@@ -287,3 +287,36 @@ func TestWatchRoomHeartbeats(t *testing.T) {
 		}
 	})
 }
+
+// firstHangs hangs its first read for the read's budget (a dropped
+// packet); every later read succeeds.
+type firstHangs struct{ calls atomic.Int64 }
+
+func (r *firstHangs) GetRoom(ctx context.Context, req *roompb.GetRoomRequest) (*roompb.Room, error) {
+	if r.calls.Add(1) == 1 {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	return &roompb.Room{RoomId: req.GetRoomId(), CommandIds: []string{"c1"}, Seq: 1}, nil
+}
+
+// A read that hung while later reads of the room succeeded (a watcher's
+// own read beside the poller's) is no second of failures: dated from its
+// start, before those successes, it would send every watcher of the room
+// on this node away though the node reads the room fine.
+func TestAHungReadAmidSuccessesIsNoSecondOfFailures(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := &firstHangs{}
+		fs := newFeeds(r, watchEvery)
+		f := &feed{changed: make(chan struct{})}
+		done := make(chan error, 1)
+		go func() { done <- fs.read(context.Background(), "r", f) }() // hangs for callBudget
+		for range 9 {
+			time.Sleep(100 * time.Millisecond)
+			assert.NoError(t, fs.read(context.Background(), "r", f))
+		}
+		assert.Error(t, <-done)
+		_, _, failing, _ := f.view()
+		assert.False(t, failing, "failing after one hung read and nine good ones, the last 100ms ago")
+	})
+}
