@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -58,7 +59,8 @@ func (l *roomLog) since(after int64) ([]string, <-chan struct{}) {
 type testEvents struct {
 	roompb.UnimplementedRoomEventsServer
 	log     *roomLog
-	watches atomic.Int64 // WatchRoom calls received
+	watches atomic.Int64  // WatchRoom calls received
+	watched chan struct{} // told of each call, when the test listens
 	frozen  chan struct{}
 	freeze  sync.Once
 }
@@ -67,7 +69,17 @@ func (e *testEvents) stop() { e.freeze.Do(func() { close(e.frozen) }) }
 
 func (e *testEvents) WatchRoom(req *roompb.WatchRoomRequest, stream roompb.RoomEvents_WatchRoomServer) error {
 	e.watches.Add(1)
+	select {
+	case e.watched <- struct{}{}:
+	default:
+	}
 	ctx := stream.Context()
+	select { // frozen before the call: a stopped process sends nothing, not even a first heartbeat
+	case <-e.frozen:
+		<-ctx.Done()
+		return ctx.Err()
+	default:
+	}
 	after := req.GetAfterSeq()
 	if ids, _ := e.log.since(0); after > int64(len(ids)) {
 		return status.Errorf(codes.OutOfRange, "after_seq %d: room %s is at seq %d", after, req.GetRoomId(), len(ids))
@@ -131,7 +143,7 @@ func startEventsBackend(t *testing.T, log *roomLog, serving bool) *eventsBackend
 	}
 	hs.SetServingStatus(HealthService, st)
 	healthpb.RegisterHealthServer(srv, hs)
-	events := &testEvents{log: log, frozen: make(chan struct{})}
+	events := &testEvents{log: log, watched: make(chan struct{}, 1), frozen: make(chan struct{})}
 	roompb.RegisterRoomEventsServer(srv, events)
 	rooms := &testRooms{get: func(_ context.Context, req *roompb.GetRoomRequest) (*roompb.Room, error) {
 		ids, _ := log.since(0)
@@ -346,9 +358,7 @@ func TestFeedLeavesABackendThatStopsSending(t *testing.T) {
 	gw, _ := gatewayServer(t, bs)
 
 	sub := subscribe(t, gw, 3)
-	for a.events.watches.Load() == 0 {
-		time.Sleep(time.Millisecond) // polling the fake backend's counter, bounded by the test's timeout
-	}
+	<-a.events.watched
 	a.events.stop()
 	a.health.SetServingStatus(HealthService, healthpb.HealthCheckResponse_NOT_SERVING)
 	b.health.SetServingStatus(HealthService, healthpb.HealthCheckResponse_SERVING)
@@ -357,7 +367,38 @@ func TestFeedLeavesABackendThatStopsSending(t *testing.T) {
 	case ev := <-sub:
 		assert.Equal(t, int64(4), ev.id)
 		assert.Positive(t, b.events.watches.Load(), "watched again on b")
+		assert.True(t, bs.stalls.stalled(a.addr), "the silent backend is marked stalled")
 	case <-time.After(5 * time.Second):
 		t.Fatalf("no event 5 s after it was acknowledged: the feed still waits on the silent backend (b watched %d times)", b.events.watches.Load())
+	}
+}
+
+// A watch opened on a backend already frozen gets no first heartbeat: it
+// is judged from its start if the backend sent heartbeats before (a
+// stopped process that served), and never if it did not (a room-service
+// without them, during a rolling update).
+func TestFeedJudgesAWatchOpenedOnAFrozenBackendThatSentHeartbeats(t *testing.T) {
+	for _, known := range []bool{true, false} {
+		t.Run(fmt.Sprintf("sent heartbeats before=%v", known), func(t *testing.T) {
+			a := startEventsBackend(t, newRoomLog("c1"), true)
+			a.events.stop()
+			bs := newBackends(Config{Backends: []string{a.addr}}, quiet())
+			require.NoError(t, bs.Start(context.Background()))
+			t.Cleanup(func() { require.NoError(t, bs.Close(context.Background())) })
+			fs := newFeeds(bs, 16)
+			if known {
+				fs.heartbeats.saw(a.addr)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), watchStall+time.Second)
+			defer cancel()
+			_, err := fs.watch(ctx, "r1", 1, &feed{changed: make(chan struct{})})
+			if known {
+				assert.Equal(t, codes.Unavailable, status.Code(err), "got %v; want UNAVAILABLE at watchStall", err)
+				assert.True(t, bs.stalls.stalled(a.addr), "marked stalled")
+				return
+			}
+			assert.ErrorIs(t, ctx.Err(), context.DeadlineExceeded, "waited on the silent backend until the caller gave up: %v", err)
+			assert.False(t, bs.stalls.stalled(a.addr), "never judged")
+		})
 	}
 }

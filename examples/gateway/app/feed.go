@@ -45,9 +45,10 @@ const catchUpTimeout = 5 * time.Second
 // A room's feed starts with its first subscriber and stops when its last
 // one leaves; Close stops the rest and waits for them.
 type feeds struct {
-	b        *backends
-	capacity int
-	watches  *keyed.Workers[feed]
+	b          *backends
+	capacity   int
+	watches    *keyed.Workers[feed]
+	heartbeats beating
 }
 
 // feed is the shared upstream watch of one room.
@@ -129,10 +130,50 @@ const (
 	watchStall     = 4 * watchHeartbeat
 )
 
+// heartbeatMemory is how long a backend address counts as one that sends
+// heartbeats after its last: a watch opened on it is judged from its start,
+// since a frozen process sends no first heartbeat. Pods come and go with
+// their addresses; an address is forgotten after this.
+const heartbeatMemory = 10 * time.Minute
+
+// beating holds the backend addresses that sent heartbeats, and when last.
+type beating struct {
+	mu sync.Mutex
+	at map[string]time.Time
+}
+
+// saw records a heartbeat from addr, and forgets the addresses silent for
+// heartbeatMemory.
+func (b *beating) saw(addr string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	now := time.Now()
+	if b.at == nil {
+		b.at = make(map[string]time.Time)
+	}
+	if last, ok := b.at[addr]; !ok || now.Sub(last) > time.Second { // prune at most once a second per address
+		for a, t := range b.at {
+			if now.Sub(t) > heartbeatMemory {
+				delete(b.at, a)
+			}
+		}
+	}
+	b.at[addr] = now
+}
+
+// sends reports whether addr sent a heartbeat within heartbeatMemory.
+func (b *beating) sends(addr string) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	t, ok := b.at[addr]
+	return ok && time.Since(t) <= heartbeatMemory
+}
+
 // watch watches the room on the balanced connection from after, adding
 // each event to f; it returns the last seq received and why it ended. A
-// backend that sent a heartbeat and then nothing for watchStall is marked
-// stalled, so that the next watch goes elsewhere.
+// backend silent for watchStall after a heartbeat (or from the start, if
+// it sent heartbeats before) is marked stalled, so that the next watch
+// goes elsewhere.
 func (fs *feeds) watch(ctx context.Context, id string, after int64, f *feed) (int64, error) {
 	conn := fs.b.conn()
 	if conn == nil {
@@ -155,11 +196,15 @@ func (fs *feeds) watch(ctx context.Context, id string, after int64, f *feed) (in
 	if err != nil {
 		return after, err
 	}
+	judge := func() { stall = time.AfterFunc(watchStall, func() { silent.Store(true); cancel() }) }
+	addr, _ := pk.get()
+	if fs.heartbeats.sends(addr) {
+		judge()
+	}
 	for {
 		ev, err := stream.Recv()
 		if err != nil {
 			if silent.Load() {
-				addr, _ := pk.get()
 				if addr != "" {
 					fs.b.stalls.mark(addr)
 				}
@@ -167,12 +212,14 @@ func (fs *feeds) watch(ctx context.Context, id string, after int64, f *feed) (in
 			}
 			return after, err
 		}
-		if stall == nil && roompb.IsHeartbeat(ev) {
-			stall = time.AfterFunc(watchStall, func() { silent.Store(true); cancel() })
-		} else if stall != nil {
+		switch {
+		case stall != nil:
 			stall.Reset(watchStall)
+		case roompb.IsHeartbeat(ev):
+			judge()
 		}
 		if roompb.IsHeartbeat(ev) {
+			fs.heartbeats.saw(addr)
 			if ev.GetSeq() != after {
 				return after, status.Errorf(codes.Internal, "room %s: heartbeat at seq %d after %d", id, ev.GetSeq(), after)
 			}
