@@ -91,18 +91,19 @@ var (
 func asGroup(option string, constructor any, elem reflect.Type, group string) any {
 	want := fmt.Sprintf("a %s or a []%s", elem, elem)
 	t := reflect.TypeOf(constructor)
+	joinsGroup := func(out reflect.Type) bool { return out == elem || isSliceOf(out, elem) }
 	var err error
 	switch {
 	case t == nil || t.Kind() != reflect.Func:
 		err = configerr.Errorf("fxmodule.%s(%v): want a constructor returning %s, such as func() %s", option, t, want, elem)
-	case t.NumOut() > 1 && slices.ContainsFunc(slices.Collect(t.Outs())[1:], func(out reflect.Type) bool { return out == elem || isSliceOf(out, elem) }):
-		err = configerr.Errorf("fxmodule.%s(%v): only the first result joins the %s; return a []%s for several", option, t, joins[option], elem)
-	case t.NumOut() > 0 && t.Out(0) == elem:
-		return fx.Annotate(constructor, fx.ResultTags(`group:"`+group+`"`))
-	case t.NumOut() > 0 && isSliceOf(t.Out(0), elem): // a named slice type too
-		return fx.Annotate(constructor, fx.ResultTags(`group:"`+group+`,flatten"`))
-	default:
+	case t.NumOut() == 0 || !joinsGroup(t.Out(0)):
 		err = configerr.Errorf("fxmodule.%s(%v): the constructor's first result must be %s", option, t, want)
+	case slices.ContainsFunc(slices.Collect(t.Outs())[1:], joinsGroup):
+		err = configerr.Errorf("fxmodule.%s(%v): only the first result joins the %s; return a []%s for several", option, t, joins[option], elem)
+	case t.Out(0) == elem:
+		return fx.Annotate(constructor, fx.ResultTags(`group:"`+group+`"`))
+	default: // a slice, of a named slice type too
+		return fx.Annotate(constructor, fx.ResultTags(`group:"`+group+`,flatten"`))
 	}
 	refuse := reflect.MakeFunc(reflect.FuncOf(nil, []reflect.Type{elem, errorType}, false),
 		func([]reflect.Value) []reflect.Value {

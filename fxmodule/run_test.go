@@ -141,6 +141,11 @@ func TestRunConfigMistakeIsOneLineAndExitConfig(t *testing.T) {
 			want: []string{`fxmodule.AsHook(func() (drain.Hook, drain.Hook)): only the first result joins the drain; return a []drain.Hook for several`},
 		},
 		{
+			name: "AsHook of a constructor returning an error first",
+			give: []fx.Option{fxmodule.Module, cfg, fx.Provide(fxmodule.AsHook(func() (error, drain.Hook) { return nil, drain.Hook{} }))},
+			want: []string{`fxmodule.AsHook(func() (error, drain.Hook)): the constructor's first result must be a drain.Hook or a []drain.Hook`},
+		},
+		{
 			name: "AsHook of a constructor returning nothing",
 			give: []fx.Option{fxmodule.Module, cfg, fx.Provide(fxmodule.AsHook(func() {}))},
 			want: []string{`fxmodule.AsHook(func()): the constructor's first result must be a drain.Hook or a []drain.Hook`},
