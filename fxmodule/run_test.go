@@ -142,6 +142,7 @@ func TestRunConfigMistakeIsOneLineAndExitConfig(t *testing.T) {
 		},
 		{
 			name: "AsHook of a constructor returning an error first",
+			//lint:ignore ST1008 the mistake under test
 			give: []fx.Option{fxmodule.Module, cfg, fx.Provide(fxmodule.AsHook(func() (error, drain.Hook) { return nil, drain.Hook{} }))},
 			want: []string{`fxmodule.AsHook(func() (error, drain.Hook)): the constructor's first result must be a drain.Hook or a []drain.Hook`},
 		},
