@@ -277,6 +277,20 @@ func TestWatchRoomHeartbeats(t *testing.T) {
 		assert.Equal(t, []string{"0:", "1:c1", "1:", "1:", "1:", "1:"}, got, "a heartbeat at once, the event, then one per idle 250ms")
 		assert.Len(t, silent.sent, 1, "only the event without asking")
 
+		// An event restarts the period: the next heartbeat is 250ms after
+		// it, not at the next quarter second.
+		<-silent.sent
+		time.Sleep(50 * time.Millisecond) // t = 1.05s
+		r.set(false, "c2")                 // read at the poll of t = 1.1s
+		time.Sleep(250 * time.Millisecond) // t = 1.3s: a ticker would have beaten at 1.25s
+		synctest.Wait()
+		require.Len(t, beating.sent, 1)
+		assert.Equal(t, "c2", (<-beating.sent).GetCommandId())
+		time.Sleep(60 * time.Millisecond) // t = 1.36s
+		synctest.Wait()
+		require.Len(t, beating.sent, 1, "a heartbeat 250ms after the event")
+		assert.Equal(t, int64(2), (<-beating.sent).GetSeq())
+
 		_, done := watch("5ms")
 		select {
 		case err := <-done:
