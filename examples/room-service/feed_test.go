@@ -280,7 +280,7 @@ func TestWatchRoomHeartbeats(t *testing.T) {
 		// An event restarts the period: the next heartbeat is 250ms after
 		// it, not at the next quarter second.
 		<-silent.sent
-		time.Sleep(50 * time.Millisecond) // t = 1.05s
+		time.Sleep(50 * time.Millisecond)  // t = 1.05s
 		r.set(false, "c2")                 // read at the poll of t = 1.1s
 		time.Sleep(250 * time.Millisecond) // t = 1.3s: a ticker would have beaten at 1.25s
 		synctest.Wait()
