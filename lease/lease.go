@@ -89,11 +89,24 @@ func (l *Lease) claim() bool {
 // ended reports whether the lease has ended, its hooks run or not.
 func (l *Lease) ended() bool { return l.state.Load() >= stateEnded }
 
-// finish does the rest of an end: cause, context, hooks; then l leaves the set.
+// finish does the rest of an end: count, cause, context, hooks; then l
+// leaves the set. Counted before the context ends, so that whoever sees it
+// end (the hand-off reading lostDraining) sees the count.
 func (l *Lease) finish(cause error) {
 	defer l.m.forget(l)
+	l.count(cause)
 	l.cancelWith(cause)
 	l.runHooks(cause)
+}
+
+// count counts a lost lease (left to expire is counted by the drain).
+func (l *Lease) count(cause error) {
+	if errors.Is(cause, ErrLost) {
+		l.m.met.lost.Inc()
+		if l.m.draining() && l.state.Load() != stateHandedOff { // the hand-off counts its own
+			l.m.lostDraining.Add(1)
+		}
+	}
 }
 
 // endedCause waits until whoever ended l has set its cause, and returns it.
@@ -114,14 +127,10 @@ func (l *Lease) cancelWith(cause error) {
 	}
 }
 
-// runHooks counts and logs a lost lease and runs its hooks.
+// runHooks logs a lost lease and runs its hooks.
 func (l *Lease) runHooks(cause error) {
 	if !errors.Is(cause, ErrReleased) {
-		if errors.Is(cause, ErrLost) { // left to expire is counted by the drain
-			l.m.met.lost.Inc()
-			if l.m.draining() && l.state.Load() != stateHandedOff { // the hand-off counts its own
-				l.m.lostDraining.Add(1)
-			}
+		if errors.Is(cause, ErrLost) {
 			l.m.cfg.Logger.Warn("lease lost", "node_id", l.m.cfg.Node, "epoch", l.epoch, "room", l.ID(), "fence", l.fence, "cause", cause.Error())
 		}
 		l.callHook("OnLost", l.m.cfg.OnLost, cause)

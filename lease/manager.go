@@ -373,6 +373,7 @@ func (m *Manager) endAll(leases []*Lease, cause func(*Lease) error) []*Lease {
 	for _, l := range leases {
 		c := cause(l)
 		if l.claim() {
+			l.count(c)
 			l.cancelWith(c)
 			mine = append(mine, l)
 		} else {
