@@ -120,6 +120,23 @@ func (e *testEvents) WatchRoom(req *roompb.WatchRoomRequest, stream roompb.RoomE
 	}
 }
 
+// frozenHealth answers health checks until frozen, then none, as a
+// stopped process does.
+type frozenHealth struct {
+	*health.Server
+	frozen <-chan struct{}
+}
+
+func (h frozenHealth) Check(ctx context.Context, req *healthpb.HealthCheckRequest) (*healthpb.HealthCheckResponse, error) {
+	select {
+	case <-h.frozen:
+		<-ctx.Done()
+		return nil, ctx.Err()
+	default:
+		return h.Server.Check(ctx, req)
+	}
+}
+
 // eventsBackend is a room-service stand-in that drains as room-service
 // does: server streams registered with drain.Streams, closed paced.
 type eventsBackend struct {
@@ -142,8 +159,8 @@ func startEventsBackend(t *testing.T, log *roomLog, serving bool) *eventsBackend
 		st = healthpb.HealthCheckResponse_SERVING
 	}
 	hs.SetServingStatus(HealthService, st)
-	healthpb.RegisterHealthServer(srv, hs)
 	events := &testEvents{log: log, watched: make(chan struct{}, 1), frozen: make(chan struct{})}
+	healthpb.RegisterHealthServer(srv, frozenHealth{hs, events.frozen})
 	roompb.RegisterRoomEventsServer(srv, events)
 	rooms := &testRooms{get: func(_ context.Context, req *roompb.GetRoomRequest) (*roompb.Room, error) {
 		ids, _ := log.since(0)
@@ -401,4 +418,50 @@ func TestFeedJudgesAWatchOpenedOnAFrozenBackendThatSentHeartbeats(t *testing.T) 
 			assert.False(t, bs.stalls.stalled(a.addr), "never judged")
 		})
 	}
+}
+
+// oldEvents is a live room-service of a version without heartbeats: it
+// sends the room's events and then nothing (a quiet room).
+type oldEvents struct{ roompb.UnimplementedRoomEventsServer }
+
+func (oldEvents) WatchRoom(req *roompb.WatchRoomRequest, stream roompb.RoomEvents_WatchRoomServer) error {
+	if req.GetAfterSeq() == 0 {
+		if err := stream.Send(&roompb.RoomEvent{RoomId: req.GetRoomId(), Seq: 1, CommandId: "c1"}); err != nil {
+			return err
+		}
+	}
+	<-stream.Context().Done()
+	return stream.Context().Err()
+}
+
+// A live room-service without heartbeats at an address that sent them
+// before (a rollback; docker-compose's one stable address) is not taken
+// for stalled: it answers the health check a stopped process would not,
+// and the address is forgotten.
+func TestFeedDoesNotJudgeALiveBackendWithoutHeartbeats(t *testing.T) {
+	srv := grpc.NewServer()
+	hs := health.NewServer()
+	hs.SetServingStatus(HealthService, healthpb.HealthCheckResponse_SERVING)
+	healthpb.RegisterHealthServer(srv, hs)
+	roompb.RegisterRoomEventsServer(srv, oldEvents{})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	done := make(chan struct{})
+	go func() { defer close(done); _ = srv.Serve(ln) }()
+	t.Cleanup(func() { srv.Stop(); <-done })
+	addr := ln.Addr().String()
+
+	bs := newBackends(Config{Backends: []string{addr}}, quiet())
+	require.NoError(t, bs.Start(context.Background()))
+	t.Cleanup(func() { require.NoError(t, bs.Close(context.Background())) })
+	fs := newFeeds(bs, 16)
+	fs.heartbeats.saw(addr) // the newer version at this address beat a minute ago
+
+	ctx, cancel := context.WithTimeout(context.Background(), 2*watchStall)
+	defer cancel()
+	last, err := fs.watch(ctx, "r1", 0, &feed{first: 1, changed: make(chan struct{})})
+	assert.Equal(t, int64(1), last)
+	assert.ErrorIs(t, ctx.Err(), context.DeadlineExceeded, "the watch lasted until the caller left: %v", err)
+	assert.False(t, bs.stalls.stalled(addr), "a live backend marked stalled")
+	assert.False(t, fs.heartbeats.sends(addr), "the address is forgotten")
 }

@@ -151,7 +151,7 @@ func (b *beating) saw(addr string) {
 	if b.at == nil {
 		b.at = make(map[string]time.Time)
 	}
-	if last, ok := b.at[addr]; !ok || now.Sub(last) > time.Second { // prune at most once a second per address
+	if last, ok := b.at[addr]; !ok || now.Sub(last) > time.Second { // prune on a new address, or one silent for a second
 		for a, t := range b.at {
 			if now.Sub(t) > heartbeatMemory {
 				delete(b.at, a)
@@ -159,6 +159,13 @@ func (b *beating) saw(addr string) {
 		}
 	}
 	b.at[addr] = now
+}
+
+// forget drops addr: it answered without heartbeats.
+func (b *beating) forget(addr string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	delete(b.at, addr)
 }
 
 // sends reports whether addr sent a heartbeat within heartbeatMemory.
@@ -171,8 +178,7 @@ func (b *beating) sends(addr string) bool {
 
 // watch watches the room on the balanced connection from after, adding
 // each event to f; it returns the last seq received and why it ended. A
-// backend silent for watchStall after a heartbeat (or from the start, if
-// it sent heartbeats before) is marked stalled, so that the next watch
+// backend the judge takes for stalled is marked so, and the next watch
 // goes elsewhere.
 func (fs *feeds) watch(ctx context.Context, id string, after int64, f *feed) (int64, error) {
 	conn := fs.b.conn()
@@ -181,30 +187,20 @@ func (fs *feeds) watch(ctx context.Context, id string, after int64, f *feed) (in
 	}
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	var (
-		pk     pick
-		silent atomic.Bool
-		stall  *time.Timer // armed by the first heartbeat: a backend without them is never taken for stalled
-	)
-	defer func() {
-		if stall != nil {
-			stall.Stop()
-		}
-	}()
+	var pk pick
+	j := &judge{fs: fs, pk: &pk, cancel: cancel}
+	defer j.stop()
 	wctx = metadata.AppendToOutgoingContext(withPick(wctx, "", fs.b.stalls, &pk), roompb.WatchHeartbeatKey, watchHeartbeat.String())
 	stream, err := roompb.NewRoomEventsClient(conn).WatchRoom(wctx, &roompb.WatchRoomRequest{RoomId: id, AfterSeq: after}, grpc.WaitForReady(true))
 	if err != nil {
 		return after, err
 	}
-	judge := func() { stall = time.AfterFunc(watchStall, func() { silent.Store(true); cancel() }) }
-	addr, _ := pk.get()
-	if fs.heartbeats.sends(addr) {
-		judge()
-	}
+	j.start()
 	for {
 		ev, err := stream.Recv()
 		if err != nil {
-			if silent.Load() {
+			if j.silent.Load() {
+				addr := j.addr()
 				if addr != "" {
 					fs.b.stalls.mark(addr)
 				}
@@ -212,14 +208,8 @@ func (fs *feeds) watch(ctx context.Context, id string, after int64, f *feed) (in
 			}
 			return after, err
 		}
-		switch {
-		case stall != nil:
-			stall.Reset(watchStall)
-		case roompb.IsHeartbeat(ev):
-			judge()
-		}
+		j.message(roompb.IsHeartbeat(ev))
 		if roompb.IsHeartbeat(ev) {
-			fs.heartbeats.saw(addr)
 			if ev.GetSeq() != after {
 				return after, status.Errorf(codes.Internal, "room %s: heartbeat at seq %d after %d", id, ev.GetSeq(), after)
 			}
@@ -230,6 +220,72 @@ func (fs *feeds) watch(ctx context.Context, id string, after int64, f *feed) (in
 		}
 		after++
 		f.add(frame(id, after, ev.GetCommandId()), fs.capacity)
+	}
+}
+
+// judge takes a watch's backend for stalled once it is silent for
+// watchStall: after a heartbeat on this stream, or from the start on an
+// address that sent heartbeats before (a stopped process sends no first
+// one), unless the process still answers a health check then: a
+// room-service without heartbeats now serves that address (a rollback),
+// which is forgotten and not judged until it sends one.
+type judge struct {
+	fs     *feeds
+	pk     *pick
+	cancel context.CancelFunc
+	timer  *time.Timer // set and reset on the watch's goroutine only
+	beats  atomic.Bool // a heartbeat came on this stream
+	off    atomic.Bool // the address answered without heartbeats: not judged until one comes
+	silent atomic.Bool // judged stalled: the watch was cancelled for it
+}
+
+// addr is the backend's address, read at each use: grpc-go may pick again
+// (a transparent retry of a stream refused by a draining backend).
+func (j *judge) addr() string {
+	a, _ := j.pk.get()
+	return a
+}
+
+func (j *judge) start() {
+	if j.fs.heartbeats.sends(j.addr()) {
+		j.arm()
+	}
+}
+
+func (j *judge) arm() {
+	if j.timer == nil {
+		j.timer = time.AfterFunc(watchStall, j.fire)
+		return
+	}
+	j.timer.Reset(watchStall)
+}
+
+func (j *judge) fire() {
+	if !j.beats.Load() && j.fs.b.answers(j.addr()) {
+		j.fs.heartbeats.forget(j.addr())
+		j.off.Store(true)
+		return
+	}
+	j.silent.Store(true)
+	j.cancel()
+}
+
+// message restarts the silence after a message on the stream.
+func (j *judge) message(heartbeat bool) {
+	switch {
+	case heartbeat:
+		j.beats.Store(true)
+		j.off.Store(false)
+		j.fs.heartbeats.saw(j.addr())
+		j.arm()
+	case j.timer != nil && !j.off.Load():
+		j.timer.Reset(watchStall)
+	}
+}
+
+func (j *judge) stop() {
+	if j.timer != nil {
+		j.timer.Stop()
 	}
 }
 

@@ -135,6 +135,17 @@ func (s *stalls) close() {
 	s.wg.Wait()
 }
 
+// answers reports whether addr's room-service answers a health check at
+// all, SERVING or not, within stallCheckTimeout: a stopped process does not.
+func (b *backends) answers(addr string) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), stallCheckTimeout)
+	defer cancel()
+	return b.withOwner(addr, func(c *grpc.ClientConn) error {
+		_, err := healthpb.NewHealthClient(c).Check(ctx, &healthpb.HealthCheckRequest{Service: HealthService})
+		return err
+	}) == nil
+}
+
 // healthCheck asks addr's room-service for its grpc.health.v1 status over
 // the cached owner connection, the one redirected commands use; nil means
 // SERVING.
