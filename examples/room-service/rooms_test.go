@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"log/slog"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -12,8 +13,11 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/drainkit/drainkit/drain"
+	"github.com/drainkit/drainkit/examples/room-service/internal/room"
 	"github.com/drainkit/drainkit/internal/redistest"
 	"github.com/drainkit/drainkit/lease"
+	"github.com/drainkit/drainkit/lifecycle"
 )
 
 // startLeases starts a redis-server and the lease manager of node-a on it,
@@ -51,4 +55,30 @@ func TestLeaseAdapterAuditsEachOwnershipOnce(t *testing.T) {
 	_, err = a.Acquire(ctx, "r1")
 	require.NoError(t, err)
 	assert.Equal(t, 2, strings.Count(out.String(), `"event":"acquired"`), "a new ownership after a release is audited: %s", out.String())
+}
+
+// What the outbox left is published after the hand-off within a quarter of
+// the drain after its delay, so that the Close phase keeps its share, and
+// best effort: one room's entry that is no event is logged, and fails no
+// drain (the events stay for the room's next owner).
+func TestPublishLeftHookIsBoundedAndBestEffort(t *testing.T) {
+	ctx := context.Background()
+	rdb, m := startLeases(t)
+	ob, err := room.NewOutbox(rdb, room.OutboxConfig{Logger: slog.New(slog.DiscardHandler)})
+	require.NoError(t, err)
+	var out bytes.Buffer
+	r := &rooms{outbox: ob, leases: m, log: slog.New(slog.NewJSONHandler(&out, nil))}
+	hooks, err := roomHooks(r, config{HandOffMax: 1}, lifecycle.Config{DrainTimeout: 10 * time.Second, DrainDelay: 2 * time.Second})
+	require.NoError(t, err)
+	i := slices.IndexFunc(hooks, func(h drain.Hook) bool { return h.Name == "outbox.publish_left" })
+	require.GreaterOrEqual(t, i, 0, "hooks: %v", hooks)
+	assert.Equal(t, drain.Release, hooks[i].Phase)
+	assert.Equal(t, 2*time.Second, hooks[i].Timeout, "a quarter of the drain after its delay")
+
+	require.NoError(t, rdb.RPush(ctx, "room:outbox:{r1}", "not an event").Err())
+	ob.Notify("r1")
+	ob.StopFetching()
+	assert.NoError(t, hooks[i].Run(ctx), "best effort")
+	assert.Contains(t, out.String(), "events left to the rooms' next owners")
+	assert.Contains(t, out.String(), "not an event")
 }

@@ -96,7 +96,7 @@ func (c OutboxConfig) Validate() error {
 // drops was published, and a room's list is emptied only by the ack.
 //
 // On drain, [Outbox.StopFetching] (phase StopIntake) lets no new batch
-// start, and [Outbox.Pause] (phase WaitInFlight) returns once the batch in
+// start, and [Outbox.Pause] (phase WaitInFlight) returns once the turn in
 // progress has finished. Events appended since (commands in flight) are
 // published by [Outbox.PublishLeft], after the hand-off; what that misses,
 // by the room's next owner, whose recovery notifies its outbox.
@@ -270,15 +270,13 @@ func (o *Outbox) markPending(ids []string) {
 	}
 }
 
-// PublishLeft publishes, once, what the rooms still pending hold: the
-// events of commands that were in flight when fetching stopped, and of
-// rooms the last turns did not reach. Call it after [Outbox.Pause] (the
-// drain's Release phase): the rooms' next owners publish only what their
-// recovery finds, when a later command brings a room back, never for a
-// room that went quiet. Each batch is bounded by
-// [OutboxConfig.BatchTimeout]; the first that fails ends the pass, so a
-// Redis that does not answer costs one, and its error counts the rooms
-// left to their next owners.
+// PublishLeft publishes, once, what the rooms still pending hold (events
+// of commands in flight when fetching stopped), after [Outbox.Pause]: a
+// room's next owner publishes only what its recovery finds when a later
+// command brings the room back, never for a quiet room. Each batch gets
+// [OutboxConfig.BatchTimeout] and the first that fails on Redis ends the
+// pass; the error counts the rooms left to their next owners, and names
+// those with entries that are no events.
 func (o *Outbox) PublishLeft(ctx context.Context) error {
 	o.mu.Lock()
 	ids := o.takePendingLocked()
