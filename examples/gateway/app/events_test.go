@@ -422,7 +422,9 @@ func TestFeedJudgesAWatchOpenedOnAFrozenBackendThatSentHeartbeats(t *testing.T) 
 
 // oldEvents is a live room-service of a version without heartbeats: it
 // sends the room's events and then nothing (a quiet room).
-type oldEvents struct{ roompb.UnimplementedRoomEventsServer }
+type oldEvents struct {
+	roompb.UnimplementedRoomEventsServer
+}
 
 func (oldEvents) WatchRoom(req *roompb.WatchRoomRequest, stream roompb.RoomEvents_WatchRoomServer) error {
 	if req.GetAfterSeq() == 0 {
