@@ -121,6 +121,18 @@ func newOutboxNode(t *testing.T, gate *xaddGate, hb Heartbeat) (node, *Outbox, *
 	return newNode(t, rdb, "a", ob), ob, rdb
 }
 
+// publishedIDs returns the event_id of every event in the stream, in order.
+func publishedIDs(t *testing.T, rdb *redis.Client) []string {
+	t.Helper()
+	msgs, err := rdb.XRange(context.Background(), DefaultEventStream, "-", "+").Result()
+	require.NoError(t, err, "XRANGE %s", DefaultEventStream)
+	var ids []string
+	for _, m := range msgs {
+		ids = append(ids, m.Values["event_id"].(string))
+	}
+	return ids
+}
+
 func TestOutboxPublishesWithEventIDs(t *testing.T) {
 	gate := newXaddGate()
 	close(gate.release)
@@ -134,13 +146,7 @@ func TestOutboxPublishesWithEventIDs(t *testing.T) {
 	}
 	await(t, b.ch, "beat")
 	await(t, b.ch, "beat after a publishing turn")
-	msgs, err := rdb.XRange(context.Background(), DefaultEventStream, "-", "+").Result()
-	require.NoError(t, err, "XRANGE %s", DefaultEventStream)
-	var got []string
-	for _, m := range msgs {
-		got = append(got, m.Values["event_id"].(string))
-	}
-	require.Equal(t, want, got, "event ids in %s", DefaultEventStream)
+	require.Equal(t, want, publishedIDs(t, rdb), "event ids in %s", DefaultEventStream)
 	require.Zero(t, rdb.LLen(context.Background(), outboxKey("r1")).Val(), "events in the outbox after publishing")
 }
 
@@ -220,13 +226,7 @@ func TestPublishLeftPublishesWhatTheStoppedOutboxLeft(t *testing.T) {
 	for _, id := range []string{"r1", "r2"} {
 		assert.Zero(t, rdb.LLen(ctx, outboxKey(id)).Val(), "%s's outbox after PublishLeft", id)
 	}
-	msgs, err := rdb.XRange(ctx, DefaultEventStream, "-", "+").Result()
-	require.NoError(t, err)
-	var got []string
-	for _, m := range msgs {
-		got = append(got, m.Values["event_id"].(string))
-	}
-	assert.ElementsMatch(t, []string{"c1", "c2"}, got)
+	assert.ElementsMatch(t, []string{"c1", "c2"}, publishedIDs(t, rdb))
 	ob.mu.Lock()
 	assert.Empty(t, ob.pending, "rooms pending after PublishLeft")
 	ob.mu.Unlock()
