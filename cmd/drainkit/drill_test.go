@@ -124,6 +124,9 @@ func TestDrillRefusesBadInput(t *testing.T) {
 		{name: "grpc behind haproxy", give: []string{"-grpc", "-env", "A=:{port}", "-lb", "haproxy", "--", "true"}, want: `-lb "haproxy": a gRPC load goes through -lb roundrobin`},
 		{name: "grpc negative lag", give: []string{"-grpc", "-env", "A=:{port}", "-lb", "kube", "-lag", "-1s", "--", "true"}, want: "-lag -1s: must not be negative"},
 		{name: "grpc readiness behind haproxy", give: []string{"-env", "A=:{port}", "-lb", "haproxy", "-ready", "grpc", "--", "true"}, want: `-ready grpc: the haproxy balancer checks readiness over HTTP`},
+		{name: "grace past any load", give: []string{"-env", "A=:{port}", "-grace", "1000000h", "--", "true"}, want: "the drill sends at most 1000000"},
+		{name: "negative tail", give: []string{"-env", "A=:{port}", "-tail", "-3s", "--", "true"}, want: "-tail -3s: must not be negative"},
+		{name: "negative warmup", give: []string{"-env", "A=:{port}", "-warmup", "-1s", "--", "true"}, want: "-warmup -1s: must not be negative"},
 		{name: "grpc bad lag", give: []string{"-grpc", "-env", "A=:{port}", "-lag", "2", "--", "true"}, want: `invalid value "2" for flag -lag`},
 	}
 	for _, tt := range tests {
@@ -332,6 +335,15 @@ func TestDrillPassThatTheBalancersRetriesMadeSaysSo(t *testing.T) {
 	require.Equal(t, exitPass, code, "stdout:\n%s\nstderr:\n%s", out, errOut)
 	assert.Contains(t, out, "PASS: no request failed, every old instance exited 0 in time, but only because the balancer retried ")
 	assert.Contains(t, out, " refused connections: behind one that retries nothing (kube-proxy: -lb kube) they fail.")
+}
+
+// A gRPC pass that grpc-go's transparent retries helped says how many:
+// a client without them would have seen those calls fail.
+func TestDrillGRPCPassNamesTheTransparentRetries(t *testing.T) {
+	v := &verdict{Protocol: "grpc", ClientRetries: 3}
+	assert.Equal(t, "PASS: no call failed, every old instance exited 0 in time, with 3 transparent retries by grpc-go of calls no server processed (every grpc-go client makes them; others may not).", v.passed())
+	v.ClientRetries = 0
+	assert.Equal(t, "PASS: no call failed, every old instance exited 0 in time.", v.passed())
 }
 
 // Every process the drill started dies with it: SIGKILLed, the drill

@@ -380,8 +380,12 @@ func (c *drillConfig) checkLoad(headers []string) error {
 		return fmt.Errorf("-start %s: must be positive", c.Start)
 	case c.Grace <= 0:
 		return fmt.Errorf("-grace %s: must be positive", c.Grace)
-	case c.Warmup < 0 || c.Tail < 0 || c.Duration < 0:
-		return fmt.Errorf("-warmup, -tail and -duration must not be negative")
+	case c.Warmup < 0:
+		return fmt.Errorf("-warmup %s: must not be negative", c.Warmup)
+	case c.Tail < 0:
+		return fmt.Errorf("-tail %s: must not be negative", c.Tail)
+	case c.Duration < 0:
+		return fmt.Errorf("-duration %s: must not be negative", c.Duration)
 	case c.Method == "" || strings.ContainsAny(c.Method, " \t\r\n/:"):
 		return fmt.Errorf("-method %q: want a method such as GET or POST", c.Method)
 	}
@@ -405,10 +409,10 @@ func (c *drillConfig) checkLoad(headers []string) error {
 		}
 		c.Header.Add(k, v)
 	}
-	if n := c.loadBound().Seconds() * float64(c.Rate); n > maxRequests {
+	if n := c.loadBoundSeconds() * float64(c.Rate); n > maxRequests {
 		length := "-duration " + c.Duration.String()
 		if c.Duration == 0 {
-			length = fmt.Sprintf("up to %s (the bound -n, -start, -grace, -lag, -warmup and -tail give the update)", c.loadBound())
+			length = fmt.Sprintf("up to %.0fs (the bound -n, -start, -grace, -lag, -warmup and -tail give the update)", c.loadBoundSeconds())
 		}
 		return fmt.Errorf("-rate %d for %s is %.0f requests; the drill sends at most %d", c.Rate, length, n, maxRequests)
 	}
@@ -436,6 +440,16 @@ func (c *drillConfig) checkHTML(given bool) error {
 
 // loadBound is the longest the load can run: -duration, or the longest an
 // update can take plus the warm-up and the tail.
+// loadBoundSeconds is loadBound in seconds, summed without overflowing:
+// checked before loadBound is used, it refuses what a Duration cannot hold.
+func (c *drillConfig) loadBoundSeconds() float64 {
+	if c.Duration > 0 {
+		return c.Duration.Seconds()
+	}
+	per := c.Start.Seconds() + c.Grace.Seconds() + c.Lag.Seconds() + 25
+	return c.Warmup.Seconds() + float64(c.Instances)*per + c.Tail.Seconds()
+}
+
 func (c *drillConfig) loadBound() time.Duration {
 	if c.Duration > 0 {
 		return c.Duration

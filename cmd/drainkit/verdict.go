@@ -234,9 +234,13 @@ func (v *verdict) table() string {
 // on the service's behalf must not make a failure look like a success.
 func (v *verdict) passed() string {
 	line := fmt.Sprintf("PASS: no %s failed, every old instance exited 0 in time", strings.TrimSuffix(v.unit(), "s"))
-	if v.BalancerRetries > 0 {
+	switch {
+	case v.BalancerRetries > 0:
 		return fmt.Sprintf("%s, but only because the balancer retried %d refused connections: behind one that retries nothing (kube-proxy: -lb kube) they fail.",
 			line, v.BalancerRetries)
+	case v.Protocol == "grpc" && v.ClientRetries > 0:
+		return fmt.Sprintf("%s, with %d transparent retries by grpc-go of calls no server processed (every grpc-go client makes them; others may not).",
+			line, v.ClientRetries)
 	}
 	return line + "."
 }

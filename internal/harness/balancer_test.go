@@ -193,3 +193,31 @@ func TestEndpoints(t *testing.T) {
 	}
 	assert.Equal(t, 1, refused, "one of two connections went to the refusing endpoint, and was not retried")
 }
+
+// A server that resets the connection in the middle of its answer: the
+// client sees a failure through either balancer, as it would without one.
+// The in-process one had sent the status and ended the body cleanly, so a
+// drain that cut answers short passed the drill.
+func TestAResetMidAnswerReachesTheClient(t *testing.T) {
+	for _, kind := range []string{"haproxy", "inprocess"} {
+		t.Run(kind, func(t *testing.T) {
+			mux := http.NewServeMux()
+			mux.HandleFunc("GET /healthz/ready", func(http.ResponseWriter, *http.Request) {})
+			mux.HandleFunc("GET /work", func(w http.ResponseWriter, _ *http.Request) {
+				_, _ = io.WriteString(w, "partial ")
+				w.(http.Flusher).Flush()
+				panic(http.ErrAbortHandler) // the connection closes without the last chunk
+			})
+			b := startBalancer(t, kind, []Server{{Name: "s", Addr: serveHTTP(t, mux)}})
+			defer b.Close()
+			require.NoError(t, b.WaitServer(t.Context(), 0, true))
+			resp, err := NewClient(nil).Get("http://" + b.Addr() + "/work")
+			if err != nil {
+				return // broken off before the status: a failure too
+			}
+			body, err := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			assert.True(t, err != nil || resp.StatusCode >= 400, "got %d %q and no error; want the reset to reach the client", resp.StatusCode, body)
+		})
+	}
+}

@@ -202,8 +202,13 @@ func (b *InProcess) serve(w http.ResponseWriter, r *http.Request) {
 			w.Header()[k] = v
 		}
 		w.WriteHeader(resp.StatusCode)
-		_, _ = io.Copy(w, resp.Body)
+		_, err = io.Copy(w, resp.Body)
 		resp.Body.Close()
+		if err != nil {
+			// The server broke off its answer: break the client's off too,
+			// as HAProxy does, rather than end it cleanly as if complete.
+			panic(http.ErrAbortHandler)
+		}
 		return
 	}
 	b.refuse(w, b.noServer)
