@@ -70,14 +70,14 @@ func fromEnv(p loggerParams) (lifecycle.Config, error) {
 // when the app is built (exit 78): fx would never call a constructor of
 // another type, and the hook would be missing from the drain without a word.
 func AsHook(constructor any) any {
-	return asGroup("AsHook", constructor, hookType, hookGroup)
+	return asGroup("AsHook", "drain", constructor, hookType, hookGroup)
 }
 
 // AsCheck annotates a constructor returning a readiness.Check, or a slice
 // of them, so that its checks join the ready probe; refused as [AsHook]'s
 // are.
 func AsCheck(constructor any) any {
-	return asGroup("AsCheck", constructor, checkType, checkGroup)
+	return asGroup("AsCheck", "ready probe", constructor, checkType, checkGroup)
 }
 
 var (
@@ -87,8 +87,9 @@ var (
 
 // asGroup annotates constructor's first result, elem or []elem, into
 // group; another is replaced by a constructor of elem that fails naming
-// the mistake, since the group's reader takes only elem.
-func asGroup(option string, constructor any, elem reflect.Type, group string) any {
+// the mistake, since the group's reader (the drain, or the ready probe:
+// joins) takes only elem.
+func asGroup(option, joins string, constructor any, elem reflect.Type, group string) any {
 	want := fmt.Sprintf("a %s or a []%s", elem, elem)
 	t := reflect.TypeOf(constructor)
 	joinsGroup := func(out reflect.Type) bool { return out == elem || isSliceOf(out, elem) }
@@ -99,7 +100,7 @@ func asGroup(option string, constructor any, elem reflect.Type, group string) an
 	case t.NumOut() == 0 || !joinsGroup(t.Out(0)):
 		err = configerr.Errorf("fxmodule.%s(%v): the constructor's first result must be %s", option, t, want)
 	case slices.ContainsFunc(slices.Collect(t.Outs())[1:], joinsGroup):
-		err = configerr.Errorf("fxmodule.%s(%v): only the first result joins the %s; return a []%s for several", option, t, joins[option], elem)
+		err = configerr.Errorf("fxmodule.%s(%v): only the first result joins the %s; return a []%s for several", option, t, joins, elem)
 	case t.Out(0) == elem:
 		return fx.Annotate(constructor, fx.ResultTags(`group:"`+group+`"`))
 	default: // a slice, of a named slice type too
@@ -113,9 +114,6 @@ func asGroup(option string, constructor any, elem reflect.Type, group string) an
 }
 
 var errorType = reflect.TypeFor[error]()
-
-// joins is what each option's results join, for its refusals.
-var joins = map[string]string{"AsHook": "drain", "AsCheck": "ready probe"}
 
 func isSliceOf(t, elem reflect.Type) bool { return t.Kind() == reflect.Slice && t.Elem() == elem }
 

@@ -450,11 +450,13 @@ func (c *drillConfig) loadBoundSeconds() float64 {
 	return c.Warmup.Seconds() + float64(c.Instances)*per + c.Tail.Seconds()
 }
 
+// loadBound is loadBoundSeconds as a Duration, once checkLoad has refused
+// what one cannot hold.
 func (c *drillConfig) loadBound() time.Duration {
 	if c.Duration > 0 {
 		return c.Duration
 	}
-	return c.Warmup + time.Duration(c.Instances)*(c.Start+c.Grace+c.Lag+25*time.Second) + c.Tail
+	return time.Duration(c.loadBoundSeconds() * float64(time.Second))
 }
 
 // instanceVars are the values of one instance's placeholders.

@@ -414,7 +414,9 @@ func TestFeedJudgesAWatchOpenedOnAFrozenBackendThatSentHeartbeats(t *testing.T) 
 				assert.True(t, bs.stalls.stalled(a.addr), "marked stalled")
 				return
 			}
-			assert.ErrorIs(t, ctx.Err(), context.DeadlineExceeded, "waited on the silent backend until the caller gave up: %v", err)
+			// The caller's deadline ended it (grpc-go's own timer for it may
+			// fire before ctx's: the code, not ctx.Err, says so), not the judge.
+			assert.Equal(t, codes.DeadlineExceeded, status.Code(err), "waited on the silent backend until the caller gave up: %v", err)
 			assert.False(t, bs.stalls.stalled(a.addr), "never judged")
 		})
 	}
@@ -463,7 +465,7 @@ func TestFeedDoesNotJudgeALiveBackendWithoutHeartbeats(t *testing.T) {
 	defer cancel()
 	last, err := fs.watch(ctx, "r1", 0, &feed{first: 1, changed: make(chan struct{})})
 	assert.Equal(t, int64(1), last)
-	assert.ErrorIs(t, ctx.Err(), context.DeadlineExceeded, "the watch lasted until the caller left: %v", err)
+	assert.Equal(t, codes.DeadlineExceeded, status.Code(err), "the watch lasted until the caller left: %v", err)
 	assert.False(t, bs.stalls.stalled(addr), "a live backend marked stalled")
 	assert.False(t, fs.heartbeats.sends(addr), "the address is forgotten")
 }

@@ -140,21 +140,27 @@ func (s *stalls) close() {
 func (b *backends) answers(addr string) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), stallCheckTimeout)
 	defer cancel()
-	return b.withOwner(addr, func(c *grpc.ClientConn) error {
-		_, err := healthpb.NewHealthClient(c).Check(ctx, &healthpb.HealthCheckRequest{Service: HealthService})
-		return err
-	}) == nil
+	_, err := b.health(ctx, addr)
+	return err == nil
 }
 
-// healthCheck asks addr's room-service for its grpc.health.v1 status over
-// the cached owner connection, the one redirected commands use; nil means
-// SERVING.
+// healthCheck is health's answer as an error: nil means SERVING.
 func (b *backends) healthCheck(ctx context.Context, addr string) error {
-	return b.withOwner(addr, func(c *grpc.ClientConn) error {
+	st, err := b.health(ctx, addr)
+	if err == nil && st != healthpb.HealthCheckResponse_SERVING {
+		err = fmt.Errorf("health %s", st)
+	}
+	return err
+}
+
+// health asks addr's room-service for its grpc.health.v1 status over the
+// cached owner connection, the one redirected commands use.
+func (b *backends) health(ctx context.Context, addr string) (healthpb.HealthCheckResponse_ServingStatus, error) {
+	var st healthpb.HealthCheckResponse_ServingStatus
+	err := b.withOwner(addr, func(c *grpc.ClientConn) error {
 		resp, err := healthpb.NewHealthClient(c).Check(ctx, &healthpb.HealthCheckRequest{Service: HealthService})
-		if err == nil && resp.GetStatus() != healthpb.HealthCheckResponse_SERVING {
-			err = fmt.Errorf("health %s", resp.GetStatus())
-		}
+		st = resp.GetStatus()
 		return err
 	})
+	return st, err
 }
