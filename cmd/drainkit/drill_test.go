@@ -126,6 +126,7 @@ func TestDrillRefusesBadInput(t *testing.T) {
 		{name: "grpc readiness behind haproxy", give: []string{"-env", "A=:{port}", "-lb", "haproxy", "-ready", "grpc", "--", "true"}, want: `-ready grpc: the haproxy balancer checks readiness over HTTP`},
 		{name: "grace past any load", give: []string{"-env", "A=:{port}", "-grace", "1000000h", "--", "true"}, want: "the drill sends at most 1000000"},
 		{name: "negative tail", give: []string{"-env", "A=:{port}", "-tail", "-3s", "--", "true"}, want: "-tail -3s: must not be negative"},
+		{name: "tail with duration", give: []string{"-env", "A=:{port}", "-duration", "20s", "-tail", "5s", "--", "true"}, want: "-tail 5s: with -duration the load runs exactly 20s; give one of them"},
 		{name: "negative warmup", give: []string{"-env", "A=:{port}", "-warmup", "-1s", "--", "true"}, want: "-warmup -1s: must not be negative"},
 		{name: "grpc bad lag", give: []string{"-grpc", "-env", "A=:{port}", "-lag", "2", "--", "true"}, want: `invalid value "2" for flag -lag`},
 	}

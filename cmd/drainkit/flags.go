@@ -208,7 +208,7 @@ func parseDrill(args []string, output io.Writer) (*drillConfig, error) {
 		func() error { return c.checkGRPC(set, *request) },
 		func() error { return c.checkReady() },
 		func() error { return c.checkBalancer(set["lag"]) },
-		func() error { return c.checkLoad(headers) },
+		func() error { return c.checkLoad(headers, set["tail"]) },
 		func() error { return c.checkHTML(set["html"]) },
 	} {
 		if err := check(); err != nil {
@@ -370,7 +370,9 @@ func (c *drillConfig) checkBalancer(lagSet bool) error {
 	return nil
 }
 
-func (c *drillConfig) checkLoad(headers []string) error {
+// checkLoad refuses a load the drill cannot send; tailGiven says -tail was
+// given, which -duration would ignore.
+func (c *drillConfig) checkLoad(headers []string, tailGiven bool) error {
 	switch {
 	case c.Rate < 1 || c.Rate > maxRate:
 		return fmt.Errorf("-rate %d: want 1 to %d requests a second", c.Rate, maxRate)
@@ -386,6 +388,8 @@ func (c *drillConfig) checkLoad(headers []string) error {
 		return fmt.Errorf("-tail %s: must not be negative", c.Tail)
 	case c.Duration < 0:
 		return fmt.Errorf("-duration %s: must not be negative", c.Duration)
+	case c.Duration > 0 && tailGiven:
+		return fmt.Errorf("-tail %s: with -duration the load runs exactly %s; give one of them", c.Tail, c.Duration)
 	case c.Method == "" || strings.ContainsAny(c.Method, " \t\r\n/:"):
 		return fmt.Errorf("-method %q: want a method such as GET or POST", c.Method)
 	}
