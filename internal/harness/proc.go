@@ -3,7 +3,9 @@ package harness
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"strings"
@@ -20,7 +22,7 @@ type Proc struct {
 	Name string
 
 	cmd  *exec.Cmd
-	done chan struct{} // closed once the process exited and its output was read to its end
+	done chan struct{} // closed once the process exited and what it wrote was read
 
 	mu         sync.Mutex
 	lines      []string
@@ -63,10 +65,13 @@ func StartProc(name, bin string, env []string, args ...string) (*Proc, error) {
 	go func() {
 		defer close(exited)
 		p.reap()
+		if _, known := pipeBuffered(r); known {
+			_ = r.SetReadDeadline(time.Unix(1, 0)) // read what is left, then stop
+		}
 	}()
 	go func() {
 		defer close(p.done)
-		sc := bufio.NewScanner(r)
+		sc := bufio.NewScanner(output{r})
 		sc.Buffer(make([]byte, 1<<20), 1<<24)
 		for sc.Scan() {
 			p.add(sc.Text())
@@ -113,6 +118,27 @@ func (p *Proc) reap() {
 		p.exitAt = time.Now()
 		p.mu.Unlock()
 	}
+}
+
+// output reads a process's output pipe to its end, or, once the process
+// has exited (the pipe's read deadline set in the past), to what the pipe
+// holds: everything the process wrote is in the pipe when it exits, but a
+// descendant that left its group (setsid, a daemon) may hold the pipe open
+// for as long as it lives.
+type output struct{ pipe *os.File }
+
+func (o output) Read(b []byte) (int, error) {
+	n, err := o.pipe.Read(b)
+	if !errors.Is(err, os.ErrDeadlineExceeded) {
+		return n, err
+	}
+	if left, _ := pipeBuffered(o.pipe); left == 0 {
+		return 0, io.EOF
+	}
+	_ = o.pipe.SetReadDeadline(time.Time{}) // there is data: this read does not block
+	n, err = o.pipe.Read(b)
+	_ = o.pipe.SetReadDeadline(time.Unix(1, 0))
+	return n, err
 }
 
 // Lines returns every line printed so far.
@@ -192,8 +218,9 @@ func (p *Proc) Kill() {
 	<-p.done
 }
 
-// Done is closed once the process has exited and its output was read to
-// its end.
+// Done is closed once the process has exited and everything it wrote was
+// read. A descendant that left its group (setsid) and holds the output
+// open does not delay it; what that one writes after the exit is not read.
 func (p *Proc) Done() <-chan struct{} { return p.done }
 
 // Wait waits for the process to exit and returns its exit code (-1 when a

@@ -58,6 +58,23 @@ func growPipe(w *os.File) {
 	})
 }
 
+// pipeBuffered is how many bytes the pipe whose read end is r holds
+// (FIONREAD); known is false if it cannot tell.
+func pipeBuffered(r *os.File) (int, bool) {
+	var n int32 // FIONREAD writes a C int
+	rc, err := r.SyscallConn()
+	if err != nil {
+		return 0, false
+	}
+	var errno syscall.Errno
+	if err := rc.Control(func(fd uintptr) {
+		_, _, errno = syscall.Syscall(syscall.SYS_IOCTL, fd, syscall.TIOCINQ, uintptr(unsafe.Pointer(&n)))
+	}); err != nil || errno != 0 {
+		return 0, false
+	}
+	return int(n), true
+}
+
 // Alive reports whether pid runs; a zombie waiting for its reaper does not.
 // Tests use it to check that nothing a harness started outlives it.
 func Alive(pid int) bool {

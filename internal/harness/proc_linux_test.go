@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"strconv"
@@ -70,37 +71,31 @@ func startChild(t *testing.T, own bool, rest string) (*Proc, int) {
 	return p, grandchild
 }
 
-// A process's exit is timed when it exits, not when its output has been
-// read to its end: here a grandchild that left the process's group holds
-// the output pipe open after the process exited, as a backlog of unread
-// output would.
-func TestProcExitTimedBeforeOutputEnds(t *testing.T) {
-	p, grandchild := startChild(t, true, "exit 0")
-	t.Cleanup(func() {
-		_ = syscall.Kill(grandchild, syscall.SIGKILL)
-		<-p.Done()
-	})
+// A process is done when it exits and everything it wrote has been read,
+// even while a grandchild that left its group (setsid, a daemon) holds the
+// output pipe open: the harness would otherwise wait for the grandchild,
+// and a drill would record a service that exited at once as killed after
+// its grace. The exit is timed when the kernel reports it.
+func TestProcDoneAtItsExitWhileADetachedChildHoldsItsOutput(t *testing.T) {
+	// More than the pipe holds, so that the end of it is still unread when
+	// the process exits.
+	p, grandchild := startChild(t, true, `i=0; while [ $i -lt 40000 ]; do echo "line $i of the last words"; i=$((i+1)); done; echo last; exit 0`)
+	t.Cleanup(func() { _ = syscall.Kill(grandchild, syscall.SIGKILL) })
 
-	var exitAt time.Time
-	require.Eventually(t, func() bool {
-		var ok bool
-		exitAt, ok = p.Exited()
-		return ok
-	}, 10*time.Second, time.Millisecond, "sh exited, but its exit is not seen while its output is open")
-	select {
-	case <-p.Done():
-		t.Fatal("Done closed while the output pipe is still open")
-	default:
-	}
-
-	require.NoError(t, syscall.Kill(grandchild, syscall.SIGKILL))
-	<-p.Done()
-	after, ok := p.Exited()
-	require.True(t, ok)
-	require.Equal(t, exitAt, after, "the exit time stays when the output ends")
-	code, err := p.Wait(context.Background())
-	require.NoError(t, err)
+	wait, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	code, err := p.Wait(wait)
+	require.NoError(t, err, "the process exited, but Wait waits for the grandchild holding its output")
 	require.Equal(t, 0, code)
+	require.True(t, Alive(grandchild), "the grandchild must still hold the pipe for this test to mean anything")
+	lines := p.Lines()
+	require.Equal(t, "last", lines[len(lines)-1], "the process's last line is read before Done")
+	require.Len(t, lines, 1+40000+1) // the grandchild's pid, the lines, "last"
+	exitAt, ok := p.Exited()
+	require.True(t, ok)
+	require.NoError(t, syscall.Kill(grandchild, syscall.SIGKILL))
+	after, _ := p.Exited()
+	require.Equal(t, exitAt, after, "the exit time stays when the output ends")
 }
 
 // What a process started in its own group ends when it exits, as a
@@ -165,4 +160,23 @@ func TestDrainTimeEndsAtTheDrainReport(t *testing.T) {
 	require.Equal(t, unreported.ExitSeenAfter(), unreported.DrainTime(), "no report: timed at the exit the harness saw")
 	_, ok = unreported.ReportLine()
 	require.False(t, ok)
+}
+
+// Once the process has exited, its output is read to what the pipe holds,
+// however much that is, and no further: here the test holds the write end
+// open, as a detached grandchild would.
+func TestOutputAfterTheExitEndsWhereThePipeDoes(t *testing.T) {
+	r, w, err := os.Pipe()
+	require.NoError(t, err)
+	defer r.Close()
+	defer w.Close()
+	growPipe(w)
+	want := strings.Repeat("x", 200_000)
+	_, err = w.WriteString(want)
+	require.NoError(t, err)
+	require.NoError(t, r.SetReadDeadline(time.Unix(1, 0))) // as at the exit
+
+	got, err := io.ReadAll(output{r})
+	require.NoError(t, err)
+	require.Equal(t, len(want), len(got))
 }

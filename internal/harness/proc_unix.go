@@ -22,3 +22,7 @@ func killGroup(p *os.Process) { _ = syscall.Kill(-p.Pid, syscall.SIGKILL) }
 
 // growPipe leaves the pipe as it is.
 func growPipe(*os.File) {}
+
+// pipeBuffered cannot tell here: a process is done when its output pipe
+// closes.
+func pipeBuffered(*os.File) (int, bool) { return 0, false }
