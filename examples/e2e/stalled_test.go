@@ -90,6 +90,55 @@ func takenOver(t *testing.T, r *e2e.Report, node string, fault time.Time, ttl ti
 	t.Logf("%d rooms of %s taken over, the last %s after the fault began", len(rooms), node, slowest.Round(time.Millisecond))
 }
 
+// feedMoveBound is the longest an event may take to reach every subscriber
+// of its room while a room-service stalls: the gateway ends a watch that
+// sent no heartbeat (one every 250 ms) for a second and resumes it on
+// another room-service, and a subscriber whose stream ended comes back
+// within 300 ms. An event of a watch left on the stalled node would wait
+// for the fault's end, 2×LEASE_TTL.
+const feedMoveBound = 2500 * time.Millisecond
+
+// Subscribers per room of the load in the stall scenarios.
+const stalledSubscribersPerRoom = 5
+
+// eventsFollowed checks that every subscriber received every event of its
+// room once and in order, and that an event of a command acknowledged
+// during the fault reached the last of its room's subscribers within
+// feedMoveBound of the acknowledgement.
+func eventsFollowed(t *testing.T, subs *subscribers, res *e2e.LoadResult, fault e2e.Window) {
+	t.Helper()
+	r := subs.check(t)
+	for _, p := range r.Problems {
+		assert.Fail(t, p)
+	}
+	assert.Zero(t, r.More, "problems more than those listed")
+	var during, tooLate int
+	var slowest time.Duration
+	var slowestCmd string
+	for _, o := range res.Outcomes {
+		if !o.Acked || o.Answered.Before(fault.From) || o.Answered.After(fault.To) {
+			continue
+		}
+		during++
+		at, ok := r.Arrivals[o.CommandID]
+		if !assert.True(t, ok, "command %s: acknowledged, its event never reached the subscribers", o.CommandID) {
+			continue
+		}
+		late := time.Unix(0, at).Sub(o.Answered)
+		if late > feedMoveBound {
+			tooLate++
+		}
+		if late > slowest {
+			slowest, slowestCmd = late, o.CommandID+" in "+o.Room
+		}
+	}
+	require.NotZero(t, during, "commands acknowledged during the fault: with none, the events were not tested")
+	assert.Zero(t, tooLate, "events of the fault's commands that reached their room's last subscriber more than %s after the acknowledgement (of %d; the slowest, %s, after %s)",
+		feedMoveBound, during, slowestCmd, slowest.Round(time.Millisecond))
+	t.Logf("%d subscribers, %d reconnects; %d events of the fault's commands, the slowest at every subscriber %s after its acknowledgement",
+		r.Subscribers, r.Reconnects, during, slowest.Round(time.Millisecond))
+}
+
 // withinP99 checks the latency of the commands pending during the fault.
 func withinP99(t *testing.T, r *e2e.Report, ttl time.Duration) {
 	t.Helper()
@@ -100,12 +149,14 @@ func withinP99(t *testing.T, r *e2e.Report, ttl time.Duration) {
 // or a throttled container is: its leases expire, the gateways stop
 // sending to it within an attempt, and its rooms are served by the next
 // node; when it wakes its leases are gone and its first liveness answer is
-// 200, since a pause of the whole process is not a stuck loop.
+// 200, since a pause of the whole process is not a stuck loop. The rooms'
+// subscribers get every event, none held by a watch on the stopped node.
 func TestPausedRoomServicesRoomsMove(t *testing.T) {
 	const ttl = e2e.DefaultLeaseTTL
 	c, _ := startCluster(t, e2e.Config{})
 	ctx, cancel := context.WithTimeout(context.Background(), bound)
 	defer cancel()
+	subs := startSubscribers(t, c, strings.ReplaceAll(t.Name(), "/", "_")+"-", stalledSubscribersPerRoom)
 	wait := loadPastSteady(t, ctx, c, 4*ttl+4*time.Second)
 	victim := c.Busiest()
 	probed := probeAll(c)
@@ -122,12 +173,15 @@ func TestPausedRoomServicesRoomsMove(t *testing.T) {
 	liveThroughout(t, p)
 	takenOver(t, r, victim.Name, fault.From, ttl)
 	withinP99(t, r, ttl)
+	eventsFollowed(t, subs, res, fault)
 }
 
 // A room-service cut off from Redis for twice its lease TTL while its gRPC
 // port still answers: a proxy between it and Redis holds every byte. It
 // turns not ready within the TTL, its rooms move, and once the partition
-// heals its late writes are refused (fenced); liveness stays 200.
+// heals its late writes are refused (fenced); liveness stays 200. The
+// rooms' subscribers get every event, none held by a watch on the node cut
+// off.
 func TestRoomServiceCutOffFromRedis(t *testing.T) {
 	const ttl = e2e.DefaultLeaseTTL
 	c, _ := startCluster(t, e2e.Config{Rooms: e2e.DefaultRooms - 1})
@@ -138,6 +192,7 @@ func TestRoomServiceCutOffFromRedis(t *testing.T) {
 	t.Cleanup(proxy.Close)
 	victim, err := c.StartRoomVia(ctx, -1, proxy)
 	require.NoError(t, err, "start a room-service via the proxy")
+	subs := startSubscribers(t, c, strings.ReplaceAll(t.Name(), "/", "_")+"-", stalledSubscribersPerRoom)
 	wait := loadPastSteady(t, ctx, c, 4*ttl+4*time.Second)
 	probed := probeAll(c)
 	fault := e2e.Window{From: time.Now()}
@@ -155,6 +210,7 @@ func TestRoomServiceCutOffFromRedis(t *testing.T) {
 	assert.True(t, ok && at.Sub(fault.From) <= ttl, "%s: not ready %s after the cut (seen: %v); want within LEASE_TTL %s", victim.Name, at.Sub(fault.From), ok, ttl)
 	takenOver(t, r, victim.Name, fault.From, ttl)
 	withinP99(t, r, ttl)
+	eventsFollowed(t, subs, res, fault)
 	// Running but cut off, the victim must give its rooms up itself
 	// before their keys expire: the ownership check above found no second
 	// owner, and here each of its holds ended lost.

@@ -51,6 +51,7 @@ func startSubscribers(t *testing.T, c *e2e.Cluster, prefix string, per int) *sub
 	go func() {
 		defer close(s.lines)
 		sc := bufio.NewScanner(stdout)
+		sc.Buffer(nil, 1<<26) // a report has an arrival per event
 		for sc.Scan() {
 			s.lines <- sc.Text()
 		}
@@ -99,8 +100,9 @@ func (s *subscribers) check(t *testing.T) subscribersReport {
 type subscribersReport struct {
 	Subscribers int      `json:"subscribers"`
 	Reconnects  int      `json:"reconnects"`
-	Problems    []string `json:"problems"`
-	More        int      `json:"more"`
+	Problems    []string         `json:"problems"`
+	More        int              `json:"more"`
+	Arrivals    map[string]int64 `json:"arrivals"` // command id → when the last of its room's subscribers had its event, Unix ns
 }
 
 // Subscribers, per room of the load, in the rolling-update scenario: 2,000

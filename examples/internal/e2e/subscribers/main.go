@@ -38,6 +38,10 @@ type report struct {
 	Reconnects  int      `json:"reconnects"`
 	Problems    []string `json:"problems"` // an event lost, repeated, out of order or unlike the log; at most maxProblems
 	More        int      `json:"more"`     // problems beyond those listed
+	// Arrivals is, for each command id in the rooms' logs, when the last
+	// of its room's subscribers received its event (Unix nanoseconds): a
+	// test compares it with when the command was acknowledged.
+	Arrivals map[string]int64 `json:"arrivals"`
 }
 
 const maxProblems = 20
@@ -95,7 +99,7 @@ func main() {
 func check(ctx context.Context, url string, subs []*subscriber, bound time.Duration) report {
 	ctx, cancel := context.WithTimeout(ctx, bound)
 	defer cancel()
-	r := report{Subscribers: len(subs)}
+	r := report{Subscribers: len(subs), Arrivals: map[string]int64{}}
 	problem := func(format string, args ...any) {
 		if len(r.Problems) < maxProblems {
 			r.Problems = append(r.Problems, fmt.Sprintf(format, args...))
@@ -116,7 +120,7 @@ func check(ctx context.Context, url string, subs []*subscriber, bound time.Durat
 			}
 			logs[s.room] = want
 		}
-		got, err := s.waitFor(ctx, len(want), bound)
+		got, at, err := s.waitFor(ctx, len(want), bound)
 		if err != nil {
 			problem("%v", err)
 			continue
@@ -126,6 +130,7 @@ func check(ctx context.Context, url string, subs []*subscriber, bound time.Durat
 				problem("room %s: event %d is %s; want %s (the room's log)", s.room, i+1, got[i], want[i])
 				break
 			}
+			r.Arrivals[got[i]] = max(r.Arrivals[got[i]], at[i])
 		}
 	}
 	for _, s := range subs {
@@ -166,6 +171,7 @@ type subscriber struct {
 
 	mu         sync.Mutex
 	got        []string // command ids, one per seq from 1
+	at         []int64  // when each of got arrived, Unix nanoseconds
 	reconnects int
 	problem    string // the first event out of order, skipped or repeated
 }
@@ -232,6 +238,7 @@ func (s *subscriber) follow(ctx context.Context, client *http.Client, url string
 			}
 			if id == int64(len(s.got))+1 {
 				s.got = append(s.got, cmd)
+				s.at = append(s.at, time.Now().UnixNano())
 			}
 			s.mu.Unlock()
 			select {
@@ -244,26 +251,27 @@ func (s *subscriber) follow(ctx context.Context, client *http.Client, url string
 }
 
 // waitFor waits, within ctx (bound long), until s has n events and returns
-// the first n, or the first problem it saw.
-func (s *subscriber) waitFor(ctx context.Context, n int, bound time.Duration) ([]string, error) {
+// the first n with their arrivals, or the first problem it saw.
+func (s *subscriber) waitFor(ctx context.Context, n int, bound time.Duration) ([]string, []int64, error) {
 	for {
 		s.mu.Lock()
 		have, problem := len(s.got), s.problem
 		caught := have >= n
 		var got []string
+		var at []int64
 		if caught {
-			got = slices.Clone(s.got[:n])
+			got, at = slices.Clone(s.got[:n]), slices.Clone(s.at[:n])
 		}
 		s.mu.Unlock()
 		switch {
 		case problem != "":
-			return nil, errors.New(problem)
+			return nil, nil, errors.New(problem)
 		case caught:
-			return got, nil
+			return got, at, nil
 		}
 		select {
 		case <-ctx.Done():
-			return nil, fmt.Errorf("room %s: a subscriber has %d of %d events (after %s)", s.room, have, n, bound)
+			return nil, nil, fmt.Errorf("room %s: a subscriber has %d of %d events (after %s)", s.room, have, n, bound)
 		case <-s.progress:
 		}
 	}

@@ -56,9 +56,15 @@ func follow(t *testing.T, url string, bound time.Duration) report {
 
 func TestCheckPassesEventsAsLogged(t *testing.T) {
 	url := serve(t, []string{"a", "b"}, [][2]any{{1, "a"}, {2, "b"}})
+	before := time.Now().UnixNano()
 	r := follow(t, url, 10*time.Second)
+	after := time.Now().UnixNano()
 	assert.Empty(t, r.Problems)
 	assert.Equal(t, 1, r.Subscribers)
+	require.Len(t, r.Arrivals, 2, "an arrival for each command id")
+	for _, id := range []string{"a", "b"} {
+		assert.True(t, r.Arrivals[id] >= before && r.Arrivals[id] <= after, "arrival of %s: %d; want within the check, [%d, %d]", id, r.Arrivals[id], before, after)
+	}
 }
 
 func TestCheckReportsAnEventUnlikeTheLog(t *testing.T) {
