@@ -98,8 +98,8 @@ func (s *subscribers) check(t *testing.T) subscribersReport {
 // subscribersReport is the program's report, as its JSON line has it
 // (report in subscribers/main.go: a main package cannot be imported).
 type subscribersReport struct {
-	Subscribers int      `json:"subscribers"`
-	Reconnects  int      `json:"reconnects"`
+	Subscribers int              `json:"subscribers"`
+	Reconnects  int              `json:"reconnects"`
 	Problems    []string         `json:"problems"`
 	More        int              `json:"more"`
 	Arrivals    map[string]int64 `json:"arrivals"` // command id → when the last of its room's subscribers had its event, Unix ns
