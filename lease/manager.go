@@ -56,6 +56,10 @@ type Manager struct {
 	done     chan struct{}      // closed when the renewer has exited
 	settled  chan struct{}      // see settledLocked
 	aborted  chan struct{}      // closed when the Stop the Release hook's Abort started has returned
+	// halt ends when a Stop's ctx ends: a session start in progress (an
+	// Acquire's, which Stop waits for on startMu) ends with it.
+	halt    context.Context
+	haltNow context.CancelFunc
 }
 
 // New returns a Manager for client, or an error matching
@@ -85,6 +89,7 @@ func New(client redis.UniversalClient, cfg Config) (*Manager, error) {
 		leases:    make(map[string]*Lease),
 		flights:   make(map[string]*flight),
 	}
+	m.halt, m.haltNow = context.WithCancel(context.Background())
 	if err := m.met.register(cfg.Registerer, cfg.RoutePrefix); err != nil {
 		return nil, err
 	}
@@ -181,6 +186,7 @@ func (m *Manager) Stop(ctx context.Context) error {
 	// Stopped from here: no lease registers, no start begins; one in
 	// progress (an Acquire's) finishes first, under startMu.
 	first, err := m.stopRenewer(ctx)
+	defer context.AfterFunc(ctx, m.haltNow)() // a start in progress holds startMu: it keeps to ctx too
 	m.startMu.Lock()
 	m.mu.Lock()
 	m.sess.Store(nil) // a Release from now on finds its session ended and sends nothing; a flight's clean-up stops retrying

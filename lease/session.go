@@ -46,11 +46,14 @@ func (m *Manager) startSession(ctx context.Context) error {
 	// The call's own budget starts here, after the loss's hooks.
 	ctx, cancel := context.WithTimeout(ctx, m.cfg.CallTimeout)
 	defer cancel()
-	sent := m.now()
+	defer context.AfterFunc(m.halt, cancel)() // Stop's ctx ended: it waits for this start
+	again, sent := m.lastEpoch.Load() != 0, m.now()
 	res, err := sessionScript.Run(ctx, m.client, []string{m.nodeKey()}, strconv.FormatInt(m.lastEpoch.Load(), 10),
 		m.holder, m.state(), m.cfg.Addr, m.cfg.TTL.Milliseconds(), m.starts.Add(1)).Int64Slice()
 	m.wrote(sent, err)
 	switch {
+	case err != nil && m.halt.Err() != nil: // applied or not, Stop's end of the session follows
+		return fmt.Errorf("session %s: %w (%v)", m.nodeKey(), ErrNotRunning, err)
 	case err != nil:
 		return fmt.Errorf("session %s: %w", m.nodeKey(), err)
 	case len(res) != 2:
@@ -62,7 +65,11 @@ func (m *Manager) startSession(ctx context.Context) error {
 	}
 	m.makeCurrent(res[1], sent)
 	m.listSession(ctx, res[1])
-	m.cfg.Logger.Debug("lease session started", "node_id", m.cfg.Node, "epoch", res[1])
+	if again { // logged here, whoever started it: the renewer, or an Acquire that found it overdue
+		m.cfg.Logger.Info("lease session started again", "node_id", m.cfg.Node, "epoch", res[1])
+	} else {
+		m.cfg.Logger.Debug("lease session started", "node_id", m.cfg.Node, "epoch", res[1])
+	}
 	return nil
 }
 
@@ -278,8 +285,7 @@ func (m *Manager) tick(ctx context.Context) error {
 func (m *Manager) restart(ctx context.Context) error {
 	err := m.startSession(ctx)
 	switch {
-	case err == nil:
-		m.cfg.Logger.Info("lease session started again", "node_id", m.cfg.Node, "epoch", m.lastEpoch.Load())
+	case err == nil: // startSession logged it, or whoever started it meanwhile did
 	case ctx.Err() == nil && !errors.Is(err, ErrNotRunning): // not running: Stop came, nothing failed
 		m.followTopology(err)
 		m.met.heartbeatErrors.Inc() // before the check below: TestAFailedStartIsNotKeptOnceAnotherStarted starts a session here

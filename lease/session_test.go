@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -18,6 +19,8 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/drainkit/drainkit/internal/testlog"
 )
 
 // TestEpochNeverReused: every session the node id starts has a larger
@@ -519,4 +522,25 @@ func TestAFailedStartIsNotKeptOnceAnotherStarted(t *testing.T) {
 		t.Errorf("failed start kept beside a current session: %v; want none", *got)
 	}
 	assert.NotContains(t, logs.String(), "not started again yet")
+}
+
+// A session lost as overdue and started again by an Acquire (the renewer
+// starved, say) is logged as one started by the renewer is: the WARN
+// "lease session lost" gets its "lease session started again" line, with
+// the new epoch.
+func TestASessionStartedAgainByAnAcquireIsLogged(t *testing.T) {
+	var logs testlog.Buffer
+	cfg := testConfig()
+	cfg.TTL, cfg.RenewInterval = 3*time.Minute, 50*time.Second // the renewer stays asleep
+	cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))     // INFO and up
+	m := startManager(t, standalone(t).client(), cfg)
+	ctx := context.Background()
+	_, err := m.Acquire(ctx, "room")
+	require.NoError(t, err)
+	m.okAt.Store(new(time.Now().Add(-m.lostAfter))) // overdue
+	_, err = m.Acquire(ctx, "room")
+	require.NoError(t, err, "Acquire under an overdue session")
+	out := logs.String()
+	require.Contains(t, out, "lease session lost")
+	assert.Equal(t, 1, strings.Count(out, "lease session started again"), "lines for the new session:\n%s", out)
 }
