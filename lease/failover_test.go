@@ -243,3 +243,41 @@ func TestPlaceThroughAFailoverOfTheIndexPrimary(t *testing.T) {
 	}
 	assert.Equal(t, before, placements(t, ms...), "placements after the failover")
 }
+
+// A node started after a primary's failover, while the failed primary
+// stays down, starts: the cluster serves every slot, and a failed node
+// that serves none (go-redis from v9.24 lists it among the primaries,
+// from CLUSTER SHARDS) is not one whose checks the start waits for.
+func TestStartAfterAFailoverWhoseOldPrimaryStaysDown(t *testing.T) {
+	for _, paused := range []bool{false, true} { // paused: it takes connections and answers nothing
+		t.Run(fmt.Sprintf("paused=%v", paused), func(t *testing.T) { testStartAfterAFailover(t, paused) })
+	}
+}
+
+func testStartAfterAFailover(t *testing.T, paused bool) {
+	cl := redistest.StartClusterWith(t, redistest.ClusterConfig{Replicas: 1, NodeTimeout: time.Second,
+		Args: []string{"--cluster-require-full-coverage", "no"}})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	failover := cl.Failover
+	if paused {
+		failover = cl.FailoverPaused
+	}
+	promoted, _ := failover(ctx, cl.Servers[0])
+	t.Logf("%s down, %s promoted", cl.Servers[0].Addr, promoted.Addr)
+
+	cfg := testConfig()
+	c := cl.ClientWith(&redis.ClusterOptions{MaxRetries: 1, ContextTimeoutEnabled: true, DialerRetries: 1,
+		ReadTimeout: cfg.TTL / 4, DialTimeout: cfg.TTL / 2})
+	m, err := New(c, cfg)
+	require.NoError(t, err)
+	sctx, scancel := context.WithTimeout(ctx, 10*time.Second)
+	defer scancel()
+	start := time.Now()
+	require.NoError(t, m.Start(sctx), "Start after the failover")
+	t.Logf("started in %s", time.Since(start).Round(time.Millisecond))
+	defer func() { require.NoError(t, m.Stop(context.Background())) }()
+	l, err := m.Acquire(ctx, roomOn(t, ctx, cl, m, promoted))
+	require.NoError(t, err, "Acquire of a room on the promoted replica")
+	require.NoError(t, l.Context().Err())
+}

@@ -303,11 +303,14 @@ func EachServer(ctx context.Context, c redis.UniversalClient, retry func(context
 }
 
 // clusterPrimaries reloads c's slot map (ForEachMaster does) and returns
-// its primaries, or ErrSlotsUncovered unless CLUSTER SLOTS shows every slot
-// served, by as many primaries as the map has. Addresses are not compared:
-// go-redis may rewrite them (a loopback address announced behind another
-// host). A map from ClusterOptions.ClusterSlots is the caller's own and
-// taken as it is.
+// the primaries that serve slots, or ErrSlotsUncovered unless CLUSTER
+// SLOTS shows every slot served, each range by a primary of the map.
+// Primaries are matched by node id (CLUSTER MYID), not address: go-redis
+// may rewrite an address (a loopback one announced behind another host).
+// The map may list primaries that serve nothing, which are left out: from
+// v9.24, go-redis lists a failed primary whose replica took over, and it
+// answers nothing until it returns. A map from ClusterOptions.ClusterSlots
+// is the caller's own and taken as it is.
 func clusterPrimaries(ctx context.Context, c *redis.ClusterClient) ([]*redis.Client, error) {
 	var mu sync.Mutex
 	var listed []*redis.Client
@@ -328,18 +331,56 @@ func clusterPrimaries(ctx context.Context, c *redis.ClusterClient) ([]*redis.Cli
 	if err != nil {
 		return nil, err
 	}
-	served, primaries := 0, map[string]bool{}
+	served, serving := 0, map[string]bool{} // serving: the node ids of the primaries
 	for _, r := range slots {
 		if len(r.Nodes) > 0 {
 			served += r.End - r.Start + 1
-			primaries[r.Nodes[0].Addr] = true
+			serving[r.Nodes[0].ID] = true
 		}
 	}
-	if served < clusterSlots || len(primaries) != len(listed) {
-		return nil, fmt.Errorf("%w: CLUSTER SLOTS shows %d of %d slots served, by %d primaries; the client's slot map lists %d",
-			ErrSlotsUncovered, served, clusterSlots, len(primaries), len(listed))
+	if served < clusterSlots {
+		return nil, fmt.Errorf("%w: CLUSTER SLOTS shows %d of %d slots served", ErrSlotsUncovered, served, clusterSlots)
 	}
-	return listed, nil
+	primaries := servingOf(ctx, listed, serving)
+	if len(primaries) < len(serving) {
+		return nil, fmt.Errorf("%w: CLUSTER SLOTS shows every slot served, by %d primaries; %d of them answer from the client's slot map",
+			ErrSlotsUncovered, len(serving), len(primaries))
+	}
+	return primaries, nil
+}
+
+// servingOf asks each of listed for its node id and returns those whose id
+// is in serving, once every id in serving has answered or every one of
+// listed has: a primary that serves nothing may never answer.
+func servingOf(ctx context.Context, listed []*redis.Client, serving map[string]bool) []*redis.Client {
+	var wg sync.WaitGroup
+	defer wg.Wait() // after the cancel below: a primary that does not answer ends with ctx
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	type answer struct {
+		n  *redis.Client
+		id string
+	}
+	answers := make(chan answer, len(listed))
+	for _, n := range listed {
+		wg.Go(func() {
+			id, _ := n.ClusterMyID(ctx).Result() // one that does not answer is left out
+			answers <- answer{n, id}
+		})
+	}
+	var primaries []*redis.Client
+	found := map[string]bool{}
+	for range listed {
+		a := <-answers
+		if serving[a.id] && !found[a.id] {
+			found[a.id] = true
+			primaries = append(primaries, a.n)
+			if len(found) == len(serving) {
+				break // the rest serve nothing: cancel rather than wait for them
+			}
+		}
+	}
+	return primaries
 }
 
 // clusterSlots is the number of hash slots of a Redis Cluster.
