@@ -28,6 +28,11 @@ const (
 	ProbeTimeout = 100 * time.Millisecond
 )
 
+// minCallStep is the least RenewInterval and CallTimeout: a duration
+// given as a bare number (1 for 1s) is nanoseconds, which would renew or
+// retry in a busy loop.
+const minCallStep = 10 * time.Millisecond
+
 // fenceRetention is how long an idle fencing counter is kept; an expired
 // one still yields larger fences, as its floor is the server clock.
 const fenceRetention = 24 * time.Hour
@@ -38,7 +43,7 @@ const fenceRetention = 24 * time.Hour
 // that a config is refused in one place, with one error.
 type Config struct {
 	// Node is this process's node id (NODE_ID), naming its session key and
-	// written into every route it takes. Required.
+	// written into every route it takes. Required; at most [MaxIDLen] bytes.
 	Node string
 	// Addr is where other nodes forward a room's requests ([Manager.Owner],
 	// [Manager.Place]); empty if none do, and they then get "".
@@ -50,9 +55,10 @@ type Config struct {
 	// RenewInterval is the session renewer's tick; default TTL/6 (one
 	// call, whatever the rooms held), below TTL/3 so that a failed tick
 	// leaves a second chance before the TTL·2/3 deadline; the last comes
-	// a quarter interval before it.
+	// a quarter interval before it. At least 10ms.
 	RenewInterval time.Duration
-	// CallTimeout bounds every Redis call; default and maximum TTL/6.
+	// CallTimeout bounds every Redis call; default and maximum TTL/6, at
+	// least 10ms.
 	CallTimeout time.Duration
 	// RoutePrefix, FencePrefix and NodePrefix prefix the keys (defaults
 	// above); no '{' or '}', as the hash tag is the id's.
@@ -96,14 +102,16 @@ func (c Config) validate() error {
 	switch {
 	case c.Node == "":
 		return configerr.Errorf("lease: Config.Node is empty")
+	case len(c.Node) > MaxIDLen:
+		return configerr.Errorf("lease: Config.Node %.32q…: %d bytes; want at most %d", c.Node, len(c.Node), MaxIDLen)
 	case strings.ContainsAny(c.Node, "|{}") || strings.IndexFunc(c.Node, unicode.IsSpace) >= 0:
 		return configerr.Errorf("lease: Config.Node %q (the node id; NODE_ID under fxlease) contains '|', '{', '}' or whitespace", c.Node)
 	case c.TTL < MinTTL:
 		return configerr.Errorf("lease: Config.TTL %s is below MinTTL (%s): set it to %s or more, or 0 for DefaultTTL (%s)", c.TTL, MinTTL, MinTTL, DefaultTTL)
-	case c.RenewInterval <= 0 || c.RenewInterval >= c.TTL/3:
-		return configerr.Errorf("lease: Config.RenewInterval %s must be above 0 and below TTL/3 (%s)", c.RenewInterval, c.TTL/3)
-	case c.CallTimeout <= 0 || c.CallTimeout > c.TTL/6:
-		return configerr.Errorf("lease: Config.CallTimeout %s must be above 0 and at most TTL/6 (%s)", c.CallTimeout, c.TTL/6)
+	case c.RenewInterval < minCallStep || c.RenewInterval >= c.TTL/3:
+		return configerr.Errorf("lease: Config.RenewInterval %s must be at least %s and below TTL/3 (%s)", c.RenewInterval, minCallStep, c.TTL/3)
+	case c.CallTimeout < minCallStep || c.CallTimeout > c.TTL/6:
+		return configerr.Errorf("lease: Config.CallTimeout %s must be at least %s and at most TTL/6 (%s)", c.CallTimeout, minCallStep, c.TTL/6)
 	case c.WaitReplicas < 0:
 		return configerr.Errorf("lease: Config.WaitReplicas %d is negative", c.WaitReplicas)
 	}

@@ -31,6 +31,10 @@ func TestConfigValidate(t *testing.T) {
 		{"short TTL", Config{Node: "n", TTL: 500 * time.Millisecond}, "Config.TTL 500ms is below MinTTL (1s): set it to 1s or more"},
 		{"renew at TTL/3", Config{Node: "n", TTL: 9 * time.Second, RenewInterval: 3 * time.Second}, "Config.RenewInterval 3s"},
 		{"call timeout above TTL/6", Config{Node: "n", CallTimeout: 2 * time.Second}, "Config.CallTimeout 2s"},
+		{"renew every nanosecond", Config{Node: "n", RenewInterval: 1}, "Config.RenewInterval 1ns must be at least 10ms"},
+		{"call timeout of a nanosecond", Config{Node: "n", CallTimeout: 1}, "Config.CallTimeout 1ns must be at least 10ms"},
+		{"node id too long", Config{Node: strings.Repeat("n", MaxIDLen+1)}, "Config.Node \"nnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnn\"…: 129 bytes; want at most 128"},
+		{"node id at the limit", Config{Node: strings.Repeat("n", MaxIDLen)}, ""},
 		{"prefix with brace", Config{Node: "n", RoutePrefix: "r{"}, `Config.RoutePrefix "r{"`},
 		{"equal prefixes", Config{Node: "n", RoutePrefix: "x:", FencePrefix: "x:"}, "must differ"},
 		{"negative WaitReplicas", Config{Node: "n", WaitReplicas: -1}, "Config.WaitReplicas -1"},
@@ -169,6 +173,8 @@ func TestConfigErrorsMatchErrConfig(t *testing.T) {
 		cfg    Config
 	}{
 		{"no client", nil, Config{Node: "n"}},
+		{"a nil *redis.Client", (*redis.Client)(nil), Config{Node: "n"}},
+		{"a nil *redis.ClusterClient", (*redis.ClusterClient)(nil), Config{Node: "n"}},
 		{"no node", fit, Config{}},
 		{"short TTL", fit, Config{Node: "n", TTL: time.Millisecond}},
 		{"WAIT on a custom client", custom, Config{Node: "n", WaitReplicas: 1}},
@@ -178,6 +184,9 @@ func TestConfigErrorsMatchErrConfig(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := New(tt.client, tt.cfg)
 			assert.ErrorIs(t, err, lifecycle.ErrConfig, "New()")
+			if strings.Contains(tt.name, "nil") {
+				assert.EqualError(t, err, "lease: client is nil")
+			}
 		})
 	}
 	assert.ErrorIs(t, (Config{}).validate(), lifecycle.ErrConfig, "validate()")

@@ -55,10 +55,16 @@ func Client(c redis.UniversalClient, callTimeout time.Duration) error {
 		return fmt.Errorf("*redis.Ring cannot keep leases: while a shard is unreachable it sends the shard's keys to another shard, " +
 			"so a room can have two owners; use a *redis.Client (standalone or Sentinel) or a *redis.ClusterClient")
 	case *redis.Client:
+		if cl == nil {
+			return fmt.Errorf("client is nil")
+		}
 		o := cl.Options()
 		options, retries, honoursCtx = optionsType(c), o.MaxRetries, o.ContextTimeoutEnabled
 		noRetries = "go-redis reads 0 as 3, -1 as none"
 	case *redis.ClusterClient:
+		if cl == nil {
+			return fmt.Errorf("client is nil")
+		}
 		o := cl.Options() // as go-redis resolved them: RouteByLatency and RouteRandomly set ReadOnly
 		// Without seeds go-redis answers "cluster has no nodes" forever,
 		// which lease waits out as a cluster still being created.
