@@ -137,7 +137,7 @@ func (m *Manager) Start(ctx context.Context) error {
 		}
 	}
 	retry := m.startRetry()
-	check := redischeck.Servers{AcceptEviction: m.cfg.AcceptEviction, Unsafe: ErrUnsafeServer, Logger: m.cfg.Logger,
+	check := redischeck.Servers{AcceptEviction: m.cfg.AcceptEviction, Unsafe: ErrUnsafeServer, Logger: m.cfg.Logger.With("node_id", m.cfg.Node),
 		Retry: retry, Retryable: retryable}
 	err := check.Check(ctx, m.client) // every server first: an unsafe one is the error to see
 	if err == nil {
@@ -240,8 +240,14 @@ func (m *Manager) Stop(ctx context.Context) error {
 				}
 			}
 			m.mu.Unlock()
-			return errors.Join(err, fmt.Errorf("lease: end session %s at %s: %w", m.nodeKey(), m.sessionAddr(), eerr),
-				fmt.Errorf("lease: %d rooms stay held until the session expires", stay))
+			held := "" // the session stays until it expires, holding nothing
+			switch {
+			case stay == 1:
+				held = "; 1 room stays held until the session expires"
+			case stay > 1:
+				held = fmt.Sprintf("; %d rooms stay held until the session expires", stay)
+			}
+			return errors.Join(err, fmt.Errorf("lease: end session %s at %s: %w%s", m.nodeKey(), m.sessionAddr(), eerr, held))
 		}
 		m.wroteAt.Store(nil) // ended: a Stop again (after Run returned, the client closed) sends nothing
 	}

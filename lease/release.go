@@ -16,7 +16,9 @@ import (
 // meanwhile), an error wrapping [ErrNotHeld] if
 // the session ended or the route is someone else's (do not fail a drain on
 // it), or the Redis error. A lease the drain's hand-off took is the hand-off's: Release
-// returns [ErrLeftToExpire] or [ErrDraining] and touches nothing.
+// returns [ErrLeftToExpire] or [ErrDraining] and touches nothing. The
+// lease has ended even when Release returns an error: its route may stay
+// until the session ends, and the room is not this holder's to use.
 func (l *Lease) Release(ctx context.Context) error {
 	ended := l.state.CompareAndSwap(stateHeld, stateEnded) // by this call: the release to count
 	switch {

@@ -80,6 +80,11 @@ func TestStartChecksServer(t *testing.T) {
 			if slices.Contains(tt.args, "INFO") { // the version's warning gives INFO's refusal, not CONFIG's
 				assert.Regexp(t, "cannot read the Redis version.*error=\"ERR unknown command .info.", logs.String())
 			}
+			for _, line := range strings.Split(logs.String(), "\n") {
+				if strings.Contains(line, "level=WARN") {
+					assert.Regexp(t, " node_id="+cfg.Node+"( |$)", line, "a warning names the node, as every lease line does")
+				}
+			}
 			if tt.wantLog != "" {
 				assert.Contains(t, logs.String(), tt.wantLog, "log: want a warning naming the setting")
 			} else {
