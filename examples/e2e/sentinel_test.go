@@ -128,10 +128,10 @@ func roomSeqs(t *testing.T, ctx context.Context, s *redistest.Server) map[string
 	c := s.Client()
 	seqs := map[string]int64{}
 	keys := c.Scan(ctx, 0, "room:seq:*", 1000).Iterator()
-	for keys.Next(ctx) {
-		n, err := c.Get(ctx, keys.Val()).Int64()
-		require.NoError(t, err, "GET %s on %s", keys.Val(), s.Addr)
-		seqs[keys.Val()] = n
+	for key := range keys.Vals(ctx) {
+		n, err := c.Get(ctx, key).Int64()
+		require.NoError(t, err, "GET %s on %s", key, s.Addr)
+		seqs[key] = n
 	}
 	require.NoError(t, keys.Err(), "SCAN on %s", s.Addr)
 	return seqs
