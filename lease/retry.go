@@ -90,15 +90,18 @@ func (m *Manager) whileSession(epoch int64) func() error {
 // retryable reports whether err may pass on another attempt: a timeout, a
 // failed connection, another process's expiring session (a restart after a
 // crash), a server briefly unable to serve (MOVED, ASK: direct calls only),
-// a cluster still forming (slots not all served, or none yet), or
-// sentinels that do not name the master (yet).
+// a cluster still forming (slots not all served, or none yet) or whose
+// slot map names a failed node (go-redis from v9.24 refuses to send to it
+// until a reload maps the slot to its promoted replica), or sentinels that
+// do not name the master (yet).
 func retryable(err error) bool {
 	var netErr net.Error
 	switch {
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, redis.ErrPoolTimeout), errors.Is(err, errSessionBusy),
 		errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF),
 		errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET),
-		errors.Is(err, redischeck.ErrSlotsUncovered), redischeck.NoMaster(err), errors.As(err, &netErr):
+		errors.Is(err, redischeck.ErrSlotsUncovered), errors.Is(err, redis.ErrClusterTopologyUnhealthy),
+		redischeck.NoMaster(err), errors.As(err, &netErr):
 		return true
 	}
 	if strings.Contains(err.Error(), "redis: cluster has no nodes") { // go-redis's, unexported: a cluster with no slot assigned yet (New refuses no seeds)
