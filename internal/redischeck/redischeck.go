@@ -310,12 +310,13 @@ func EachServer(ctx context.Context, c redis.UniversalClient, retry func(context
 
 // clusterPrimaries reloads c's slot map (ForEachMaster does) and returns
 // the primaries that serve slots, or ErrSlotsUncovered unless CLUSTER
-// SLOTS shows every slot served, each range by a primary of the map.
-// Primaries are matched by node id (CLUSTER MYID), not address: go-redis
-// may rewrite an address (a loopback one announced behind another host).
-// The map may list primaries that serve nothing, which are left out: from
-// v9.24, go-redis lists a failed primary whose replica took over, and it
-// answers nothing until it returns. A map from ClusterOptions.ClusterSlots
+// SLOTS shows every slot served, each range by a primary of the map. The
+// map may list primaries that serve nothing: from v9.24, go-redis lists a
+// failed primary whose replica took over, which answers nothing until it
+// returns. They are matched by address; where go-redis rewrote addresses
+// (a loopback one announced behind another host), a map that lists as many
+// primaries as serve slots is taken as it is, and one that lists more is
+// matched by node id (CLUSTER MYID). A map from ClusterOptions.ClusterSlots
 // is the caller's own and taken as it is.
 func clusterPrimaries(ctx context.Context, c *redis.ClusterClient) ([]*redis.Client, error) {
 	var mu sync.Mutex
@@ -337,56 +338,78 @@ func clusterPrimaries(ctx context.Context, c *redis.ClusterClient) ([]*redis.Cli
 	if err != nil {
 		return nil, err
 	}
-	served, serving := 0, map[string]bool{} // serving: the node ids of the primaries
+	served, serving := 0, map[string]string{} // the serving primaries' node ids and addresses
 	for _, r := range slots {
 		if len(r.Nodes) > 0 {
 			served += r.End - r.Start + 1
-			serving[r.Nodes[0].ID] = true
+			serving[r.Nodes[0].ID] = r.Nodes[0].Addr
 		}
 	}
 	if served < clusterSlots {
 		return nil, fmt.Errorf("%w: CLUSTER SLOTS shows %d of %d slots served", ErrSlotsUncovered, served, clusterSlots)
 	}
-	primaries := servingOf(ctx, listed, serving)
-	if len(primaries) < len(serving) {
-		return nil, fmt.Errorf("%w: CLUSTER SLOTS shows every slot served, by %d primaries; %d of them answer from the client's slot map",
-			ErrSlotsUncovered, len(serving), len(primaries))
+	var byAddr []*redis.Client
+	for _, n := range listed {
+		for _, addr := range serving {
+			if n.Options().Addr == addr {
+				byAddr = append(byAddr, n)
+				break
+			}
+		}
 	}
-	return primaries, nil
+	switch {
+	case len(byAddr) == len(serving):
+		return byAddr, nil
+	case len(listed) == len(serving):
+		return listed, nil
+	}
+	byID, err := servingOf(ctx, listed, serving)
+	if len(byID) < len(serving) {
+		return nil, fmt.Errorf("%w: CLUSTER SLOTS shows every slot served, by %d primaries; the client's slot map lists %d, "+
+			"and %d of them answer CLUSTER MYID with a serving one's id (%v)", ErrSlotsUncovered, len(serving), len(listed), len(byID), err)
+	}
+	return byID, nil
 }
 
-// servingOf asks each of listed for its node id and returns those whose id
-// is in serving, once every id in serving has answered or every one of
-// listed has: a primary that serves nothing may never answer.
-func servingOf(ctx context.Context, listed []*redis.Client, serving map[string]bool) []*redis.Client {
+// servingOf asks each of listed for its node id (CLUSTER MYID) and returns
+// those whose id is in serving, and the first error of those that did not
+// answer. It stops asking once every id in serving has answered, but a
+// call blocked on a node that answers nothing ends at ctx's deadline
+// (go-redis does not end a read on a cancel).
+func servingOf(ctx context.Context, listed []*redis.Client, serving map[string]string) ([]*redis.Client, error) {
 	var wg sync.WaitGroup
-	defer wg.Wait() // after the cancel below: a primary that does not answer ends with ctx
+	defer wg.Wait() // after the cancel below
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	type answer struct {
-		n  *redis.Client
-		id string
+		n   *redis.Client
+		id  string
+		err error
 	}
 	answers := make(chan answer, len(listed))
 	for _, n := range listed {
 		wg.Go(func() {
-			id, _ := n.ClusterMyID(ctx).Result() // one that does not answer is left out
-			answers <- answer{n, id}
+			id, err := n.ClusterMyID(ctx).Result()
+			answers <- answer{n, id, err}
 		})
 	}
 	var primaries []*redis.Client
+	var first error
 	found := map[string]bool{}
 	for range listed {
 		a := <-answers
-		if serving[a.id] && !found[a.id] {
+		if a.err != nil && first == nil {
+			first = fmt.Errorf("%s: %w", Addr(a.n), a.err)
+		}
+		if _, ok := serving[a.id]; ok && !found[a.id] {
 			found[a.id] = true
 			primaries = append(primaries, a.n)
 			if len(found) == len(serving) {
-				break // the rest serve nothing: cancel rather than wait for them
+				break
 			}
 		}
 	}
-	return primaries
+	return primaries, first
 }
 
 // clusterSlots is the number of hash slots of a Redis Cluster.
