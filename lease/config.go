@@ -24,7 +24,7 @@ const (
 	DefaultNodePrefix  = "room:node:"  // the node's session, room:node:{NODE}
 	// MinTTL is the shortest TTL accepted: below it, jitter alone loses leases.
 	MinTTL       = time.Second
-	MaxIDLen     = 128 // bytes of a room id
+	MaxIDLen     = 128 // bytes of a room id, and of Config.Node
 	ProbeTimeout = 100 * time.Millisecond
 )
 
@@ -103,7 +103,7 @@ func (c Config) validate() error {
 	case c.Node == "":
 		return configerr.Errorf("lease: Config.Node is empty")
 	case len(c.Node) > MaxIDLen:
-		return configerr.Errorf("lease: Config.Node %.32q…: %d bytes; want at most %d", c.Node, len(c.Node), MaxIDLen)
+		return configerr.Errorf("lease: Config.Node %.32q… (the node id; NODE_ID under fxlease): %d bytes; want at most %d", c.Node, len(c.Node), MaxIDLen)
 	case strings.ContainsAny(c.Node, "|{}") || strings.IndexFunc(c.Node, unicode.IsSpace) >= 0:
 		return configerr.Errorf("lease: Config.Node %q (the node id; NODE_ID under fxlease) contains '|', '{', '}' or whitespace", c.Node)
 	case c.TTL < MinTTL:

@@ -33,7 +33,7 @@ func TestConfigValidate(t *testing.T) {
 		{"call timeout above TTL/6", Config{Node: "n", CallTimeout: 2 * time.Second}, "Config.CallTimeout 2s"},
 		{"renew every nanosecond", Config{Node: "n", RenewInterval: 1}, "Config.RenewInterval 1ns must be at least 10ms"},
 		{"call timeout of a nanosecond", Config{Node: "n", CallTimeout: 1}, "Config.CallTimeout 1ns must be at least 10ms"},
-		{"node id too long", Config{Node: strings.Repeat("n", MaxIDLen+1)}, "Config.Node \"nnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnn\"…: 129 bytes; want at most 128"},
+		{"node id too long", Config{Node: strings.Repeat("n", MaxIDLen+1)}, "Config.Node \"nnnnnnnnnnnnnnnnnnnnnnnnnnnnnnnn\"… (the node id; NODE_ID under fxlease): 129 bytes; want at most 128"},
 		{"node id at the limit", Config{Node: strings.Repeat("n", MaxIDLen)}, ""},
 		{"prefix with brace", Config{Node: "n", RoutePrefix: "r{"}, `Config.RoutePrefix "r{"`},
 		{"equal prefixes", Config{Node: "n", RoutePrefix: "x:", FencePrefix: "x:"}, "must differ"},

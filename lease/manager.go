@@ -247,7 +247,11 @@ func (m *Manager) Stop(ctx context.Context) error {
 			case stay > 1:
 				held = fmt.Sprintf("; %d rooms stay held until the session expires", stay)
 			}
-			return errors.Join(err, fmt.Errorf("lease: end session %s at %s: %w%s", m.nodeKey(), m.sessionAddr(), eerr, held))
+			end := fmt.Errorf("lease: end session %s at %s: %w%s", m.nodeKey(), m.sessionAddr(), eerr, held)
+			if err != nil { // one line still, for a one-line log
+				return fmt.Errorf("%w; %w", err, end)
+			}
+			return end
 		}
 		m.wroteAt.Store(nil) // ended: a Stop again (after Run returned, the client closed) sends nothing
 	}

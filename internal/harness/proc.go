@@ -220,7 +220,9 @@ func (p *Proc) Kill() {
 
 // Done is closed once the process has exited and everything it wrote was
 // read. A descendant that left its group (setsid) and holds the output
-// open does not delay it; what that one writes after the exit is not read.
+// open does not delay it; what that one writes after the exit is not
+// read, and fails (EPIPE; a Go program's write to its stdout or stderr
+// then ends it with SIGPIPE).
 func (p *Proc) Done() <-chan struct{} { return p.done }
 
 // Wait waits for the process to exit and returns its exit code (-1 when a
