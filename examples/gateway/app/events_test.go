@@ -63,15 +63,28 @@ type testEvents struct {
 	watched chan struct{} // told of each call, when the test listens
 	frozen  chan struct{}
 	freeze  sync.Once
+	failing atomic.Bool // answer every watch UNAVAILABLE at once, as a node whose reads of the room fail
+
+	mu     sync.Mutex
+	byRoom map[string]int // WatchRoom calls per room
 }
 
 func (e *testEvents) stop() { e.freeze.Do(func() { close(e.frozen) }) }
 
 func (e *testEvents) WatchRoom(req *roompb.WatchRoomRequest, stream roompb.RoomEvents_WatchRoomServer) error {
 	e.watches.Add(1)
+	e.mu.Lock()
+	if e.byRoom == nil {
+		e.byRoom = map[string]int{}
+	}
+	e.byRoom[req.GetRoomId()]++
+	e.mu.Unlock()
 	select {
 	case e.watched <- struct{}{}:
 	default:
+	}
+	if e.failing.Load() {
+		return status.Errorf(codes.Unavailable, "room %s: this node's reads of it have failed: watch on another node", req.GetRoomId())
 	}
 	ctx := stream.Context()
 	select { // frozen before the call: a stopped process sends nothing, not even a first heartbeat
@@ -390,6 +403,36 @@ func TestFeedLeavesABackendThatStopsSending(t *testing.T) {
 	}
 }
 
+// A backend that ends a watch (here: its reads of the room fail, while its
+// health still says SERVING) is left by the watch that resumes it while
+// another is ready: no room's feed goes back to it, where a new read of
+// the room would fail again only after its budget.
+func TestFeedResumesAWatchOnAnotherBackend(t *testing.T) {
+	log := newRoomLog("c1")
+	a := startEventsBackend(t, log, true)
+	b := startEventsBackend(t, log, true)
+	a.events.failing.Store(true)
+	bs := newBackends(Config{Backends: []string{a.addr, b.addr}}, quiet())
+	require.NoError(t, bs.Start(context.Background()))
+	t.Cleanup(func() { require.NoError(t, bs.Close(context.Background())) })
+	fs := newFeeds(bs, 16)
+	t.Cleanup(func() { require.NoError(t, fs.Close(context.Background())) })
+
+	const rooms = 20
+	for i := range rooms {
+		id := fmt.Sprintf("r%d", i)
+		f := fs.join(id, 0)
+		t.Cleanup(func() { fs.leave(id, f) })
+	}
+	require.Eventually(t, func() bool { return b.events.watches.Load() == rooms }, 10*time.Second, time.Millisecond,
+		"every room's feed watching on b (b has %d)", b.events.watches.Load())
+	a.events.mu.Lock()
+	defer a.events.mu.Unlock()
+	for room, n := range a.events.byRoom {
+		assert.Equal(t, 1, n, "room %s: watches on the backend that ended its watch; want it left after the first", room)
+	}
+}
+
 // A watch opened on a backend already frozen gets no first heartbeat: it
 // is judged from its start if the backend sent heartbeats before (a
 // stopped process that served), and never if it did not (a room-service
@@ -408,7 +451,7 @@ func TestFeedJudgesAWatchOpenedOnAFrozenBackendThatSentHeartbeats(t *testing.T) 
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), watchStall+time.Second)
 			defer cancel()
-			_, err := fs.watch(ctx, "r1", 1, &feed{changed: make(chan struct{})})
+			_, _, err := fs.watch(ctx, "r1", 1, &feed{changed: make(chan struct{})}, "")
 			if known {
 				assert.Equal(t, codes.Unavailable, status.Code(err), "got %v; want UNAVAILABLE at watchStall", err)
 				assert.True(t, bs.stalls.stalled(a.addr), "marked stalled")
@@ -463,7 +506,7 @@ func TestFeedDoesNotJudgeALiveBackendWithoutHeartbeats(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*watchStall)
 	defer cancel()
-	last, err := fs.watch(ctx, "r1", 0, &feed{first: 1, changed: make(chan struct{})})
+	last, _, err := fs.watch(ctx, "r1", 0, &feed{first: 1, changed: make(chan struct{})}, "")
 	assert.Equal(t, int64(1), last)
 	assert.Equal(t, codes.DeadlineExceeded, status.Code(err), "the watch lasted until the caller left: %v", err)
 	assert.False(t, bs.stalls.stalled(addr), "a live backend marked stalled")

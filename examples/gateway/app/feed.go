@@ -85,10 +85,10 @@ func (fs *feeds) Close(ctx context.Context) error { return fs.watches.Close(ctx)
 // run watches the room from f.start until ctx ends, again from its last
 // event on the next backend whenever a backend ends the watch.
 func (fs *feeds) run(ctx context.Context, id string, f *feed) {
-	after := f.start
+	after, leave := f.start, ""
 	for {
 		var err error
-		after, err = fs.watch(ctx, id, after, f)
+		after, leave, err = fs.watch(ctx, id, after, f, leave)
 		switch code := status.Code(err); {
 		case ctx.Err() != nil:
 			return
@@ -99,8 +99,9 @@ func (fs *feeds) run(ctx context.Context, id string, f *feed) {
 			f.fail(err)
 			return
 		}
-		// The backend drained (UNAVAILABLE with RetryInfo) or broke: watch
-		// again from the last seq received, on the next backend.
+		// The backend drained (UNAVAILABLE with RetryInfo), its reads of the
+		// room failed, or it broke: watch again from the last seq received,
+		// on another backend while one is ready.
 		if !pause(ctx) {
 			return
 		}
@@ -176,24 +177,25 @@ func (b *beating) sends(addr string) bool {
 	return ok && time.Since(t) <= heartbeatMemory
 }
 
-// watch watches the room on the balanced connection from after, adding
-// each event to f; it returns the last seq received and why it ended. A
-// backend the judge takes for stalled is marked so, and the next watch
+// watch watches the room on the balanced connection from after, on
+// another backend than leave if one is ready, adding each event to f; it
+// returns the last seq received, the backend's address and why it ended.
+// A backend the judge takes for stalled is marked so, and the next watch
 // goes elsewhere.
-func (fs *feeds) watch(ctx context.Context, id string, after int64, f *feed) (int64, error) {
+func (fs *feeds) watch(ctx context.Context, id string, after int64, f *feed, leave string) (int64, string, error) {
 	conn := fs.b.conn()
 	if conn == nil {
-		return after, errNotStarted
+		return after, "", errNotStarted
 	}
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var pk pick
 	j := &judge{fs: fs, pk: &pk, cancel: cancel}
 	defer j.stop()
-	wctx = metadata.AppendToOutgoingContext(withPick(wctx, "", fs.b.stalls, &pk), roompb.WatchHeartbeatKey, watchHeartbeat.String())
+	wctx = metadata.AppendToOutgoingContext(withWatchPick(wctx, fs.b.stalls, leave, &pk), roompb.WatchHeartbeatKey, watchHeartbeat.String())
 	stream, err := roompb.NewRoomEventsClient(conn).WatchRoom(wctx, &roompb.WatchRoomRequest{RoomId: id, AfterSeq: after}, grpc.WaitForReady(true))
 	if err != nil {
-		return after, err
+		return after, j.addr(), err
 	}
 	j.start()
 	for {
@@ -204,19 +206,19 @@ func (fs *feeds) watch(ctx context.Context, id string, after int64, f *feed) (in
 				if addr != "" {
 					fs.b.stalls.mark(addr)
 				}
-				return after, status.Errorf(codes.Unavailable, "room %s: backend %s sent nothing for %s", id, addr, watchStall)
+				return after, addr, status.Errorf(codes.Unavailable, "room %s: backend %s sent nothing for %s", id, addr, watchStall)
 			}
-			return after, err
+			return after, j.addr(), err
 		}
 		j.message(roompb.IsHeartbeat(ev))
 		if roompb.IsHeartbeat(ev) {
 			if ev.GetSeq() != after {
-				return after, status.Errorf(codes.Internal, "room %s: heartbeat at seq %d after %d", id, ev.GetSeq(), after)
+				return after, j.addr(), status.Errorf(codes.Internal, "room %s: heartbeat at seq %d after %d", id, ev.GetSeq(), after)
 			}
 			continue
 		}
 		if ev.GetSeq() != after+1 { // a backend must not skip or repeat
-			return after, status.Errorf(codes.Internal, "room %s: event seq %d after %d", id, ev.GetSeq(), after)
+			return after, j.addr(), status.Errorf(codes.Internal, "room %s: event seq %d after %d", id, ev.GetSeq(), after)
 		}
 		after++
 		f.add(frame(id, after, ev.GetCommandId()), fs.capacity)

@@ -22,7 +22,8 @@ import (
 // moved it to even out the load) answers REDIRECT, which the gateway
 // follows, and its next commands go to that owner directly (roomOwners).
 // Calls without a room (reads) go round robin. Both skip the addresses
-// that stopped answering (see stalls).
+// that stopped answering (see stalls), and a resumed watch the backend
+// whose watch ended (withWatchPick).
 const hrwBalancer = "room_hrw"
 
 func init() {
@@ -34,11 +35,13 @@ func init() {
 type routeKey struct{}
 
 // route is what a call tells the pickers through its context: the room it
-// is a command for ("" for a read) and the addresses to avoid; the picker
-// records the address it picked in picked, if set.
+// is a command for ("" for a read), the addresses to avoid, and one to
+// leave while another is responsive; the picker records the address it
+// picked in picked, if set.
 type route struct {
 	room   string
 	avoid  *stalls
+	leave  string
 	picked *pick
 }
 
@@ -75,6 +78,14 @@ func withPick(ctx context.Context, room string, avoid *stalls, p *pick) context.
 	return context.WithValue(ctx, routeKey{}, route{room: room, avoid: avoid, picked: p})
 }
 
+// withWatchPick is withPick for a read that leaves the address leave while
+// another is responsive: a watch resumed after its backend ended it goes
+// to another node, since whatever ended it (a drain, reads of the room
+// failing there) is likely still there.
+func withWatchPick(ctx context.Context, avoid *stalls, leave string, p *pick) context.Context {
+	return context.WithValue(ctx, routeKey{}, route{avoid: avoid, leave: leave, picked: p})
+}
+
 type hrwPickerBuilder struct{}
 
 func (hrwPickerBuilder) Build(info base.PickerBuildInfo) balancer.Picker {
@@ -91,7 +102,7 @@ func (hrwPickerBuilder) Build(info base.PickerBuildInfo) balancer.Picker {
 
 // hrwPicker picks among the ready SubConns; scs[i] serves addrs[i]. Both
 // are fixed when the picker is built, so a pick allocates nothing unless
-// an address is stalled.
+// an address is stalled or a watch leaves one.
 type hrwPicker struct {
 	scs   []balancer.SubConn
 	addrs []string
@@ -100,7 +111,7 @@ type hrwPicker struct {
 
 func (p *hrwPicker) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
 	r, _ := info.Ctx.Value(routeKey{}).(route)
-	scs, addrs := p.responsive(r.avoid)
+	scs, addrs := p.responsive(r.avoid, r.leave)
 	i := int(p.next.Add(1)) % len(scs)
 	if r.room != "" {
 		i = preferred(r.room, addrs)
@@ -111,24 +122,29 @@ func (p *hrwPicker) Pick(info balancer.PickInfo) (balancer.PickResult, error) {
 	return balancer.PickResult{SubConn: scs[i]}, nil
 }
 
-// responsive returns the ready SubConns and addresses that are not stalled,
-// or all of them when every one is: the attempt's budget then bounds the
-// wait, and a node that wakes is used at once.
-func (p *hrwPicker) responsive(avoid *stalls) ([]balancer.SubConn, []string) {
-	if !avoid.any() {
+// responsive returns the ready SubConns and addresses that are not stalled
+// and not leave, or without leave's exclusion when nothing else is left,
+// or all of them when every one is stalled: the attempt's budget then
+// bounds the wait, and a node that wakes is used at once.
+func (p *hrwPicker) responsive(avoid *stalls, leave string) ([]balancer.SubConn, []string) {
+	if !avoid.any() && leave == "" {
 		return p.scs, p.addrs
 	}
 	var scs []balancer.SubConn
 	var addrs []string
 	for i, a := range p.addrs {
-		if !avoid.stalled(a) {
+		if !avoid.stalled(a) && a != leave {
 			scs, addrs = append(scs, p.scs[i]), append(addrs, a)
 		}
 	}
-	if len(scs) == 0 {
+	switch {
+	case len(scs) > 0:
+		return scs, addrs
+	case leave != "":
+		return p.responsive(avoid, "")
+	default:
 		return p.scs, p.addrs
 	}
-	return scs, addrs
 }
 
 // preferred returns the index of room's rendezvous-hash node among addrs

@@ -106,6 +106,38 @@ func TestPickerRoutesAroundStalledNodes(t *testing.T) {
 	assert.Equal(t, first, pick(room), "every node stalled")
 }
 
+// A watch resumed after its backend ended it leaves that backend while
+// another is ready (it said its reads of the room fail, or it drains), and
+// goes back to it when it is the only one; a stalled node is avoided
+// first.
+func TestPickerLeavesAWatchsLastBackend(t *testing.T) {
+	addrs := []string{"10.0.0.1:13001", "10.0.0.2:13001", "10.0.0.3:13001"}
+	p := &hrwPicker{addrs: addrs}
+	for _, a := range addrs {
+		p.scs = append(p.scs, fakeSubConn{addr: a})
+	}
+	s := newStalls(func(context.Context, string) error { return status.Error(codes.DeadlineExceeded, "frozen") }, quiet())
+	defer s.close()
+	pick := func(p *hrwPicker, leave string) string {
+		t.Helper()
+		var pk pick
+		res, err := p.Pick(balancer.PickInfo{Ctx: withWatchPick(context.Background(), s, leave, &pk)})
+		require.NoError(t, err)
+		got, _ := pk.get()
+		require.Equal(t, res.SubConn.(fakeSubConn).addr, got, "the pick recorded")
+		return got
+	}
+	for range 10 {
+		assert.NotEqual(t, addrs[0], pick(p, addrs[0]), "a watch that ended on %s went back to it", addrs[0])
+	}
+	s.mark(addrs[1])
+	for range 10 {
+		assert.Equal(t, addrs[2], pick(p, addrs[0]), "the one neither stalled nor left")
+	}
+	alone := &hrwPicker{addrs: addrs[:1], scs: p.scs[:1]}
+	assert.Equal(t, addrs[0], pick(alone, addrs[0]), "the only ready backend")
+}
+
 // roomPreferring returns a room whose rendezvous-hash node among addrs is
 // addrs[i].
 func roomPreferring(t *testing.T, i int, addrs ...string) string {
