@@ -65,17 +65,24 @@ type fakeSubConn struct {
 	addr string
 }
 
-// A command goes to the room's preferred node unless that node is stalled,
-// then to its next node among the others; with every node stalled the
-// preferred one is picked anyway (the attempt budget bounds the wait).
-func TestPickerRoutesAroundStalledNodes(t *testing.T) {
+// threeNodePicker is a picker over three ready nodes, and the stalls it
+// avoids, whose health checks never answer.
+func threeNodePicker(t *testing.T) ([]string, *hrwPicker, *stalls) {
 	addrs := []string{"10.0.0.1:13001", "10.0.0.2:13001", "10.0.0.3:13001"}
 	p := &hrwPicker{addrs: addrs}
 	for _, a := range addrs {
 		p.scs = append(p.scs, fakeSubConn{addr: a})
 	}
 	s := newStalls(func(context.Context, string) error { return status.Error(codes.DeadlineExceeded, "frozen") }, quiet())
-	defer s.close()
+	t.Cleanup(s.close)
+	return addrs, p, s
+}
+
+// A command goes to the room's preferred node unless that node is stalled,
+// then to its next node among the others; with every node stalled the
+// preferred one is picked anyway (the attempt budget bounds the wait).
+func TestPickerRoutesAroundStalledNodes(t *testing.T) {
+	addrs, p, s := threeNodePicker(t)
 	pick := func(room string) string {
 		t.Helper()
 		res, err := p.Pick(balancer.PickInfo{Ctx: withRoute(context.Background(), room, s)})
@@ -111,13 +118,7 @@ func TestPickerRoutesAroundStalledNodes(t *testing.T) {
 // goes back to it when it is the only one; a stalled node is avoided
 // first.
 func TestPickerLeavesAWatchsLastBackend(t *testing.T) {
-	addrs := []string{"10.0.0.1:13001", "10.0.0.2:13001", "10.0.0.3:13001"}
-	p := &hrwPicker{addrs: addrs}
-	for _, a := range addrs {
-		p.scs = append(p.scs, fakeSubConn{addr: a})
-	}
-	s := newStalls(func(context.Context, string) error { return status.Error(codes.DeadlineExceeded, "frozen") }, quiet())
-	defer s.close()
+	addrs, p, s := threeNodePicker(t)
 	pick := func(p *hrwPicker, leave string) string {
 		t.Helper()
 		var pk pick
