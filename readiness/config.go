@@ -1,13 +1,12 @@
 package readiness
 
 import (
-	"errors"
-	"fmt"
 	"log/slog"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/drainkit/drainkit/internal/configerr"
 	"github.com/drainkit/drainkit/lifecycle"
 )
 
@@ -54,22 +53,22 @@ type Config struct {
 // durations are valid: they mean the defaults.
 func (c Config) validate() error {
 	if c.Service == "" {
-		return errors.New(`readiness: Config.Service is empty; want a service name such as "room-service"`)
+		return configerr.Errorf(`readiness: Config.Service is empty; want a service name such as "room-service"`)
 	}
 	if c.NodeID == "" {
-		return errors.New("readiness: Config.NodeID is empty; want this instance's unique node id")
+		return configerr.Errorf("readiness: Config.NodeID is empty; want this instance's unique node id")
 	}
 	for _, f := range []struct {
 		name string
 		d    time.Duration
 	}{{"ReadyTimeout", c.ReadyTimeout}, {"CacheTTL", c.CacheTTL}, {"CheckTimeout", c.CheckTimeout}} {
 		if f.d < 0 {
-			return fmt.Errorf("readiness: Config.%s is %v; want a positive duration or zero for the default", f.name, f.d)
+			return configerr.Errorf("readiness: Config.%s is %v; want a positive duration or zero for the default", f.name, f.d)
 		}
 	}
 	d := c.withDefaults()
 	if d.CheckTimeout > d.ReadyTimeout {
-		return fmt.Errorf("readiness: Config.CheckTimeout %v exceeds ReadyTimeout %v", d.CheckTimeout, d.ReadyTimeout)
+		return configerr.Errorf("readiness: Config.CheckTimeout %v exceeds ReadyTimeout %v", d.CheckTimeout, d.ReadyTimeout)
 	}
 	return nil
 }

@@ -66,12 +66,14 @@ type Registry struct {
 // New returns a Registry for the service described by cfg. state reports
 // the process's lifecycle state, such as a lifecycle.Manager's State
 // method; it is called on every ready probe and its answer never cached.
+// A bad cfg or a nil state is refused with an error naming the field and
+// matching lifecycle.ErrConfig.
 func New(cfg Config, state func() lifecycle.State) (*Registry, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
 	if state == nil {
-		return nil, errors.New("readiness: state is nil; want a function such as a lifecycle.Manager's State method")
+		return nil, configerr.Errorf("readiness: state is nil; want a function such as a lifecycle.Manager's State method")
 	}
 	cfg = cfg.withDefaults()
 	m, err := newMetrics(cfg.Registerer)

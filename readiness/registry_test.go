@@ -45,10 +45,11 @@ func TestConfigValidate(t *testing.T) {
 				return
 			}
 			assert.ErrorContains(t, err, tt.wantErr, "Validate()")
+			assert.ErrorIs(t, err, lifecycle.ErrConfig, "Validate(): a configuration error (fxmodule.Run exits 78)")
 		})
 	}
 	_, err := readiness.New(ok, nil)
-	assert.Error(t, err, "New(cfg, nil): want an error for the missing state source")
+	assert.ErrorIs(t, err, lifecycle.ErrConfig, "New(cfg, nil): want a configuration error for the missing state source")
 }
 
 // A Registerer that already has the registry's metrics is refused by New
