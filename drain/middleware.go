@@ -23,8 +23,11 @@ const ForwardedHeader = "Drainkit-Forwarded"
 // CloseIntake a new request is refused with 503, Retry-After and
 // Connection: close, before next sees it, so a client or load balancer may
 // safely retry it elsewhere. A request with [ForwardedHeader] is no arrival
-// (see [Tracker.Arrivals]).
+// (see [Tracker.Arrivals]). A nil next panics, as http.Handle's does.
 func (t *Tracker) Middleware(next http.Handler) http.Handler {
+	if next == nil {
+		panic("drain: Middleware: next is nil")
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !t.begin(r.Header.Get(ForwardedHeader) == "") { // BeginForwarded when marked
 			h := w.Header()

@@ -3,6 +3,7 @@ package drain
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"sync"
@@ -24,8 +25,17 @@ import (
 //
 // Hijacked connections are neither waited for nor closed. Every hook's
 // Abort closes srv. docs/shutdown.md says what a balancer that retries
-// only refused connections sees, and why DRAIN_DELAY is the remedy.
+// only refused connections sees, and why DRAIN_DELAY is the remedy. An
+// empty name, a nil srv or a nil t panics, naming it.
 func HTTPHooks(name string, srv *http.Server, t *Tracker) []Hook {
+	switch {
+	case name == "":
+		panic(`drain: HTTPHooks: name is empty; want the server's name, such as "api"`)
+	case srv == nil:
+		panic(fmt.Sprintf("drain: HTTPHooks(%q): srv is nil", name))
+	case t == nil:
+		panic(fmt.Sprintf("drain: HTTPHooks(%q): t is nil; want the manager's Tracker", name))
+	}
 	active := watchActive(srv)
 	abort := func() { _ = srv.Close() }
 	stop := func(context.Context) error {

@@ -230,3 +230,15 @@ func TestHTTPHooksIdempotentWithAppShutdown(t *testing.T) {
 		})
 	}
 }
+
+// A server drain put together wrong panics where it is put together,
+// naming the argument, as http.Handle does for a nil handler: the hooks
+// would otherwise panic at the drain, which never refused a request.
+func TestHTTPHooksAndMiddlewareRefuseNothingToDrain(t *testing.T) {
+	srv, tr := &http.Server{}, new(drain.Tracker)
+	assert.PanicsWithValue(t, `drain: HTTPHooks: name is empty; want the server's name, such as "api"`, func() { drain.HTTPHooks("", srv, tr) })
+	assert.PanicsWithValue(t, `drain: HTTPHooks("api"): srv is nil`, func() { drain.HTTPHooks("api", nil, tr) })
+	assert.PanicsWithValue(t, `drain: HTTPHooks("api"): t is nil; want the manager's Tracker`, func() { drain.HTTPHooks("api", srv, nil) })
+	assert.PanicsWithValue(t, "drain: Middleware: next is nil", func() { tr.Middleware(nil) })
+	assert.NotPanics(t, func() { drain.HTTPHooks("api", srv, tr) })
+}

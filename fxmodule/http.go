@@ -85,6 +85,9 @@ func serveHTTP(name, addr string, p httpParams) error {
 	if p.Manager == nil {
 		return names.NeedModule(option)
 	}
+	if p.Handler == nil {
+		return configerr.Errorf("%s: the handler is nil", option)
+	}
 	t := p.Manager.Tracker()
 	mux := http.NewServeMux()
 	p.Registry.Mount(mux)

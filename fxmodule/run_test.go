@@ -112,6 +112,11 @@ func TestRunConfigMistakeIsOneLineAndExitConfig(t *testing.T) {
 			want: []string{"DATABASE_URL is empty; set it to the database's DSN"},
 		},
 		{
+			name: "HTTP's handler constructor returning nil",
+			give: []fx.Option{fxmodule.Module, cfg, fxmodule.HTTP("api", "127.0.0.1:0", func() http.Handler { return nil })},
+			want: []string{`fxmodule.HTTP("api", "127.0.0.1:0", …): the handler is nil`},
+		},
+		{
 			name: "two hooks with one name",
 			give: []fx.Option{fxmodule.Module, cfg, fx.Provide(namedHook("flush"), namedHook("flush"))},
 			want: []string{`two drain hooks named "flush"`},

@@ -35,6 +35,22 @@ func FollowFailover(c redis.UniversalClient) {
 	}
 }
 
+// IsNil reports whether c is nil, or a nil *redis.Client, *redis.ClusterClient
+// or *redis.Ring in the interface.
+func IsNil(c redis.UniversalClient) bool {
+	switch c := c.(type) {
+	case nil:
+		return true
+	case *redis.Client:
+		return c == nil
+	case *redis.ClusterClient:
+		return c == nil
+	case *redis.Ring:
+		return c == nil
+	}
+	return false
+}
+
 // Client refuses, in one error, a client under which a call could outlive
 // its context's deadline (at most callTimeout) or be sent more than twice,
 // or a read reach a replica. It checks the options rather than
@@ -48,23 +64,18 @@ func Client(c redis.UniversalClient, callTimeout time.Duration) error {
 		honoursCtx bool
 		readOnly   bool // reads may go to replicas
 	)
-	switch cl := c.(type) {
-	case nil:
+	if IsNil(c) {
 		return fmt.Errorf("client is nil")
+	}
+	switch cl := c.(type) {
 	case *redis.Ring: // it moves an unreachable shard's keys: a room would get two owners
 		return fmt.Errorf("*redis.Ring cannot keep leases: while a shard is unreachable it sends the shard's keys to another shard, " +
 			"so a room can have two owners; use a *redis.Client (standalone or Sentinel) or a *redis.ClusterClient")
 	case *redis.Client:
-		if cl == nil {
-			return fmt.Errorf("client is nil")
-		}
 		o := cl.Options()
 		options, retries, honoursCtx = optionsType(c), o.MaxRetries, o.ContextTimeoutEnabled
 		noRetries = "go-redis reads 0 as 3, -1 as none"
 	case *redis.ClusterClient:
-		if cl == nil {
-			return fmt.Errorf("client is nil")
-		}
 		o := cl.Options() // as go-redis resolved them: RouteByLatency and RouteRandomly set ReadOnly
 		// Without seeds go-redis answers "cluster has no nodes" forever,
 		// which lease waits out as a cluster still being created.

@@ -29,8 +29,15 @@ const DefaultTimeout = 200 * time.Millisecond
 // of the probe's (WithTimeout: the same pool and hooks), which also follows
 // a Timeout the caller raised. Give a *redis.ClusterClient
 // ContextTimeoutEnabled, as leases need anyway: a hung node would hold its
-// PING past the probe.
+// PING past the probe. A nil client panics.
+//
+// While Redis refuses connections the check fails as "deadline exceeded":
+// go-redis retries the dial until the probe's deadline; its own log line
+// says "connection refused".
 func Ping(client redis.UniversalClient) readiness.Check {
+	if redisinternal.IsNil(client) {
+		panic("redischeck: Ping: client is nil")
+	}
 	c, unbounded := client.(*redis.Client)
 	unbounded = unbounded && !bounded(c.Options())
 	return readiness.Check{Name: "redis", Tier: readiness.Gating, Timeout: DefaultTimeout,

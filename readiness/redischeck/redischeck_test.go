@@ -15,10 +15,20 @@ import (
 )
 
 func TestPingDefaults(t *testing.T) {
-	c := redischeck.Ping(nil)
+	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}) // never dialled
+	defer client.Close()
+	c := redischeck.Ping(client)
 	assert.Equal(t, "redis", c.Name)
 	assert.Equal(t, 200*time.Millisecond, c.Timeout)
 	assert.Equal(t, readiness.Gating, c.Tier)
+}
+
+// A check of no client panics where it is made, naming the argument: its
+// probe would otherwise panic at every probe, readiness 503 for good.
+func TestPingOfNoClientPanics(t *testing.T) {
+	for _, c := range []redis.UniversalClient{nil, (*redis.Client)(nil), (*redis.ClusterClient)(nil)} {
+		assert.PanicsWithValue(t, "redischeck: Ping: client is nil", func() { redischeck.Ping(c) }, "Ping(%#v)", c)
+	}
 }
 
 func TestPing(t *testing.T) {
