@@ -126,8 +126,13 @@ func (m *Manager) logPerPhase(msg string, results []drain.HookResult, stoppedAt 
 
 // logReport logs the report line: INFO for a clean exit, WARN with the
 // advice when work was refused after intake (the delay was too short),
-// ERROR for any other exit code.
+// ERROR for any other exit code. Only the first report is logged: a third
+// signal's, which Run logs before it returns, is the process's last word,
+// and the drain it did not wait for may end before the process does.
 func (m *Manager) logReport(r *Report, advice string) {
+	if m.reportLogged.Swap(true) {
+		return
+	}
 	level := slog.LevelInfo
 	switch {
 	case r.ExitCode != ExitClean:

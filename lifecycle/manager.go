@@ -54,6 +54,7 @@ type Manager struct {
 	shutdownOnce sync.Once              // the first shutdown drains; the others wait for its report
 	report       atomic.Pointer[Report] // set once the drain has finished
 	reported     chan struct{}          // closed once report is set
+	reportLogged atomic.Bool            // a drain report line was written: the process writes one
 	// drained is a copy of the drain's report once its phases are over,
 	// before the work after it (OnDrained): what a third signal reports then.
 	drained atomic.Pointer[drain.Report]

@@ -238,10 +238,12 @@ func TestThirdSignalReturnsAtOnce(t *testing.T) {
 		h.sig <- syscall.SIGTERM
 		h.sig <- syscall.SIGTERM
 		synctest.Wait()
+		time.Sleep(300 * time.Millisecond) // the forced drain waits for the start step
 		start := time.Now()
 		h.sig <- syscall.SIGTERM
 		r := <-reports
 		assert.Equal(t, time.Duration(0), time.Since(start), "at once")
+		assert.Equal(t, 300*time.Millisecond, r.Duration, "from the stop request to the third signal")
 		assert.Equal(t, lifecycle.ExitForced, r.ExitCode)
 		assert.True(t, r.Forced)
 		assert.Contains(t, r.Reason, "signal: terminated")
@@ -252,6 +254,9 @@ func TestThirdSignalReturnsAtOnce(t *testing.T) {
 		assert.EqualValues(t, lifecycle.ExitForced, line["exit_code"])
 		assert.Contains(t, line["report"].(map[string]any)["reason"], "third signal")
 		close(release) // the drain goes on in the background until the process exits; here, until the bubble ends
+		synctest.Wait()
+		assert.Equal(t, 1, strings.Count(h.logs.String(), `"msg":"drain report"`),
+			"report lines once the drain in the background ended too; want the third signal's only")
 	})
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/drainkit/drainkit/drain"
 )
@@ -62,6 +63,9 @@ func (m *Manager) Run(ctx context.Context) *Report {
 		at, reason := m.stopRequestedAt, m.stopReason
 		m.mu.Unlock()
 		rep := &drain.Report{Reason: reason + " (third signal: not waited for)", Start: at, Forced: true}
+		if !at.IsZero() {
+			rep.Duration = time.Since(at) // how long it ran before the third signal
+		}
 		if d := m.drained.Load(); d != nil { // the phases are over: their results stand, the work after them is cut
 			c := *d
 			c.Reason += " (third signal: the work after the drain not waited for)"
