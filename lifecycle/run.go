@@ -12,7 +12,10 @@ import (
 // Run is the whole life of a process without a framework: it handles
 // signals, runs the OnStart steps, marks the process Running, waits for a
 // signal or for ctx to end, drains ([Manager.Shutdown]) and returns the
-// report, whose ExitCode goes to os.Exit. A signal during start-up cancels
+// report, whose ExitCode goes to os.Exit. Signals are handled from the
+// call on: one that comes before it (slow set-up between New and Run) ends
+// the process as Go's default does, so do such work in an OnStart step. A
+// signal during start-up cancels
 // the step that is running, skips the rest, and drains the hooks the
 // started steps had added, but runs no Flush hook (reported skipped:
 // nothing was served, and the state to flush may never have been loaded);

@@ -35,8 +35,8 @@ type CheckResult struct {
 	Name string
 	// Tier is "gating", "informational" or, for heartbeats, "liveness".
 	Tier string
-	// Status is StatusOK or StatusFail (StatusDegraded for a stale
-	// heartbeat while draining).
+	// Status is StatusOK or StatusFail; a stale heartbeat's is StatusFail
+	// while draining too, when it only makes the report StatusDegraded.
 	Status string
 	// Message is a short, credential-free error text; empty when ok.
 	Message string
