@@ -34,6 +34,9 @@ import (
 // port), and handler a constructor, not the handler itself; each mistake
 // is refused before anything starts (exit 78).
 func HTTP(name, addr string, handler any) fx.Option {
+	if err := names.EmptyServerName(fmt.Sprintf("HTTP(%q, %q, …)", name, addr), name); err != nil {
+		return fx.Error(err)
+	}
 	if err := checkHandler(handler); err != nil {
 		return fx.Error(configerr.Errorf("fxmodule: HTTP(%q, %q, handler): %w", name, addr, err))
 	}

@@ -112,6 +112,11 @@ func TestRunConfigMistakeIsOneLineAndExitConfig(t *testing.T) {
 			want: []string{"DATABASE_URL is empty; set it to the database's DSN"},
 		},
 		{
+			name: "HTTP without a name",
+			give: []fx.Option{fxmodule.Module, cfg, fxmodule.HTTP("", "127.0.0.1:0", hello)},
+			want: []string{`fxmodule: HTTP("", "127.0.0.1:0", …): name is empty; want the server's name, such as "api"`},
+		},
+		{
 			name: "HTTP's handler constructor returning nil",
 			give: []fx.Option{fxmodule.Module, cfg, fxmodule.HTTP("api", "127.0.0.1:0", func() http.Handler { return nil })},
 			want: []string{`fxmodule.HTTP("api", "127.0.0.1:0", …): the handler is nil`},

@@ -126,12 +126,13 @@ func (m *Manager) logPerPhase(msg string, results []drain.HookResult, stoppedAt 
 
 // logReport logs the report line: INFO for a clean exit, WARN with the
 // advice when work was refused after intake (the delay was too short),
-// ERROR for any other exit code. Only the first report is logged: a third
-// signal's, which Run logs before it returns, is the process's last word,
-// and the drain it did not wait for may end before the process does.
-func (m *Manager) logReport(r *Report, advice string) {
+// ERROR for any other exit code. Only the first report is logged, and
+// logReport reports whether it was r: a third signal's, which Run logs
+// before it returns, is the process's last word, and the drain it did not
+// wait for may end before the process does.
+func (m *Manager) logReport(r *Report, advice string) (logged bool) {
 	if m.reportLogged.Swap(true) {
-		return
+		return false
 	}
 	level := slog.LevelInfo
 	switch {
@@ -142,7 +143,7 @@ func (m *Manager) logReport(r *Report, advice string) {
 	}
 	ctx := context.Background()
 	if !m.log.Enabled(ctx, level) {
-		return
+		return true
 	}
 	attrs := []slog.Attr{slog.String("service", r.Service), slog.String("node_id", r.NodeID),
 		slog.Int("exit_code", r.ExitCode), {Key: "report", Value: r.logValue()}}
@@ -150,6 +151,7 @@ func (m *Manager) logReport(r *Report, advice string) {
 		attrs = append(attrs, slog.String("advice", advice))
 	}
 	reportLogger(m.log).LogAttrs(ctx, level, "drain report", attrs...)
+	return true
 }
 
 // logValue is the report as one JSON object in a log line: nested under a

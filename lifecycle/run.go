@@ -75,8 +75,10 @@ func (m *Manager) Run(ctx context.Context) *Report {
 			rep = &c
 		}
 		r := &Report{Report: rep, Service: m.cfg.Service, NodeID: m.cfg.NodeID, ExitCode: ExitForced}
-		m.logReport(r, "") // a log pipeline that reads the report line still gets one
-		return r
+		if !m.logReport(r, "") { // the drain's report came first (stored before its line): return it, so the line and the exit code agree
+			return m.Report()
+		}
+		return r // a log pipeline that reads the report line still gets one
 	}
 }
 

@@ -70,6 +70,9 @@ const handshakeTimeout = 5 * time.Second
 // starts (exit 78).
 func Server(name, addr string, register any, opts ...grpc.ServerOption) fx.Option {
 	option := fmt.Sprintf("fxgrpc.Server(%q, %q, …)", name, addr)
+	if err := names.EmptyServerName(option, name); err != nil {
+		return fx.Error(err)
+	}
 	if err := checkRegister(register); err != nil {
 		return fx.Error(configerr.Errorf("fxgrpc: Server(%q, %q, register): %w", name, addr, err))
 	}

@@ -237,6 +237,11 @@ func TestServerMistakesAreRefusedNamingTheOption(t *testing.T) {
 			want: `fxgrpc: Server("api", "not-an-addr", …): address not-an-addr: missing port in address; want host:port`,
 		},
 		{
+			name: "no name",
+			give: []fx.Option{fxmodule.Module, cfg, fxgrpc.Server("", "127.0.0.1:0", register)},
+			want: `fxmodule: fxgrpc.Server("", "127.0.0.1:0", …): name is empty; want the server's name, such as "api"`,
+		},
+		{
 			name: "a nil register",
 			give: []fx.Option{fxmodule.Module, cfg, fxgrpc.Server("api", "127.0.0.1:0", nil)},
 			want: `fxgrpc: Server("api", "127.0.0.1:0", register): register is nil; want a func whose first parameter is *grpc.Server`,

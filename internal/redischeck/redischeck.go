@@ -324,10 +324,11 @@ func EachServer(ctx context.Context, c redis.UniversalClient, retry func(context
 // SLOTS shows every slot served, each range by a primary of the map. The
 // map may list primaries that serve nothing: from v9.24, go-redis lists a
 // failed primary whose replica took over, which answers nothing until it
-// returns. They are matched by address; where go-redis rewrote addresses
-// (a loopback one announced behind another host), a map that lists as many
-// primaries as serve slots is taken as it is, and one that lists more is
-// matched by node id (CLUSTER MYID). A map from ClusterOptions.ClusterSlots
+// returns. They are matched by address; where go-redis rewrote every
+// address (a loopback one announced behind another host), a map that lists
+// as many primaries as serve slots is taken as it is; otherwise (more
+// listed, or a map older than the failover, listing the dead primary at
+// its address) they are matched by node id (CLUSTER MYID). A map from ClusterOptions.ClusterSlots
 // is the caller's own and taken as it is.
 func clusterPrimaries(ctx context.Context, c *redis.ClusterClient) ([]*redis.Client, error) {
 	var mu sync.Mutex
@@ -371,13 +372,17 @@ func clusterPrimaries(ctx context.Context, c *redis.ClusterClient) ([]*redis.Cli
 	switch {
 	case len(byAddr) == len(serving):
 		return byAddr, nil
-	case len(listed) == len(serving):
+	case len(byAddr) == 0 && len(listed) == len(serving): // every address rewritten
 		return listed, nil
 	}
 	byID, err := servingOf(ctx, listed, serving)
 	if len(byID) < len(serving) {
+		why := ""
+		if err != nil {
+			why = " (" + err.Error() + ")"
+		}
 		return nil, fmt.Errorf("%w: CLUSTER SLOTS shows every slot served, by %d primaries; the client's slot map lists %d, "+
-			"and %d of them answer CLUSTER MYID with a serving one's id (%v)", ErrSlotsUncovered, len(serving), len(listed), len(byID), err)
+			"and %d of them answer CLUSTER MYID with a serving one's id%s", ErrSlotsUncovered, len(serving), len(listed), len(byID), why)
 	}
 	return byID, nil
 }

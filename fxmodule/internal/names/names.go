@@ -88,6 +88,15 @@ func collision(hook, first, second string) error {
 	return configerr.Errorf("fxmodule: drain hook %q is both %s and %s: %s", hook, first, second, advice)
 }
 
+// EmptyServerName is the refusal of a server option given an empty name,
+// which names its hooks, its check and its log lines: nil if name is set.
+func EmptyServerName(option, name string) error {
+	if name != "" {
+		return nil
+	}
+	return configerr.Errorf(`fxmodule: %s: name is empty; want the server's name, such as "api"`, option)
+}
+
 // NeedModule is the refusal of a server option given without
 // fxmodule.Module: the option's parameters are optional so that the
 // mistake is said in drainkit's words rather than in dig's (whose text is
