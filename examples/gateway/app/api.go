@@ -174,7 +174,7 @@ func (a *api) getRoom(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer cancel()
-	rm, err := within(ctx, a.retried, func(ctx context.Context) (*roompb.Room, error) { return a.getOnce(ctx, id) })
+	rm, err := within(ctx, a.retried, "no attempt answered", func(ctx context.Context) (*roompb.Room, error) { return a.getOnce(ctx, id) })
 	if err != nil {
 		a.fail(w, r, err)
 		return

@@ -367,6 +367,20 @@ func TestReadsFinalFailureAfterUnknownOutcomeIsItsOwn(t *testing.T) {
 	assert.Contains(t, logs.String(), "corrupt snapshot")
 }
 
+// A read that found no answer until its deadline is 504 like a command,
+// but it applies nothing, so its answer does not say that an attempt may
+// have been applied.
+func TestReadUntilTheDeadlineIs504WithoutApplying(t *testing.T) {
+	rooms := &testRooms{get: func(context.Context, *roompb.GetRoomRequest) (*roompb.Room, error) {
+		return nil, status.Error(codes.DeadlineExceeded, "server deadline")
+	}}
+	h := startAPI(t, startBackend(t, rooms).addr).routes()
+	rec, got := doWithin(t, h, "300ms", "GET", "/api/v1/rooms/r1", "")
+	assert.Equal(t, http.StatusGatewayTimeout, rec.Code, rec.Body.String())
+	assert.NotContains(t, got["error"], "applied", "a read applies nothing")
+	assert.Contains(t, got["error"], "no attempt answered")
+}
+
 func TestRequestTimeoutHeader(t *testing.T) {
 	rooms := &testRooms{apply: applyAnswer(roompb.ApplyResponse_APPLIED, 1)}
 	h := startAPI(t, startBackend(t, rooms).addr).routes()

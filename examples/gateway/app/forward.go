@@ -28,7 +28,7 @@ const maxRedirects = 3
 // command_id at most once and answers a resend with the first
 // application's seq.
 func (a *api) forwardApply(ctx context.Context, req *roompb.ApplyRequest) (*roompb.ApplyResponse, error) {
-	resp, err := within(ctx, a.retried, func(ctx context.Context) (*roompb.ApplyResponse, error) {
+	resp, err := within(ctx, a.retried, "an earlier one may have been applied", func(ctx context.Context) (*roompb.ApplyResponse, error) {
 		return a.applyOnce(ctx, req)
 	})
 	if u, ok := errors.AsType[*afterUnknown](err); ok {
