@@ -21,15 +21,17 @@ import (
 // without a deadline) or again (if set) refuses a retry. Each attempt gets
 // CallTimeout; backoff rises to it from CallTimeout/8 with jitter, so nodes
 // do not retry in step (every script is safe to repeat). When ctx ends, the
-// error leads with the last own failure (what an operator must fix) and
-// still matches ctx's.
+// error leads with the last own failure (what an operator must fix), adds
+// the server's last answer if that was another (READONLY, before calls
+// that then timed out), and still matches ctx's.
 func (m *Manager) retry(ctx context.Context, again func() error, call func(ctx context.Context) error) error {
 	end, ok := ctx.Deadline()
 	if !ok {
 		end = time.Now().Add(m.cfg.TTL)
 	}
 	backoff := m.cfg.CallTimeout / 8
-	var cause error // the last failure that was not ctx's ending
+	var cause error        // the last failure that was not ctx's ending
+	var answer redis.Error // the last failure the server answered
 	for attempt := 1; ; attempt++ {
 		cctx, cancel := context.WithTimeout(ctx, min(m.cfg.CallTimeout, time.Until(end)))
 		err := call(cctx)
@@ -37,6 +39,9 @@ func (m *Manager) retry(ctx context.Context, again func() error, call func(ctx c
 		cutShort := ctx.Err() != nil // this attempt's error may be ctx's, not the server's
 		if err != nil && !cutShort {
 			cause = err
+		}
+		if reply := redis.Error(nil); errors.As(err, &reply) {
+			answer = reply
 		}
 		if err == nil || !retryable(err) && !cutShort {
 			return err
@@ -51,10 +56,14 @@ func (m *Manager) retry(ctx context.Context, again func() error, call func(ctx c
 			last := cmp.Or(cause, err)
 			// No cause: the next attempt would start past the deadline, which ended it.
 			ended := cmp.Or(context.Cause(ctx), context.DeadlineExceeded)
-			if errors.Is(last, ended) {
-				return fmt.Errorf("%w (%d attempts)", last, attempt)
+			told := ""
+			if lastReply := redis.Error(nil); answer != nil && (!errors.As(last, &lastReply) || lastReply.Error() != answer.Error()) {
+				told = "; the server's last answer: " + answer.Error()
 			}
-			return fmt.Errorf("%w (%d attempts, then %w)", last, attempt, ended)
+			if errors.Is(last, ended) {
+				return fmt.Errorf("%w (%d attempts%s)", last, attempt, told)
+			}
+			return fmt.Errorf("%w (%d attempts, then %w%s)", last, attempt, ended, told)
 		}
 		backoff = min(backoff*2, m.cfg.CallTimeout)
 		if again != nil {

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -181,6 +182,34 @@ func TestStartOnAReplicaSaysSo(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "READONLY")
 	assert.Contains(t, logs, "the server is a replica (FailoverOptions.ReplicaOnly, or a replica's address?)")
+}
+
+// replyErr is an error the server answered, as go-redis reports one.
+type replyErr string
+
+func (e replyErr) Error() string { return string(e) }
+func (replyErr) RedisError()     {}
+
+// A start whose later attempts time out (a loaded machine, a server that
+// slowed down) still names what the server answered before: READONLY,
+// where the last attempt's timeout alone says nothing of the cause.
+func TestStartsErrorKeepsTheServersLastAnswer(t *testing.T) {
+	var calls atomic.Int64
+	c := standalone(t).client(cmdHook{fn: func(ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error {
+		if !isScript(cmd, sessionScript) {
+			return next(ctx, cmd)
+		}
+		if calls.Add(1) == 1 {
+			cmd.SetErr(replyErr("READONLY You can't write against a read only replica."))
+			return cmd.Err()
+		}
+		<-ctx.Done() // then no answer in time
+		return ctx.Err()
+	}})
+	_, err := startFor(t, c, testConfig(), time.Second)
+	require.Error(t, err)
+	assert.ErrorContains(t, err, "the server's last answer: READONLY")
+	assert.ErrorIs(t, err, context.DeadlineExceeded)
 }
 
 // startFor starts a Manager of cfg on c with a ctx that ends after d, and

@@ -174,7 +174,7 @@ func (a *api) getRoom(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer cancel()
-	rm, err := within(ctx, a.retried, "no attempt answered", func(ctx context.Context) (*roompb.Room, error) { return a.getOnce(ctx, id) })
+	rm, err := within(ctx, a.retried, "none answered in time", func(ctx context.Context) (*roompb.Room, error) { return a.getOnce(ctx, id) })
 	if err != nil {
 		a.fail(w, r, err)
 		return
@@ -228,10 +228,11 @@ func unreadable(err error, malformed string) (int, error) {
 // fail answers a backend failure that was not waited out. UNAVAILABLE is,
 // by the time it gets here, the deadline reached with nothing applied (see
 // [within]): 503 with Retry-After, as the drain middleware answers, and a
-// client may retry anywhere. DEADLINE_EXCEEDED means an attempt may have
-// been applied: 504, which says so and carries no Retry-After; the client
-// may retry with the same command_id, which gets the first application's
-// answer. Anything unexpected is 502.
+// client may retry anywhere. DEADLINE_EXCEEDED is 504 with no Retry-After:
+// for a command, an attempt may have been applied, and the answer says the
+// outcome is unknown (the client may retry with the same command_id, which
+// gets the first application's answer); a read applies nothing, and its
+// answer says none came in time. Anything unexpected is 502.
 func (a *api) fail(w http.ResponseWriter, r *http.Request, err error) {
 	st := status.Convert(err)
 	switch st.Code() {
@@ -241,7 +242,11 @@ func (a *api) fail(w http.ResponseWriter, r *http.Request, err error) {
 	case codes.InvalidArgument:
 		writeError(w, http.StatusBadRequest, st.Message())
 	case codes.DeadlineExceeded:
-		writeError(w, http.StatusGatewayTimeout, "outcome unknown: "+st.Message())
+		prefix := "outcome unknown: "
+		if r.Method == http.MethodGet {
+			prefix = "no answer in time: "
+		}
+		writeError(w, http.StatusGatewayTimeout, prefix+st.Message())
 	default:
 		a.log.Warn("room backend failed", "method", r.Method, "path", r.URL.Path, "code", st.Code().String(), "err", st.Message())
 		writeError(w, http.StatusBadGateway, st.Message())

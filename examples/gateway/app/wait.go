@@ -74,9 +74,9 @@ func requestBudget(r *http.Request, max time.Duration) (time.Duration, error) {
 // after an attempt that may have been applied, it is an *afterUnknown.
 // retried is told of each attempt sent again, after a "refused" or an
 // "unknown" outcome: the retries made on the client's behalf, counted.
-// unknown says what an unknown outcome means to the caller in the 504's
-// message ("an earlier one may have been applied" for a command).
-func within[T any](ctx context.Context, retried func(after string), unknown string, attempt func(context.Context) (T, error)) (T, error) {
+// unknownMeans says what an unknown outcome means to the caller, in the
+// 504's message ("an earlier one may have been applied" for a command).
+func within[T any](ctx context.Context, retried func(after string), unknownMeans string, attempt func(context.Context) (T, error)) (T, error) {
 	var zero T
 	maybeApplied := false
 	after := ""
@@ -113,7 +113,7 @@ func within[T any](ctx context.Context, retried func(after string), unknown stri
 		}
 		msg := status.Convert(err).Message()
 		if maybeApplied {
-			return zero, status.Errorf(codes.DeadlineExceeded, "gave up after %d attempts, %s: %s", retries+1, unknown, msg)
+			return zero, status.Errorf(codes.DeadlineExceeded, "gave up after %d attempts, %s: %s", retries+1, unknownMeans, msg)
 		}
 		return zero, status.Errorf(codes.Unavailable, "gave up after %d attempts, none applied: %s", retries+1, msg)
 	}
