@@ -29,8 +29,8 @@ import (
 // hooks (name+".stop_intake": 503 with Retry-After from then on;
 // ".wait_in_flight"; ".close"), name+".serve", and the gating check
 // name+"_listener". The listener stays open until phase close, so the
-// probes answer through the drain (docs/fxmodule.md). name must be unique
-// among the app's servers, addr a host:port ("127.0.0.1:0" picks a
+// probes answer through the drain (docs/fxmodule.md). name must be set and
+// unique among the app's servers, addr a host:port ("127.0.0.1:0" picks a
 // port), and handler a constructor, not the handler itself; each mistake
 // is refused before anything starts (exit 78).
 func HTTP(name, addr string, handler any) fx.Option {

@@ -24,7 +24,8 @@ import (
 //
 // A third signal makes Run return at once, with [ExitForced] and a report
 // of no hooks, or of the drain's hooks if its phases were over (logged as
-// every report is), while the drain or the work after it goes on in the
+// every report is; the drain's own report, and its exit code, if the drain
+// had made it already), while the drain or the work after it goes on in the
 // background: the caller is to exit (os.Exit), which ends it. Run itself
 // never ends the process. A process has one life: a second call starts
 // nothing (its start steps would run beside the first's) and returns the

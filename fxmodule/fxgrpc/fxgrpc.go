@@ -65,9 +65,9 @@ const handshakeTimeout = 5 * time.Second
 // that *drain.Streams too, for handlers that say goodbye at its Told. It adds the drain
 // hooks name+".stop_intake", ".health_watch", ".wait_in_flight",
 // ".graceful_stop" and ".serve", the streams' hooks, and the gating check
-// name+"_listener". A malformed addr, a nil register or a func without a
-// *grpc.Server, or a name another server has is refused before anything
-// starts (exit 78).
+// name+"_listener". An empty name or one another server has, a malformed
+// addr, a nil register or a func without a *grpc.Server is refused before
+// anything starts (exit 78).
 func Server(name, addr string, register any, opts ...grpc.ServerOption) fx.Option {
 	option := fmt.Sprintf("fxgrpc.Server(%q, %q, …)", name, addr)
 	if err := names.EmptyServerName(option, name); err != nil {
