@@ -329,13 +329,16 @@ func TestDrillTable(t *testing.T) {
 }
 
 // A pass that the balancer's retries made says so: behind kube-proxy,
-// which retries nothing, those connections would have failed.
+// which retries nothing, those connections would have failed. (Read on a
+// verdict: a drill of a service that closes its listener at SIGTERM passes
+// only now and then, as a connection that reached the backlog just before
+// the close is reset, not refused, and fails.)
 func TestDrillPassThatTheBalancersRetriesMadeSaysSo(t *testing.T) {
-	args := append([]string{"-n", "1", "-lb", "inprocess"}, short...)
-	code, out, errOut := drillRun(t, append(args, service("naive")...)...)
-	require.Equal(t, exitPass, code, "stdout:\n%s\nstderr:\n%s", out, errOut)
-	assert.Contains(t, out, "PASS: no request failed, every old instance exited 0 in time, but only because the balancer retried ")
-	assert.Contains(t, out, " refused connections: behind one that retries nothing (kube-proxy: -lb kube) they fail.")
+	v := &verdict{Pass: true, Command: []string{"/usr/local/bin/svc"}, Instances: 1, Balancer: "inprocess", BalancerRetries: 17}
+	out := v.table()
+	assert.Contains(t, out, "\nPASS: no request failed, every old instance exited 0 in time, but only because the balancer retried 17 refused connections: behind one that retries nothing (kube-proxy: -lb kube) they fail.\n")
+	v.BalancerRetries = 0
+	assert.Contains(t, v.table(), "\nPASS: no request failed, every old instance exited 0 in time.\n")
 }
 
 // A gRPC pass that grpc-go's transparent retries helped says how many:
