@@ -4,11 +4,35 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"runtime"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 )
+
+// repetitionEnv holds the repetition's number, set by bench/run.
+const repetitionEnv = "BENCH_REPETITION"
+
+// contender is one side of a side-by-side benchmark.
+type contender struct {
+	name  string
+	bench func(b *testing.B)
+}
+
+// inTurn runs each contender as the sub-benchmark c=name, starting at the
+// repetition's number (BENCH_REPETITION) and wrapping around: with a fixed
+// order, whatever the first sub-benchmark of a process pays (the process
+// and the server warming up) is charged to one contender in every
+// repetition.
+func inTurn(b *testing.B, contenders []contender) {
+	first, _ := strconv.Atoi(os.Getenv(repetitionEnv))
+	for i := range contenders {
+		c := contenders[(first+i)%len(contenders)]
+		b.Run("c="+c.name, c.bench)
+	}
+}
 
 // empty is the floor of every HTTP table: a handler that answers 200 with
 // no body. No health library can answer a probe faster over the same HTTP

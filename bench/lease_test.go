@@ -79,7 +79,7 @@ func parallel(n, w int, fn func(i int) error) error {
 //	go test -run='^$' -bench='LeaseAcquireRelease' -count=5 ./bench
 func BenchmarkLeaseAcquireRelease(b *testing.B) {
 	ctx := context.Background()
-	b.Run("c=drainkit", func(b *testing.B) {
+	inTurn(b, []contender{{"drainkit", func(b *testing.B) {
 		c := newRedisClient(b)
 		defer c.Close()
 		m := newManager(b, c, "ar")
@@ -91,8 +91,7 @@ func BenchmarkLeaseAcquireRelease(b *testing.B) {
 			}
 			return l.Release(ctx)
 		})
-	})
-	b.Run("c=bare", func(b *testing.B) {
+	}}, {"bare", func(b *testing.B) {
 		c := newRedisClient(b)
 		defer c.Close()
 		acquire, release := drainkitScript(b, c, "acquire.lua"), drainkitScript(b, c, "release.lua")
@@ -119,8 +118,7 @@ func BenchmarkLeaseAcquireRelease(b *testing.B) {
 			}
 			return nil
 		})
-	})
-	b.Run("c=redislock", func(b *testing.B) {
+	}}, {"redislock", func(b *testing.B) {
 		c := newRedisClient(b)
 		defer c.Close()
 		// nil Options: the default RetryStrategy, NoRetry — one try.
@@ -132,8 +130,7 @@ func BenchmarkLeaseAcquireRelease(b *testing.B) {
 			}
 			return lock.Release(ctx)
 		})
-	})
-	b.Run("c=redsync", func(b *testing.B) {
+	}}, {"redsync", func(b *testing.B) {
 		c := newRedisClient(b)
 		defer c.Close()
 		// One pool (one Redis: quorum 1), one try, the same expiry.
@@ -148,7 +145,7 @@ func BenchmarkLeaseAcquireRelease(b *testing.B) {
 			}
 			return nil
 		})
-	})
+	}}})
 }
 
 // drainkitScript loads one of drainkit's lease scripts, the file the lease

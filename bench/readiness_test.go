@@ -22,8 +22,9 @@ import (
 //	go test -run='^$' -bench='ReadyCached' -count=5 ./bench
 func BenchmarkReadyCached(b *testing.B) {
 	contenders := append([]readyContender{readyContenders[0], {"bare", buildBareReady}}, readyContenders[1:]...)
-	for _, c := range contenders {
-		b.Run("c="+c.name, func(b *testing.B) {
+	turns := make([]contender, len(contenders))
+	for i, c := range contenders {
+		turns[i] = contender{c.name, func(b *testing.B) {
 			h, release := c.build(b, instantChecks(3))
 			defer release()
 			url, stop := serve(b, h)
@@ -43,8 +44,9 @@ func BenchmarkReadyCached(b *testing.B) {
 					}
 				}
 			})
-		})
+		}}
 	}
+	inTurn(b, turns)
 }
 
 // BenchmarkReadyChecks: in-process cost of one ready probe (no network)
