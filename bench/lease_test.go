@@ -94,30 +94,7 @@ func BenchmarkLeaseAcquireRelease(b *testing.B) {
 	}}, {"bare", func(b *testing.B) {
 		c := newRedisClient(b)
 		defer c.Close()
-		acquire, release := drainkitScript(b, c, "acquire.lua"), drainkitScript(b, c, "release.lua")
-		const node, epoch = "ar-bare", "1"
-		// The fence key's retention is the lease package's (24 h); it only
-		// sets a TTL, so its value changes nothing of the cost.
-		args := []any{node, epoch, "", (24 * time.Hour).Milliseconds()}
-		pairs(b, c, func(i int) error {
-			id := "{ar-" + strconv.Itoa(i%64) + "}"
-			got, err := acquire.EvalSha(ctx, c, []string{"room:route:" + id, "room:fence:" + id}, args...).Slice()
-			if err != nil {
-				return err
-			}
-			if len(got) != 2 || got[0] != int64(1) {
-				return fmt.Errorf("acquire %s: %v; want {1, fence}", id, got)
-			}
-			value := node + "|" + epoch + "|" + got[1].(string)
-			st, err := release.EvalSha(ctx, c, []string{"room:route:" + id}, value, "").Int64()
-			if err != nil {
-				return err
-			}
-			if st != 1 {
-				return fmt.Errorf("release %s: %d; want 1", id, st)
-			}
-			return nil
-		})
+		pairs(b, c, barePairs(b, c, "ar-bare"))
 	}}, {"redislock", func(b *testing.B) {
 		c := newRedisClient(b)
 		defer c.Close()
@@ -146,6 +123,81 @@ func BenchmarkLeaseAcquireRelease(b *testing.B) {
 			return nil
 		})
 	}}})
+}
+
+// barePairs returns c=bare's pair: drainkit's acquire and release scripts
+// sent straight through go-redis for room i%64 of node, no library around them.
+func barePairs(b *testing.B, c *counted, node string) func(i int) error {
+	ctx := context.Background()
+	acquire, release := drainkitScript(b, c, "acquire.lua"), drainkitScript(b, c, "release.lua")
+	const epoch = "1"
+	// The fence key's retention is the lease package's (24 h); it only
+	// sets a TTL, so its value changes nothing of the cost.
+	args := []any{node, epoch, "", (24 * time.Hour).Milliseconds()}
+	return func(i int) error {
+		id := "{" + node + "-" + strconv.Itoa(i%64) + "}"
+		got, err := acquire.EvalSha(ctx, c, []string{"room:route:" + id, "room:fence:" + id}, args...).Slice()
+		if err != nil {
+			return err
+		}
+		if len(got) != 2 || got[0] != int64(1) {
+			return fmt.Errorf("acquire %s: %v; want {1, fence}", id, got)
+		}
+		value := node + "|" + epoch + "|" + got[1].(string)
+		st, err := release.EvalSha(ctx, c, []string{"room:route:" + id}, value, "").Int64()
+		if err != nil {
+			return err
+		}
+		if st != 1 {
+			return fmt.Errorf("release %s: %d; want 1", id, st)
+		}
+		return nil
+	}
+}
+
+// BenchmarkLeaseLibraryCost: what the lease library adds to its own two
+// scripts, c=drainkit against c=bare of BenchmarkLeaseAcquireRelease, but
+// interleaved in one process on one client: each op times a round of 100
+// drainkit pairs, two of bare and one of drainkit again, so the machine's
+// noise lands on both alike, and the medians of the rounds are compared.
+// A side-by-side table's drainkit ÷ bare moves with the noise that met
+// either run; this one much less.
+//
+//	cd bench && GOWORK=off go test -run='^$' -bench='^BenchmarkLeaseLibraryCost$' -benchtime=100x -count=3 .
+func BenchmarkLeaseLibraryCost(b *testing.B) {
+	ctx := context.Background()
+	c := newRedisClient(b)
+	defer c.Close()
+	m := newManager(b, c, "lc")
+	defer m.Stop(ctx)
+	ours := func(i int) error {
+		l, err := m.Acquire(ctx, "lc-"+strconv.Itoa(i%64))
+		if err != nil {
+			return err
+		}
+		return l.Release(ctx)
+	}
+	bare := barePairs(b, c, "lc-bare")
+	const round = 100
+	timed := func(pair func(i int) error) time.Duration {
+		start := time.Now()
+		for i := range round {
+			if err := pair(i); err != nil {
+				b.Fatal(err)
+			}
+		}
+		return time.Since(start) / round
+	}
+	var oursRounds, bareRounds []time.Duration
+	for b.Loop() {
+		oursRounds = append(oursRounds, timed(ours))
+		bareRounds = append(bareRounds, timed(bare), timed(bare))
+		oursRounds = append(oursRounds, timed(ours))
+	}
+	o, r := percentile(oursRounds, 50), percentile(bareRounds, 50)
+	b.ReportMetric(float64(o.Nanoseconds()), "drainkit-ns/pair")
+	b.ReportMetric(float64(r.Nanoseconds()), "bare-ns/pair")
+	b.ReportMetric(float64(o)/float64(r), "drainkit/bare")
 }
 
 // drainkitScript loads one of drainkit's lease scripts, the file the lease
