@@ -67,8 +67,8 @@ type Config struct {
 	// holder choosing to (lost, or left to expire), after its context is
 	// cancelled, on the goroutine that ended it. It must return promptly
 	// and call neither Acquire nor Stop: losing a session and Stop wait for
-	// these hooks, and an Acquire meanwhile waits for the loss (at most
-	// TTL, then fails). A panic in it is logged.
+	// these hooks, and an Acquire meanwhile waits for the loss (within its
+	// ctx, up to two TTLs, then fails). A panic in it is logged.
 	OnLost func(l *Lease, cause error)
 	// OnEnd, if set, is called once for every lease that ends, after OnLost
 	// and before Redis is told, so an audit log written here never shows

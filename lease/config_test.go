@@ -126,8 +126,11 @@ func TestNewListsEveryClientOptionLeasesNeed(t *testing.T) {
 		// Reads from replicas: a lagging one shows a live node's session gone.
 		{"cluster reading from replicas", redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{"127.0.0.1:1"}, ReadOnly: true, ContextTimeoutEnabled: true}),
 			[]string{"ReadOnly true", "give leases a client of their own"}},
+		// go-redis turns a failover cluster client's ReplicaOnly into ReadOnly: the error names what the user set.
+		{"failover cluster on replicas only", redis.NewFailoverClusterClient(&redis.FailoverOptions{MasterName: "m", SentinelAddrs: []string{"127.0.0.1:1"}, ReplicaOnly: true, MaxRetries: 1, ContextTimeoutEnabled: true}),
+			[]string{"ReadOnly true", "ReplicaOnly", "in redis.FailoverOptions"}},
 		{"cluster routed by latency", redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{"127.0.0.1:1"}, RouteByLatency: true, ContextTimeoutEnabled: true}),
-			[]string{"ReadOnly true (RouteByLatency and RouteRandomly set it)"}},
+			[]string{"ReadOnly true (RouteByLatency, RouteRandomly"}},
 		{"cluster routed randomly", redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{"127.0.0.1:1"}, RouteRandomly: true, ContextTimeoutEnabled: true}),
 			[]string{"ReadOnly true"}},
 		{"cluster fit", redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{"127.0.0.1:1"}, ContextTimeoutEnabled: true}), nil},

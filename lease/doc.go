@@ -31,5 +31,6 @@
 // add [Manager.HandOff] and [Manager.ReleaseHook] to the drain's hooks;
 // fxlease does all of it but the hand-off, whose fn is the service's. The
 // metrics, listed in docs/reference.md, go on [Config].Registerer labelled
-// route_prefix, so managers with their own RoutePrefix can share it.
+// route_prefix, so managers with their own RoutePrefix (and their own
+// NodePrefix or Node: one session per node id) can share it.
 package lease

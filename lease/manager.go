@@ -299,7 +299,7 @@ func (m *Manager) startRetry() func(context.Context, func(context.Context) error
 				msg := "lease: start waiting for Redis"
 				switch {
 				case errors.Is(err, errSessionBusy):
-					msg = "lease: start waiting for another process's session of this node id: it expires within a TTL if that process is gone; a live one keeps it (one NODE_ID for two processes?)"
+					msg = "lease: start waiting for another process's session of this node id: it expires within a TTL if that process is gone; a live one keeps it (one NODE_ID for two processes, or two Managers with one NodePrefix?)"
 				case redischeck.NoMaster(err):
 					msg = "lease: start waiting for the Sentinel master: " + redischeck.NoMasterCause
 				case redis.HasErrorPrefix(err, "READONLY"):
@@ -378,8 +378,8 @@ func (m *Manager) stopRenewer(ctx context.Context) (first bool, err error) {
 // is cancelled (cause gives each one's cause) and every lease leaves the
 // set before any hook runs, so hooks that take their time delay no lease's
 // end past the session's expiry, and a hook's Acquire of another of these
-// rooms waits for the next session (at most TTL), not for hooks still to
-// come. No new lease of these rooms comes before their hooks have run:
+// rooms waits for the next session (within its ctx, up to two TTLs), not
+// for hooks still to come. No new lease of these rooms comes before their hooks have run:
 // the caller starts the next session, or ends Stop, only once endAll has
 // returned. It returns the leases it ended, once those another goroutine
 // was ending have left the set too: their hooks return before the session goes.

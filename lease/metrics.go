@@ -53,7 +53,7 @@ func (m *metrics) register(r prometheus.Registerer, routePrefix string) error {
 	}
 	err := metricreg.Register(r, fmt.Sprintf("lease: Config.Registerer (RoutePrefix %q)", routePrefix), m.all...)
 	if errors.As(err, new(prometheus.AlreadyRegisteredError)) {
-		return fmt.Errorf("%w: another Manager with this RoutePrefix is registered: give each Manager its own RoutePrefix", err)
+		return fmt.Errorf("%w: another Manager with this RoutePrefix is registered: give each Manager its own RoutePrefix, and its own NodePrefix or Node (one session per node id)", err)
 	}
 	return err
 }

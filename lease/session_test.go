@@ -147,7 +147,7 @@ func TestRestartWaitsForItsOldSession(t *testing.T) {
 	require.ErrorIs(t, err, errSessionBusy, "Start while another process's session lives")
 	assert.ErrorContains(t, err, cfg.Node, "Start's error: want the node id named")
 	assert.Contains(t, logs.String(), "lease: start waiting for another process's session of this node id")
-	assert.Contains(t, logs.String(), `(one NODE_ID for two processes?)" node_id=`+cfg.Node, "the waiting line's node id")
+	assert.Contains(t, logs.String(), `(one NODE_ID for two processes, or two Managers with one NodePrefix?)" node_id=`+cfg.Node, "the waiting line's node id")
 	assert.NotContains(t, logs.String(), "waiting for Redis")
 }
 

@@ -184,7 +184,7 @@ func (t redisTarget) pingError(err error) error {
 // followFailover has a Cluster client reload its slot map after a call
 // that failed as a failover explains: go-redis reloads it by itself only
 // on a redirect, or once a minute, and a dead primary sends none (go-redis
-// issue 3979, open at v9.23.0). The lease manager asks after its own
+// issue 3979, open at v9.24.0). The lease manager asks after its own
 // calls only; room loads share the client, and with REDIS_WAIT_REPLICAS
 // write through a node's own client, so it is on those too. The reload is go-redis's: in
 // the background, at most one every 200 ms. docs/leases.md ("On a Redis

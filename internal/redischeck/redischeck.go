@@ -76,7 +76,7 @@ func Client(c redis.UniversalClient, callTimeout time.Duration) error {
 		options, retries, honoursCtx = optionsType(c), o.MaxRetries, o.ContextTimeoutEnabled
 		noRetries = "go-redis reads 0 as 3, -1 as none"
 	case *redis.ClusterClient:
-		o := cl.Options() // as go-redis resolved them: RouteByLatency and RouteRandomly set ReadOnly
+		o := cl.Options() // as go-redis resolved them: RouteByLatency, RouteRandomly and FailoverOptions.ReplicaOnly set ReadOnly
 		// Without seeds go-redis answers "cluster has no nodes" forever,
 		// which lease waits out as a cluster still being created.
 		if len(o.Addrs) == 0 && o.ClusterSlots == nil {
@@ -92,7 +92,7 @@ func Client(c redis.UniversalClient, callTimeout time.Duration) error {
 		bad = append(bad, fmt.Sprintf("MaxRetries %d: want at most 1, or a retried renewal can land after the lease expired (%s)", retries, noRetries))
 	}
 	if readOnly {
-		bad = append(bad, "ReadOnly true (RouteByLatency and RouteRandomly set it): want false, or a node's session is read "+
+		bad = append(bad, "ReadOnly true (RouteByLatency, RouteRandomly and a failover client's ReplicaOnly set it): want false, or a node's session is read "+
 			"from a replica that may lag, and a live node's room taken; give leases a client of their own")
 	}
 	if !honoursCtx {
