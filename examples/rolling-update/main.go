@@ -27,6 +27,10 @@
 // The end-to-end tests (go test ./e2e/) run the same harness
 // against a real redis-server and HAProxy, with faults.
 //
+// It takes no flags or arguments (-h prints this summary). Ctrl-C,
+// SIGTERM, SIGHUP (the terminal closed) and SIGPIPE (its output's reader
+// gone) stop everything it started and exit 130.
+//
 // This command is the demo's driver, built on that harness
 // (examples/internal/e2e); it is not a service to copy. The services it
 // updates, examples/room-service and examples/gateway, import only
@@ -36,10 +40,12 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"net/url"
 	"os"
 	"os/signal"
+	"slices"
 	"syscall"
 	"time"
 
@@ -48,8 +54,29 @@ import (
 	"github.com/drainkit/drainkit/examples/internal/e2e"
 )
 
+// exitInterrupted is the exit code after a signal, as a shell reports Ctrl-C.
+const exitInterrupted = 130
+
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	flag.Usage = func() {
+		fmt.Fprint(flag.CommandLine.Output(), `usage: go run ./examples/rolling-update
+
+A rolling update of three room-services under load, measured; no flags.
+Environment: REDIS_URL (default: embedded miniredis), BALANCER=inprocess
+(default: HAProxy when installed), SNAPSHOTS=redis (default: MariaDB when
+installed). Exit 0: every check passed; 1: one failed; 2: it could not run;
+130: interrupted.
+`)
+	}
+	flag.Parse()
+	if flag.NArg() > 0 {
+		fmt.Fprintf(os.Stderr, "rolling-update: unexpected argument %q\n", flag.Arg(0))
+		flag.Usage()
+		os.Exit(2)
+	}
+	// SIGPIPE too: with it notified, a write to a closed stdout fails
+	// rather than killing the process before it stops what it started.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGPIPE)
 	code := run(ctx)
 	stop()
 	os.Exit(code)
@@ -57,6 +84,10 @@ func main() {
 
 func run(ctx context.Context) int {
 	fail := func(err error) int {
+		if ctx.Err() != nil { // the processes' errors are the signal's doing, not theirs
+			fmt.Fprintln(os.Stderr, "rolling-update: interrupted; stopping what it started")
+			return exitInterrupted
+		}
 		fmt.Fprintln(os.Stderr, "rolling-update:", err)
 		return 2
 	}
@@ -148,9 +179,7 @@ func run(ctx context.Context) int {
 	}
 
 	fmt.Println("\ntimeline (state changes of every process):")
-	fmt.Print(e2e.FormatTimeline(c.Timeline(), c.Began()))
-	fmt.Printf("t+%6dms  load       first command sent\nt+%6dms  load       last command sent\n",
-		res.Began.Sub(c.Began()).Milliseconds(), res.LastSent.Sub(c.Began()).Milliseconds())
+	fmt.Print(timeline(c.Timeline(), c.Began(), res))
 	fmt.Println("\nsummary:")
 	fmt.Print(r.Table())
 
@@ -186,4 +215,26 @@ func run(ctx context.Context) int {
 	}
 	fmt.Println("\nOK: 0 failed requests, 0 lost writes, never two owners of a room.")
 	return 0
+}
+
+// timeline is every process's state changes and the load's first and last
+// command, in time order, as offsets from zero.
+func timeline(trs []e2e.Transition, zero time.Time, load *e2e.LoadResult) string {
+	type line struct {
+		at   time.Time
+		text string
+	}
+	lines := []line{
+		{load.Began, fmt.Sprintf("t+%6dms  load       first command sent\n", load.Began.Sub(zero).Milliseconds())},
+		{load.LastSent, fmt.Sprintf("t+%6dms  load       last command sent\n", load.LastSent.Sub(zero).Milliseconds())},
+	}
+	for _, t := range trs {
+		lines = append(lines, line{t.At, e2e.FormatTimeline([]e2e.Transition{t}, zero)})
+	}
+	slices.SortStableFunc(lines, func(a, b line) int { return a.at.Compare(b.at) })
+	var s string
+	for _, l := range lines {
+		s += l.text
+	}
+	return s
 }

@@ -52,7 +52,7 @@ func StartProc(name, bin string, env []string, args ...string) (*Proc, error) {
 	growPipe(w)
 	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), env...)
-	ownGroup(cmd)
+	OwnGroup(cmd)
 	cmd.Stdout, cmd.Stderr = w, w
 	err = cmd.Start()
 	_ = w.Close() // the child holds the write end now: EOF once it is gone

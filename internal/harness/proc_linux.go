@@ -10,14 +10,15 @@ import (
 	"unsafe"
 )
 
-// ownGroup puts the process in a group of its own and has the kernel kill
-// it when the harness dies, so that a demo, test or drill killed by
-// Ctrl-\, SIGKILL or a CI timeout leaves nothing behind holding its ports.
+// OwnGroup puts the process of cmd, before it starts, in a group of its own
+// and has the kernel kill it when the harness dies, so that a demo, test or
+// drill killed by Ctrl-\, SIGKILL or a CI timeout leaves nothing behind
+// holding its ports. Every server a harness starts gets it (mariadbtest's too).
 //
 // Pdeathsig fires when the thread that started the child exits, not the
 // process; the Go runtime ends a thread only when a goroutine locked to it
 // exits, and the harness locks none.
-func ownGroup(cmd *exec.Cmd) {
+func OwnGroup(cmd *exec.Cmd) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 }
 

@@ -7,8 +7,8 @@ import (
 	"os/exec"
 )
 
-// ownGroup does nothing where there are no process groups.
-func ownGroup(*exec.Cmd) {}
+// OwnGroup does nothing where there are no process groups.
+func OwnGroup(*exec.Cmd) {}
 
 // awaitExit does not wait; the exit is seen when the process is reaped.
 func awaitExit(*os.Process) bool { return false }

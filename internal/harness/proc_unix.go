@@ -8,9 +8,9 @@ import (
 	"syscall"
 )
 
-// ownGroup puts the process in a group of its own; there is no
+// OwnGroup puts the process in a group of its own; there is no
 // parent-death signal outside Linux.
-func ownGroup(cmd *exec.Cmd) { cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} }
+func OwnGroup(cmd *exec.Cmd) { cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} }
 
 // awaitExit does not wait: an exit is seen only when the process is
 // reaped, after which its group's id may be reused, so the group is

@@ -28,6 +28,8 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+
+	"github.com/drainkit/drainkit/internal/harness"
 )
 
 // The account and database every server is created with.
@@ -180,6 +182,7 @@ func (s *Server) start() error {
 		return fmt.Errorf("mariadbtest: Start of %s, which is running", s)
 	}
 	cmd := exec.Command(s.bin, s.args...)
+	harness.OwnGroup(cmd) // a demo or test killed outright takes its server with it
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("mariadbtest: start mariadbd: %w", err)
 	}

@@ -1,15 +1,23 @@
 package mariadbtest
 
 import (
+	"bufio"
 	"context"
 	"database/sql"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
 
 	"go.uber.org/goleak"
+
+	"github.com/drainkit/drainkit/internal/harness"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -99,5 +107,66 @@ func TestLaunchOutsideATest(t *testing.T) {
 	}
 	if !s.exited() {
 		t.Fatal("after Close: mariadbd still runs")
+	}
+}
+
+// childDirEnv makes the test binary the process that launches a server
+// and is killed (TestServerDiesWithTheProcessThatStartedIt).
+const childDirEnv = "MARIADBTEST_CHILD_DIR"
+
+// A demo or test killed outright (SIGKILL, a CI timeout: no cleanup runs)
+// takes its server with it, rather than leaving a mariadbd that holds its
+// port and data directory.
+func TestServerDiesWithTheProcessThatStartedIt(t *testing.T) {
+	if dir := os.Getenv(childDirEnv); dir != "" {
+		s, err := Launch(dir)
+		if err != nil {
+			fmt.Println("launch:", err)
+			os.Exit(1)
+		}
+		fmt.Printf("pid %d sockets %s\n", s.cmd.Process.Pid, s.sockDir)
+		_, _ = io.Copy(io.Discard, os.Stdin) // the parent never closes it: wait to be killed
+		os.Exit(1)
+	}
+	child := exec.Command(os.Args[0], "-test.run=^TestServerDiesWithTheProcessThatStartedIt$")
+	child.Env = append(os.Environ(), childDirEnv+"="+t.TempDir())
+	stdin, err := child.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stdin.Close()
+	out, err := child.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := child.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var pid int
+	var sockets string
+	lines := bufio.NewScanner(out)
+	for lines.Scan() { // until the child says which server it started, or exits
+		if n, _ := fmt.Sscanf(lines.Text(), "pid %d sockets %s", &pid, &sockets); n == 2 {
+			break
+		}
+	}
+	if pid == 0 {
+		_ = child.Process.Kill()
+		_ = child.Wait()
+		t.Fatal("the child started no server")
+	}
+	t.Cleanup(func() {
+		_ = syscall.Kill(pid, syscall.SIGKILL) // a failed run leaves nothing behind either
+		_ = os.RemoveAll(sockets)
+	})
+	if err := child.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = child.Wait()
+	// Another process's exit: polled, within a bound far above the kernel's delivery.
+	for deadline := time.Now().Add(10 * time.Second); harness.Alive(pid); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("mariadbd (pid %d) still runs 10 s after the process that started it was killed", pid)
+		}
 	}
 }
