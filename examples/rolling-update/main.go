@@ -27,9 +27,10 @@
 // The end-to-end tests (go test ./e2e/) run the same harness
 // against a real redis-server and HAProxy, with faults.
 //
-// It takes no flags or arguments (-h prints this summary). Ctrl-C,
-// SIGTERM, SIGHUP (the terminal closed) and SIGPIPE (its output's reader
-// gone) stop everything it started and exit 130.
+// It takes no flags or arguments (-h prints a summary). Ctrl-C, SIGTERM and
+// SIGHUP (the terminal closed) stop everything it started and exit 130; a
+// closed stdout (| head) does not kill it before it has. Exit codes are the
+// built binary's: go run reports any failure as 1.
 //
 // This command is the demo's driver, built on that harness
 // (examples/internal/e2e); it is not a service to copy. The services it
@@ -65,7 +66,7 @@ A rolling update of three room-services under load, measured; no flags.
 Environment: REDIS_URL (default: embedded miniredis), BALANCER=inprocess
 (default: HAProxy when installed), SNAPSHOTS=redis (default: MariaDB when
 installed). Exit 0: every check passed; 1: one failed; 2: it could not run;
-130: interrupted.
+130: interrupted (codes of the built binary: go run reports any failure as 1).
 `)
 	}
 	flag.Parse()
@@ -74,9 +75,11 @@ installed). Exit 0: every check passed; 1: one failed; 2: it could not run;
 		flag.Usage()
 		os.Exit(2)
 	}
-	// SIGPIPE too: with it notified, a write to a closed stdout fails
-	// rather than killing the process before it stops what it started.
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGPIPE)
+	// A write to a closed stdout fails instead of killing the process
+	// before it stops what it started; the run goes on to its end. Not
+	// notified: any broken connection of the process would raise it.
+	signal.Ignore(syscall.SIGPIPE)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	code := run(ctx)
 	stop()
 	os.Exit(code)

@@ -110,7 +110,9 @@ func Launch(dir string) (*Server, error) {
 	}
 	ia := append([]string{"--no-defaults", "--datadir=" + data, "--user=" + u.Username,
 		"--auth-root-authentication-method=socket", "--skip-test-db"}, tuning...)
-	if out, err := exec.Command(install, ia...).CombinedOutput(); err != nil {
+	installDB := exec.Command(install, ia...)
+	harness.OwnGroup(installDB) // it runs a mariadbd of its own to bootstrap the data
+	if out, err := installDB.CombinedOutput(); err != nil {
 		_ = os.RemoveAll(sockDir)
 		return nil, fmt.Errorf("mariadbtest: mariadb-install-db: %w\n%s", err, out)
 	}

@@ -144,19 +144,26 @@ func TestServerDiesWithTheProcessThatStartedIt(t *testing.T) {
 	}
 	var pid int
 	var sockets string
+	var said strings.Builder
 	lines := bufio.NewScanner(out)
 	for lines.Scan() { // until the child says which server it started, or exits
 		if n, _ := fmt.Sscanf(lines.Text(), "pid %d sockets %s", &pid, &sockets); n == 2 {
 			break
 		}
+		said.WriteString(lines.Text() + "\n")
 	}
 	if pid == 0 {
 		_ = child.Process.Kill()
 		_ = child.Wait()
-		t.Fatal("the child started no server")
+		t.Fatalf("the child started no server:\n%s", said.String())
 	}
 	t.Cleanup(func() {
-		_ = syscall.Kill(pid, syscall.SIGKILL) // a failed run leaves nothing behind either
+		if t.Failed() && harness.Alive(pid) { // the server outlived its parent: nothing left behind all the same
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+			for deadline := time.Now().Add(10 * time.Second); harness.Alive(pid) && time.Now().Before(deadline); {
+				time.Sleep(10 * time.Millisecond)
+			}
+		}
 		_ = os.RemoveAll(sockets)
 	})
 	if err := child.Process.Kill(); err != nil {
